@@ -1,0 +1,29 @@
+# Presk: the commands a user types are `make tutorial` and `make test`; every target that
+# needs the environment depends on `setup`, which installs uv where it is missing.
+SHELL := /bin/bash
+UV ?= $(shell command -v uv 2>/dev/null || echo "$(HOME)/.local/bin/uv")
+PY := .venv/bin/python
+TREE_SITTER ?= ../shared/tools/tree-sitter
+
+.PHONY: setup test tutorial grammar bench lint
+
+setup:
+	@command -v uv >/dev/null 2>&1 || test -x "$(UV)" || python3 -m pip install --user --quiet uv
+	@$(UV) sync --frozen --all-packages --quiet
+
+test: setup
+	$(PY) -m pytest
+
+tutorial: setup
+	$(PY) tools/run_tutorial.py docs/tutorial.md
+
+# Regenerate the parser after a change of grammar.js (needs a tree-sitter CLI >= 0.22 and node).
+grammar:
+	cd packages/presk-syntax/grammar && $(abspath $(TREE_SITTER)) generate --no-bindings
+	$(UV) sync --all-packages --quiet
+
+bench: setup
+	$(PY) tools/bench_parse.py
+
+lint: setup
+	$(UV) run ruff check . && $(UV) run ruff format --check .

@@ -1,0 +1,3 @@
+"""presk-cli: presk, the umbrella command."""
+
+__version__ = "0.1.0"
