@@ -1,0 +1,98 @@
+"""`presk`, the umbrella command: one process that runs the stages' functions in order.
+
+The help follows the specification's layout (clap's): `Usage: presk <COMMAND>`, the
+commands with their one-line descriptions, the options. A command appears here when it is
+implemented; exit codes are 0 success, 1 an error diagnostic, 2 usage.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from presk_cli import __version__
+from presk_cli.commands import check, dump
+
+DESCRIPTION = f"Presk compiler ({__version__}: front-end)"
+
+
+class PreskGroup(click.Group):
+    """A group whose help reads as the specification's `presk --help`."""
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        shown = {name: c for name, c in self.commands.items() if not c.hidden}
+        width = max(len(name) for name in [*shown, "help"]) + 2
+        lines = [DESCRIPTION, "", "Usage: presk <COMMAND>", "", "Commands:"]
+        for name, command in shown.items():
+            lines.append(f"  {name:<{width}} {command.get_short_help_str(limit=200)}")
+        lines.append(f"  {'help':<{width}} Print this message or the help of the given subcommand(s)")
+        lines += ["", "Options:", "  -h, --help     Print help", "  -V, --version  Print version"]
+        formatter.write("\n".join(lines) + "\n")
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)
+
+
+@click.group(
+    cls=PreskGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    invoke_without_command=True,
+)
+@click.version_option(__version__, "-V", "--version", prog_name="presk", message="%(prog)s %(version)s")
+@click.pass_context
+def cli(ctx: click.Context) -> None:
+    if ctx.invoked_subcommand is None:
+        click.echo(ctx.get_help(), err=True)
+        ctx.exit(2)
+
+
+@cli.command("help", hidden=True)
+@click.argument("command", required=False)
+@click.pass_context
+def help_command(ctx: click.Context, command: str | None) -> None:
+    """Print this message or the help of the given subcommand(s)."""
+    group = ctx.parent.command
+    if command is None:
+        click.echo(ctx.parent.get_help())
+        return
+    sub = group.get_command(ctx, command)
+    if sub is None:
+        raise click.UsageError(f"no command `{command}`", ctx)
+    with click.Context(sub, info_name=command, parent=ctx.parent) as sub_ctx:
+        click.echo(sub.get_help(sub_ctx))
+
+
+cli.add_command(check)
+cli.add_command(dump)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The console script: exit codes 0, 1, 2; never a traceback."""
+    try:
+        result = cli.main(args=argv, prog_name="presk", standalone_mode=False)
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except click.ClickException as e:
+        e.show()
+        return 2
+    except click.exceptions.Abort:
+        click.echo("presk: interrupted", err=True)
+        return 130
+    except KeyboardInterrupt:
+        click.echo("presk: interrupted", err=True)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as e:  # a bug of presk's: one line, and how to report it
+        click.echo(
+            f"presk: internal error: {type(e).__name__}: {e} (please report it with the command"
+            " and the file that caused it)",
+            err=True,
+        )
+        return 101
+    return result if isinstance(result, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""The msgpack documents that stages exchange, and a codec for trees of frozen dataclasses.
+
+A document is a msgpack map `{"presk": KIND, "version": N, "files": [...], ...}`. A node is
+a map `{"@": "ClassName", field: value, ...}`; a tuple is an array; a `Span` is a map
+`{"@": "Span", "file": i, "start": s, "end": e}` whose file is an index into the
+document's `files` table (each file once, with its text, so that a later stage can render
+diagnostics from the document alone). docs/ir.md describes every schema.
+
+Every stage builds its own `Codec` from its node classes; this module owns the mechanism.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import Any, BinaryIO
+
+import msgpack
+
+from presk_syntax import ast as A
+from presk_syntax.span import Source, Span
+
+AST_VERSION = 1
+
+
+class DocumentError(Exception):
+    """A document that cannot be read: not msgpack, not presk's, or of another version."""
+
+
+class FileTable:
+    """The files a document's spans point into, each once, in order of first use."""
+
+    def __init__(self, sources: Iterable[Source] = ()) -> None:
+        self.sources: list[Source] = []
+        self._index: dict[str, int] = {}
+        for source in sources:
+            self.add(source)
+
+    def add(self, source: Source) -> int:
+        if source.path not in self._index:
+            self._index[source.path] = len(self.sources)
+            self.sources.append(source)
+        return self._index[source.path]
+
+    def index(self, path: str) -> int:
+        if path not in self._index:
+            self.add(Source(path, ""))
+        return self._index[path]
+
+    def path(self, index: int) -> str:
+        return self.sources[index].path
+
+    def to_msgpack(self) -> list:
+        return [[s.path, s.text] for s in self.sources]
+
+    @classmethod
+    def from_msgpack(cls, data: Any) -> FileTable:
+        try:
+            return cls(Source(str(path), str(text)) for path, text in data)
+        except (TypeError, ValueError) as e:
+            raise DocumentError(f"the document's file table is malformed ({e})") from None
+
+
+class Codec:
+    """Encodes and decodes trees of the given frozen dataclasses (and Span)."""
+
+    def __init__(self, node_types: Iterable[type]) -> None:
+        self.types = {t.__name__: t for t in node_types}
+        self.fields = {name: [f.name for f in dataclasses.fields(t)] for name, t in self.types.items()}
+
+    def encode(self, value: Any, files: FileTable) -> Any:
+        match value:
+            case None | bool() | int() | float() | str() | bytes():
+                return value
+            case Span(file, start, end):
+                return {"@": "Span", "file": files.index(file), "start": start, "end": end}
+            case tuple() | list():
+                return [self.encode(v, files) for v in value]
+            case _ if type(value).__name__ in self.types:
+                name = type(value).__name__
+                out = {"@": name}
+                for field in self.fields[name]:
+                    out[field] = self.encode(getattr(value, field), files)
+                return out
+        raise TypeError(f"cannot encode {type(value).__name__} in a presk document")
+
+    def decode(self, data: Any, files: FileTable) -> Any:
+        match data:
+            case None | bool() | int() | float() | str() | bytes():
+                return data
+            case list():
+                return tuple(self.decode(v, files) for v in data)
+            case {"@": "Span", "file": int(i), "start": int(s), "end": int(e)}:
+                if not 0 <= i < len(files.sources):
+                    raise DocumentError(f"a span points to file {i}, not in the file table")
+                return Span(files.path(i), s, e)
+            case {"@": str(name), **fields} if name in self.types:
+                try:
+                    args = {f: self.decode(fields[f], files) for f in self.fields[name]}
+                    return self.types[name](**args)
+                except KeyError as e:
+                    raise DocumentError(f"a `{name}` node lacks its field {e}") from None
+        raise DocumentError(f"unexpected value in the document: {str(data)[:60]}")
+
+
+AST_CODEC = Codec(A.NODE_TYPES)
+
+
+def dump_document(kind: str, version: int, payload: dict, files: FileTable) -> bytes:
+    """A document's bytes: the header, the file table and the payload's entries."""
+    doc = {"presk": kind, "version": version, "files": files.to_msgpack(), **payload}
+    return msgpack.packb(doc, use_bin_type=True)
+
+
+def load_document(data: bytes, kinds: Iterable[str] | None = None) -> tuple[str, dict, FileTable]:
+    """The kind, the map and the file table of a document; DocumentError when unreadable."""
+    try:
+        doc = msgpack.unpackb(data, raw=False, strict_map_key=False)
+    except Exception as e:  # msgpack raises several unrelated types for bad input
+        raise DocumentError(f"not a presk document (msgpack: {e})") from None
+    if not isinstance(doc, dict) or "presk" not in doc or "version" not in doc:
+        raise DocumentError("not a presk document (no `presk` and `version` header)")
+    kind = doc["presk"]
+    allowed = list(kinds) if kinds is not None else None
+    if allowed is not None and kind not in allowed:
+        raise DocumentError(f"expected a document of kind {' or '.join(allowed)}, got `{kind}`")
+    return kind, doc, FileTable.from_msgpack(doc.get("files", []))
+
+
+def encode_ast(tree: A.SourceFile, source: Source) -> bytes:
+    """The AST document of one parsed file."""
+    files = FileTable([source])
+    return dump_document("ast", AST_VERSION, {"tree": AST_CODEC.encode(tree, files)}, files)
+
+
+def decode_ast(data: bytes) -> tuple[A.SourceFile, FileTable]:
+    """The tree and the files of an AST document."""
+    _, doc, files = load_document(data, ["ast"])
+    check_version(doc, "ast", AST_VERSION)
+    tree = AST_CODEC.decode(doc.get("tree"), files)
+    if not isinstance(tree, A.SourceFile):
+        raise DocumentError("the AST document holds no source file")
+    return tree, files
+
+
+def check_version(doc: dict, kind: str, version: int) -> None:
+    """Refuse a document of another version than the one this stage reads."""
+    if doc.get("version") != version:
+        raise DocumentError(
+            f"this `{kind}` document is of version {doc.get('version')}; this presk reads"
+            f" version {version}: produce it again with this presk"
+        )
