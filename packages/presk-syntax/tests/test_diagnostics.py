@@ -329,8 +329,9 @@ def test_line_col_counts_characters() -> None:
     assert src.line_col(second) == (2, 1)
     assert src.line_col(second + len("λ θ. ".encode())) == (2, 6)
     assert src.line_text(1) == "θ : ℝ — x"
-    assert src.line_col(src.byte_len) == (3, 1)
-    assert src.line_col(src.byte_len + 10) == (3, 1)  # clamped
+    assert src.line_count == 2
+    assert src.line_col(src.byte_len) == (2, 8)  # past the final newline, as in ariadne
+    assert src.line_col(src.byte_len + 10) == (2, 8)  # clamped
     assert src.char_offset(second) == len("θ : ℝ — x\n")
 
 
@@ -354,16 +355,17 @@ def test_empty_file() -> None:
 
 
 def test_span_at_end_of_file() -> None:
+    # As in ariadne, a final newline starts no line: the end of the file is on the last line.
     src = Source("eof.psk", "dim B\nfn f(x : ℝ) =\n")
     end = Span("eof.psk", src.byte_len, src.byte_len)
     diag = error("E0002", "expected an expression", Label(end, "the file ends here"))
     assert render(diag, SourceMap([src]), color=False) == (
         "[E0002] Error: expected an expression\n"
-        "   ,-[ eof.psk:3:1 ]\n"
+        "   ,-[ eof.psk:2:15 ]\n"
         "   |\n"
-        " 3 |\n"
-        "   | |\n"
-        "   | `- the file ends here\n"
+        " 2 | fn f(x : ℝ) =\n"
+        "   |               |\n"
+        "   |               `- the file ends here\n"
         "---'\n"
     )
 
@@ -435,3 +437,122 @@ def test_span() -> None:
         Span("f", 3, 2)
     with pytest.raises(ValueError):
         Span("f", 0, 1).to(Span("g", 0, 1))
+
+
+# --- ariadne's own snapshots ---------------------------------------------------------------
+# Cases the tutorial does not show, from the snapshot tests of ariadne's writer (ASCII, colour
+# off), with our header (`[ file:line:col ]`) and trailing spaces dropped.
+
+APPLE = "apple == orange;"
+
+
+def snapshot(text: str, labels: list[tuple[int, int, str]], **extra: str) -> str:
+    src = Source("<unknown>", text)
+    spans = [Label(Span("<unknown>", a, b), msg) for a, b, msg in labels]
+    diag = Diagnostic("", Severity.ERROR, "m", tuple(spans), extra.get("help"), extra.get("note"))
+    return render(diag, SourceMap([src]), color=False)
+
+
+def test_ariadne_two_labels_with_messages() -> None:
+    assert snapshot(APPLE, [(0, 5, "This is an apple"), (9, 15, "This is an orange")]) == (
+        "Error: m\n"
+        "   ,-[ <unknown>:1:1 ]\n"
+        "   |\n"
+        " 1 | apple == orange;\n"
+        "   | ^^|^^    ^^^|^^\n"
+        "   |   `-------------- This is an apple\n"
+        "   |             |\n"
+        "   |             `---- This is an orange\n"
+        "---'\n"
+    )
+
+
+def test_ariadne_multibyte_labels() -> None:
+    text = "äpplë == örängë;"
+    labels = [(0, 7, "This is an äpplë"), (11, 20, "This is an örängë")]
+    assert snapshot(text, labels, help="h", note="n") == (
+        "Error: m\n"
+        "   ,-[ <unknown>:1:1 ]\n"
+        "   |\n"
+        " 1 | äpplë == örängë;\n"
+        "   | ^^|^^    ^^^|^^\n"
+        "   |   `-------------- This is an äpplë\n"
+        "   |             |\n"
+        "   |             `---- This is an örängë\n"
+        "   |\n"
+        "   | Help: h\n"
+        "   |\n"
+        "   | Note: n\n"
+        "---'\n"
+    )
+
+
+def test_ariadne_multiple_labels_same_span() -> None:
+    labels = [(0, 5, "apple"), (0, 5, "apple again"), (9, 15, "orange"), (9, 15, "orange again")]
+    assert snapshot(APPLE, labels) == (
+        "Error: m\n"
+        "   ,-[ <unknown>:1:1 ]\n"
+        "   |\n"
+        " 1 | apple == orange;\n"
+        "   | ^^|^^    ^^^|^^\n"
+        "   |   `-------------- apple\n"
+        "   |   |         |\n"
+        "   |   `-------------- apple again\n"
+        "   |             |\n"
+        "   |             `---- orange\n"
+        "   |             |\n"
+        "   |             `---- orange again\n"
+        "---'\n"
+    )
+
+
+def test_ariadne_partially_overlapping_labels() -> None:
+    url = "https://example.com/"
+    assert snapshot(url, [(0, len(url), "URL"), (0, 5, "scheme")]) == (
+        "Error: m\n"
+        "   ,-[ <unknown>:1:1 ]\n"
+        "   |\n"
+        " 1 | https://example.com/\n"
+        "   | ^^|^^^^^^^|^^^^^^^^^\n"
+        "   |   `------------------- scheme\n"
+        "   |           |\n"
+        "   |           `----------- URL\n"
+        "---'\n"
+    )
+
+
+def test_ariadne_multiline_label_over_three_lines() -> None:
+    text = "apple\n==\norange"
+    assert snapshot(text, [(0, len(text), "illegal comparison")]) == (
+        "Error: m\n"
+        "   ,-[ <unknown>:1:1 ]\n"
+        "   |\n"
+        " 1 | ,-> apple\n"
+        "   : :\n"
+        " 3 | |-> orange\n"
+        "   | |\n"
+        "   | `----------- illegal comparison\n"
+        "---'\n"
+    )
+
+
+def test_ariadne_label_of_width_zero_at_end_of_line() -> None:
+    assert snapshot("apple ==\n", [(9, 9, "Unexpected end of file")]) == (
+        "Error: m\n"
+        "   ,-[ <unknown>:1:10 ]\n"
+        "   |\n"
+        " 1 | apple ==\n"
+        "   |          |\n"
+        "   |          `- Unexpected end of file\n"
+        "---'\n"
+    )
+
+
+def test_byte_spans_never_crash() -> None:
+    text = "apple\np\n\nθmpty\n\t  x\n"
+    size = len(text.encode())
+    for i in range(size + 1):
+        for j in range(i, size + 1):
+            for k in range(0, size + 1, 3):
+                out = snapshot(text, [(i, j, "Label"), (k, min(k + 4, size), "other")])
+                assert out.endswith("---'\n")

@@ -7,7 +7,7 @@ import sys
 import click
 from presk_syntax.diagnostics import DiagnosticError, emit
 from presk_syntax.dump import format_tree, tokens
-from presk_syntax.parse import parse_file, parse_tree, read_source
+from presk_syntax.parse import parse_source, parse_tree, read_source
 from presk_syntax.span import SourceMap
 
 # The stages `presk dump` prints, in pipeline order; later stages add theirs here.
@@ -31,8 +31,7 @@ def check(file: str) -> None:
     """
     sources = SourceMap()
     try:
-        source, _ = parse_file(file)
-        sources.add(source)
+        parse_source(sources.add(read_source(file)))
     except DiagnosticError as e:
         _fail(e, sources)
 
@@ -55,7 +54,7 @@ def dump(file: str, stage: str) -> None:
             data = source.text.encode("utf-8")
             click.echo("\n".join(tokens(parse_tree(data), data)))
             return
-        _, tree = parse_file(file)
+        tree = parse_source(source)
         click.echo(format_tree(tree), nl=False)
     except DiagnosticError as e:
         _fail(e, sources)

@@ -6,7 +6,7 @@ import sys
 
 from presk_syntax.codec import encode_ast
 from presk_syntax.diagnostics import DiagnosticError, emit
-from presk_syntax.parse import parse_file
+from presk_syntax.parse import parse_source, read_source
 from presk_syntax.span import SourceMap
 
 USAGE = "usage: presk-parse FILE  (writes the AST document to standard output)"
@@ -22,7 +22,8 @@ def parse_main(argv: list[str] | None = None) -> int:
         return 2
     sources = SourceMap()
     try:
-        source, tree = parse_file(args[0])
+        source = sources.add(read_source(args[0]))
+        tree = parse_source(source)
     except DiagnosticError as e:
         emit(e.diagnostics, sources)
         return 1

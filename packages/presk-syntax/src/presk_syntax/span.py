@@ -9,7 +9,7 @@ registers every file read, so that diagnostics can be rendered from spans alone.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,8 +40,9 @@ class Span:
 class Source:
     """The text of one file, with byte offset -> (line, column) queries.
 
-    Lines are split at ``\\n``; a text ending with a newline has a last, empty line (where a
-    span at the end of the file points). Offsets past the end are clamped to it.
+    Lines end after each ``\\n``; as in ariadne, a final newline does not start a new line, so
+    the end of the file is a position on the last line, past its newline (``1:10`` in
+    ``"apple ==\\n"``). Offsets past the end are clamped to it.
     """
 
     path: str
@@ -54,6 +55,9 @@ class Source:
         data = self.text.encode("utf-8", errors="surrogatepass")
         starts = [0] + [i + 1 for i, b in enumerate(data) if b == 0x0A]
         char_starts = [0] + [i + 1 for i, c in enumerate(self.text) if c == "\n"]
+        if len(starts) > 1 and starts[-1] == len(data):  # no empty line after a final newline
+            starts.pop()
+            char_starts.pop()
         object.__setattr__(self, "_data", data)
         object.__setattr__(self, "_starts", tuple(starts))
         object.__setattr__(self, "_char_starts", tuple(char_starts))
@@ -120,7 +124,7 @@ class Source:
         return self._char_starts[line - 1]
 
 
-class SourceMap:
+class SourceMap(Mapping[str, Source]):
     """The registry of sources, by path as the user gave it; sources are added when read."""
 
     def __init__(self, sources: Iterable[Source] = ()) -> None:
@@ -141,15 +145,8 @@ class SourceMap:
         """Read the file at `path`, register it and return it (OSError if unreadable)."""
         return self.add(Source.read(path))
 
-    def get(self, path: str) -> Source | None:
-        """The source of `path`, or None when it was never registered."""
-        return self._sources.get(path)
-
     def __getitem__(self, path: str) -> Source:
         return self._sources[path]
-
-    def __contains__(self, path: object) -> bool:
-        return path in self._sources
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._sources)

@@ -3,7 +3,7 @@
 Lengths are affine expressions over the dimensions in scope (`Lin`: `4*D`, `D + 1`, `In`).
 A `DimContext` lists those dimensions in declaration order, each a natural number (>= 0)
 with an optional upper bound (`dim T <= 1024`), and may assume facts (formulas). Formulas
-compare lengths (`Eq`, `Ne`, `Le`, `Lt`, `Ge`, `Gt`, all building a `Cmp`), state
+compare lengths (`Eq`, `Ne`, `Le`, `Lt`, `Ge`, `Gt`, each building a `Cmp`), state
 divisibility (`Divides(k, a)`: `a % k == 0`; `ModZero(a, m)`: `a % m == 0`) and combine with
 `And`, `Or`, `Not`. `holds_for_all` proves a formula for every value of the context or returns
 a counterexample; `is_satisfiable` and `witness` ask the dual question; `check_assignment`
@@ -11,8 +11,8 @@ tests concrete values (`--dim T=2000`) against the context's bounds and facts.
 
 Semantics of `%`: `a % m == 0` holds when m != 0 and m divides a; a modulus of zero is
 undefined, so the property is false there. `a % m == 0` with both sides symbolic is not
-Presburger: with a constant modulus it is `Divides`; with a constant left side `c`, it is
-"m is one of the divisors of c" (enumerated); otherwise the decision raises `Undecidable`.
+Presburger: with a constant modulus it is `Divides`; with a constant left side `c` it says
+that m is one of the divisors of c (enumerated); otherwise the decision raises `Undecidable`.
 
 The counterexample rule (also the rule for witnesses). Among the points of the context that
 violate the formula, looked at on the dimensions the formula mentions (listed in the
@@ -20,10 +20,10 @@ context's order), we return the one with the smallest sum of values; ties go to 
 whose last-declared dimension is smallest, then the one before it, and so on back to the
 first. For `In == Out` over `{In Out : dim}` the violating points of sum 1 are (1, 0) and
 (0, 1); the last dimension, Out, is smaller in the first, hence `In = 1, Out = 0`, as the
-tutorial prints. Other dimensions are existentially quantified: some value of them, within
-the bounds and facts, completes the point.
+tutorial prints. The other dimensions are existentially quantified: some values of them,
+within the bounds and facts, complete the point.
 
-islpy state (space, domain) is built once per context and cached; isl runs in islpy's
+The isl space and domain of a context are built once and cached; isl runs in islpy's
 process-wide default context, so these functions are not meant for concurrent threads.
 """
 
@@ -51,7 +51,10 @@ class Undecidable(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Lin:
-    """An affine expression: sum of coefficient*name plus a constant (normalized on creation)."""
+    """An affine expression: the sum of coefficient*name, plus a constant.
+
+    Normalized on creation: one term per name, sorted by name, no zero coefficient.
+    """
 
     coeffs: tuple[tuple[str, int], ...] = ()
     constant: int = 0
@@ -60,7 +63,7 @@ class Lin:
         merged: dict[str, int] = {}
         for name, c in self.coeffs:
             merged[name] = merged.get(name, 0) + c
-        object.__setattr__(self, "coeffs", tuple(sorted((n, c) for n, c in merged.items() if c)))
+        object.__setattr__(self, "coeffs", _normal(merged))
 
     @staticmethod
     def var(name: str) -> Lin:
@@ -83,12 +86,15 @@ class Lin:
 
     def __add__(self, other: Lin | int) -> Lin:
         o = as_lin(other)
-        return Lin(self.coeffs + o.coeffs, self.constant + o.constant)
+        merged = dict(self.coeffs)
+        for n, c in o.coeffs:
+            merged[n] = merged.get(n, 0) + c
+        return _lin(_normal(merged), self.constant + o.constant)
 
     __radd__ = __add__
 
     def __neg__(self) -> Lin:
-        return Lin(tuple((n, -c) for n, c in self.coeffs), -self.constant)
+        return self * -1
 
     def __sub__(self, other: Lin | int) -> Lin:
         return self + -as_lin(other)
@@ -101,24 +107,37 @@ class Lin:
             if not other.is_const and not self.is_const:
                 raise ValueError(f"`({self}) * ({other})` is not linear")
             return other * self.constant if self.is_const else self * other.constant
-        return Lin(tuple((n, c * other) for n, c in self.coeffs), self.constant * other)
+        coeffs = tuple((n, c * other) for n, c in self.coeffs) if other else ()
+        return _lin(coeffs, self.constant * other)
 
     __rmul__ = __mul__
 
     def __str__(self) -> str:
-        parts = [(c, n) for n, c in self.coeffs]
-        if self.constant or not parts:
-            parts.append((self.constant, ""))
+        terms = [(c, n) for n, c in self.coeffs]
+        if self.constant or not terms:
+            terms.append((self.constant, ""))
         out = []
-        for i, (c, n) in enumerate(parts):
+        for i, (c, n) in enumerate(terms):
             body = str(abs(c)) if not n else n if abs(c) == 1 else f"{abs(c)}*{n}"
             sign = ("-" if c < 0 else "") if i == 0 else (" - " if c < 0 else " + ")
             out.append(sign + body)
         return "".join(out)
 
 
+def _normal(merged: dict[str, int]) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted(kv for kv in merged.items() if kv[1]))
+
+
+def _lin(coeffs: tuple[tuple[str, int], ...], constant: int) -> Lin:
+    """A Lin from normalized terms, skipping __post_init__ (arithmetic is the hot path)."""
+    e = object.__new__(Lin)
+    object.__setattr__(e, "coeffs", coeffs)
+    object.__setattr__(e, "constant", constant)
+    return e
+
+
 def as_lin(x: Lin | int) -> Lin:
-    return x if isinstance(x, Lin) else Lin.const(x)
+    return x if isinstance(x, Lin) else _lin((), x)
 
 
 # --- formulas --------------------------------------------------------------------------------
@@ -154,16 +173,17 @@ class Cmp:
         return f"{self.a} {self.op} {self.b}"
 
 
-def _relation(op: str) -> Callable[[Lin | int, Lin | int], Cmp]:
+def _relation(name: str, op: str) -> Callable[[Lin | int, Lin | int], Cmp]:
     def build(a: Lin | int, b: Lin | int) -> Cmp:
         return Cmp(op, as_lin(a), as_lin(b))
 
-    build.__name__ = build.__qualname__ = {v[0]: k for k, v in _NAMES.items()}[op]
+    build.__name__ = build.__qualname__ = name
+    build.__doc__ = f"`a {op} b`"
     return build
 
 
-_NAMES = {"Eq": ("==",), "Ne": ("!=",), "Le": ("<=",), "Lt": ("<",), "Ge": (">=",), "Gt": (">",)}
-Eq, Ne, Le, Lt, Ge, Gt = (_relation(op) for (op,) in _NAMES.values())
+Eq, Ne, Le = _relation("Eq", "=="), _relation("Ne", "!="), _relation("Le", "<=")
+Lt, Ge, Gt = _relation("Lt", "<"), _relation("Ge", ">="), _relation("Gt", ">")
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,24 +288,17 @@ def evaluate(f: Formula, values: Mapping[str, int]) -> bool:
     raise TypeError(f"not a formula: {f!r}")
 
 
-def _closed_truth(f: Formula) -> bool | None:
-    """The truth of f when it does not depend on the dimensions' values, else None."""
+def _trivially_true(f: Formula) -> bool:
+    """A cheap sufficient test, before isl: `4*D == D + D + D + D`, `D + 1 > D`."""
     match f:
         case Cmp(op, a, b):
             d = a - b
-            return _RELATIONS[op][1](d.constant, 0) if d.is_const else None
-        case Divides() | ModZero():
-            return evaluate(f, {}) if not dims_of(f) else None
-        case Not(g):
-            t = _closed_truth(g)
-            return None if t is None else not t
-        case And(parts) | Or(parts):
-            unit = isinstance(f, And)  # the value that does not decide
-            truths = [_closed_truth(g) for g in parts]
-            if (not unit) in truths:
-                return not unit
-            return unit if all(t is unit for t in truths) else None
-    raise TypeError(f"not a formula: {f!r}")
+            return d.is_const and _RELATIONS[op][1](d.constant, 0)
+        case And(parts):
+            return all(map(_trivially_true, parts))
+        case Or(parts):
+            return any(map(_trivially_true, parts))
+    return not dims_of(f) and evaluate(f, {})
 
 
 def _divisors(c: int) -> list[int]:
@@ -329,10 +342,9 @@ class DimContext:
     def __post_init__(self) -> None:
         names = self.names
         if len(set(names)) != len(names):
-            raise ValueError(f"dimension declared twice in {names}")
+            raise ValueError(f"a dimension is declared twice in {', '.join(names)}")
         for fact in self.facts:
-            if unknown := sorted(dims_of(fact) - set(names)):
-                raise ValueError(f"fact `{fact}` mentions unknown dimension `{unknown[0]}`")
+            _check_known(self, fact)
 
     @staticmethod
     def of(*names: str) -> DimContext:
@@ -349,12 +361,17 @@ class DimContext:
         return DimContext(self.dims, (*self.facts, *facts))
 
     def constraints(self) -> Iterator[Formula]:
-        """Every dimension's bounds (`T >= 0`, `T <= 1024`), then the facts, in order."""
+        """Each dimension's bounds (`T >= 0`, `T <= 1024`), then the facts, in order."""
         for d in self.dims:
             yield Ge(Lin.var(d.name), 0)
             if d.upper is not None:
                 yield Le(Lin.var(d.name), d.upper)
         yield from self.facts
+
+
+def _check_known(ctx: DimContext, f: Formula) -> None:
+    if unknown := sorted(dims_of(f) - set(ctx.names)):
+        raise ValueError(f"`{f}` mentions `{unknown[0]}`, which is not a dimension in scope")
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -407,20 +424,18 @@ def _val(k: int) -> isl.Val:
 
 
 class _Space:
-    """A context in isl: its set space (one set dimension per name) and its domain."""
+    """A context in isl: one unnamed set dimension per name (any identifier), and the domain."""
 
-    __slots__ = ("index", "ls", "universe", "empty", "domain", "consistent")
+    __slots__ = ("index", "ls", "universe", "empty", "domain")
 
     def __init__(self, ctx: DimContext) -> None:
-        space = isl.Space.create_from_names(_ISL, set=list(ctx.names))
+        space = isl.Space.set_alloc(_ISL, 0, len(ctx.names))
         self.index = {n: i for i, n in enumerate(ctx.names)}
         self.ls = isl.LocalSpace.from_space(space)
         self.universe = isl.Set.universe(space)
         self.empty = isl.Set.empty(space)
-        self.domain = reduce(
-            isl.Set.intersect, (_compile(self, c) for c in ctx.constraints()), self.universe
-        )
-        self.consistent = not self.domain.is_empty()
+        constraints = (_compile(self, c) for c in ctx.constraints())
+        self.domain = reduce(isl.Set.intersect, constraints, self.universe).coalesce()
 
 
 @lru_cache(maxsize=1024)
@@ -440,16 +455,15 @@ def _nonneg(aff: isl.Aff) -> isl.Set:
 
 
 def _compile(sp: _Space, f: Formula, positive: bool = True) -> isl.Set:
-    """The set of points where f holds (or, with positive=False, where it fails)."""
+    """The set of points where f holds (with positive=False: where it fails)."""
     match f:
         case Cmp(op, a, b):
             op = op if positive else _RELATIONS[op][0]
             e = a - b
             if op == "==":
                 return _aff(sp, e).zero_basic_set().to_set()
-            return reduce(
-                isl.Set.union, [_nonneg(_aff(sp, s * e + k)) for s, k in _HALF_SPACES[op]]
-            )
+            halves = [_nonneg(_aff(sp, s * e + k)) for s, k in _HALF_SPACES[op]]
+            return reduce(isl.Set.union, halves)
         case Divides(k, a):
             if k == 0:
                 return sp.empty if positive else sp.universe
@@ -459,35 +473,29 @@ def _compile(sp: _Space, f: Formula, positive: bool = True) -> isl.Set:
             return _compile(sp, _lower_mod(f), positive)
         case Not(g):
             return _compile(sp, g, not positive)
-        case And(parts) | Or(parts):
-            meet = isinstance(f, And) == positive  # De Morgan when negated
-            sets = (_compile(sp, g, positive) for g in parts)
-            return reduce(
-                isl.Set.intersect if meet else isl.Set.union,
-                sets,
-                sp.universe if meet else sp.empty,
-            )
+        case And(parts) | Or(parts) if positive:
+            meet = isinstance(f, And)
+            sets = (_compile(sp, g) for g in parts)
+            unit = sp.universe if meet else sp.empty
+            return reduce(isl.Set.intersect if meet else isl.Set.union, sets, unit)
+        case And() | Or():  # a complement: De Morgan would multiply the disjuncts of an Or
+            return sp.universe.subtract(_compile(sp, f))
     raise TypeError(f"not a formula: {f!r}")
 
 
-def _points(ctx: DimContext, f: Formula) -> tuple[_Space, isl.Set] | None:
+def _points(ctx: DimContext, f: Formula) -> isl.Set | None:
     """The points of ctx where f holds, or None when there are none."""
-    if unknown := sorted(dims_of(f) - set(ctx.names)):
-        raise ValueError(f"`{f}` mentions unknown dimension `{unknown[0]}`")
-    if _closed_truth(f) is False:  # the fast path of every trivially valid proof
-        return None
     sp = _space(ctx)
-    if not sp.consistent:
-        return None
     points = sp.domain.intersect(_compile(sp, f))
-    return None if points.is_empty() else (sp, points)
+    return None if points.is_empty() else points
 
 
-def _smallest(sp: _Space, points: isl.Set, names: list[str]) -> Assignment:
-    """The point of the counterexample rule (module doc), on `names` (in context order)."""
-    keep = {sp.index[n] for n in names}
-    for i in reversed(range(len(sp.index))):
-        if i not in keep:
+def _smallest(ctx: DimContext, points: isl.Set, f: Formula) -> Assignment:
+    """The point the counterexample rule chooses (module doc), on the dimensions f mentions."""
+    mentioned = dims_of(f)
+    names = [n for n in ctx.names if n in mentioned]
+    for i in reversed(range(len(ctx.names))):
+        if ctx.names[i] not in mentioned:
             points = points.project_out(_SET, i, 1)
     total = isl.Aff.zero_on_domain(isl.LocalSpace.from_space(points.get_space()))
     for i in range(len(names)):
@@ -506,38 +514,39 @@ def _smallest(sp: _Space, points: isl.Set, names: list[str]) -> Assignment:
 
 
 def is_satisfiable(ctx: DimContext, f: Formula) -> bool:
-    """Whether some values of ctx's dimensions (within bounds and facts) make f true."""
+    """Whether some values of ctx's dimensions, within its bounds and facts, make f true."""
+    _check_known(ctx, f)
     return _points(ctx, f) is not None
 
 
 def witness(ctx: DimContext, f: Formula) -> Assignment | None:
-    """The smallest values (module doc) of the dimensions f mentions that make it true."""
-    found = _points(ctx, f)
-    if found is None:
-        return None
-    mentioned = dims_of(f)
-    return _smallest(*found, [n for n in ctx.names if n in mentioned])
+    """The smallest values (module doc) of the dimensions f mentions that make f true."""
+    _check_known(ctx, f)
+    points = _points(ctx, f)
+    return None if points is None else _smallest(ctx, points, f)
 
 
 def holds_for_all(ctx: DimContext, f: Formula) -> Counterexample | None:
-    """None when f holds for every value of ctx's dimensions, else the smallest counterexample.
+    """None when f holds for all values of ctx's dimensions, else the smallest counterexample.
 
     Raises Undecidable for a formula outside Presburger arithmetic (`D % H == 0`).
     """
+    _check_known(ctx, f)
+    if _trivially_true(f):
+        return None
     return witness(ctx, Not(f))
 
 
 def check_assignment(ctx: DimContext, values: Mapping[str, int]) -> Violation | None:
     """The first bound or fact of ctx that concrete values break (`T <= 1024` at T = 2000).
 
-    `values` must give every dimension of ctx; extra names are ignored.
+    `values` must give every dimension of ctx; other names are ignored.
     """
     if missing := [n for n in ctx.names if n not in values]:
         raise ValueError(f"no value for dimension{'s' * (len(missing) > 1)} {', '.join(missing)}")
     for c in ctx.constraints():
         if not evaluate(c, values):
             mentioned = dims_of(c)
-            return Violation(
-                c, Assignment(tuple((n, values[n]) for n in ctx.names if n in mentioned))
-            )
+            at = tuple((n, values[n]) for n in ctx.names if n in mentioned)
+            return Violation(c, Assignment(at))
     return None
