@@ -1,20 +1,9 @@
 """Diagnostics: built as plain data, rendered in one place in the tutorial's layout.
 
 A `Diagnostic` is a code, a severity, a message, labels on source spans, and an optional help
-and note. `render` writes it exactly as the reference compiler does, which copies the layout of
-the Rust crate ariadne (ASCII characters, labels attached at their middle, not compact):
-
-    [E2003] Error: cannot broadcast ...
-       ,-[ bad_axis.psk:3:3 ]
-       |
-     3 |   a + b
-       |   ^^|^^
-       |     `---- no alignment by position or by name
-    ---'
-
-The renderer below follows ariadne's writer closely (a margin for multi-line labels, one arrow
-row per label, arrows running two columns past the longest underline of the line); trailing
-spaces are dropped from every line.
+and note. `render` writes it byte for byte as the reference compiler does, which copies the
+layout of the Rust crate ariadne (ASCII, labels attached at their middle, not compact); the
+writer below follows ariadne's closely, and drops trailing spaces from every line.
 """
 
 from __future__ import annotations
@@ -28,19 +17,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TextIO
 
-from presk_syntax.span import Source, SourceMap, Span
-
-__all__ = [
-    "Diagnostic",
-    "DiagnosticError",
-    "Label",
-    "Severity",
-    "emit",
-    "error",
-    "render",
-    "should_color",
-    "warning",
-]
+from presk_syntax.span import Source, Span
 
 
 class Severity(Enum):
@@ -52,7 +29,7 @@ class Severity(Enum):
 
 @dataclass(frozen=True, slots=True)
 class Label:
-    """A span of source with a message (an empty message draws the underline only)."""
+    """A span of source with a message (an empty message draws nothing, as in ariadne)."""
 
     span: Span
     text: str = ""
@@ -96,18 +73,18 @@ def error(
     code: str, message: str, *labels: Label, help: str | None = None, note: str | None = None
 ) -> Diagnostic:
     """An error diagnostic."""
-    return Diagnostic(code, Severity.ERROR, message, tuple(labels), help, note)
+    return Diagnostic(code, Severity.ERROR, message, labels, help, note)
 
 
 def warning(
     code: str, message: str, *labels: Label, help: str | None = None, note: str | None = None
 ) -> Diagnostic:
     """A warning diagnostic."""
-    return Diagnostic(code, Severity.WARNING, message, tuple(labels), help, note)
+    return Diagnostic(code, Severity.WARNING, message, labels, help, note)
 
 
 class DiagnosticError(Exception):
-    """Raised by a stage with the diagnostics that stop it (at least one is an error)."""
+    """Raised by a stage with the diagnostics that stop it."""
 
     def __init__(self, diagnostics: Diagnostic | Iterable[Diagnostic]) -> None:
         diags = [diagnostics] if isinstance(diagnostics, Diagnostic) else list(diagnostics)
@@ -115,12 +92,8 @@ class DiagnosticError(Exception):
         super().__init__("; ".join(f"[{d.code}] {d.message}" for d in diags))
 
 
-Sources = SourceMap | Mapping[str, Source]
-
-
 def should_color(stream: TextIO) -> bool:
-    """Whether to colour output to `stream`: a terminal, and NO_COLOR not set (no-color.org:
-    a non-empty value disables colour)."""
+    """Colour for a terminal, unless NO_COLOR is set to a non-empty value (no-color.org)."""
     if os.environ.get("NO_COLOR"):
         return False
     try:
@@ -129,7 +102,9 @@ def should_color(stream: TextIO) -> bool:
         return False
 
 
-def emit(diags: Iterable[Diagnostic], sources: Sources, stream: TextIO | None = None) -> None:
+def emit(
+    diags: Iterable[Diagnostic], sources: Mapping[str, Source], stream: TextIO | None = None
+) -> None:
     """Render each diagnostic to `stream` (standard error by default), coloured on a terminal."""
     out = sys.stderr if stream is None else stream
     color = should_color(out)
@@ -138,44 +113,42 @@ def emit(diags: Iterable[Diagnostic], sources: Sources, stream: TextIO | None = 
     out.flush()
 
 
+def render(diag: Diagnostic, sources: Mapping[str, Source], color: bool) -> str:
+    """The text of `diag`, ending with a newline. `sources` maps the paths of the spans to
+    their text; labels in files it lacks are left out (with no label left, no snippet)."""
+    code = f"[{diag.code}] " if diag.code else ""
+    rows: list[Row] = [
+        [(f"{code}{diag.severity.value}:", _KIND[diag.severity]), (" " + diag.message, None)]
+    ]
+    groups = _groups(diag, sources)
+    if not groups:  # the one-line form; help and note, if any, follow as plain lines
+        rows += _sections(diag, [], "")
+    width = len(str(max((g.last for g in groups), default=1)))
+    for k, group in enumerate(groups):
+        rows += _group_rows(group, diag, width, k == 0, k + 1 == len(groups))
+    return "".join(_finish(row, color) + "\n" for row in rows)
+
+
 # --- Rendering -----------------------------------------------------------------------------
-# A row is a list of cells (text, ANSI style or None), joined once at the end: colour is a
-# property of a cell, so the layout code never sees an escape sequence.
+# A row is a list of cells (text, ANSI style or None), joined once at the end: the layout code
+# never sees an escape sequence. Offsets below are in characters, columns from 0.
 
-Cell = tuple[str, str | None]
-Row = list[Cell]
+Row = list[tuple[str, str | None]]
 
-# ariadne's default palette: kind colours, Fixed(246) margin, 240 skipped margin, 249 source
-# text outside labels, 115 for Help/Note; secondary labels get a blue of their own.
+# ariadne's default palette: red/yellow kinds, Fixed(246) margin, 240 skipped margin, 249
+# source text outside labels, 115 Help/Note; labels after the primary are blue.
 _KIND = {Severity.ERROR: "31", Severity.WARNING: "33"}
 _MARGIN, _SKIPPED, _PLAIN, _NOTE, _SECONDARY = "38;5;246", "38;5;240", "38;5;249", "38;5;115", "34"
 _TAB = 4
 
 
-def _finish(row: Row, color: bool) -> str:
-    """The text of a row, trailing spaces dropped, with escapes when `color`."""
-    runs: list[list] = []
-    for text, style in row:
-        if runs and runs[-1][1] == style:
-            runs[-1][0] += text
-        elif text:
-            runs.append([text, style])
-    while runs and not runs[-1][0].rstrip():
-        runs.pop()
-    if runs:
-        runs[-1][0] = runs[-1][0].rstrip()
-    if not color:
-        return "".join(text for text, _ in runs)
-    return "".join(f"\x1b[{style}m{text}\x1b[0m" if style else text for text, style in runs)
-
-
 @dataclass(eq=False, slots=True)
 class _Info:
-    """A label placed in its source: character offsets, kind, message and colour."""
+    """A label placed in its source (compared by identity: a label may be given twice)."""
 
     start: int
     end: int
-    line: int  # the 1-based line of its start
+    line: int  # the line of its start
     multi: bool
     text: str
     color: str
@@ -190,35 +163,145 @@ class _Info:
 
 @dataclass(frozen=True, slots=True)
 class _LineLabel:
+    """A label as drawn on one line: the column of its arrow, and whether its text is."""
+
     col: int
     info: _Info
-    multi: bool
     draw_msg: bool
 
 
 @dataclass(frozen=True, slots=True)
 class _Line:
     number: int
-    offset: int  # character offset of its first character
-    length: int  # in characters, the terminator included
-    text: str  # without the trailing whitespace and terminator
+    offset: int
+    length: int  # the terminator included
+    text: str  # trailing whitespace and terminator dropped
 
-    def __contains__(self, char_offset: int) -> bool:
-        return self.offset <= char_offset < self.offset + self.length
-
-
-def _place(label: Label, src: Source, color: str) -> _Info:
-    start, end = src.clamp(label.span.start), src.clamp(label.span.end)
-    first, cstart = src.line_of(start), src.char_offset(start)
-    if start >= end:
-        return _Info(cstart, cstart, first, False, label.text, color)
-    cend = src.char_offset(end - 1) + 1
-    return _Info(cstart, cend, first, src.line_of(end - 1) != first, label.text, color)
+    def __contains__(self, offset: int) -> bool:
+        return self.offset <= offset < self.offset + self.length
 
 
-def _line(src: Source, number: int) -> _Line:
-    raw = src.raw_line(number)
-    return _Line(number, src.line_char_start(number), len(raw), raw.rstrip())
+@dataclass(slots=True)
+class _Group:
+    """The labels of one file, drawn in one snippet."""
+
+    src: Source
+    infos: list[_Info]
+    location: int  # the byte offset the header points at
+    first: int  # the first and last lines shown
+    last: int
+    multi: list[_Info] = dataclasses.field(default_factory=list)  # longest first
+    messaged: list[_Info] = dataclasses.field(default_factory=list)  # those with a text
+
+
+def _groups(diag: Diagnostic, sources: Mapping[str, Source]) -> list[_Group]:
+    groups: dict[str, _Group] = {}
+    for i, label in enumerate(diag.labels):
+        src = sources.get(label.span.file)
+        if src is None:
+            continue  # an unregistered file: left out, never a crash
+        start, end = src.clamp(label.span.start), src.clamp(label.span.end)
+        line, last = src.line_of(start), src.line_of(max(end - 1, start))
+        cstart = src.char_offset(start)
+        cend = src.char_offset(end - 1) + 1 if end > start else cstart
+        color = _KIND[diag.severity] if i == 0 else _SECONDARY
+        info = _Info(cstart, cend, line, last != line, label.text, color)
+        group = groups.get(label.span.file)
+        if group is None:
+            groups[label.span.file] = _Group(src, [info], start, line, last)
+        else:
+            group.infos.append(info)
+            group.first, group.last = min(group.first, line), max(group.last, last)
+    for group in groups.values():
+        group.multi = sorted((i for i in group.infos if i.multi), key=lambda i: -len(i))
+        group.messaged = [i for i in group.multi if i.text]
+    return list(groups.values())
+
+
+def _gutter(width: int, number: int | None = None, ellipsis: bool = False) -> Row:
+    if number is not None and not ellipsis:
+        return [(" ", None), (f"{number:>{width}} |", _MARGIN), (" ", None)]
+    return [(" " * (width + 2) + (":" if ellipsis else "|"), _SKIPPED), (" ", None)]
+
+
+def _margin(
+    g: _Group,
+    width: int,
+    line: _Line,
+    report_row: tuple[int, bool] | None,  # (row, is the arrow row); None for the source row
+    line_labels: list[_LineLabel],
+    margin_label: _LineLabel | None,
+    ellipsis: bool = False,
+) -> Row:
+    """The gutter and the margin of the multi-line labels (ariadne's `write_margin`)."""
+    src_line = report_row is None
+    row = _gutter(width, line.number if src_line else None, ellipsis)
+    n = len(g.messaged)
+    for col in range(n + 1 if n else 0):
+        corner: tuple[_Info, bool] | None = None
+        hbar = vbar = None
+        ptr: tuple[_Info, bool] | None = None  # the margin label of a source row
+        for i, info in enumerate(g.messaged[: col + 1]):
+            if not (info.start <= line.offset + line.length and info.end > line.offset):
+                continue
+            margin = margin_label is not None and margin_label.info is info
+            parent, is_start, is_end = i != col, info.start in line, info.last in line
+            if margin and src_line:
+                ptr = (info, is_start)
+            elif not is_start and (not is_end or src_line):
+                vbar = vbar or (None if parent else info)
+            elif report_row is not None:
+                r, is_arrow = report_row
+                label_row = next((k for k, ll in enumerate(line_labels) if ll.info is info), 0)
+                if r != label_row:
+                    if not parent and is_start != (r < label_row):
+                        vbar = vbar or info
+                    continue
+                if margin:
+                    vbar = info if col == i else None
+                    if is_start:
+                        continue
+                if is_arrow:
+                    hbar = info
+                    corner = corner if parent else (info, is_start)
+                elif not is_start:
+                    vbar = vbar or (None if parent else info)
+        is_col = ptr is not None and col < n and ptr[0] is g.messaged[col]
+        if ptr and not is_col and col + 1 != n:
+            hbar = hbar or ptr[0]
+        if hbar and src_line and margin_label and margin_label.info is hbar:
+            hbar = None
+        if corner:
+            row += [("," if corner[1] else "`", corner[0].color), ("-", corner[0].color)]
+        elif hbar:
+            row.append(("--", hbar.color))
+        elif vbar:
+            row += [(":" if ellipsis else "|", vbar.color), (" ", None)]
+        elif ptr:
+            limit = col == n
+            head = ">" if limit else ("," if ptr[1] else "|") if is_col else "-"
+            row += [(head, ptr[0].color), (" " if limit else "-", ptr[0].color)]
+        else:
+            row.append(("  ", None))
+    return row
+
+
+def _line_labels(g: _Group, line: _Line) -> tuple[_LineLabel | None, list[_LineLabel]]:
+    """The multi-line label in the margin of `line`, and the labels drawn under it in order."""
+    ends: list[_LineLabel] = []
+    for info in g.messaged:
+        if info.start in line:
+            ends.append(_LineLabel(info.start - line.offset, info, False))
+        elif info.last in line:
+            ends.append(_LineLabel(info.last - line.offset, info, True))
+    margin_label = min(ends, key=lambda ll: (ll.col, -ll.info.start), default=None)
+    line_labels = [ll for ll in ends if ll.draw_msg or ll is not margin_label]
+    for info in g.infos:
+        if not info.multi and info.line == line.number:
+            col = max((info.start + info.end) // 2, info.start) - line.offset
+            line_labels.append(_LineLabel(col, info, True))
+    line_labels.sort(key=lambda ll: (ll.col, -ll.info.start))
+    return margin_label, line_labels
 
 
 def _char_width(c: str, col: int) -> tuple[str, int]:
@@ -231,200 +314,64 @@ def _char_width(c: str, col: int) -> tuple[str, int]:
     return c, 2 if unicodedata.east_asian_width(c) in ("W", "F") else 1
 
 
-@dataclass(slots=True)
-class _Group:
-    """The labels of one file, drawn in one snippet."""
-
-    src: Source
-    infos: list[_Info]
-    location: int  # byte offset the header points at
-    first: int  # first and last line shown
-    last: int
-    multi: list[_Info] = dataclasses.field(default_factory=list)
-    messaged: list[_Info] = dataclasses.field(default_factory=list)  # multi-line, with text
-
-    def base_margin(self, width: int, number: int | None, ellipsis: bool = False) -> Row:
-        if number is not None and not ellipsis:
-            return [(" ", None), (f"{number:>{width}} |", _MARGIN), (" ", None)]
-        return [(" " + " " * (width + 1) + (":" if ellipsis else "|"), _SKIPPED), (" ", None)]
-
-
-def _groups(diag: Diagnostic, sources: Sources) -> list[_Group]:
-    groups: dict[str, _Group] = {}
-    for i, label in enumerate(diag.labels):
-        src = sources.get(label.span.file)
-        if src is None:
-            continue  # an unregistered file: its labels are left out, never a crash
-        info = _place(label, src, _KIND[diag.severity] if i == 0 else _SECONDARY)
-        start, end = src.clamp(label.span.start), src.clamp(label.span.end)
-        last = src.line_of(max(end - 1, start))
-        group = groups.get(label.span.file)
-        if group is None:
-            groups[label.span.file] = _Group(src, [info], start, info.line, last)
-        else:
-            group.infos.append(info)
-            group.first, group.last = min(group.first, info.line), max(group.last, last)
-    for group in groups.values():
-        group.multi = sorted((i for i in group.infos if i.multi), key=lambda i: -len(i))
-        group.messaged = [i for i in group.multi if i.text]
-    return list(groups.values())
-
-
-def _margin(
-    g: _Group,
-    width: int,
-    line: _Line,
-    src_line: bool,
-    ellipsis: bool,
-    report_row: tuple[int, bool] | None,
-    line_labels: list[_LineLabel],
-    margin_label: _LineLabel | None,
-) -> Row:
-    """The gutter and the multi-line label margin of a row (ariadne's `write_margin`)."""
-    row = g.base_margin(width, line.number if src_line else None, ellipsis)
-    n = len(g.messaged)
-    for col in range(n + (1 if n else 0)):
-        corner: tuple[_Info, bool] | None = None
-        hbar = vbar = None
-        ptr: tuple[_LineLabel, bool] | None = None
-        for i, info in enumerate(g.messaged[: min(col + 1, n)]):
-            margin = margin_label if margin_label and margin_label.info is info else None
-            if not (info.start <= line.offset + line.length and info.end > line.offset):
-                continue
-            parent, is_start, is_end = i != col, info.start in line, info.last in line
-            if margin and src_line:
-                ptr = (margin, is_start)
-            elif not is_start and (not is_end or src_line):
-                vbar = vbar or (None if parent else info)
-            elif report_row is not None:
-                r, is_arrow = report_row
-                label_row = next((k for k, ll in enumerate(line_labels) if ll.info is info), 0)
-                if r == label_row:
-                    if margin:
-                        vbar = info if col == i else None
-                        if is_start:
-                            continue
-                    if is_arrow:
-                        hbar = info
-                        if not parent:
-                            corner = (info, is_start)
-                    elif not is_start:
-                        vbar = vbar or (None if parent else info)
-                elif not parent and (is_start != (r < label_row)):
-                    vbar = vbar or info
-        is_col = ptr is not None and col < n and ptr[0].info is g.messaged[col]
-        if ptr and src_line and not is_col and col + 1 != n:
-            hbar = hbar or ptr[0].info
-        if hbar and src_line and margin_label and margin_label.info is hbar:
-            hbar = None
-        if corner:
-            row += [("," if corner[1] else "`", corner[0].color), ("-", corner[0].color)]
-        elif hbar:
-            row += [("--", hbar.color)]
-        elif vbar:
-            row += [(":" if ellipsis else "|", vbar.color), (" ", None)]
-        elif ptr and src_line:
-            limit, style = col == n, ptr[0].info.color
-            head = ">" if limit else ("," if ptr[1] else "|") if is_col else "-"
-            row += [(head, style), (" " if limit else "-", style)]
-        else:
-            row += [("  ", None)]
-    return row
-
-
-def _line_labels(g: _Group, line: _Line) -> tuple[_LineLabel | None, list[_LineLabel]]:
-    """The multi-line label drawn in the margin of `line`, and the labels with arrows there."""
-    margin_label = None
-    for info in g.messaged:
-        if info.start in line:
-            ll = _LineLabel(info.start - line.offset, info, True, False)
-        elif info.last in line:
-            ll = _LineLabel(info.last - line.offset, info, True, True)
-        else:
-            continue
-        if margin_label is None or (ll.col, -info.start) < (margin_label.col, -margin_label.info.start):
-            margin_label = ll
-    line_labels = []
-    for info in g.messaged:
-        if info.start in line:
-            if not (margin_label and margin_label.info is info):
-                line_labels.append(_LineLabel(info.start - line.offset, info, True, False))
-        elif info.last in line:
-            line_labels.append(_LineLabel(info.last - line.offset, info, True, True))
-    for info in g.infos:
-        if not info.multi and info.line == line.number:
-            col = max((info.start + info.end) // 2, info.start) - line.offset
-            line_labels.append(_LineLabel(col, info, False, True))
-    line_labels.sort(key=lambda ll: (ll.col, -ll.info.start))
-    return margin_label, line_labels
-
-
-def _line_rows(
-    g: _Group,
-    width: int,
-    line: _Line,
-    ellipsis: bool,
-    margin_label: _LineLabel | None,
-    line_labels: list[_LineLabel],
-) -> list[Row]:
-    """The source row of one line and the arrow rows of its labels."""
+def _line_rows(g: _Group, width: int, line: _Line, ellipsis: bool) -> list[Row]:
+    """The source row of one line, then two rows per label with a text: a bar (or, for the
+    first, the underlines) and the arrow to the text."""
+    margin_label, line_labels = _line_labels(g, line)
     arrow_len = 0
     for ll in line_labels:  # ariadne's fold: a multi-line label takes the whole line
-        arrow_len = line.length if ll.multi else max(arrow_len, ll.info.end - line.offset)
-    arrow_len += 2
+        arrow_len = line.length if ll.info.multi else max(arrow_len, ll.info.end - line.offset)
+    arrow_len += 2  # the arrows run two columns past the end of the longest label
 
     def referenced(info: _Info) -> bool:
         return margin_label is not None and margin_label.info is info
 
-    def vbar_at(col: int, row: int) -> _LineLabel | None:
+    def vbar_at(col: int, row: int) -> _Info | None:
         for j, ll in enumerate(line_labels):
             if ll.info.text and not referenced(ll.info) and ll.col == col and row <= j:
-                return ll
+                return ll.info
         return None
 
     def smallest(infos: Iterable[_Info], col: int) -> _Info | None:
-        hits = [i for i in infos if line.offset + col >= i.start and line.offset + col < i.end]
-        return min(hits, key=len, default=None)
+        return min((i for i in infos if i.start <= line.offset + col < i.end), key=len, default=None)
 
     widths = [_char_width(c, col)[1] for col, c in enumerate(line.text)]
 
-    def width_at(col: int) -> int:
-        return widths[col] if col < len(widths) else 1
+    def cells(col: int, head: str, tail: str, style: str | None) -> Row:
+        return [(tail if k else head, style) for k in range(widths[col] if col < len(widths) else 1)]
 
-    row = _margin(g, width, line, True, ellipsis, None, line_labels, margin_label)
+    rows = [_margin(g, width, line, None, line_labels, margin_label, ellipsis)]
     if not ellipsis:
-        infos = [ll.info for ll in line_labels]
-        extra = [margin_label.info] if margin_label else []
+        shown = [margin_label.info] if margin_label else []
+        shown += g.multi + [ll.info for ll in line_labels]
         for col, c in enumerate(line.text):
-            hit = smallest([*extra, *g.multi, *infos], col)
-            ch, w = _char_width(c, col)
-            row.append((ch * w if ch.isspace() else ch, hit.color if hit else _PLAIN))
-    rows = [row]
-    inline = [ll.info for ll in line_labels if not ll.multi]
+            hit, (ch, w) = smallest(shown, col), _char_width(c, col)
+            rows[0].append((ch * w if ch.isspace() else ch, hit.color if hit else _PLAIN))
+    inline = [ll.info for ll in line_labels if not ll.info.multi]
     for r, ll in enumerate(line_labels):
         if not ll.info.text:
             continue
-        row = _margin(g, width, line, False, ellipsis, (r, False), line_labels, margin_label)
+        row = _margin(g, width, line, (r, False), line_labels, margin_label, ellipsis)
         for col in range(arrow_len):
             vbar, under = vbar_at(col, r), smallest(inline, col) if r == 0 else None
             if vbar:
-                c = ("|", "^") if under else ("^", " ") if vbar.multi and r == 0 else ("|", " ")
-                style: str | None = vbar.info.color
+                head, tail = "|", "^" if under else " "
+                head = "^" if vbar.multi and r == 0 and not under else head
+                row += cells(col, head, tail, vbar.color)
             else:
-                c, style = ("^", "^") if under else (" ", " "), under.color if under else None
-            row += [(c[0] if k == 0 else c[1], style) for k in range(width_at(col))]
+                row += cells(col, "^", "^", under.color) if under else cells(col, " ", " ", None)
         rows.append(row)
-        row = _margin(g, width, line, False, ellipsis, (r, True), line_labels, margin_label)
+        row = _margin(g, width, line, (r, True), line_labels, margin_label, ellipsis)
         for col in range(arrow_len):
-            is_hbar = (col > ll.col) != ll.multi or (ll.draw_msg and col > ll.col)
-            vbar, style = vbar_at(col, r), ll.info.color
+            is_hbar = (col > ll.col) != ll.info.multi or (ll.draw_msg and col > ll.col)
+            vbar = vbar_at(col, r)
             if col == ll.col and not referenced(ll.info):
-                c = (("-" if ll.draw_msg else "'") if ll.multi else "`", "-")
+                head = ("-" if ll.draw_msg else "'") if ll.info.multi else "`"
+                row += cells(col, head, "-", ll.info.color)
             elif vbar and not is_hbar:
-                c, style = ("|", " "), vbar.info.color
+                row += cells(col, "|", " ", vbar.color)
             else:
-                c = ("-", "-") if is_hbar else (" ", " ")
-            row += [(c[0] if k == 0 else c[1], style) for k in range(width_at(col))]
+                row += cells(col, *("--" if is_hbar else "  "), ll.info.color)
         if ll.draw_msg:
             row.append((" " + ll.info.text, None))
         rows.append(row)
@@ -432,60 +379,64 @@ def _line_rows(
 
 
 def _group_rows(g: _Group, diag: Diagnostic, width: int, first: bool, final: bool) -> list[Row]:
-    line, col = g.src.line_col(g.location)
-    pad = " " * (width + 2)
+    """The snippet of one file: its header, its lines with their labels, and its tail."""
+    pad, (number, col) = " " * (width + 2), g.src.line_col(g.location)
     rows: list[Row] = [
         [(pad, None), (("," if first else "|") + "-[ ", _MARGIN)]
-        + [(f"{g.src.path}:{line}:{col}", None), (" ]", _MARGIN)],
+        + [(f"{g.src.path}:{number}:{col}", None), (" ]", _MARGIN)],
         [(pad, None), ("|", _MARGIN)],
     ]
     ellipsis = False
     for number in range(g.first, g.last + 1):
         line = _line(g.src, number)
-        margin_label, line_labels = _line_labels(g, line)
-        if not line_labels and margin_label is None:
-            # A line without labels: inside a multi-line label the first one shows as `:`;
-            # elsewhere the first of a run shows as an empty gutter row.
-            within = any(i.start <= line.offset < i.end for i in g.multi)
-            if not ellipsis and within:
+        if not any(i.line == number or i.last in line for i in g.infos if i.text or not i.multi):
+            # No label here: the first line of a run shows as an empty gutter row, or inside
+            # a multi-line label as `:`.
+            if not ellipsis and any(i.start <= line.offset < i.end for i in g.multi):
                 ellipsis = True
             else:
-                if not ellipsis:
-                    rows.append(g.base_margin(width, None))
+                rows += [] if ellipsis else [_gutter(width)]
                 ellipsis = True
                 continue
         else:
             ellipsis = False
-        rows += _line_rows(g, width, line, ellipsis, margin_label, line_labels)
-    if final:
-        extra = "  " * (len(g.messaged) + 1 if g.messaged else 0)
-        for word, text in (("Help", diag.help), ("Note", diag.note)):
-            if text:
-                rows.append(g.base_margin(width, None) + [(extra, None)])
-                rows.append(g.base_margin(width, None) + _section(word, text, extra))
-        rows.append([("-" * (width + 2) + "'", _MARGIN)])
-    else:
-        rows.append([(pad, None), ("|", _MARGIN)])
+        rows += _line_rows(g, width, line, ellipsis)
+    if not final:
+        return [*rows, [(pad, None), ("|", _MARGIN)]]
+    rows += _sections(diag, _gutter(width), "  " * (len(g.messaged) + 1 if g.messaged else 0))
+    return [*rows, [("-" * (width + 2) + "'", _MARGIN)]]
+
+
+def _line(src: Source, number: int) -> _Line:
+    raw = src.raw_line(number)
+    return _Line(number, src.line_char_start(number), len(raw), raw.rstrip())
+
+
+def _sections(diag: Diagnostic, gutter: Row, indent: str) -> list[Row]:
+    """The Help and Note sections, each after an empty gutter row (when there is a gutter)."""
+    rows: list[Row] = []
+    for word, text in (("Help", diag.help), ("Note", diag.note)):
+        if text is None:
+            continue
+        first, *more = text.split("\n")
+        rows += [[*gutter, (indent, None)]] if gutter else []
+        rows.append([*gutter, (indent, None), (word, _NOTE), (": " + first, None)])
+        rows += [[*gutter, (indent + " " * (len(word) + 2) + extra, None)] for extra in more]
     return rows
 
 
-def _section(word: str, text: str, indent: str) -> Row:
-    return [(indent, None), (word, _NOTE), (": " + text, None)]
-
-
-def render(diag: Diagnostic, sources: Sources, color: bool) -> str:
-    """The text of `diag` in the tutorial's layout, ending with a newline; `sources` maps the
-    paths of the labels' spans to their text (labels in unregistered files are left out)."""
-    code = f"[{diag.code}] " if diag.code else ""
-    rows: list[Row] = [
-        [(f"{code}{diag.severity.value}:", _KIND[diag.severity]), (" " + diag.message, None)]
-    ]
-    groups = _groups(diag, sources)
-    if not groups:  # no snippet: the header, then help and note as plain lines
-        for word, text in (("Help", diag.help), ("Note", diag.note)):
-            if text:
-                rows.append(_section(word, text, ""))
-    width = len(str(max((g.last for g in groups), default=1)))
-    for k, g in enumerate(groups):
-        rows += _group_rows(g, diag, width, k == 0, k + 1 == len(groups))
-    return "".join(_finish(row, color) + "\n" for row in rows)
+def _finish(row: Row, color: bool) -> str:
+    """The text of a row, trailing spaces dropped, with escapes when `color`."""
+    runs: list[list[str | None]] = []
+    for text, style in row:
+        if runs and runs[-1][1] == style:
+            runs[-1][0] = f"{runs[-1][0]}{text}"
+        elif text:
+            runs.append([text, style])
+    while runs and not str(runs[-1][0]).rstrip():
+        runs.pop()
+    if runs:
+        runs[-1][0] = str(runs[-1][0]).rstrip()
+    if not color:
+        return "".join(str(text) for text, _ in runs)
+    return "".join(f"\x1b[{style}m{text}\x1b[0m" if style else str(text) for text, style in runs)

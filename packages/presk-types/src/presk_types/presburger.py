@@ -483,19 +483,22 @@ def _compile(sp: _Space, f: Formula, positive: bool = True) -> isl.Set:
     raise TypeError(f"not a formula: {f!r}")
 
 
-def _points(ctx: DimContext, f: Formula) -> isl.Set | None:
-    """The points of ctx where f holds, or None when there are none."""
+def _points(ctx: DimContext, f: Formula, holds: bool) -> isl.Set | None:
+    """The points of ctx where f holds (or fails, with holds=False), or None if there are none."""
     sp = _space(ctx)
-    points = sp.domain.intersect(_compile(sp, f))
+    if holds or isinstance(f, Cmp | Divides):  # an atom's negation is as cheap as the atom
+        points = sp.domain.intersect(_compile(sp, f, holds))
+    else:  # "for all x in D, f" is D minus f empty: cheaper than a complement
+        points = sp.domain.subtract(_compile(sp, f))
     return None if points.is_empty() else points
 
 
 def _smallest(ctx: DimContext, points: isl.Set, f: Formula) -> Assignment:
     """The point the counterexample rule chooses (module doc), on the dimensions f mentions."""
-    mentioned = dims_of(f)
-    names = [n for n in ctx.names if n in mentioned]
-    for i in reversed(range(len(ctx.names))):
-        if ctx.names[i] not in mentioned:
+    mentioned, all_names = dims_of(f), ctx.names
+    names = [n for n in all_names if n in mentioned]
+    for i in reversed(range(len(all_names))):
+        if all_names[i] not in mentioned:
             points = points.project_out(_SET, i, 1)
     total = isl.Aff.zero_on_domain(isl.LocalSpace.from_space(points.get_space()))
     for i in range(len(names)):
@@ -516,13 +519,13 @@ def _smallest(ctx: DimContext, points: isl.Set, f: Formula) -> Assignment:
 def is_satisfiable(ctx: DimContext, f: Formula) -> bool:
     """Whether some values of ctx's dimensions, within its bounds and facts, make f true."""
     _check_known(ctx, f)
-    return _points(ctx, f) is not None
+    return _points(ctx, f, True) is not None
 
 
 def witness(ctx: DimContext, f: Formula) -> Assignment | None:
     """The smallest values (module doc) of the dimensions f mentions that make f true."""
     _check_known(ctx, f)
-    points = _points(ctx, f)
+    points = _points(ctx, f, True)
     return None if points is None else _smallest(ctx, points, f)
 
 
@@ -534,7 +537,8 @@ def holds_for_all(ctx: DimContext, f: Formula) -> Counterexample | None:
     _check_known(ctx, f)
     if _trivially_true(f):
         return None
-    return witness(ctx, Not(f))
+    points = _points(ctx, f, False)
+    return None if points is None else _smallest(ctx, points, f)
 
 
 def check_assignment(ctx: DimContext, values: Mapping[str, int]) -> Violation | None:

@@ -1,0 +1,47 @@
+; Highlighting of Presk for editors that read tree-sitter queries (Neovim, Helix, Zed).
+
+(comment) @comment
+(string) @string
+(integer) @number
+(float) @number.float
+
+[
+  "module" "param" "use" "fn" "let" "import" "as" "const" "static" "assert" "dim" "type"
+  "init" "uses" "params" "stack" "ein" "axis" "optimizer" "training" "run" "inference"
+  "serve" "stream" "checkpoint" "every" "steps" "to"
+] @keyword
+
+["λ" "\\"] @keyword.function
+["ℝ" "Real" "idx" (bool)] @type.builtin
+
+[
+  "+" "-" "*" "/" "%" "^" "·" "@" "==" "!=" "≠" "<" "<=" "≤" ">" ">=" "≥" "|>" "->" "→"
+  "="
+] @operator
+
+["(" ")" "[" "]" "{" "}"] @punctuation.bracket
+["," ":" "."] @punctuation.delimiter
+(prefix) @punctuation.special
+
+(module_decl name: (identifier) @type)
+(module_ref name: (qualified_name (identifier) @type .))
+(named_type name: (qualified_name) @type)
+(type_param_group name: (identifier) @type.parameter)
+(type_param_group kind: (identifier) @type.builtin)
+
+(fn_decl name: (identifier) @function)
+(call function: (identifier) @function.call)
+(call function: (field name: (identifier) @function.method.call))
+(parameter name: (identifier) @variable.parameter)
+(lambda param: (identifier) @variable.parameter)
+(param_decl name: (identifier) @property)
+(use_decl name: (identifier) @property)
+(axis name: (identifier) @label)
+(axis_argument name: (identifier) @label)
+(shape_argument name: (identifier) @label)
+(keyword_argument name: (identifier) @variable.parameter)
+(ein axis: (identifier) @label)
+(const_decl name: (identifier) @constant)
+(dim_decl name: (identifier) @constant)
+(block_field name: (identifier) @property)
+(import_decl alias: (identifier) @module)
