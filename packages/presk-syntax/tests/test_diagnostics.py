@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from presk_syntax.diagnostics import (
     Diagnostic,
     DiagnosticError,
@@ -211,7 +210,9 @@ CASES = [
             "E4001",
             "`pick` uses the effect `Rand` without declaring it",
             Label(find(s, 3, "sample(key, logits)"), "this uses `Rand`"),
-            Label(between(s, (2, "fn pick"), (3, "sample(key, logits)")), "declared without `uses`"),
+            Label(
+                between(s, (2, "fn pick"), (3, "sample(key, logits)")), "declared without `uses`"
+            ),
             help="add `uses Rand` to the signature of `pick`",
         ),
     ),

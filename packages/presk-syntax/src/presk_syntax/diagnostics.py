@@ -157,7 +157,8 @@ class _Info:
     def last(self) -> int:
         return max(self.end - 1, self.start)
 
-    def __len__(self) -> int:
+    @property
+    def size(self) -> int:
         return self.end - self.start
 
 
@@ -213,7 +214,7 @@ def _groups(diag: Diagnostic, sources: Mapping[str, Source]) -> list[_Group]:
             group.infos.append(info)
             group.first, group.last = min(group.first, line), max(group.last, last)
     for group in groups.values():
-        group.multi = sorted((i for i in group.infos if i.multi), key=lambda i: -len(i))
+        group.multi = sorted((i for i in group.infos if i.multi), key=lambda i: -i.size)
         group.messaged = [i for i in group.multi if i.text]
     return list(groups.values())
 
@@ -314,10 +315,16 @@ def _char_width(c: str, col: int) -> tuple[str, int]:
     return c, 2 if unicodedata.east_asian_width(c) in ("W", "F") else 1
 
 
-def _line_rows(g: _Group, width: int, line: _Line, ellipsis: bool) -> list[Row]:
+def _line_rows(
+    g: _Group,
+    width: int,
+    line: _Line,
+    ellipsis: bool,
+    margin_label: _LineLabel | None,
+    line_labels: list[_LineLabel],
+) -> list[Row]:
     """The source row of one line, then two rows per label with a text: a bar (or, for the
     first, the underlines) and the arrow to the text."""
-    margin_label, line_labels = _line_labels(g, line)
     arrow_len = 0
     for ll in line_labels:  # ariadne's fold: a multi-line label takes the whole line
         arrow_len = line.length if ll.info.multi else max(arrow_len, ll.info.end - line.offset)
@@ -333,12 +340,15 @@ def _line_rows(g: _Group, width: int, line: _Line, ellipsis: bool) -> list[Row]:
         return None
 
     def smallest(infos: Iterable[_Info], col: int) -> _Info | None:
-        return min((i for i in infos if i.start <= line.offset + col < i.end), key=len, default=None)
+        hits = (i for i in infos if i.start <= line.offset + col < i.end)
+        return min(hits, key=lambda i: i.size, default=None)
 
     widths = [_char_width(c, col)[1] for col, c in enumerate(line.text)]
 
     def cells(col: int, head: str, tail: str, style: str | None) -> Row:
-        return [(tail if k else head, style) for k in range(widths[col] if col < len(widths) else 1)]
+        # A character drawn over `col`: its head, then its tail for each more terminal column.
+        size = widths[col] if col < len(widths) else 1
+        return [(tail if k else head, style) for k in range(size)]
 
     rows = [_margin(g, width, line, None, line_labels, margin_label, ellipsis)]
     if not ellipsis:
@@ -370,8 +380,10 @@ def _line_rows(g: _Group, width: int, line: _Line, ellipsis: bool) -> list[Row]:
                 row += cells(col, head, "-", ll.info.color)
             elif vbar and not is_hbar:
                 row += cells(col, "|", " ", vbar.color)
+            elif is_hbar:
+                row += cells(col, "-", "-", ll.info.color)
             else:
-                row += cells(col, *("--" if is_hbar else "  "), ll.info.color)
+                row += cells(col, " ", " ", None)
         if ll.draw_msg:
             row.append((" " + ll.info.text, None))
         rows.append(row)
@@ -389,18 +401,17 @@ def _group_rows(g: _Group, diag: Diagnostic, width: int, first: bool, final: boo
     ellipsis = False
     for number in range(g.first, g.last + 1):
         line = _line(g.src, number)
-        if not any(i.line == number or i.last in line for i in g.infos if i.text or not i.multi):
-            # No label here: the first line of a run shows as an empty gutter row, or inside
-            # a multi-line label as `:`.
-            if not ellipsis and any(i.start <= line.offset < i.end for i in g.multi):
-                ellipsis = True
-            else:
-                rows += [] if ellipsis else [_gutter(width)]
-                ellipsis = True
-                continue
-        else:
+        margin_label, line_labels = _line_labels(g, line)
+        if margin_label or line_labels:
             ellipsis = False
-        rows += _line_rows(g, width, line, ellipsis)
+        elif not ellipsis and any(i.start <= line.offset < i.end for i in g.multi):
+            ellipsis = True  # the first unlabelled line inside a multi-line label: a `:` row
+        else:
+            if not ellipsis:  # the first of a run of unlabelled lines: an empty gutter row
+                rows.append(_gutter(width))
+            ellipsis = True
+            continue
+        rows += _line_rows(g, width, line, ellipsis, margin_label, line_labels)
     if not final:
         return [*rows, [(pad, None), ("|", _MARGIN)]]
     rows += _sections(diag, _gutter(width), "  " * (len(g.messaged) + 1 if g.messaged else 0))
@@ -427,16 +438,16 @@ def _sections(diag: Diagnostic, gutter: Row, indent: str) -> list[Row]:
 
 def _finish(row: Row, color: bool) -> str:
     """The text of a row, trailing spaces dropped, with escapes when `color`."""
-    runs: list[list[str | None]] = []
+    runs: Row = []  # cells merged by style
     for text, style in row:
         if runs and runs[-1][1] == style:
-            runs[-1][0] = f"{runs[-1][0]}{text}"
+            runs[-1] = (runs[-1][0] + text, style)
         elif text:
-            runs.append([text, style])
-    while runs and not str(runs[-1][0]).rstrip():
+            runs.append((text, style))
+    while runs and not runs[-1][0].rstrip():
         runs.pop()
     if runs:
-        runs[-1][0] = str(runs[-1][0]).rstrip()
+        runs[-1] = (runs[-1][0].rstrip(), runs[-1][1])
     if not color:
-        return "".join(str(text) for text, _ in runs)
-    return "".join(f"\x1b[{style}m{text}\x1b[0m" if style else str(text) for text, style in runs)
+        return "".join(text for text, _ in runs)
+    return "".join(f"\x1b[{style}m{text}\x1b[0m" if style else text for text, style in runs)

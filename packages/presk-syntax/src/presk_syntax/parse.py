@@ -115,6 +115,9 @@ def _first_culprit(tree: ts.Tree, data: bytes) -> _Culprit:
             after = previous.next_parse_state if previous is not None else 0
             return _Culprit(leaf, leaf.start_byte, 0 if after in _NO_STATE else after)
         previous = leaf
+    if first_error_end is not None:  # every token of the ERROR looked acceptable alone
+        leaf = next(leaf for leaf, in_error in leaves if in_error)
+        return _Culprit(leaf, leaf.start_byte, 0)
     # The error is at the end of the file: an unfinished construct.
     state = previous.next_parse_state if previous is not None else 0
     return _Culprit(None, len(data), 0 if state in _NO_STATE else state)
@@ -163,15 +166,16 @@ def _describe_found(node: ts.Node | None, data: bytes) -> str:
     return f"`{text}`"
 
 
+_TOKEN_WORDS = {"identifier": "an identifier", "integer": "a number", "float": "a number"}
+_TOKEN_WORDS |= {"string": "a string", "prefix": "`...`"}
+
+
 def _describe_expected(names: list[str]) -> str:
-    if len(names) > 3 and {"identifier", "integer", "("} <= set(names):
+    if len(names) > 3 and {"identifier", "integer"} <= set(names):
         return "an expression"
     if len(names) > 3 and set(names) <= _OPERATORS:
-        return "an operator or the end of the line"
-    words = [
-        f"an {n}" if n == "identifier" else f"a {n}" if n in _NAMED_TOKENS else f"`{n}`"
-        for n in names
-    ]
+        return "an operator"
+    words = list(dict.fromkeys(_TOKEN_WORDS.get(n, f"`{n}`") for n in names))
     if len(words) == 1:
         return words[0]
     if len(words) == 2:
