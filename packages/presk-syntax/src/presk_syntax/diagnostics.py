@@ -219,24 +219,33 @@ def _groups(diag: Diagnostic, sources: Mapping[str, Source]) -> list[_Group]:
     return list(groups.values())
 
 
+@dataclass(frozen=True, slots=True)
+class _View:
+    """One line of a group as drawn: its margin label, its labels, whether it is elided."""
+
+    g: _Group
+    width: int
+    line: _Line
+    margin_label: _LineLabel | None
+    line_labels: list[_LineLabel]
+    ellipsis: bool
+
+    def referenced(self, info: _Info) -> bool:
+        return self.margin_label is not None and self.margin_label.info is info
+
+
 def _gutter(width: int, number: int | None = None, ellipsis: bool = False) -> Row:
     if number is not None and not ellipsis:
         return [(" ", None), (f"{number:>{width}} |", _MARGIN), (" ", None)]
     return [(" " * (width + 2) + (":" if ellipsis else "|"), _SKIPPED), (" ", None)]
 
 
-def _margin(
-    g: _Group,
-    width: int,
-    line: _Line,
-    report_row: tuple[int, bool] | None,  # (row, is the arrow row); None for the source row
-    line_labels: list[_LineLabel],
-    margin_label: _LineLabel | None,
-    ellipsis: bool = False,
-) -> Row:
-    """The gutter and the margin of the multi-line labels (ariadne's `write_margin`)."""
+def _margin(v: _View, report_row: tuple[int, bool] | None) -> Row:
+    """The gutter and the margin of the multi-line labels (ariadne's `write_margin`), for the
+    source row (`report_row` None) or a label's bar or arrow row (row, is the arrow row)."""
+    g, line, line_labels, margin_label = v.g, v.line, v.line_labels, v.margin_label
     src_line = report_row is None
-    row = _gutter(width, line.number if src_line else None, ellipsis)
+    row = _gutter(v.width, line.number if src_line else None, v.ellipsis)
     n = len(g.messaged)
     for col in range(n + 1 if n else 0):
         corner: tuple[_Info, bool] | None = None
@@ -245,7 +254,7 @@ def _margin(
         for i, info in enumerate(g.messaged[: col + 1]):
             if not (info.start <= line.offset + line.length and info.end > line.offset):
                 continue
-            margin = margin_label is not None and margin_label.info is info
+            margin = v.referenced(info)
             parent, is_start, is_end = i != col, info.start in line, info.last in line
             if margin and src_line:
                 ptr = (info, is_start)
@@ -270,14 +279,14 @@ def _margin(
         is_col = ptr is not None and col < n and ptr[0] is g.messaged[col]
         if ptr and not is_col and col + 1 != n:
             hbar = hbar or ptr[0]
-        if hbar and src_line and margin_label and margin_label.info is hbar:
+        if hbar and src_line and v.referenced(hbar):
             hbar = None
         if corner:
             row += [("," if corner[1] else "`", corner[0].color), ("-", corner[0].color)]
         elif hbar:
             row.append(("--", hbar.color))
         elif vbar:
-            row += [(":" if ellipsis else "|", vbar.color), (" ", None)]
+            row += [(":" if v.ellipsis else "|", vbar.color), (" ", None)]
         elif ptr:
             limit = col == n
             head = ">" if limit else ("," if ptr[1] else "|") if is_col else "-"
@@ -315,27 +324,18 @@ def _char_width(c: str, col: int) -> tuple[str, int]:
     return c, 2 if unicodedata.east_asian_width(c) in ("W", "F") else 1
 
 
-def _line_rows(
-    g: _Group,
-    width: int,
-    line: _Line,
-    ellipsis: bool,
-    margin_label: _LineLabel | None,
-    line_labels: list[_LineLabel],
-) -> list[Row]:
+def _line_rows(v: _View) -> list[Row]:
     """The source row of one line, then two rows per label with a text: a bar (or, for the
     first, the underlines) and the arrow to the text."""
+    line, line_labels, margin_label = v.line, v.line_labels, v.margin_label
     arrow_len = 0
     for ll in line_labels:  # ariadne's fold: a multi-line label takes the whole line
         arrow_len = line.length if ll.info.multi else max(arrow_len, ll.info.end - line.offset)
     arrow_len += 2  # the arrows run two columns past the end of the longest label
 
-    def referenced(info: _Info) -> bool:
-        return margin_label is not None and margin_label.info is info
-
     def vbar_at(col: int, row: int) -> _Info | None:
         for j, ll in enumerate(line_labels):
-            if ll.info.text and not referenced(ll.info) and ll.col == col and row <= j:
+            if ll.info.text and not v.referenced(ll.info) and ll.col == col and row <= j:
                 return ll.info
         return None
 
@@ -350,10 +350,10 @@ def _line_rows(
         size = widths[col] if col < len(widths) else 1
         return [(tail if k else head, style) for k in range(size)]
 
-    rows = [_margin(g, width, line, None, line_labels, margin_label, ellipsis)]
-    if not ellipsis:
+    rows = [_margin(v, None)]
+    if not v.ellipsis:
         shown = [margin_label.info] if margin_label else []
-        shown += g.multi + [ll.info for ll in line_labels]
+        shown += v.g.multi + [ll.info for ll in line_labels]
         for col, c in enumerate(line.text):
             hit, (ch, w) = smallest(shown, col), _char_width(c, col)
             rows[0].append((ch * w if ch.isspace() else ch, hit.color if hit else _PLAIN))
@@ -361,7 +361,7 @@ def _line_rows(
     for r, ll in enumerate(line_labels):
         if not ll.info.text:
             continue
-        row = _margin(g, width, line, (r, False), line_labels, margin_label, ellipsis)
+        row = _margin(v, (r, False))
         for col in range(arrow_len):
             vbar, under = vbar_at(col, r), smallest(inline, col) if r == 0 else None
             if vbar:
@@ -371,11 +371,11 @@ def _line_rows(
             else:
                 row += cells(col, "^", "^", under.color) if under else cells(col, " ", " ", None)
         rows.append(row)
-        row = _margin(g, width, line, (r, True), line_labels, margin_label, ellipsis)
+        row = _margin(v, (r, True))
         for col in range(arrow_len):
             is_hbar = (col > ll.col) != ll.info.multi or (ll.draw_msg and col > ll.col)
             vbar = vbar_at(col, r)
-            if col == ll.col and not referenced(ll.info):
+            if col == ll.col and not v.referenced(ll.info):
                 head = ("-" if ll.draw_msg else "'") if ll.info.multi else "`"
                 row += cells(col, head, "-", ll.info.color)
             elif vbar and not is_hbar:
@@ -411,7 +411,7 @@ def _group_rows(g: _Group, diag: Diagnostic, width: int, first: bool, final: boo
                 rows.append(_gutter(width))
             ellipsis = True
             continue
-        rows += _line_rows(g, width, line, ellipsis, margin_label, line_labels)
+        rows += _line_rows(_View(g, width, line, margin_label, line_labels, ellipsis))
     if not final:
         return [*rows, [(pad, None), ("|", _MARGIN)]]
     rows += _sections(diag, _gutter(width), "  " * (len(g.messaged) + 1 if g.messaged else 0))
