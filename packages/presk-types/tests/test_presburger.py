@@ -129,13 +129,13 @@ def test_a_contradictory_context_proves_everything() -> None:
 
 
 def test_the_counterexample_rule() -> None:
-    # smallest sum first: plain lexmin in either order would give In = 5, Out = 0
+    # smallest sum first: least Out first, then least In, would give In = 5, Out = 0
     assert str(holds_for_all(IN_OUT, And(Lt(In, 5), Lt(Out, 1)))) == "In = 0, Out = 1"
     # among equal sums, the last-declared dimension is smallest, then the one before
     abc = DimContext.of("A", "B", "C")
     assert str(holds_for_all(abc, Ne(A + B + C, 1))) == "A = 1, B = 0, C = 0"
     assert str(holds_for_all(abc, Ne(A + B + C, 2))) == "A = 2, B = 0, C = 0"
-    assert str(holds_for_all(abc, Or(Lt(A, 1), Ne(A + B + C, 2)))) == "A = 1, B = 1, C = 0"
+    assert str(holds_for_all(abc, Or(Lt(C, 1), Ne(A + B + C, 2)))) == "A = 1, B = 0, C = 1"
     # dimensions the formula does not mention are left out, but respected
     halves = DH.with_dim("K", 3).assume(Eq(D, 2 * Lin.var("K")))
     assert holds_for_all(halves, Le(D, 4)) == {"D": 6}
@@ -256,15 +256,10 @@ def _names(f: Formula) -> set[str]:
     return set().union(*map(_names, f.parts))
 
 
-@st.composite
-def problems(draw: st.DrawFn) -> tuple[DimContext, Formula, list[dict[str, int]]]:
-    """A context of 1-3 dimensions, each bounded by 6 or less, a formula and its box."""
-    names = NAMES[: draw(st.integers(1, 3))]
-    coeff = st.integers(-3, 3)
+def _formulas(names: tuple[str, ...]) -> st.SearchStrategy[Formula]:
+    coeffs = st.lists(st.integers(-3, 3), min_size=len(names), max_size=len(names))
     lins = st.builds(
-        lambda cs, k: Lin(tuple(zip(names, cs, strict=True)), k),
-        st.lists(coeff, min_size=len(names), max_size=len(names)),
-        st.integers(-6, 6),
+        lambda cs, k: Lin(tuple(zip(names, cs, strict=True)), k), coeffs, st.integers(-6, 6)
     )
     consts = st.integers(-12, 12).map(Lin.const)
     atoms = st.one_of(
@@ -273,7 +268,7 @@ def problems(draw: st.DrawFn) -> tuple[DimContext, Formula, list[dict[str, int]]
         st.builds(ModZero, lins, consts),
         st.builds(ModZero, consts, lins),
     )
-    formulas = st.recursive(
+    return st.recursive(
         atoms,
         lambda sub: st.one_of(
             st.builds(Not, sub),
@@ -282,13 +277,22 @@ def problems(draw: st.DrawFn) -> tuple[DimContext, Formula, list[dict[str, int]]
         ),
         max_leaves=4,
     )
-    uppers = [draw(st.integers(0, 6)) for _ in names]
+
+
+FORMULAS = {n: _formulas(NAMES[:n]) for n in (1, 2, 3)}
+
+
+@st.composite
+def problems(draw: st.DrawFn) -> tuple[DimContext, Formula, list[dict[str, int]]]:
+    """A context of 1-3 dimensions, each bounded by 6 or less, a formula and the domain."""
+    n = draw(st.integers(1, 3))
+    names, formulas = NAMES[:n], FORMULAS[n]
+    uppers = draw(st.lists(st.integers(0, 6), min_size=n, max_size=n))
     facts = tuple(draw(st.lists(formulas, max_size=2)))
     ctx = DimContext(tuple(Dim(n, u) for n, u in zip(names, uppers, strict=True)), facts)
-    box = [
-        dict(zip(names, p, strict=True)) for p in itertools.product(*(range(u + 1) for u in uppers))
-    ]
-    domain = [env for env in box if all(_truth(fact, env) for fact in facts)]
+    box = itertools.product(*(range(u + 1) for u in uppers))
+    envs = [dict(zip(names, p, strict=True)) for p in box]
+    domain = [env for env in envs if all(_truth(fact, env) for fact in facts)]
     return ctx, draw(formulas), domain
 
 

@@ -186,6 +186,7 @@ class _Line:
 class _Group:
     """The labels of one file, drawn in one snippet."""
 
+    path: str  # as the spans give it
     src: Source
     infos: list[_Info]
     location: int  # the byte offset the header points at
@@ -209,7 +210,7 @@ def _groups(diag: Diagnostic, sources: Mapping[str, Source]) -> list[_Group]:
         info = _Info(cstart, cend, line, last != line, label.text, color)
         group = groups.get(label.span.file)
         if group is None:
-            groups[label.span.file] = _Group(src, [info], start, line, last)
+            groups[label.span.file] = _Group(label.span.file, src, [info], start, line, last)
         else:
             group.infos.append(info)
             group.first, group.last = min(group.first, line), max(group.last, last)
@@ -243,7 +244,7 @@ def _gutter(width: int, number: int | None = None, ellipsis: bool = False) -> Ro
 def _margin(v: _View, report_row: tuple[int, bool] | None) -> Row:
     """The gutter and the margin of the multi-line labels (ariadne's `write_margin`), for the
     source row (`report_row` None) or a label's bar or arrow row (row, is the arrow row)."""
-    g, line, line_labels, margin_label = v.g, v.line, v.line_labels, v.margin_label
+    g, line, line_labels = v.g, v.line, v.line_labels
     src_line = report_row is None
     row = _gutter(v.width, line.number if src_line else None, v.ellipsis)
     n = len(g.messaged)
@@ -395,7 +396,7 @@ def _group_rows(g: _Group, diag: Diagnostic, width: int, first: bool, final: boo
     pad, (number, col) = " " * (width + 2), g.src.line_col(g.location)
     rows: list[Row] = [
         [(pad, None), (("," if first else "|") + "-[ ", _MARGIN)]
-        + [(f"{g.src.path}:{number}:{col}", None), (" ]", _MARGIN)],
+        + [(f"{g.path}:{number}:{col}", None), (" ]", _MARGIN)],
         [(pad, None), ("|", _MARGIN)],
     ]
     ellipsis = False

@@ -194,7 +194,7 @@ class Divides:
     a: Lin
 
     def __str__(self) -> str:
-        return f"{_operand(self.a)} % {self.k} == 0"
+        return f"{_operand(self.a)} % {_operand(Lin.const(self.k))} == 0"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,558 @@
+"""Elaboration: the files of a program, their constants, dimensions, modules and instances.
+
+`load_program(path, overrides)` parses the main file and every file it imports (relative
+to the importing file), evaluates the constants exactly in ℚ (`--const NAME=V` overrides
+a constant of any file), decides the `static assert`s and collects the declarations each
+file's scope holds. Types are resolved by `resolve_type` for the checker; module
+instances (`Linear{4, 4}`) and their parameter trees by `instance_tree`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import gmpy2
+from presk_syntax import ast as A
+from presk_syntax.diagnostics import Diagnostic, DiagnosticError, Label, Severity
+from presk_syntax.parse import parse_source, read_source
+from presk_syntax.span import SourceMap, Span
+
+from presk_types.presburger import Dim, DimContext, Lin, Undecidable, holds_for_all
+from presk_types.types import (
+    F64,
+    NAT,
+    AxisT,
+    Bool,
+    Idx,
+    Instance,
+    KeyT,
+    Machine,
+    ModuleT,
+    ParamsT,
+    Real,
+    Shape,
+    TupleT,
+    Type,
+    subst,
+)
+
+MACHINE_TYPES = {"f64": F64, "nat": NAT}
+
+
+def error(code: str, message: str, *labels: Label, help: str | None = None, note: str | None = None):
+    return Diagnostic(code, Severity.ERROR, message, tuple(labels), help, note)
+
+
+@dataclass
+class ModuleInfo:
+    decl: A.Module
+    file: FileEnv
+    dims: tuple[str, ...]
+    params: list[A.Param] = field(default_factory=list)
+    uses: list[A.Use] = field(default_factory=list)
+    fns: dict[str, A.Fn] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.file.path}:{self.decl.name}"
+
+
+@dataclass
+class FileEnv:
+    """One file's scope: what its names mean."""
+
+    path: str
+    ast: A.SourceFile
+    imports: dict[str, FileEnv] = field(default_factory=dict)
+    import_paths: dict[str, str] = field(default_factory=dict)
+    consts: dict[str, gmpy2.mpq] = field(default_factory=dict)
+    const_decls: dict[str, A.Const] = field(default_factory=dict)
+    dims: dict[str, A.DimDecl] = field(default_factory=dict)
+    dim_bounds: dict[str, int | None] = field(default_factory=dict)
+    types: dict[str, A.TypeAliasDecl] = field(default_factory=dict)
+    modules: dict[str, ModuleInfo] = field(default_factory=dict)
+    fns: dict[str, A.Fn] = field(default_factory=dict)
+    trainings: list[A.Training] = field(default_factory=list)
+    optimizers: dict[str, A.Optimizer] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.path)
+
+
+@dataclass
+class Program:
+    main: FileEnv
+    files: list[FileEnv]  # in import order: a file after the files it imports
+    sources: SourceMap
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.is_error]
+
+
+def load_program(
+    path: str, overrides: dict[str, str] | None = None, sources: SourceMap | None = None
+) -> Program:
+    """Parse and elaborate the program of `path`; DiagnosticError on a syntax or import error.
+
+    Errors of elaboration that do not stop it (a constant that is not natural, a failed
+    assertion) are collected in `Program.diagnostics`, in source order.
+    """
+    sources = sources if sources is not None else SourceMap()
+    files: list[FileEnv] = []
+    loaded: dict[str, FileEnv] = {}
+    main = _load(path, None, sources, files, loaded, [])
+    program = Program(main, files, sources)
+    overrides = dict(overrides or {})
+    unknown = [n for n in overrides if not any(n in _const_names(f) for f in files)]
+    if unknown:
+        raise DiagnosticError(
+            error("E1006", f"no constant `{unknown[0]}` in this program to override with --const")
+        )
+    for f in files:
+        _collect(f, program, overrides)
+    return program
+
+
+def _const_names(f: FileEnv) -> set[str]:
+    return {d.name for d in f.ast.decls if isinstance(d, A.Const)}
+
+
+def _load(
+    path: str,
+    at: Span | None,
+    sources: SourceMap,
+    files: list[FileEnv],
+    loaded: dict[str, FileEnv],
+    stack: list[str],
+) -> FileEnv:
+    key = os.path.normpath(path)
+    if key in stack:
+        cycle = " -> ".join([*stack[stack.index(key) :], key])
+        raise DiagnosticError(
+            error("E1002", f"import cycle: {cycle}", *([Label(at, "imported here")] if at else []))
+        )
+    if key in loaded:
+        return loaded[key]
+    if at is not None and not os.path.isfile(path):
+        raise DiagnosticError(
+            error("E1001", f"cannot import `{path}`: no such file", Label(at, "imported here"))
+        )
+    source = sources.add(read_source(path))
+    tree = parse_source(source)
+    env = FileEnv(path, tree)
+    stack.append(key)
+    for decl in tree.decls:
+        if isinstance(decl, A.Import):
+            target = os.path.normpath(os.path.join(os.path.dirname(path), decl.path))
+            env.imports[decl.alias] = _load(target, decl.span, sources, files, loaded, stack)
+            env.import_paths[decl.alias] = target
+    stack.pop()
+    loaded[key] = env
+    files.append(env)
+    return env
+
+
+# ---- constants ---------------------------------------------------------------------------
+
+
+class ConstError(Exception):
+    def __init__(self, diagnostic: Diagnostic) -> None:
+        self.diagnostic = diagnostic
+
+
+def eval_const(e: A.Expr, env: FileEnv) -> gmpy2.mpq:
+    """The exact value of a constant expression (numbers, constants, + - * / % ^)."""
+    match e:
+        case A.IntLit(value):
+            return gmpy2.mpq(value)
+        case A.FloatLit(text):
+            return gmpy2.mpq(text)
+        case A.Var(name, span):
+            if name in env.consts:
+                return env.consts[name]
+            raise ConstError(
+                error("E2001", f"unresolved name `{name}`", Label(span, "not a constant in scope"))
+            )
+        case A.FieldAccess(A.Var(alias), name, span) if alias in env.imports:
+            target = env.imports[alias]
+            if name in target.consts:
+                return target.consts[name]
+            raise ConstError(
+                error("E2001", f"unresolved name `{alias}.{name}`", Label(span, "not a constant"))
+            )
+        case A.Unary("-", operand):
+            return -eval_const(operand, env)
+        case A.Binary(op, left, right, span) if op in "+-*/%^":
+            a, b = eval_const(left, env), eval_const(right, env)
+            if op in "/%" and b == 0:
+                raise ConstError(
+                    error("E1003", "division by zero in a constant", Label(span, "divides by 0"))
+                )
+            if op == "%":
+                if a.denominator != 1 or b.denominator != 1:
+                    raise ConstError(
+                        error("E1003", "`%` of constants that are not integers", Label(span, ""))
+                    )
+                return gmpy2.mpq(int(a) % int(b))
+            if op == "^":
+                if b.denominator != 1:
+                    raise ConstError(error("E1003", "a non-integer power", Label(span, "")))
+                return a ** int(b)
+            return {"+": a + b, "-": a - b, "*": a * b, "/": a / b}[op]
+    raise ConstError(
+        error("E1003", "not a constant expression", Label(e.span, "constants are built from numbers and constants"))
+    )
+
+
+def format_q(q: gmpy2.mpq) -> str:
+    return str(q.numerator) if q.denominator == 1 else f"{q.numerator}/{q.denominator}"
+
+
+def _parse_override(name: str, text: str) -> gmpy2.mpq:
+    try:
+        return gmpy2.mpq(text)
+    except ValueError:
+        raise DiagnosticError(
+            error("E1006", f"--const {name}={text}: `{text}` is not a number")
+        ) from None
+
+
+def _collect(env: FileEnv, program: Program, overrides: dict[str, str]) -> None:
+    diags = program.diagnostics
+    for decl in env.ast.decls:
+        match decl:
+            case A.Const(name, type_, value, span, name_span):
+                env.const_decls[name] = decl
+                try:
+                    q = (
+                        _parse_override(name, overrides[name])
+                        if name in overrides
+                        else eval_const(value, env)
+                    )
+                except ConstError as e:
+                    diags.append(e.diagnostic)
+                    continue
+                kind = type_.name.parts[-1] if isinstance(type_, A.NamedType) else "?"
+                if kind == "nat" and (q.denominator != 1 or q < 0):
+                    diags.append(
+                        error(
+                            "E1005",
+                            f"`{name}` is not a natural number",
+                            Label(value.span, f"evaluates to {format_q(q)}"),
+                            note="constants are evaluated exactly: a division must be exact"
+                            " and the result non-negative",
+                        )
+                    )
+                    continue
+                env.consts[name] = q
+            case A.DimDecl(name, bound, span):
+                env.dims[name] = decl
+                env.dim_bounds[name] = None
+                if bound is not None:
+                    try:
+                        q = eval_const(bound, env)
+                        env.dim_bounds[name] = int(q) if q.denominator == 1 else None
+                    except ConstError as e:
+                        diags.append(e.diagnostic)
+            case A.TypeAliasDecl(name):
+                env.types[name] = decl
+            case A.Module(name, type_params, items):
+                info = ModuleInfo(decl, env, tuple(p.name for p in type_params))
+                for item in items:
+                    match item:
+                        case A.Param():
+                            info.params.append(item)
+                        case A.Use():
+                            info.uses.append(item)
+                        case A.Fn(fname):
+                            info.fns[fname] = item
+                env.modules[name] = info
+            case A.Fn(name):
+                env.fns[name] = decl
+            case A.Training():
+                env.trainings.append(decl)
+            case A.Optimizer(name):
+                env.optimizers[name] = decl
+    for decl in env.ast.decls:
+        if isinstance(decl, A.StaticAssert):
+            d = check_assert(decl, env)
+            if d is not None:
+                diags.append(d)
+
+
+# ---- static assertions -------------------------------------------------------------------
+
+
+def file_context(env: FileEnv) -> DimContext:
+    return DimContext(tuple(Dim(n, b) for n, b in env.dim_bounds.items()))
+
+
+def check_assert(decl: A.StaticAssert, env: FileEnv) -> Diagnostic | None:
+    """E1004 when the assertion is false for some value of the file's dimensions."""
+    from presk_types.formulas import formula_of  # the checker's translation of conditions
+
+    text = env_text(env, decl.condition.span)
+    try:
+        formula = formula_of(decl.condition, lambda e: length_of(e, env, set(env.dims)))
+        counter = holds_for_all(file_context(env), formula)
+    except ConstError as e:
+        return e.diagnostic
+    except Undecidable:
+        return error(
+            "E1004",
+            f"static assertion cannot be decided: {text}",
+            Label(decl.span, "not a formula of Presburger arithmetic"),
+        )
+    if counter is None:
+        return None
+    where = (
+        "is false with the constants of this file"
+        if not counter
+        else f"is false for {counter}"
+    )
+    return error(
+        "E1004",
+        f"static assertion fails: {text}",
+        Label(decl.span, f"`{text}` {where}"),
+    )
+
+
+def env_text(env: FileEnv, span: Span) -> str:
+    """The source text of a span of the file (as written)."""
+    from presk_syntax.span import Source  # noqa: F401  (the text is in the AST's file)
+
+    data = _file_bytes(env.path)
+    return data[span.start : span.end].decode("utf-8")
+
+
+_BYTES: dict[str, bytes] = {}
+
+
+def _file_bytes(path: str) -> bytes:
+    if path not in _BYTES:
+        with open(path, "rb") as f:
+            _BYTES[path] = f.read()
+    return _BYTES[path]
+
+
+# ---- lengths and types -------------------------------------------------------------------
+
+
+def length_of(e: A.Expr, env: FileEnv, dims: set[str]) -> Lin:
+    """A length: constants folded to their values, dimensions kept symbolic, affine only."""
+    match e:
+        case A.IntLit(value):
+            return Lin.const(value)
+        case A.Var(name, span):
+            if name in dims:
+                return Lin.var(name)
+            if name in env.consts:
+                q = env.consts[name]
+                if q.denominator != 1:
+                    raise ConstError(
+                        error("E2002", f"`{name}` = {format_q(q)} is not a length", Label(span, ""))
+                    )
+                return Lin.const(int(q))
+            if name in env.const_decls:  # a constant whose value is in error: already reported
+                raise ConstError(_REPORTED)
+            raise ConstError(
+                error(
+                    "E2001",
+                    f"unresolved name `{name}`",
+                    Label(span, "not a dimension or constant in scope"),
+                )
+            )
+        case A.FieldAccess(A.Var(alias), name) if alias in env.imports:
+            return length_of(A.Var(name, e.span), env.imports[alias], set())
+        case A.Unary("-", operand):
+            return -length_of(operand, env, dims)
+        case A.Binary(op, left, right, span) if op in "+-*/%":
+            a, b = length_of(left, env, dims), length_of(right, env, dims)
+            if op == "+":
+                return a + b
+            if op == "-":
+                return a - b
+            if op == "*" and (a.is_const or b.is_const):
+                return a * b.constant if b.is_const else b * a.constant
+            if op in "/%" and a.is_const and b.is_const and b.constant != 0:
+                if op == "%":
+                    return Lin.const(a.constant % b.constant)
+                if a.constant % b.constant == 0:
+                    return Lin.const(a.constant // b.constant)
+            raise ConstError(
+                error(
+                    "E2002",
+                    f"`{env_text(env, span)}` is not an affine length",
+                    Label(span, "lengths are sums of dimensions times constants"),
+                )
+            )
+    raise ConstError(error("E2002", "not a length", Label(e.span, "expected a length")))
+
+
+_REPORTED = Diagnostic("E1000", Severity.ERROR, "(reported)")
+
+
+@dataclass
+class TypeScope:
+    """What a type's names mean: the file, the dimensions in scope, module-typed values."""
+
+    env: FileEnv
+    dims: set[str]
+    modules: dict[str, Instance] = field(default_factory=dict)  # `net` -> Linear{D, 1}
+    implicit: list[tuple[str, Span]] = field(default_factory=list)  # W0001 candidates
+    allow_implicit: bool = False
+
+
+def lookup_module(name: A.QualName, env: FileEnv) -> ModuleInfo | None:
+    parts = list(name.parts)
+    while len(parts) > 1 and parts[0] in env.imports:
+        env = env.imports[parts.pop(0)]
+    if len(parts) == 1 and parts[0] in env.modules:
+        return env.modules[parts[0]]
+    return None
+
+
+def instance_of(ref: A.ModuleRef | A.StackRef, scope: TypeScope) -> Instance:
+    if isinstance(ref, A.StackRef):
+        count = scope_length(ref.count, scope)
+        inner = instance_of(ref.module, scope)
+        return Instance(inner.module, inner.name, (), count, inner)
+    info = lookup_module(ref.name, scope.env)
+    if info is None:
+        raise ConstError(
+            error("E2001", f"unresolved module `{ref.name}`", Label(ref.name.span, "not a module in scope"))
+        )
+    args = tuple(scope_length(a, scope) for a in (ref.args or ()))
+    if len(args) != len(info.dims):
+        raise ConstError(
+            error(
+                "E2004",
+                f"`{info.decl.name}` takes {len(info.dims)} dimension argument(s), given {len(args)}",
+                Label(ref.span, f"`{info.decl.name}{{{' '.join(info.dims)} : dim}}`"),
+            )
+        )
+    return Instance(info.key, info.decl.name, args)
+
+
+def scope_length(e: A.Expr, scope: TypeScope) -> Lin:
+    if (
+        scope.allow_implicit
+        and isinstance(e, A.Var)
+        and e.name not in scope.dims
+        and e.name not in scope.env.consts
+        and e.name not in scope.env.const_decls
+    ):
+        scope.dims.add(e.name)
+        scope.implicit.append((e.name, e.span))
+    return length_of(e, scope.env, scope.dims)
+
+
+def resolve_type(t: A.Type, scope: TypeScope) -> Type:
+    """The elaborated type of a written one."""
+    env = scope.env
+    match t:
+        case A.TensorType(element, shape):
+            sh = Shape(False, ()) if shape is None else resolve_shape(shape, scope)
+            return Bool(sh) if element == "bool" else Real(sh)
+        case A.IdxType(bound, shape):
+            return Idx(scope_length(bound, scope), resolve_shape(shape, scope))
+        case A.ParamsType(ref):
+            if ref.args is None and len(ref.name.parts) == 1 and ref.name.parts[0] in scope.modules:
+                return ParamsT(scope.modules[ref.name.parts[0]])
+            return ParamsT(instance_of(ref, scope))
+        case A.TupleType(elements):
+            return TupleT(tuple(resolve_type(e, scope) for e in elements))
+        case A.NamedType(name, args):
+            if len(name.parts) == 1 and args is None:
+                word = name.parts[0]
+                if word in MACHINE_TYPES:
+                    return MACHINE_TYPES[word]
+                if word == "key":
+                    return KeyT()
+                if word in env.types:
+                    alias = env.types[word]
+                    return resolve_type(alias.type, TypeScope(env, scope.dims, scope.modules))
+            if len(name.parts) == 2 and args is None and name.parts[0] in env.imports:
+                target = env.imports[name.parts[0]]
+                if name.parts[1] in target.types:
+                    inner = TypeScope(target, set(target.dims))
+                    return resolve_type(target.types[name.parts[1]].type, inner)
+            if lookup_module(name, env) is not None:
+                return ModuleT(instance_of(A.ModuleRef(name, args, t.span), scope))
+            raise ConstError(
+                error("E2001", f"unresolved type `{name}`", Label(name.span, "not a type in scope"))
+            )
+    raise ConstError(error("E2002", "not a type", Label(t.span, "")))
+
+
+def resolve_shape(dims: tuple[A.Dim, ...], scope: TypeScope) -> Shape:
+    prefix = any(isinstance(d, A.Prefix) for d in dims)
+    axes = tuple(
+        AxisT(d.name, scope_length(d.length, scope)) for d in dims if isinstance(d, A.Axis)
+    )
+    return Shape(prefix, axes)
+
+
+# ---- instances and parameter trees -------------------------------------------------------
+
+
+def module_info(inst: Instance, program: Program) -> ModuleInfo:
+    path, name = inst.module.rsplit(":", 1)
+    for f in program.files:
+        if f.path == path:
+            return f.modules[name]
+    raise KeyError(inst.module)
+
+
+def instance_tree(inst: Instance, program: Program) -> list[tuple[str, Type]]:
+    """The parameter tree of an instance: (path, type) for each leaf, in declaration order."""
+    if inst.stack is not None and inst.inner is not None:
+        return [
+            (path, _stacked(t, inst.stack)) for path, t in instance_tree(inst.inner, program)
+        ]
+    info = module_info(inst, program)
+    values = dict(zip(info.dims, inst.args, strict=True))
+    scope = TypeScope(info.file, set(info.dims))
+    leaves: list[tuple[str, Type]] = []
+    for item in info.decl.items:
+        if isinstance(item, A.Param):
+            leaves.append((item.name, subst(resolve_type(item.type, scope), values)))
+        elif isinstance(item, A.Use):
+            sub = _subst_instance(instance_of(item.module, scope), values)
+            leaves.extend((f"{item.name}.{p}", t) for p, t in instance_tree(sub, program))
+    return leaves
+
+
+def _subst_instance(inst: Instance, values: dict[str, Lin]) -> Instance:
+    from presk_types.types import subst_instance
+
+    return subst_instance(inst, values)
+
+
+def _stacked(t: Type, count: Lin) -> Type:
+    if isinstance(t, Real | Bool | Idx):
+        from dataclasses import replace
+
+        return replace(t, shape=Shape(t.shape.prefix, (AxisT(None, count), *t.shape.axes)))
+    return t
+
+
+__all__ = [
+    "ConstError",
+    "FileEnv",
+    "Machine",
+    "ModuleInfo",
+    "ModuleT",
+    "Program",
+    "TypeScope",
+    "eval_const",
+    "instance_of",
+    "instance_tree",
+    "length_of",
+    "load_program",
+    "resolve_type",
+]
