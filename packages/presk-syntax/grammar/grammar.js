@@ -279,8 +279,13 @@ module.exports = grammar({
 
     keyword_argument: ($) => seq(field('name', $.identifier), '=', field('value', $._expr)),
 
-    // causal_mask(seq: T): an axis given by name and length.
-    shape_argument: ($) => seq(field('name', $.identifier), ':', field('length', $._dim_expr)),
+    // causal_mask(seq: T): an axis given by name and length; sqrt(HD : ℝ): an ascription.
+    shape_argument: ($) =>
+      seq(
+        field('name', $.identifier),
+        ':',
+        field('length', choice($._dim_expr, $.tensor_type, $.idx_type)),
+      ),
 
     field: ($) => prec(PREC.postfix, seq(field('object', $._expr), '.', field('name', $.identifier))),
 

@@ -9,6 +9,8 @@ from presk_syntax.diagnostics import DiagnosticError, emit
 from presk_syntax.dump import format_tree, tokens
 from presk_syntax.parse import parse_source, parse_tree, read_source
 from presk_syntax.span import SourceMap
+from presk_types.driver import check_file
+from presk_types.summary import summary as summary_text
 
 # The stages `presk dump` prints, in pipeline order; later stages add theirs here.
 STAGES = {
@@ -22,18 +24,44 @@ def _fail(error: DiagnosticError, sources: SourceMap) -> None:
     sys.exit(1)
 
 
+def _consts(values: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for item in values:
+        name, eq, value = item.partition("=")
+        if not eq or not name.strip() or not value.strip():
+            raise click.BadParameter(f"`{item}` is not NAME=VALUE", param_hint="--const")
+        out[name.strip()] = value.strip()
+    return out
+
+
+CONST = click.option(
+    "--const",
+    "consts",
+    multiple=True,
+    metavar="NAME=V",
+    help="Override a constant of the file or of a file it imports; everything is re-checked.",
+)
+
+
 @click.command(short_help="Type-check a program: shapes, regularity classes, effects")
 @click.argument("file", type=click.Path(dir_okay=False))
-def check(file: str) -> None:
-    """Check FILE. Silent on success (exit 0); diagnostics on standard error (exit 1).
-
-    This version checks the syntax; elaboration and typing come with presk-types.
-    """
+@click.option("--summary", is_flag=True, help="Print each function's type and lets, then classes and effects.")
+@CONST
+def check(file: str, summary: bool, consts: tuple[str, ...]) -> None:
+    """Check FILE: syntax, constants, shapes for every value of the dimensions,
+    regularity classes and effects. Silent on success (exit 0); diagnostics on standard
+    error (exit 1 if any is an error)."""
+    overrides = _consts(consts)
     sources = SourceMap()
     try:
-        parse_source(sources.add(read_source(file)))
+        checked = check_file(file, overrides, sources)
     except DiagnosticError as e:
         _fail(e, sources)
+    emit(checked.diagnostics, sources)
+    if summary:
+        click.echo(summary_text(checked.checker), nl=False)
+    if not checked.ok:
+        sys.exit(1)
 
 
 @click.command(short_help="Dump an intermediate representation (development aid)")

@@ -249,8 +249,12 @@ class Builder:
     def keyword_argument(self, node: Node) -> A.KeywordArg:
         return A.KeywordArg(self.name(node), self.opt(node, "value"), self.span(node))
 
-    def shape_argument(self, node: Node) -> A.ShapeArg:
-        return A.ShapeArg(self.name(node), self.opt(node, "length"), self.span(node))
+    def shape_argument(self, node: Node) -> A.ShapeArg | A.Ascription:
+        name = node.child_by_field_name("name")
+        length = node.child_by_field_name("length")
+        if length.type in ("tensor_type", "idx_type"):  # `sqrt(HD : ℝ)`
+            return A.Ascription(self.build(name), self.build(length), self.span(node))
+        return A.ShapeArg(self.source(name), self.build(length), self.span(node))
 
     def field(self, node: Node) -> A.FieldAccess:
         return A.FieldAccess(self.opt(node, "object"), self.name(node), self.span(node))

@@ -1,0 +1,39 @@
+"""The checking of a file from its path: what `presk check` and `presk-elab` run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from presk_syntax.diagnostics import Diagnostic
+from presk_syntax.span import SourceMap
+
+from presk_types.check import Checker, check_program
+from presk_types.elab import Program, load_program
+
+
+@dataclass
+class Checked:
+    program: Program
+    checker: Checker
+    diagnostics: list[Diagnostic]  # in the order of the files, then of the source
+
+    @property
+    def ok(self) -> bool:
+        return not any(d.is_error for d in self.diagnostics)
+
+
+def check_file(path: str, overrides: dict[str, str] | None = None, sources: SourceMap | None = None) -> Checked:
+    """Elaborate and check the program of `path`. DiagnosticError for syntax and import
+    errors (which stop everything); the other diagnostics are in `Checked.diagnostics`."""
+    program = load_program(path, overrides, sources)
+    checker = check_program(program)
+    rank = {f.path: i for i, f in enumerate(program.files)}
+
+    def where(d: Diagnostic) -> tuple[int, int]:
+        if not d.labels:
+            return (-1, 0)
+        span = d.labels[0].span
+        return (rank.get(span.file, len(rank)), span.start)
+
+    diags = sorted(program.diagnostics + checker.diagnostics, key=where)
+    return Checked(program, checker, diags)

@@ -1,0 +1,161 @@
+"""Shape algebra: broadcasting, contraction, `ein`, and equality of lengths for all dimensions.
+
+Every equality of lengths is decided with `presburger.holds_for_all` in the function's
+dimension context (its dimensions, their bounds, all ≥ 0); a failure carries the
+counterexample the diagnostics print (`differ for In = 1, Out = 0`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from presk_syntax.diagnostics import Diagnostic, Label, Severity
+from presk_syntax.span import Span
+
+from presk_types.presburger import DimContext, Eq, Lin, holds_for_all
+from presk_types.types import AxisT, Shape
+
+
+class TypeErr(Exception):
+    """A typing error: the diagnostics that stop the checking of one function."""
+
+    def __init__(self, *diagnostics: Diagnostic) -> None:
+        self.diagnostics = list(diagnostics)
+        super().__init__("; ".join(d.message for d in diagnostics))
+
+
+def err(code: str, message: str, *labels: Label, help: str | None = None, note: str | None = None) -> TypeErr:
+    return TypeErr(Diagnostic(code, Severity.ERROR, message, tuple(labels), help, note))
+
+
+@dataclass
+class Lengths:
+    """Decides equalities of lengths in one function's dimension context."""
+
+    ctx: DimContext
+
+    def differ(self, a: Lin, b: Lin) -> str | None:
+        """None when a == b for all dimensions, else the counterexample's text."""
+        if a == b:
+            return None
+        counter = holds_for_all(self.ctx, Eq(a, b))
+        if counter is None:
+            return None
+        return str(counter) if len(counter) else "these constants"
+
+    def require_equal(self, a: Lin, b: Lin, span: Span) -> None:
+        """E2006 unless a == b for every value of the dimensions."""
+        where = self.differ(a, b)
+        if where is not None:
+            raise err(
+                "E2006",
+                f"dimension mismatch: `{a}` vs `{b}`",
+                Label(span, f"differ for {where}" if where != "these constants" else "differ"),
+            )
+
+
+def _one(e: Lin) -> bool:
+    return e.is_const and e.constant == 1
+
+
+def broadcast(a: Shape, b: Shape, lengths: Lengths, span: Span) -> Shape | None:
+    """The shape of an elementwise operation on a and b, or None when they do not align.
+
+    Axes align from the last one (names must agree where both are named); when that
+    fails and every axis of the smaller operand is named, they align by name. An operand
+    of length 1 broadcasts. Lengths must be equal for all values of the dimensions
+    (E2006 otherwise).
+    """
+    if a.is_scalar:
+        return b
+    if b.is_scalar:
+        return a
+    trailing = _by_position(a, b, lengths, span)
+    if trailing is not None:
+        return trailing
+    small, large = (a, b) if a.rank <= b.rank else (b, a)
+    if small.axes and all(x.name for x in small.axes) and not (small.prefix and not large.prefix):
+        for x in small.axes:
+            i = large.axis(x.name)
+            if i is None:
+                return None
+            if not _one(x.length):
+                lengths.require_equal(large.axes[i].length, x.length, span)
+        return large
+    return None
+
+
+def _by_position(a: Shape, b: Shape, lengths: Lengths, span: Span) -> Shape | None:
+    n = min(a.rank, b.rank)
+    longer = a if a.rank >= b.rank else b
+    shorter = b if longer is a else a
+    if shorter.prefix and not longer.prefix and longer.rank > shorter.rank:
+        return None  # the prefix of the shorter could be any of the longer's leading axes
+    axes = list(longer.axes[: longer.rank - n])
+    for x, y in zip(a.axes[a.rank - n :], b.axes[b.rank - n :], strict=True):
+        if x.name and y.name and x.name != y.name:
+            return None
+        name = x.name or y.name
+        if _one(x.length):
+            axes.append(AxisT(name, y.length))
+        elif _one(y.length):
+            axes.append(AxisT(name, x.length))
+        else:
+            lengths.require_equal(x.length, y.length, span)
+            axes.append(AxisT(name, x.length))
+    return Shape(a.prefix or b.prefix, tuple(axes))
+
+
+def contract(a: Shape, b: Shape, lengths: Lengths, span: Span) -> Shape:
+    """`a · b`: the last axis of a against the first of b."""
+    if not a.axes or not b.axes or b.prefix:
+        raise err(
+            "E2003",
+            f"cannot contract `{a}` with `{b}`",
+            Label(span, "`·` needs an axis on each side, and no prefix on the right"),
+            note="`·` contracts the last axis of the left operand with the first of the right",
+        )
+    lengths.require_equal(a.axes[-1].length, b.axes[0].length, span)
+    return Shape(a.prefix, a.axes[:-1] + b.axes[1:])
+
+
+def ein(out: tuple[str, ...], left: Shape, right: Shape | None, lengths: Lengths, span: Span) -> Shape:
+    """`ein[out](l * r)`: axes named in `out` are kept, the others summed.
+
+    The right operand's axis `n` is relabeled `n2` when `n2` is an axis of the left operand
+    or of the output and not of the right one (`seq` to `seq2`): attention's keys axis.
+    """
+    operands = [left] if right is None else [left, right]
+    for s in operands:
+        if any(not x.name for x in s.axes):
+            raise err(
+                "E2007",
+                f"`ein` needs named axes, and `{s}` has a positional one",
+                Label(span, "name every axis of the operands"),
+            )
+    if right is not None:
+        lnames = set(left.names())
+        rnames = set(right.names())
+        wanted = (lnames | set(out)) - rnames
+        axes = []
+        for x in right.axes:
+            relabel = f"{x.name}2"
+            axes.append(AxisT(relabel, x.length) if relabel in wanted else x)
+        right = Shape(right.prefix, tuple(axes))
+        operands = [left, right]
+    found: dict[str, Lin] = {}
+    for s in operands:
+        for x in s.axes:
+            if x.name in found:
+                lengths.require_equal(found[x.name], x.length, span)
+            else:
+                found[x.name] = x.length
+    missing = [n for n in out if n not in found]
+    if missing:
+        raise err(
+            "E2007",
+            f"`ein` output axis `{missing[0]}` is in neither operand",
+            Label(span, f"the operands have {', '.join(found) or 'no named axes'}"),
+        )
+    prefix = any(s.prefix for s in operands)
+    return Shape(prefix, tuple(AxisT(n, found[n]) for n in out))
