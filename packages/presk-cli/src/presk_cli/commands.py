@@ -10,12 +10,14 @@ from presk_syntax.dump import format_tree, tokens
 from presk_syntax.parse import parse_source, parse_tree, read_source
 from presk_syntax.span import SourceMap
 from presk_types.driver import check_file
+from presk_types.dump import dump_elab
 from presk_types.summary import summary as summary_text
 
 # The stages `presk dump` prints, in pipeline order; later stages add theirs here.
 STAGES = {
     "tokens": "the token stream (Kw(Module) @ 77..83, Ident(\"Linear\") @ 84..90, …)",
     "ast": "the syntax tree",
+    "elab": "the elaborated program: imports, constants, instances, signatures",
 }
 
 
@@ -66,15 +68,24 @@ def check(file: str, summary: bool, consts: tuple[str, ...]) -> None:
 
 @click.command(short_help="Dump an intermediate representation (development aid)")
 @click.argument("file", type=click.Path(dir_okay=False))
+@CONST
 @click.option(
     "--stage",
     required=True,
     type=click.Choice(list(STAGES)),
     help="What to print: " + "; ".join(f"{k}: {v}" for k, v in STAGES.items()),
 )
-def dump(file: str, stage: str) -> None:
+def dump(file: str, stage: str, consts: tuple[str, ...]) -> None:
     """Print FILE after a stage of the compiler. The format is not stable."""
     sources = SourceMap()
+    if stage == "elab":
+        try:
+            checked = check_file(file, _consts(consts), sources)
+        except DiagnosticError as e:
+            _fail(e, sources)
+        emit([d for d in checked.diagnostics if d.is_error], sources)
+        click.echo(dump_elab(checked.program), nl=False)
+        sys.exit(0 if checked.ok else 1)
     try:
         source = read_source(file)
         sources.add(source)
