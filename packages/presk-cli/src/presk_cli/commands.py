@@ -61,7 +61,7 @@ def check(file: str, summary: bool, consts: tuple[str, ...]) -> None:
         _fail(e, sources)
     emit(checked.diagnostics, sources)
     if summary:
-        click.echo(summary_text(checked.checker), nl=False)
+        click.echo(summary_text(checked.checker, checked.runs), nl=False)
     if not checked.ok:
         sys.exit(1)
 

@@ -9,6 +9,7 @@ from presk_syntax.span import SourceMap
 
 from presk_types.check import Checker, check_program
 from presk_types.elab import Program, load_program
+from presk_types.training import Run, check_training
 
 
 @dataclass
@@ -16,6 +17,7 @@ class Checked:
     program: Program
     checker: Checker
     diagnostics: list[Diagnostic]  # in the order of the files, then of the source
+    runs: list[Run]  # the main file's training runs
 
     @property
     def ok(self) -> bool:
@@ -35,5 +37,12 @@ def check_file(path: str, overrides: dict[str, str] | None = None, sources: Sour
         span = d.labels[0].span
         return (rank.get(span.file, len(rank)), span.start)
 
-    diags = sorted(program.diagnostics + checker.diagnostics, key=where)
-    return Checked(program, checker, diags)
+    runs: list[Run] = []
+    found = list(program.diagnostics + checker.diagnostics)
+    for block in program.main.trainings:
+        run = check_training(block, program.main, checker)
+        if isinstance(run, Run):
+            runs.append(run)
+        else:
+            found.extend(run)
+    return Checked(program, checker, sorted(found, key=where), runs)

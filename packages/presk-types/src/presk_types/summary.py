@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from presk_types.check import Checker, FnInfo
 from presk_types.elab import Program
+from presk_types.training import Run, training_summary
 
 
 def _in_program_order(checker: Checker) -> list[FnInfo]:
@@ -14,7 +15,7 @@ def _in_program_order(checker: Checker) -> list[FnInfo]:
     return sorted(checker.order, key=lambda info: position[id(info)])
 
 
-def summary(checker: Checker) -> str:
+def summary(checker: Checker, runs: list[Run] | None = None) -> str:
     """The text of `--summary`: the functions in import order, then the file's own."""
     program: Program = checker.program
     fns = [info for info in _in_program_order(checker) if info.ok]
@@ -30,6 +31,8 @@ def summary(checker: Checker) -> str:
         for name in env.modules:
             lines.append(f"{name}.init : [key C∞] uses Rand")
     lines.extend(_regularity(info) for info in checker.lambdas)
+    for run in runs or []:
+        lines.extend(training_summary(run))
     return "\n".join(lines) + "\n"
 
 
