@@ -627,7 +627,11 @@ class Body:
         if isinstance(f, A.Lambda):
             lam = self.lift(f, [v.type for v in vals])
         else:
-            raise err("E2010", "`grad` takes a λ: `grad(λ θ. f(θ, x))(θ)`", Label(f.span, ""))
+            raise err(
+                "E2010",
+                "`grad` takes a λ: `grad(λ θ. f(θ, x))(θ)`",
+                Label(f.span, "write the function to differentiate as a λ"),
+            )
         if not isinstance(lam.result, Real) or not lam.result.shape.is_scalar:
             raise err(
                 "E2008",
