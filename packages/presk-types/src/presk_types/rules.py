@@ -93,7 +93,7 @@ PRIMITIVES: dict[str, Primitive] = {
         Primitive("compare", "ℝ[s] < ℝ[t] (and == != <= > >=) -> bool[broadcast(s, t)]", (D,)),
         Primitive("select", "select(bool[c], ℝ[s], ℝ[t]) -> ℝ[broadcast(c, s, t)]", (D, S, S)),
         # indices
-        Primitive("real", "real(idx[n][s] | bool[s] | f64 | nat) -> ℝ[s]", (S,)),
+        Primitive("real", "real(idx[n][s], bool[s], f64 or nat) -> ℝ[s]", (S,)),
         Primitive("argmax", "argmax([axis a,] ℝ[s, a: n]) -> idx[n][s]", (D,)),
         Primitive("one_hot", "one_hot(idx[n][s]) -> ℝ[s, n]", (D,)),
         Primitive("embed", "embed(ℝ[n, t], idx[n][s]) -> ℝ[s, t]", (S, D)),
