@@ -10,7 +10,6 @@ import msgpack
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from presk_syntax import ast as A
 from presk_syntax.codec import AST_VERSION, DocumentError, decode_ast, encode_ast, load_document
 from presk_syntax.parse import parse_file, parse_source
@@ -154,6 +153,7 @@ MALFORMED = {
     "an unknown node class": corrupt(lambda d: first(d["tree"], "Var").update({"@": "Nope"})),
     "a set where a value goes": corrupt(lambda d: d["tree"].update(decls={"a": 1})),
 }
+
 
 @pytest.mark.parametrize("data", MALFORMED.values(), ids=MALFORMED.keys())
 def test_malformed_document(data: bytes):

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from presk_syntax.parse import language, parse_tree
 
 GRAMMAR = Path(__file__).resolve().parents[1] / "grammar"
@@ -27,16 +26,13 @@ CLI = REPO.parent / "shared" / "tools" / "tree-sitter"
 
 AREAS = ["declarations", "modules", "types", "expressions", "layout", "blocks"]
 
-# Cases marked `:skip` (the CLI skips them) pin the tree the grammar should give; each is a
-# known bug, run here as a strict xfail so that the fix is noticed.
-KNOWN_BUGS = {
-    "ascription as the argument of a call": (
-        "`sqrt(HD : ℝ)` (tutorial step 3) parses as a shape argument `HD: ℝ` whose length is "
-        "the identifier `ℝ`, not as an ascription of HD to ℝ"
-    ),
-}
+# A case that pins a tree the grammar should give but does not yet is marked `:skip` (the CLI
+# skips it) and named here with its reason: it runs as a strict xfail, so the fix is noticed.
+KNOWN_BUGS: dict[str, str] = {}  # case name -> what the parser does instead
 
-HEADER = re.compile(r"^(?P<bar>={3,})[^\n]*\n(?P<name>[^\n]+)\n(?P<attrs>(?::[^\n]*\n)*)(?P=bar)\n", re.M)
+HEADER = re.compile(
+    r"^(?P<bar>={3,})[^\n]*\n(?P<name>[^\n]+)\n(?P<attrs>(?::[^\n]*\n)*)(?P=bar)\n", re.M
+)
 DIVIDER = re.compile(r"^-{3,}[^\n]*\n", re.M)
 COMMENT = re.compile(r"^\s*;.*$", re.M)
 

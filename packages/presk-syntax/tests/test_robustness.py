@@ -12,7 +12,6 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from presk_syntax import ast as A
 from presk_syntax.diagnostics import DiagnosticError, render
 from presk_syntax.parse import parse_source, parse_tree
@@ -21,7 +20,6 @@ from presk_syntax.span import Source, SourceMap
 REPO = Path(__file__).resolve().parents[3]
 TUTORIAL = sorted((REPO / "tutorial").glob("*.psk"))
 TEXTS = [p.read_text(encoding="utf-8") for p in TUTORIAL]
-
 
 
 def budget(examples: int) -> settings:

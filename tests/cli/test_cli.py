@@ -1,0 +1,118 @@
+"""The console scripts of the front-end, run as a user runs them (from the repository root):
+`presk`, and the microtools `presk-parse` and `presk-dump` composed with a pipe.
+
+These cross packages (presk-syntax's presk-parse, presk-cli's presk and presk-dump), so they
+live here rather than in a package's suite.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = REPO / ".venv" / "bin"
+
+pytestmark = pytest.mark.skipif(
+    not (BIN / "presk").exists(), reason="the console scripts are not installed in .venv"
+)
+
+
+def run(*args: str, stdin: bytes | None = None, **env: str) -> subprocess.CompletedProcess:
+    command = [str(BIN / args[0]), *args[1:]]
+    environment = {**os.environ, "NO_COLOR": "1", **env}
+    return subprocess.run(
+        command, cwd=REPO, input=stdin, capture_output=True, env=environment, timeout=60
+    )
+
+
+def test_parse_then_dump_equals_dump_stage_ast():
+    parsed = run("presk-parse", "tutorial/06_tower.psk")
+    assert parsed.returncode == 0, parsed.stderr
+    assert parsed.stdout and not parsed.stderr
+    dumped = run("presk-dump", stdin=parsed.stdout)
+    assert dumped.returncode == 0, dumped.stderr
+    direct = run("presk", "dump", "--stage", "ast", "tutorial/06_tower.psk")
+    assert direct.returncode == 0, direct.stderr
+    assert dumped.stdout == direct.stdout
+    assert direct.stdout.startswith(b'SourceFile path="tutorial/06_tower.psk" @ 0..605\n')
+
+
+def test_dump_stage_tokens():
+    result = run("presk", "dump", "--stage", "tokens", "tutorial/01_linear.psk")
+    assert result.returncode == 0
+    lines = result.stdout.decode().splitlines()
+    assert lines[:3] == ["Comment @ 0..76", "Kw(Module) @ 77..83", 'Ident("Linear") @ 84..90']
+
+
+def test_help():
+    result = run("presk", "--help")
+    assert result.returncode == 0
+    lines = result.stdout.decode().splitlines()
+    assert lines[0] == "Presk compiler (0.1.0: front-end)"
+    assert lines[1:3] == ["", "Usage: presk <COMMAND>"]
+    assert any(line.startswith("  check ") for line in lines)
+    assert "  -V, --version  Print version" in lines
+
+
+def test_version():
+    result = run("presk", "--version")
+    assert result.returncode == 0
+    assert result.stdout.decode() == "presk 0.1.0\n"  # clap's form: the name and the version
+
+
+def test_check_is_silent_on_a_correct_program():
+    result = run("presk", "check", "tutorial/01_linear.psk")
+    assert (result.returncode, result.stdout, result.stderr) == (0, b"", b"")
+
+
+def test_check_reports_e0010():
+    result = run("presk", "check", "tests/diag/bad_syntax.psk")
+    assert result.returncode == 1
+    assert result.stdout == b""
+    assert result.stderr.decode() == (
+        "[E0010] Error: expected `=`, found identifier `x`\n"
+        "   ,-[ tests/diag/bad_syntax.psk:4:5 ]\n"
+        "   |\n"
+        " 4 |     x · w\n"
+        "   |     |\n"
+        "   |     `-- expected `=` here\n"
+        "---'\n"
+    )
+
+
+def test_check_reports_a_missing_file():
+    result = run("presk", "check", "nonexist.psk")
+    assert result.returncode == 1
+    assert result.stderr.decode() == (
+        "[E0001] Error: cannot read `nonexist.psk`: no such file or directory\n"
+    )
+
+
+def test_bad_flag_is_a_usage_error():
+    result = run("presk", "check", "--bogus", "tutorial/01_linear.psk")
+    assert result.returncode == 2
+    assert b"--bogus" in result.stderr
+    assert b"Traceback" not in result.stderr
+
+
+def test_presk_parse_usage_and_errors():
+    assert run("presk-parse").returncode == 2
+    failed = run("presk-parse", "tests/diag/bad_syntax.psk")
+    assert failed.returncode == 1 and failed.stdout == b""
+    assert failed.stderr.startswith(b"[E0010] Error: expected `=`")
+
+
+@pytest.mark.parametrize(
+    "garbage", [b"garbage\n", b"", b"\x81\xa1a\x01"], ids=["text", "empty", "a map"]
+)
+def test_presk_dump_refuses_garbage_in_one_line(garbage: bytes):
+    result = run("presk-dump", stdin=garbage)
+    assert result.returncode == 1
+    assert result.stdout == b""
+    message = result.stderr.decode()
+    assert message.startswith("presk-dump: ") and message.count("\n") == 1, message
+    assert "Traceback" not in message
