@@ -324,10 +324,6 @@ BROKEN_BUGS = [
         "module M {\n  fn f(x : ℝ) =",
         _ends_at_eof,
         id="end of file inside a fn of a module",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="says `expected an identifier, found ``` (an empty token: the MISSING `}`)",
-        ),
     ),
     pytest.param(
         "dim B <=\n",
@@ -349,9 +345,6 @@ BROKEN_BUGS = [
         "fn f() = x\n}\nfn g() = y\n",
         lambda d, s, w: (d.code, w, d.message) == ("E0011", (2, 1), "unexpected `}`"),
         id="stray brace before a declaration",
-        marks=pytest.mark.xfail(
-            strict=True, reason="says `unexpected `fn`` at 3:1: the `fn` after the culprit"
-        ),
     ),
 ]
 

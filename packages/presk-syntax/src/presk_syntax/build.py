@@ -48,9 +48,12 @@ class Builder:
         return tuple(self.build(c) for c in node.named_children if c.type != "comment")
 
     def build(self, node: Node):
-        rule = BUILDERS.get(node.type)
+        rule = _BY_KIND.get(node.kind_id)
         if rule is None:
-            raise ValueError(f"no AST builder for the node `{node.type}`")
+            rule = BUILDERS.get(node.type)
+            if rule is None:
+                raise ValueError(f"no AST builder for the node `{node.type}`")
+            _BY_KIND[node.kind_id] = rule  # aliases share a name, not always a kind id
         return rule(self, node)
 
     # ---- declarations --------------------------------------------------------------------
@@ -216,7 +219,8 @@ class Builder:
     # ---- expressions ---------------------------------------------------------------------
 
     def identifier(self, node: Node) -> A.Var:
-        return A.Var(self.source(node), self.span(node))
+        start, end = node.start_byte, node.end_byte
+        return A.Var(self.text[start:end].decode("utf-8"), Span(self.path, start, end))
 
     def integer(self, node: Node) -> A.IntLit:
         return A.IntLit(int(self.source(node)), self.span(node))
@@ -308,3 +312,4 @@ BUILDERS: dict[str, Callable[[Builder, Node], object]] = {
     ).split()
 }
 BUILDERS["lambda"] = Builder.lambda_
+_BY_KIND: dict[int, Callable[[Builder, Node], object]] = {}

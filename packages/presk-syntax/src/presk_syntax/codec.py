@@ -93,6 +93,8 @@ class Codec:
             case {"@": "Span", "file": int(i), "start": int(s), "end": int(e)}:
                 if not 0 <= i < len(files.sources):
                     raise DocumentError(f"a span points to file {i}, not in the file table")
+                if not 0 <= s <= e:
+                    raise DocumentError(f"a span runs from byte {s} to byte {e}")
                 return Span(files.path(i), s, e)
             case {"@": str(name), **fields} if name in self.types:
                 try:
@@ -137,7 +139,10 @@ def decode_ast(data: bytes) -> tuple[A.SourceFile, FileTable]:
     """The tree and the files of an AST document."""
     _, doc, files = load_document(data, ["ast"])
     check_version(doc, "ast", AST_VERSION)
-    tree = AST_CODEC.decode(doc.get("tree"), files)
+    try:
+        tree = AST_CODEC.decode(doc.get("tree"), files)
+    except RecursionError:
+        raise DocumentError("the document is nested too deeply to be a syntax tree") from None
     if not isinstance(tree, A.SourceFile):
         raise DocumentError("the AST document holds no source file")
     return tree, files

@@ -101,7 +101,7 @@ def _first_culprit(tree: ts.Tree, data: bytes) -> _Culprit:
             state = previous.next_parse_state
         state = 0 if state in _NO_STATE else state
         if leaf.is_missing:
-            found = leaves[i + 1][0] if i + 1 < len(leaves) else None
+            found = next((n for n, _ in leaves[i + 1 :] if not n.is_missing), None)
             start = found.start_byte if found is not None else len(data)
             return _Culprit(found, start, state, missing=leaf.type)
         if leaf.is_error:
@@ -112,6 +112,9 @@ def _first_culprit(tree: ts.Tree, data: bytes) -> _Culprit:
             if leaf.kind_id not in set(lang.lookahead_iterator(leaf.parse_state).symbols()):
                 return _Culprit(leaf, leaf.start_byte, state)
         elif first_error_end is not None and leaf.start_byte >= first_error_end:
+            wrapped = next(n for n, err in leaves if err)
+            if not _deletion_repairs(data, leaf) and _deletion_repairs(data, wrapped):
+                return _Culprit(wrapped, wrapped.start_byte, 0)  # a stray token, alone
             after = previous.next_parse_state if previous is not None else 0
             return _Culprit(leaf, leaf.start_byte, 0 if after in _NO_STATE else after)
         previous = leaf
@@ -121,6 +124,12 @@ def _first_culprit(tree: ts.Tree, data: bytes) -> _Culprit:
     # The error is at the end of the file: an unfinished construct.
     state = previous.next_parse_state if previous is not None else 0
     return _Culprit(None, len(data), 0 if state in _NO_STATE else state)
+
+
+def _deletion_repairs(data: bytes, node: ts.Node) -> bool:
+    """Whether the file parses once this token is deleted."""
+    probe = data[: node.start_byte] + data[node.end_byte :]
+    return not parse_tree(probe).root_node.has_error
 
 
 def _enclosing_error(node: ts.Node) -> ts.Node:

@@ -22,10 +22,6 @@ class Span:
     start: int
     end: int
 
-    def __post_init__(self) -> None:
-        if self.start < 0 or self.end < self.start:
-            raise ValueError(f"bad span {self.start}..{self.end} in {self.file}")
-
     def __len__(self) -> int:
         return self.end - self.start
 

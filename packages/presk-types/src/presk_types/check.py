@@ -19,6 +19,7 @@ from presk_syntax.span import Span
 
 from presk_types.elab import (
     ConstError,
+    module_scope,
     FileEnv,
     ModuleInfo,
     Program,
@@ -387,14 +388,13 @@ class Body:
             return self.vars[name]
         module = self.info.module
         if module is not None:
+            scope = module_scope(module)
             for p in module.params:
                 if p.name == name:
-                    t = resolve_type(p.type, TypeScope(module.file, set(module.dims)))
-                    return Val(t, {"θ": (Cls.SMOOTH, None)})
+                    return Val(resolve_type(p.type, scope), {"θ": (Cls.SMOOTH, None)})
             for u in module.uses:
                 if u.name == name:
-                    inst = instance_of(u.module, TypeScope(module.file, set(module.dims)))
-                    return ModuleVal(inst, implicit=True)
+                    return ModuleVal(instance_of(u.module, scope), implicit=True)
             if name in module.fns:
                 return FnRef(self.checker.info(module.file, module.fns[name], module), implicit=True)
         env = self.env
@@ -409,7 +409,8 @@ class Body:
         if name in env.imports:
             return Namespace(env.imports[name])
         if name in env.modules:
-            return ModuleVal(Instance(env.modules[name].key, name, ()), implicit=False)
+            info = env.modules[name]
+            return ModuleVal(Instance(info.key, name, tuple(Lin.var(d) for d in info.dims)), False)
         if name in self.scope.dims:
             raise err(
                 "E2009",
@@ -582,7 +583,10 @@ class Body:
         if inst is not None and inst.stack is not None:
             inst = inst.inner
         if inst is not None and callee.module is not None:
-            bindings.update(zip(callee.module.dims, inst.args, strict=True))
+            # `Lin.apply` by the module's name leaves its dimensions to the arguments
+            bindings.update(
+                (d, a) for d, a in zip(callee.module.dims, inst.args, strict=True) if a != Lin.var(d)
+            )
         regs: list[Reg] = []
         effects: list[tuple[str, Span]] = []
         theta_reg: Reg | None = None
@@ -615,7 +619,21 @@ class Body:
             cls, why = classes.get("θ", (Cls.SMOOTH, None))
             regs.append(_through(theta_reg, cls, why))
         effects.extend((effect, span) for effect in callee.effects)
-        result = subst(callee.result, bindings, unify.prefix)
+        declared = callee.declared if callee.declared is not None else callee.result
+        result = subst(declared, bindings, unify.prefix)
+        if ref.instance is not None and ref.instance.stack is not None and values:
+            first = values[0][1]
+            if isinstance(first, Val):
+                try:
+                    self.same(first.type, result, span)
+                except TypeErr:
+                    raise err(
+                        "E2008",
+                        f"the blocks of `{ref.instance}` take `{first.type}` and return `{result}`",
+                        Label(span, "each block's result is the next block's argument"),
+                        note="a stack applies its blocks in sequence: a block must return what"
+                        " it takes",
+                    ) from None
         return Val(result, _join(*regs), tuple(effects))
 
     def grad(self, inner: A.Call, args: tuple[A.Arg, ...], span: Span) -> Val:

@@ -18,6 +18,7 @@ from presk_types.elab import (
     instance_of,
     instance_tree,
     module_info,
+    module_scope,
     resolve_type,
 )
 from presk_types.types import Instance
@@ -109,7 +110,7 @@ def _instances(program: Program) -> list[Instance]:
         if inst in found:
             return
         info = module_info(inst, program)
-        scope = TypeScope(info.file, set(info.dims))
+        scope = module_scope(info)
         from presk_types.types import subst_instance
 
         values = dict(zip(info.dims, inst.args, strict=True))

@@ -500,6 +500,11 @@ def resolve_shape(dims: tuple[A.Dim, ...], scope: TypeScope) -> Shape:
 # ---- instances and parameter trees -------------------------------------------------------
 
 
+def module_scope(info: ModuleInfo) -> TypeScope:
+    """What a module's items see: the file's dimensions and the module's own."""
+    return TypeScope(info.file, set(info.file.dims) | set(info.dims))
+
+
 def module_info(inst: Instance, program: Program) -> ModuleInfo:
     path, name = inst.module.rsplit(":", 1)
     for f in program.files:
@@ -516,7 +521,7 @@ def instance_tree(inst: Instance, program: Program) -> list[tuple[str, Type]]:
         ]
     info = module_info(inst, program)
     values = dict(zip(info.dims, inst.args, strict=True))
-    scope = TypeScope(info.file, set(info.dims))
+    scope = module_scope(info)
     leaves: list[tuple[str, Type]] = []
     for item in info.decl.items:
         if isinstance(item, A.Param):

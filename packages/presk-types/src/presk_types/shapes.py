@@ -38,7 +38,10 @@ class Lengths:
         """None when a == b for all dimensions, else the counterexample's text."""
         if a == b:
             return None
-        counter = holds_for_all(self.ctx, Eq(a, b))
+        ctx = self.ctx
+        for name in sorted((a.names | b.names) - set(ctx.names)):
+            ctx = ctx.with_dim(name)  # a dimension of another scope: any natural
+        counter = holds_for_all(ctx, Eq(a, b))
         if counter is None:
             return None
         return str(counter) if len(counter) else "these constants"
