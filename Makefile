@@ -5,7 +5,10 @@ UV ?= $(shell command -v uv 2>/dev/null || echo "$(HOME)/.local/bin/uv")
 PY := .venv/bin/python
 TREE_SITTER ?= ../shared/tools/tree-sitter
 
-.PHONY: setup test tutorial grammar bench lint
+EXAMPLES := tests/examples/mlp/mlp.psk tests/examples/minigpt/minigpt.psk \
+	tests/examples/minigpt/train_minigpt.psk tests/examples/bert/bert.psk tests/examples/llama/llama.psk
+
+.PHONY: setup test tutorial grammar bench lint check-examples
 
 setup:
 	@command -v uv >/dev/null 2>&1 || test -x "$(UV)" || python3 -m pip install --user --quiet uv
@@ -24,6 +27,11 @@ grammar:
 
 bench: setup
 	$(PY) tools/bench_parse.py
+	$(PY) tools/bench_check.py
+
+# presk check on the reference programs: no error (mlp's two W0001 aside).
+check-examples: setup
+	@for f in $(EXAMPLES); do echo "presk check $$f"; .venv/bin/presk check $$f || exit 1; done
 
 lint: setup
 	$(UV) run ruff check . && $(UV) run ruff format --check .
