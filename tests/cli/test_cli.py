@@ -116,3 +116,37 @@ def test_presk_dump_refuses_garbage_in_one_line(garbage: bytes):
     message = result.stderr.decode()
     assert message.startswith("presk-dump: ") and message.count("\n") == 1, message
     assert "Traceback" not in message
+
+
+def test_the_pipeline_of_stage_programs_prints_the_elab_dump():
+    bin_ = BIN
+    pipeline = subprocess.run(
+        f"{bin_}/presk-parse tutorial/06_tower.psk | {bin_}/presk-elab | {bin_}/presk-dump",
+        shell=True,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    direct = subprocess.run(
+        [str(bin_ / "presk"), "dump", "tutorial/06_tower.psk", "--stage", "elab"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert pipeline.returncode == 0, pipeline.stderr
+    assert pipeline.stdout == direct.stdout
+    assert "== instances" in pipeline.stdout
+
+
+def test_presk_elab_writes_nothing_on_an_error():
+    bin_ = BIN
+    result = subprocess.run(
+        f"{bin_}/presk-parse tutorial/03_attention.psk | {bin_}/presk-elab --const H=3 | wc -c",
+        shell=True,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    assert result.stdout.strip() == "0"
+    assert "[E1005]" in result.stderr

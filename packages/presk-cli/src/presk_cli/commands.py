@@ -15,7 +15,7 @@ from presk_types.summary import summary as summary_text
 
 # The stages `presk dump` prints, in pipeline order; later stages add theirs here.
 STAGES = {
-    "tokens": "the token stream (Kw(Module) @ 77..83, Ident(\"Linear\") @ 84..90, …)",
+    "tokens": 'the token stream (Kw(Module) @ 77..83, Ident("Linear") @ 84..90, …)',
     "ast": "the syntax tree",
     "elab": "the elaborated program: imports, constants, instances, signatures",
 }
@@ -47,7 +47,9 @@ CONST = click.option(
 
 @click.command(short_help="Type-check a program: shapes, regularity classes, effects")
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--summary", is_flag=True, help="Print each function's type and lets, then classes and effects.")
+@click.option(
+    "--summary", is_flag=True, help="Print each function's type and lets, then classes and effects."
+)
 @CONST
 def check(file: str, summary: bool, consts: tuple[str, ...]) -> None:
     """Check FILE: syntax, constants, shapes for every value of the dimensions,

@@ -26,7 +26,9 @@ class PreskGroup(click.Group):
         lines = [DESCRIPTION, "", "Usage: presk <COMMAND>", "", "Commands:"]
         for name, command in shown.items():
             lines.append(f"  {name:<{width}} {command.get_short_help_str(limit=200)}")
-        lines.append(f"  {'help':<{width}} Print this message or the help of the given subcommand(s)")
+        lines.append(
+            f"  {'help':<{width}} Print this message or the help of the given subcommand(s)"
+        )
         lines += ["", "Options:", "  -h, --help     Print help", "  -V, --version  Print version"]
         formatter.write("\n".join(lines) + "\n")
 
@@ -39,7 +41,9 @@ class PreskGroup(click.Group):
     context_settings={"help_option_names": ["-h", "--help"]},
     invoke_without_command=True,
 )
-@click.version_option(__version__, "-V", "--version", prog_name="presk", message="%(prog)s %(version)s")
+@click.version_option(
+    __version__, "-V", "--version", prog_name="presk", message="%(prog)s %(version)s"
+)
 @click.pass_context
 def cli(ctx: click.Context) -> None:
     if ctx.invoked_subcommand is None:

@@ -266,9 +266,7 @@ class Body:
         try:
             self.same(declared, actual, body)
         except TypeErr as e:
-            mismatch = [
-                d for d in e.diagnostics if d.code == "E2006"
-            ]
+            mismatch = [d for d in e.diagnostics if d.code == "E2006"]
             raise TypeErr(
                 *mismatch,
                 Diagnostic(
@@ -301,14 +299,22 @@ class Body:
                     self.lengths.require_equal(x, y, span)
                 return
         if expected != actual:
-            raise err("E2008", f"expected `{expected}`, found `{actual}`", Label(span, f"this is `{actual}`"))
+            raise err(
+                "E2008",
+                f"expected `{expected}`, found `{actual}`",
+                Label(span, f"this is `{actual}`"),
+            )
 
     def same_shape(self, s1: Shape, s2: Shape, span: Span, t1: Type, t2: Type) -> None:
         if s1.prefix != s2.prefix or s1.rank != s2.rank:
             raise err("E2008", f"expected `{t1}`, found `{t2}`", Label(span, f"this is `{t2}`"))
         for x, y in zip(s1.axes, s2.axes, strict=True):
             if x.name and y.name and x.name != y.name:
-                raise err("E2008", f"expected `{t1}`, found `{t2}`", Label(span, f"axis `{y.name}` is not `{x.name}`"))
+                raise err(
+                    "E2008",
+                    f"expected `{t1}`, found `{t2}`",
+                    Label(span, f"axis `{y.name}` is not `{x.name}`"),
+                )
             self.lengths.require_equal(x.length, y.length, span)
 
     # ---- bodies and expressions ------------------------------------------------------------
@@ -342,7 +348,12 @@ class Body:
         """An expression that must be a value (a tensor, a tree, a number, a tuple)."""
         r = self.expr(e)
         if not isinstance(r, Val):
-            what = {ModuleVal: "a module", FnRef: "a function", Namespace: "an import", LambdaVal: "a λ"}
+            what = {
+                ModuleVal: "a module",
+                FnRef: "a function",
+                Namespace: "an import",
+                LambdaVal: "a λ",
+            }
             raise err(
                 "E2008",
                 f"{what.get(type(r), 'this')} is not a value here",
@@ -396,7 +407,9 @@ class Body:
                 if u.name == name:
                     return ModuleVal(instance_of(u.module, scope), implicit=True)
             if name in module.fns:
-                return FnRef(self.checker.info(module.file, module.fns[name], module), implicit=True)
+                return FnRef(
+                    self.checker.info(module.file, module.fns[name], module), implicit=True
+                )
         env = self.env
         if name in env.consts:
             decl = env.const_decls[name]
@@ -431,7 +444,9 @@ class Body:
                     return FnRef(self.checker.info(file, file.fns[name], None))
                 if name in file.modules:
                     info = file.modules[name]
-                    return ModuleVal(Instance(info.key, name, tuple(Lin.var(d) for d in info.dims)), False)
+                    return ModuleVal(
+                        Instance(info.key, name, tuple(Lin.var(d) for d in info.dims)), False
+                    )
                 if name in file.consts:
                     return Val(Machine("nat"), {})
             case ModuleVal(inst, implicit):
@@ -489,7 +504,9 @@ class Body:
         if op == "·":
             return Val(Real(contract(ta.shape, tb.shape, self.lengths, span)), reg, effects)
         if op == "^" and not tb.shape.is_scalar:
-            raise err("E2008", "a power takes a scalar exponent", Label(right.span, f"this is `{tb}`"))
+            raise err(
+                "E2008", "a power takes a scalar exponent", Label(right.span, f"this is `{tb}`")
+            )
         if op == "|>":
             raise err("E2008", "`|>` belongs to a training run's data", Label(span, ""))
         shape = broadcast(ta.shape, tb.shape, self.lengths, span)
@@ -509,7 +526,10 @@ class Body:
     def ein(self, axes: tuple[str, ...], operand: A.Expr, span: Span) -> Val:
         if isinstance(operand, A.Binary) and operand.op == "*":
             a, b = self.value(operand.left), self.value(operand.right)
-            ta, tb = self.require_real(a, operand.left.span), self.require_real(b, operand.right.span)
+            ta, tb = (
+                self.require_real(a, operand.left.span),
+                self.require_real(b, operand.right.span),
+            )
             shape = ein(axes, ta.shape, tb.shape, self.lengths, span)
             return Val(Real(shape), _join(a.reg, b.reg), a.effects + b.effects)
         a = self.value(operand)
@@ -519,7 +539,11 @@ class Body:
     # ---- calls -----------------------------------------------------------------------------
 
     def call(self, function: A.Expr, args: tuple[A.Arg, ...], span: Span) -> object:
-        if isinstance(function, A.Call) and _is_name(function.function, "grad") and "grad" not in self.vars:
+        if (
+            isinstance(function, A.Call)
+            and _is_name(function.function, "grad")
+            and "grad" not in self.vars
+        ):
             return self.grad(function, args, span)
         if isinstance(function, A.Var) and function.name not in self.vars:
             name = function.name
@@ -550,7 +574,9 @@ class Body:
                 case A.KeywordArg(key, value, kspan):
                     v = self.value(value)
                     a.keywords[key] = (v.type, value.span)
-                    regs.append(_through(v.reg, Cls.DISC, (name, kspan)) if key == "where" else v.reg)
+                    regs.append(
+                        _through(v.reg, Cls.DISC, (name, kspan)) if key == "where" else v.reg
+                    )
                     effects.extend(v.effects)
                 case A.ShapeArg(axis, length, sspan):
                     a.shapes.append((axis, self.length(length), sspan))
@@ -585,7 +611,9 @@ class Body:
         if inst is not None and callee.module is not None:
             # `Lin.apply` by the module's name leaves its dimensions to the arguments
             bindings.update(
-                (d, a) for d, a in zip(callee.module.dims, inst.args, strict=True) if a != Lin.var(d)
+                (d, a)
+                for d, a in zip(callee.module.dims, inst.args, strict=True)
+                if a != Lin.var(d)
             )
         regs: list[Reg] = []
         effects: list[tuple[str, Span]] = []
@@ -604,7 +632,9 @@ class Body:
                 Label(span, f"`{callee.key}({', '.join(n for n, _ in params)})`"),
             )
         for (pname, _), arg in zip(params, positional, strict=False):
-            values.append((pname, self.expr(arg.value if isinstance(arg, A.KeywordArg) else arg), arg.span))
+            values.append(
+                (pname, self.expr(arg.value if isinstance(arg, A.KeywordArg) else arg), arg.span)
+            )
         unify = Unify(self, callee, bindings)
         for (pname, ptype), (_, v, aspan) in zip(params, values, strict=False):
             unify.arg(pname, ptype, v, aspan)
@@ -639,7 +669,9 @@ class Body:
     def grad(self, inner: A.Call, args: tuple[A.Arg, ...], span: Span) -> Val:
         grad_span = inner.span
         if len(inner.args) != 1 or not args:
-            raise err("E2004", "`grad(f)(x, …)` takes one function, then its arguments", Label(span, ""))
+            raise err(
+                "E2004", "`grad(f)(x, …)` takes one function, then its arguments", Label(span, "")
+            )
         f = inner.args[0]
         vals = [self.value(a) for a in args]
         if isinstance(f, A.Lambda):
@@ -665,7 +697,9 @@ class Body:
                 f"cannot differentiate through `{prim}`: the function is discontinuous (Disc) in `{wrt}`",
                 Label(grad_span, f"`grad` here, with respect to `{wrt}`"),
                 Label(where, f"`{prim}` makes the result discontinuous in `{wrt}`"),
-                help=_GRAD_HELP.get(prim, "differentiate with respect to an argument the function is continuous in"),
+                help=_GRAD_HELP.get(
+                    prim, "differentiate with respect to an argument the function is continuous in"
+                ),
                 note=f"in `{self.info.decl.name}`; `grad` requires the class C⁰⁺ or better",
             )
         # The gradient of a C⁰⁺ function is discontinuous; of a C∞ one, smooth.
@@ -698,12 +732,18 @@ class Body:
             else:
                 inner.vars[n] = v
         if len(types) != len(lam.params):
-            raise err("E2004", f"this λ takes {len(lam.params)} argument(s), given {len(types)}", Label(lam.span, ""))
+            raise err(
+                "E2004",
+                f"this λ takes {len(lam.params)} argument(s), given {len(types)}",
+                Label(lam.span, ""),
+            )
         for n, t in zip(lam.params, types, strict=True):
             inner.vars[n] = Val(t, {n: (Cls.SMOOTH, None)})
         inner.lambda_count = 0
         result = inner.value(lam.body)
-        info.params = [(n, v.type) for n, v in captured_vals] + list(zip(lam.params, types, strict=True))
+        info.params = [(n, v.type) for n, v in captured_vals] + list(
+            zip(lam.params, types, strict=True)
+        )
         info.result = result.type
         info.effects = dict(result.effects)
         info.classes = [

@@ -24,10 +24,20 @@ class Checked:
         return not any(d.is_error for d in self.diagnostics)
 
 
-def check_file(path: str, overrides: dict[str, str] | None = None, sources: SourceMap | None = None) -> Checked:
+def check_file(
+    path: str,
+    overrides: dict[str, str] | None = None,
+    sources: SourceMap | None = None,
+    parsed: dict | None = None,
+) -> Checked:
     """Elaborate and check the program of `path`. DiagnosticError for syntax and import
     errors (which stop everything); the other diagnostics are in `Checked.diagnostics`."""
-    program = load_program(path, overrides, sources)
+    program = load_program(path, overrides, sources, parsed)
+    return checked(program)
+
+
+def checked(program: Program) -> Checked:
+    """Check an elaborated program: its functions, then its training runs."""
     checker = check_program(program)
     rank = {f.path: i for i, f in enumerate(program.files)}
 

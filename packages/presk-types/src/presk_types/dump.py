@@ -51,7 +51,9 @@ def _type(t: A.Type, scope: TypeScope) -> str:
 def _fn(fn: A.Fn, env: FileEnv, dims: tuple[str, ...], indent: str) -> str:
     scope = TypeScope(env, set(env.dims) | set(dims) | {p.name for p in fn.type_params})
     scope.allow_implicit = True
-    generic = "".join(f"{{{' '.join(p.name for p in fn.type_params)}}}" for _ in [0] if fn.type_params)
+    generic = "".join(
+        f"{{{' '.join(p.name for p in fn.type_params)}}}" for _ in [0] if fn.type_params
+    )
     params = []
     for p in fn.params:
         text = f"{p.name} : {_type(p.type, scope)}"

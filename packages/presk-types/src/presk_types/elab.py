@@ -16,7 +16,7 @@ import gmpy2
 from presk_syntax import ast as A
 from presk_syntax.diagnostics import Diagnostic, DiagnosticError, Label, Severity
 from presk_syntax.parse import parse_source, read_source
-from presk_syntax.span import SourceMap, Span
+from presk_syntax.span import Source, SourceMap, Span
 
 from presk_types.presburger import Dim, DimContext, Lin, Undecidable, holds_for_all
 from presk_types.types import (
@@ -40,7 +40,9 @@ from presk_types.types import (
 MACHINE_TYPES = {"f64": F64, "nat": NAT}
 
 
-def error(code: str, message: str, *labels: Label, help: str | None = None, note: str | None = None):
+def error(
+    code: str, message: str, *labels: Label, help: str | None = None, note: str | None = None
+):
     return Diagnostic(code, Severity.ERROR, message, tuple(labels), help, note)
 
 
@@ -64,6 +66,7 @@ class FileEnv:
 
     path: str
     ast: A.SourceFile
+    source: Source
     imports: dict[str, FileEnv] = field(default_factory=dict)
     import_paths: dict[str, str] = field(default_factory=dict)
     consts: dict[str, gmpy2.mpq] = field(default_factory=dict)
@@ -94,17 +97,22 @@ class Program:
 
 
 def load_program(
-    path: str, overrides: dict[str, str] | None = None, sources: SourceMap | None = None
+    path: str,
+    overrides: dict[str, str] | None = None,
+    sources: SourceMap | None = None,
+    parsed: dict[str, tuple[Source, A.SourceFile]] | None = None,
 ) -> Program:
     """Parse and elaborate the program of `path`; DiagnosticError on a syntax or import error.
 
+    Files already parsed (`parsed`, by path: an AST document's) are not read again.
     Errors of elaboration that do not stop it (a constant that is not natural, a failed
     assertion) are collected in `Program.diagnostics`, in source order.
     """
     sources = sources if sources is not None else SourceMap()
     files: list[FileEnv] = []
     loaded: dict[str, FileEnv] = {}
-    main = _load(path, None, sources, files, loaded, [])
+    given = {os.path.normpath(p): v for p, v in (parsed or {}).items()}
+    main = _load(path, None, sources, files, loaded, [], given)
     program = Program(main, files, sources)
     overrides = dict(overrides or {})
     unknown = [n for n in overrides if not any(n in _const_names(f) for f in files)]
@@ -128,6 +136,7 @@ def _load(
     files: list[FileEnv],
     loaded: dict[str, FileEnv],
     stack: list[str],
+    given: dict[str, tuple[Source, A.SourceFile]],
 ) -> FileEnv:
     key = os.path.normpath(path)
     if key in stack:
@@ -137,18 +146,22 @@ def _load(
         )
     if key in loaded:
         return loaded[key]
-    if at is not None and not os.path.isfile(path):
-        raise DiagnosticError(
-            error("E1001", f"cannot import `{path}`: no such file", Label(at, "imported here"))
-        )
-    source = sources.add(read_source(path))
-    tree = parse_source(source)
-    env = FileEnv(path, tree)
+    if key in given:
+        source, tree = given[key]
+        sources.add(source)
+    else:
+        if at is not None and not os.path.isfile(path):
+            raise DiagnosticError(
+                error("E1001", f"cannot import `{path}`: no such file", Label(at, "imported here"))
+            )
+        source = sources.add(read_source(path))
+        tree = parse_source(source)
+    env = FileEnv(tree.path, tree, source)
     stack.append(key)
     for decl in tree.decls:
         if isinstance(decl, A.Import):
             target = os.path.normpath(os.path.join(os.path.dirname(path), decl.path))
-            env.imports[decl.alias] = _load(target, decl.span, sources, files, loaded, stack)
+            env.imports[decl.alias] = _load(target, decl.span, sources, files, loaded, stack, given)
             env.import_paths[decl.alias] = target
     stack.pop()
     loaded[key] = env
@@ -204,7 +217,11 @@ def eval_const(e: A.Expr, env: FileEnv) -> gmpy2.mpq:
                 return a ** int(b)
             return {"+": a + b, "-": a - b, "*": a * b, "/": a / b}[op]
     raise ConstError(
-        error("E1003", "not a constant expression", Label(e.span, "constants are built from numbers and constants"))
+        error(
+            "E1003",
+            "not a constant expression",
+            Label(e.span, "constants are built from numbers and constants"),
+        )
     )
 
 
@@ -309,11 +326,7 @@ def check_assert(decl: A.StaticAssert, env: FileEnv) -> Diagnostic | None:
         )
     if counter is None:
         return None
-    where = (
-        "is false with the constants of this file"
-        if not counter
-        else f"is false for {counter}"
-    )
+    where = "is false with the constants of this file" if not counter else f"is false for {counter}"
     return error(
         "E1004",
         f"static assertion fails: {text}",
@@ -323,20 +336,8 @@ def check_assert(decl: A.StaticAssert, env: FileEnv) -> Diagnostic | None:
 
 def env_text(env: FileEnv, span: Span) -> str:
     """The source text of a span of the file (as written)."""
-    from presk_syntax.span import Source  # noqa: F401  (the text is in the AST's file)
-
-    data = _file_bytes(env.path)
+    data = env.source.text.encode("utf-8")
     return data[span.start : span.end].decode("utf-8")
-
-
-_BYTES: dict[str, bytes] = {}
-
-
-def _file_bytes(path: str) -> bytes:
-    if path not in _BYTES:
-        with open(path, "rb") as f:
-            _BYTES[path] = f.read()
-    return _BYTES[path]
 
 
 # ---- lengths and types -------------------------------------------------------------------
@@ -424,7 +425,11 @@ def instance_of(ref: A.ModuleRef | A.StackRef, scope: TypeScope) -> Instance:
     info = lookup_module(ref.name, scope.env)
     if info is None:
         raise ConstError(
-            error("E2001", f"unresolved module `{ref.name}`", Label(ref.name.span, "not a module in scope"))
+            error(
+                "E2001",
+                f"unresolved module `{ref.name}`",
+                Label(ref.name.span, "not a module in scope"),
+            )
         )
     args = tuple(scope_length(a, scope) for a in (ref.args or ()))
     if len(args) != len(info.dims):
@@ -516,9 +521,7 @@ def module_info(inst: Instance, program: Program) -> ModuleInfo:
 def instance_tree(inst: Instance, program: Program) -> list[tuple[str, Type]]:
     """The parameter tree of an instance: (path, type) for each leaf, in declaration order."""
     if inst.stack is not None and inst.inner is not None:
-        return [
-            (path, _stacked(t, inst.stack)) for path, t in instance_tree(inst.inner, program)
-        ]
+        return [(path, _stacked(t, inst.stack)) for path, t in instance_tree(inst.inner, program)]
     info = module_info(inst, program)
     values = dict(zip(info.dims, inst.args, strict=True))
     scope = module_scope(info)

@@ -133,7 +133,14 @@ class Args:
     keywords: dict[str, tuple[Type, Span]] = field(default_factory=dict)
     shapes: list[tuple[str, Lin, Span]] = field(default_factory=list)
 
-    def arity(self, n: int, *, axes: tuple[int, ...] = (0,), keywords: tuple[str, ...] = (), shapes: bool = False) -> None:
+    def arity(
+        self,
+        n: int,
+        *,
+        axes: tuple[int, ...] = (0,),
+        keywords: tuple[str, ...] = (),
+        shapes: bool = False,
+    ) -> None:
         bad = (
             len(self.positional) != n
             or len(self.axes) not in axes
@@ -201,7 +208,10 @@ def _softmax(args: Args) -> Type:
     _remove_axis(x.shape, name, args, span)
     if "where" in args.keywords:
         mask, mspan = args.keywords["where"]
-        if not isinstance(mask, Bool) or broadcast(mask.shape, x.shape, args.lengths, mspan) is None:
+        if (
+            not isinstance(mask, Bool)
+            or broadcast(mask.shape, x.shape, args.lengths, mspan) is None
+        ):
             raise err(
                 "E2008",
                 f"`where` must be a mask of truth values that broadcasts to `{x}`",
@@ -213,7 +223,9 @@ def _softmax(args: Args) -> Type:
 def _causal_mask(args: Args) -> Type:
     args.arity(0, shapes=True)
     if len(args.shapes) != 1:
-        raise err("E2004", "`causal_mask` takes one axis: `causal_mask(seq: T)`", Label(args.span, ""))
+        raise err(
+            "E2004", "`causal_mask` takes one axis: `causal_mask(seq: T)`", Label(args.span, "")
+        )
     name, length, _ = args.shapes[0]
     return Bool(Shape(False, (AxisT(name, length), AxisT(f"{name}2", length))))
 
@@ -247,7 +259,9 @@ def _last_or_named(shape: Shape, args: Args) -> tuple[Shape, AxisT]:
         name, span = args.axes[0]
         return _remove_axis(shape, name, args, span)
     if not shape.axes:
-        raise err("E2005", f"`{args.name}` needs an axis, and `ℝ{shape}` has none", Label(args.span, ""))
+        raise err(
+            "E2005", f"`{args.name}` needs an axis, and `ℝ{shape}` has none", Label(args.span, "")
+        )
     return Shape(shape.prefix, shape.axes[:-1]), shape.axes[-1]
 
 
@@ -326,7 +340,11 @@ def _split(args: Args) -> Type:
     name, span = args.axes[0]
     i = x.shape.axis(name)
     if i is None or len(args.shapes) != 2:
-        raise err("E2005", f"`split(axis {name}, x, a: m, b: n)` needs the axis and two parts", Label(args.span, ""))
+        raise err(
+            "E2005",
+            f"`split(axis {name}, x, a: m, b: n)` needs the axis and two parts",
+            Label(args.span, ""),
+        )
     (na, la, _), (nb, lb, _) = args.shapes
     if not (la.is_const or lb.is_const):
         raise err("E2002", f"`{la}*{lb}` is not an affine length", Label(args.span, ""))

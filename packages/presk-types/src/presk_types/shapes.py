@@ -24,7 +24,9 @@ class TypeErr(Exception):
         super().__init__("; ".join(d.message for d in diagnostics))
 
 
-def err(code: str, message: str, *labels: Label, help: str | None = None, note: str | None = None) -> TypeErr:
+def err(
+    code: str, message: str, *labels: Label, help: str | None = None, note: str | None = None
+) -> TypeErr:
     return TypeErr(Diagnostic(code, Severity.ERROR, message, tuple(labels), help, note))
 
 
@@ -122,7 +124,9 @@ def contract(a: Shape, b: Shape, lengths: Lengths, span: Span) -> Shape:
     return Shape(a.prefix, a.axes[:-1] + b.axes[1:])
 
 
-def ein(out: tuple[str, ...], left: Shape, right: Shape | None, lengths: Lengths, span: Span) -> Shape:
+def ein(
+    out: tuple[str, ...], left: Shape, right: Shape | None, lengths: Lengths, span: Span
+) -> Shape:
     """`ein[out](l * r)`: axes named in `out` are kept, the others summed.
 
     The right operand's axis `n` is relabeled `n2` when `n2` is an axis of the left operand

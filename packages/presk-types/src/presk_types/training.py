@@ -59,7 +59,11 @@ def without_batch(t: Type) -> Type:
             return TupleT(tuple(without_batch(e) for e in elements))
         case Real(s) | Bool(s) | Idx(_, s):
             axes = tuple(a for a in s.axes if a.name != "batch")
-            return type(t)(Shape(s.prefix, axes)) if not isinstance(t, Idx) else Idx(t.bound, Shape(s.prefix, axes))
+            return (
+                type(t)(Shape(s.prefix, axes))
+                if not isinstance(t, Idx)
+                else Idx(t.bound, Shape(s.prefix, axes))
+            )
     return t
 
 
@@ -71,7 +75,7 @@ def _pipeline(e: A.Expr) -> tuple[str | None, int | None, dict[str, int], list[D
         e = e.left
     diags: list[Diagnostic] = []
     if not isinstance(e, A.Stream):
-        return None, None, {}, [_error("`data` starts with `stream \"FILE\"`", e.span)]
+        return None, None, {}, [_error('`data` starts with `stream "FILE"`', e.span)]
     seed, batch = None, {}
     for stage in stages:
         match stage:
@@ -101,7 +105,13 @@ def check_training(block: A.Training, env: FileEnv, checker: Checker) -> Run | l
         if isinstance(f, A.Checkpoint):
             checkpoint = f
         elif f.name not in FIELDS:
-            diags.append(_error(f"unknown field `{f.name}` in a training run", f.span, f"the fields are {', '.join(sorted(FIELDS))}"))
+            diags.append(
+                _error(
+                    f"unknown field `{f.name}` in a training run",
+                    f.span,
+                    f"the fields are {', '.join(sorted(FIELDS))}",
+                )
+            )
         else:
             fields[f.name] = f
     missing = [n for n in REQUIRED if n not in fields]
@@ -124,7 +134,11 @@ def check_training(block: A.Training, env: FileEnv, checker: Checker) -> Run | l
     if not (isinstance(optimizer, A.Var) and optimizer.name in env.optimizers):
         return [_error("`optimizer` must name an `optimizer` block of this file", optimizer.span)]
     params = [t for _, t in fn.params]
-    if len(params) != 2 or not isinstance(params[0], ParamsT) or params[0].instance.name != info.decl.name:
+    if (
+        len(params) != 2
+        or not isinstance(params[0], ParamsT)
+        or params[0].instance.name != info.decl.name
+    ):
         return [
             _error(
                 f"the objective must take `params {info.decl.name}` and a batch",
