@@ -11,7 +11,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "diagnostics.md"
 PRESK = ROOT / ".venv" / "bin" / "presk"
-EXAMPLE = re.compile(r"((?:```psk file=\S+(?: args=\"[^\"]*\")?\n.*?```\n\n)+)```text\n(.*?)```", re.S)
+EXAMPLE = re.compile(
+    r"((?:```psk file=\S+(?: args=\"[^\"]*\")?\n.*?```\n\n)+)```text\n(.*?)```", re.S
+)
 FILE = re.compile(r"```psk file=(\S+?)(?: args=\"([^\"]*)\")?\n(.*?)```", re.S)
 
 

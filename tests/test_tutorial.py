@@ -9,7 +9,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_tutorial_runs_as_written():
     result = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "run_tutorial.py"), str(ROOT / "docs" / "tutorial.md")],
+        [
+            sys.executable,
+            str(ROOT / "tools" / "run_tutorial.py"),
+            str(ROOT / "docs" / "tutorial.md"),
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,

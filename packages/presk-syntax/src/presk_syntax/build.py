@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tree_sitter import Node
-
 from presk_syntax import ast as A
 from presk_syntax.span import Span
+from tree_sitter import Node
 
 # The ASCII synonyms, folded into the spelling that diagnostics print.
 OPERATORS = {"@": "·", "≤": "<=", "≥": ">=", "≠": "!="}
@@ -107,7 +106,9 @@ class Builder:
         )
 
     def param_decl(self, node: Node) -> A.Param:
-        return A.Param(self.name(node), self.opt(node, "type"), self.opt(node, "init"), self.span(node))
+        return A.Param(
+            self.name(node), self.opt(node, "type"), self.opt(node, "init"), self.span(node)
+        )
 
     def use_decl(self, node: Node) -> A.Use:
         return A.Use(self.name(node), self.opt(node, "module"), self.span(node))

@@ -18,7 +18,9 @@ def parse_main(argv: list[str] | None = None) -> int:
         print(USAGE, file=sys.stderr)
         return 0 if args in (["-h"], ["--help"]) else 2
     if sys.stdout.isatty():
-        print("presk-parse: the AST document is binary; pipe it, e.g. to presk-dump", file=sys.stderr)
+        print(
+            "presk-parse: the AST document is binary; pipe it, e.g. to presk-dump", file=sys.stderr
+        )
         return 2
     sources = SourceMap()
     try:

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
-from typing import Any, BinaryIO
+from typing import Any
 
 import msgpack
-
 from presk_syntax import ast as A
 from presk_syntax.span import Source, Span
 
@@ -66,7 +65,9 @@ class Codec:
 
     def __init__(self, node_types: Iterable[type]) -> None:
         self.types = {t.__name__: t for t in node_types}
-        self.fields = {name: [f.name for f in dataclasses.fields(t)] for name, t in self.types.items()}
+        self.fields = {
+            name: [f.name for f in dataclasses.fields(t)] for name, t in self.types.items()
+        }
 
     def encode(self, value: Any, files: FileTable) -> Any:
         match value:

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from functools import cache
 
 import tree_sitter as ts
-
 from presk_syntax import ast as A
 from presk_syntax._binding import language as _language
 from presk_syntax.build import Builder
@@ -22,7 +21,13 @@ from presk_syntax.diagnostics import Diagnostic, DiagnosticError, Label, Severit
 from presk_syntax.span import Source, Span
 
 # Named terminals and the text a repair probe inserts for them.
-_NAMED_TOKENS = {"identifier": "x_", "integer": "1", "float": "1.0", "string": '""', "prefix": "..."}
+_NAMED_TOKENS = {
+    "identifier": "x_",
+    "integer": "1",
+    "float": "1.0",
+    "string": '""',
+    "prefix": "...",
+}
 _EXPR_STARTS = {"identifier", "integer", "float", "string", "(", "-", "λ", "\\", "ein", "stream"}
 _OPERATORS = {"+", "-", "*", "/", "%", "^", "·", "@", "==", "!=", "≠", "<", "<=", "≤", ">", ">="}
 _OPERATORS |= {"≥", "|>", ".", "("}
@@ -205,7 +210,7 @@ def syntax_error(path: str, data: bytes, tree: ts.Tree) -> Diagnostic:
                 "E0003",
                 Severity.ERROR,
                 "unterminated string",
-                (Label(span, "this string has no closing `\"` on its line"),),
+                (Label(span, 'this string has no closing `"` on its line'),),
             )
         return Diagnostic(
             "E0002",

@@ -19,7 +19,6 @@ from presk_syntax.span import Span
 
 from presk_types.elab import (
     ConstError,
-    module_scope,
     FileEnv,
     ModuleInfo,
     Program,
@@ -27,6 +26,7 @@ from presk_types.elab import (
     file_context,
     instance_of,
     lookup_module,
+    module_scope,
     resolve_type,
 )
 from presk_types.presburger import Dim, DimContext, Lin

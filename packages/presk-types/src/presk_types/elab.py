@@ -242,7 +242,7 @@ def _collect(env: FileEnv, program: Program, overrides: dict[str, str]) -> None:
     diags = program.diagnostics
     for decl in env.ast.decls:
         match decl:
-            case A.Const(name, type_, value, span, name_span):
+            case A.Const(name, type_, value):
                 env.const_decls[name] = decl
                 try:
                     q = (
@@ -266,7 +266,7 @@ def _collect(env: FileEnv, program: Program, overrides: dict[str, str]) -> None:
                     )
                     continue
                 env.consts[name] = q
-            case A.DimDecl(name, bound, span):
+            case A.DimDecl(name, bound):
                 env.dims[name] = decl
                 env.dim_bounds[name] = None
                 if bound is not None:
