@@ -216,13 +216,11 @@ def test_argument_forms():
     assert isinstance(args[4].type, A.IdxType) and args[5].type.shape == ()
 
 
-@pytest.mark.xfail(
-    strict=True, reason="ℝ and λ are keywords, yet lex as identifiers where no keyword fits"
-)
-@pytest.mark.parametrize("text", ["fn f() = ℝ + 1", "dim ℝ", "fn f(λ : ℝ) = 1"])
+@pytest.mark.parametrize("text", ["fn f() = ℝ + 1", "dim ℝ", "fn f(λ : ℝ) = 1", "dim λx"])
 def test_reserved_symbols_are_not_identifiers(text: str):
-    with pytest.raises(DiagnosticError):
+    with pytest.raises(DiagnosticError) as info:
         parse_text(text)
+    assert info.value.diagnostics[0].code == "E0012"
 
 
 # ---- E0 diagnostics ------------------------------------------------------------------------

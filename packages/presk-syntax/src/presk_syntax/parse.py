@@ -55,7 +55,39 @@ def parse_source(source: Source) -> A.SourceFile:
     tree = parse_tree(data)
     if tree.root_node.has_error:
         raise DiagnosticError([syntax_error(source.path, data, tree)])
+    reserved = _reserved_as_name(source.path, data, tree)
+    if reserved is not None:
+        raise DiagnosticError([reserved])
     return Builder(source.path, data).build(tree.root_node)
+
+
+# Symbols that are letters to the lexer (so `λθ` would be a name) but never names.
+_RESERVED = ("ℝ", "λ")
+
+
+def _reserved_as_name(path: str, data: bytes, tree: ts.Tree) -> Diagnostic | None:
+    """E0012 where `ℝ` or `λ` stands where only a name fits (`dim ℝ`)."""
+    for symbol in _RESERVED:
+        word = symbol.encode("utf-8")
+        at = data.find(word)
+        while at >= 0:
+            node = tree.root_node.descendant_for_byte_range(at, at + len(word))
+            if node is not None and node.type == "identifier" and node.start_byte == at:
+                name = data[node.start_byte : node.end_byte].decode("utf-8")
+                return Diagnostic(
+                    "E0012",
+                    Severity.ERROR,
+                    f"`{symbol}` is reserved, and cannot begin a name",
+                    (
+                        Label(
+                            Span(path, node.start_byte, node.end_byte),
+                            f"`{name}` is read as a name here",
+                        ),
+                    ),
+                    help="ℝ is the reals and λ begins a function: choose another name",
+                )
+            at = data.find(word, at + 1)
+    return None
 
 
 # ---- errors ------------------------------------------------------------------------------
