@@ -448,3 +448,31 @@ def test_registry_name_maximum_in_a_program(tmp_path: Path) -> None:
 def test_grad_without_its_argument(tmp_path: Path) -> None:
     c = check(tmp_path, "fn f(w : ℝ[model: 4]) = grad(w)\n")
     assert not c.ok and codes(c)[0].startswith("E2")
+
+
+# ---- lengths and axes of written types -------------------------------------------------------
+
+
+@pytest.mark.xfail(strict=True, reason="a negative constant length is accepted: ℝ[-2]")
+def test_negative_length_is_an_error(tmp_path: Path) -> None:
+    """Dimensions are naturals (DESIGN §4): `ℝ[3 - 5]` is not a shape."""
+    c = check(tmp_path, "fn f(x : ℝ[3 - 5]) = x\n")
+    assert not c.ok
+
+
+@pytest.mark.xfail(strict=True, reason="two axes of one name are accepted: ℝ[a: 3, a: 3]")
+def test_two_axes_of_one_name_is_an_error(tmp_path: Path) -> None:
+    """Names identify axes (`mean(axis a, x)`, broadcasting by name, `ein`)."""
+    c = check(tmp_path, "fn f(x : ℝ[a: 3, a: 3]) = mean(axis a, x)\n")
+    assert not c.ok
+
+
+def test_length_one_broadcasts_by_name_in_a_program(tmp_path: Path) -> None:
+    c = check(tmp_path, "fn f(a : ℝ[x: 1], b : ℝ[x: 5, y: 3]) = a + b\n")
+    assert c.diagnostics == [] and result(c, "f") == "ℝ[x: 5, y: 3]"
+
+
+@pytest.mark.xfail(strict=True, reason="by name, a length-1 axis of the larger operand: E2006")
+def test_length_one_of_the_larger_operand_broadcasts_by_name_in_a_program(tmp_path: Path) -> None:
+    c = check(tmp_path, "fn f(a : ℝ[x: 5], b : ℝ[x: 1, y: 3]) = a + b\n")
+    assert c.diagnostics == [] and result(c, "f") == "ℝ[x: 5, y: 3]"
