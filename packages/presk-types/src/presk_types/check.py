@@ -547,6 +547,12 @@ class Body:
             return self.grad(function, args, span)
         if isinstance(function, A.Var) and function.name not in self.vars:
             name = function.name
+            if name == "grad" and name not in self.env.fns:
+                raise err(
+                    "E2010",
+                    "`grad(f)` is a function: apply it, `grad(λ θ. f(θ, x))(θ)`",
+                    Label(span, "`grad` of a λ, then its arguments"),
+                )
             local = name in self.env.fns or (
                 self.info.module is not None and name in self.info.module.fns
             )

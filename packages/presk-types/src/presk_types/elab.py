@@ -496,10 +496,26 @@ def resolve_type(t: A.Type, scope: TypeScope) -> Type:
 
 def resolve_shape(dims: tuple[A.Dim, ...], scope: TypeScope) -> Shape:
     prefix = any(isinstance(d, A.Prefix) for d in dims)
-    axes = tuple(
-        AxisT(d.name, scope_length(d.length, scope)) for d in dims if isinstance(d, A.Axis)
-    )
-    return Shape(prefix, axes)
+    axes, seen = [], set()
+    for d in dims:
+        if not isinstance(d, A.Axis):
+            continue
+        length = scope_length(d.length, scope)
+        if length.is_const and length.constant < 0:
+            raise ConstError(
+                error("E2002", f"a length of {length}", Label(d.span, "lengths are naturals"))
+            )
+        if d.name is not None and d.name in seen:
+            raise ConstError(
+                error(
+                    "E2013",
+                    f"the axis `{d.name}` appears twice in one shape",
+                    Label(d.span, "the names of a shape's axes are distinct"),
+                )
+            )
+        seen.add(d.name)
+        axes.append(AxisT(d.name, length))
+    return Shape(prefix, tuple(axes))
 
 
 # ---- instances and parameter trees -------------------------------------------------------

@@ -117,7 +117,9 @@ COMPARISONS = {"==", "!=", "<", "<=", ">", ">="}
 CALL_NAMES = {
     name: name
     for name in PRIMITIVES
-    if name not in {"add", "sub", "mul", "div", "pow", "neg", "dot", "ein", "compare"}
+    if name
+    not in {"add", "sub", "mul", "div", "pow", "neg", "dot", "ein", "compare", "maximum", "minimum"}
+    | {"grad"}
 }
 
 

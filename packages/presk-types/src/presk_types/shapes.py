@@ -67,9 +67,9 @@ def broadcast(a: Shape, b: Shape, lengths: Lengths, span: Span) -> Shape | None:
     """The shape of an elementwise operation on a and b, or None when they do not align.
 
     Axes align from the last one (names must agree where both are named); when that
-    fails and every axis of the smaller operand is named, they align by name. An operand
-    of length 1 broadcasts. Lengths must be equal for all values of the dimensions
-    (E2006 otherwise).
+    fails and every axis of the smaller operand is named, they align by name. An axis of
+    length 1 broadcasts. Lengths must be equal for all values of the dimensions (E2006
+    otherwise). Two prefixes align with each other.
     """
     if a.is_scalar:
         return b
@@ -78,16 +78,34 @@ def broadcast(a: Shape, b: Shape, lengths: Lengths, span: Span) -> Shape | None:
     trailing = _by_position(a, b, lengths, span)
     if trailing is not None:
         return trailing
-    small, large = (a, b) if a.rank <= b.rank else (b, a)
-    if small.axes and all(x.name for x in small.axes) and not (small.prefix and not large.prefix):
-        for x in small.axes:
-            i = large.axis(x.name)
-            if i is None:
-                return None
-            if not _one(x.length):
-                lengths.require_equal(large.axes[i].length, x.length, span)
-        return large
-    return None
+    if a.rank < b.rank:
+        return _by_name(a, b, lengths, span)
+    if b.rank < a.rank:
+        return _by_name(b, a, lengths, span)
+    # equal ranks: the left operand's order, whichever side is all named
+    return _by_name(b, a, lengths, span) or _by_name(a, b, lengths, span)
+
+
+def _merge_lengths(x: AxisT, y: AxisT, lengths: Lengths, span: Span) -> AxisT:
+    name = x.name or y.name
+    if _one(x.length):
+        return AxisT(name, y.length)
+    if not _one(y.length):
+        lengths.require_equal(x.length, y.length, span)
+    return AxisT(name, x.length)
+
+
+def _by_name(small: Shape, large: Shape, lengths: Lengths, span: Span) -> Shape | None:
+    named = small.axes and all(x.name for x in small.axes)
+    if not named or (small.prefix and not large.prefix):
+        return None
+    places = [large.axis(x.name) for x in small.axes]
+    if None in places:
+        return None
+    axes = list(large.axes)
+    for x, i in zip(small.axes, places, strict=True):
+        axes[i] = _merge_lengths(large.axes[i], x, lengths, span)
+    return Shape(large.prefix or small.prefix, tuple(axes))
 
 
 def _by_position(a: Shape, b: Shape, lengths: Lengths, span: Span) -> Shape | None:
@@ -96,18 +114,11 @@ def _by_position(a: Shape, b: Shape, lengths: Lengths, span: Span) -> Shape | No
     shorter = b if longer is a else a
     if shorter.prefix and not longer.prefix and longer.rank > shorter.rank:
         return None  # the prefix of the shorter could be any of the longer's leading axes
+    pairs = list(zip(a.axes[a.rank - n :], b.axes[b.rank - n :], strict=True))
+    if any(x.name and y.name and x.name != y.name for x, y in pairs):
+        return None
     axes = list(longer.axes[: longer.rank - n])
-    for x, y in zip(a.axes[a.rank - n :], b.axes[b.rank - n :], strict=True):
-        if x.name and y.name and x.name != y.name:
-            return None
-        name = x.name or y.name
-        if _one(x.length):
-            axes.append(AxisT(name, y.length))
-        elif _one(y.length):
-            axes.append(AxisT(name, x.length))
-        else:
-            lengths.require_equal(x.length, y.length, span)
-            axes.append(AxisT(name, x.length))
+    axes.extend(_merge_lengths(x, y, lengths, span) for x, y in pairs)
     return Shape(a.prefix or b.prefix, tuple(axes))
 
 
