@@ -24,14 +24,32 @@ from presk_types.elab import (
     Program,
     TypeScope,
     file_context,
+    format_q,
     instance_of,
     lookup_module,
     module_scope,
     resolve_type,
 )
 from presk_types.presburger import Dim, DimContext, Lin
-from presk_types.rules import CALL_NAMES, COMPARISONS, PRIMITIVES, Args, Cls, type_rules
-from presk_types.shapes import Lengths, TypeErr, broadcast, contract, ein, err
+from presk_types.rules import (
+    CALL_NAMES,
+    COMPARISONS,
+    OPERATORS,
+    PRIMITIVES,
+    Args,
+    Cls,
+    type_rules,
+)
+from presk_types.shapes import (
+    Lengths,
+    TypeErr,
+    alignment,
+    broadcast,
+    contract,
+    ein,
+    err,
+    relabeled,
+)
 from presk_types.types import (
     SCALAR,
     AxisT,
@@ -74,6 +92,53 @@ class Val:
     type: Type
     reg: Reg
     effects: tuple[tuple[str, Span], ...] = ()
+    ref: object = None  # the lowering's handle on this value (presk-core), if it lowers
+
+
+class Emitter:
+    """What the checker tells a lowering as it types a function, one call per operation.
+
+    This one lowers nothing; presk-core's builds PSK-Core from the same calls, so that the
+    resolution of names, calls and alignments is written once, here.
+    """
+
+    def function(self, info: FnInfo) -> Emitter:
+        return self
+
+    def param(self, name: str, t: Type) -> object:
+        return None
+
+    def literal(self, text: str, t: Type) -> object:
+        return None
+
+    def prim(self, op: str, args: list, t: Type, attrs: dict, span: Span) -> object:
+        return None
+
+    def field(self, tree: object, path: str, t: Type) -> object:
+        return None
+
+    def call(self, fn: FnInfo, bindings: dict, args: list, t: Type, span: Span) -> object:
+        return None
+
+    def fold(
+        self, fn: FnInfo, count: Lin, bindings: dict, args: list, t: Type, span: Span
+    ) -> object:
+        return None
+
+    def grad(self, fn: FnInfo, args: list, t: Type, span: Span) -> object:
+        return None
+
+    def tuple(self, refs: list, t: Type) -> object:
+        return None
+
+    def get(self, ref: object, index: int, t: Type) -> object:
+        return None
+
+    def name(self, ref: object, name: str) -> object:
+        return ref
+
+    def finish(self, result: object) -> None:
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +152,7 @@ class ModuleVal:
 
     instance: Instance
     implicit: bool
+    tree: object = None  # the lowering's handle on its subtree, when implicit
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +160,7 @@ class FnRef:
     info: FnInfo
     instance: Instance | None = None
     implicit: bool = False
+    tree: object = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +195,7 @@ class FnInfo:
 @dataclass
 class Checker:
     program: Program
+    emitter: Emitter = field(default_factory=Emitter)
     fns: dict[tuple[str, str], FnInfo] = field(default_factory=dict)  # (file, key) -> info
     order: list[FnInfo] = field(default_factory=list)
     lambdas: list[FnInfo] = field(default_factory=list)
@@ -226,13 +294,14 @@ class Body:
         self.lengths = Lengths(info.context)
         self.scope = TypeScope(info.file, set(info.context.names))
         self.vars: dict[str, object] = {}
+        self.emit = checker.emitter.function(info)
         for name, t in info.params:
             if isinstance(t, ModuleT):
                 self.vars[name] = ModuleVal(t.instance, implicit=False)
                 self.scope.modules[name] = t.instance
             else:  # a function of indices or truth values is discrete in them
                 cls = Cls.DISC if isinstance(t, Idx | Bool) else Cls.SMOOTH
-                self.vars[name] = Val(t, {name: (cls, None)})
+                self.vars[name] = Val(t, {name: (cls, None)}, (), self.emit.param(name, t))
         self.lambda_count = 0
 
     # ---- the function ----------------------------------------------------------------------
@@ -240,6 +309,7 @@ class Body:
     def run(self) -> None:
         decl, info = self.info.decl, self.info
         result = self.block(decl.body)
+        self.emit.finish(result.ref)
         info.result = result.type
         info.effects = dict(result.effects)
         reg = result.reg
@@ -326,11 +396,12 @@ class Body:
             effects.extend(v.effects)
             self.bind(let.pattern, v, record=True)
         result = self.value(block.result)
-        return Val(result.type, result.reg, tuple(effects) + result.effects)
+        return Val(result.type, result.reg, tuple(effects) + result.effects, result.ref)
 
     def bind(self, pattern: A.Pattern, v: Val, record: bool) -> None:
         match pattern:
             case A.PVar(name):
+                v = Val(v.type, v.reg, v.effects, self.emit.name(v.ref, name))
                 self.vars[name] = v
                 if record:
                     self.info.lets.append((name, v.type))
@@ -341,8 +412,8 @@ class Body:
                         f"cannot take `{v.type}` apart into {len(elements)} names",
                         Label(pattern.span, "a tuple pattern"),
                     )
-                for p, t in zip(elements, v.type.elements, strict=True):
-                    self.bind(p, Val(t, v.reg, ()), record)
+                for i, (p, t) in enumerate(zip(elements, v.type.elements, strict=True)):
+                    self.bind(p, Val(t, v.reg, (), self.emit.get(v.ref, i, t)), record)
 
     def value(self, e: A.Expr) -> Val:
         """An expression that must be a value (a tensor, a tree, a number, a tuple)."""
@@ -365,24 +436,29 @@ class Body:
         match e:
             case A.Var(name, span):
                 return self.name(name, span)
-            case A.IntLit() | A.FloatLit():
-                return Val(Real(SCALAR), {})
+            case A.IntLit(value):
+                return Val(Real(SCALAR), {}, (), self.emit.literal(str(value), Real(SCALAR)))
+            case A.FloatLit(text):
+                return Val(Real(SCALAR), {}, (), self.emit.literal(text, Real(SCALAR)))
             case A.StrLit(_, span) | A.Stream(_, span):
                 raise err("E2008", "a string is not a value of a function", Label(span, ""))
             case A.Ascription(inner, t, span):
                 return self.ascription(inner, t, span)
-            case A.Unary(_, operand):
+            case A.Unary(_, operand, span):
                 v = self.value(operand)
                 self.require_real(v, operand.span)
-                return v
+                ref = self.emit.prim("neg", [v.ref], v.type, {}, span)
+                return Val(v.type, v.reg, v.effects, ref)
             case A.Binary(op, left, right, span):
                 return self.binary(op, left, right, span)
             case A.TupleExpr(elements):
                 vals = [self.value(x) for x in elements]
+                t = TupleT(tuple(v.type for v in vals))
                 return Val(
-                    TupleT(tuple(v.type for v in vals)),
+                    t,
                     _join(*(v.reg for v in vals)),
                     tuple(x for v in vals for x in v.effects),
+                    self.emit.tuple([v.ref for v in vals], t),
                 )
             case A.Ein(axes, operand, span):
                 return self.ein(axes, operand, span)
@@ -400,12 +476,15 @@ class Body:
         module = self.info.module
         if module is not None:
             scope = module_scope(module)
+            theta = self.vars["θ"].ref if isinstance(self.vars.get("θ"), Val) else None
             for p in module.params:
                 if p.name == name:
-                    return Val(resolve_type(p.type, scope), {"θ": (Cls.SMOOTH, None)})
+                    t = resolve_type(p.type, scope)
+                    return Val(t, {"θ": (Cls.SMOOTH, None)}, (), self.emit.field(theta, name, t))
             for u in module.uses:
                 if u.name == name:
-                    return ModuleVal(instance_of(u.module, scope), implicit=True)
+                    inst = instance_of(u.module, scope)
+                    return ModuleVal(inst, True, self.emit.field(theta, name, ParamsT(inst)))
             if name in module.fns:
                 return FnRef(
                     self.checker.info(module.file, module.fns[name], module), implicit=True
@@ -414,7 +493,9 @@ class Body:
         if name in env.consts:
             decl = env.const_decls[name]
             kind = decl.type.name.parts[-1] if isinstance(decl.type, A.NamedType) else "f64"
-            return Val(Machine(kind), {})
+            return Val(
+                Machine(kind), {}, (), self.emit.literal(format_q(env.consts[name]), Machine(kind))
+            )
         if name in env.const_decls:
             raise ConstError(_reported())
         if name in env.fns:
@@ -448,12 +529,13 @@ class Body:
                         Instance(info.key, name, tuple(Lin.var(d) for d in info.dims)), False
                     )
                 if name in file.consts:
-                    return Val(Machine("nat"), {})
-            case ModuleVal(inst, implicit):
+                    text = format_q(file.consts[name])
+                    return Val(Machine("nat"), {}, (), self.emit.literal(text, Machine("nat")))
+            case ModuleVal(inst, implicit, tree):
                 info = self._module_info(inst)
                 if name in info.fns:
                     fn = self.checker.info(info.file, info.fns[name], info)
-                    return FnRef(fn, inst, implicit)
+                    return FnRef(fn, inst, implicit, tree)
         raise err("E2001", f"unresolved name `{name}`", Label(span, "not a member of this"))
 
     def _module_info(self, inst: Instance) -> ModuleInfo:
@@ -464,12 +546,13 @@ class Body:
     def ascription(self, inner: A.Expr, t: A.Type, span: Span) -> Val:
         target = resolve_type(t, self.scope)
         if isinstance(inner, A.Var) and inner.name in self.scope.dims and target == Real(SCALAR):
-            return Val(Real(SCALAR), {})
+            dim = self.emit.literal(inner.name, Machine("nat"))  # a dimension's value at run time
+            return Val(target, {}, (), self.emit.prim("real", [dim], target, {}, span))
         v = self.value(inner)
         if isinstance(v.type, Machine) and target == Real(SCALAR):
-            return Val(target, v.reg, v.effects)
+            return Val(target, v.reg, v.effects, self.emit.prim("real", [v.ref], target, {}, span))
         self.same(target, v.type, span)
-        return Val(target, v.reg, v.effects)
+        return Val(target, v.reg, v.effects, v.ref)
 
     def require_real(self, v: Val, span: Span) -> Real:
         if not isinstance(v.type, Real):
@@ -490,7 +573,9 @@ class Body:
             shape = broadcast(ta.shape, tb.shape, self.lengths, span)
             if shape is None:
                 raise self.no_broadcast(ta, tb, span)
-            return Val(Bool(shape), _through(reg, Cls.DISC, ("compare", span)), effects)
+            attrs = {"op": op, "_align": (alignment(ta.shape, shape), alignment(tb.shape, shape))}
+            ref = self.emit.prim("compare", [a.ref, b.ref], Bool(shape), attrs, span)
+            return Val(Bool(shape), _through(reg, Cls.DISC, ("compare", span)), effects, ref)
         for v, side in ((a, left), (b, right)):
             if not isinstance(v.type, Real):
                 other = b if v is a else a
@@ -502,7 +587,8 @@ class Body:
                 )
         ta, tb = a.type, b.type
         if op == "·":
-            return Val(Real(contract(ta.shape, tb.shape, self.lengths, span)), reg, effects)
+            t = Real(contract(ta.shape, tb.shape, self.lengths, span))
+            return Val(t, reg, effects, self.emit.prim("dot", [a.ref, b.ref], t, {}, span))
         if op == "^" and not tb.shape.is_scalar:
             raise err(
                 "E2008", "a power takes a scalar exponent", Label(right.span, f"this is `{tb}`")
@@ -512,7 +598,10 @@ class Body:
         shape = broadcast(ta.shape, tb.shape, self.lengths, span)
         if shape is None:
             raise self.no_broadcast(ta, tb, span)
-        return Val(Real(shape), reg, effects)
+        t = Real(shape)
+        attrs = {"_align": (alignment(ta.shape, shape), alignment(tb.shape, shape))}
+        ref = self.emit.prim(OPERATORS[op], [a.ref, b.ref], t, attrs, span)
+        return Val(t, reg, effects, ref)
 
     def no_broadcast(self, a: Type, b: Type, span: Span) -> TypeErr:
         return err(
@@ -530,11 +619,16 @@ class Body:
                 self.require_real(a, operand.left.span),
                 self.require_real(b, operand.right.span),
             )
-            shape = ein(axes, ta.shape, tb.shape, self.lengths, span)
-            return Val(Real(shape), _join(a.reg, b.reg), a.effects + b.effects)
+            t = Real(ein(axes, ta.shape, tb.shape, self.lengths, span))
+            names = (tuple(ta.shape.names()), tuple(relabeled(axes, ta.shape, tb.shape).names()))
+            attrs = {"axes": axes, "_names": names}
+            ref = self.emit.prim("ein", [a.ref, b.ref], t, attrs, span)
+            return Val(t, _join(a.reg, b.reg), a.effects + b.effects, ref)
         a = self.value(operand)
-        shape = ein(axes, self.require_real(a, operand.span).shape, None, self.lengths, span)
-        return Val(Real(shape), a.reg, a.effects)
+        ta = self.require_real(a, operand.span)
+        t = Real(ein(axes, ta.shape, None, self.lengths, span))
+        attrs = {"axes": axes, "_names": (tuple(ta.shape.names()),)}
+        return Val(t, a.reg, a.effects, self.emit.prim("ein", [a.ref], t, attrs, span))
 
     # ---- calls -----------------------------------------------------------------------------
 
@@ -573,6 +667,8 @@ class Body:
         a = Args(name, span, self.lengths)
         regs: list[Reg] = []
         effects: list[tuple[str, Span]] = []
+        refs: list[object] = []
+        where = None
         for arg in args:
             match arg:
                 case A.AxisArg(axis, aspan):
@@ -580,6 +676,7 @@ class Body:
                 case A.KeywordArg(key, value, kspan):
                     v = self.value(value)
                     a.keywords[key] = (v.type, value.span)
+                    where = v.ref
                     regs.append(
                         _through(v.reg, Cls.DISC, (name, kspan)) if key == "where" else v.reg
                     )
@@ -590,6 +687,7 @@ class Body:
                     v = self.value(arg)
                     cls = PRIMITIVES[name].cls(len(a.positional))
                     a.positional.append((v.type, arg.span))
+                    refs.append(v.ref)
                     regs.append(_through(v.reg, cls, (name, span)))
                     effects.extend(v.effects)
         if name in ("max", "min") and len(a.positional) == 2:
@@ -598,7 +696,20 @@ class Body:
         effect = PRIMITIVES[name].effect
         if effect is not None:
             effects.append((effect, span))
-        return Val(t, _join(*regs), tuple(effects))
+        op = (
+            {"max": "maximum", "min": "minimum"}[name]
+            if name in ("max", "min") and len(refs) == 2
+            else name
+        )
+        attrs = {
+            "axes": tuple(n for n, _ in a.axes),
+            "shapes": tuple((n, length) for n, length, _ in a.shapes),
+        }
+        if "where" in a.keywords:
+            refs.append(where)
+            attrs["where"] = True
+        ref = self.emit.prim(op, refs, t, {k: v for k, v in attrs.items() if v}, span)
+        return Val(t, _join(*regs), tuple(effects), ref)
 
     def length(self, e: A.Expr) -> Lin:
         from presk_types.elab import scope_length
@@ -670,7 +781,22 @@ class Body:
                         note="a stack applies its blocks in sequence: a block must return what"
                         " it takes",
                     ) from None
-        return Val(result, _join(*regs), tuple(effects))
+        refs = [ref.tree] if ref.implicit and callee.module is not None else []
+        refs += [v.ref for _, v, _ in values if isinstance(v, Val)]
+        for pname, ptype in params[len(values) :]:  # hyperparameters at their defaults
+            default = callee.defaults[pname]
+            text = (
+                default.text
+                if isinstance(default, A.FloatLit)
+                else str(getattr(default, "value", 0))
+            )
+            refs.append(self.emit.literal(text, ptype))
+        generic = {d: bindings.get(d, Lin.var(d)) for d in callee.generic}
+        if ref.instance is not None and ref.instance.stack is not None:
+            out = self.emit.fold(callee, ref.instance.stack, generic, refs, result, span)
+        else:
+            out = self.emit.call(callee, generic, refs, result, span)
+        return Val(result, _join(*regs), tuple(effects), out)
 
     def grad(self, inner: A.Call, args: tuple[A.Arg, ...], span: Span) -> Val:
         grad_span = inner.span
@@ -718,7 +844,9 @@ class Body:
             c, why = lam_classes.get(name, (Cls.SMOOTH, None))
             regs.append(_through(v.reg, Cls.DISC if c == Cls.KINK else c, why))
         effects = tuple(e for v in vals for e in v.effects) + tuple(lam.effects.items())
-        return Val(vals[0].type, _join(*regs), effects)
+        refs = [v.ref for v in lam.captured_vals] + [v.ref for v in vals]
+        out = self.emit.grad(lam, refs, vals[0].type, span)
+        return Val(vals[0].type, _join(*regs), effects, out)
 
     def lift(self, lam: A.Lambda, types: list[Type]) -> FnInfo:
         """Check a λ as a function of its captured variables, then its parameters."""
@@ -726,6 +854,7 @@ class Body:
         self.lambda_count += 1
         captured = [n for n in _free_names(lam.body, set(lam.params)) if n in self.vars]
         info = FnInfo(key, self.env, None, self.info.module, context=self.info.context)
+        info.dims, info.generic = self.info.dims, self.info.generic
         inner = Body(self.checker, info)
         inner.vars = {}
         inner.scope = self.scope
@@ -733,7 +862,9 @@ class Body:
         for n in captured:
             v = self.vars[n]
             if isinstance(v, Val):
-                inner.vars[n] = Val(v.type, {n: (Cls.SMOOTH, None)})
+                inner.vars[n] = Val(
+                    v.type, {n: (Cls.SMOOTH, None)}, (), inner.emit.param(n, v.type)
+                )
                 captured_vals.append((n, v))
             else:
                 inner.vars[n] = v
@@ -744,9 +875,10 @@ class Body:
                 Label(lam.span, ""),
             )
         for n, t in zip(lam.params, types, strict=True):
-            inner.vars[n] = Val(t, {n: (Cls.SMOOTH, None)})
+            inner.vars[n] = Val(t, {n: (Cls.SMOOTH, None)}, (), inner.emit.param(n, t))
         inner.lambda_count = 0
         result = inner.value(lam.body)
+        inner.emit.finish(result.ref)
         info.params = [(n, v.type) for n, v in captured_vals] + list(
             zip(lam.params, types, strict=True)
         )

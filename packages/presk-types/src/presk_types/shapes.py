@@ -135,6 +135,17 @@ def contract(a: Shape, b: Shape, lengths: Lengths, span: Span) -> Shape:
     return Shape(a.prefix, a.axes[:-1] + b.axes[1:])
 
 
+def relabeled(out: tuple[str, ...], left: Shape, right: Shape) -> Shape:
+    """The right operand of `ein[out](left * right)` with its axis `n` renamed `n2` where
+    `n2` is an axis of the left operand or of the output and not of the right one."""
+    wanted = (set(left.names()) | set(out)) - set(right.names())
+    axes = []
+    for x in right.axes:
+        relabel = f"{x.name}2"
+        axes.append(AxisT(relabel, x.length) if relabel in wanted else x)
+    return Shape(right.prefix, tuple(axes))
+
+
 def ein(
     out: tuple[str, ...], left: Shape, right: Shape | None, lengths: Lengths, span: Span
 ) -> Shape:
@@ -152,14 +163,7 @@ def ein(
                 Label(span, "name every axis of the operands"),
             )
     if right is not None:
-        lnames = set(left.names())
-        rnames = set(right.names())
-        wanted = (lnames | set(out)) - rnames
-        axes = []
-        for x in right.axes:
-            relabel = f"{x.name}2"
-            axes.append(AxisT(relabel, x.length) if relabel in wanted else x)
-        right = Shape(right.prefix, tuple(axes))
+        right = relabeled(out, left, right)
         operands = [left, right]
     found: dict[str, Lin] = {}
     for s in operands:
@@ -177,3 +181,17 @@ def ein(
         )
     prefix = any(s.prefix for s in operands)
     return Shape(prefix, tuple(AxisT(n, found[n]) for n in out))
+
+
+def alignment(operand: Shape, result: Shape) -> tuple[int, ...]:
+    """Where each axis of an operand of a broadcast goes in the result, counted from the
+    result's last axis (-1 the last): by trailing position when the names allow it, else
+    by name, as `broadcast` aligned them. The operand's prefix goes to the result's."""
+    k = operand.rank
+    trailing = result.axes[result.rank - k :] if k <= result.rank else None
+    if trailing is not None and all(
+        not (x.name and y.name and x.name != y.name)
+        for x, y in zip(operand.axes, trailing, strict=True)
+    ):
+        return tuple(range(-k, 0))
+    return tuple(result.axis(x.name) - result.rank for x in operand.axes)
