@@ -5,12 +5,15 @@ from __future__ import annotations
 import sys
 
 import click
+from presk_core.ir import format_program
+from presk_core.lower import lower_program
 from presk_syntax.diagnostics import DiagnosticError, emit
 from presk_syntax.dump import format_tree, tokens
 from presk_syntax.parse import parse_source, parse_tree, read_source
 from presk_syntax.span import SourceMap
 from presk_types.driver import check_file
 from presk_types.dump import dump_elab
+from presk_types.elab import load_program
 from presk_types.summary import summary as summary_text
 
 # The stages `presk dump` prints, in pipeline order; later stages add theirs here.
@@ -18,6 +21,7 @@ STAGES = {
     "tokens": 'the token stream (Kw(Module) @ 77..83, Ident("Linear") @ 84..90, …)',
     "ast": "the syntax tree",
     "elab": "the elaborated program: imports, constants, instances, signatures",
+    "core": "PSK-Core: one typed instruction per line, explicit parameter trees",
 }
 
 
@@ -80,6 +84,14 @@ def check(file: str, summary: bool, consts: tuple[str, ...]) -> None:
 def dump(file: str, stage: str, consts: tuple[str, ...]) -> None:
     """Print FILE after a stage of the compiler. The format is not stable."""
     sources = SourceMap()
+    if stage == "core":
+        try:
+            program = load_program(file, _consts(consts), sources)
+            core = lower_program(program)
+        except DiagnosticError as e:
+            _fail(e, sources)
+        click.echo(format_program(core), nl=False)
+        return
     if stage == "elab":
         try:
             checked = check_file(file, _consts(consts), sources)

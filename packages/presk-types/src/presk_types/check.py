@@ -24,10 +24,8 @@ from presk_types.elab import (
     ModuleInfo,
     Program,
     TypeScope,
-    file_context,
     format_q,
     instance_of,
-    lookup_module,
     module_scope,
     resolve_type,
 )
@@ -49,9 +47,7 @@ from presk_types.shapes import (
 )
 from presk_types.types import (
     SCALAR,
-    AxisT,
     Bool,
-    FnT,
     Idx,
     Instance,
     Machine,
@@ -516,11 +512,9 @@ class Body(Calls):
     # ---- calls -----------------------------------------------------------------------------
 
 
-def check_program(program: Program) -> Checker:
-    """Check every function of every file of the program."""
-    checker = Checker(program)
+def check_program(program: Program, emitter: Emitter | None = None) -> Checker:
+    """Check every function of every file of the program, telling `emitter` (a lowering)
+    what each function computes."""
+    checker = Checker(program, emitter if emitter is not None else Emitter())
     checker.run()
     return checker
-
-
-__all__ = ["AxisT", "Checker", "FnInfo", "FnT", "check_program", "lookup_module", "file_context"]

@@ -1,0 +1,152 @@
+"""PSK-Core: a program as functions, each a flat list of typed instructions.
+
+An instruction binds one value (`%4 : ℝ[batch: B, 1] = sub ŷ, y`): an operation — a
+primitive of the registry (`presk_types.rules.PRIMITIVES`) or a structural one below —
+of operands (values, or literals), with attributes. Parameter trees are explicit: a
+module function takes its tree `θ` first, reads its leaves with `field`, and passes its
+sub-modules' subtrees to their functions. Dimensions stay symbolic in the types; a call
+says how the callee's dimensions are bound (`call Linear.apply{In = D, Out = 1}(θ, x)`).
+
+Structural operations:
+- `call F{bindings}(args)`: a function of the program;
+- `fold F{bindings}(tree, x, …)`: `stack{L}(Block)`, the L blocks in sequence, each with
+  its slice of the stacked tree (attribute `count`);
+- `field tree.path`: a leaf or a subtree of a parameter tree;
+- `tuple a, b`, `get t, i`: tuples;
+- `record {w = a, b = c}`: a parameter tree from its leaves and subtrees;
+- `fold_key key, "name"`: a key derived from a key and a name (DESIGN §5);
+- `init NAME key` (attributes `init`, `std`): a parameter's initializer;
+- `grad F(args)`: the gradient of F in its last argument, until differentiation
+  (presk-ad) replaces it by generated functions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from presk_syntax.span import Span
+from presk_types.presburger import Lin
+from presk_types.types import Type
+
+
+@dataclass(frozen=True, slots=True)
+class Value:
+    id: int
+    type: Type
+    name: str | None = None
+
+    def __str__(self) -> str:
+        return self.name if self.name is not None else f"%{self.id}"
+
+
+@dataclass(frozen=True, slots=True)
+class Lit:
+    """A literal operand: an exact number as written (`2`, `1e-6`, `1/3`), or a dimension."""
+
+    text: str
+    type: Type
+
+    def __str__(self) -> str:
+        return self.text
+
+
+Operand = Value | Lit
+
+
+@dataclass(frozen=True, slots=True)
+class Instr:
+    out: Value
+    op: str
+    args: tuple[Operand, ...]
+    attrs: tuple[tuple[str, object], ...] = ()
+    span: Span | None = None
+
+    def attr(self, name: str, default: object = None) -> object:
+        for k, v in self.attrs:
+            if k == name:
+                return v
+        return default
+
+
+@dataclass(frozen=True, slots=True)
+class Function:
+    name: str
+    dims: tuple[str, ...]  # the dimensions a call binds
+    params: tuple[Value, ...]
+    result: Type
+    body: tuple[Instr, ...]
+    ret: Operand
+    effects: tuple[str, ...] = ()
+    span: Span | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    functions: tuple[Function, ...]
+
+    def function(self, name: str) -> Function:
+        for f in self.functions:
+            if f.name == name:
+                return f
+        raise KeyError(name)
+
+
+# ---- printing ----------------------------------------------------------------------------
+
+
+def _bindings(b: tuple[tuple[str, Lin], ...]) -> str:
+    return "{" + ", ".join(f"{k} = {v}" for k, v in b) + "}" if b else ""
+
+
+def format_instr(ins: Instr) -> str:
+    args = ", ".join(str(a) for a in ins.args)
+    match ins.op:
+        case "call" | "grad":
+            rhs = f"{ins.op} {ins.attr('fn')}{_bindings(ins.attr('dims', ()))}({args})"
+        case "fold" | "fold_init":
+            fn, count = ins.attr("fn"), ins.attr("count")
+            rhs = f"{ins.op}{{{count}}} {fn}{_bindings(ins.attr('dims', ()))}({args})"
+        case "ein":
+            rhs = f"ein[{', '.join(ins.attr('axes'))}] {args}"
+        case "field":
+            rhs = f"field {ins.args[0]}.{ins.attr('path')}"
+        case "get":
+            rhs = f"get {ins.args[0]}, {ins.attr('index')}"
+        case "record":
+            rhs = (
+                "record {"
+                + ", ".join(f"{k} = {a}" for k, a in zip(ins.attr("keys"), ins.args, strict=True))
+                + "}"
+            )
+        case "fold_key":
+            rhs = f'fold_key {ins.args[0]}, "{ins.attr("name")}"'
+        case "init":
+            extra = "".join(f", {k} = {v}" for k, v in ins.attrs if k not in ("init",))
+            rhs = f"init {ins.attr('init')}({ins.args[0]}{extra})"
+        case "pow" if isinstance(ins.args[1], Lit):
+            rhs = f"pow {ins.args[1]} {ins.args[0]}"
+        case _:
+            shown = [f"axis {a}" for a in ins.attr("axes", ())]
+            shown += [f"{k} {v}" for k, v in ins.attrs if k in ("op",)]
+            shapes = [f"{n}: {length}" for n, length in ins.attr("shapes", ())]
+            operands = [str(a) for a in ins.args]
+            if ins.attr("where"):
+                operands[-1] = f"where {operands[-1]}"
+            head = " ".join([ins.op, *shown])
+            rhs = f"{head} {', '.join(shapes + operands)}".rstrip()
+    return f"  {ins.out} : {ins.out.type} = {rhs}"
+
+
+def format_function(fn: Function) -> str:
+    dims = f"{{{' '.join(fn.dims)}}}" if fn.dims else ""
+    params = ", ".join(f"{p} : {p.type}" for p in fn.params)
+    uses = f" uses {', '.join(fn.effects)}" if fn.effects else ""
+    lines = [f"fn {fn.name}{dims}({params}) -> {fn.result}{uses} {{"]
+    lines.extend(format_instr(i) for i in fn.body)
+    lines.append(f"  return {fn.ret}")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def format_program(program: Program) -> str:
+    return "\n".join(format_function(f) for f in program.functions) + "\n"
