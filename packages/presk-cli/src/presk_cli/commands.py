@@ -7,7 +7,8 @@ import sys
 import click
 from presk_core.ir import format_program
 from presk_core.lower import lower_program
-from presk_syntax.diagnostics import DiagnosticError, emit
+from presk_core.run import EntryError, RunError, entry_names, run_entry
+from presk_syntax.diagnostics import Diagnostic, DiagnosticError, Severity, emit
 from presk_syntax.dump import format_tree, tokens
 from presk_syntax.parse import parse_source, parse_tree, read_source
 from presk_syntax.span import SourceMap
@@ -111,3 +112,80 @@ def dump(file: str, stage: str, consts: tuple[str, ...]) -> None:
         click.echo(format_tree(tree), nl=False)
     except DiagnosticError as e:
         _fail(e, sources)
+
+
+def _dims(values: tuple[str, ...]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in values:
+        name, eq, value = item.partition("=")
+        if not eq or not name.strip() or not value.strip().isdigit():
+            raise click.BadParameter(
+                f"`{item}` is not NAME=N (N a natural number)", param_hint="--dim"
+            )
+        out[name.strip()] = int(value)
+    return out
+
+
+@click.command(short_help="Evaluate an entry point on the reference interpreter or natively")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--entry", help="The function to run: `f`, `M.f` or `M{3, 2}.f`.")
+@click.option(
+    "--dim",
+    "dims",
+    multiple=True,
+    metavar="NAME=N",
+    help="A dimension, or an axis of an open prefix.",
+)
+@CONST
+@click.option(
+    "--seed", type=int, default=0, show_default=True, help="The root of every random draw."
+)
+@click.option(
+    "--bits", type=click.IntRange(2, 100000), default=256, show_default=True, help="MPFR precision."
+)
+@click.option(
+    "--digits",
+    type=click.IntRange(1, 1000),
+    default=12,
+    show_default=True,
+    help="Significant digits printed.",
+)
+@click.option(
+    "--verbose", is_flag=True, help="Print the entry, θ and the inputs before the result."
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="The inputs and the result as JSON, at full precision."
+)
+def run(file, entry, dims, consts, seed, bits, digits, verbose, as_json) -> None:
+    """Evaluate an entry of FILE on the reference interpreter: exact arithmetic (MPFR at
+    --bits), inputs synthesized from the types and --seed."""
+    sources = SourceMap()
+    dim_values = _dims(dims)
+    try:
+        program = load_program(file, _consts(consts), sources)
+        core = lower_program(program)
+    except DiagnosticError as e:
+        _fail(e, sources)
+    if entry is None:
+        if program.main.trainings:
+            click.echo(
+                "presk run: this file has a `training run`: use `presk train` to execute it,"
+                " or --entry to evaluate one function",
+                err=True,
+            )
+        else:
+            names = ", ".join(entry_names(core))
+            click.echo(f"presk run: --entry is required; functions: {names}", err=True)
+        sys.exit(2)
+    try:
+        text = run_entry(core, program, entry, dim_values, seed, bits, digits, verbose, as_json)
+    except EntryError as e:
+        if e.usage:
+            click.echo(f"presk run: {e}", err=True)
+            sys.exit(2)
+        emit([e.diagnostic()], sources)
+        sys.exit(1)
+    except RunError as e:
+        emit([Diagnostic(e.code, Severity.ERROR, str(e))], sources)
+        sys.exit(1)
+    click.echo(text, nl=False)

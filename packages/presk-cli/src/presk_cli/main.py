@@ -12,9 +12,9 @@ import sys
 import click
 
 from presk_cli import __version__
-from presk_cli.commands import check, dump
+from presk_cli.commands import check, dump, run
 
-DESCRIPTION = f"Presk compiler ({__version__}: front-end)"
+DESCRIPTION = f"Presk compiler ({__version__}: front-end, reference interpreter)"
 
 
 class PreskGroup(click.Group):
@@ -68,6 +68,7 @@ def help_command(ctx: click.Context, command: str | None) -> None:
 
 
 cli.add_command(check)
+cli.add_command(run)
 cli.add_command(dump)
 
 

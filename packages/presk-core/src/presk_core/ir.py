@@ -15,6 +15,7 @@ Structural operations:
 - `tuple a, b`, `get t, i`: tuples;
 - `record {w = a, b = c}`: a parameter tree from its leaves and subtrees;
 - `fold_key key, "name"`: a key derived from a key and a name (DESIGN §5);
+- `cast x`: the same data under another type (an ascription that names axes);
 - `init NAME key` (attributes `init`, `std`): a parameter's initializer;
 - `grad F(args)`: the gradient of F in its last argument, until differentiation
   (presk-ad) replaces it by generated functions.
@@ -78,6 +79,7 @@ class Function:
     ret: Operand
     effects: tuple[str, ...] = ()
     span: Span | None = None
+    defaults: tuple[tuple[str, str], ...] = ()  # hyperparameters' defaults, as written
 
 
 @dataclass(frozen=True, slots=True)

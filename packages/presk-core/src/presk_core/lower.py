@@ -94,9 +94,12 @@ class Builder(Emitter):
         effects = tuple(info.decl.effects) if info.decl is not None else ()
         dims = tuple(getattr(info, "generic", info.dims))
         span = info.decl.span if info.decl is not None else None
-        fn = Function(
-            info.key, dims, tuple(self.params), t, tuple(self.body), result, effects, span
+        defaults = tuple(
+            (name, e.text if isinstance(e, A.FloatLit) else str(getattr(e, "value", "")))
+            for name, e in info.defaults.items()
         )
+        body = tuple(self.body)
+        fn = Function(info.key, dims, tuple(self.params), t, body, result, effects, span, defaults)
         self.lowering.functions[info.key] = fn
 
 
@@ -151,11 +154,12 @@ def _init_of(e: A.Expr | None) -> tuple[str, dict]:
 
 def lower_init(info: ModuleInfo) -> Function:
     """`M.init{dims}(key) -> params M{dims} uses Rand`: each parameter from its initializer
-    with a key folded from its name, each sub-module from its own `init`."""
+    with a key folded from its name, each sub-module from its own `init`. Its dimensions
+    are the module's and its file's (a parameter's shape may use `dim T` of the file)."""
     b = Builder(Lowering(), None)  # a builder outside the checker
     scope = module_scope(info)
-    dims = tuple(info.dims)
-    inst = Instance(info.key, info.decl.name, tuple(Lin.var(d) for d in dims))
+    dims = tuple(info.dims) + tuple(d for d in info.file.dims if d not in info.dims)
+    inst = Instance(info.key, info.decl.name, tuple(Lin.var(d) for d in info.dims))
     key = b.param("key", KeyT())
     keys, leaves = [], []
     for item in info.decl.items:
@@ -169,7 +173,9 @@ def lower_init(info: ModuleInfo) -> Function:
             k = b.emit("fold_key", [key], KeyT(), {"name": item.name})
             sub = instance_of(item.module, scope)
             inner = sub.inner if sub.stack is not None else sub
-            bindings = tuple(zip(_module_dims(inner, info), inner.args, strict=True))
+            callee = _module_info(inner, info)
+            bindings = tuple(zip(callee.dims, inner.args, strict=True))
+            bindings += tuple((d, Lin.var(d)) for d in callee.file.dims if d not in callee.dims)
             attrs = {"fn": f"{inner.name}.init", "dims": bindings}
             if sub.stack is not None:
                 attrs["count"] = sub.stack
@@ -178,25 +184,18 @@ def lower_init(info: ModuleInfo) -> Function:
                 leaves.append(b.emit("call", [k], ParamsT(sub), attrs))
             keys.append(item.name)
     tree = b.emit("record", leaves, ParamsT(inst), {"keys": tuple(keys)})
+    body = tuple(b.body)
     return Function(
-        f"{info.decl.name}.init",
-        dims,
-        (key,),
-        ParamsT(inst),
-        tuple(b.body),
-        tree,
-        ("Rand",),
-        info.decl.span,
+        f"{info.decl.name}.init", dims, (key,), ParamsT(inst), body, tree, ("Rand",), info.decl.span
     )
 
 
-def _module_dims(inst: Instance, near: ModuleInfo) -> tuple[str, ...]:
+def _module_info(inst: Instance, near: ModuleInfo) -> ModuleInfo:
     path, name = inst.module.rsplit(":", 1)
-    env = near.file
-    seen = [env]
+    seen = [near.file]
     while seen:
         f = seen.pop()
         if f.path == path:
-            return f.modules[name].dims
+            return f.modules[name]
         seen.extend(f.imports.values())
-    return ()
+    raise KeyError(inst.module)

@@ -431,7 +431,8 @@ class Body(Calls):
         if isinstance(v.type, Machine) and target == Real(SCALAR):
             return Val(target, v.reg, v.effects, self.emit.prim("real", [v.ref], target, {}, span))
         self.same(target, v.type, span)
-        return Val(target, v.reg, v.effects, v.ref)
+        ref = v.ref if target == v.type else self.emit.prim("cast", [v.ref], target, {}, span)
+        return Val(target, v.reg, v.effects, ref)
 
     def require_real(self, v: Val, span: Span) -> Real:
         if not isinstance(v.type, Real):

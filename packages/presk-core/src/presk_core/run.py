@@ -1,0 +1,294 @@
+"""`presk run`: an entry point, its inputs synthesized from the types, evaluated and printed.
+
+An entry is a function of the program (`loss`), a module's function with its dimension
+arguments (`Linear{3, 2}.apply`) or without when the module has none (`Tower.apply`).
+The dimensions a call needs come from `--dim NAME=V`; the other `--dim` names are the axes
+of an open prefix (`--dim batch=4`), in the order given. Inputs derive from `--seed`
+(DESIGN §5): θ from the module's initializers, each parameter from its own key; reals
+standard normal, indices uniform, keys folded from the root key, each from the
+argument's name; hyperparameters at their defaults.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+import gmpy2
+import numpy as np
+from presk_syntax.diagnostics import Diagnostic, Severity
+from presk_types.elab import Program as Elab
+from presk_types.presburger import Dim, DimContext, Lin, check_assignment
+from presk_types.types import (
+    AxisT,
+    Bool,
+    Idx,
+    KeyT,
+    Machine,
+    ParamsT,
+    Real,
+    Shape,
+    TupleT,
+    Type,
+    subst,
+)
+
+from presk_core import random as R
+from presk_core.interp import Interpreter, RunError
+from presk_core.ir import Function, Program
+from presk_core.show import format_number, format_tensor, format_tree
+
+ENTRY = re.compile(r"^\s*([^\s{}.]+)\s*(?:\{([^}]*)\})?\s*(?:\.\s*([^\s{}.]+))?\s*$")
+
+
+class EntryError(Exception):
+    """A run that cannot start: a diagnostic (E7001) or, with `usage`, a usage error."""
+
+    def __init__(self, message: str, usage: bool = False) -> None:
+        super().__init__(message)
+        self.usage = usage
+
+    def diagnostic(self) -> Diagnostic:
+        return Diagnostic("E7001", Severity.ERROR, str(self))
+
+
+@dataclass
+class Entry:
+    function: Function
+    shown: str  # as the user wrote it, normalized: `Linear{3, 2}.apply`
+    dims: dict[str, int]
+    prefix: tuple[tuple[str, int], ...]
+    module_dims: tuple[tuple[str, int], ...] = ()
+    bounds: dict[str, int | None] = field(default_factory=dict)
+
+
+def entry_names(core: Program) -> list[str]:
+    """What `--entry` accepts: the functions a user wrote (not initializers nor λs)."""
+    return [
+        f.name for f in core.functions if not f.name.endswith(".init") and ".lambda" not in f.name
+    ]
+
+
+def parse_entry(text: str, core: Program, elab: Elab, dims: dict[str, int]) -> Entry:
+    m = ENTRY.match(text)
+    if m is None:
+        raise EntryError(f"`{text}` is not an entry: write `f`, `M.f` or `M{{3, 2}}.f`", usage=True)
+    head, args, tail = m.groups()
+    name = f"{head}.{tail}" if tail else head
+    names = entry_names(core)
+    if name not in names:
+        raise EntryError(f"no function `{name}`; functions: {', '.join(names)}", usage=True)
+    fn = core.function(name)
+    values = dict(dims)
+    module_dims: list[tuple[str, int]] = []
+    if tail:
+        mdims = _module_dims(elab, head)
+        given = [a.strip() for a in args.split(",")] if args and args.strip() else []
+        if len(given) != len(mdims):
+            raise EntryError(
+                f"`{head}` takes {len(mdims)} dimension argument(s): `{head}{{{', '.join(mdims)}}}`",
+                usage=True,
+            )
+        for d, v in zip(mdims, given, strict=True):
+            if not v.isdigit():
+                raise EntryError(f"`{v}` is not a natural number in `{text}`", usage=True)
+            values[d] = int(v)
+            module_dims.append((d, int(v)))
+    shown = f"{head}{{{', '.join(str(v) for _, v in module_dims)}}}.{tail}" if module_dims else name
+    missing = [d for d in fn.dims if d not in values]
+    if missing:
+        raise EntryError(
+            f"no value for the dimension `{missing[0]}` of `{name}`: give it with"
+            f" `--dim {missing[0]}=N`"
+        )
+    prefix = tuple((k, v) for k, v in dims.items() if k not in fn.dims)
+    bounds = _bounds(elab)
+    ctx = DimContext(tuple(Dim(d, bounds.get(d)) for d in fn.dims))
+    violated = check_assignment(ctx, {d: values[d] for d in fn.dims})
+    if violated is not None:
+        raise EntryError(f"`dim` bound violated: {violated}")
+    return Entry(fn, shown, {d: values[d] for d in fn.dims}, prefix, tuple(module_dims), bounds)
+
+
+def _module_dims(elab: Elab, name: str) -> tuple[str, ...]:
+    for env in elab.files:
+        if name in env.modules:
+            return env.modules[name].dims
+    return ()
+
+
+def _bounds(elab: Elab) -> dict[str, int | None]:
+    out: dict[str, int | None] = {}
+    for env in elab.files:
+        out.update(env.dim_bounds)
+    return out
+
+
+# ---- inputs ------------------------------------------------------------------------------
+
+
+def _lengths(shape: Shape, dims: dict[str, int]) -> tuple[int, ...]:
+    return tuple(a.length.value(dims) for a in shape.axes)
+
+
+def _prefix_shape(entry: Entry, t: Type, name: str) -> tuple[int, ...]:
+    shape = t.shape
+    if shape.prefix and not entry.prefix:
+        raise EntryError(
+            f"cannot synthesize `{name}`: cannot materialize a shape with an open prefix `...`"
+            " (give its axes to `presk run` with extra `--dim` names)"
+        )
+    lead = tuple(v for _, v in entry.prefix) if shape.prefix else ()
+    return lead + _lengths(shape, entry.dims)
+
+
+def synthesize(entry: Entry, interp: Interpreter, seed: int) -> list[tuple[str, Type, object]]:
+    """The entry's arguments, drawn from `seed` (DESIGN §5)."""
+    root = R.root_key(seed)
+    out = []
+    defaults = dict(entry.function.defaults)
+    for p in entry.function.params:
+        out.append((p.name, p.type, _draw(entry, interp, root, p.name, p.type, defaults)))
+    return out
+
+
+def _draw(entry: Entry, interp: Interpreter, root, name: str, t: Type, defaults: dict) -> object:
+    key = R.fold_path(root, name)
+    match t:
+        case ParamsT(inst):
+            target = inst.inner if inst.stack is not None else inst
+            fn = interp.program.function(f"{target.name}.init")
+            args = [a.value(entry.dims) for a in target.args]
+            dims = dict(zip(fn.dims, args, strict=False))
+            dims.update({d: entry.dims[d] for d in fn.dims[len(args) :] if d in entry.dims})
+            missing = [d for d in fn.dims if d not in dims]
+            if missing:
+                raise EntryError(
+                    f"cannot synthesize `{name}`: its tree needs `--dim {missing[0]}=N`"
+                )
+            tree = interp.run(fn.name, [key], dims)
+            if inst.stack is not None:
+                raise EntryError(f"cannot synthesize `{name}`: a stacked tree as an argument")
+            return tree
+        case Real():
+            shape = _prefix_shape(entry, t, name)
+            return interp_real(R.normal(key, shape), interp.bits)
+        case Idx(bound, _):
+            return R.randint(key, bound.value(entry.dims), _prefix_shape(entry, t, name))
+        case Bool():
+            return R.uniform(key, _prefix_shape(entry, t, name)) < 0.5
+        case KeyT():
+            return key
+        case Machine(kind):
+            if name in defaults:
+                return gmpy2.mpfr(defaults[name]) if kind == "f64" else int(defaults[name])
+            raise EntryError(
+                f"cannot synthesize `{name}`: a hyperparameter `{kind}` needs a default"
+            )
+        case TupleT(elements):
+            return tuple(
+                _draw(entry, interp, root, f"{name}.{i}", e, defaults)
+                for i, e in enumerate(elements)
+            )
+    raise EntryError(f"cannot synthesize `{name}` of type `{t}`")
+
+
+def interp_real(doubles: np.ndarray, bits: int) -> np.ndarray:
+    from presk_core import mpfr as M
+
+    with M.precision(bits):
+        return M.real(doubles)
+
+
+# ---- printing ----------------------------------------------------------------------------
+
+
+def concrete(entry: Entry, t: Type) -> Type:
+    """A type at the run's dimensions, its prefix given its axes."""
+    values = {d: Lin.const(v) for d, v in entry.dims.items()}
+    prefix = Shape(False, tuple(AxisT(n, Lin.const(v)) for n, v in entry.prefix))
+    return subst(t, values, prefix)
+
+
+def _axes(t: Type) -> list[tuple[str | None, int]]:
+    return [(a.name, a.length.constant) for a in t.shape.axes]
+
+
+def show(entry: Entry, t: Type, value: object, digits: int, label: str | None = None) -> str:
+    t = concrete(entry, t)
+    match t:
+        case ParamsT():
+            leaves = [(path, v, [(None, n) for n in np.shape(v)]) for path, v in value.items()]
+            return format_tree(leaves, digits, f"{label} : params" if label else "params")
+        case Real() | Idx() | Bool():
+            text = format_tensor(value, _axes(t), digits)
+            return f"{label + ' : ' if label else ''}{t} = {text}"
+        case TupleT(elements):
+            parts = [show(entry, e, v, digits) for e, v in zip(elements, value, strict=True)]
+            return f"{label + ' = ' if label else ''}(" + ", ".join(parts) + ")"
+        case KeyT():
+            return f"{label + ' : ' if label else ''}key = ({value.k0}, {value.k1})"
+    return f"{label + ' : ' if label else ''}{t} = {format_number(value, digits)}"
+
+
+def header(entry: Entry, bits: int, seed: int) -> str:
+    dims = [f"{d} = {v}" for d, v in entry.dims.items()]
+    with_ = f" with {', '.join(dims)}" if dims else ""
+    return f"-- entry {entry.shown}{with_} at {bits} bits, seed {seed}"
+
+
+def to_json(entry: Entry, t: Type, value: object) -> object:
+    """Full precision: reals as strings of their exact decimal expansion at their precision."""
+    match value:
+        case dict():
+            return {k: to_json(entry, t, v) for k, v in value.items()}
+        case tuple():
+            return [to_json(entry, t, v) for v in value]
+        case np.ndarray() if value.dtype == object:
+            return np.vectorize(lambda x: format(x, ".80g"), otypes=[object])(value).tolist()
+        case np.ndarray():
+            return value.tolist()
+        case R.Key():
+            return [value.k0, value.k1]
+    return str(value)
+
+
+def run_entry(
+    core: Program,
+    elab: Elab,
+    entry_text: str,
+    dims: dict[str, int],
+    seed: int = 0,
+    bits: int = 256,
+    digits: int = 12,
+    verbose: bool = False,
+    as_json: bool = False,
+) -> str:
+    """The text `presk run` prints; EntryError or RunError when it cannot."""
+    entry = parse_entry(entry_text, core, elab, dims)
+    interp = Interpreter(core, bits)
+    inputs = synthesize(entry, interp, seed)
+    result = interp.run(entry.function.name, [v for _, _, v in inputs], entry.dims)
+    rtype = entry.function.result
+    if as_json:
+        doc = {
+            "entry": entry.shown,
+            "dims": entry.dims,
+            "prefix": dict(entry.prefix),
+            "bits": bits,
+            "seed": seed,
+            "inputs": {n: to_json(entry, t, v) for n, t, v in inputs},
+            "result": to_json(entry, rtype, result),
+        }
+        return json.dumps(doc, ensure_ascii=False, indent=1) + "\n"
+    lines = []
+    if verbose:
+        lines.append(header(entry, bits, seed))
+        lines.extend(show(entry, t, v, digits, label=n) for n, t, v in inputs)
+        lines.append("-- result")
+    lines.append(show(entry, rtype, result, digits))
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["EntryError", "RunError", "entry_names", "run_entry"]
