@@ -323,6 +323,9 @@ def test_normal_init():
     exact = normal_init(Fraction(1, 50))(key, (1000,), 1, 1)
     assert np.allclose(exact, w, rtol=2**-51, atol=0)
     assert (init_param("normal", key, (1000,), std=0.02) == w).all()
+    # The lowering passes the literal's text: 0.02 exactly, not the double 0.02.
+    assert (init_param("normal", key, (1000,), std="0.02") == exact).all()
+    assert (normal_init("1")(key, (9,), 1, 1) == normal(key, 9)).all()
 
 
 def test_init_param_stacked_uses_slice_fans():

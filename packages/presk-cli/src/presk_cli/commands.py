@@ -7,6 +7,7 @@ import sys
 import click
 from presk_core.ir import format_program
 from presk_core.lower import lower_program
+from presk_core.passes import unroll_stack as unroll
 from presk_core.run import EntryError, RunError, entry_names, run_entry
 from presk_syntax.diagnostics import Diagnostic, DiagnosticError, Severity, emit
 from presk_syntax.dump import format_tree, tokens
@@ -82,7 +83,8 @@ def check(file: str, summary: bool, consts: tuple[str, ...]) -> None:
     type=click.Choice(list(STAGES)),
     help="What to print: " + "; ".join(f"{k}: {v}" for k, v in STAGES.items()),
 )
-def dump(file: str, stage: str, consts: tuple[str, ...]) -> None:
+@click.option("--unroll-stack", is_flag=True, help="With --stage core: each stack{L} as L calls.")
+def dump(file: str, stage: str, consts: tuple[str, ...], unroll_stack: bool) -> None:
     """Print FILE after a stage of the compiler. The format is not stable."""
     sources = SourceMap()
     if stage == "core":
@@ -91,7 +93,7 @@ def dump(file: str, stage: str, consts: tuple[str, ...]) -> None:
             core = lower_program(program)
         except DiagnosticError as e:
             _fail(e, sources)
-        click.echo(format_program(core), nl=False)
+        click.echo(format_program(unroll(core) if unroll_stack else core), nl=False)
         return
     if stage == "elab":
         try:

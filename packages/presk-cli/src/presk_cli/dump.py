@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from presk_core.codec import decode_core
+from presk_core.ir import format_program
 from presk_syntax.codec import DocumentError, decode_ast, load_document
 from presk_syntax.diagnostics import DiagnosticError, emit
 from presk_syntax.dump import format_tree
@@ -35,6 +37,10 @@ def dump_main(argv: list[str] | None = None) -> int:
         if kind == "ast":
             tree, _ = decode_ast(data)
             sys.stdout.write(format_tree(tree))
+            return 0
+        if kind == "core":
+            program, _ = decode_core(data)
+            sys.stdout.write(format_program(program))
             return 0
         if kind == "elab":
             sources = SourceMap()

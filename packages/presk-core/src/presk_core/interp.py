@@ -313,6 +313,10 @@ def _fold(interp: Interpreter, frame: Frame, ins: Instr) -> object:
     return x
 
 
+def _slice(interp: Interpreter, frame: Frame, ins: Instr) -> object:
+    return {path: leaf[ins.attr("index")] for path, leaf in frame.read(ins.args[0]).items()}
+
+
 def _field(interp: Interpreter, frame: Frame, ins: Instr) -> object:
     tree, path = frame.read(ins.args[0]), ins.attr("path")
     if path in tree:
@@ -411,6 +415,7 @@ eval_rules: dict[str, Rule] = {
     "cast": lambda interp, frame, ins: frame.read(ins.args[0]),  # the same data, named axes
     "call": _call,
     "fold": _fold,
+    "slice": _slice,
     "field": _field,
     "record": _record,
     "tuple": _tuple,

@@ -11,6 +11,7 @@ Structural operations:
 - `call F{bindings}(args)`: a function of the program;
 - `fold F{bindings}(tree, x, …)`: `stack{L}(Block)`, the L blocks in sequence, each with
   its slice of the stacked tree (attribute `count`);
+- `slice tree, i`: the i-th block's tree of a stacked tree (`--unroll-stack`);
 - `field tree.path`: a leaf or a subtree of a parameter tree;
 - `tuple a, b`, `get t, i`: tuples;
 - `record {w = a, b = c}`: a parameter tree from its leaves and subtrees;
@@ -112,8 +113,8 @@ def format_instr(ins: Instr) -> str:
             rhs = f"ein[{', '.join(ins.attr('axes'))}] {args}"
         case "field":
             rhs = f"field {ins.args[0]}.{ins.attr('path')}"
-        case "get":
-            rhs = f"get {ins.args[0]}, {ins.attr('index')}"
+        case "get" | "slice":
+            rhs = f"{ins.op} {ins.args[0]}, {ins.attr('index')}"
         case "record":
             rhs = (
                 "record {"

@@ -273,17 +273,19 @@ def xavier_uniform(key: Key, shape: Shape, fan_in: int, fan_out: int) -> np.ndar
     return np.array(values, dtype=np.float64).reshape(dims)
 
 
-def _real(x: float | int | Fraction) -> gmpy2.mpfr:
-    # A double or an integer exactly, a rational rounded to BITS bits.
+def _real(x: float | int | Fraction | str) -> gmpy2.mpfr:
+    # A double or an integer exactly; a rational, or a literal's decimal text (its exact
+    # value), correctly rounded to BITS bits.
     with gmpy2.context(precision=BITS):
         if isinstance(x, Fraction):
             return gmpy2.mpfr(gmpy2.mpq(x.numerator, x.denominator))
         return gmpy2.mpfr(x)
 
 
-def normal_init(std: float | int | Fraction = 0.02) -> Initializer:
+def normal_init(std: float | int | Fraction | str = 0.02) -> Initializer:
     """`normal(std = …)`: std·z for the standard normal z of `normal` before its rounding, the
-    product exact and rounded once; `normal_init(1)` draws what `normal` draws."""
+    product exact and rounded once; `normal_init(1)` draws what `normal` draws. A literal's text
+    (`"0.02"`) or a rational is its exact value rounded to 256 bits, a double is exact."""
     s = _real(std)
 
     def init(key: Key, shape: Shape, fan_in: int, fan_out: int) -> np.ndarray:

@@ -1,0 +1,53 @@
+"""The `core` document: a PSK-Core program in msgpack (docs/ir.md)."""
+
+from __future__ import annotations
+
+from presk_syntax.codec import (
+    Codec,
+    DocumentError,
+    FileTable,
+    check_version,
+    dump_document,
+    load_document,
+)
+from presk_syntax.span import Source
+from presk_types.presburger import Lin
+from presk_types.types import (
+    AxisT,
+    Bool,
+    FnT,
+    Idx,
+    Instance,
+    KeyT,
+    Machine,
+    ModuleT,
+    ParamsT,
+    Real,
+    Shape,
+    TupleT,
+)
+
+from presk_core.ir import Function, Instr, Lit, Program, Value
+
+CORE_VERSION = 1
+TYPES = (Lin, AxisT, Shape, Real, Idx, Bool, Machine, KeyT, Instance, ParamsT, ModuleT, TupleT, FnT)
+CORE_CODEC = Codec((*TYPES, Value, Lit, Instr, Function, Program))
+
+
+def encode_core(program: Program, sources: list[Source]) -> bytes:
+    files = FileTable(sources)
+    return dump_document(
+        "core", CORE_VERSION, {"program": CORE_CODEC.encode(program, files)}, files
+    )
+
+
+def decode_core(data: bytes) -> tuple[Program, FileTable]:
+    _, doc, files = load_document(data, ["core"])
+    check_version(doc, "core", CORE_VERSION)
+    try:
+        program = CORE_CODEC.decode(doc.get("program"), files)
+    except (RecursionError, TypeError) as e:
+        raise DocumentError(f"the `core` document is malformed ({type(e).__name__})") from None
+    if not isinstance(program, Program):
+        raise DocumentError("the `core` document holds no program")
+    return program, files
