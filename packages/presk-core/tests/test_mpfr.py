@@ -114,9 +114,10 @@ CORRECTLY_ROUNDED = [
 ]
 
 
-@pytest.mark.parametrize("kernel,reference,lo,hi", CORRECTLY_ROUNDED)
-def test_correctly_rounded_to_the_last_bit(kernel, reference, lo, hi):
-    xs = rand_reals(150, lo, hi, hash(kernel.__doc__) % 1000)
+@pytest.mark.parametrize("seed", range(len(CORRECTLY_ROUNDED)))
+def test_correctly_rounded_to_the_last_bit(seed):
+    kernel, reference, lo, hi = CORRECTLY_ROUNDED[seed]
+    xs = rand_reals(150, lo, hi, seed)
     assert list(kernel(xs).flat) == oracle(reference, xs)
 
 
@@ -273,8 +274,8 @@ def test_softmax_against_mpmath_and_sums_to_one():
             xs = [to_mp(v) for v in row]
             total = mpmath.fsum(mpmath.exp(v) for v in xs)
             for v, r, lv in zip(xs, yr, lr, strict=True):
-                assert ulps(r, mpmath.exp(v) / total) <= 12  # |x − max| ≤ 6 amplifies d's rounding
-                assert ulps(lv, v - mpmath.log(total)) <= 12
+                assert ulps(r, mpmath.exp(v) / total) <= 8  # |x − max| ≤ 6 amplifies d's rounding
+                assert ulps(lv, v - mpmath.log(total)) <= 8
     for row in y:
         assert abs(to_mp(fold(row)) - 1) <= len(row) * mpmath.ldexp(1, -BITS)
 
