@@ -8,7 +8,7 @@ TREE_SITTER ?= ../shared/tools/tree-sitter
 EXAMPLES := tests/examples/mlp/mlp.psk tests/examples/minigpt/minigpt.psk \
 	tests/examples/minigpt/train_minigpt.psk tests/examples/bert/bert.psk tests/examples/llama/llama.psk
 
-.PHONY: setup test tutorial grammar bench lint check-examples
+.PHONY: setup test tutorial grammar bench lint check-examples run-examples
 
 setup:
 	@command -v uv >/dev/null 2>&1 || test -x "$(UV)" || python3 -m pip install --user --quiet uv
@@ -28,6 +28,15 @@ grammar:
 bench: setup
 	$(PY) tools/bench_parse.py
 	$(PY) tools/bench_check.py
+	$(PY) tools/bench_mpfr.py
+	$(PY) tools/bench_run.py
+
+# The reference presk run commands of the tutorial's step 9 (tiny MiniGPT).
+run-examples: setup
+	.venv/bin/presk run tests/examples/minigpt/minigpt.psk --entry MiniGPT.apply \
+	    --const V=64 --const D=16 --const H=2 --const L=2 --dim B=2 --dim T=8
+	.venv/bin/presk run tests/examples/minigpt/train_minigpt.psk --entry loss \
+	    --const V=64 --const D=16 --const H=2 --const L=2 --dim B=2 --dim T=8
 
 # presk check on the reference programs: no error (mlp's two W0001 aside).
 check-examples: setup

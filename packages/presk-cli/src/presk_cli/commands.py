@@ -128,7 +128,7 @@ def _dims(values: tuple[str, ...]) -> dict[str, int]:
     return out
 
 
-@click.command(short_help="Evaluate an entry point on the reference interpreter or natively")
+@click.command(short_help="Evaluate an entry point on the reference interpreter")
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--entry", help="The function to run: `f`, `M.f` or `M{3, 2}.f`.")
 @click.option(

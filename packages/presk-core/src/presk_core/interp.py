@@ -72,7 +72,10 @@ class Interpreter:
 
     def run(self, name: str, args: list, dims: dict[str, int]) -> object:
         with M.precision(self.bits):
-            return self.call(name, args, dims)
+            try:
+                return self.call(name, args, dims)
+            except IndexError as e:  # an index out of its range: a fault of the data
+                raise RunError("E7003", str(e)) from None
 
 
 # ---- alignment ---------------------------------------------------------------------------
