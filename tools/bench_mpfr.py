@@ -11,22 +11,15 @@ have full significands (random doubles divided by 3), as a model's values do.
 from __future__ import annotations
 
 import argparse
-import time
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 from presk_core import mpfr as M
 
-
-def best(fn: Callable[[], object], repeat: int) -> float:
-    """The best of `repeat` timed calls of `fn`, after one warm-up call, in seconds."""
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import best_of  # noqa: E402
 
 
 def operands(shape: tuple[int, ...], seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -69,8 +62,8 @@ def main() -> None:
     for bits in (64, 256):
         with M.precision(bits):
             for name, shape, count, mp_call, f64_call in cases(args.n):
-                mp = best(mp_call, args.repeat) / count * 1e9
-                f64 = best(f64_call, args.repeat) / count * 1e9
+                mp = best_of(args.repeat, mp_call) / count * 1e9
+                f64 = best_of(args.repeat, f64_call) / count * 1e9
                 print(f"{name:8} {shape:>10} {bits:5} {mp:11.1f} {f64:10.3f} {mp / f64:8.0f}")
 
 

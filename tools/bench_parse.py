@@ -11,11 +11,14 @@ blocks) under fresh names until it has N lines. `parse_tree` gives the tree-sitt
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Callable
+import sys
+from pathlib import Path
 
 from presk_syntax.parse import parse_source, parse_tree
 from presk_syntax.span import Source
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import best_of  # noqa: E402
 
 # One unit of the program, formatted with a fresh index `i`; its lines cover the grammar.
 UNIT = """\
@@ -105,15 +108,6 @@ def program(lines: int) -> str:
         i += 1
     text = "".join(units) + TAIL
     return text + "".join(f"-- filler {n}\n" for n in range(lines - text.count("\n")))
-
-
-def best_of(repeat: int, fn: Callable[[], object]) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main() -> None:

@@ -10,7 +10,7 @@ inputs synthesized once, outside the timing).
 from __future__ import annotations
 
 import argparse
-import time
+import sys
 from functools import partial
 from pathlib import Path
 
@@ -19,17 +19,11 @@ from presk_core.lower import lower_program
 from presk_core.run import parse_entry, synthesize
 from presk_types.elab import load_program
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import best_of  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {"V": "64", "D": "16", "H": "2", "L": "2"}
-
-
-def best_of(repeat: int, fn) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main() -> None:
