@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 import click
+from presk_ad import ADError, differentiate
 from presk_core.ir import format_program
 from presk_core.lower import lower_program
 from presk_core.passes import unroll_stack as unroll
@@ -165,9 +166,12 @@ def run(file, entry, dims, consts, seed, bits, digits, verbose, as_json) -> None
     dim_values = _dims(dims)
     try:
         program = load_program(file, _consts(consts), sources)
-        core = lower_program(program)
+        core = differentiate(lower_program(program))
     except DiagnosticError as e:
         _fail(e, sources)
+    except ADError as e:
+        emit([Diagnostic("E7002", Severity.ERROR, f"cannot differentiate: {e}")], sources)
+        sys.exit(1)
     if entry is None:
         if program.main.trainings:
             click.echo(

@@ -19,6 +19,7 @@ from presk_types.presburger import Lin
 from presk_types.shapes import alignment
 from presk_types.types import Bool, Idx, Real, Shape, Type, shape_of
 
+from presk_core import adjoints as A
 from presk_core import mpfr as M
 from presk_core import random as R
 from presk_core.ir import Function, Instr, Lit, Program, Value
@@ -238,6 +239,8 @@ def _ein(interp: Interpreter, frame: Frame, ins: Instr) -> object:
         return M.sum(flat, flat.ndim - 1) if summed else moved
     (a, b), (na, nb) = datas, names
     pa, pb = prefixes
+    a, na = _sum_alone(a, na, pa, nb, out)
+    b, nb = _sum_alone(b, nb, pb, na, out)
     batch = [n for n in out if n in na and n in nb]
     summed = [n for n in na if n in nb and n not in out]
     bat_a = list(range(pa)) + [pa + na.index(n) for n in batch]
@@ -251,6 +254,15 @@ def _ein(interp: Interpreter, frame: Frame, ins: Instr) -> object:
     # batch first (after the prefix), then a's free axes, then b's: reorder as `out`
     order = list(range(pa)) + [pa + got.index(n) for n in out]
     return np.transpose(r, order)
+
+
+def _sum_alone(x, names, p, other, out):
+    """Sum first the axes of one operand that are neither in the other nor in the output."""
+    names = list(names)
+    for n in [n for n in names if n not in other and n not in out][::-1]:
+        x = M.sum(x, p + names.index(n))
+        names.remove(n)
+    return x, tuple(names)
 
 
 def _argmax(interp: Interpreter, frame: Frame, ins: Instr) -> object:
@@ -373,6 +385,77 @@ def _grad(interp: Interpreter, frame: Frame, ins: Instr) -> object:
     )
 
 
+# ---- the adjoints' operations (presk_core.adjoints) ----------------------------------------
+
+
+def _sum_to(interp: Interpreter, frame: Frame, ins: Instr) -> object:
+    """ct (of the result's type) back to the shape of operand x, as x was aligned to it."""
+    ct_val, x_val = ins.args
+    ct, x = frame.read(ct_val), frame.read(x_val)
+    if not isinstance(x, np.ndarray) or np.ndim(x) == 0:
+        return M.sum(ct) if np.ndim(ct) else ct
+    src, dst = _explicit(x_val.type), _explicit(ct_val.type)
+    prefix = np.ndim(ct) - dst.rank
+    own = np.ndim(x) - src.rank
+    where = ins.attr("_align") or alignment(src, dst)
+    big = prefix + dst.rank
+    targets = [prefix - own + i for i in range(own)] + [big + p for p in where]
+    return A.sum_to(ct, targets, np.shape(x))
+
+
+def _expand(interp: Interpreter, frame: Frame, ins: Instr) -> object:
+    ct, x = frame.read(ins.args[0]), frame.read(ins.args[1])
+    axes = ins.attr("axes", ())
+    axis = _axis(frame, ins.args[1], axes[0]) if axes else None
+    return A.expand(ct, x, axis, bool(ins.attr("mean")))
+
+
+def _softmax_adj(kernel: Callable) -> Rule:
+    def rule(interp: Interpreter, frame: Frame, ins: Instr) -> object:
+        ct, y = frame.read(ins.args[0]), frame.read(ins.args[1])
+        return kernel(ct, y, _axis(frame, ins.args[1], ins.attr("axes")[0]))
+
+    return rule
+
+
+def _pair(kernel: Callable) -> Rule:
+    def rule(interp: Interpreter, frame: Frame, ins: Instr) -> object:
+        return kernel(*[frame.read(a) for a in ins.args])
+
+    return rule
+
+
+def _take_grad(interp: Interpreter, frame: Frame, ins: Instr) -> object:
+    ct, x, ids = (frame.read(a) for a in ins.args)
+    return A.take_grad(ct, x, ids, _axis(frame, ins.args[1], ins.attr("axes")[0]))
+
+
+adjoint_rules: dict[str, Rule] = {
+    "zeros_like": lambda interp, frame, ins: A.zeros_like(frame.read(ins.args[0])),
+    "accum": _pair(A.accum),
+    "sum_to": _sum_to,
+    "expand": _expand,
+    "put": lambda i, f, ins: A.put(f.read(ins.args[0]), ins.attr("path"), f.read(ins.args[1])),
+    "put_slice": lambda i, f, ins: A.put_slice(
+        f.read(ins.args[0]), ins.attr("index"), f.read(ins.args[1])
+    ),
+    "put_item": lambda i, f, ins: A.put_item(
+        f.read(ins.args[0]), ins.attr("index"), f.read(ins.args[1])
+    ),
+    "dot_left": _pair(A.dot_left),
+    "dot_right": _pair(A.dot_right),
+    "gelu_grad": _pair(A.gelu_grad),
+    "silu_grad": _pair(A.silu_grad),
+    "relu_grad": _pair(A.relu_grad),
+    "abs_grad": _pair(A.abs_grad),
+    "softmax_grad": _softmax_adj(A.softmax_grad),
+    "log_softmax_grad": _softmax_adj(A.log_softmax_grad),
+    "embed_grad": _pair(A.embed_grad),
+    "take_grad": _take_grad,
+    "reshape_like": lambda i, f, ins: f.read(ins.args[0]).reshape(np.shape(f.read(ins.args[1]))),
+}
+
+
 eval_rules: dict[str, Rule] = {
     "add": _elementwise(M.add),
     "sub": _elementwise(M.sub),
@@ -426,6 +509,7 @@ eval_rules: dict[str, Rule] = {
     "fold_key": _fold_key,
     "init": _init,
     "fold_init": _fold_init,
+    **adjoint_rules,
 }
 """The evaluation of each operation: every primitive of the registry, and the structure."""
 

@@ -1,0 +1,445 @@
+"""Reverse-mode differentiation of PSK-Core: `F.vjp` and `F.grad` for every `grad F(…)`.
+
+`F.vjp{dims}(params…, ct : R) -> (adjoints…)` runs F's forward pass, then its reverse
+sweep from the cotangent `ct` of its result: each instruction's adjoint rule
+(`vjp_rules`, one per operation, as JAX's `primitive_transposes`) adds to the adjoints of
+its operands. It returns the adjoints of the parameters that can have one (reals,
+parameter trees, tuples of them), in order; a call's adjoint is a call of the callee's
+`.vjp`. `F.grad` calls `F.vjp` with ct = 1 and keeps the adjoint of F's last parameter
+(the one `grad(λ θ. …)(θ)` differentiates). Stacks are unrolled first (their count is a
+constant of the program).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from presk_core.ir import Function, Instr, Lit, Operand, Program, Value
+from presk_core.passes import unroll_stack
+from presk_types.types import SCALAR, Bool, Idx, ParamsT, Real, TupleT, Type
+
+
+class ADError(Exception):
+    """A program this differentiation cannot handle (yet): the operation is named."""
+
+
+def differentiable(t: Type) -> bool:
+    match t:
+        case Real() | ParamsT():
+            return True
+        case TupleT(elements):
+            return any(differentiable(e) for e in elements)
+    return False
+
+
+class Sweep:
+    """The body of one `.vjp`: the forward instructions, then the reverse sweep."""
+
+    def __init__(self, ad: AD, fn: Function) -> None:
+        self.ad = ad
+        self.fn = fn
+        ids = [p.id for p in fn.params] + [i.out.id for i in fn.body]
+        self.count = max(ids, default=-1) + 1
+        self.body: list[Instr] = list(fn.body)
+        self.adj: dict[int, Operand] = {}
+
+    def new(self, t: Type) -> Value:
+        self.count += 1
+        return Value(self.count - 1, t)
+
+    def emit(self, op: str, args: list, t: Type, attrs: dict | None = None) -> Value:
+        out = self.new(t)
+        self.body.append(Instr(out, op, tuple(args), tuple((attrs or {}).items())))
+        return out
+
+    def add(self, v: Operand, a: Operand) -> None:
+        """Add `a` to the adjoint of `v` (nothing for literals or discrete values)."""
+        if not isinstance(v, Value) or not differentiable(v.type):
+            return
+        old = self.adj.get(v.id)
+        self.adj[v.id] = a if old is None else self.emit("accum", [old, a], v.type)
+
+    def to_operand(self, ins: Instr, i: int, contrib: Operand) -> None:
+        """A contribution of the result's shape, summed back to operand i's shape."""
+        arg = ins.args[i]
+        if not isinstance(arg, Value) or not differentiable(arg.type):
+            return
+        if arg.type == ins.out.type:
+            self.add(arg, contrib)
+            return
+        aligns = ins.attr("_align")
+        attrs = {"_align": aligns[i]} if aligns is not None else {}
+        self.add(arg, self.emit("sum_to", [contrib, arg], arg.type, attrs))
+
+    def elementwise(self, op: str, ins: Instr, a: Operand, b: Operand, i_b: int | None) -> Value:
+        """`a op b` where a has the result's type and b is operand i_b (or a scalar)."""
+        k = ins.out.type.shape.rank if hasattr(ins.out.type, "shape") else 0
+        own = tuple(range(-k, 0))
+        aligns = ins.attr("_align")
+        other = aligns[i_b] if aligns is not None and i_b is not None else None
+        attrs = {"_align": (own, other)} if other is not None else {}
+        return self.emit(op, [a, b], ins.out.type, attrs)
+
+    def run(self, ct: Value) -> Operand:
+        fn = self.fn
+        self.add(fn.ret, ct)
+        for ins in reversed(fn.body):
+            a = self.adj.get(ins.out.id)
+            if a is None:
+                continue
+            rule = vjp_rules.get(ins.op)
+            if rule is None:
+                if any(isinstance(x, Value) and differentiable(x.type) for x in ins.args):
+                    raise ADError(f"no adjoint rule for `{ins.op}` (in `{fn.name}`)")
+                continue
+            rule(self, ins, a)
+        outs = []
+        for p in fn.params:
+            if differentiable(p.type):
+                outs.append(self.adj.get(p.id) or self.emit("zeros_like", [p], p.type))
+        types = tuple(o.type for o in outs)
+        return self.emit("tuple", outs, TupleT(types))
+
+
+class AD:
+    """The `.vjp`s and `.grad`s a program needs, generated once each."""
+
+    def __init__(self, program: Program) -> None:
+        self.program = unroll_stack(program)
+        self.made: dict[str, Function] = {}
+
+    def vjp(self, name: str) -> Function:
+        key = f"{name}.vjp"
+        if key not in self.made:
+            fn = self.program.function(name)
+            self.made[key] = None  # recursion is refused by the checker; this marks the work
+            sweep = Sweep(self, fn)
+            ct = sweep.new(fn.result)
+            ret = sweep.run(ct)
+            params = (*fn.params, Value(ct.id, fn.result, "ct"))
+            body = tuple(_rename(i, ct.id, params[-1]) for i in sweep.body)
+            self.made[key] = Function(key, fn.dims, params, ret.type, body, ret, (), fn.span)
+        return self.made[key]
+
+    def grad(self, name: str) -> Function:
+        key = f"{name}.grad"
+        if key not in self.made:
+            fn = self.program.function(name)
+            vjp = self.vjp(name)
+            count = max([p.id for p in fn.params], default=-1) + 1
+            one = Lit("1", Real(SCALAR))
+            dims = tuple((d, _var(d)) for d in fn.dims)
+            r = Value(count, vjp.result)
+            adjoints = [p for p in fn.params if differentiable(p.type)]
+            last = fn.params[-1]
+            body = [Instr(r, "call", (*fn.params, one), (("fn", vjp.name), ("dims", dims)))]
+            out = Value(count + 1, last.type)
+            body.append(Instr(out, "get", (r,), (("index", adjoints.index(last)),)))
+            self.made[key] = Function(key, fn.dims, fn.params, last.type, tuple(body), out)
+        return self.made[key]
+
+
+def _var(d: str):
+    from presk_types.presburger import Lin
+
+    return Lin.var(d)
+
+
+def _rename(ins: Instr, old: int, new: Value) -> Instr:
+    args = tuple(new if isinstance(a, Value) and a.id == old else a for a in ins.args)
+    return Instr(ins.out, ins.op, args, ins.attrs, ins.span)
+
+
+def differentiate(program: Program) -> Program:
+    """The program with every `grad F(args)` a call of a generated `F.grad`."""
+    ad = AD(program)
+    functions = []
+    for fn in ad.program.functions:
+        body = []
+        for ins in fn.body:
+            if ins.op == "grad":
+                g = ad.grad(ins.attr("fn"))
+                ins = Instr(
+                    ins.out,
+                    "call",
+                    ins.args,
+                    (("fn", g.name), ("dims", ins.attr("dims"))),
+                    ins.span,
+                )
+            body.append(ins)
+        functions.append(
+            Function(
+                fn.name,
+                fn.dims,
+                fn.params,
+                fn.result,
+                tuple(body),
+                fn.ret,
+                fn.effects,
+                fn.span,
+                fn.defaults,
+            )
+        )
+    return Program(tuple(functions) + tuple(f for f in ad.made.values() if f is not None))
+
+
+# ---- the adjoint of each operation ---------------------------------------------------------
+
+Rule = Callable[[Sweep, Instr, Operand], None]
+
+
+def _add(s: Sweep, ins: Instr, ct: Operand) -> None:
+    s.to_operand(ins, 0, ct)
+    s.to_operand(ins, 1, ct)
+
+
+def _sub(s: Sweep, ins: Instr, ct: Operand) -> None:
+    s.to_operand(ins, 0, ct)
+    s.to_operand(ins, 1, s.emit("neg", [ct], ins.out.type))
+
+
+def _mul(s: Sweep, ins: Instr, ct: Operand) -> None:
+    a, b = ins.args
+    s.to_operand(ins, 0, s.elementwise("mul", ins, ct, b, 1))
+    s.to_operand(ins, 1, s.elementwise("mul", ins, ct, a, 0))
+
+
+def _div(s: Sweep, ins: Instr, ct: Operand) -> None:
+    a, b = ins.args
+    s.to_operand(ins, 0, s.elementwise("div", ins, ct, b, 1))
+    q = s.elementwise("div", ins, ins.out, b, 1)  # a / b² · ct = (a/b) / b · ct
+    s.to_operand(ins, 1, s.emit("neg", [s.emit("mul", [ct, q], ins.out.type)], ins.out.type))
+
+
+def _pow(s: Sweep, ins: Instr, ct: Operand) -> None:
+    x, y = ins.args
+    if not isinstance(y, Lit):
+        raise ADError("`^` with a real exponent that is not a literal")
+    from fractions import Fraction
+
+    c = Fraction(y.text)
+    lower = s.emit("pow", [x, Lit(str(c - 1), y.type)], x.type)
+    scaled = s.emit("mul", [lower, Lit(str(c), y.type)], x.type)
+    s.add(x, s.emit("mul", [ct, scaled], x.type))
+
+
+def _neg(s: Sweep, ins: Instr, ct: Operand) -> None:
+    s.add(ins.args[0], s.emit("neg", [ct], ins.out.type))
+
+
+def _unary(derivative: Callable[[Sweep, Instr], Operand]) -> Rule:
+    """ct · f'(x), with f'(x) written from the forward's values."""
+
+    def rule(s: Sweep, ins: Instr, ct: Operand) -> None:
+        s.add(ins.args[0], s.emit("mul", [ct, derivative(s, ins)], ins.out.type))
+
+    return rule
+
+
+def _one(t: Type) -> Lit:
+    return Lit("1", Real(SCALAR))
+
+
+def _exp_d(s: Sweep, ins: Instr) -> Operand:
+    return ins.out
+
+
+def _log_d(s: Sweep, ins: Instr) -> Operand:
+    return s.emit("div", [_one(ins.out.type), ins.args[0]], ins.out.type)
+
+
+def _sqrt_d(s: Sweep, ins: Instr) -> Operand:  # 1 / (2 √x)
+    twice = s.emit("mul", [ins.out, Lit("2", Real(SCALAR))], ins.out.type)
+    return s.emit("div", [_one(ins.out.type), twice], ins.out.type)
+
+
+def _tanh_d(s: Sweep, ins: Instr) -> Operand:  # 1 − tanh²
+    sq = s.emit("mul", [ins.out, ins.out], ins.out.type)
+    return s.emit("sub", [_one(ins.out.type), sq], ins.out.type)
+
+
+def _sigmoid_d(s: Sweep, ins: Instr) -> Operand:  # σ (1 − σ)
+    rest = s.emit("sub", [_one(ins.out.type), ins.out], ins.out.type)
+    return s.emit("mul", [ins.out, rest], ins.out.type)
+
+
+def _sin_d(s: Sweep, ins: Instr) -> Operand:
+    return s.emit("cos", [ins.args[0]], ins.out.type)
+
+
+def _cos_d(s: Sweep, ins: Instr) -> Operand:
+    return s.emit("neg", [s.emit("sin", [ins.args[0]], ins.out.type)], ins.out.type)
+
+
+def _with_x(op: str) -> Rule:
+    """An adjoint operation of (ct, x): gelu_grad, silu_grad, relu_grad, abs_grad."""
+
+    def rule(s: Sweep, ins: Instr, ct: Operand) -> None:
+        s.add(ins.args[0], s.emit(op, [ct, ins.args[0]], ins.out.type))
+
+    return rule
+
+
+def _reduce(mean: bool) -> Rule:
+    def rule(s: Sweep, ins: Instr, ct: Operand) -> None:
+        x = ins.args[0]
+        attrs = {"axes": ins.attr("axes", ()), "mean": mean}
+        s.add(x, s.emit("expand", [ct, x], x.type, attrs))
+
+    return rule
+
+
+def _softmax(op: str) -> Rule:
+    def rule(s: Sweep, ins: Instr, ct: Operand) -> None:
+        s.add(ins.args[0], s.emit(op, [ct, ins.out], ins.out.type, {"axes": ins.attr("axes")}))
+
+    return rule
+
+
+def _dot(s: Sweep, ins: Instr, ct: Operand) -> None:
+    a, b = ins.args
+    s.add(a, s.emit("dot_left", [ct, b], a.type))
+    s.add(b, s.emit("dot_right", [a, ct], b.type))
+
+
+def _ein(s: Sweep, ins: Instr, ct: Operand) -> None:
+    out = ins.attr("axes")
+    names = ins.attr("_names")
+    if len(ins.args) == 1:
+        (x,), (nx,) = ins.args, names
+        if set(nx) != set(out):
+            raise ADError("`ein` that sums an axis of one operand")
+        s.add(x, s.emit("ein", [ct], x.type, {"axes": nx, "_names": (out,)}))
+        return
+    (a, b), (na, nb) = ins.args, names
+    for x, nx, other, no in ((a, na, b, nb), (b, nb, a, na)):
+        if any(n not in out and n not in no for n in nx):
+            raise ADError("`ein` that sums an axis of one operand alone")
+        s.add(x, s.emit("ein", [ct, other], x.type, {"axes": nx, "_names": (out, no)}))
+
+
+def _select(s: Sweep, ins: Instr, ct: Operand) -> None:
+    c, a, b = ins.args
+    zero = Lit("0", Real(SCALAR))
+    k = ins.out.type.shape.rank
+    own = tuple(range(-k, 0))
+    aligns = ins.attr("_align")
+    for i, branch, where in ((1, (ct, zero), (own, ())), (2, (zero, ct), ((), own))):
+        attrs = {"_align": (aligns[0], *where)} if aligns is not None else {}
+        s.to_operand(ins, i, s.emit("select", [c, *branch], ins.out.type, attrs))
+
+
+def _embed(s: Sweep, ins: Instr, ct: Operand) -> None:
+    table, ids = ins.args
+    s.add(table, s.emit("embed_grad", [ct, table, ids], table.type))
+
+
+def _take(s: Sweep, ins: Instr, ct: Operand) -> None:
+    x, ids = ins.args
+    s.add(x, s.emit("take_grad", [ct, x, ids], x.type, {"axes": ins.attr("axes")}))
+
+
+def _reshape(s: Sweep, ins: Instr, ct: Operand) -> None:
+    x = ins.args[0]
+    s.add(x, s.emit("reshape_like", [ct, x], x.type))
+
+
+def _identity(s: Sweep, ins: Instr, ct: Operand) -> None:
+    s.add(ins.args[0], ct)
+
+
+def _field(s: Sweep, ins: Instr, ct: Operand) -> None:
+    tree = ins.args[0]
+    s.add(tree, s.emit("put", [tree, ct], tree.type, {"path": ins.attr("path")}))
+
+
+def _slice(s: Sweep, ins: Instr, ct: Operand) -> None:
+    tree = ins.args[0]
+    s.add(tree, s.emit("put_slice", [tree, ct], tree.type, {"index": ins.attr("index")}))
+
+
+def _get(s: Sweep, ins: Instr, ct: Operand) -> None:
+    t = ins.args[0]
+    s.add(t, s.emit("put_item", [t, ct], t.type, {"index": ins.attr("index")}))
+
+
+def _tuple(s: Sweep, ins: Instr, ct: Operand) -> None:
+    for i, x in enumerate(ins.args):
+        if isinstance(x, Value) and differentiable(x.type):
+            s.add(x, s.emit("get", [ct], x.type, {"index": i}))
+
+
+def _record(s: Sweep, ins: Instr, ct: Operand) -> None:
+    for key, x in zip(ins.attr("keys"), ins.args, strict=True):
+        s.add(x, s.emit("field", [ct], x.type, {"path": key}))
+
+
+def _call(s: Sweep, ins: Instr, ct: Operand) -> None:
+    vjp = s.ad.vjp(ins.attr("fn"))
+    attrs = {"fn": vjp.name, "dims": ins.attr("dims", ())}
+    r = s.emit("call", [*ins.args, ct], vjp.result, attrs)
+    callee = s.ad.program.function(ins.attr("fn"))
+    k = 0
+    for p, x in zip(callee.params, ins.args, strict=True):
+        if differentiable(p.type):
+            s.add(
+                x, s.emit("get", [r], p.type if not isinstance(x, Value) else x.type, {"index": k})
+            )
+            k += 1
+
+
+def _none(s: Sweep, ins: Instr, ct: Operand) -> None:
+    """No adjoint flows back: discrete results (indices, masks), draws, keys."""
+
+
+vjp_rules: dict[str, Rule] = {
+    "add": _add,
+    "sub": _sub,
+    "mul": _mul,
+    "div": _div,
+    "pow": _pow,
+    "neg": _neg,
+    "dot": _dot,
+    "ein": _ein,
+    "sqrt": _unary(_sqrt_d),
+    "exp": _unary(_exp_d),
+    "log": _unary(_log_d),
+    "tanh": _unary(_tanh_d),
+    "sigmoid": _unary(_sigmoid_d),
+    "sin": _unary(_sin_d),
+    "cos": _unary(_cos_d),
+    "gelu": _with_x("gelu_grad"),
+    "silu": _with_x("silu_grad"),
+    "relu": _with_x("relu_grad"),
+    "abs": _with_x("abs_grad"),
+    "sum": _reduce(mean=False),
+    "mean": _reduce(mean=True),
+    "softmax": _softmax("softmax_grad"),
+    "log_softmax": _softmax("log_softmax_grad"),
+    "select": _select,
+    "embed": _embed,
+    "take": _take,
+    "merge": _reshape,
+    "split": _reshape,
+    "real": _none,  # of indices, masks or hyperparameters: nothing to differentiate
+    "one_hot": _none,
+    "causal_mask": _none,
+    "compare": _none,
+    "argmax": _none,
+    "sample": _none,
+    "split_key": _none,
+    "cast": _identity,
+    "call": _call,
+    "field": _field,
+    "slice": _slice,
+    "get": _get,
+    "tuple": _tuple,
+    "record": _record,
+    "fold_key": _none,
+    "init": _none,
+}
+"""The adjoint of each operation. `maximum`, `minimum`, `max` and `min` have none yet
+(their kinks need the choice documented in docs/language.md first); `fold` is unrolled
+before differentiation."""
+
+__all__ = ["ADError", "Bool", "Idx", "differentiate", "vjp_rules"]
