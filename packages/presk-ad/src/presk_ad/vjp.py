@@ -13,10 +13,11 @@ constant of the program).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from presk_core.ir import Function, Instr, Lit, Operand, Program, Value
 from presk_core.passes import unroll_stack
-from presk_types.types import SCALAR, Bool, Idx, ParamsT, Real, TupleT, Type
+from presk_types.types import SCALAR, Bool, Idx, ParamsT, Real, TupleT, Type, subst
 
 
 class ADError(Exception):
@@ -35,9 +36,11 @@ def differentiable(t: Type) -> bool:
 class Sweep:
     """The body of one `.vjp`: the forward instructions, then the reverse sweep."""
 
-    def __init__(self, ad: AD, fn: Function) -> None:
+    def __init__(self, ad: AD, fn: Function, needed: list[int]) -> None:
         self.ad = ad
         self.fn = fn
+        self.needed = needed
+        self.active = active_values(fn, set(needed))
         ids = [p.id for p in fn.params] + [i.out.id for i in fn.body]
         self.count = max(ids, default=-1) + 1
         self.body: list[Instr] = list(fn.body)
@@ -54,7 +57,7 @@ class Sweep:
 
     def add(self, v: Operand, a: Operand) -> None:
         """Add `a` to the adjoint of `v` (nothing for literals or discrete values)."""
-        if not isinstance(v, Value) or not differentiable(v.type):
+        if not isinstance(v, Value) or not differentiable(v.type) or v.id not in self.active:
             return
         old = self.adj.get(v.id)
         self.adj[v.id] = a if old is None else self.emit("accum", [old, a], v.type)
@@ -62,7 +65,7 @@ class Sweep:
     def to_operand(self, ins: Instr, i: int, contrib: Operand) -> None:
         """A contribution of the result's shape, summed back to operand i's shape."""
         arg = ins.args[i]
-        if not isinstance(arg, Value) or not differentiable(arg.type):
+        if not isinstance(arg, Value) or not differentiable(arg.type) or arg.id not in self.active:
             return
         if arg.type == ins.out.type:
             self.add(arg, contrib)
@@ -94,30 +97,56 @@ class Sweep:
                 continue
             rule(self, ins, a)
         outs = []
-        for p in fn.params:
-            if differentiable(p.type):
-                outs.append(self.adj.get(p.id) or self.emit("zeros_like", [p], p.type))
+        for i in self.needed:
+            p = fn.params[i]
+            outs.append(self.adj.get(p.id) or self.emit("zeros_like", [p], p.type))
         types = tuple(o.type for o in outs)
         return self.emit("tuple", outs, TupleT(types))
 
 
 class AD:
-    """The `.vjp`s and `.grad`s a program needs, generated once each."""
+    """The `.vjp`s and `.grad`s a program needs, generated once each.
+
+    A `.vjp` returns the adjoints its callers read, and only those: `needed` holds, for each
+    function, the parameters some caller differentiates in (the `grad`'s λ parameter, then,
+    through calls, the arguments that depend on a needed parameter: the active ones).
+    """
 
     def __init__(self, program: Program) -> None:
         self.program = unroll_stack(program)
-        self.made: dict[str, Function] = {}
+        self.made: dict[str, Function | None] = {}
+        self.needed: dict[str, set[int]] = {}
+
+    def need(self, name: str, indices: set[int]) -> None:
+        known = self.needed.setdefault(name, set())
+        if indices <= known:
+            return
+        known |= indices
+        fn = self.program.function(name)
+        active = active_values(fn, known)
+        for ins in fn.body:
+            if ins.op == "call":
+                callee = self.program.function(ins.attr("fn"))
+                wanted = {
+                    j
+                    for j, (p, a) in enumerate(zip(callee.params, ins.args, strict=True))
+                    if differentiable(p.type) and isinstance(a, Value) and a.id in active
+                }
+                if wanted:
+                    self.need(callee.name, wanted)
 
     def vjp(self, name: str) -> Function:
         key = f"{name}.vjp"
         if key not in self.made:
             fn = self.program.function(name)
-            self.made[key] = None  # recursion is refused by the checker; this marks the work
-            sweep = Sweep(self, fn)
+            self.made[key] = None  # a placeholder keeps the order of first use
+            needed = sorted(self.needed.get(name, set()))
+            sweep = Sweep(self, fn, needed)
             ct = sweep.new(fn.result)
             ret = sweep.run(ct)
             params = (*fn.params, Value(ct.id, fn.result, "ct"))
             body = tuple(_rename(i, ct.id, params[-1]) for i in sweep.body)
+            body = dead_code(body, ret)
             self.made[key] = Function(key, fn.dims, params, ret.type, body, ret, (), fn.span)
         return self.made[key]
 
@@ -125,18 +154,39 @@ class AD:
         key = f"{name}.grad"
         if key not in self.made:
             fn = self.program.function(name)
+            last = len(fn.params) - 1
+            self.need(name, {last})
             vjp = self.vjp(name)
             count = max([p.id for p in fn.params], default=-1) + 1
             one = Lit("1", Real(SCALAR))
             dims = tuple((d, _var(d)) for d in fn.dims)
             r = Value(count, vjp.result)
-            adjoints = [p for p in fn.params if differentiable(p.type)]
-            last = fn.params[-1]
             body = [Instr(r, "call", (*fn.params, one), (("fn", vjp.name), ("dims", dims)))]
-            out = Value(count + 1, last.type)
-            body.append(Instr(out, "get", (r,), (("index", adjoints.index(last)),)))
-            self.made[key] = Function(key, fn.dims, fn.params, last.type, tuple(body), out)
+            out = Value(count + 1, fn.params[last].type)
+            index = sorted(self.needed[name]).index(last)
+            body.append(Instr(out, "get", (r,), (("index", index),)))
+            self.made[key] = Function(key, fn.dims, fn.params, out.type, tuple(body), out)
         return self.made[key]
+
+
+def active_values(fn: Function, needed: set[int]) -> set[int]:
+    """The values of fn that depend on its needed parameters."""
+    active = {fn.params[i].id for i in needed}
+    for ins in fn.body:
+        if any(isinstance(a, Value) and a.id in active for a in ins.args):
+            active.add(ins.out.id)
+    return active
+
+
+def dead_code(body: tuple[Instr, ...], ret: Operand) -> tuple[Instr, ...]:
+    """The instructions whose values the result reads, directly or not (all are pure)."""
+    live = {ret.id} if isinstance(ret, Value) else set()
+    kept = []
+    for ins in reversed(body):
+        if ins.out.id in live:
+            kept.append(ins)
+            live.update(a.id for a in ins.args if isinstance(a, Value))
+    return tuple(reversed(kept))
 
 
 def _var(d: str):
@@ -151,35 +201,22 @@ def _rename(ins: Instr, old: int, new: Value) -> Instr:
 
 
 def differentiate(program: Program) -> Program:
-    """The program with every `grad F(args)` a call of a generated `F.grad`."""
+    """The program with every `grad F(args)` a call of a generated `F.grad`, followed by the
+    generated functions in the order of their first use."""
     ad = AD(program)
+    sites = [i.attr("fn") for f in ad.program.functions for i in f.body if i.op == "grad"]
+    for name in sites:  # what every caller needs, before anything is generated
+        ad.need(name, {len(ad.program.function(name).params) - 1})
     functions = []
     for fn in ad.program.functions:
         body = []
         for ins in fn.body:
             if ins.op == "grad":
                 g = ad.grad(ins.attr("fn"))
-                ins = Instr(
-                    ins.out,
-                    "call",
-                    ins.args,
-                    (("fn", g.name), ("dims", ins.attr("dims"))),
-                    ins.span,
-                )
+                attrs = (("fn", g.name), ("dims", ins.attr("dims")))
+                ins = Instr(ins.out, "call", ins.args, attrs, ins.span)
             body.append(ins)
-        functions.append(
-            Function(
-                fn.name,
-                fn.dims,
-                fn.params,
-                fn.result,
-                tuple(body),
-                fn.ret,
-                fn.effects,
-                fn.span,
-                fn.defaults,
-            )
-        )
+        functions.append(replace(fn, body=tuple(body)))
     return Program(tuple(functions) + tuple(f for f in ad.made.values() if f is not None))
 
 
@@ -375,17 +412,17 @@ def _record(s: Sweep, ins: Instr, ct: Operand) -> None:
 
 
 def _call(s: Sweep, ins: Instr, ct: Operand) -> None:
-    vjp = s.ad.vjp(ins.attr("fn"))
-    attrs = {"fn": vjp.name, "dims": ins.attr("dims", ())}
-    r = s.emit("call", [*ins.args, ct], vjp.result, attrs)
-    callee = s.ad.program.function(ins.attr("fn"))
-    k = 0
-    for p, x in zip(callee.params, ins.args, strict=True):
-        if differentiable(p.type):
-            s.add(
-                x, s.emit("get", [r], p.type if not isinstance(x, Value) else x.type, {"index": k})
-            )
-            k += 1
+    name = ins.attr("fn")
+    if not s.ad.needed.get(name):
+        return  # no argument of this call depends on what is differentiated
+    vjp = s.ad.vjp(name)
+    dims = ins.attr("dims", ())
+    attrs = {"fn": vjp.name, "dims": dims}
+    r = s.emit("call", [*ins.args, ct], subst(vjp.result, dict(dims)), attrs)
+    for k, j in enumerate(sorted(s.ad.needed[name])):
+        x = ins.args[j]
+        if isinstance(x, Value):
+            s.add(x, s.emit("get", [r], x.type, {"index": k}))
 
 
 def _none(s: Sweep, ins: Instr, ct: Operand) -> None:

@@ -25,6 +25,7 @@ STAGES = {
     "ast": "the syntax tree",
     "elab": "the elaborated program: imports, constants, instances, signatures",
     "core": "PSK-Core: one typed instruction per line, explicit parameter trees",
+    "core-after-ad": "PSK-Core after differentiation: grad replaced by generated .vjp and .grad",
 }
 
 
@@ -88,12 +89,17 @@ def check(file: str, summary: bool, consts: tuple[str, ...]) -> None:
 def dump(file: str, stage: str, consts: tuple[str, ...], unroll_stack: bool) -> None:
     """Print FILE after a stage of the compiler. The format is not stable."""
     sources = SourceMap()
-    if stage == "core":
+    if stage in ("core", "core-after-ad"):
         try:
             program = load_program(file, _consts(consts), sources)
             core = lower_program(program)
+            if stage == "core-after-ad":
+                core = differentiate(core)
         except DiagnosticError as e:
             _fail(e, sources)
+        except ADError as e:
+            emit([Diagnostic("E7002", Severity.ERROR, f"cannot differentiate: {e}")], sources)
+            sys.exit(1)
         click.echo(format_program(unroll(core) if unroll_stack else core), nl=False)
         return
     if stage == "elab":
