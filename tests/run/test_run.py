@@ -227,3 +227,27 @@ def test_every_primitive_has_an_evaluation_rule():
     from presk_types.rules import PRIMITIVES
 
     assert set(PRIMITIVES) - set(eval_rules) == set()
+
+
+def test_bs_gradient_is_twice_the_mean_residual():
+    doc = _json("tutorial/04_grad.psk", "--entry", "loss_grad", "--dim", "D=3", "--dim", "B=2")
+    tree, x, y = doc["inputs"]["θ"], _f(doc["inputs"]["x"]), _f(doc["inputs"]["y"])
+    residual = x @ _f(tree["w"]) + _f(tree["b"]) - y
+    np.testing.assert_allclose(_f(doc["result"]["b"]), [2 * residual.mean()], rtol=1e-13)
+    np.testing.assert_allclose(
+        _f(doc["result"]["w"]).ravel(), (2 * x * residual).mean(axis=0), rtol=1e-13
+    )
+
+
+def test_the_derivatives_signatures_are_the_specifications():
+    out = presk("dump", "tutorial/04_grad.psk", "--stage", "core-after-ad").stdout
+    heads = {line for line in out.splitlines() if line.startswith("fn ")}
+    for line in [
+        "fn loss.vjp{D B}(θ : params Linear{D, 1}, x : ℝ[batch: B, D], y : ℝ[batch: B, 1],"
+        " ct : ℝ[]) -> (params Linear{D, 1}) {",
+        "fn Linear.apply.vjp{In Out}(θ : params Linear{In, Out}, x : ℝ[..., In], ct :"
+        " ℝ[..., Out]) -> (params Linear{In, Out}) {",
+        "fn loss_grad.lambda0.grad{D B}(x : ℝ[batch: B, D], y : ℝ[batch: B, 1], θ : params"
+        " Linear{D, 1}) -> params Linear{D, 1} {",
+    ]:
+        assert line in heads
