@@ -5,7 +5,11 @@ from __future__ import annotations
 import sys
 
 import click
+import numpy as np
 from presk_ad import ADError, differentiate
+from presk_core.data import DataError, leaves, read_header
+from presk_core.data import read as read_data
+from presk_core.data import write as write_data
 from presk_core.ir import format_program
 from presk_core.lower import lower_program
 from presk_core.passes import unroll_stack as unroll
@@ -16,7 +20,7 @@ from presk_syntax.parse import parse_source, parse_tree, read_source
 from presk_syntax.span import SourceMap
 from presk_types.driver import check_file
 from presk_types.dump import dump_elab
-from presk_types.elab import load_program
+from presk_types.elab import ConstError, load_program, type_from_text
 from presk_types.summary import summary as summary_text
 
 # The stages `presk dump` prints, in pipeline order; later stages add theirs here.
@@ -32,6 +36,11 @@ STAGES = {
 def _fail(error: DiagnosticError, sources: SourceMap) -> None:
     emit(error.diagnostics, sources)
     sys.exit(1)
+
+
+def _held_type(path: str) -> str:
+    """The sample type a data file holds (its header), for the checker's training runs."""
+    return read_header(path).type_text
 
 
 def _consts(values: tuple[str, ...]) -> dict[str, str]:
@@ -66,7 +75,7 @@ def check(file: str, summary: bool, consts: tuple[str, ...]) -> None:
     overrides = _consts(consts)
     sources = SourceMap()
     try:
-        checked = check_file(file, overrides, sources)
+        checked = check_file(file, overrides, sources, data_header=_held_type)
     except DiagnosticError as e:
         _fail(e, sources)
     emit(checked.diagnostics, sources)
@@ -165,7 +174,13 @@ def _dims(values: tuple[str, ...]) -> dict[str, int]:
 @click.option(
     "--json", "as_json", is_flag=True, help="The inputs and the result as JSON, at full precision."
 )
-def run(file, entry, dims, consts, seed, bits, digits, verbose, as_json) -> None:
+@click.option(
+    "--data",
+    "data_file",
+    type=click.Path(dir_okay=False),
+    help="Fill the entry's last argument from a .psk.d file, its samples on the `batch` axis.",
+)
+def run(file, entry, dims, consts, seed, bits, digits, verbose, as_json, data_file) -> None:
     """Evaluate an entry of FILE on the reference interpreter: exact arithmetic (MPFR at
     --bits), inputs synthesized from the types and --seed."""
     sources = SourceMap()
@@ -190,7 +205,9 @@ def run(file, entry, dims, consts, seed, bits, digits, verbose, as_json) -> None
             click.echo(f"presk run: --entry is required; functions: {names}", err=True)
         sys.exit(2)
     try:
-        text = run_entry(core, program, entry, dim_values, seed, bits, digits, verbose, as_json)
+        text = run_entry(
+            core, program, entry, dim_values, seed, bits, digits, verbose, as_json, data_file
+        )
     except EntryError as e:
         if e.usage:
             click.echo(f"presk run: {e}", err=True)
@@ -201,3 +218,137 @@ def run(file, entry, dims, consts, seed, bits, digits, verbose, as_json) -> None
         emit([Diagnostic(e.code, Severity.ERROR, str(e))], sources)
         sys.exit(1)
     click.echo(text, nl=False)
+
+
+# ---- presk data ----------------------------------------------------------------------------
+
+
+def _data_fail(e: Exception, code: str | None = None) -> None:
+    emit([Diagnostic(getattr(e, "code", code or "E7004"), Severity.ERROR, str(e))], SourceMap())
+    sys.exit(1)
+
+
+def _type_of(text: str):
+    try:
+        return type_from_text(text)
+    except DiagnosticError as e:
+        _data_fail(Exception(f"`{text}` is not a type: {e.diagnostics[0].message}"), "E7007")
+    except ConstError as e:
+        message = e.diagnostic.message if e.diagnostic is not None else "not a type"
+        _data_fail(Exception(f"`{text}` is not a type: {message}"), "E7007")
+
+
+@click.group(short_help="Produce and inspect `.psk.d` data files")
+def data() -> None:
+    """Produce and inspect `.psk.d` data files (docs/data.md)."""
+
+
+@data.command("pack")
+@click.argument("text", type=click.Path(dir_okay=False))
+@click.option("--type", "type_text", required=True, help="The type of one sample.")
+@click.option(
+    "-o", "out", required=True, type=click.Path(dir_okay=False), help="The file to write."
+)
+def data_pack(text: str, type_text: str, out: str) -> None:
+    """Pack TEXT, numbers separated by blanks (a sample a line, by custom), into a .psk.d file
+    of samples of the given type."""
+    t = _type_of(type_text)
+    try:
+        spec = leaves(t)
+        numbers = open(text, encoding="utf-8").read().split()
+    except (DataError, OSError, UnicodeDecodeError) as e:
+        _data_fail(e if isinstance(e, DataError) else Exception(f"cannot read `{text}`: {e}"))
+    per = sum(int(np.prod(leaf.shape, dtype=np.int64)) for leaf in spec)
+    if per == 0 or len(numbers) % per:
+        _data_fail(
+            DataError(
+                "E7007",
+                f"`{text}` holds {len(numbers)} numbers, not a multiple of the {per} of a sample of `{t}`",
+            )
+        )
+    samples = []
+    try:
+        for i in range(0, len(numbers), per):
+            chunk, sample, at = numbers[i : i + per], [], 0
+            for leaf in spec:
+                n = int(np.prod(leaf.shape, dtype=np.int64))
+                kind = float if leaf.dtype == "<f8" else int
+                sample.append(np.array([kind(x) for x in chunk[at : at + n]]).reshape(leaf.shape))
+                at += n
+            samples.append(sample)
+    except ValueError as e:
+        _data_fail(DataError("E7007", f"`{text}`: {e}"))
+    try:
+        write_data(out, str(t), t, samples)
+    except OSError as e:
+        _data_fail(Exception(f"cannot write `{out}`: {(e.strerror or str(e)).lower()}"))
+    click.echo(f"presk data: wrote {out} ({len(samples)} samples of type {t})")
+
+
+def _sample_text(values: list, t) -> str:
+    from presk_types.types import TupleT
+
+    parts = [
+        repr(v.tolist()) if v.dtype != np.uint8 else repr(v.astype(bool).tolist()) for v in values
+    ]
+    parts = [p.replace("True", "true").replace("False", "false") for p in parts]
+    return "(" + ", ".join(parts) + ")" if isinstance(t, TupleT) else parts[0]
+
+
+@data.command("info")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option(
+    "--limit", type=click.IntRange(0), default=10, show_default=True, help="Samples shown."
+)
+def data_info(file: str, limit: int) -> None:
+    """The type, count, version and sample size of FILE, then its first samples."""
+    try:
+        header = read_header(file)
+        t = _type_of(header.type_text)
+        samples = read_data(file, t)
+    except DataError as e:
+        _data_fail(e)
+    spec = leaves(t)
+    click.echo(f"type    {header.type_text}")
+    click.echo(f"count   {header.count}")
+    click.echo(f"version {header.version}")
+    click.echo(f"sample  {header.sample_size} bytes, {len(spec)} leaves")
+    for i, sample in enumerate(samples[:limit]):
+        click.echo(f"[{i}] {_sample_text(sample, t)}")
+    if len(samples) > limit:
+        click.echo(f"… ({len(samples) - limit} more)")
+
+
+def _rust_e(x: float, digits: int = 6) -> str:
+    mantissa, exponent = f"{x:.{digits}e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+@data.command("diff")
+@click.argument("a", type=click.Path(dir_okay=False))
+@click.argument("b", type=click.Path(dir_okay=False))
+def data_diff(a: str, b: str) -> None:
+    """‖a − b‖₂, ‖a‖₂ and their ratio over the reals of two files of the same type."""
+    import math
+
+    try:
+        ha, hb = read_header(a), read_header(b)
+        if (ha.type_text, ha.count) != (hb.type_text, hb.count):
+            raise DataError(
+                "E7007",
+                f"`{a}` holds {ha.count} of `{ha.type_text}`, `{b}` {hb.count} of `{hb.type_text}`",
+            )
+        t = _type_of(ha.type_text)
+        xa = [v for s in read_data(a, t) for v in s if v.dtype == np.float64]
+        xb = [v for s in read_data(b, t) for v in s if v.dtype == np.float64]
+    except DataError as e:
+        _data_fail(e)
+    va = np.concatenate([v.ravel() for v in xa]) if xa else np.zeros(0)
+    vb = np.concatenate([v.ravel() for v in xb]) if xb else np.zeros(0)
+    dist = math.sqrt(math.fsum((va - vb) ** 2))
+    norm = math.sqrt(math.fsum(va**2))
+    rel = dist / norm if norm else float("inf") if dist else 0.0
+    click.echo(
+        f"presk data: ‖a − b‖₂ {_rust_e(dist)}   ‖a‖₂ {_rust_e(norm)}   relative {_rust_e(rel)}"
+        f"   over {va.size} reals"
+    )

@@ -12,7 +12,7 @@ import sys
 import click
 
 from presk_cli import __version__
-from presk_cli.commands import check, dump, run
+from presk_cli.commands import check, data, dump, run
 
 DESCRIPTION = f"Presk compiler ({__version__}: front-end, reference interpreter)"
 
@@ -70,6 +70,7 @@ def help_command(ctx: click.Context, command: str | None) -> None:
 cli.add_command(check)
 cli.add_command(run)
 cli.add_command(dump)
+cli.add_command(data)
 
 
 def main(argv: list[str] | None = None) -> int:

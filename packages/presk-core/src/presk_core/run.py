@@ -143,12 +143,19 @@ def _prefix_shape(entry: Entry, t: Type, name: str) -> tuple[int, ...]:
     return lead + _lengths(shape, entry.dims)
 
 
-def synthesize(entry: Entry, interp: Interpreter, seed: int) -> list[tuple[str, Type, object]]:
-    """The entry's arguments, drawn from `seed` (DESIGN §5)."""
+def synthesize(
+    entry: Entry, interp: Interpreter, seed: int, skip_last: bool = False
+) -> list[tuple[str, Type, object]]:
+    """The entry's arguments, drawn from `seed` (DESIGN §5); the last one left to the caller
+    (None) with `skip_last`."""
     root = R.root_key(seed)
     out = []
     defaults = dict(entry.function.defaults)
-    for p in entry.function.params:
+    params = entry.function.params
+    for i, p in enumerate(params):
+        if skip_last and i == len(params) - 1:
+            out.append((p.name, p.type, None))
+            continue
         out.append((p.name, p.type, _draw(entry, interp, root, p.name, p.type, defaults)))
     return out
 
@@ -254,6 +261,46 @@ def to_json(entry: Entry, t: Type, value: object) -> object:
     return str(value)
 
 
+def data_argument(core: Program, entry_text: str, path: str) -> tuple[dict[str, int], object]:
+    """The entry's last argument read from a `.psk.d` file, its samples stacked on the
+    argument's `batch` axis, and the dimensions that fixes (the batch's, and any length of
+    the sample type: T = 256)."""
+    from presk_types.elab import type_from_text
+    from presk_types.training import match_sample, without_batch
+
+    from presk_core import data as D
+
+    m = ENTRY.match(entry_text)
+    name = f"{m.group(1)}.{m.group(3)}" if m and m.group(3) else (m.group(1) if m else "")
+    if name not in entry_names(core):
+        raise EntryError(f"no function `{name}`", usage=True)
+    last = core.function(name).params[-1]
+    try:
+        header = D.read_header(path)
+        held = type_from_text(header.type_text)
+        samples = D.read(path, held)
+    except D.DataError as e:
+        raise EntryError(str(e)) from None
+    bound = match_sample(without_batch(last.type), held)
+    if bound is None:
+        raise EntryError(
+            f"`{path}` holds `{header.type_text}`, and `{last.name}` takes samples of"
+            f" `{without_batch(last.type)}`"
+        )
+    types = list(last.type.elements) if isinstance(last.type, TupleT) else [last.type]
+    leaves = []
+    for i, t in enumerate(types):
+        axis = t.shape.axis("batch")
+        if axis is None:
+            raise EntryError(f"`{last.name}` has no `batch` axis to stack the samples on")
+        length = t.shape.axes[axis].length
+        if len(length.coeffs) == 1 and length.constant == 0:
+            bound[length.coeffs[0][0]] = header.count
+        leaves.append(np.stack([s[i] for s in samples], axis=axis))
+    value = tuple(leaves) if isinstance(last.type, TupleT) else leaves[0]
+    return bound, value
+
+
 def run_entry(
     core: Program,
     elab: Elab,
@@ -264,11 +311,23 @@ def run_entry(
     digits: int = 12,
     verbose: bool = False,
     as_json: bool = False,
+    data: str | None = None,
 ) -> str:
     """The text `presk run` prints; EntryError or RunError when it cannot."""
+    given = None
+    if data is not None:
+        bound, given = data_argument(core, entry_text, data)
+        dims = {**bound, **dims}
     entry = parse_entry(entry_text, core, elab, dims)
     interp = Interpreter(core, bits)
-    inputs = synthesize(entry, interp, seed)
+    inputs = synthesize(entry, interp, seed, skip_last=given is not None)
+    if given is not None:
+        name, t, _ = inputs[-1]
+        reals = tuple(
+            interp_real(v, bits) if v.dtype == np.float64 else v
+            for v in (given if isinstance(given, tuple) else (given,))
+        )
+        inputs[-1] = (name, t, reals if isinstance(given, tuple) else reals[0])
     result = interp.run(entry.function.name, [v for _, _, v in inputs], entry.dims)
     rtype = entry.function.result
     if as_json:

@@ -9,7 +9,7 @@ from presk_syntax.span import SourceMap
 
 from presk_types.check import Checker, check_program
 from presk_types.elab import Program, load_program
-from presk_types.training import Run, check_training
+from presk_types.training import Run, check_training, open_data
 
 
 @dataclass
@@ -29,14 +29,15 @@ def check_file(
     overrides: dict[str, str] | None = None,
     sources: SourceMap | None = None,
     parsed: dict | None = None,
+    data_header=None,
 ) -> Checked:
     """Elaborate and check the program of `path`. DiagnosticError for syntax and import
     errors (which stop everything); the other diagnostics are in `Checked.diagnostics`."""
     program = load_program(path, overrides, sources, parsed)
-    return checked(program)
+    return checked(program, data_header)
 
 
-def checked(program: Program) -> Checked:
+def checked(program: Program, data_header=None) -> Checked:
     """Check an elaborated program: its functions, then its training runs."""
     checker = check_program(program)
     rank = {f.path: i for i, f in enumerate(program.files)}
@@ -53,6 +54,10 @@ def checked(program: Program) -> Checked:
         run = check_training(block, program.main, checker)
         if isinstance(run, Run):
             runs.append(run)
+            if data_header is not None:  # a reader of data files (presk-core's), when given
+                problem = open_data(run, program.main, data_header)
+                if problem is not None:
+                    found.append(problem)
         else:
             found.extend(run)
     return Checked(program, checker, sorted(found, key=where), runs)

@@ -580,3 +580,14 @@ __all__ = [
     "load_program",
     "resolve_type",
 ]
+
+
+def type_from_text(text: str) -> Type:
+    """A type written alone (`--type '(ℝ[model: 4], ℝ[model: 4])'`), its lengths constants.
+    DiagnosticError or ConstError when it is not one."""
+    source = Source("--type", f"type T = {text}\n")
+    tree = parse_source(source)
+    decl = tree.decls[0] if len(tree.decls) == 1 else None
+    if not isinstance(decl, A.TypeAliasDecl):
+        raise ConstError(error("E2002", f"`{text}` is not a type"))
+    return resolve_type(decl.type, TypeScope(FileEnv("--type", tree, source), set()))

@@ -17,14 +17,16 @@ data file and matching its sample type (and binding B from it) come with `.psk.d
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from presk_syntax import ast as A
-from presk_syntax.diagnostics import Diagnostic, Label, Severity
+from presk_syntax.diagnostics import Diagnostic, DiagnosticError, Label, Severity
 from presk_syntax.span import Span
 
 from presk_types.check import Checker, FnInfo
-from presk_types.elab import FileEnv, lookup_module
+from presk_types.elab import ConstError, FileEnv, lookup_module, type_from_text
 from presk_types.types import Bool, Idx, ParamsT, Real, Shape, TupleT, Type
 
 FIELDS = {"model", "objective", "optimizer", "data", "epochs"}
@@ -46,6 +48,50 @@ class Run:
     batch_type: Type
     sample_type: Type
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    span: Span | None = None  # the `data` field
+    file_type: str | None = None  # what the data file holds, once opened
+    bound: dict[str, int] = field(default_factory=dict)  # dimensions the file binds (T = 256)
+
+    def dims(self) -> dict[str, int]:
+        return {**self.batch, **self.bound}
+
+
+def match_sample(expected: Type, held: Type, bound: dict[str, int] | None = None) -> dict | None:
+    """The dimensions that make the objective's sample type the file's, or None."""
+    bound = dict(bound or {})
+    match expected, held:
+        case TupleT(es), TupleT(hs) if len(es) == len(hs):
+            for e, h in zip(es, hs, strict=True):
+                bound = match_sample(e, h, bound)
+                if bound is None:
+                    return None
+            return bound
+        case (Real(se), Real(sh)) | (Bool(se), Bool(sh)) | (Idx(_, se), Idx(_, sh)):
+            if isinstance(expected, Idx) and _length(expected.bound, held.bound, bound) is None:
+                return None
+            if se.prefix or sh.prefix or se.rank != sh.rank:
+                return None
+            for x, y in zip(se.axes, sh.axes, strict=True):
+                if (x.name or y.name) and x.name != y.name:
+                    return None
+                if _length(x.length, y.length, bound) is None:
+                    return None
+            return bound
+    return None
+
+
+def _length(e, h, bound: dict[str, int]) -> dict | None:
+    if not h.is_const:
+        return None
+    if e.is_const:
+        return bound if e.constant == h.constant else None
+    if len(e.coeffs) == 1 and e.constant == 0 and e.coeffs[0][1] == 1:
+        name = e.coeffs[0][0]
+        if bound.get(name, h.constant) != h.constant:
+            return None
+        bound[name] = h.constant
+        return bound
+    return None
 
 
 def _error(message: str, span: Span, text: str = "") -> Diagnostic:
@@ -94,6 +140,35 @@ def _pipeline(e: A.Expr) -> tuple[str | None, int | None, dict[str, int], list[D
                     )
                 )
     return e.path, seed, batch, diags
+
+
+def open_data(run: Run, env: FileEnv, header: Callable[[str], str]) -> Diagnostic | None:
+    """Open the run's data file (relative to the file of the run) with `header`, a reader of
+    its sample type's text, and match that type against the objective's sample type,
+    binding the dimensions the file fixes (T = 256). A diagnostic when they do not match."""
+    path = os.path.join(os.path.dirname(env.path), run.data)
+    try:
+        text = header(path)
+    except Exception as e:  # the reader's own error says what is wrong with the file
+        return Diagnostic(
+            "E1011", Severity.ERROR, f"training run: {e}", (Label(run.span, "the data"),)
+        )
+    run.file_type = text
+    try:
+        held = type_from_text(text)
+    except (DiagnosticError, ConstError):
+        held = None
+    bound = None if held is None else match_sample(run.sample_type, held, dict(run.batch))
+    if bound is None:
+        return Diagnostic(
+            "E1011",
+            Severity.ERROR,
+            f"training run: `{run.data}` holds `{text}`, and the objective's sample is"
+            f" `{run.sample_type}`",
+            (Label(run.span, "this data does not fit the objective"),),
+        )
+    run.bound = {k: v for k, v in bound.items() if k not in run.batch}
+    return None
 
 
 def check_training(block: A.Training, env: FileEnv, checker: Checker) -> Run | list[Diagnostic]:
@@ -162,6 +237,7 @@ def check_training(block: A.Training, env: FileEnv, checker: Checker) -> Run | l
         checkpoint,
         params[1],
         without_batch(params[1]),
+        span=fields["data"].span,
     )
 
 
@@ -186,11 +262,12 @@ def training_summary(run: Run) -> list[str]:
         ([f"shuffle {run.shuffle}"] if run.shuffle is not None else [])
         + [f"batch {n}" for n in run.batch.values()]
     )
-    lines.append(f"    data    : {run.data}" + (f" ({how})" if how else ""))
+    held = f" — file holds {run.file_type}" if run.file_type is not None else ""
+    lines.append(f"    data    : {run.data}" + (f" ({how})" if how else "") + held)
     if run.epochs is not None:
         lines.append(f"    epochs  : {run.epochs}")
     if run.checkpoint is not None:
         lines.append(f"    ckpt    : every {run.checkpoint.every} steps to {run.checkpoint.dir}")
-    if run.batch:
-        lines.append("    dims    : " + ", ".join(f"{k} = {v}" for k, v in run.batch.items()))
+    if run.dims():
+        lines.append("    dims    : " + ", ".join(f"{k} = {v}" for k, v in run.dims().items()))
     return lines
