@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from presk_core.data import read_header
 from presk_syntax.diagnostics import DiagnosticError, render
 from presk_syntax.span import SourceMap
 from presk_types.driver import Checked, check_file
@@ -23,7 +24,8 @@ TUTORIAL += ["06_tower", "07_train"]
 
 def checked(path: str, overrides: dict[str, str] | None = None) -> tuple[Checked, SourceMap]:
     sources = SourceMap()
-    return check_file(path, overrides, sources), sources
+    header = lambda p: read_header(p).type_text  # noqa: E731  (the CLI's reader of data files)
+    return check_file(path, overrides, sources, data_header=header), sources
 
 
 def rendered(path: str, overrides: dict[str, str] | None = None) -> str:

@@ -87,6 +87,7 @@ def write(path: str, type_text: str, t: Type, samples: list[list[np.ndarray]]) -
     head = _FIXED.pack(MAGIC, VERSION, header_size, len(samples), size, len(text)) + text
     head += b"\0" * (header_size - len(head))
     folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".psk-", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "wb") as f:
