@@ -7,7 +7,8 @@ import sys
 import click
 import numpy as np
 from presk_ad import ADError, differentiate
-from presk_core.data import DataError, leaves, read_header
+from presk_ad.vjp import REMATS
+from presk_core.data import DataError, leaves, read_header, read_reals
 from presk_core.data import read as read_data
 from presk_core.data import write as write_data
 from presk_core.ir import format_program
@@ -22,6 +23,9 @@ from presk_types.driver import check_file
 from presk_types.dump import dump_elab
 from presk_types.elab import ConstError, load_program, type_from_text
 from presk_types.summary import summary as summary_text
+
+from presk_cli.train import TrainError
+from presk_cli.train import train as run_training
 
 # The stages `presk dump` prints, in pipeline order; later stages add theirs here.
 STAGES = {
@@ -62,6 +66,16 @@ CONST = click.option(
 )
 
 
+REMAT = click.option(
+    "--remat",
+    type=click.Choice(list(REMATS)),
+    default="residuals",
+    show_default=True,
+    help="Reverse mode: `residuals`, a .fwd returns what its .bwd reads; `recompute`, each"
+    " .vjp computes its forward pass again.",
+)
+
+
 @click.command(short_help="Type-check a program: shapes, regularity classes, effects")
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option(
@@ -95,7 +109,8 @@ def check(file: str, summary: bool, consts: tuple[str, ...]) -> None:
     help="What to print: " + "; ".join(f"{k}: {v}" for k, v in STAGES.items()),
 )
 @click.option("--unroll-stack", is_flag=True, help="With --stage core: each stack{L} as L calls.")
-def dump(file: str, stage: str, consts: tuple[str, ...], unroll_stack: bool) -> None:
+@REMAT
+def dump(file: str, stage: str, consts: tuple[str, ...], unroll_stack: bool, remat: str) -> None:
     """Print FILE after a stage of the compiler. The format is not stable."""
     sources = SourceMap()
     if stage in ("core", "core-after-ad"):
@@ -103,7 +118,7 @@ def dump(file: str, stage: str, consts: tuple[str, ...], unroll_stack: bool) -> 
             program = load_program(file, _consts(consts), sources)
             core = lower_program(program)
             if stage == "core-after-ad":
-                core = differentiate(core)
+                core = differentiate(core, remat)
         except DiagnosticError as e:
             _fail(e, sources)
         except ADError as e:
@@ -180,14 +195,15 @@ def _dims(values: tuple[str, ...]) -> dict[str, int]:
     type=click.Path(dir_okay=False),
     help="Fill the entry's last argument from a .psk.d file, its samples on the `batch` axis.",
 )
-def run(file, entry, dims, consts, seed, bits, digits, verbose, as_json, data_file) -> None:
+@REMAT
+def run(file, entry, dims, consts, seed, bits, digits, verbose, as_json, data_file, remat) -> None:
     """Evaluate an entry of FILE on the reference interpreter: exact arithmetic (MPFR at
     --bits), inputs synthesized from the types and --seed."""
     sources = SourceMap()
     dim_values = _dims(dims)
     try:
         program = load_program(file, _consts(consts), sources)
-        core = differentiate(lower_program(program))
+        core = differentiate(lower_program(program), remat)
     except DiagnosticError as e:
         _fail(e, sources)
     except ADError as e:
@@ -304,6 +320,14 @@ def data_info(file: str, limit: int) -> None:
     """The type, count, version and sample size of FILE, then its first samples."""
     try:
         header = read_header(file)
+        if header.type_text.startswith("params "):  # a parameter tree: its reals in order
+            click.echo(f"type    {header.type_text}")
+            click.echo(f"count   {header.count}")
+            click.echo(f"version {header.version}")
+            click.echo(f"sample  {header.sample_size} bytes, {header.sample_size // 8} reals")
+            reals = read_reals(file)
+            click.echo(f"[0] {reals[:limit].tolist()}" + (" …" if reals.size > limit else ""))
+            return
         t = _type_of(header.type_text)
         samples = read_data(file, t)
     except DataError as e:
@@ -338,9 +362,12 @@ def data_diff(a: str, b: str) -> None:
                 "E7007",
                 f"`{a}` holds {ha.count} of `{ha.type_text}`, `{b}` {hb.count} of `{hb.type_text}`",
             )
-        t = _type_of(ha.type_text)
-        xa = [v for s in read_data(a, t) for v in s if v.dtype == np.float64]
-        xb = [v for s in read_data(b, t) for v in s if v.dtype == np.float64]
+        if ha.type_text.startswith("params "):
+            xa, xb = [read_reals(a)], [read_reals(b)]
+        else:
+            t = _type_of(ha.type_text)
+            xa = [v for s in read_data(a, t) for v in s if v.dtype == np.float64]
+            xb = [v for s in read_data(b, t) for v in s if v.dtype == np.float64]
     except DataError as e:
         _data_fail(e)
     va = np.concatenate([v.ravel() for v in xa]) if xa else np.zeros(0)
@@ -352,3 +379,45 @@ def data_diff(a: str, b: str) -> None:
         f"presk data: ‖a − b‖₂ {_rust_e(dist)}   ‖a‖₂ {_rust_e(norm)}   relative {_rust_e(rel)}"
         f"   over {va.size} reals"
     )
+
+
+@click.command(short_help="Run the `training run` of a file, on the reference interpreter")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--steps", type=click.IntRange(1), help="The horizon (default: the run's epochs).")
+@click.option(
+    "--log-every",
+    type=click.IntRange(0),
+    default=10,
+    show_default=True,
+    help="Log a line every K steps.",
+)
+@click.option(
+    "--ckpt", type=click.Path(file_okay=False), help="Where checkpoints go (default: the block's)."
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="The root of θ's draws.")
+@click.option(
+    "--bits", type=click.IntRange(2, 100000), default=256, show_default=True, help="MPFR precision."
+)
+@CONST
+def train(file, steps, log_every, ckpt, seed, bits, consts) -> None:
+    """Train the model of FILE's `training run`: each step the objective and its gradient on
+    a batch, then an AdamW step, on the reference interpreter (docs/training.md)."""
+    sources = SourceMap()
+    try:
+        checked = check_file(file, _consts(consts), sources, data_header=_held_type)
+    except DiagnosticError as e:
+        _fail(e, sources)
+    emit(checked.diagnostics, sources)
+    if not checked.ok:
+        sys.exit(1)
+    if not checked.runs:
+        click.echo(f"presk train: `{file}` has no `training run`", err=True)
+        sys.exit(2)
+    try:
+        core = lower_program(checked.program)
+        run_training(
+            core, checked.program, checked.runs[0], steps, log_every, ckpt, seed, bits, click.echo
+        )
+    except (TrainError, ADError, RunError, EntryError) as e:
+        emit([Diagnostic("E7008", Severity.ERROR, f"training stopped: {e}")], sources)
+        sys.exit(1)

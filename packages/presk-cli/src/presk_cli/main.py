@@ -12,9 +12,9 @@ import sys
 import click
 
 from presk_cli import __version__
-from presk_cli.commands import check, data, dump, run
+from presk_cli.commands import check, data, dump, run, train
 
-DESCRIPTION = f"Presk compiler ({__version__}: front-end, reference interpreter)"
+DESCRIPTION = f"Presk compiler ({__version__}: front-end, reference interpreter, training)"
 
 
 class PreskGroup(click.Group):
@@ -69,6 +69,7 @@ def help_command(ctx: click.Context, command: str | None) -> None:
 
 cli.add_command(check)
 cli.add_command(run)
+cli.add_command(train)
 cli.add_command(dump)
 cli.add_command(data)
 

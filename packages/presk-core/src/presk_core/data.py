@@ -80,7 +80,24 @@ class Header:
 
 def write(path: str, type_text: str, t: Type, samples: list[list[np.ndarray]]) -> None:
     """Write samples (each a list of arrays, one per leaf) atomically."""
-    spec = leaves(t)
+    _write(path, type_text, leaves(t), samples)
+
+
+def write_tree(path: str, type_text: str, arrays: list[np.ndarray]) -> None:
+    """A parameter tree as one sample of reals (`params Tower`: its leaves in order)."""
+    _write(path, type_text, [Leaf("<f8", np.shape(a)) for a in arrays], [arrays])
+
+
+def read_reals(path: str) -> np.ndarray:
+    """Every real of a file whose samples are all reals (a parameter tree's), in order."""
+    header = read_header(path)
+    with open(path, "rb") as f:
+        f.seek(header.header_size)
+        blob = f.read(header.count * header.sample_size)
+    return np.frombuffer(blob, dtype="<f8")
+
+
+def _write(path: str, type_text: str, spec: list[Leaf], samples: list[list[np.ndarray]]) -> None:
     size = sum(leaf.size for leaf in spec)
     text = type_text.encode("utf-8")
     header_size = (_FIXED.size + len(text) + 7) // 8 * 8

@@ -1,0 +1,234 @@
+"""`presk train`: a file's `training run`, on the reference interpreter.
+
+Each step evaluates the objective and its gradient in θ on one batch (PSK-Core, presk-ad's
+reverse mode, the interpreter at `--bits`), then takes one AdamW step. The data are the
+run's `.psk.d` file, each epoch in the order of a permutation drawn from the run's
+`shuffle(seed = s)` (a key folded from the seed and the epoch), cut into batches of B
+(a last partial batch is dropped). θ starts from the model's initializers at `--seed`.
+
+AdamW is PyTorch's (decoupled weight decay): θ ← θ − lr·wd·θ; m ← β₁m + (1 − β₁)g;
+v ← β₂v + (1 − β₂)g²; θ ← θ − lr·m̂/(√v̂ + ε) with m̂ = m/(1 − β₁ᵗ), v̂ = v/(1 − β₂ᵗ), in
+MPFR at `--bits`. The learning rate follows the block's schedule over the run's horizon
+(`--steps`): `constant`, or `cosine(warmup = w)`: lr·t/w for t ≤ w, then
+lr·(1 + cos(π(t − w)/(T − w)))/2.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import time
+from dataclasses import dataclass
+
+import gmpy2
+import numpy as np
+from presk_ad import differentiate
+from presk_core import data as D
+from presk_core import mpfr as M
+from presk_core import random as R
+from presk_core.interp import Interpreter
+from presk_core.ir import Function, Instr, Program, Value
+from presk_core.run import parse_entry, synthesize
+from presk_syntax import ast as A
+from presk_types.elab import Program as Elab
+from presk_types.presburger import Lin
+from presk_types.training import Run
+from presk_types.types import TupleT
+
+
+class TrainError(Exception):
+    """A run that cannot go on: the message says why (its code is E7008)."""
+
+
+@dataclass
+class AdamW:
+    lr: float = 1e-3
+    weight_decay: float = 0.01
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+    warmup: int | None = None  # cosine(warmup = w); None: constant
+
+    def rate(self, t: int, horizon: int) -> gmpy2.mpfr:
+        lr = gmpy2.mpfr(self.lr)
+        if self.warmup is None:
+            return lr
+        w = self.warmup
+        if t <= w:
+            return lr * t / w
+        if horizon <= w:
+            return lr
+        return lr * (1 + gmpy2.cos(gmpy2.const_pi() * (t - w) / (horizon - w))) / 2
+
+
+def optimizer_of(block: A.Optimizer) -> AdamW:
+    if block.name != "adamw":
+        raise TrainError(f"the optimizer `{block.name}` is not known; presk has `adamw`")
+    opt = AdamW()
+    for f in block.fields:
+        if not isinstance(f, A.Field) or f.value is None and f.type is None:
+            continue
+        value = f.value if f.value is not None else f.type
+        match f.name, value:
+            case (("lr" | "weight_decay" | "eps"), A.FloatLit(text) | A.IntLit(text)):
+                setattr(opt, f.name, float(text))
+            case "betas", A.TupleExpr((A.FloatLit(b1), A.FloatLit(b2))):
+                opt.beta1, opt.beta2 = float(b1), float(b2)
+            case "schedule", A.Call(A.Var("cosine"), (A.KeywordArg("warmup", A.IntLit(w)),)):
+                opt.warmup = w
+            case "schedule", A.Var("constant"):
+                opt.warmup = None
+            case _:
+                raise TrainError(f"the field `{f.name}` of `optimizer adamw` is not understood")
+    return opt
+
+
+def _wrappers(core: Program, objective: str) -> Program:
+    """`obj.train(batch, θ)` and `obj.train_grad(batch, θ) = grad obj.train(batch, θ)`: the
+    gradient in θ, which `grad` takes in the last parameter."""
+    fn = core.function(objective)
+    theta, batch = fn.params
+    p_batch, p_theta = Value(0, batch.type, batch.name), Value(1, theta.type, theta.name)
+    dims = tuple((d, Lin.var(d)) for d in fn.dims)
+    out = Value(2, fn.result)
+    call = Instr(out, "call", (p_theta, p_batch), (("fn", objective), ("dims", dims)))
+    wrap = Function(f"{objective}.train", fn.dims, (p_batch, p_theta), fn.result, (call,), out)
+    g = Value(2, theta.type)
+    grad = Instr(g, "grad", (p_batch, p_theta), (("fn", wrap.name), ("dims", dims)))
+    gfn = Function(f"{objective}.train_grad", fn.dims, (p_batch, p_theta), theta.type, (grad,), g)
+    return differentiate(Program(core.functions + (wrap, gfn)))
+
+
+def _e(x: float, digits: int) -> str:
+    mantissa, exponent = f"{x:.{digits}e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def _permutation(seed: int, epoch: int, n: int) -> np.ndarray:
+    u = R.uniform(R.fold_in(R.root_key(seed), epoch), n)
+    return np.argsort(u, kind="stable")
+
+
+def train(
+    core: Program,
+    elab: Elab,
+    run: Run,
+    steps: int | None,
+    log_every: int,
+    ckpt: str | None,
+    seed: int,
+    bits: int,
+    echo,
+) -> None:
+    main = elab.main
+    opt = optimizer_of(main.optimizers[run.optimizer])
+    objective = run.objective.key
+    program = _wrappers(core, objective)
+    interp = Interpreter(program, bits)
+    folder = os.path.dirname(main.path)
+    data_path = os.path.join(folder, run.data)
+    try:
+        samples = D.read(data_path, held_type(run))
+    except D.DataError as e:
+        raise TrainError(str(e)) from None
+    dims = run.dims()
+    (batch_size,) = run.batch.values() if len(run.batch) == 1 else (None,)
+    if batch_size is None or batch_size <= 0:
+        raise TrainError("the run's `batch(B = n)` must give one batch size")
+    per_epoch = len(samples) // batch_size
+    if per_epoch == 0:
+        raise TrainError(
+            f"`{run.data}` holds {len(samples)} samples, fewer than a batch of {batch_size}"
+        )
+    horizon = steps if steps is not None else per_epoch * (run.epochs or 1)
+    entry = parse_entry(objective, program, elab, dims)
+    theta = synthesize(entry, interp, seed, skip_last=True)[0][2]
+    with M.precision(bits):
+        m = {k: M.zeros(np.shape(v)) for k, v in theta.items()}
+        v = {k: M.zeros(np.shape(x)) for k, x in theta.items()}
+    ckpt_dir = (
+        ckpt
+        if ckpt is not None
+        else (os.path.join(folder, run.checkpoint.dir) if run.checkpoint is not None else None)
+    )
+    every = run.checkpoint.every if run.checkpoint is not None else None
+    times: list[float] = []
+    loss_value = None
+    order = None
+    for t in range(1, horizon + 1):
+        start = time.perf_counter()
+        epoch, k = divmod(t - 1, per_epoch)
+        if k == 0 or order is None:
+            order = _permutation(run.shuffle or 0, epoch, len(samples))
+        chosen = [samples[i] for i in order[k * batch_size : (k + 1) * batch_size]]
+        batch = _batch(run.batch_type, chosen, bits)
+        loss = interp.run(f"{objective}.train", [batch, theta], entry.dims)
+        grads = interp.run(f"{objective}.train_grad", [batch, theta], entry.dims)
+        with M.precision(bits):
+            lr = opt.rate(t, horizon)
+            norm = gmpy2.sqrt(sum(M.sum(M.mul(g, g)).item() for g in grads.values()))
+            theta, m, v = _adamw(opt, theta, m, v, grads, t, lr)
+        times.append(time.perf_counter() - start)
+        loss_value = float(np.asarray(loss).item())
+        if log_every and t % log_every == 0:
+            echo(
+                f"step {t}  epoch {epoch + 1}  loss {loss_value:.6f}  lr {_e(float(lr), 3)}"
+                f"  |g| {_e(float(norm), 4)}"
+            )
+        if ckpt_dir is not None and every and t % every == 0 and t != horizon:
+            save(os.path.join(ckpt_dir, f"step_{t}.psk.d"), run.model, theta)
+    if len(times) > 1:
+        median = statistics.median(times[1:]) * 1000
+        echo(
+            f"presk train: {median:.1f} ms a step, median of {len(times) - 1} (the first excluded)"
+        )
+    final = os.path.join(ckpt_dir or folder, "final.psk.d")
+    save(final, run.model, theta)
+    echo(
+        f"presk train: {horizon} steps of {run.model}, final loss {loss_value:.6f}, weights in {final}"
+    )
+
+
+def held_type(run: Run):
+    from presk_types.elab import type_from_text
+
+    return type_from_text(run.file_type) if run.file_type else run.sample_type
+
+
+def _batch(t, chosen: list, bits: int) -> object:
+    types = list(t.elements) if isinstance(t, TupleT) else [t]
+    leaves = []
+    with M.precision(bits):
+        for i, lt in enumerate(types):
+            axis = lt.shape.axis("batch")
+            stacked = np.stack([s[i] for s in chosen], axis=axis)
+            leaves.append(M.real(stacked) if stacked.dtype == np.float64 else stacked)
+    return tuple(leaves) if isinstance(t, TupleT) else leaves[0]
+
+
+def _adamw(opt: AdamW, theta, m, v, grads, t: int, lr):
+    b1, b2, eps, wd = (gmpy2.mpfr(x) for x in (opt.beta1, opt.beta2, opt.eps, opt.weight_decay))
+    c1, c2 = 1 - b1**t, 1 - b2**t
+    out_t, out_m, out_v = {}, {}, {}
+    for k, p in theta.items():
+        g = grads[k]
+        p = M.sub(p, M.mul(p, M.real(lr * wd))) if wd else p
+        mk = M.add(M.mul(m[k], M.real(b1)), M.mul(g, M.real(1 - b1)))
+        vk = M.add(M.mul(v[k], M.real(b2)), M.mul(M.mul(g, g), M.real(1 - b2)))
+        m_hat = M.div(mk, M.real(c1))
+        v_hat = M.div(vk, M.real(c2))
+        step = M.div(m_hat, M.add(M.sqrt(v_hat), M.real(eps)))
+        out_t[k] = M.sub(p, M.mul(step, M.real(lr)))
+        out_m[k], out_v[k] = mk, vk
+    return out_t, out_m, out_v
+
+
+def save(path: str, model: str, tree: dict) -> None:
+    """A parameter tree as a one-sample `.psk.d` of type `params M`, its leaves in order."""
+    D.write_tree(
+        path, f"params {model}", [np.asarray(x, dtype=object).astype(float) for x in tree.values()]
+    )
+
+
+__all__ = ["TrainError", "math", "train"]
