@@ -8,7 +8,7 @@ TREE_SITTER ?= ../shared/tools/tree-sitter
 EXAMPLES := tests/examples/mlp/mlp.psk tests/examples/minigpt/minigpt.psk \
 	tests/examples/minigpt/train_minigpt.psk tests/examples/bert/bert.psk tests/examples/llama/llama.psk
 
-.PHONY: setup test tutorial grammar bench lint check-examples run-examples
+.PHONY: setup test tutorial grammar bench lint check-examples run-examples train-examples
 
 setup:
 	@command -v uv >/dev/null 2>&1 || test -x "$(UV)" || python3 -m pip install --user --quiet uv
@@ -44,3 +44,7 @@ check-examples: setup
 
 lint: setup
 	$(UV) run ruff check . && $(UV) run ruff format --check .
+
+# presk train on the tutorial's linear regression of a tower (100 steps, the reference).
+train-examples: setup
+	.venv/bin/presk train tutorial/07_train.psk --steps 100 --log-every 20 --ckpt out/tutorial_ckpt

@@ -18,12 +18,17 @@ both evaluated by the interpreter at 512 bits, to a relative 1e-30. Why those nu
 - so a correct rule agrees to ~1e-75 even with third derivatives of 1e5, while a wrong
   rule disagrees at O(1), and a rule that loses precision (a float64 constant or step,
   a 53-bit intermediate) disagrees at ~1e-16. 1e-30 is between the two, with more than
-  ten orders of magnitude of margin on either side.
+  ten orders of magnitude of margin on either side. Measured on these cases: below 5e-114
+  where f is linear in x (the rounding term alone), below 3e-78 elsewhere; a silu′ or a
+  gelu′ computed at 53 bits is caught (~1e-17), and so is any wrong rule.
 
 The discrepancy is measured against S = ‖g‖₂‖d‖₂ + |D|, a bound of the terms of the inner
 product, so that a direction nearly orthogonal to the gradient does not make a correct
-gradient fail. A parameter tree gets random directions over all its leaves and then one
-direction per leaf, so that a wrong adjoint names the parameter it reaches.
+gradient fail. A parameter tree (or a tuple) gets random directions over all its leaves,
+then one direction per leaf, so that a wrong adjoint names the parameter it reaches.
+
+Parameter trees are moved off their initialization (by 0.5·N(0, 1) per entry), so that no
+leaf is zero: MiniGPT's head starts at 0, which would make every other gradient 0.
 
 Cases whose gradient is wrong or missing today are written as they should be and marked
 `xfail(strict=True)`, with the reason.
@@ -53,8 +58,9 @@ PROGRAMS = HERE / "programs"
 BITS = 512
 H = "1e-40"  # the step of the difference quotient (see the module docstring)
 TOL = "1e-30"  # relative to S = ‖g‖₂‖d‖₂ + |D|
-DIRECTIONS = 3  # random directions of x (and, for a tree, one more per leaf)
-TINY_GPT = (("V", "16"), ("D", "8"), ("H", "2"), ("L", "1"))
+DIRECTIONS = 3  # random directions of x (and, for a tree or a tuple, one more per tensor)
+TINY_GPT = (("V", "16"), ("D", "8"), ("H", "2"), ("L", "1"))  # also BERT's
+TINY_LLAMA = (("D", "8"), ("H", "2"), ("F", "16"))
 
 
 @dataclass(frozen=True)
@@ -80,16 +86,17 @@ class Case:
         return f"{Path(self.program).stem}:{self.grad}"
 
 
-def xfail(case: Case, reason: str) -> object:
-    """A case whose gradient is wrong or missing today: run it, expect it to fail."""
-    return pytest.param(case, marks=pytest.mark.xfail(strict=True, reason=reason), id=str(case))
+def xfail(case: Case, reason: str, raises: type[BaseException] = ADError) -> object:
+    """A case whose gradient is wrong or missing today: run it, expect it to fail so."""
+    mark = pytest.mark.xfail(strict=True, raises=raises, reason=reason)
+    return pytest.param(case, marks=mark, id=str(case))
 
 
 def broadcasting(op: str) -> list[Case]:
     """The rows of add.psk, sub.psk, mul.psk, div.psk: each broadcasting, each operand."""
     prefix = (("batch", 2),)
     return [
-        *(Case(f"{op}.psk", f, x) for f in ("pos", "name", "one") for x in ("x", "y")),
+        *(Case(f"{op}.psk", f, x) for f in ("pos", "name", "swap", "one") for x in ("x", "y")),
         *(Case(f"{op}.psk", "prefix", x, dims=prefix) for x in ("x", "y")),
         *(Case(f"{op}.psk", "scalar", x) for x in ("x", "s")),
     ]
@@ -114,10 +121,10 @@ CASES = [
     *(
         Case(f"{r}.psk", f, "x", dims=(("batch", 2),))
         for r in ("sum", "mean")
-        for f in ("all", "axis", "prefix")
+        for f in ("all", "axis", "prefix", "whole")
     ),
     *(
-        Case(f"{s}.psk", f, "x")
+        Case(f"{s}.psk", f, "x", dims=(("T", 4),))
         for s in ("softmax", "log_softmax")
         for f in ("last", "first", "causal")
     ),
@@ -128,6 +135,10 @@ CASES = [
     Case("merge.psk", "f", "x"),
     Case("split.psk", "f", "x"),
     Case("cast.psk", "f", "x"),
+    # structure: calls of one helper with different active arguments, tuples
+    Case("calls.psk", "f", "x"),
+    Case("calls.psk", "f", "y"),
+    Case("tuple.psk", "f", "p"),
     # models: a linear layer, a two-layer MLP, stacked modules, a transformer
     Case("tutorial/04_grad.psk", "loss", "θ", g="loss_grad", dims=(("D", 3), ("B", 4))),
     Case("tests/examples/mlp/mlp.psk", "mse", "θ", g="mse_grad", dims=(("D", 3), ("B", 2))),
@@ -139,6 +150,10 @@ CASES = [
         g="minigpt_loss_grad",
         dims=(("B", 1), ("T", 4)),
         consts=TINY_GPT,
+    ),
+    *(
+        Case("llama_grad.psk", "block_loss", x, g, dims=(("B", 1), ("T", 3)), consts=TINY_LLAMA)
+        for x, g in [("θ", "block_loss_dtheta"), ("x", "block_loss_dx")]
     ),
 ]
 
@@ -175,6 +190,29 @@ KNOWN_BUGS = [
         "PSK-Core names functions without their file: same_name.psk's `loss` and the imported "
         "`lib.loss` are both `loss`, the call resolves to the caller itself (the interpreter "
         "recurses without end) and `differentiate` fails with an AttributeError",
+        raises=AttributeError,
+    ),
+    xfail(
+        Case("module_grad.psk", "Scorer.score", "x", g="Scorer.score_dx"),
+        "a `grad` inside a module function: the lifted λ `Scorer.score_dx.lambda0(x)` does "
+        "not capture the module's θ and lowers `score(x)` as `call Scorer.score(None, x)`; "
+        "differentiation (or, with --remat recompute, the interpreter) fails on the None",
+        raises=AttributeError,
+    ),
+    xfail(
+        Case(
+            "bert_grad.psk",
+            "mlm_loss",
+            "θ",
+            g="mlm_loss_dtheta",
+            dims=(("B", 1), ("T", 4)),
+            consts=TINY_GPT,
+        ),
+        "MaskedLM.loss calls `apply(…)` of its own module, lowered as `call "
+        "MaskedLM.apply(None, ids, segment, keep)`: the forward pass itself fails on the "
+        "None (`presk run bert.psk --entry MaskedLM.loss` too); with θ passed there, the "
+        "gradient matches",
+        raises=AttributeError,
     ),
 ]
 
@@ -216,12 +254,22 @@ def _normal(rng: np.random.Generator, like: np.ndarray, scale: float = 1.0) -> n
 # ---- trees of tensors ----------------------------------------------------------------------
 
 
-def leaves(x: object) -> dict[str, np.ndarray]:
-    return x if isinstance(x, dict) else {"": x}
+def leaves(x: object, path: str = "") -> dict[str, np.ndarray]:
+    """x's tensors by path: a tree's leaves, a tuple's elements (`0.`, `1.`), or x itself."""
+    if isinstance(x, dict):
+        return {f"{path}{k}": v for k, v in x.items()}
+    if isinstance(x, tuple):
+        return {k: v for i, e in enumerate(x) for k, v in leaves(e, f"{path}{i}.").items()}
+    return {path: x}
 
 
-def rebuild(like: object, parts: dict[str, np.ndarray]) -> object:
-    return parts if isinstance(like, dict) else parts[""]
+def rebuild(like: object, parts: dict[str, np.ndarray], path: str = "") -> object:
+    """A value of like's structure with the tensors of `parts` (as `leaves` names them)."""
+    if isinstance(like, dict):
+        return {k: parts[f"{path}{k}"] for k in like}
+    if isinstance(like, tuple):
+        return tuple(rebuild(e, parts, f"{path}{i}.") for i, e in enumerate(like))
+    return parts[path]
 
 
 def axpy(x: object, t: gmpy2.mpfr, d: dict[str, np.ndarray]) -> object:
@@ -234,11 +282,14 @@ def inner(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> gmpy2.mpfr:
 
 
 def directions(x: object) -> list[tuple[str, dict[str, np.ndarray]]]:
-    """Random normal directions over all of x, then, for a tree, one for each leaf alone."""
+    """Random normal directions over all of x, then, for a tree or a tuple, one for each of
+    its tensors alone."""
     rng = np.random.default_rng(2)
     parts = leaves(x)
-    out = [(f"random {i}", {k: _normal(rng, v) for k, v in parts.items()}) for i in range(3)]
-    if isinstance(x, dict):
+    out = [
+        (f"random {i}", {k: _normal(rng, v) for k, v in parts.items()}) for i in range(DIRECTIONS)
+    ]
+    if len(parts) > 1:
         for name in parts:
             d = {
                 k: _normal(rng, v) if k == name else M.zeros(np.shape(v)) for k, v in parts.items()
@@ -267,13 +318,15 @@ def check_gradient(case: Case) -> None:
     with M.precision(BITS):
         h, tol = gmpy2.mpfr(H), gmpy2.mpfr(TOL)
         for label, d in directions(x):
-            with M.precision(BITS):
-                dq = (f(axpy(x, h, d)) - f(axpy(x, -h, d))) / (2 * h)
+            dq = (f(axpy(x, h, d)) - f(axpy(x, -h, d))) / (2 * h)
             ad = inner(leaves(g), d)
             scale = gmpy2.sqrt(inner(leaves(g), leaves(g)) * inner(d, d)) + abs(dq)
             largest = max(largest, abs(dq))
             if abs(ad - dq) > tol * scale:
-                failures.append(f"{label}: ⟨∇f, d⟩ = {ad:.20g}, difference quotient {dq:.20g}")
+                failures.append(
+                    f"{label}: ⟨∇f, d⟩ = {ad:.25g}, difference quotient {dq:.25g}"
+                    f" (relative {abs(ad - dq) / scale:.3g})"
+                )
     assert not failures, f"{case}: the gradient disagrees with f's differences\n" + "\n".join(
         failures
     )
@@ -326,20 +379,11 @@ def test_every_primitive_has_an_adjoint_or_is_listed_without() -> None:
 
 
 def test_every_differentiable_primitive_has_a_gradient_case() -> None:
-    """Each primitive with an adjoint that flows occurs in a program of a passing case."""
+    """Each primitive with an adjoint that flows occurs in a program of a passing case, as
+    written (before differentiation, whose adjoints use primitives too: sin′ is cos)."""
     seen: set[str] = set()
     for case in CASES:
-        _, core, _ = compiled(case.path, case.consts)
-        seen |= {ins.op for fn in core.functions for ins in fn.body}
+        elab, _, _ = compiled(case.path, case.consts)
+        seen |= {ins.op for fn in lower_program(elab).functions for ins in fn.body}
     wanted = (set(vjp_rules) & set(PRIMITIVES)) - NOTHING_FLOWS
     assert not wanted - seen, f"no gradient case for {sorted(wanted - seen)}"
-
-
-def test_known_bugs_raise_as_described() -> None:
-    """The pow and ein cases marked xfail fail in differentiation, with ADError."""
-    for param in KNOWN_BUGS:
-        (case,) = param.values
-        if case.program.startswith(("pow", "ein")):
-            compiled.cache_clear()
-            with pytest.raises(ADError):
-                compiled(case.path, case.consts)

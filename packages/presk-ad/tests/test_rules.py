@@ -1,0 +1,161 @@
+"""The conventions of the adjoint rules, where finite differences say nothing: the kinks,
+the indices (no adjoint, no failure), the parameters a function does not read, the
+operations without a rule (max and min, a stack of symbolic length), and second order.
+Programs of tests/programs/*.psk, through the pipeline at 512 bits, compared exactly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gmpy2
+import numpy as np
+import pytest
+from presk_ad import ADError, differentiate
+from presk_core import mpfr as M
+from presk_core.interp import Interpreter
+from presk_core.lower import lower_program
+from presk_core.run import parse_entry, synthesize
+from presk_types.elab import load_program
+from presk_types.types import Bool, Idx, TupleT
+
+PROGRAMS = Path(__file__).resolve().parent / "programs"
+BITS = 512
+
+
+def lowered(name: str):
+    elab = load_program(str(PROGRAMS / name))
+    return elab, lower_program(elab)
+
+
+def run(name: str, entry: str, args: list | None = None) -> tuple[object, list]:
+    """`entry` of programs/`name` at 512 bits, on `args` or on the synthesized inputs."""
+    elab, core = lowered(name)
+    core = differentiate(core)
+    interp = Interpreter(core, BITS)
+    if args is None:
+        args = [v for _, _, v in synthesize(parse_entry(entry, core, elab, {}), interp, 0)]
+    return interp.run(entry, args, {}), args
+
+
+def reals(values: list[float]) -> np.ndarray:
+    with M.precision(BITS):
+        return M.real(np.array(values))
+
+
+# ---- kinks: PyTorch's derivatives at 0 -------------------------------------------------------
+
+AT_KINK = [0.0, -0.0, 2.0, -2.0, 1e-300, -1e-300]
+
+
+@pytest.mark.parametrize(
+    ("entry", "expected"),
+    [
+        ("relu_sum_dx", [0, 0, 1, 0, 1, 0]),  # relu′(0) = relu′(−0) = 0
+        ("abs_sum_dx", [0, 0, 1, -1, 1, -1]),  # abs′(0) = abs′(−0) = 0
+    ],
+)
+def test_the_derivative_at_a_kink_is_zero(entry: str, expected: list[int]) -> None:
+    g, _ = run("kinks.psk", entry, [reals(AT_KINK)])
+    assert [gmpy2.mpfr(v) for v in g] == [gmpy2.mpfr(e) for e in expected]
+
+
+# ---- indices: no adjoint, and no failure ---------------------------------------------------
+
+
+def _generated(name: str):
+    """The functions differentiation added to programs/`name`."""
+    _, core = lowered(name)
+    before = {f.name for f in core.functions}
+    return [f for f in differentiate(core).functions if f.name not in before]
+
+
+def _discrete(t) -> bool:
+    match t:
+        case Idx() | Bool():
+            return True
+        case TupleT(elements):
+            return any(_discrete(e) for e in elements)
+    return False
+
+
+def test_no_adjoint_of_an_index_is_computed() -> None:
+    """embed's and take's ids, passed through a call too: their functions get adjoints of
+    their real arguments only (no zeros of an index, no tuple holding one)."""
+    generated = _generated("indices.psk")
+    assert generated
+    sweeps = [f for f in generated if f.name.endswith((".vjp", ".bwd"))]
+    assert {f.name.split(".")[0] for f in sweeps} >= {"lookup", "f", "pick"}
+    for fn in sweeps:
+        assert not _discrete(fn.result), f"`{fn.name}` returns an adjoint of an index"
+    for fn in generated:
+        for ins in fn.body:
+            if ins.op in ("zeros_like", "accum", "put_item"):
+                assert not _discrete(ins.out.type), f"`{fn.name}`: {ins.op} of an index"
+
+
+def test_the_gradient_through_embed_counts_each_row_read() -> None:
+    """f = Σ embed(table, ids)², so ∂f/∂table[r] = 2 · #{i : ids[i] = r} · table[r], exactly."""
+    g, (table, ids) = run("indices.psk", "f_dtable")
+    counts = np.bincount(np.asarray(ids), minlength=5)
+    assert counts.max() >= 2 and counts.min() == 0  # a row read twice, a row never read
+    with M.precision(BITS):
+        expected = M.mul(table, M.real(2.0 * counts[:, None]))
+    assert np.array_equal(g, expected)
+
+
+def test_the_gradient_through_take_is_the_index_at_the_index() -> None:
+    """pick = Σ_b x[b, ids[b]] · ids[b]: its gradient is ids[b] at (b, ids[b]), else 0."""
+    g, (x, ids) = run("indices.psk", "pick_dx")
+    expected = np.zeros((4, 5))
+    expected[np.arange(4), ids] = ids
+    assert np.array_equal(np.vectorize(float)(g), expected)
+
+
+# ---- what f does not read --------------------------------------------------------------------
+
+
+def test_the_gradient_in_an_unread_parameter_is_zero() -> None:
+    g, _ = run("unused.psk", "f_dx")
+    assert np.shape(g) == (2, 3)
+    assert all(v == 0 for v in g.flat)
+
+
+# ---- primitives without an adjoint ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("primitive", ["maximum", "minimum", "max", "min"])
+def test_a_primitive_without_an_adjoint_is_an_error_that_names_it(primitive: str) -> None:
+    _, core = lowered(f"{primitive}.psk")
+    with pytest.raises(ADError, match=f"no adjoint rule for `{primitive}`"):
+        differentiate(core)
+
+
+def test_a_stack_of_a_symbolic_length_is_refused() -> None:
+    """`stack{N}` with N a dimension stays a `fold` (only constant stacks are unrolled, as
+    docs/language.md says), and `fold` has no adjoint rule: an ADError that names it."""
+    _, core = lowered("stack_dim.psk")
+    with pytest.raises(ADError, match=r"no adjoint rule for `fold` \(in `Deep.apply`\)"):
+        differentiate(core)
+
+
+# ---- second order --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("program", "where"),
+    [("second_order.psk", "f_dx"), ("second_order_lambda.psk", "h_dx.lambda0")],
+)
+def test_second_order_is_refused(program: str, where: str) -> None:
+    """The gradient of a function that takes a gradient raises ADError: `grad` has no adjoint
+    rule. differentiate is of the whole program, so none of it runs, first order included."""
+    _, core = lowered(program)
+    with pytest.raises(ADError, match=rf"no adjoint rule for `grad` \(in `{where}`\)"):
+        differentiate(core)
+
+
+def test_first_order_alone_runs() -> None:
+    """second_order.psk's f_dx, in a program without its second-order h_dx: 3x²."""
+    g, (x,) = run("first_order.psk", "f_dx")
+    with M.precision(BITS):
+        assert np.array_equal(g, M.mul(M.mul(x, x), M.real(3)))
