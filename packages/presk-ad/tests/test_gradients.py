@@ -155,6 +155,17 @@ CASES = [
         Case("llama_grad.psk", "block_loss", x, g, dims=(("B", 1), ("T", 3)), consts=TINY_LLAMA)
         for x, g in [("θ", "block_loss_dtheta"), ("x", "block_loss_dx")]
     ),
+    # fixed in the lowering: functions of two files with one name, θ of a module's λ
+    Case("same_name.psk", "loss", "x", g="loss_grad"),
+    Case("module_grad.psk", "Scorer.score", "x", g="Scorer.score_dx"),
+    Case(
+        "bert_grad.psk",
+        "mlm_loss",
+        "θ",
+        g="mlm_loss_dtheta",
+        dims=(("B", 1), ("T", 4)),
+        consts=TINY_GPT,
+    ),
 ]
 
 KNOWN_BUGS = [
@@ -184,35 +195,6 @@ KNOWN_BUGS = [
         Case("ein_sum.psk", "f", "x"),
         "`ein[i](x)` of x : ℝ[i, j] sums j: `_ein` raises ADError (the adjoint is ct "
         "broadcast along j)",
-    ),
-    xfail(
-        Case("same_name.psk", "loss", "x"),
-        "PSK-Core names functions without their file: same_name.psk's `loss` and the imported "
-        "`lib.loss` are both `loss`, the call resolves to the caller itself (the interpreter "
-        "recurses without end) and `differentiate` fails with an AttributeError",
-        raises=AttributeError,
-    ),
-    xfail(
-        Case("module_grad.psk", "Scorer.score", "x", g="Scorer.score_dx"),
-        "a `grad` inside a module function: the lifted λ `Scorer.score_dx.lambda0(x)` does "
-        "not capture the module's θ and lowers `score(x)` as `call Scorer.score(None, x)`; "
-        "differentiation (or, with --remat recompute, the interpreter) fails on the None",
-        raises=AttributeError,
-    ),
-    xfail(
-        Case(
-            "bert_grad.psk",
-            "mlm_loss",
-            "θ",
-            g="mlm_loss_dtheta",
-            dims=(("B", 1), ("T", 4)),
-            consts=TINY_GPT,
-        ),
-        "MaskedLM.loss calls `apply(…)` of its own module, lowered as `call "
-        "MaskedLM.apply(None, ids, segment, keep)`: the forward pass itself fails on the "
-        "None (`presk run bert.psk --entry MaskedLM.loss` too); with θ passed there, the "
-        "gradient matches",
-        raises=AttributeError,
     ),
 ]
 

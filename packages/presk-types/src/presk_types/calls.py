@@ -251,7 +251,20 @@ class Calls:
         """Check a λ as a function of its captured variables, then its parameters."""
         key = f"{self.info.key}.lambda{self.lambda_count}"
         self.lambda_count += 1
-        captured = [n for n in _free_names(lam.body, set(lam.params)) if n in self.vars]
+        free = _free_names(lam.body, set(lam.params))
+        captured = [n for n in free if n in self.vars]
+        module = self.info.module
+        if (
+            module is not None
+            and "θ" in self.vars
+            and "θ" not in captured
+            and "θ" not in lam.params
+        ):
+            members = (
+                {p.name for p in module.params} | {u.name for u in module.uses} | set(module.fns)
+            )
+            if any(n in members and n not in self.vars for n in free):
+                captured.append("θ")  # the λ reads the module's parameters: it captures θ
         info = FnInfo(key, self.env, None, self.info.module, context=self.info.context)
         info.dims, info.generic = self.info.dims, self.info.generic
         inner = type(self)(self.checker, info)

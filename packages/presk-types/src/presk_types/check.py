@@ -11,6 +11,7 @@ primitive that caused it (E3001 names it, even through calls).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from presk_syntax import ast as A
@@ -91,10 +92,23 @@ class Checker:
                     self.check(self.info(env, decl, None))
 
     def info(self, env: FileEnv, decl: A.Fn, module: ModuleInfo | None) -> FnInfo:
-        key = f"{module.decl.name}.{decl.name}" if module else decl.name
-        if (env.path, key) not in self.fns:
-            self.fns[(env.path, key)] = FnInfo(key, env, decl, module)
-        return self.fns[(env.path, key)]
+        plain = f"{module.decl.name}.{decl.name}" if module else decl.name
+        if (env.path, plain) not in self.fns:
+            key = plain
+            if env is not self.program.main and plain in self._names_elsewhere(env):
+                # two files define it: the main file's keeps the name, the others their stem's
+                key = f"{os.path.splitext(os.path.basename(env.path))[0]}.{plain}"
+            self.fns[(env.path, plain)] = FnInfo(key, env, decl, module)
+        return self.fns[(env.path, plain)]
+
+    def _names_elsewhere(self, env: FileEnv) -> set[str]:
+        names: set[str] = set()
+        for other in self.program.files:
+            if other is env:
+                continue
+            names |= set(other.fns)
+            names |= {f"{m}.{f}" for m, info in other.modules.items() for f in info.fns}
+        return names
 
     def check(self, info: FnInfo) -> FnInfo:
         if info.state == "checking":
@@ -365,9 +379,8 @@ class Body(Calls):
                     inst = instance_of(u.module, scope)
                     return ModuleVal(inst, True, self.emit.field(theta, name, ParamsT(inst)))
             if name in module.fns:
-                return FnRef(
-                    self.checker.info(module.file, module.fns[name], module), implicit=True
-                )
+                fn = self.checker.info(module.file, module.fns[name], module)
+                return FnRef(fn, implicit=True, tree=theta)
         env = self.env
         if name in env.consts:
             decl = env.const_decls[name]
