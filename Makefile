@@ -45,6 +45,10 @@ check-examples: setup
 lint: setup
 	$(UV) run ruff check . && $(UV) run ruff format --check .
 
-# presk train on the tutorial's linear regression of a tower (100 steps, the reference).
+# presk train on the tutorial's linear regression of a tower (100 steps) and on tiny MiniGPT
+# (20 steps on tiny windows), on the reference interpreter (about two minutes).
 train-examples: setup
 	.venv/bin/presk train tutorial/07_train.psk --steps 100 --log-every 20 --ckpt out/tutorial_ckpt
+	.venv/bin/presk train tests/examples/minigpt/train_minigpt.psk --const V=64 --const D=16 \
+	    --const H=2 --const L=2 --data tests/examples/minigpt/data/tiny_T8.psk.d --steps 20 \
+	    --log-every 5 --ckpt out/tiny_minigpt_ckpt

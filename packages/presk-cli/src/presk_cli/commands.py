@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -23,6 +24,7 @@ from presk_types.driver import check_file
 from presk_types.dump import dump_elab
 from presk_types.elab import ConstError, load_program, type_from_text
 from presk_types.summary import summary as summary_text
+from presk_types.training import open_data
 
 from presk_cli.train import TrainError
 from presk_cli.train import train as run_training
@@ -398,21 +400,35 @@ def data_diff(a: str, b: str) -> None:
 @click.option(
     "--bits", type=click.IntRange(2, 100000), default=256, show_default=True, help="MPFR precision."
 )
+@click.option(
+    "--data",
+    "data_file",
+    type=click.Path(dir_okay=False),
+    help="Train on this .psk.d file instead of the run's.",
+)
 @CONST
-def train(file, steps, log_every, ckpt, seed, bits, consts) -> None:
+def train(file, steps, log_every, ckpt, seed, bits, data_file, consts) -> None:
     """Train the model of FILE's `training run`: each step the objective and its gradient on
     a batch, then an AdamW step, on the reference interpreter (docs/training.md)."""
     sources = SourceMap()
     try:
-        checked = check_file(file, _consts(consts), sources, data_header=_held_type)
+        header = None if data_file else _held_type
+        checked = check_file(file, _consts(consts), sources, data_header=header)
     except DiagnosticError as e:
         _fail(e, sources)
+    if checked.runs and data_file:  # the run's data replaced: open and match this file
+        run, main = checked.runs[0], checked.program.main
+        folder = os.path.dirname(os.path.abspath(main.path))
+        run.data = os.path.relpath(os.path.abspath(data_file), folder)
+        problem = open_data(run, main, _held_type)
+        if problem is not None:
+            checked.diagnostics.append(problem)
     emit(checked.diagnostics, sources)
-    if not checked.ok:
-        sys.exit(1)
-    if not checked.runs:
+    if not any(d.is_error for d in checked.diagnostics) and not checked.runs:
         click.echo(f"presk train: `{file}` has no `training run`", err=True)
         sys.exit(2)
+    if any(d.is_error for d in checked.diagnostics):
+        sys.exit(1)
     try:
         core = lower_program(checked.program)
         run_training(

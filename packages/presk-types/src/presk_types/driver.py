@@ -9,7 +9,7 @@ from presk_syntax.span import SourceMap
 
 from presk_types.check import Checker, check_program
 from presk_types.elab import Program, load_program
-from presk_types.training import Run, check_training, open_data
+from presk_types.training import Run, check_optimizer, check_training, open_data
 
 
 @dataclass
@@ -50,6 +50,8 @@ def checked(program: Program, data_header=None) -> Checked:
 
     runs: list[Run] = []
     found = list(program.diagnostics + checker.diagnostics)
+    for block in program.main.optimizers.values():
+        found.extend(check_optimizer(block))
     for block in program.main.trainings:
         run = check_training(block, program.main, checker)
         if isinstance(run, Run):

@@ -171,6 +171,53 @@ def open_data(run: Run, env: FileEnv, header: Callable[[str], str]) -> Diagnosti
     return None
 
 
+OPTIMIZERS = {"adamw": {"lr", "weight_decay", "betas", "eps", "schedule"}}
+
+
+def check_optimizer(block: A.Optimizer) -> list[Diagnostic]:
+    """An optimizer block against its algorithm's schema: `adamw` and its hyperparameters,
+    numbers, `betas = (b1, b2)`, `schedule : cosine(warmup = N)` or `constant`."""
+    if block.name not in OPTIMIZERS:
+        return [_error(f"unknown optimizer `{block.name}`", block.span, "presk has `adamw`")]
+    out = []
+    for f in block.fields:
+        if isinstance(f, A.Checkpoint) or f.name not in OPTIMIZERS[block.name]:
+            name = "checkpoint" if isinstance(f, A.Checkpoint) else f.name
+            fields = ", ".join(sorted(OPTIMIZERS[block.name]))
+            out.append(
+                _error(
+                    f"unknown field `{name}` of `optimizer {block.name}`",
+                    f.span,
+                    f"the fields are {fields}",
+                )
+            )
+            continue
+        value = f.value if f.value is not None else f.type
+        ok = {
+            "schedule": isinstance(value, A.Var)
+            and value.name == "constant"
+            or isinstance(value, A.Call)
+            and isinstance(value.function, A.Var)
+            and value.function.name == "cosine"
+            and len(value.args) == 1
+            and isinstance(value.args[0], A.KeywordArg)
+            and value.args[0].name == "warmup"
+            and isinstance(value.args[0].value, A.IntLit),
+            "betas": isinstance(value, A.TupleExpr)
+            and len(value.elements) == 2
+            and all(isinstance(e, A.FloatLit | A.IntLit) for e in value.elements),
+        }.get(f.name, isinstance(value, A.FloatLit | A.IntLit))
+        if not ok:
+            out.append(
+                _error(
+                    f"`{f.name}` of `optimizer {block.name}` is not of its form",
+                    f.span,
+                    "see docs/training.md",
+                )
+            )
+    return out
+
+
 def check_training(block: A.Training, env: FileEnv, checker: Checker) -> Run | list[Diagnostic]:
     """The run of a `training run` block, or the diagnostics that say what is wrong with it."""
     fields: dict[str, A.Field] = {}
