@@ -8,6 +8,11 @@ parameter trees, tuples of them), in order; a call's adjoint is a call of the ca
 `.vjp`. `F.grad` calls `F.vjp` with ct = 1 and keeps the adjoint of F's last parameter
 (the one `grad(λ θ. …)(θ)` differentiates). Stacks are unrolled first (their count is a
 constant of the program).
+
+That is the form `--remat recompute` keeps: each `.vjp` computes its forward pass again.
+By default (`--remat residuals`, presk_ad.residuals) the sweep is a function of its own,
+`F.bwd`, that reads the values of F's forward pass `F.fwd` returned once (its residuals),
+and a call's adjoint is a call of the callee's `.bwd`; `F.vjp` is `F.bwd` after `F.fwd`.
 """
 
 from __future__ import annotations
@@ -83,6 +88,19 @@ class Sweep:
         attrs = {"_align": (own, other)} if other is not None else {}
         return self.emit(op, [a, b], ins.out.type, attrs)
 
+    def call(self, ins: Instr, ct: Operand) -> None:
+        """A call's adjoint: a call of the callee's `.vjp`, which computes its forward pass
+        again (`--remat recompute`; `residuals.ResidualSweep` calls its `.bwd`)."""
+        name = ins.attr("fn")
+        vjp = self.ad.vjp(name)
+        dims = ins.attr("dims", ())
+        attrs = {"fn": vjp.name, "dims": dims}
+        r = self.emit("call", [*ins.args, ct], subst(vjp.result, dict(dims)), attrs)
+        for k, j in enumerate(sorted(self.ad.needed[name])):
+            x = ins.args[j]
+            if isinstance(x, Value):
+                self.add(x, self.emit("get", [r], x.type, {"index": k}))
+
     def run(self, ct: Value) -> Operand:
         fn = self.fn
         self.add(fn.ret, ct)
@@ -150,6 +168,10 @@ class AD:
             self.made[key] = Function(key, fn.dims, params, ret.type, body, ret, (), fn.span)
         return self.made[key]
 
+    def finish(self) -> list[Function]:
+        """What comes after the `.vjp`s and `.grad`s: nothing in this form."""
+        return []
+
     def grad(self, name: str) -> Function:
         key = f"{name}.grad"
         if key not in self.made:
@@ -200,10 +222,24 @@ def _rename(ins: Instr, old: int, new: Value) -> Instr:
     return Instr(ins.out, ins.op, args, ins.attrs, ins.span)
 
 
-def differentiate(program: Program) -> Program:
+REMATS = ("residuals", "recompute")
+"""`--remat`: `residuals` (the default) splits each `.vjp` into a `.fwd` that returns the
+residuals and a `.bwd` that reads them (presk_ad.residuals); `recompute` keeps the `.vjp`s
+that compute their forward pass again."""
+
+
+def differentiate(program: Program, remat: str = "residuals") -> Program:
     """The program with every `grad F(args)` a call of a generated `F.grad`, followed by the
-    generated functions in the order of their first use."""
-    ad = AD(program)
+    generated functions: the `.vjp`s and `.grad`s in the order of their first use, then, with
+    `remat="residuals"`, the `.bwd`s and `.fwd`s, each callee's before its callers'."""
+    if remat not in REMATS:
+        raise ValueError(f"remat must be one of {', '.join(REMATS)}, not {remat!r}")
+    if remat == "residuals":
+        from presk_ad.residuals import ResidualAD
+
+        ad: AD = ResidualAD(program)
+    else:
+        ad = AD(program)
     sites = [i.attr("fn") for f in ad.program.functions for i in f.body if i.op == "grad"]
     for name in sites:  # what every caller needs, before anything is generated
         ad.need(name, {len(ad.program.function(name).params) - 1})
@@ -217,7 +253,9 @@ def differentiate(program: Program) -> Program:
                 ins = Instr(ins.out, "call", ins.args, attrs, ins.span)
             body.append(ins)
         functions.append(replace(fn, body=tuple(body)))
-    return Program(tuple(functions) + tuple(f for f in ad.made.values() if f is not None))
+    split = ad.finish()  # the `.bwd`s and `.fwd`s (residuals), which fills in the `.vjp`s
+    made = tuple(f for f in ad.made.values() if f is not None)
+    return Program(tuple(functions) + made + tuple(split))
 
 
 # ---- the adjoint of each operation ---------------------------------------------------------
@@ -412,17 +450,9 @@ def _record(s: Sweep, ins: Instr, ct: Operand) -> None:
 
 
 def _call(s: Sweep, ins: Instr, ct: Operand) -> None:
-    name = ins.attr("fn")
-    if not s.ad.needed.get(name):
+    if not s.ad.needed.get(ins.attr("fn")):
         return  # no argument of this call depends on what is differentiated
-    vjp = s.ad.vjp(name)
-    dims = ins.attr("dims", ())
-    attrs = {"fn": vjp.name, "dims": dims}
-    r = s.emit("call", [*ins.args, ct], subst(vjp.result, dict(dims)), attrs)
-    for k, j in enumerate(sorted(s.ad.needed[name])):
-        x = ins.args[j]
-        if isinstance(x, Value):
-            s.add(x, s.emit("get", [r], x.type, {"index": k}))
+    s.call(ins, ct)
 
 
 def _none(s: Sweep, ins: Instr, ct: Operand) -> None:
@@ -479,4 +509,4 @@ vjp_rules: dict[str, Rule] = {
 (their kinks need the choice documented in docs/language.md first); `fold` is unrolled
 before differentiation."""
 
-__all__ = ["ADError", "Bool", "Idx", "differentiate", "vjp_rules"]
+__all__ = ["REMATS", "ADError", "Bool", "Idx", "differentiate", "vjp_rules"]
