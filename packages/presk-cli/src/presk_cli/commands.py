@@ -35,7 +35,8 @@ STAGES = {
     "ast": "the syntax tree",
     "elab": "the elaborated program: imports, constants, instances, signatures",
     "core": "PSK-Core: one typed instruction per line, explicit parameter trees",
-    "core-after-ad": "PSK-Core after differentiation: grad replaced by generated .vjp and .grad",
+    "core-after-ad": "PSK-Core after differentiation: grad replaced by generated .vjp, .grad,"
+    " .fwd and .bwd",
 }
 
 
