@@ -155,6 +155,13 @@ CASES = [
         Case("llama_grad.psk", "block_loss", x, g, dims=(("B", 1), ("T", 3)), consts=TINY_LLAMA)
         for x, g in [("θ", "block_loss_dtheta"), ("x", "block_loss_dx")]
     ),
+    # fixed in presk-ad: powers of real exponents, an `ein` summing an axis alone
+    Case("pow_negative.psk", "f", "x"),
+    Case("pow_dim.psk", "f", "x", dims=(("N", 3),), positive=("x",)),
+    Case("pow_real.psk", "f", "x", positive=("x",)),
+    Case("pow_real.psk", "f", "y", positive=("x",)),
+    Case("ein_alone.psk", "f", "x"),
+    Case("ein_sum.psk", "f", "x"),
     # fixed in the lowering: functions of two files with one name, θ of a module's λ
     Case("same_name.psk", "loss", "x", g="loss_grad"),
     Case("module_grad.psk", "Scorer.score", "x", g="Scorer.score_dx"),
@@ -168,35 +175,7 @@ CASES = [
     ),
 ]
 
-KNOWN_BUGS = [
-    xfail(
-        Case("pow_negative.psk", "f", "x"),
-        "`x^(-1)` lowers its exponent to `neg 1`, a value: vjp.py's `_pow` raises ADError "
-        "(`^` with a real exponent that is not a literal) instead of ct·y·x^(y−1)",
-    ),
-    xfail(
-        Case("pow_dim.psk", "f", "x", dims=(("N", 3),), positive=("x",)),
-        "`x^(N : ℝ)` lowers its exponent to `real N`, a value: `_pow` raises ADError",
-    ),
-    xfail(
-        Case("pow_real.psk", "f", "x", positive=("x",)),
-        "`x^y`, y : ℝ[], is C∞ in x (docs/language.md) but `_pow` raises ADError",
-    ),
-    xfail(
-        Case("pow_real.psk", "f", "y", positive=("x",)),
-        "`x^y` in its exponent: ct·x^y·log x; `_pow` raises ADError",
-    ),
-    xfail(
-        Case("ein_alone.psk", "f", "x"),
-        "an `ein` that sums an axis of one operand alone (the interpreter sums it first, "
-        "`_sum_alone`): `_ein` raises ADError instead of spreading ct over that axis",
-    ),
-    xfail(
-        Case("ein_sum.psk", "f", "x"),
-        "`ein[i](x)` of x : ℝ[i, j] sums j: `_ein` raises ADError (the adjoint is ct "
-        "broadcast along j)",
-    ),
-]
+KNOWN_BUGS: list = []  # each gradient found wrong is a case here, xfail, until it is fixed
 
 
 # ---- the pipeline --------------------------------------------------------------------------

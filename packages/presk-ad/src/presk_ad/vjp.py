@@ -19,10 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from fractions import Fraction
 
 from presk_core.ir import Function, Instr, Lit, Operand, Program, Value
 from presk_core.passes import unroll_stack
-from presk_types.types import SCALAR, Bool, Idx, ParamsT, Real, TupleT, Type, subst
+from presk_types.types import SCALAR, Bool, Idx, ParamsT, Real, Shape, TupleT, Type, subst
 
 
 class ADError(Exception):
@@ -288,14 +289,19 @@ def _div(s: Sweep, ins: Instr, ct: Operand) -> None:
 
 def _pow(s: Sweep, ins: Instr, ct: Operand) -> None:
     x, y = ins.args
-    if not isinstance(y, Lit):
-        raise ADError("`^` with a real exponent that is not a literal")
-    from fractions import Fraction
-
-    c = Fraction(y.text)
-    lower = s.emit("pow", [x, Lit(str(c - 1), y.type)], x.type)
-    scaled = s.emit("mul", [lower, Lit(str(c), y.type)], x.type)
+    if isinstance(y, Lit):  # x^c: c·x^(c−1), the exponent exact
+        c = Fraction(y.text)
+        lower = s.emit("pow", [x, Lit(str(c - 1), y.type)], x.type)
+        scaled = s.emit("mul", [lower, Lit(str(c), y.type)], x.type)
+        s.add(x, s.emit("mul", [ct, scaled], x.type))
+        return
+    # x^y with y a real scalar: y·x^(y−1) in x, x^y·log x in y (summed back to a scalar)
+    ym1 = s.emit("sub", [y, Lit("1", y.type)], y.type)
+    scaled = s.emit("mul", [s.emit("pow", [x, ym1], x.type), y], x.type)
     s.add(x, s.emit("mul", [ct, scaled], x.type))
+    if isinstance(y, Value) and y.id in s.active:
+        dy = s.emit("mul", [ins.out, s.emit("log", [x], x.type)], x.type)
+        s.to_operand(ins, 1, s.emit("mul", [ct, dy], x.type))
 
 
 def _neg(s: Sweep, ins: Instr, ct: Operand) -> None:
@@ -378,19 +384,30 @@ def _dot(s: Sweep, ins: Instr, ct: Operand) -> None:
 
 
 def _ein(s: Sweep, ins: Instr, ct: Operand) -> None:
+    """Each operand's adjoint is an `ein` of ct and the other operand onto its axes; the
+    axes it summed alone (in neither the other operand nor the output) are spread back."""
     out = ins.attr("axes")
     names = ins.attr("_names")
-    if len(ins.args) == 1:
-        (x,), (nx,) = ins.args, names
-        if set(nx) != set(out):
-            raise ADError("`ein` that sums an axis of one operand")
-        s.add(x, s.emit("ein", [ct], x.type, {"axes": nx, "_names": (out,)}))
-        return
-    (a, b), (na, nb) = ins.args, names
-    for x, nx, other, no in ((a, na, b, nb), (b, nb, a, na)):
-        if any(n not in out and n not in no for n in nx):
-            raise ADError("`ein` that sums an axis of one operand alone")
-        s.add(x, s.emit("ein", [ct, other], x.type, {"axes": nx, "_names": (out, no)}))
+    pairs = (
+        [(ins.args[0], names[0], None, ())]
+        if len(ins.args) == 1
+        else [
+            (ins.args[0], names[0], ins.args[1], names[1]),
+            (ins.args[1], names[1], ins.args[0], names[0]),
+        ]
+    )
+    for x, nx, other, no in pairs:
+        if not isinstance(x, Value) or x.id not in s.active:
+            continue
+        alone = [n for n in nx if n not in out and n not in no]
+        kept = tuple(n for n in nx if n not in alone)
+        shape = x.type.shape
+        kept_type = Real(Shape(shape.prefix, tuple(a for a in shape.axes if a.name not in alone)))
+        operands, known = ([ct], (out,)) if other is None else ([ct, other], (out, no))
+        adj = s.emit("ein", operands, kept_type, {"axes": kept, "_names": known})
+        if alone:
+            adj = s.emit("spread", [adj, x], x.type, {"_names": (kept, nx)})
+        s.add(x, adj)
 
 
 def _select(s: Sweep, ins: Instr, ct: Operand) -> None:

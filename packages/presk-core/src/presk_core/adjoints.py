@@ -10,6 +10,8 @@ that the interpreter, which comes before presk-ad in the pipeline, evaluates the
 - `dot_left ct, b`, `dot_right a, ct`: the adjoints of `a · b`;
 - `gelu_grad ct, x`, `silu_grad ct, x`, `relu_grad ct, x`, `abs_grad ct, x`;
 - `softmax_grad ct, y`, `log_softmax_grad ct, y` (`axes`): with y the forward's result;
+- `spread ct, x` (`_names`: ct's axes, x's): ct laid out on x's axes, repeated along
+  those it lacks (an `ein`'s adjoint over an axis one operand summed alone);
 - `embed_grad ct, table, ids`, `take_grad ct, x, ids` (`axes`), `reshape_like ct, x`.
 
 The derivatives at the kinks are PyTorch's: relu'(0) = 0, abs'(0) = 0.
@@ -165,3 +167,14 @@ def take_grad(ct: np.ndarray, x: np.ndarray, ids: np.ndarray, axis: int) -> np.n
     for pos in np.ndindex(shape):
         moved[pos + (int(idx[pos]),)] = M.add(moved[pos + (int(idx[pos]),)], cts[pos])
     return out
+
+
+def spread(ct: np.ndarray, ct_names: tuple, x: np.ndarray, x_names: tuple) -> np.ndarray:
+    p = np.ndim(x) - len(x_names)
+    order = list(range(p)) + [p + ct_names.index(n) for n in x_names if n in ct_names]
+    moved = np.transpose(ct, order)
+    shape = list(np.shape(x))
+    for i, n in enumerate(x_names):
+        if n not in ct_names:
+            shape[p + i] = 1
+    return np.array(np.broadcast_to(moved.reshape(shape), np.shape(x)), dtype=object)

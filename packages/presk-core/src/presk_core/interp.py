@@ -452,6 +452,9 @@ adjoint_rules: dict[str, Rule] = {
     "log_softmax_grad": _softmax_adj(A.log_softmax_grad),
     "embed_grad": _pair(A.embed_grad),
     "take_grad": _take_grad,
+    "spread": lambda i, f, ins: A.spread(
+        f.read(ins.args[0]), ins.attr("_names")[0], f.read(ins.args[1]), ins.attr("_names")[1]
+    ),
     "reshape_like": lambda i, f, ins: f.read(ins.args[0]).reshape(np.shape(f.read(ins.args[1]))),
 }
 
