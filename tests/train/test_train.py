@@ -7,8 +7,8 @@ from pathlib import Path
 
 import gmpy2
 import numpy as np
-from presk_cli.train import AdamW, _adamw
 from presk_core import mpfr as M
+from presk_core.interp import Interpreter
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESK = ROOT / ".venv" / "bin" / "presk"
@@ -44,9 +44,26 @@ def test_the_tower_learns(tmp_path):
     assert "type    params Tower" in info.stdout and "76 reals" in info.stdout
 
 
+def _optimizer(lr="0.01", wd="0.0", warmup=20):
+    from presk_core.ir import Program
+    from presk_core.optim import AdamW, lr_function, step_function
+    from presk_types.presburger import Lin
+    from presk_types.types import AxisT, Instance, ParamsT, Real, Shape
+
+    opt = AdamW(lr=lr, weight_decay=wd, warmup=warmup)
+    tree = ParamsT(Instance("t:M", "M", ()))
+    leaves = [
+        ("w", Real(Shape(False, (AxisT(None, Lin.const(3)), AxisT(None, Lin.const(2)))))),
+        ("b", Real(Shape(False, (AxisT(None, Lin.const(2)),)))),
+    ]
+    return Interpreter(Program((lr_function(opt), step_function(opt, tree, leaves, ()))), 256)
+
+
 def test_the_cosine_schedule_is_the_specifications():
-    opt = AdamW(lr=0.01, weight_decay=0.0, warmup=20)
-    shown = [f"{float(opt.rate(t, 100)):.3e}" for t in (20, 40, 60, 80, 100)]
+    interp = _optimizer()
+    with M.precision(256):
+        args = [[M.real(t), M.real(100)] for t in (20, 40, 60, 80, 100)]
+    shown = [f"{float(interp.run('adamw.lr', a, {}).item()):.3e}" for a in args]
     assert shown == ["1.000e-02", "8.536e-03", "5.000e-03", "1.464e-03", "0.000e+00"]
 
 
@@ -54,21 +71,24 @@ def test_adamw_equals_a_float64_adamw_over_twenty_steps():
     rng = np.random.default_rng(0)
     theta0 = {"w": rng.normal(size=(3, 2)), "b": rng.normal(size=2)}
     grads = [{k: rng.normal(size=v.shape) for k, v in theta0.items()} for _ in range(20)]
-    opt = AdamW(lr=0.01, weight_decay=0.1, warmup=5)
-    # presk's, in MPFR at 256 bits
+    interp = _optimizer(wd="0.1", warmup=5)
+    # presk's: adamw.lr and adamw.step, PSK-Core, at 256 bits
     with M.precision(256):
         theta = {k: M.real(v) for k, v in theta0.items()}
         m = {k: M.zeros(v.shape) for k, v in theta0.items()}
         v = {k: M.zeros(v.shape) for k, v in theta0.items()}
-        for t, g in enumerate(grads, start=1):
-            gm = {k: M.real(x) for k, x in g.items()}
-            theta, m, v = _adamw(opt, theta, m, v, gm, t, opt.rate(t, 20))
+        steps = [(M.real(t), M.real(20)) for t in range(1, 21)]
+        gms = [{k: M.real(x) for k, x in g.items()} for g in grads]
+    rates = []
+    for (t, total), g in zip(steps, gms, strict=True):
+        lr = interp.run("adamw.lr", [t, total], {})
+        rates.append(float(lr.item()))
+        theta, m, v = interp.run("adamw.step", [theta, m, v, g, t, lr], {})
     # PyTorch's algorithm (torch.optim.AdamW), written here in float64
     ref = {k: x.copy() for k, x in theta0.items()}
     mf = {k: np.zeros_like(x) for k, x in theta0.items()}
     vf = {k: np.zeros_like(x) for k, x in theta0.items()}
-    for t, g in enumerate(grads, start=1):
-        lr = float(opt.rate(t, 20))
+    for t, (g, lr) in enumerate(zip(grads, rates, strict=True), start=1):
         for k in ref:
             ref[k] *= 1 - lr * 0.1
             mf[k] = 0.9 * mf[k] + 0.1 * g[k]
@@ -85,3 +105,16 @@ def test_a_file_without_a_training_run():
     r = subprocess.run([str(PRESK), "train", "tutorial/01_linear.psk"], cwd=ROOT,
                        capture_output=True, text=True)  # fmt: skip
     assert r.returncode == 2 and "has no `training run`" in r.stderr
+
+
+def test_the_optimizer_is_psk_core():
+    r = subprocess.run(
+        [str(PRESK), "dump", "tutorial/07_train.psk", "--stage", "core"],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    heads = [line for line in r.stdout.splitlines() if line.startswith("fn adamw")]
+    assert heads == [
+        "fn adamw.lr(t : ℝ[], T : ℝ[]) -> ℝ[] {",
+        "fn adamw.step(θ : params Tower, m : params Tower, v : params Tower, g : params Tower,"
+        " t : ℝ[], lr : ℝ[]) -> (params Tower, params Tower, params Tower) {",
+    ]

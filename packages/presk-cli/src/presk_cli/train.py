@@ -6,11 +6,9 @@ run's `.psk.d` file, each epoch in the order of a permutation drawn from the run
 `shuffle(seed = s)` (a key folded from the seed and the epoch), cut into batches of B
 (a last partial batch is dropped). θ starts from the model's initializers at `--seed`.
 
-AdamW is PyTorch's (decoupled weight decay): θ ← θ − lr·wd·θ; m ← β₁m + (1 − β₁)g;
-v ← β₂v + (1 − β₂)g²; θ ← θ − lr·m̂/(√v̂ + ε) with m̂ = m/(1 − β₁ᵗ), v̂ = v/(1 − β₂ᵗ), in
-MPFR at `--bits`. The learning rate follows the block's schedule over the run's horizon
-(`--steps`): `constant`, or `cosine(warmup = w)`: lr·t/w for t ≤ w, then
-lr·(1 + cos(π(t − w)/(T − w)))/2.
+The learning rate and the AdamW step are the PSK-Core functions `adamw.lr` and
+`adamw.step` that the lowering writes from the optimizer block (presk_core.optim), run by
+the interpreter like the objective.
 """
 
 from __future__ import annotations
@@ -19,7 +17,6 @@ import math
 import os
 import statistics
 import time
-from dataclasses import dataclass
 
 import gmpy2
 import numpy as np
@@ -30,7 +27,6 @@ from presk_core import random as R
 from presk_core.interp import Interpreter
 from presk_core.ir import Function, Instr, Program, Value
 from presk_core.run import parse_entry, synthesize
-from presk_syntax import ast as A
 from presk_types.elab import Program as Elab
 from presk_types.presburger import Lin
 from presk_types.training import Run
@@ -39,49 +35,6 @@ from presk_types.types import TupleT
 
 class TrainError(Exception):
     """A run that cannot go on: the message says why (its code is E7008)."""
-
-
-@dataclass
-class AdamW:
-    lr: float = 1e-3
-    weight_decay: float = 0.01
-    beta1: float = 0.9
-    beta2: float = 0.999
-    eps: float = 1e-8
-    warmup: int | None = None  # cosine(warmup = w); None: constant
-
-    def rate(self, t: int, horizon: int) -> gmpy2.mpfr:
-        lr = gmpy2.mpfr(self.lr)
-        if self.warmup is None:
-            return lr
-        w = self.warmup
-        if t <= w:
-            return lr * t / w
-        if horizon <= w:
-            return lr
-        return lr * (1 + gmpy2.cos(gmpy2.const_pi() * (t - w) / (horizon - w))) / 2
-
-
-def optimizer_of(block: A.Optimizer) -> AdamW:
-    if block.name != "adamw":
-        raise TrainError(f"the optimizer `{block.name}` is not known; presk has `adamw`")
-    opt = AdamW()
-    for f in block.fields:
-        if not isinstance(f, A.Field) or f.value is None and f.type is None:
-            continue
-        value = f.value if f.value is not None else f.type
-        match f.name, value:
-            case (("lr" | "weight_decay" | "eps"), A.FloatLit(text) | A.IntLit(text)):
-                setattr(opt, f.name, float(text))
-            case "betas", A.TupleExpr((A.FloatLit(b1), A.FloatLit(b2))):
-                opt.beta1, opt.beta2 = float(b1), float(b2)
-            case "schedule", A.Call(A.Var("cosine"), (A.KeywordArg("warmup", A.IntLit(w)),)):
-                opt.warmup = w
-            case "schedule", A.Var("constant"):
-                opt.warmup = None
-            case _:
-                raise TrainError(f"the field `{f.name}` of `optimizer adamw` is not understood")
-    return opt
 
 
 def _wrappers(core: Program, objective: str) -> Program:
@@ -122,9 +75,12 @@ def train(
     echo,
 ) -> None:
     main = elab.main
-    opt = optimizer_of(main.optimizers[run.optimizer])
     objective = run.objective.key
     program = _wrappers(core, objective)
+    names = {f.name for f in program.functions}
+    if not {"adamw.lr", "adamw.step"} <= names:
+        raise TrainError("the run's optimizer has no step (its model needs dimension arguments)")
+    step_dims = {d: dims_value for d, dims_value in run.dims().items()}
     interp = Interpreter(program, bits)
     folder = os.path.dirname(main.path)
     data_path = os.path.join(folder, run.data)
@@ -166,14 +122,15 @@ def train(
         loss = interp.run(f"{objective}.train", [batch, theta], entry.dims)
         grads = interp.run(f"{objective}.train_grad", [batch, theta], entry.dims)
         with M.precision(bits):
-            lr = opt.rate(t, horizon)
+            step, total = M.real(t), M.real(horizon)
             norm = gmpy2.sqrt(sum(M.sum(M.mul(g, g)).item() for g in grads.values()))
-            theta, m, v = _adamw(opt, theta, m, v, grads, t, lr)
+        lr = interp.run("adamw.lr", [step, total], {})
+        theta, m, v = interp.run("adamw.step", [theta, m, v, grads, step, lr], step_dims)
         times.append(time.perf_counter() - start)
         loss_value = float(np.asarray(loss).item())
         if log_every and t % log_every == 0:
             echo(
-                f"step {t}  epoch {epoch + 1}  loss {loss_value:.6f}  lr {_e(float(lr), 3)}"
+                f"step {t}  epoch {epoch + 1}  loss {loss_value:.6f}  lr {_e(float(lr.item()), 3)}"
                 f"  |g| {_e(float(norm), 4)}"
             )
         if ckpt_dir is not None and every and t % every == 0 and t != horizon:
@@ -205,23 +162,6 @@ def _batch(t, chosen: list, bits: int) -> object:
             stacked = np.stack([s[i] for s in chosen], axis=axis)
             leaves.append(M.real(stacked) if stacked.dtype == np.float64 else stacked)
     return tuple(leaves) if isinstance(t, TupleT) else leaves[0]
-
-
-def _adamw(opt: AdamW, theta, m, v, grads, t: int, lr):
-    b1, b2, eps, wd = (gmpy2.mpfr(x) for x in (opt.beta1, opt.beta2, opt.eps, opt.weight_decay))
-    c1, c2 = 1 - b1**t, 1 - b2**t
-    out_t, out_m, out_v = {}, {}, {}
-    for k, p in theta.items():
-        g = grads[k]
-        p = M.sub(p, M.mul(p, M.real(lr * wd))) if wd else p
-        mk = M.add(M.mul(m[k], M.real(b1)), M.mul(g, M.real(1 - b1)))
-        vk = M.add(M.mul(v[k], M.real(b2)), M.mul(M.mul(g, g), M.real(1 - b2)))
-        m_hat = M.div(mk, M.real(c1))
-        v_hat = M.div(vk, M.real(c2))
-        step = M.div(m_hat, M.add(M.sqrt(v_hat), M.real(eps)))
-        out_t[k] = M.sub(p, M.mul(step, M.real(lr)))
-        out_m[k], out_v[k] = mk, vk
-    return out_t, out_m, out_v
 
 
 def save(path: str, model: str, tree: dict) -> None:

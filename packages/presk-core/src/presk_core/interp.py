@@ -51,6 +51,8 @@ class Frame:
 def literal(a: Lit, dims: dict[str, int]) -> object:
     if a.text in dims:
         return dims[a.text]
+    if a.text == "π":
+        return gmpy2.const_pi()
     return gmpy2.mpfr(gmpy2.mpq(a.text)) if "/" in a.text else gmpy2.mpfr(a.text)
 
 

@@ -26,6 +26,7 @@ from presk_types.values import Emitter, FnInfo
 
 from presk_core.ir import Function, Instr, Lit, Operand, Value
 from presk_core.ir import Program as Core
+from presk_core.optim import optimizer_functions
 
 
 class Builder(Emitter):
@@ -130,6 +131,7 @@ def lower_program(program: Program) -> Core:
     functions.extend(
         lowering.functions[i.key] for i in checker.lambdas if i.key in lowering.functions
     )
+    functions.extend(optimizer_functions(program))  # a training run's `adamw.lr`, `adamw.step`
     return Core(tuple(functions))
 
 
