@@ -16,6 +16,7 @@ from presk_core.ir import format_program
 from presk_core.lower import lower_program
 from presk_core.passes import unroll_stack as unroll
 from presk_core.run import EntryError, RunError, entry_names, run_entry
+from presk_core.show import format_exp
 from presk_syntax.diagnostics import Diagnostic, DiagnosticError, Severity, emit
 from presk_syntax.dump import format_tree, tokens
 from presk_syntax.parse import parse_source, parse_tree, read_source
@@ -346,11 +347,6 @@ def data_info(file: str, limit: int) -> None:
         click.echo(f"… ({len(samples) - limit} more)")
 
 
-def _rust_e(x: float, digits: int = 6) -> str:
-    mantissa, exponent = f"{x:.{digits}e}".split("e")
-    return f"{mantissa}e{int(exponent)}"
-
-
 @data.command("diff")
 @click.argument("a", type=click.Path(dir_okay=False))
 @click.argument("b", type=click.Path(dir_okay=False))
@@ -379,7 +375,7 @@ def data_diff(a: str, b: str) -> None:
     norm = math.sqrt(math.fsum(va**2))
     rel = dist / norm if norm else float("inf") if dist else 0.0
     click.echo(
-        f"presk data: ‖a − b‖₂ {_rust_e(dist)}   ‖a‖₂ {_rust_e(norm)}   relative {_rust_e(rel)}"
+        f"presk data: ‖a − b‖₂ {format_exp(dist, 6)}   ‖a‖₂ {format_exp(norm, 6)}   relative {format_exp(rel, 6)}"
         f"   over {va.size} reals"
     )
 

@@ -13,7 +13,6 @@ the interpreter like the objective.
 
 from __future__ import annotations
 
-import math
 import os
 import statistics
 import time
@@ -26,7 +25,8 @@ from presk_core import mpfr as M
 from presk_core import random as R
 from presk_core.interp import Interpreter
 from presk_core.ir import Function, Instr, Program, Value
-from presk_core.run import parse_entry, synthesize
+from presk_core.run import parse_entry, stack_samples, synthesize
+from presk_core.show import format_exp
 from presk_types.elab import Program as Elab
 from presk_types.presburger import Lin
 from presk_types.training import Run
@@ -51,11 +51,6 @@ def _wrappers(core: Program, objective: str) -> Program:
     grad = Instr(g, "grad", (p_batch, p_theta), (("fn", wrap.name), ("dims", dims)))
     gfn = Function(f"{objective}.train_grad", fn.dims, (p_batch, p_theta), theta.type, (grad,), g)
     return differentiate(Program(core.functions + (wrap, gfn)))
-
-
-def _e(x: float, digits: int) -> str:
-    mantissa, exponent = f"{x:.{digits}e}".split("e")
-    return f"{mantissa}e{int(exponent)}"
 
 
 def _permutation(seed: int, epoch: int, n: int) -> np.ndarray:
@@ -130,8 +125,8 @@ def train(
         loss_value = float(np.asarray(loss).item())
         if log_every and t % log_every == 0:
             echo(
-                f"step {t}  epoch {epoch + 1}  loss {loss_value:.6f}  lr {_e(float(lr.item()), 3)}"
-                f"  |g| {_e(float(norm), 4)}"
+                f"step {t}  epoch {epoch + 1}  loss {loss_value:.6f}  lr {format_exp(float(lr.item()), 3)}"
+                f"  |g| {format_exp(float(norm), 4)}"
             )
         if ckpt_dir is not None and every and t % every == 0 and t != horizon:
             save(os.path.join(ckpt_dir, f"step_{t}.psk.d"), run.model, theta)
@@ -154,14 +149,12 @@ def held_type(run: Run):
 
 
 def _batch(t, chosen: list, bits: int) -> object:
-    types = list(t.elements) if isinstance(t, TupleT) else [t]
-    leaves = []
+    """The chosen samples as the objective's batch, its reals in MPFR."""
+    value = stack_samples(t, chosen)
+    leaves = value if isinstance(value, tuple) else (value,)
     with M.precision(bits):
-        for i, lt in enumerate(types):
-            axis = lt.shape.axis("batch")
-            stacked = np.stack([s[i] for s in chosen], axis=axis)
-            leaves.append(M.real(stacked) if stacked.dtype == np.float64 else stacked)
-    return tuple(leaves) if isinstance(t, TupleT) else leaves[0]
+        leaves = tuple(M.real(x) if x.dtype == np.float64 else x for x in leaves)
+    return leaves if isinstance(t, TupleT) else leaves[0]
 
 
 def save(path: str, model: str, tree: dict) -> None:
@@ -171,4 +164,4 @@ def save(path: str, model: str, tree: dict) -> None:
     )
 
 
-__all__ = ["TrainError", "math", "train"]
+__all__ = ["TrainError", "train"]

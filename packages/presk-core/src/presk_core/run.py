@@ -287,18 +287,24 @@ def data_argument(core: Program, entry_text: str, path: str) -> tuple[dict[str, 
             f"`{path}` holds `{header.type_text}`, and `{last.name}` takes samples of"
             f" `{without_batch(last.type)}`"
         )
-    types = list(last.type.elements) if isinstance(last.type, TupleT) else [last.type]
-    leaves = []
-    for i, t in enumerate(types):
+    for t in list(last.type.elements) if isinstance(last.type, TupleT) else [last.type]:
         axis = t.shape.axis("batch")
         if axis is None:
             raise EntryError(f"`{last.name}` has no `batch` axis to stack the samples on")
         length = t.shape.axes[axis].length
         if len(length.coeffs) == 1 and length.constant == 0:
             bound[length.coeffs[0][0]] = header.count
-        leaves.append(np.stack([s[i] for s in samples], axis=axis))
-    value = tuple(leaves) if isinstance(last.type, TupleT) else leaves[0]
-    return bound, value
+    return bound, stack_samples(last.type, samples)
+
+
+def stack_samples(t: Type, samples: list[list[np.ndarray]]) -> object:
+    """Samples (each a list of leaves) as a value of the batch type t: each leaf stacked on
+    its tensor's `batch` axis; a tuple for a tuple type."""
+    types = list(t.elements) if isinstance(t, TupleT) else [t]
+    leaves = [
+        np.stack([s[i] for s in samples], axis=lt.shape.axis("batch")) for i, lt in enumerate(types)
+    ]
+    return tuple(leaves) if isinstance(t, TupleT) else leaves[0]
 
 
 def run_entry(

@@ -158,3 +158,9 @@ def format_tree(
         lines.append(f"  {name} = {format_tensor(values, axes, digits)}")
     lines.append("}")
     return "\n".join(lines)
+
+
+def format_exp(x: float, digits: int) -> str:
+    """x in the logs' scientific form, Rust's `{:.N e}`: `1.000e-2`, `2.0695e0`, `0.000e0`."""
+    mantissa, exponent = f"{x:.{digits}e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
