@@ -31,12 +31,17 @@ bench: setup
 	$(PY) tools/bench_mpfr.py
 	$(PY) tools/bench_run.py
 
-# The reference presk run commands of the tutorial's step 9 (tiny MiniGPT).
+# The reference examples on the interpreter, at constants it can afford.
 run-examples: setup
 	.venv/bin/presk run tests/examples/minigpt/minigpt.psk --entry MiniGPT.apply \
 	    --const V=64 --const D=16 --const H=2 --const L=2 --dim B=2 --dim T=8
 	.venv/bin/presk run tests/examples/minigpt/train_minigpt.psk --entry loss \
 	    --const V=64 --const D=16 --const H=2 --const L=2 --dim B=2 --dim T=8
+	.venv/bin/presk run tests/examples/mlp/mlp.psk --entry mse --dim D=3 --dim B=2
+	.venv/bin/presk run tests/examples/bert/bert.psk --entry MaskedLM.apply \
+	    --const V=32 --const D=8 --const H=2 --const L=2 --dim B=1 --dim T=4 --digits 4
+	.venv/bin/presk run tests/examples/llama/llama.psk --entry block \
+	    --const D=8 --const H=2 --const F=12 --dim B=1 --dim T=3 --digits 4
 
 # presk check on the reference programs: no error (mlp's two W0001 aside).
 check-examples: setup

@@ -251,3 +251,25 @@ def test_the_derivatives_signatures_are_the_specifications():
         " Linear{D, 1}) -> params Linear{D, 1} {",
     ]:
         assert line in heads
+
+
+@pytest.mark.parametrize(
+    ("args", "head"),
+    [
+        (("tests/examples/mlp/mlp.psk", "--entry", "mse", "--dim", "D=3", "--dim", "B=2"), "ℝ[] = "),
+        (
+            ("tests/examples/bert/bert.psk", "--entry", "MaskedLM.apply", "--const", "V=32",
+             "--const", "D=8", "--const", "H=2", "--const", "L=2", "--dim", "B=1", "--dim", "T=4"),
+            "ℝ[batch: 1, seq: 4, 32] = [batch: 1, seq: 4, 32] [[[",
+        ),
+        (
+            ("tests/examples/llama/llama.psk", "--entry", "block", "--const", "D=8", "--const",
+             "H=2", "--const", "F=12", "--dim", "B=1", "--dim", "T=3"),
+            "ℝ[batch: 1, seq: 3, 8] = [batch: 1, seq: 3, 8] [[[",
+        ),
+    ],
+)  # fmt: skip
+def test_the_reference_examples_run_at_tiny_constants(args, head):
+    r = presk("run", *args)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(head)
