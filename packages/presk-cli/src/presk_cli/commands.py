@@ -428,9 +428,24 @@ def train(file, steps, log_every, ckpt, seed, bits, data_file, consts) -> None:
         sys.exit(1)
     try:
         core = lower_program(checked.program)
+        terminal = sys.stdout.isatty()
+        progress = (lambda text: click.echo(text, nl=False)) if terminal else None
         run_training(
-            core, checked.program, checked.runs[0], steps, log_every, ckpt, seed, bits, click.echo
+            core,
+            checked.program,
+            checked.runs[0],
+            steps,
+            log_every,
+            ckpt,
+            seed,
+            bits,
+            click.echo,
+            progress,
         )
+    except KeyboardInterrupt:
+        # checkpoints are written whole or not at all: the last one is intact
+        click.echo("\npresk train: interrupted; the checkpoints written so far are whole", err=True)
+        sys.exit(130)
     except (TrainError, ADError, RunError, EntryError) as e:
         emit([Diagnostic("E7008", Severity.ERROR, f"training stopped: {e}")], sources)
         sys.exit(1)

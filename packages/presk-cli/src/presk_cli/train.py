@@ -68,7 +68,9 @@ def train(
     seed: int,
     bits: int,
     echo,
+    progress=None,
 ) -> None:
+    """Train; `echo` prints a line, `progress` (on a terminal) writes without a newline."""
     main = elab.main
     objective = run.objective.key
     program = _wrappers(core, objective)
@@ -123,13 +125,20 @@ def train(
         theta, m, v = interp.run("adamw.step", [theta, m, v, grads, step, lr], step_dims)
         times.append(time.perf_counter() - start)
         loss_value = float(np.asarray(loss).item())
+        if progress is not None:  # a terminal: the step we are at, overwritten in place
+            progress(f"\rstep {t}/{horizon}  loss {loss_value:.6f}")
         if log_every and t % log_every == 0:
+            rate = format_exp(float(lr.item()), 3)
+            if progress is not None:
+                progress("\r\x1b[K")
             echo(
-                f"step {t}  epoch {epoch + 1}  loss {loss_value:.6f}  lr {format_exp(float(lr.item()), 3)}"
+                f"step {t}  epoch {epoch + 1}  loss {loss_value:.6f}  lr {rate}"
                 f"  |g| {format_exp(float(norm), 4)}"
             )
         if ckpt_dir is not None and every and t % every == 0 and t != horizon:
             save(os.path.join(ckpt_dir, f"step_{t}.psk.d"), run.model, theta)
+    if progress is not None:
+        progress("\r\x1b[K")
     if len(times) > 1:
         median = statistics.median(times[1:]) * 1000
         echo(
