@@ -63,11 +63,24 @@ class Entry:
     bounds: dict[str, int | None] = field(default_factory=dict)
 
 
+GENERATED = (".init", ".vjp", ".fwd", ".bwd", ".grad", ".train", ".train_grad")
+
+
 def entry_names(core: Program) -> list[str]:
-    """What `--entry` accepts: the functions a user wrote (not initializers nor λs)."""
+    """What `--entry` lists: the functions a user wrote (not initializers, λs, the
+    functions differentiation or training write, nor the optimizer's)."""
     return [
-        f.name for f in core.functions if not f.name.endswith(".init") and ".lambda" not in f.name
+        f.name
+        for f in core.functions
+        if not f.name.endswith(GENERATED)
+        and ".lambda" not in f.name
+        and not f.name.startswith("adamw.")
     ]
+
+
+def _runnable(core: Program) -> list[str]:
+    """Every function an entry may name: the user's, and the generated ones too."""
+    return [f.name for f in core.functions if ".lambda" not in f.name]
 
 
 def parse_entry(text: str, core: Program, elab: Elab, dims: dict[str, int]) -> Entry:
@@ -76,9 +89,9 @@ def parse_entry(text: str, core: Program, elab: Elab, dims: dict[str, int]) -> E
         raise EntryError(f"`{text}` is not an entry: write `f`, `M.f` or `M{{3, 2}}.f`", usage=True)
     head, args, tail = m.groups()
     name = f"{head}.{tail}" if tail else head
-    names = entry_names(core)
-    if name not in names:
-        raise EntryError(f"no function `{name}`; functions: {', '.join(names)}", usage=True)
+    if name not in _runnable(core):
+        names = ", ".join(entry_names(core))
+        raise EntryError(f"no function `{name}`; functions: {names}", usage=True)
     fn = core.function(name)
     values = dict(dims)
     module_dims: list[tuple[str, int]] = []
@@ -272,7 +285,7 @@ def data_argument(core: Program, entry_text: str, path: str) -> tuple[dict[str, 
 
     m = ENTRY.match(entry_text)
     name = f"{m.group(1)}.{m.group(3)}" if m and m.group(3) else (m.group(1) if m else "")
-    if name not in entry_names(core):
+    if name not in _runnable(core):
         raise EntryError(f"no function `{name}`", usage=True)
     last = core.function(name).params[-1]
     try:
