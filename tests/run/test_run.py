@@ -273,3 +273,14 @@ def test_the_reference_examples_run_at_tiny_constants(args, head):
     r = presk("run", *args)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith(head)
+
+
+def test_the_pipeline_through_presk_ad_prints_the_derivatives():
+    b = ROOT / ".venv" / "bin"
+    piped = subprocess.run(
+        f"{b}/presk-parse tutorial/04_grad.psk | {b}/presk-elab | {b}/presk-lower | {b}/presk-ad"
+        f" | {b}/presk-dump",
+        shell=True, cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout == presk("dump", "tutorial/04_grad.psk", "--stage", "core-after-ad").stdout
