@@ -472,6 +472,33 @@ def _call(s: Sweep, ins: Instr, ct: Operand) -> None:
     s.call(ins, ct)
 
 
+def _reduce_pick(kind: str) -> Rule:
+    """`max`/`min` over an axis: the cotangent to the first extremum."""
+
+    def rule(s: Sweep, ins: Instr, ct: Operand) -> None:
+        x = ins.args[0]
+        attrs = {"axes": ins.attr("axes", ()), "kind": kind}
+        s.add(x, s.emit("reduce_pick", [ct, x], x.type, attrs))
+
+    return rule
+
+
+def _pick2(kind: str) -> Rule:
+    """`maximum(a, b)`/`minimum`: the cotangent to the winner, half to each at a tie."""
+
+    def rule(s: Sweep, ins: Instr, ct: Operand) -> None:
+        a, b = ins.args
+        k = ins.out.type.shape.rank
+        aligns = ins.attr("_align")
+        for which in (0, 1):
+            attrs = {"which": which, "kind": kind}
+            if aligns is not None:
+                attrs["_align"] = (tuple(range(-k, 0)), *aligns)
+            s.to_operand(ins, which, s.emit("pick2", [ct, a, b], ins.out.type, attrs))
+
+    return rule
+
+
 def _none(s: Sweep, ins: Instr, ct: Operand) -> None:
     """No adjoint flows back: discrete results (indices, masks), draws, keys."""
 
@@ -501,6 +528,10 @@ vjp_rules: dict[str, Rule] = {
     "softmax": _softmax("softmax_grad"),
     "log_softmax": _softmax("log_softmax_grad"),
     "select": _select,
+    "max": _reduce_pick("max"),
+    "min": _reduce_pick("min"),
+    "maximum": _pick2("max"),
+    "minimum": _pick2("min"),
     "embed": _embed,
     "take": _take,
     "merge": _reshape,
@@ -522,8 +553,6 @@ vjp_rules: dict[str, Rule] = {
     "fold_key": _none,
     "init": _none,
 }
-"""The adjoint of each operation. `maximum`, `minimum`, `max` and `min` have none yet
-(their kinks need the choice documented in docs/language.md first); `fold` is unrolled
-before differentiation."""
+"""The adjoint of each operation (`fold` is unrolled before differentiation)."""
 
 __all__ = ["REMATS", "ADError", "Bool", "Idx", "differentiate", "vjp_rules"]

@@ -12,9 +12,13 @@ that the interpreter, which comes before presk-ad in the pipeline, evaluates the
 - `softmax_grad ct, y`, `log_softmax_grad ct, y` (`axes`): with y the forward's result;
 - `spread ct, x` (`_names`: ct's axes, x's): ct laid out on x's axes, repeated along
   those it lacks (an `ein`'s adjoint over an axis one operand summed alone);
+- `reduce_pick ct, x` (`axes`, `kind`): the adjoint of `max`/`min` over an axis;
+- `pick2 ct, a, b` (`which`, `kind`): the adjoint of `maximum`/`minimum` in one operand;
 - `embed_grad ct, table, ids`, `take_grad ct, x, ids` (`axes`), `reshape_like ct, x`.
 
-The derivatives at the kinks are PyTorch's: relu'(0) = 0, abs'(0) = 0.
+The derivatives at the kinks are PyTorch's: relu'(0) = 0, abs'(0) = 0; the gradient of
+`max` over an axis goes to its first maximum, and `maximum(a, b)` gives half to each at a
+tie.
 """
 
 from __future__ import annotations
@@ -178,3 +182,28 @@ def spread(ct: np.ndarray, ct_names: tuple, x: np.ndarray, x_names: tuple) -> np
         if n not in ct_names:
             shape[p + i] = 1
     return np.array(np.broadcast_to(moved.reshape(shape), np.shape(x)), dtype=object)
+
+
+def reduce_pick(ct: np.ndarray, x: np.ndarray, axis: int | None, kind: str) -> np.ndarray:
+    """The adjoint of `max`/`min` over an axis (or all): ct at the first extremum, as
+    `argmax` finds it (PyTorch's `torch.max(x, dim)` routes its gradient the same way)."""
+    key = x if kind == "max" else M.neg(x)
+    out = M.zeros(np.shape(x))
+    if axis is None:
+        i = int(M.argmax(key.reshape(-1), 0))
+        out.reshape(-1)[i] = np.asarray(ct).reshape(())[()]
+        return out
+    idx = np.expand_dims(np.asarray(M.argmax(key, axis), dtype=np.int64), axis)
+    np.put_along_axis(out, idx, np.expand_dims(np.asarray(ct, dtype=object), axis), axis)
+    return out
+
+
+def pick2(ct: np.ndarray, a: np.ndarray, b: np.ndarray, which: int, kind: str) -> np.ndarray:
+    """The adjoint of `maximum(a, b)` (or `minimum`) in operand `which`, on the result's
+    shape: ct where that operand wins, half of it at a tie (as `torch.maximum`)."""
+    wins = np.vectorize(lambda x, y: x > y if kind == "max" else x < y, otypes=[bool])
+    ties = np.vectorize(lambda x, y: x == y, otypes=[bool])(a, b)
+    mine = wins(a, b) if which == 0 else wins(b, a)
+    half = M.div(ct, M.real(2))
+    zero = M.zeros(np.shape(ct))
+    return M.select(mine, ct, M.select(ties, half, zero))

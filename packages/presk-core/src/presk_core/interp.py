@@ -432,6 +432,20 @@ def _take_grad(interp: Interpreter, frame: Frame, ins: Instr) -> object:
     return A.take_grad(ct, x, ids, _axis(frame, ins.args[1], ins.attr("axes")[0]))
 
 
+def _reduce_pick(interp: Interpreter, frame: Frame, ins: Instr) -> object:
+    ct, x = frame.read(ins.args[0]), frame.read(ins.args[1])
+    axes = ins.attr("axes", ())
+    axis = _axis(frame, ins.args[1], axes[0]) if axes else None
+    return A.reduce_pick(ct, x, axis, ins.attr("kind"))
+
+
+def _pick2(interp: Interpreter, frame: Frame, ins: Instr) -> object:
+    ct, a, b = broadcast_operands(frame, ins)
+    shape = np.broadcast_shapes(np.shape(ct), np.shape(a), np.shape(b))
+    ct, a, b = (np.broadcast_to(v, shape) for v in (ct, a, b))
+    return A.pick2(np.array(ct, dtype=object), a, b, ins.attr("which"), ins.attr("kind"))
+
+
 adjoint_rules: dict[str, Rule] = {
     "zeros_like": lambda interp, frame, ins: A.zeros_like(frame.read(ins.args[0])),
     "accum": _pair(A.accum),
@@ -457,6 +471,8 @@ adjoint_rules: dict[str, Rule] = {
     "spread": lambda i, f, ins: A.spread(
         f.read(ins.args[0]), ins.attr("_names")[0], f.read(ins.args[1]), ins.attr("_names")[1]
     ),
+    "reduce_pick": _reduce_pick,
+    "pick2": _pick2,
     "reshape_like": lambda i, f, ins: f.read(ins.args[0]).reshape(np.shape(f.read(ins.args[1]))),
 }
 
