@@ -89,28 +89,6 @@ def _explicit(t: Type) -> Shape:
     return s if s is not None else Shape(False, ())
 
 
-def aligned(x: np.ndarray, operand: Type, result: Type, positions=None) -> np.ndarray:
-    """x laid out on the result's axes (missing ones of length 1), as the checker aligned
-    the operand: by trailing position or by name; its prefix on the result's prefix."""
-    x = np.asarray(x, dtype=object) if not isinstance(x, np.ndarray) else x
-    src, dst = _explicit(operand), _explicit(result)
-    k = src.rank
-    prefix = x.ndim - k
-    where = positions if positions is not None else alignment(src, dst)
-    big = _result_rank(x.ndim - k, dst)
-    targets = list(range(prefix)) + [big + p for p in where]
-    order = np.argsort(targets, kind="stable")
-    moved = np.transpose(x, order) if x.ndim else x
-    shape = [1] * big
-    for axis, t in enumerate(sorted(targets)):
-        shape[t] = moved.shape[axis]
-    return moved.reshape(shape)
-
-
-def _result_rank(prefix: int, dst: Shape) -> int:
-    return prefix + dst.rank
-
-
 def _prefix_of(values: list[tuple[np.ndarray, Type]]) -> int:
     return max((np.ndim(v) - _explicit(t).rank for v, t in values), default=0)
 
@@ -129,14 +107,22 @@ def broadcast_operands(frame: Frame, ins: Instr) -> list[np.ndarray]:
     return out
 
 
-def _place(v: np.ndarray, t: Type, result: Type, prefix: int, pos) -> np.ndarray:
+def _targets(ndim: int, t: Type, result: Type, prefix: int, pos) -> list[int]:
+    """Where each axis of an operand's data goes among the result's data axes: its prefix on
+    the end of the result's prefix, its axes as the checker aligned them (`pos`, counted
+    from the result's last axis), by trailing position or by name."""
     src, dst = _explicit(t), _explicit(result)
-    if v.ndim == 0:
-        return v
-    own_prefix = v.ndim - src.rank
+    own_prefix = ndim - src.rank
     where = pos if pos is not None else alignment(src, dst)
     big = prefix + dst.rank
-    targets = [prefix - own_prefix + i for i in range(own_prefix)] + [big + p for p in where]
+    return [prefix - own_prefix + i for i in range(own_prefix)] + [big + p for p in where]
+
+
+def _place(v: np.ndarray, t: Type, result: Type, prefix: int, pos) -> np.ndarray:
+    if v.ndim == 0:
+        return v
+    big = prefix + _explicit(result).rank
+    targets = _targets(v.ndim, t, result, prefix, pos)
     order = np.argsort(targets, kind="stable")
     moved = np.transpose(v, order)
     shape = [1] * big
@@ -396,12 +382,8 @@ def _sum_to(interp: Interpreter, frame: Frame, ins: Instr) -> object:
     ct, x = frame.read(ct_val), frame.read(x_val)
     if not isinstance(x, np.ndarray) or np.ndim(x) == 0:
         return M.sum(ct) if np.ndim(ct) else ct
-    src, dst = _explicit(x_val.type), _explicit(ct_val.type)
-    prefix = np.ndim(ct) - dst.rank
-    own = np.ndim(x) - src.rank
-    where = ins.attr("_align") or alignment(src, dst)
-    big = prefix + dst.rank
-    targets = [prefix - own + i for i in range(own)] + [big + p for p in where]
+    prefix = np.ndim(ct) - _explicit(ct_val.type).rank
+    targets = _targets(np.ndim(x), x_val.type, ct_val.type, prefix, ins.attr("_align"))
     return A.sum_to(ct, targets, np.shape(x))
 
 
