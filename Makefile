@@ -15,7 +15,7 @@ setup:
 	@$(UV) sync --frozen --all-packages --quiet
 
 test: setup
-	$(PY) -m pytest
+	$(PY) -m pytest -q
 
 tutorial: setup
 	$(PY) tools/run_tutorial.py docs/tutorial.md

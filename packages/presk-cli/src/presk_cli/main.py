@@ -13,6 +13,7 @@ import click
 
 from presk_cli import __version__
 from presk_cli.commands import check, data, dump, run, train
+from presk_cli.export import export
 
 DESCRIPTION = f"Presk compiler ({__version__}: front-end, reference interpreter, training)"
 
@@ -71,6 +72,7 @@ cli.add_command(check)
 cli.add_command(run)
 cli.add_command(train)
 cli.add_command(dump)
+cli.add_command(export)
 cli.add_command(data)
 
 

@@ -117,6 +117,13 @@ class Lowering(Emitter):
 def lower_program(program: Program) -> Core:
     """PSK-Core of an elaborated program: its functions in program order (imports first),
     the modules' initializers, then the λs. DiagnosticError if the program has errors."""
+    return lower_checked(program)[0]
+
+
+def lower_checked(program: Program) -> tuple[Core, dict[str, FnInfo]]:
+    """PSK-Core, and what the checker knew of each function it lowered (its source
+    signature, module arguments included, which PSK-Core erases): for an export that
+    mirrors the source."""
     lowering = Lowering()
     checker = check_program(program, lowering)
     errors = [d for d in program.diagnostics + checker.diagnostics if d.is_error]
@@ -132,7 +139,8 @@ def lower_program(program: Program) -> Core:
         lowering.functions[i.key] for i in checker.lambdas if i.key in lowering.functions
     )
     functions.extend(optimizer_functions(program))  # a training run's `adamw.lr`, `adamw.step`
-    return Core(tuple(functions))
+    infos = {i.key: i for i in [*checker.order, *checker.lambdas]}
+    return Core(tuple(functions)), infos
 
 
 # ---- initializers ------------------------------------------------------------------------

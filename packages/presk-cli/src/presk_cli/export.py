@@ -1,0 +1,89 @@
+"""`presk export`: a program as readable PyTorch, with its conformance test."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+from presk_core.run import EntryError, RunError
+from presk_export import ExportError, Options, export_pytorch, write_files
+from presk_syntax.diagnostics import Diagnostic, DiagnosticError, Label, Severity, emit
+from presk_syntax.span import SourceMap
+from presk_types.elab import load_program
+
+from presk_cli.commands import CONST, _consts, _dims, _fail
+
+
+@click.command(
+    short_help="Export a program to another framework (PyTorch), or an entry as a C program"
+)
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option(
+    "--target",
+    type=click.Choice(["pytorch", "c"]),
+    required=True,
+    help="`pytorch`: Python files mirroring the source.",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["readable"]),
+    default="readable",
+    show_default=True,
+    help="`readable`: a class per module, a function per function, the source's names.",
+)
+@click.option(
+    "--shapes",
+    type=click.Choice(["check", "none"]),
+    default="none",
+    show_default=True,
+    help="`check`: `assert x.shape == (…)` after each binding of a closed shape.",
+)
+@click.option(
+    "--stack",
+    type=click.Choice(["loop", "unroll"]),
+    default="loop",
+    show_default=True,
+    help="`loop`: stack{L} as an nn.ModuleList and a loop; `unroll`: the L calls.",
+)
+@click.option(
+    "--conformance-entry",
+    "entry",
+    metavar="ENTRY",
+    help="Also write a conformance test of ENTRY (`f`, `M.f`) against the interpreter.",
+)
+@click.option("--dim", "dims", multiple=True, metavar="NAME=N", help="A dimension of the entry.")
+@CONST
+@click.option("--seed", type=int, default=0, show_default=True, help="The root of the inputs.")
+@click.option("-o", "--out", required=True, type=click.Path(file_okay=False), help="The folder.")
+def export(file, target, mode, shapes, stack, entry, dims, consts, seed, out) -> None:
+    """Export FILE to PyTorch: one Python file per Presk file it reaches, and with
+    --conformance-entry a test that runs the export on the interpreter's inputs."""
+    if target != "pytorch":
+        click.echo("presk export: --target c is not built yet; use --target pytorch", err=True)
+        sys.exit(2)
+    sources = SourceMap()
+    options = Options(check_shapes=shapes == "check", unroll=stack == "unroll")
+    try:
+        program = load_program(file, _consts(consts), sources)
+        files = export_pytorch(program, options, entry, _dims(dims), seed)
+    except DiagnosticError as e:
+        _fail(e, sources)
+    except ExportError as e:
+        labels = (Label(e.span, "here"),) if e.span is not None else ()
+        emit([Diagnostic(e.code, Severity.ERROR, f"cannot export: {e}", labels)], sources)
+        sys.exit(1)
+    except EntryError as e:
+        if e.usage:
+            click.echo(f"presk export: {e}", err=True)
+            sys.exit(2)
+        emit([e.diagnostic()], sources)
+        sys.exit(1)
+    except RunError as e:
+        emit([Diagnostic(e.code, Severity.ERROR, str(e))], sources)
+        sys.exit(1)
+    try:
+        written = write_files(out, files)
+    except OSError as e:
+        click.echo(f"presk export: cannot write into {out}: {e.strerror}", err=True)
+        sys.exit(1)
+    click.echo(f"presk export: wrote {', '.join(written)}")

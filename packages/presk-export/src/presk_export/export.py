@@ -1,0 +1,57 @@
+"""`presk export --target pytorch`: the files of an export, checked, then written whole."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+from presk_core.lower import lower_checked
+from presk_types.elab import Program
+
+from presk_export.conformance import conformance_files
+from presk_export.pytorch import Export, Options, ruff_format
+
+
+def export_pytorch(
+    program: Program,
+    options: Options,
+    entry: str | None = None,
+    dims: dict[str, int] | None = None,
+    seed: int = 0,
+    bits: int = 256,
+) -> dict[str, str]:
+    """Relative path -> text of every file of the export: one Python file per Presk file,
+    and with an entry its conformance test and data. DiagnosticError for a program with
+    errors, ExportError for a construct the export cannot write, EntryError for a bad entry."""
+    core, infos = lower_checked(program)
+    export = Export(program, core, infos, options)
+    files = export.files()
+    if entry is not None:
+        files.update(conformance_files(export, entry, dims or {}, seed, bits))
+    for name, text in files.items():
+        if name.endswith(".py"):
+            files[name] = ruff_format(text)
+            compile(files[name], name, "exec")  # a SyntaxError here is a bug of the export
+    return files
+
+
+def write_files(out: str, files: dict[str, str]) -> list[str]:
+    """Write each file whole (a temporary file, then a rename), after every text exists:
+    a failed export leaves nothing half-written. The paths, in order."""
+    written = []
+    for name, text in files.items():
+        path = os.path.join(out, name)
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".presk-")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+        written.append(path)
+    return written
+
+
+__all__ = ["Options", "export_pytorch", "write_files"]

@@ -1,0 +1,338 @@
+"""The readable PyTorch export: one Python file per Presk file, a class per module.
+
+A module is an `nn.Module` whose constructor takes its dimensions (and the file's
+dimensions its parameters' shapes use: `MiniGPT(T)`), makes each `param` an
+`nn.Parameter` drawn by its initializer and each `use` an attribute (a `stack{L}` an
+`nn.ModuleList`); `fn apply` is `forward`, its other functions methods. A free function
+is a function whose module arguments are `nn.Module`s and whose parameter trees are dicts
+of tensors (or the module itself, when no module argument names it). Each file imports the
+others as its source does. The text is rendered from jinja2 templates, then formatted by
+ruff, so that it reads as written by hand and a formatter leaves it unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from dataclasses import dataclass, field
+
+import jinja2
+from presk_core.ir import Function, Instr
+from presk_core.ir import Program as Core
+from presk_types.elab import FileEnv, ModuleInfo, Program
+from presk_types.presburger import Lin
+from presk_types.types import ModuleT, ParamsT, TupleT, Type, shape_of
+from presk_types.values import FnInfo
+
+from presk_export.body import Body, Tree, _linked, _literal
+from presk_export.pyexpr import ExportError, axis_index, identifier, lin
+
+TEMPLATES = jinja2.Environment(
+    loader=jinja2.PackageLoader("presk_export", "templates"),
+    keep_trailing_newline=True,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    undefined=jinja2.StrictUndefined,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    check_shapes: bool = False  # --shapes=check
+    unroll: bool = False  # --stack=unroll
+
+
+def python_module(path: str) -> str:
+    """The stem of a Presk file as a Python module name: `01_linear.psk` → `_01_linear`."""
+    stem = re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
+    return f"_{stem}" if not stem or stem[0].isdigit() else identifier(stem)
+
+
+def where(span, sources: dict[str, str]) -> str:
+    """`06_tower.psk:16`: a span's file and line."""
+    text = sources[span.file]
+    line = text.encode("utf-8")[: span.start].count(b"\n") + 1
+    return f"{os.path.basename(span.file)}:{line}"
+
+
+@dataclass
+class Export:
+    """What every file of one export shares: the program, its PSK-Core, the checker's
+    signatures, where each function and module is written."""
+
+    program: Program
+    core: Core
+    infos: dict[str, FnInfo]
+    options: Options
+    modules: dict[str, str] = field(default_factory=dict)  # Presk file -> Python module
+    owner: dict[str, str] = field(default_factory=dict)  # function or class -> Presk file
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        taken: set[str] = set()
+        for env in self.program.files:
+            name = python_module(env.path)
+            while name in taken:
+                name += "_"
+            taken.add(name)
+            self.modules[env.path] = name
+            self.sources[env.path] = env.source.text
+            for m in env.modules:
+                self.owner[m] = env.path
+                self.owner[f"{m}.init"] = env.path
+        for key, info in self.infos.items():
+            self.owner.setdefault(key, info.file.path)
+
+    def ctor_dims(self, module: str) -> list[str]:
+        """The constructor's arguments of a module: its dimensions, then the file's that its
+        parameters' shapes (or its sub-modules' constructors) use."""
+        info = self.module_info(module)
+        init = self.core.function(f"{module}.init")
+        used: list[str] = []
+        for ins in init.body:
+            if ins.op == "init":
+                used += [d for a in shape_of(ins.out.type).axes for d, _ in a.length.coeffs]
+            elif ins.op in ("call", "fold_init"):
+                callee = ins.attr("fn").rsplit(".", 1)[0]
+                binds = dict(ins.attr("dims"))
+                for d in self.ctor_dims(callee):
+                    used += [v for v, _ in binds[d].coeffs] if d in binds else [d]
+        extra = [d for d in init.dims if d in used and d not in info.dims]
+        return list(info.dims) + list(dict.fromkeys(extra))
+
+    def module_info(self, name: str) -> ModuleInfo:
+        return next(env.modules[name] for env in self.program.files if name in env.modules)
+
+    def files(self) -> dict[str, str]:
+        """Python file name -> its text, for every Presk file the program reaches."""
+        out = {}
+        for env in self.program.files:
+            out[f"{self.modules[env.path]}.py"] = FileWriter(self, env).render()
+        return out
+
+
+class FileWriter:
+    """One Python file: its imports, classes and functions."""
+
+    def __init__(self, export: Export, env: FileEnv) -> None:
+        self.export = export
+        self.env = env
+        self.core = export.core
+        self.infos = export.infos
+        self.options = export.options
+        self.imports: set[str] = set()
+        self.from_imports: dict[str, list[str]] = {}
+
+    def ref(self, name: str) -> str:
+        """A function or class of the program, by the name this file knows it by."""
+        owner = self.export.owner.get(name, self.env.path)
+        py = name.split(".")[0] if "." in name and not name.endswith(".init") else name
+        py = identifier(py.removesuffix(".init"))
+        if owner != self.env.path:
+            names = self.from_imports.setdefault(self.export.modules[owner], [])
+            if py not in names:
+                names.append(py)
+        return py
+
+    def render(self) -> str:
+        blocks = []
+        for name, info in self.env.modules.items():
+            blocks.append(self.module_class(name, info))
+        for fn in self.core.functions:
+            info = self.infos.get(fn.name)
+            if info is None or info.module is not None or info.decl is None:
+                continue
+            if info.file is not self.env or ".lambda" in fn.name:
+                continue
+            blocks.append(self.function(fn, info))
+        imports = ["import math"] if "math" in self.imports else []
+        imports.append("import torch")
+        if "F" in self.imports:
+            imports.append("import torch.nn.functional as F")
+        imports.append("from torch import nn")
+        ours = [self.export.modules[env.path] for env in self.export.program.files]
+        for module in sorted(self.from_imports, key=ours.index):
+            imports.append(f"from {module} import {', '.join(self.from_imports[module])}")
+        text = TEMPLATES.get_template("module.py.j2").render(
+            source=os.path.basename(self.env.path), imports=imports, blocks=blocks
+        )
+        return text
+
+    # ---- a module as a class -----------------------------------------------------------------
+
+    def module_class(self, name: str, info: ModuleInfo) -> str:
+        ctor = self.export.ctor_dims(name)
+        init = self.core.function(f"{name}.init")
+        keys = dict(zip(init.body[-1].attr("keys"), init.body[-1].args, strict=True))
+        made = {ins.out.id: ins for ins in init.body}
+        lines = []
+        for key, value in keys.items():
+            ins = made[value.id]
+            lines.append(f"self.{key} = {self.member(ins, name)}")
+        methods = []
+        for fn in self.core.functions:
+            if fn.name.startswith(f"{name}.") and fn.name in self.infos:
+                methods.append(self.method(fn, self.infos[fn.name]))
+        return TEMPLATES.get_template("class.py.j2").render(
+            name=name,
+            where=where(info.decl.span, self.export.sources),
+            ctor=ctor,
+            init=lines,
+            methods=methods,
+        )
+
+    def member(self, ins: Instr, module: str) -> str:
+        """The constructor's line for a parameter or a sub-module."""
+        if ins.op == "init":
+            return f"nn.Parameter({self.initializer(ins)})"
+        callee = ins.attr("fn").rsplit(".", 1)[0]
+        binds = dict(ins.attr("dims"))
+        args = ", ".join(
+            lin(binds.get(d, Lin(((d, 1),), 0))) for d in self.export.ctor_dims(callee)
+        )
+        made = f"{self.ref(callee + '.init')}({args})"
+        if ins.op == "fold_init":
+            return f"nn.ModuleList([{made} for _ in range({lin(ins.attr('count'))})])"
+        return made
+
+    def initializer(self, ins: Instr) -> str:
+        shape = shape_of(ins.out.type)
+        dims = ", ".join(lin(a.length) for a in shape.axes)
+        kind = ins.attr("init")
+        match kind:
+            case "zeros" | "ones":
+                return f"torch.{kind}({dims})"
+            case "normal":
+                return f"nn.init.normal_(torch.empty({dims}), std={ins.attr('std', '1')})"
+            case "xavier_uniform" if shape.rank == 2:
+                return f"nn.init.xavier_uniform_(torch.empty({dims}))"
+        raise ExportError(
+            f"the initializer `{kind}` of a parameter of rank {shape.rank} has no PyTorch export",
+            span=ins.span,
+        )
+
+    # ---- functions -----------------------------------------------------------------------
+
+    def method(self, fn: Function, info: FnInfo) -> dict:
+        method_name = fn.name.rsplit(".", 1)[1]
+        bound = {fn.params[0].id: Tree("self")}
+        params = self.signature(fn, [(p.name, p.type) for p in fn.params[1:]])
+        lines = self.body(fn, bound, [(p.name, p.type) for p in fn.params[1:]], "        ")
+        return {
+            "name": "forward" if method_name == "apply" else identifier(method_name),
+            "params": params,
+            "source": method_name,
+            "where": where(fn.span, self.export.sources),
+            "lines": lines,
+        }
+
+    def function(self, fn: Function, info: FnInfo) -> str:
+        linked = _linked(info.params)
+        bound = {}
+        for p in fn.params:
+            if isinstance(p.type, ParamsT):
+                owner = linked.get(p.name)
+                name = identifier(p.name)
+                bound[p.id] = Tree(identifier(owner), name) if owner else Tree(name)
+        lines = self.body(fn, bound, info.params, "    ")
+        return TEMPLATES.get_template("function.py.j2").render(
+            name=identifier(fn.name),
+            params=self.signature(fn, info.params),
+            where=where(fn.span, self.export.sources),
+            lines=lines,
+        )
+
+    def signature(self, fn: Function, params: list[tuple[str, Type]]) -> list[str]:
+        defaults = dict(fn.defaults)
+        out = []
+        for name, _ in params:
+            if name in defaults:
+                out.append(f"{identifier(name)}={_default(defaults[name])}")
+            else:
+                out.append(identifier(name))
+        return out
+
+    def body(self, fn: Function, bound: dict, params: list[tuple[str, Type]], indent: str):
+        """The comments of the parameters, the dimensions read from their shapes, the body's
+        statements and its return."""
+        linked = _linked(params)
+        dims: dict[str, str] = {}
+        head: list[str] = []
+        for name, t in params:
+            py = identifier(name)
+            head.append(f"# {name} : {t}{_role(t, name, linked)}")
+            for path, s in _tensors(py, t):
+                for i, a in enumerate(s.axes):
+                    d = _single(a.length)
+                    if d is not None and d in fn.dims and d not in dims:
+                        dims[d] = d
+                        head.append(f"{d} = {path}.shape[{axis_index(s, i)}]")
+        for p in fn.params:
+            if p.id not in bound:
+                bound[p.id] = _param_expr(p)
+        b = Body(self, fn, bound, dims)
+        b.taken |= {identifier(n) for n, _ in params} | set(dims)
+        result = b.run()
+        if isinstance(result, Tree):
+            raise ExportError(f"`{fn.name}` returns a parameter tree", span=fn.span)
+        ret = _tuple_text(result) if isinstance(result, tuple) else str(result)
+        return [*head, *b.lines, f"return {ret}"]
+
+
+def _param_expr(p):
+    from presk_export.pyexpr import Expr
+
+    return Expr(identifier(p.name))
+
+
+def _tuple_text(v: tuple) -> str:
+    items = [str(e) for e in v]
+    return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+
+
+def _role(t: Type, name: str, linked: dict[str, str]) -> str:
+    if isinstance(t, ModuleT):
+        return "  (a module, passed as an nn.Module)"
+    if isinstance(t, ParamsT) and name not in linked:
+        return "  (an nn.Module holding the parameters)"
+    return ""
+
+
+def _tensors(py: str, t: Type):
+    """The tensors an argument holds, each with the Python expression that reads it."""
+    if isinstance(t, TupleT):
+        for i, e in enumerate(t.elements):
+            yield from _tensors(f"{py}[{i}]", e)
+        return
+    s = shape_of(t)
+    if s is not None:
+        yield py, s
+
+
+def _single(e: Lin) -> str | None:
+    if len(e.coeffs) == 1 and e.coeffs[0][1] == 1 and e.constant == 0:
+        return e.coeffs[0][0]
+    return None
+
+
+def _default(text: str) -> str:
+    return text
+
+
+def ruff_format(text: str) -> str:
+    """The text as `ruff format` writes it (ruff's own defaults, whatever the project's)."""
+    from ruff.__main__ import find_ruff_bin
+
+    done = subprocess.run(
+        [find_ruff_bin(), "format", "--isolated", "-"],
+        input=text.encode("utf-8"),
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"ruff format refused the generated code: {done.stderr.decode()}")
+    return done.stdout.decode("utf-8")
+
+
+__all__ = ["Export", "Options", "python_module", "ruff_format", "_literal"]

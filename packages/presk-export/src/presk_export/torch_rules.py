@@ -1,0 +1,254 @@
+"""The PyTorch of each primitive: one rule per name of the registry
+(`presk_types.rules.PRIMITIVES`), as the interpreter has one MPFR rule per name.
+
+A rule takes the function's `Body` (for its operands, laid out for broadcasting, and the
+imports it needs) and the instruction, and returns the Python expression of its value.
+The choices follow the interpreter's semantics (presk-core's `mpfr.py`): gelu is the erf
+form, a masked softmax excludes the masked positions, `max` over an axis is `amax`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from presk_core.ir import Instr
+from presk_types.types import Machine
+
+from presk_export.pyexpr import (
+    ADD,
+    ATOM,
+    CMP,
+    MUL,
+    POW,
+    UNARY,
+    ExportError,
+    Expr,
+    binary,
+    call,
+    lin,
+    method,
+)
+
+if TYPE_CHECKING:
+    from presk_export.body import Body
+
+Rule = Callable[["Body", Instr], Expr]
+
+
+def _binary(op: str, prec: int) -> Rule:
+    def rule(b: Body, ins: Instr) -> Expr:
+        x, y = b.aligned(ins)
+        return binary(x, op, y, prec)
+
+    return rule
+
+
+def _pow(b: Body, ins: Instr) -> Expr:
+    x, y = b.operands(ins)
+    return binary(x, "**", y, POW, right_assoc=True)
+
+
+def _neg(b: Body, ins: Instr) -> Expr:
+    (x,) = b.operands(ins)
+    return Expr(f"-{x.at(UNARY)}", UNARY, x.scalar)
+
+
+def _dot(b: Body, ins: Instr) -> Expr:
+    x, w = b.operands(ins)
+    if b.rank(ins.args[1]) <= 2:
+        return binary(x, "@", w, MUL)
+    return call("torch.tensordot", x, w, "dims=1")
+
+
+def _letters(names: list[tuple[str, ...]]) -> dict[str, str]:
+    """A letter per axis name for einsum: its initial when free (`seq2`, a relabelled `seq`,
+    takes the letter after `seq`'s), else one of its letters, else the first free one."""
+    out: dict[str, str] = {}
+    alphabet = "abcdefghijklmnopqrstuvwxyz"
+    for n in (n for group in names for n in group):
+        if n in out:
+            continue
+        taken = set(out.values())
+        own = [c for c in n.lower() if c in alphabet]
+        after = alphabet[alphabet.index(own[0]) + 1 :] if own and n[-1].isdigit() else ""
+        out[n] = next(c for c in [*own[:1], *after, *own, *alphabet] if c not in taken)
+    return out
+
+
+def _ein(b: Body, ins: Instr) -> Expr:
+    names: tuple[tuple[str, ...], ...] = ins.attr("_names")
+    out: tuple[str, ...] = ins.attr("axes")
+    xs = b.operands(ins)
+    prefix = any(b.shape(a).prefix for a in ins.args)
+    if len(xs) == 1 and sorted(names[0]) == sorted(out) and not prefix:
+        perm = [names[0].index(n) for n in out]
+        return xs[0] if perm == sorted(perm) else method(xs[0], "permute", *perm)
+    letters = _letters([*names, out])
+    dots = "..." if prefix else ""
+    spec = ",".join(dots + "".join(letters[n] for n in group) for group in names)
+    spec += "->" + dots + "".join(letters[n] for n in out)
+    return call("torch.einsum", f'"{spec}"', *xs)
+
+
+def _unary(torch_fn: str, math_fn: str | None = None) -> Rule:
+    def rule(b: Body, ins: Instr) -> Expr:
+        (x,) = b.operands(ins)
+        if x.scalar and math_fn is not None:
+            if math_fn.startswith("math."):
+                b.imports.add("math")
+            return call(math_fn, x, scalar=True)
+        if x.scalar:
+            x = call("torch.tensor", x)
+        if torch_fn.startswith("F."):
+            b.imports.add("F")
+        return call(torch_fn, x)
+
+    return rule
+
+
+def _pair(torch_fn: str) -> Rule:
+    def rule(b: Body, ins: Instr) -> Expr:
+        x, y = b.aligned(ins)
+        return call(torch_fn, x, y)
+
+    return rule
+
+
+def _reduce(name: str, whole: str) -> Rule:
+    def rule(b: Body, ins: Instr) -> Expr:
+        (x,) = b.operands(ins)
+        if not ins.attr("axes"):
+            return method(x, whole)
+        return method(x, name, f"dim={b.axis(ins)}")
+
+    return rule
+
+
+def _softmax(torch_fn: str) -> Rule:
+    def rule(b: Body, ins: Instr) -> Expr:
+        xs = b.operands(ins)
+        x = xs[0]
+        if ins.attr("where"):
+            b.imports.add("math")
+            mask = b.placed(xs[-1], ins.args[-1], ins.args[0])
+            x = method(x, "masked_fill", f"~{mask.at(UNARY)}", "-math.inf")
+        return call(torch_fn, x, f"dim={b.axis(ins)}")
+
+    return rule
+
+
+def _causal_mask(b: Body, ins: Instr) -> Expr:
+    ((_, length),) = ins.attr("shapes")
+    n = b.length(length)
+    return method(call("torch.ones", n, n, "dtype=torch.bool"), "tril")
+
+
+def _compare(b: Body, ins: Instr) -> Expr:
+    x, y = b.aligned(ins)
+    return binary(x, ins.attr("op"), y, CMP)
+
+
+def _select(b: Body, ins: Instr) -> Expr:
+    return call("torch.where", *b.aligned(ins))
+
+
+def _real(b: Body, ins: Instr) -> Expr:
+    (x,) = b.operands(ins)
+    if x.scalar or isinstance(b.type(ins.args[0]), Machine):  # a hyperparameter: a number
+        return Expr(x.text, x.prec, scalar=True)
+    return method(x, "to", "torch.get_default_dtype()")
+
+
+def _argmax(b: Body, ins: Instr) -> Expr:
+    (x,) = b.operands(ins)
+    return method(x, "argmax", f"dim={b.axis(ins) if ins.attr('axes') else -1}")
+
+
+def _one_hot(b: Body, ins: Instr) -> Expr:
+    (i,) = b.operands(ins)
+    b.imports.add("F")
+    bound = b.type(ins.args[0]).bound
+    return method(call("F.one_hot", i, b.length(bound)), "to", "torch.get_default_dtype()")
+
+
+def _embed(b: Body, ins: Instr) -> Expr:
+    table, ids = b.operands(ins)
+    return Expr(f"{table.at(ATOM)}[{ids}]")
+
+
+def _take(b: Body, ins: Instr) -> Expr:
+    x, i = b.operands(ins)
+    d = b.axis(ins)
+    if b.rank(ins.args[1]) != b.rank(ins.args[0]) - 1:
+        raise ExportError("`take` with indices that broadcast", span=ins.span)
+    return method(method(x, "gather", d, method(i, "unsqueeze", d)), "squeeze", d)
+
+
+def _merge(b: Body, ins: Instr) -> Expr:
+    (x,) = b.operands(ins)
+    first, second = (b.axis(ins, k=0, name=n) for n in ins.attr("axes"))
+    if second != first + 1:
+        raise ExportError("`merge` of axes that are not adjacent", span=ins.span)
+    return method(x, "flatten", first, second)
+
+
+def _split(b: Body, ins: Instr) -> Expr:
+    (x,) = b.operands(ins)
+    lengths = ", ".join(b.length(n) for _, n in ins.attr("shapes"))
+    return method(x, "unflatten", b.axis(ins), f"({lengths})")
+
+
+def _unsupported(why: str) -> Rule:
+    def rule(b: Body, ins: Instr) -> Expr:
+        raise ExportError(f"`{ins.op}` has no PyTorch export: {why}", span=ins.span)
+
+    return rule
+
+
+RULES: dict[str, Rule] = {
+    "add": _binary("+", ADD),
+    "sub": _binary("-", ADD),
+    "mul": _binary("*", MUL),
+    "div": _binary("/", MUL),
+    "pow": _pow,
+    "neg": _neg,
+    "dot": _dot,
+    "ein": _ein,
+    "sqrt": _unary("torch.sqrt", "math.sqrt"),
+    "exp": _unary("torch.exp", "math.exp"),
+    "log": _unary("torch.log", "math.log"),
+    "tanh": _unary("torch.tanh", "math.tanh"),
+    "sigmoid": _unary("torch.sigmoid"),
+    "gelu": _unary("F.gelu"),
+    "silu": _unary("F.silu"),
+    "sin": _unary("torch.sin", "math.sin"),
+    "cos": _unary("torch.cos", "math.cos"),
+    "relu": _unary("torch.relu"),
+    "abs": _unary("torch.abs", "abs"),
+    "maximum": _pair("torch.maximum"),
+    "minimum": _pair("torch.minimum"),
+    "sum": _reduce("sum", "sum"),
+    "mean": _reduce("mean", "mean"),
+    "max": _reduce("amax", "max"),
+    "min": _reduce("amin", "min"),
+    "softmax": _softmax("torch.softmax"),
+    "log_softmax": _softmax("torch.log_softmax"),
+    "causal_mask": _causal_mask,
+    "compare": _compare,
+    "select": _select,
+    "real": _real,
+    "argmax": _argmax,
+    "one_hot": _one_hot,
+    "embed": _embed,
+    "take": _take,
+    "merge": _merge,
+    "split": _split,
+    "sample": _unsupported("sampling is a serving construct (randomness inside a model)"),
+    "split_key": _unsupported("keys are a serving construct (randomness inside a model)"),
+}
+
+# Primitives the function body writes itself, not through a rule.
+STRUCTURAL = {"grad"}
+
+__all__ = ["RULES", "STRUCTURAL", "lin"]
