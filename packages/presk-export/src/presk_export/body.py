@@ -75,6 +75,7 @@ class Body:
         self.imports = writer.imports
         self.taken: set[str] = {str(e) for e in bound.values() if isinstance(e, Expr)}
         self.stacks = 0
+        self.needed: list[str] = []
         self.uses: Counter[int] = Counter(
             a.id for ins in fn.body for a in ins.args if isinstance(a, Value)
         )
@@ -118,12 +119,21 @@ class Body:
         return axis_index(s, i)
 
     def length(self, e: Lin) -> str:
+        """A length in Python. A dimension of the function that no argument's shape holds
+        (`fn positions() -> ℝ[seq: T]`) becomes a parameter of the Python function (or, in
+        a method, an attribute the constructor keeps): `needed` lists them."""
         for d in (name for name, _ in e.coeffs):
             if d not in self.dims:
-                raise ExportError(
-                    f"the dimension `{d}` is not readable from the arguments' shapes here"
-                )
+                if d not in self.fn.dims:
+                    raise ExportError(f"the dimension `{d}` has no value here")
+                self.needed.append(d)
+                self.dims[d] = d
         return lin(Lin(tuple((self.dims[d], c) for d, c in e.coeffs), e.constant))
+
+    def dim_arguments(self, callee: str, ins: Instr) -> list[str]:
+        """`T=T`: the dimensions a callee takes as parameters, as this call binds them."""
+        binds = dict(ins.attr("dims", ()))
+        return [f"{d}={self.length(binds[d])}" for d in self.writer.export.dim_params(callee)]
 
     def placed(self, x: Expr, a: Operand, against: Operand | Type, where=None) -> Expr:
         """Operand `a` laid out on the axes of `against` (a value, or the result type)."""
@@ -160,10 +170,9 @@ class Body:
         s = shape_of(t)
         if not self.writer.options.check_shapes or s is None or s.prefix:
             return
-        try:
-            lengths = [self.length(a.length) for a in s.axes]
-        except ExportError:
-            return  # a length the function cannot read: no assertion
+        if any(d not in self.dims for a in s.axes for d, _ in a.length.coeffs):
+            return  # a length no argument gives: no assertion
+        lengths = [self.length(a.length) for a in s.axes]
         tup = f"({lengths[0]},)" if len(lengths) == 1 else f"({', '.join(lengths)})"
         self.emit(f"assert {name}.shape == {tup}")
 
@@ -195,9 +204,24 @@ class Body:
             if self.uses[ins.out.id] == 0 and ins.out.name is None and ins.op not in ("fold",):
                 k += 1
                 continue  # read by nobody (a field the checker resolved eagerly)
-            self.bind(ins, self.instruction(ins))
+            value = self.instruction(ins)
+            if isinstance(value, Expr) and self._unpacked_next(body, k):
+                self.env[ins.out.id] = value  # `q1, q2 = rotate(…)`: no temporary
+            else:
+                self.bind(ins, value)
             k += 1
         return self.value(self.fn.ret)
+
+    def _unpacked_next(self, body: tuple[Instr, ...], k: int) -> bool:
+        """Whether the tuple body[k] makes is read only by the named gets that follow it."""
+        out = body[k].out
+        if not isinstance(out.type, TupleT) or out.name is not None:
+            return False
+        n = len(out.type.elements)
+        gets = body[k + 1 : k + 1 + n]
+        return self.uses[out.id] == n and [
+            (g.op, g.args[0], g.out.name is not None, g.attr("index")) for g in gets
+        ] == [("get", out, True, i) for i in range(n)]
 
     def unpack(self, body: tuple[Instr, ...], k: int) -> int:
         """`let (x, y) = batch`: the gets of every element of a tuple, each named, as one
@@ -265,7 +289,7 @@ class Body:
         info = self.writer.infos.get(name)
         if info is not None and info.module is not None:
             tree, *rest = [self.value(a) for a in ins.args]
-            args = self.arguments(callee, callee.params[1:], rest)
+            args = self.arguments(callee, callee.params[1:], rest) + self.dim_arguments(name, ins)
             method_name = name.rsplit(".", 1)[1]
             if tree.params is None:
                 target = tree.module if method_name == "apply" else f"{tree.module}.{method_name}"
@@ -278,7 +302,8 @@ class Body:
             inner = ", ".join(str(a) for a in args)
             return call("torch.func.functional_call", tree.module, tree.params, f"({inner},)")
         values = [self.value(a) for a in ins.args]
-        return call(self.writer.ref(name), *self.source_arguments(callee, info, values, ins))
+        args = self.source_arguments(callee, info, values, ins) + self.dim_arguments(name, ins)
+        return call(self.writer.ref(name), *args)
 
     def arguments(self, callee: Function, params, values: list[Py]) -> list[str]:
         """Tensors positionally; a hyperparameter by keyword, left out at its default."""
@@ -340,6 +365,7 @@ class Body:
             raise ExportError("a stack whose parameters are passed as a dict", span=ins.span)
         callee = self.writer.core.function(ins.attr("fn"))
         extra = self.arguments(callee, callee.params[2:], rest)
+        extra += self.dim_arguments(callee.name, ins)
         count = ins.attr("count")
         state = self.fresh(ins.out.name or f"_stack{self.stacks}")
         self.stacks += 1

@@ -68,6 +68,8 @@ class Export:
     modules: dict[str, str] = field(default_factory=dict)  # Presk file -> Python module
     owner: dict[str, str] = field(default_factory=dict)  # function or class -> Presk file
     sources: dict[str, str] = field(default_factory=dict)
+    needs: dict[str, list[str]] = field(default_factory=dict)  # function -> dims it takes
+    kept: dict[str, list[str]] = field(default_factory=dict)  # module -> dims it keeps
 
     def __post_init__(self) -> None:
         taken: set[str] = set()
@@ -100,6 +102,27 @@ class Export:
                     used += [v for v, _ in binds[d].coeffs] if d in binds else [d]
         extra = [d for d in init.dims if d in used and d not in info.dims]
         return list(info.dims) + list(dict.fromkeys(extra))
+
+    def needed(self, name: str) -> list[str]:
+        """The dimensions function `name` reads that no argument's shape gives (memoized:
+        its body is translated once, for that)."""
+        if name not in self.needs:
+            fn, info = self.core.function(name), self.infos[name]
+            writer = FileWriter(self, info.file)
+            if info.module is not None:
+                writer.method(fn, info)
+            else:
+                writer.function(fn, info)
+        return self.needs[name]
+
+    def dim_params(self, name: str) -> list[str]:
+        """The dimensions a call of `name` passes by keyword: those it needs, except, for a
+        method, the module's own (which the module keeps)."""
+        info = self.infos.get(name)
+        if info is None:
+            return []
+        own = info.module.dims if info.module is not None else ()
+        return [d for d in self.needed(name) if d not in own]
 
     def module_info(self, name: str) -> ModuleInfo:
         return next(env.modules[name] for env in self.program.files if name in env.modules)
@@ -146,7 +169,7 @@ class FileWriter:
             if info.file is not self.env or ".lambda" in fn.name:
                 continue
             blocks.append(self.function(fn, info))
-        imports = ["import math"] if "math" in self.imports else []
+        imports = ["import math", ""] if "math" in self.imports else []
         imports.append("import torch")
         if "F" in self.imports:
             imports.append("import torch.nn.functional as F")
@@ -174,6 +197,10 @@ class FileWriter:
         for fn in self.core.functions:
             if fn.name.startswith(f"{name}.") and fn.name in self.infos:
                 methods.append(self.method(fn, self.infos[fn.name]))
+        kept = [
+            d for d in info.dims if any(d in self.export.needed(f) for f in self._methods(name))
+        ]
+        lines = [f"self.{d} = {d}" for d in kept] + lines
         return TEMPLATES.get_template("class.py.j2").render(
             name=name,
             where=where(info.decl.span, self.export.sources),
@@ -181,6 +208,13 @@ class FileWriter:
             init=lines,
             methods=methods,
         )
+
+    def _methods(self, module: str) -> list[str]:
+        return [
+            f.name
+            for f in self.core.functions
+            if f.name.startswith(f"{module}.") and f.name in self.infos
+        ]
 
     def member(self, ins: Instr, module: str) -> str:
         """The constructor's line for a parameter or a sub-module."""
@@ -217,8 +251,12 @@ class FileWriter:
     def method(self, fn: Function, info: FnInfo) -> dict:
         method_name = fn.name.rsplit(".", 1)[1]
         bound = {fn.params[0].id: Tree("self")}
+        lines = self.body(fn, bound, [(p.name, p.type) for p in fn.params[1:]])
+        own = info.module.dims
+        keep = [f"{d} = self.{d}" for d in self.export.needs[fn.name] if d in own]
         params = self.signature(fn, [(p.name, p.type) for p in fn.params[1:]])
-        lines = self.body(fn, bound, [(p.name, p.type) for p in fn.params[1:]], "        ")
+        params += _keyword_only([d for d in self.export.needs[fn.name] if d not in own])
+        lines = keep + lines
         return {
             "name": "forward" if method_name == "apply" else identifier(method_name),
             "params": params,
@@ -235,10 +273,10 @@ class FileWriter:
                 owner = linked.get(p.name)
                 name = identifier(p.name)
                 bound[p.id] = Tree(identifier(owner), name) if owner else Tree(name)
-        lines = self.body(fn, bound, info.params, "    ")
+        lines = self.body(fn, bound, info.params)
         return TEMPLATES.get_template("function.py.j2").render(
             name=identifier(fn.name),
-            params=self.signature(fn, info.params),
+            params=self.signature(fn, info.params) + _keyword_only(self.export.needs[fn.name]),
             where=where(fn.span, self.export.sources),
             lines=lines,
         )
@@ -253,7 +291,7 @@ class FileWriter:
                 out.append(identifier(name))
         return out
 
-    def body(self, fn: Function, bound: dict, params: list[tuple[str, Type]], indent: str):
+    def body(self, fn: Function, bound: dict, params: list[tuple[str, Type]]) -> list[str]:
         """The comments of the parameters, the dimensions read from their shapes, the body's
         statements and its return."""
         linked = _linked(params)
@@ -274,10 +312,15 @@ class FileWriter:
         b = Body(self, fn, bound, dims)
         b.taken |= {identifier(n) for n, _ in params} | set(dims)
         result = b.run()
+        self.export.needs[fn.name] = b.needed
         if isinstance(result, Tree):
             raise ExportError(f"`{fn.name}` returns a parameter tree", span=fn.span)
         ret = _tuple_text(result) if isinstance(result, tuple) else str(result)
         return [*head, *b.lines, f"return {ret}"]
+
+
+def _keyword_only(dims: list[str]) -> list[str]:
+    return ["*", *dims] if dims else []
 
 
 def _param_expr(p):
