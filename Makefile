@@ -8,7 +8,8 @@ TREE_SITTER ?= ../shared/tools/tree-sitter
 EXAMPLES := tests/examples/mlp/mlp.psk tests/examples/minigpt/minigpt.psk \
 	tests/examples/minigpt/train_minigpt.psk tests/examples/bert/bert.psk tests/examples/llama/llama.psk
 
-.PHONY: setup test tutorial grammar bench lint check-examples run-examples train-examples
+.PHONY: setup venv test tutorial grammar bench lint check-examples run-examples train-examples \
+	export-examples conformance
 
 setup:
 	@command -v uv >/dev/null 2>&1 || test -x "$(UV)" || python3 -m pip install --user --quiet uv
@@ -57,3 +58,34 @@ train-examples: setup
 	.venv/bin/presk train tests/examples/minigpt/train_minigpt.psk --const V=64 --const D=16 \
 	    --const H=2 --const L=2 --data tests/examples/minigpt/data/tiny_T8.psk.d --steps 20 \
 	    --log-every 5 --ckpt out/tiny_minigpt_ckpt
+
+# .venv with PyTorch, NumPy and pytest (the workspace's dev group): what the exported
+# programs and their conformance tests need. `make setup` makes the same environment.
+venv: setup
+
+TINY_GPT := --const V=64 --const D=16 --const H=2 --const L=2 --dim B=2 --dim T=8
+EXPORT := .venv/bin/presk export --target pytorch --mode readable
+
+# The exports of step 8 and of the reference examples at tiny constants, each with its
+# conformance test, under out/export/.
+export-examples: setup
+	$(EXPORT) tutorial/06_tower.psk --shapes=check --conformance-entry Tower.apply \
+	    --dim batch=2 -o out/export/tower
+	$(EXPORT) tutorial/04_grad.psk --conformance-entry loss_grad --dim D=3 --dim B=2 \
+	    -o out/export/grad
+	$(EXPORT) tests/examples/mlp/mlp.psk --shapes=check --conformance-entry mse_grad \
+	    --dim D=3 --dim B=2 -o out/export/mlp
+	$(EXPORT) tests/examples/minigpt/minigpt.psk --shapes=check \
+	    --conformance-entry MiniGPT.apply $(TINY_GPT) -o out/export/minigpt_apply
+	$(EXPORT) tests/examples/minigpt/train_minigpt.psk --shapes=check \
+	    --conformance-entry loss $(TINY_GPT) -o out/export/minigpt_loss
+	$(EXPORT) tests/examples/bert/bert.psk --shapes=check --const V=32 --const D=8 \
+	    --const H=2 --const L=2 --conformance-entry MaskedLM.apply --dim B=1 --dim T=4 \
+	    -o out/export/bert
+	$(EXPORT) tests/examples/llama/llama.psk --shapes=check --const D=8 --const H=2 \
+	    --const F=12 --conformance-entry block --dim B=1 --dim T=3 -o out/export/llama
+
+# The exports, then their test_conformance.py in .venv.
+conformance: export-examples
+	@for d in out/export/*/; do echo "== $$d"; \
+	    (cd $$d && ../../../$(PY) -m pytest -q -p no:cacheprovider test_conformance.py) || exit 1; done
