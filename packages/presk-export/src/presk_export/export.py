@@ -10,6 +10,7 @@ from presk_types.elab import Program
 
 from presk_export.conformance import conformance_files
 from presk_export.pytorch import Export, Options, ruff_format
+from presk_export.train_export import train_files, train_steps
 
 
 def export_pytorch(
@@ -19,14 +20,20 @@ def export_pytorch(
     dims: dict[str, int] | None = None,
     seed: int = 0,
     bits: int = 256,
+    out: str | None = None,
 ) -> dict[str, str]:
     """Relative path -> text of every file of the export: one Python file per Presk file,
-    and with an entry its conformance test and data. DiagnosticError for a program with
-    errors, ExportError for a construct the export cannot write, EntryError for a bad entry."""
+    and with an entry its conformance test and data; with the entry `train:K`, the training
+    run as train.py and its K-step conformance test (presk_export.train_export), naming the
+    data file relative to `out`, the export's folder, when given. DiagnosticError for a
+    program with errors, ExportError for a construct the export cannot write, EntryError for
+    a bad entry."""
     core, infos = lower_checked(program)
     export = Export(program, core, infos, options)
     files = export.files()
-    if entry is not None:
+    if entry is not None and (steps := train_steps(entry)) is not None:
+        files.update(train_files(export, steps, dims or {}, seed, bits, out))
+    elif entry is not None:
         files.update(conformance_files(export, entry, dims or {}, seed, bits))
     for name, text in files.items():
         if name.endswith(".py"):

@@ -1,0 +1,75 @@
+"""The step time of the tutorial's training run (07_train.psk: the tower, batches of 8) on
+the reference interpreter (`presk train`, 256 bits) and in PyTorch (the exported train.py,
+float32), side by side.
+
+    .venv/bin/python tools/bench_train.py [--steps N] [--threads T]
+
+Each number is the median step time the loop itself prints (the first step, which pays for
+warm-ups, left out). The two loops run one after the other, each in its own process, so
+that neither slows the other; the export (`--conformance-entry train:1`) and the weights
+go to a temporary folder. Both include making the batch, the loss and its gradient, and
+the AdamW step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN = ROOT / "tutorial" / "07_train.psk"
+PRESK = [sys.executable, "-m", "presk_cli.main"]
+MEDIAN = re.compile(r"^(presk train|train\.py): (\d+(?:\.\d+)?) ms a step, median of", re.M)
+
+
+def _run(cmd: list[str], cwd: Path) -> str:
+    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"bench_train: `{' '.join(cmd)}` failed:\n{done.stderr}")
+    return done.stdout
+
+
+def _median(out: str) -> float:
+    m = MEDIAN.search(out)
+    if m is None:
+        raise SystemExit(f"bench_train: no median step time in:\n{out}")
+    return float(m.group(2))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=100, help="steps of each loop (100)")
+    parser.add_argument("--threads", type=int, help="torch's threads for train.py")
+    args = parser.parse_args()
+    steps = ["--steps", str(args.steps), "--log-every", "0"]
+    with tempfile.TemporaryDirectory(prefix="bench-train-") as tmp:
+        folder = Path(tmp)
+        out = _run([*PRESK, "train", str(RUN), *steps, "--ckpt", str(folder / "presk")], ROOT)
+        presk = _median(out)
+        export = folder / "export"
+        _run(
+            [*PRESK, "export", str(RUN), "--target", "pytorch"]
+            + ["--conformance-entry", "train:1", "-o", str(export)],
+            ROOT,
+        )
+        threads = ["--threads", str(args.threads)] if args.threads else []
+        out = _run(
+            [sys.executable, "train.py", *steps, *threads, "--ckpt", str(folder / "torch")],
+            export,
+        )
+        torch = _median(out)
+        header = out.splitlines()[0].removeprefix("train.py: ")
+    rows = [("presk train (interpreter, 256 bits)", presk), (f"train.py ({header})", torch)]
+    width = max(len(label) for label, _ in rows)
+    print(f"07_train.psk (Tower, batches of 8), {args.steps} steps: the median step")
+    for label, ms in rows:
+        print(f"  {label:<{width}}  {ms:7.1f} ms")
+    print(f"  {'the interpreter / train.py':<{width}}  {presk / torch:7.1f}")
+
+
+if __name__ == "__main__":
+    main()
