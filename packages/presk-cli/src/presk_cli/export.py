@@ -65,7 +65,7 @@ def export(file, target, mode, shapes, stack, entry, dims, consts, seed, out) ->
     options = Options(check_shapes=shapes == "check", unroll=stack == "unroll")
     try:
         program = load_program(file, _consts(consts), sources)
-        files = export_pytorch(program, options, entry, _dims(dims), seed)
+        files = export_pytorch(program, options, entry, _dims(dims), seed, out=out)
     except DiagnosticError as e:
         _fail(e, sources)
     except ExportError as e:
