@@ -31,6 +31,7 @@ bench: setup
 	$(PY) tools/bench_check.py
 	$(PY) tools/bench_mpfr.py
 	$(PY) tools/bench_run.py
+	$(PY) tools/bench_train.py
 
 # The reference examples on the interpreter, at constants it can afford.
 run-examples: setup
@@ -58,6 +59,12 @@ train-examples: setup
 	.venv/bin/presk train tests/examples/minigpt/train_minigpt.psk --const V=64 --const D=16 \
 	    --const H=2 --const L=2 --data tests/examples/minigpt/data/tiny_T8.psk.d --steps 20 \
 	    --log-every 5 --ckpt out/tiny_minigpt_ckpt
+	$(EXPORT) tutorial/07_train.psk --conformance-entry train:10 -o out/export/train
+	cd out/export/train && ../../../$(PY) train.py --steps 100 --log-every 25 --ckpt ckpt
+	$(EXPORT) tests/examples/minigpt/train_minigpt.psk --const V=64 --const D=16 --const H=2 \
+	    --const L=2 --data tests/examples/minigpt/data/tiny_T8.psk.d \
+	    --conformance-entry train:2 -o out/export/minigpt_train
+	cd out/export/minigpt_train && ../../../$(PY) train.py --steps 20 --log-every 5 --ckpt ckpt
 
 # .venv with PyTorch, NumPy and pytest (the workspace's dev group): what the exported
 # programs and their conformance tests need. `make setup` makes the same environment.
@@ -84,6 +91,10 @@ export-examples: setup
 	    -o out/export/bert
 	$(EXPORT) tests/examples/llama/llama.psk --shapes=check --const D=8 --const H=2 \
 	    --const F=12 --conformance-entry block --dim B=1 --dim T=3 -o out/export/llama
+	$(EXPORT) tutorial/07_train.psk --conformance-entry train:10 -o out/export/train
+	$(EXPORT) tests/examples/minigpt/train_minigpt.psk --const V=64 --const D=16 --const H=2 \
+	    --const L=2 --data tests/examples/minigpt/data/tiny_T8.psk.d \
+	    --conformance-entry train:2 -o out/export/minigpt_train
 
 # The exports, then their test_conformance.py in .venv.
 conformance: export-examples

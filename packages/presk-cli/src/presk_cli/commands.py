@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 
 import click
@@ -25,7 +24,7 @@ from presk_types.driver import check_file
 from presk_types.dump import dump_elab
 from presk_types.elab import ConstError, load_program, type_from_text
 from presk_types.summary import summary as summary_text
-from presk_types.training import open_data
+from presk_types.training import replace_data
 
 from presk_cli.train import TrainError
 from presk_cli.train import train as run_training
@@ -414,10 +413,7 @@ def train(file, steps, log_every, ckpt, seed, bits, data_file, consts) -> None:
     except DiagnosticError as e:
         _fail(e, sources)
     if checked.runs and data_file:  # the run's data replaced: open and match this file
-        run, main = checked.runs[0], checked.program.main
-        folder = os.path.dirname(os.path.abspath(main.path))
-        run.data = os.path.relpath(os.path.abspath(data_file), folder)
-        problem = open_data(run, main, _held_type)
+        problem = replace_data(checked.runs[0], checked.program.main, data_file, _held_type)
         if problem is not None:
             checked.diagnostics.append(problem)
     emit(checked.diagnostics, sources)

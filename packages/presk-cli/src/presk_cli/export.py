@@ -52,10 +52,16 @@ from presk_cli.commands import CONST, _consts, _dims, _fail
     help="Also write a conformance test of ENTRY (`f`, `M.f`) against the interpreter.",
 )
 @click.option("--dim", "dims", multiple=True, metavar="NAME=N", help="A dimension of the entry.")
+@click.option(
+    "--data",
+    "data_file",
+    type=click.Path(dir_okay=False),
+    help="With --conformance-entry train:K: this .psk.d file instead of the run's data.",
+)
 @CONST
 @click.option("--seed", type=int, default=0, show_default=True, help="The root of the inputs.")
 @click.option("-o", "--out", required=True, type=click.Path(file_okay=False), help="The folder.")
-def export(file, target, mode, shapes, stack, entry, dims, consts, seed, out) -> None:
+def export(file, target, mode, shapes, stack, entry, dims, data_file, consts, seed, out) -> None:
     """Export FILE to PyTorch: one Python file per Presk file it reaches, and with
     --conformance-entry a test that runs the export on the interpreter's inputs."""
     if target != "pytorch":
@@ -65,7 +71,7 @@ def export(file, target, mode, shapes, stack, entry, dims, consts, seed, out) ->
     options = Options(check_shapes=shapes == "check", unroll=stack == "unroll")
     try:
         program = load_program(file, _consts(consts), sources)
-        files = export_pytorch(program, options, entry, _dims(dims), seed, out=out)
+        files = export_pytorch(program, options, entry, _dims(dims), seed, out=out, data=data_file)
     except DiagnosticError as e:
         _fail(e, sources)
     except ExportError as e:

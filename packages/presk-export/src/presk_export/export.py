@@ -21,6 +21,7 @@ def export_pytorch(
     seed: int = 0,
     bits: int = 256,
     out: str | None = None,
+    data: str | None = None,
 ) -> dict[str, str]:
     """Relative path -> text of every file of the export: one Python file per Presk file,
     and with an entry its conformance test and data; with the entry `train:K`, the training
@@ -32,7 +33,7 @@ def export_pytorch(
     export = Export(program, core, infos, options)
     files = export.files()
     if entry is not None and (steps := train_steps(entry)) is not None:
-        files.update(train_files(export, steps, dims or {}, seed, bits, out))
+        files.update(train_files(export, steps, dims or {}, seed, bits, out, data))
     elif entry is not None:
         files.update(conformance_files(export, entry, dims or {}, seed, bits))
     for name, text in files.items():

@@ -33,7 +33,7 @@ from presk_syntax.diagnostics import DiagnosticError
 from presk_types.driver import checked
 from presk_types.elab import type_from_text
 from presk_types.presburger import Lin
-from presk_types.training import Run
+from presk_types.training import Run, replace_data
 from presk_types.types import Bool, Idx, Real, TupleT, Type
 
 from presk_export.pyexpr import ExportError, identifier
@@ -70,9 +70,15 @@ def train_steps(entry: str) -> int | None:
     return int(k)
 
 
-def training_run(export: Export) -> Run:
-    """The main file's training run, its data file opened and matched (presk check's)."""
-    done = checked(export.program, data_header=lambda path: D.read_header(path).type_text)
+def training_run(export: Export, data: str | None = None) -> Run:
+    """The main file's training run, its data file (or `data`, which replaces it) opened and
+    matched (presk check's)."""
+    header = lambda path: D.read_header(path).type_text  # noqa: E731
+    done = checked(export.program, data_header=None if data else header)
+    if done.runs and data:
+        problem = replace_data(done.runs[0], export.program.main, data, header)
+        if problem is not None:
+            done.diagnostics.append(problem)
     errors = [d for d in done.diagnostics if d.is_error]
     if errors:
         raise DiagnosticError(errors)
@@ -89,11 +95,13 @@ def train_files(
     seed: int = 0,
     bits: int = 256,
     out: str | None = None,
+    data: str | None = None,
 ) -> dict[str, str]:
     """`train.py`, `test_conformance.py` and `conformance/train.json` of the main file's run,
     the test replaying `steps` interpreter steps. With `out` (the export's folder), train.py
-    names the data file relative to it; otherwise by its absolute path."""
-    run = training_run(export)
+    names the data file relative to it; otherwise by its absolute path. `data` replaces the
+    run's data file."""
+    run = training_run(export, data)
     script = Script(export, run, out)
     for d, v in (dims or {}).items():
         if run.dims().get(d, v) != v:

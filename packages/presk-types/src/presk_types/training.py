@@ -142,6 +142,16 @@ def _pipeline(e: A.Expr) -> tuple[str | None, int | None, dict[str, int], list[D
     return e.path, seed, batch, diags
 
 
+def replace_data(
+    run: Run, env: FileEnv, path: str, header: Callable[[str], str]
+) -> Diagnostic | None:
+    """The run with its data file replaced by `path` (as given on the command line: `presk
+    train --data`, `presk export --data`), opened and matched as `open_data` does."""
+    folder = os.path.dirname(os.path.abspath(env.path))
+    run.data = os.path.relpath(os.path.abspath(path), folder)
+    return open_data(run, env, header)
+
+
 def open_data(run: Run, env: FileEnv, header: Callable[[str], str]) -> Diagnostic | None:
     """Open the run's data file (relative to the file of the run) with `header`, a reader of
     its sample type's text, and match that type against the objective's sample type,
