@@ -53,7 +53,8 @@ lint: setup
 	$(UV) run ruff check . && $(UV) run ruff format --check .
 
 # presk train on the tutorial's linear regression of a tower (100 steps) and on tiny MiniGPT
-# (20 steps on tiny windows), on the reference interpreter (about two minutes).
+# (20 steps on tiny windows), on the reference interpreter (about two minutes); then the
+# same runs exported (train.py) and run in PyTorch.
 train-examples: setup
 	.venv/bin/presk train tutorial/07_train.psk --steps 100 --log-every 20 --ckpt out/tutorial_ckpt
 	.venv/bin/presk train tests/examples/minigpt/train_minigpt.psk --const V=64 --const D=16 \
