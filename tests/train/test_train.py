@@ -118,3 +118,41 @@ def test_the_optimizer_is_psk_core():
         "fn adamw.step(θ : params Tower, m : params Tower, v : params Tower, g : params Tower,"
         " t : ℝ[], lr : ℝ[]) -> (params Tower, params Tower, params Tower) {",
     ]
+
+
+def test_a_step_is_one_call_of_the_value_vjp(tmp_path, monkeypatch):
+    """Each step runs the objective's loss and gradient in one call of the interpreter
+    (`loss.train_value_grad`, which calls the generated `value_vjp` once: one forward pass,
+    `loss.train.fwd`), then the optimizer; the loss it logs is that call's."""
+    from collections import Counter
+
+    from presk_cli.train import train
+    from presk_core.data import read_header
+    from presk_core.lower import lower_program
+    from presk_types.driver import check_file
+
+    checked = check_file(
+        str(ROOT / "tutorial" / "07_train.psk"),
+        data_header=lambda path: read_header(path).type_text,
+    )
+    runs, calls = Counter(), Counter()
+    run, call = Interpreter.run, Interpreter.call
+
+    def counting_run(self, name, args, dims):
+        runs[name] += 1
+        return run(self, name, args, dims)
+
+    def counting_call(self, name, args, dims):
+        calls[name] += 1
+        return call(self, name, args, dims)
+
+    monkeypatch.setattr(Interpreter, "run", counting_run)
+    monkeypatch.setattr(Interpreter, "call", counting_call)
+    lines = []
+    core = lower_program(checked.program)
+    train(core, checked.program, checked.runs[0], 3, 1, str(tmp_path), 0, 256, lines.append)
+    steps = {"loss.train_value_grad": 3, "adamw.lr": 3, "adamw.step": 3}
+    assert {k: n for k, n in runs.items() if k in steps or k.startswith("loss")} == steps
+    assert calls["loss.train.value_vjp"] == 3 and calls["loss.train.fwd"] == 3
+    assert calls["loss.train"] == calls["loss"] == calls["loss.train.vjp"] == 0
+    assert all(LINE.match(line) for line in lines[:3]), lines

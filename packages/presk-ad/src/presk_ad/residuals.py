@@ -17,6 +17,10 @@ callee's forward pass again. Here each function F the gradient reaches is split 
   `G.bwd` with G's arguments.
 - `F.vjp` is `F.bwd` after `F.fwd` (`F.bwd` alone without residuals); `F.grad` calls it
   with ct = 1, as in the recomputing form.
+- `F.value_vjp` is `F.vjp` that also returns F's value: the one `F.fwd` computed (F's
+  `.fwd` always returns its value then), or, without residuals, F's own call, its sweep
+  reading only the parameters. Either way F's forward pass runs once. `F.value_grad` calls
+  it with ct = 1.
 
 Views of the parameters (`field`, `slice`, `get`, `cast` of parameters, or of views) are not
 residuals: `F.bwd` takes the parameters and reads its views again, which copies nothing
@@ -117,6 +121,7 @@ class ResidualAD(AD):
         super().__init__(program)
         self.plans: dict[str, Plan | None] = {}
         self.order: list[str] = []  # the plans in the order they are complete
+        self.valued: set[str] = set()  # the functions with a `.value_vjp`: F.fwd returns F
 
     def plan(self, name: str) -> Plan:
         """F's sweep (its calls' adjoints call the callees' `.bwd`s, planned first), dead
@@ -149,19 +154,28 @@ class ResidualAD(AD):
         return plan
 
     def vjp(self, name: str) -> Function:
-        """The `.vjp`'s signature (`grad` calls it); `finish` writes its body."""
-        key = f"{name}.vjp"
+        return self.signature(name, with_value=False)
+
+    def value_vjp(self, name: str) -> Function:
+        self.valued.add(name)
+        return self.signature(name, with_value=True)
+
+    def signature(self, name: str, with_value: bool) -> Function:
+        """The `.vjp`'s or `.value_vjp`'s signature (`.grad`, `.value_grad` call them);
+        `finish` writes the body, once it knows what each `.fwd` returns."""
+        key = f"{name}.value_vjp" if with_value else f"{name}.vjp"
         if self.made.get(key) is None:
             plan = self.plan(name)
             fn = plan.fn
             params = (*fn.params, plan.ct)
-            self.made[key] = Function(key, fn.dims, params, plan.ret.type, (), plan.ret)
+            result = TupleT((fn.result, plan.ret.type)) if with_value else plan.ret.type
+            self.made[key] = Function(key, fn.dims, params, result, (), plan.ret)
         return self.made[key]
 
     # ---- writing the functions -------------------------------------------------------------
 
     def finish(self) -> list[Function]:
-        valued = {name: False for name in self.order}  # does `F.fwd` return F's value
+        valued = {name: name in self.valued for name in self.order}  # does F.fwd return F
         for name in reversed(self.order):  # callers before callees
             plan = self.plans[name]
             if not plan.residuals:
@@ -175,6 +189,9 @@ class ResidualAD(AD):
             if key.endswith(".vjp"):
                 name = key[: -len(".vjp")]
                 self.made[key] = self.vjp_function(self.plans[name], valued[name])
+            elif key.endswith(".value_vjp"):
+                name = key[: -len(".value_vjp")]
+                self.made[key] = self.vjp_function(self.plans[name], True, with_value=True)
         out = []
         for name in self.order:
             plan = self.plans[name]
@@ -245,24 +262,36 @@ class ResidualAD(AD):
         name = f"{fn.name}.bwd"
         return Function(name, fn.dims, tuple(params), plan.ret.type, body_, plan.ret, (), fn.span)
 
-    def vjp_function(self, plan: Plan, valued: bool) -> Function:
-        """`F.bwd` after `F.fwd`: `F.vjp`'s signature, as in the recomputing form."""
+    def vjp_function(self, plan: Plan, valued: bool, with_value: bool = False) -> Function:
+        """`F.bwd` after `F.fwd`: `F.vjp`'s signature, as in the recomputing form; or, with
+        the value (`F.value_vjp`), F's value beside the adjoints, from the same `F.fwd`."""
+        assert valued or not with_value, f"{plan.fn.name}.fwd does not return its value"
         fn = plan.fn
         count = max((p.id for p in fn.params), default=-1) + 1
         ct = Value(count, fn.result, "ct")
         dims = (("dims", tuple((d, _var(d)) for d in fn.dims)),)
         args: list[Operand] = [fn.params[i] for i in plan.reads]
         body: list[Instr] = []
+        r = Value(count + 1, self.fwd_type(plan, valued))
         if plan.residuals:
-            r = Value(count + 1, self.fwd_type(plan, valued))
             body.append(Instr(r, "call", fn.params, (("fn", f"{fn.name}.fwd"), *dims)))
             res = Value(count + 2, plan.residual_type)
             body.append(Instr(res, "get", (r,), (("index", 1 if valued else 0),)))
             args.append(res)
         out = Value(count + 3, plan.ret.type)
         body.append(Instr(out, "call", (*args, ct), (("fn", f"{fn.name}.bwd"), *dims)))
+        name = f"{fn.name}.vjp"
+        if with_value:
+            value = Value(count + 4, fn.result)
+            if plan.residuals:  # the value F.fwd computed beside the residuals
+                body.append(Instr(value, "get", (r,), (("index", 0),)))
+            else:  # no `.fwd`: F itself is the forward pass, which F.bwd does not read
+                body.append(Instr(value, "call", fn.params, (("fn", fn.name), *dims)))
+            pair = Value(count + 5, TupleT((fn.result, out.type)))
+            body.append(Instr(pair, "tuple", (value, out)))
+            name, out = f"{fn.name}.value_vjp", pair
         params = (*fn.params, ct)
-        return Function(f"{fn.name}.vjp", fn.dims, params, out.type, tuple(body), out, (), fn.span)
+        return Function(name, fn.dims, params, out.type, tuple(body), out, (), fn.span)
 
 
 def _reads(

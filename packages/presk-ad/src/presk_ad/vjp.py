@@ -1,4 +1,5 @@
-"""Reverse-mode differentiation of PSK-Core: `F.vjp` and `F.grad` for every `grad F(…)`.
+"""Reverse-mode differentiation of PSK-Core: `F.vjp` and `F.grad` for every `grad F(…)`,
+`F.value_vjp` and `F.value_grad` for every `value_grad F(…)`.
 
 `F.vjp{dims}(params…, ct : R) -> (adjoints…)` runs F's forward pass, then its reverse
 sweep from the cotangent `ct` of its result: each instruction's adjoint rule
@@ -8,6 +9,12 @@ parameter trees, tuples of them), in order; a call's adjoint is a call of the ca
 `.vjp`. `F.grad` calls `F.vjp` with ct = 1 and keeps the adjoint of F's last parameter
 (the one `grad(λ θ. …)(θ)` differentiates). Stacks are unrolled first (their count is a
 constant of the program).
+
+`F.value_vjp(params…, ct) -> (value, (adjoints…))` is `F.vjp` that also returns F's value,
+from the same forward pass, and `F.value_grad(params…) -> (value, gradient)` calls it with
+ct = 1 as `F.grad` calls `F.vjp`: a training step's loss and gradient in one call, the
+forward pass run once. PSK-Core asks for them with `value_grad F(args)`, which no source
+program writes (presk train does), and which differentiation replaces as it does `grad`.
 
 That is the form `--remat recompute` keeps: each `.vjp` computes its forward pass again.
 By default (`--remat residuals`, presk_ad.residuals) the sweep is a function of its own,
@@ -155,7 +162,16 @@ class AD:
                     self.need(callee.name, wanted)
 
     def vjp(self, name: str) -> Function:
-        key = f"{name}.vjp"
+        return self.swept(name, with_value=False)
+
+    def value_vjp(self, name: str) -> Function:
+        return self.swept(name, with_value=True)
+
+    def swept(self, name: str, with_value: bool) -> Function:
+        """`F.vjp`, or `F.value_vjp`: the same body, which also returns F's value from the
+        forward pass it holds (keeping what the value needs there, which `F.vjp` drops when
+        its sweep does not read it: a callee's `.vjp` computes the callee's again)."""
+        key = f"{name}.value_vjp" if with_value else f"{name}.vjp"
         if key not in self.made:
             fn = self.program.function(name)
             self.made[key] = None  # a placeholder keeps the order of first use
@@ -163,6 +179,8 @@ class AD:
             sweep = Sweep(self, fn, needed)
             ct = sweep.new(fn.result)
             ret = sweep.run(ct)
+            if with_value:
+                ret = sweep.emit("tuple", [fn.ret, ret], TupleT((fn.result, ret.type)))
             params = (*fn.params, Value(ct.id, fn.result, "ct"))
             body = tuple(_rename(i, ct.id, params[-1]) for i in sweep.body)
             body = dead_code(body, ret)
@@ -174,20 +192,41 @@ class AD:
         return []
 
     def grad(self, name: str) -> Function:
-        key = f"{name}.grad"
+        return self.at_one(name, with_value=False)
+
+    def value_grad(self, name: str) -> Function:
+        return self.at_one(name, with_value=True)
+
+    def at_one(self, name: str, with_value: bool) -> Function:
+        """`F.grad`: `F.vjp` at ct = 1, the adjoint of F's last parameter kept; or
+        `F.value_grad`: `F.value_vjp` at ct = 1, F's value and that adjoint."""
+        key = f"{name}.value_grad" if with_value else f"{name}.grad"
         if key not in self.made:
             fn = self.program.function(name)
             last = len(fn.params) - 1
             self.need(name, {last})
-            vjp = self.vjp(name)
+            vjp = self.value_vjp(name) if with_value else self.vjp(name)
             count = max([p.id for p in fn.params], default=-1) + 1
             one = Lit("1", Real(SCALAR))
             dims = tuple((d, _var(d)) for d in fn.dims)
             r = Value(count, vjp.result)
             body = [Instr(r, "call", (*fn.params, one), (("fn", vjp.name), ("dims", dims)))]
-            out = Value(count + 1, fn.params[last].type)
+            theta = fn.params[last].type
             index = sorted(self.needed[name]).index(last)
-            body.append(Instr(out, "get", (r,), (("index", index),)))
+            if with_value:
+                value = Value(count + 1, fn.result)
+                adjoints = Value(count + 2, vjp.result.elements[1])
+                grad = Value(count + 3, theta)
+                out = Value(count + 4, TupleT((fn.result, theta)))
+                body += [
+                    Instr(value, "get", (r,), (("index", 0),)),
+                    Instr(adjoints, "get", (r,), (("index", 1),)),
+                    Instr(grad, "get", (adjoints,), (("index", index),)),
+                    Instr(out, "tuple", (value, grad)),
+                ]
+            else:
+                out = Value(count + 1, theta)
+                body.append(Instr(out, "get", (r,), (("index", index),)))
             self.made[key] = Function(key, fn.dims, fn.params, out.type, tuple(body), out)
         return self.made[key]
 
@@ -229,10 +268,17 @@ residuals and a `.bwd` that reads them (presk_ad.residuals); `recompute` keeps t
 that compute their forward pass again."""
 
 
+SITES = ("grad", "value_grad")
+"""The instructions differentiation replaces: `grad F(args)`, F's gradient in its last
+parameter, and `value_grad F(args)`, the pair of F's value and that gradient."""
+
+
 def differentiate(program: Program, remat: str = "residuals") -> Program:
-    """The program with every `grad F(args)` a call of a generated `F.grad`, followed by the
-    generated functions: the `.vjp`s and `.grad`s in the order of their first use, then, with
-    `remat="residuals"`, the `.bwd`s and `.fwd`s, each callee's before its callers'."""
+    """The program with every `grad F(args)` a call of a generated `F.grad` and every
+    `value_grad F(args)` one of `F.value_grad`, followed by the generated functions: the
+    `.vjp`s, `.value_vjp`s, `.grad`s and `.value_grad`s in the order of their first use,
+    then, with `remat="residuals"`, the `.bwd`s and `.fwd`s, each callee's before its
+    callers'."""
     if remat not in REMATS:
         raise ValueError(f"remat must be one of {', '.join(REMATS)}, not {remat!r}")
     if remat == "residuals":
@@ -241,15 +287,16 @@ def differentiate(program: Program, remat: str = "residuals") -> Program:
         ad: AD = ResidualAD(program)
     else:
         ad = AD(program)
-    sites = [i.attr("fn") for f in ad.program.functions for i in f.body if i.op == "grad"]
+    sites = [i.attr("fn") for f in ad.program.functions for i in f.body if i.op in SITES]
     for name in sites:  # what every caller needs, before anything is generated
         ad.need(name, {len(ad.program.function(name).params) - 1})
     functions = []
     for fn in ad.program.functions:
         body = []
         for ins in fn.body:
-            if ins.op == "grad":
-                g = ad.grad(ins.attr("fn"))
+            if ins.op in SITES:
+                name = ins.attr("fn")
+                g = ad.grad(name) if ins.op == "grad" else ad.value_grad(name)
                 attrs = (("fn", g.name), ("dims", ins.attr("dims")))
                 ins = Instr(ins.out, "call", ins.args, attrs, ins.span)
             body.append(ins)
@@ -555,4 +602,4 @@ vjp_rules: dict[str, Rule] = {
 }
 """The adjoint of each operation (`fold` is unrolled before differentiation)."""
 
-__all__ = ["REMATS", "ADError", "Bool", "Idx", "differentiate", "vjp_rules"]
+__all__ = ["REMATS", "SITES", "ADError", "Bool", "Idx", "differentiate", "vjp_rules"]

@@ -1,8 +1,10 @@
 """`presk train`: a file's `training run`, on the reference interpreter.
 
-Each step evaluates the objective and its gradient in θ on one batch (PSK-Core, presk-ad's
-reverse mode, the interpreter at `--bits`), then takes one AdamW step. The data are the
-run's `.psk.d` file, each epoch in the order of a permutation drawn from the run's
+Each step evaluates the objective and its gradient in θ on one batch in one call, of the
+`value_vjp` presk-ad generates (`obj.train.value_grad` calls it with ct = 1), which runs
+the forward pass once and returns the loss it computed beside the gradient; then it takes
+one AdamW step (PSK-Core throughout, evaluated by the interpreter at `--bits`). The data
+are the run's `.psk.d` file, each epoch in the order of a permutation drawn from the run's
 `shuffle(seed = s)` (a key folded from the seed and the epoch), cut into batches of B
 (a last partial batch is dropped). θ starts from the model's initializers at `--seed`.
 
@@ -37,9 +39,15 @@ class TrainError(Exception):
     """A run that cannot go on: the message says why (its code is E7008)."""
 
 
+STEP = "{}.train_value_grad"
+"""The function a step calls: the objective's loss and gradient in θ, in one call."""
+
+
 def _wrappers(core: Program, objective: str) -> Program:
-    """`obj.train(batch, θ)` and `obj.train_grad(batch, θ) = grad obj.train(batch, θ)`: the
-    gradient in θ, which `grad` takes in the last parameter."""
+    """`obj.train(batch, θ)`, the objective with θ last (the parameter `value_grad`
+    differentiates in), and `obj.train_value_grad(batch, θ) = value_grad obj.train(batch,
+    θ)`: the loss and its gradient in θ, a call of `obj.train.value_grad` once
+    differentiated."""
     fn = core.function(objective)
     theta, batch = fn.params
     p_batch, p_theta = Value(0, batch.type, batch.name), Value(1, theta.type, theta.name)
@@ -47,10 +55,11 @@ def _wrappers(core: Program, objective: str) -> Program:
     out = Value(2, fn.result)
     call = Instr(out, "call", (p_theta, p_batch), (("fn", objective), ("dims", dims)))
     wrap = Function(f"{objective}.train", fn.dims, (p_batch, p_theta), fn.result, (call,), out)
-    g = Value(2, theta.type)
-    grad = Instr(g, "grad", (p_batch, p_theta), (("fn", wrap.name), ("dims", dims)))
-    gfn = Function(f"{objective}.train_grad", fn.dims, (p_batch, p_theta), theta.type, (grad,), g)
-    return differentiate(Program(core.functions + (wrap, gfn)))
+    pair = Value(2, TupleT((fn.result, theta.type)))
+    both = Instr(pair, "value_grad", (p_batch, p_theta), (("fn", wrap.name), ("dims", dims)))
+    params = (p_batch, p_theta)
+    step = Function(STEP.format(objective), fn.dims, params, pair.type, (both,), pair)
+    return differentiate(Program(core.functions + (wrap, step)))
 
 
 def _permutation(seed: int, epoch: int, n: int) -> np.ndarray:
@@ -116,8 +125,7 @@ def train(
             order = _permutation(run.shuffle or 0, epoch, len(samples))
         chosen = [samples[i] for i in order[k * batch_size : (k + 1) * batch_size]]
         batch = _batch(run.batch_type, chosen, bits)
-        loss = interp.run(f"{objective}.train", [batch, theta], entry.dims)
-        grads = interp.run(f"{objective}.train_grad", [batch, theta], entry.dims)
+        loss, grads = interp.run(STEP.format(objective), [batch, theta], entry.dims)
         with M.precision(bits):
             step, total = M.real(t), M.real(horizon)
             norm = gmpy2.sqrt(sum(M.sum(M.mul(g, g)).item() for g in grads.values()))

@@ -104,7 +104,7 @@ def _bindings(b: tuple[tuple[str, Lin], ...]) -> str:
 def format_instr(ins: Instr) -> str:
     args = ", ".join(str(a) for a in ins.args)
     match ins.op:
-        case "call" | "grad":
+        case "call" | "grad" | "value_grad":
             rhs = f"{ins.op} {ins.attr('fn')}{_bindings(ins.attr('dims', ()))}({args})"
         case "fold" | "fold_init":
             fn, count = ins.attr("fn"), ins.attr("count")

@@ -63,7 +63,18 @@ class Entry:
     bounds: dict[str, int | None] = field(default_factory=dict)
 
 
-GENERATED = (".init", ".vjp", ".fwd", ".bwd", ".grad", ".train", ".train_grad")
+GENERATED = (
+    ".init",
+    ".vjp",
+    ".fwd",
+    ".bwd",
+    ".grad",
+    ".value_vjp",
+    ".value_grad",
+    ".train",
+    ".train_grad",
+    ".train_value_grad",
+)
 
 
 def entry_names(core: Program) -> list[str]:
