@@ -21,50 +21,21 @@ import time
 
 import gmpy2
 import numpy as np
-from presk_ad import differentiate
+from presk_ad.step import STEP, training_step
 from presk_core import data as D
 from presk_core import mpfr as M
 from presk_core import random as R
 from presk_core.interp import Interpreter
-from presk_core.ir import Function, Instr, Program, Value
+from presk_core.ir import Program
 from presk_core.run import parse_entry, stack_samples, synthesize
 from presk_core.show import format_exp
 from presk_types.elab import Program as Elab
-from presk_types.presburger import Lin
 from presk_types.training import Run
 from presk_types.types import TupleT
 
 
 class TrainError(Exception):
     """A run that cannot go on: the message says why (its code is E7008)."""
-
-
-STEP = "{}.train_value_grad"
-"""The function a step calls: the objective's loss and gradient in θ, in one call."""
-
-
-def _wrappers(core: Program, objective: str) -> Program:
-    """`obj.train(batch, θ)`, the objective with θ last (the parameter `value_grad`
-    differentiates in), and `obj.train_value_grad(batch, θ) = value_grad obj.train(batch,
-    θ)`: the loss and its gradient in θ, a call of `obj.train.value_grad` once
-    differentiated."""
-    fn = core.function(objective)
-    theta, batch = fn.params
-    p_batch, p_theta = Value(0, batch.type, batch.name), Value(1, theta.type, theta.name)
-    dims = tuple((d, Lin.var(d)) for d in fn.dims)
-    out = Value(2, fn.result)
-    call = Instr(out, "call", (p_theta, p_batch), (("fn", objective), ("dims", dims)))
-    wrap = Function(f"{objective}.train", fn.dims, (p_batch, p_theta), fn.result, (call,), out)
-    pair = Value(2, TupleT((fn.result, theta.type)))
-    both = Instr(pair, "value_grad", (p_batch, p_theta), (("fn", wrap.name), ("dims", dims)))
-    params = (p_batch, p_theta)
-    step = Function(STEP.format(objective), fn.dims, params, pair.type, (both,), pair)
-    return differentiate(Program(core.functions + (wrap, step)))
-
-
-def _permutation(seed: int, epoch: int, n: int) -> np.ndarray:
-    u = R.uniform(R.fold_in(R.root_key(seed), epoch), n)
-    return np.argsort(u, kind="stable")
 
 
 def train(
@@ -82,7 +53,7 @@ def train(
     """Train; `echo` prints a line, `progress` (on a terminal) writes without a newline."""
     main = elab.main
     objective = run.objective.key
-    program = _wrappers(core, objective)
+    program = training_step(core, objective)
     names = {f.name for f in program.functions}
     if not {"adamw.lr", "adamw.step"} <= names:
         raise TrainError("the run's optimizer has no step (its model needs dimension arguments)")
@@ -122,7 +93,7 @@ def train(
         start = time.perf_counter()
         epoch, k = divmod(t - 1, per_epoch)
         if k == 0 or order is None:
-            order = _permutation(run.shuffle or 0, epoch, len(samples))
+            order = R.permutation(run.shuffle or 0, epoch, len(samples))
         chosen = [samples[i] for i in order[k * batch_size : (k + 1) * batch_size]]
         batch = _batch(run.batch_type, chosen, bits)
         loss, grads = interp.run(STEP.format(objective), [batch, theta], entry.dims)

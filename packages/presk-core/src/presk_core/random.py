@@ -320,6 +320,12 @@ def init_param(name: str, key: Key, shape: Sequence[int], *, stack: int = 0, **a
     return init_rules[name](**attrs)(key, dims, fan_in, fan_out)
 
 
+def permutation(seed: int, epoch: int, n: int) -> np.ndarray:
+    """An epoch's order of n samples in a training run (docs/training.md, "A step"): the
+    samples sorted by uniforms drawn from the run's shuffle seed folded with the epoch."""
+    return np.argsort(uniform(fold_in(root_key(seed), epoch), n), kind="stable")
+
+
 # ---- sampling ----------------------------------------------------------------------------------
 
 

@@ -21,12 +21,11 @@ import os
 import re
 
 import numpy as np
-from presk_ad import differentiate
+from presk_ad.step import STEP, training_step
 from presk_core import data as D
 from presk_core import mpfr as M
 from presk_core import random as R
 from presk_core.interp import Interpreter
-from presk_core.ir import Function, Instr, Program, Value
 from presk_core.optim import adamw_of
 from presk_core.run import EntryError, RunError, parse_entry, stack_samples, synthesize
 from presk_syntax.diagnostics import DiagnosticError
@@ -268,27 +267,6 @@ class Script:
 # ---- the interpreter's K steps ---------------------------------------------------------------
 
 
-def _with_gradient(core: Program, objective: str) -> Program:
-    """`obj.train(batch, θ)` and its gradient in θ, `obj.train_grad` (`grad` differentiates
-    the last parameter), differentiated: presk train's wrappers of the objective."""
-    fn = core.function(objective)
-    theta, batch = fn.params
-    p_batch, p_theta = Value(0, batch.type, batch.name), Value(1, theta.type, theta.name)
-    dims = tuple((d, Lin.var(d)) for d in fn.dims)
-    out = Value(2, fn.result)
-    call = Instr(out, "call", (p_theta, p_batch), (("fn", objective), ("dims", dims)))
-    wrap = Function(f"{objective}.train", fn.dims, (p_batch, p_theta), fn.result, (call,), out)
-    g = Value(2, theta.type)
-    grad = Instr(g, "grad", (p_batch, p_theta), (("fn", wrap.name), ("dims", dims)))
-    gfn = Function(f"{objective}.train_grad", fn.dims, (p_batch, p_theta), theta.type, (grad,), g)
-    return differentiate(Program(core.functions + (wrap, gfn)))
-
-
-def _permutation(seed: int, epoch: int, n: int) -> np.ndarray:
-    """An epoch's order of the samples: presk train's (docs/training.md, "A step")."""
-    return np.argsort(R.uniform(R.fold_in(R.root_key(seed), epoch), n), kind="stable")
-
-
 def _doubles(x: object) -> object:
     """Reals (MPFR) rounded to the nearest double, as nested lists; others as they are."""
     a = np.asarray(x)
@@ -309,7 +287,7 @@ def _schedule_points(k: int, horizon: int, warmup: int | None) -> list[int]:
 def replay(export: Export, run: Run, steps: int, seed: int, bits: int) -> dict:
     """K steps of presk train's loop on the interpreter, as the test's JSON document."""
     objective = run.objective.key
-    program = _with_gradient(export.core, objective)
+    program = training_step(export.core, objective)
     if "adamw.step" not in {f.name for f in program.functions}:
         raise ExportError("the run's optimizer has no step (its model needs dimension arguments)")
     main = export.program.main
@@ -362,7 +340,7 @@ def replay(export: Export, run: Run, steps: int, seed: int, bits: int) -> dict:
     for t in range(1, steps + 1):
         epoch, k = divmod(t - 1, per_epoch)
         if k == 0 or order is None:
-            order = _permutation(run.shuffle or 0, epoch, len(samples))
+            order = R.permutation(run.shuffle or 0, epoch, len(samples))
         indices = [int(i) for i in order[k * b : (k + 1) * b]]
         value = stack_samples(run.batch_type, [samples[i] for i in indices])
         leaves = value if isinstance(value, tuple) else (value,)
@@ -370,8 +348,7 @@ def replay(export: Export, run: Run, steps: int, seed: int, bits: int) -> dict:
             exact = tuple(M.real(x) if x.dtype == np.float64 else x for x in leaves)
             step, total = M.real(t), M.real(horizon)
         batch = exact if isinstance(value, tuple) else exact[0]
-        loss = interp.run(f"{objective}.train", [batch, theta], entry.dims)
-        grads = interp.run(f"{objective}.train_grad", [batch, theta], entry.dims)
+        loss, grads = interp.run(STEP.format(objective), [batch, theta], entry.dims)
         lr = interp.run("adamw.lr", [step, total], {})
         theta, m, v = interp.run("adamw.step", [theta, m, v, grads, step, lr], dims)
         done.append(
