@@ -52,7 +52,9 @@ def test_help():
     result = run("presk", "--help")
     assert result.returncode == 0
     lines = result.stdout.decode().splitlines()
-    assert lines[0] == "Presk compiler (0.1.0: front-end, reference interpreter, training)"
+    assert lines[0] == (
+        "Presk compiler (0.1.0: front-end, reference interpreter, training, PyTorch export)"
+    )
     assert lines[1:3] == ["", "Usage: presk <COMMAND>"]
     assert any(line.startswith("  check ") for line in lines)
     assert "  -V, --version  Print version" in lines
