@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import NoReturn
 
 import click
 import numpy as np
@@ -42,6 +43,22 @@ STAGES = {
 
 def _fail(error: DiagnosticError, sources: SourceMap) -> None:
     emit(error.diagnostics, sources)
+    sys.exit(1)
+
+
+def entry_fail(command: str, e: EntryError | RunError, sources: SourceMap) -> NoReturn:
+    """An entry that cannot run: a usage error (exit 2) or its diagnostic (exit 1)."""
+    if isinstance(e, EntryError) and e.usage:
+        click.echo(f"presk {command}: {e}", err=True)
+        sys.exit(2)
+    emit(
+        [
+            e.diagnostic()
+            if isinstance(e, EntryError)
+            else Diagnostic(e.code, Severity.ERROR, str(e))
+        ],
+        sources,
+    )
     sys.exit(1)
 
 
@@ -227,15 +244,8 @@ def run(file, entry, dims, consts, seed, bits, digits, verbose, as_json, data_fi
         text = run_entry(
             core, program, entry, dim_values, seed, bits, digits, verbose, as_json, data_file
         )
-    except EntryError as e:
-        if e.usage:
-            click.echo(f"presk run: {e}", err=True)
-            sys.exit(2)
-        emit([e.diagnostic()], sources)
-        sys.exit(1)
-    except RunError as e:
-        emit([Diagnostic(e.code, Severity.ERROR, str(e))], sources)
-        sys.exit(1)
+    except (EntryError, RunError) as e:
+        entry_fail("run", e, sources)
     click.echo(text, nl=False)
 
 

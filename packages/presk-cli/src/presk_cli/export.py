@@ -11,7 +11,7 @@ from presk_syntax.diagnostics import Diagnostic, DiagnosticError, Label, Severit
 from presk_syntax.span import SourceMap
 from presk_types.elab import load_program
 
-from presk_cli.commands import CONST, _consts, _dims, _fail
+from presk_cli.commands import CONST, _consts, _dims, _fail, entry_fail
 
 
 @click.command(
@@ -78,15 +78,8 @@ def export(file, target, mode, shapes, stack, entry, dims, data_file, consts, se
         labels = (Label(e.span, "here"),) if e.span is not None else ()
         emit([Diagnostic(e.code, Severity.ERROR, f"cannot export: {e}", labels)], sources)
         sys.exit(1)
-    except EntryError as e:
-        if e.usage:
-            click.echo(f"presk export: {e}", err=True)
-            sys.exit(2)
-        emit([e.diagnostic()], sources)
-        sys.exit(1)
-    except RunError as e:
-        emit([Diagnostic(e.code, Severity.ERROR, str(e))], sources)
-        sys.exit(1)
+    except (EntryError, RunError) as e:
+        entry_fail("export", e, sources)
     try:
         written = write_files(out, files)
     except OSError as e:
