@@ -15,7 +15,9 @@ from presk_cli import __version__
 from presk_cli.commands import check, data, dump, run, train
 from presk_cli.export import export
 
-DESCRIPTION = f"Presk compiler ({__version__}: front-end, reference interpreter, training, PyTorch export)"
+DESCRIPTION = (
+    f"Presk compiler ({__version__}: front-end, reference interpreter, training, PyTorch export)"
+)
 
 
 class PreskGroup(click.Group):
