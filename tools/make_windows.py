@@ -9,19 +9,17 @@ from pathlib import Path
 
 import numpy as np
 from presk_core.data import write
+from presk_core.text import lm_windows
 from presk_types.elab import type_from_text
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "examples" / "minigpt" / "data"
-TYPE = "(idx[50257][seq: 256], idx[50257][seq: 256])"
 
 
 def main() -> None:
     stream = np.random.default_rng(2026).integers(0, 50257, size=16 * 256 + 1)
-    samples = [
-        [stream[i * 256 : i * 256 + 256], stream[i * 256 + 1 : i * 256 + 257]] for i in range(16)
-    ]
+    type_text, samples = lm_windows(stream, 50257, 256)  # what `presk data lm-windows` cuts
     OUT.mkdir(parents=True, exist_ok=True)
-    write(str(OUT / "windows_T256.psk.d"), TYPE, type_from_text(TYPE), samples)
+    write(str(OUT / "windows_T256.psk.d"), type_text, type_from_text(type_text), samples)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ import click
 import numpy as np
 from presk_ad import ADError, differentiate
 from presk_ad.vjp import REMATS
-from presk_core.data import DataError, leaves, read_header, read_reals
+from presk_core.data import DataError, leaves, read_header, read_reals, write_bytes
 from presk_core.data import read as read_data
 from presk_core.data import write as write_data
 from presk_core.ir import format_program
@@ -17,6 +17,16 @@ from presk_core.lower import lower_program
 from presk_core.passes import unroll_stack as unroll
 from presk_core.run import EntryError, RunError, entry_names, run_entry
 from presk_core.show import format_exp
+from presk_core.text import (
+    count,
+    encode,
+    format_tokens,
+    lm_windows,
+    parse_tokens,
+    parse_vocabulary,
+    vocabulary,
+    vocabulary_json,
+)
 from presk_syntax.diagnostics import Diagnostic, DiagnosticError, Severity, emit
 from presk_syntax.dump import format_tree, tokens
 from presk_syntax.parse import parse_source, parse_tree, read_source
@@ -269,7 +279,8 @@ def _type_of(text: str):
 
 @click.group(short_help="Produce and inspect `.psk.d` data files")
 def data() -> None:
-    """Produce and inspect `.psk.d` data files (docs/data.md)."""
+    """Produce and inspect `.psk.d` data files; turn a text into windows of tokens
+    (docs/data.md)."""
 
 
 @data.command("pack")
@@ -386,6 +397,105 @@ def data_diff(a: str, b: str) -> None:
     click.echo(
         f"presk data: ‖a − b‖₂ {format_exp(dist, 6)}   ‖a‖₂ {format_exp(norm, 6)}   relative {format_exp(rel, 6)}"
         f"   over {va.size} reals"
+    )
+
+
+def _read_text(path: str) -> str:
+    """A text file's characters exactly (UTF-8, line ends kept); E7004 when it cannot be."""
+    try:
+        blob = open(path, "rb").read()
+    except OSError as e:
+        _data_fail(DataError("E7004", f"cannot read `{path}`: {(e.strerror or str(e)).lower()}"))
+    try:
+        return blob.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = blob.count(b"\n", 0, e.start) + 1
+        _data_fail(
+            DataError(
+                "E7004",
+                f"`{path}` is not UTF-8 text: byte 0x{blob[e.start]:02x} at offset {e.start}"
+                f" (line {line})",
+            )
+        )
+
+
+def _write_text(path: str, text: str) -> None:
+    try:
+        write_bytes(path, text.encode("utf-8"))
+    except OSError as e:
+        _data_fail(DataError("E7004", f"cannot write `{path}`: {(e.strerror or str(e)).lower()}"))
+
+
+OUT = click.option(
+    "-o", "out", required=True, type=click.Path(dir_okay=False), help="The file to write."
+)
+
+
+@data.command("chars", short_help="The vocabulary of a text: its characters, a JSON array")
+@click.argument("text", type=click.Path(dir_okay=False))
+@OUT
+def data_chars(text: str, out: str) -> None:
+    """The vocabulary of TEXT: its distinct characters (not bytes), sorted by code point,
+    as a JSON array."""
+    content = _read_text(text)
+    vocab = vocabulary(content)
+    _write_text(out, vocabulary_json(vocab))
+    click.echo(
+        f"presk data: wrote {out} ({count(len(vocab), 'character')} over {len(content)} of text)"
+    )
+
+
+@data.command("encode", short_help="A text as tokens, by a vocabulary")
+@click.argument("text", type=click.Path(dir_okay=False))
+@click.option(
+    "--vocab",
+    "vocab_file",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="The vocabulary, a JSON array of characters (`presk data chars`).",
+)
+@OUT
+def data_encode(text: str, vocab_file: str, out: str) -> None:
+    """The tokens of TEXT, each character's position in the vocabulary, as decimal numbers
+    separated by blanks."""
+    try:
+        vocab = parse_vocabulary(_read_text(vocab_file), vocab_file)
+        tokens = encode(_read_text(text), vocab, text, vocab_file)
+    except DataError as e:
+        _data_fail(e)
+    _write_text(out, format_tokens(tokens))
+    click.echo(
+        f"presk data: wrote {out} ({count(len(tokens), 'token')} over a vocabulary of {len(vocab)})"
+    )
+
+
+@data.command("lm-windows", short_help="Windows of tokens and their next tokens, a .psk.d file")
+@click.argument("tokens", type=click.Path(dir_okay=False))
+@click.option(
+    "--vocab",
+    "vocab_size",
+    required=True,
+    type=click.IntRange(1),
+    help="The vocabulary's size V: every token is below it.",
+)
+@click.option("--seq", required=True, type=click.IntRange(1), help="The window's length T.")
+@OUT
+def data_lm_windows(tokens: str, vocab_size: int, seq: int, out: str) -> None:
+    """Windows of a token file for a language model: samples (x, y) of type
+    (idx[V][seq: T], idx[V][seq: T]), y being x shifted by one token, side by side."""
+    try:
+        stream = parse_tokens(_read_text(tokens), tokens)
+        type_text, samples = lm_windows(stream, vocab_size, seq, tokens)
+    except DataError as e:
+        _data_fail(e)
+    t = _type_of(type_text)
+    try:
+        write_data(out, str(t), t, samples)
+    except OSError as e:
+        _data_fail(DataError("E7004", f"cannot write `{out}`: {(e.strerror or str(e)).lower()}"))
+    click.echo(
+        f"presk data: wrote {out} ({count(len(samples), 'window')} of type {t}"
+        f" from {count(len(stream), 'token')})"
     )
 
 

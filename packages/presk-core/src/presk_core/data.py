@@ -23,7 +23,10 @@ from __future__ import annotations
 import os
 import struct
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import BinaryIO
 
 import numpy as np
 from presk_types.types import Bool, Idx, Real, Shape, TupleT, Type
@@ -103,22 +106,41 @@ def _write(path: str, type_text: str, spec: list[Leaf], samples: list[list[np.nd
     header_size = (_FIXED.size + len(text) + 7) // 8 * 8
     head = _FIXED.pack(MAGIC, VERSION, header_size, len(samples), size, len(text)) + text
     head += b"\0" * (header_size - len(head))
+    with atomic(path) as f:
+        f.write(head)
+        for sample in samples:
+            for leaf, value in zip(spec, sample, strict=True):
+                f.write(np.ascontiguousarray(value, dtype=leaf.dtype).reshape(leaf.shape).tobytes())
+
+
+@contextmanager
+def atomic(path: str) -> Iterator[BinaryIO]:
+    """A file opened for writing that appears at `path` whole when the block ends, or not at
+    all if it raises: a temporary file in the same folder, then a rename."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".psk-", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(head)
-            for sample in samples:
-                for leaf, value in zip(spec, sample, strict=True):
-                    f.write(
-                        np.ascontiguousarray(value, dtype=leaf.dtype).reshape(leaf.shape).tobytes()
-                    )
+            yield f
+        os.chmod(tmp, 0o666 & ~_umask())  # as `open` would create it, not mkstemp's 0600
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_bytes(path: str, blob: bytes) -> None:
+    """Write `blob` to `path` atomically (a vocabulary, a token file: docs/data.md)."""
+    with atomic(path) as f:
+        f.write(blob)
 
 
 def read_header(path: str) -> Header:
