@@ -25,8 +25,8 @@ from presk_types.presburger import Lin
 from presk_types.types import ModuleT, ParamsT, TupleT, Type, shape_of
 from presk_types.values import FnInfo
 
-from presk_export.body import Body, Tree, _linked, _literal
-from presk_export.pyexpr import ExportError, axis_index, identifier, lin
+from presk_export.body import Body, Tree, _linked
+from presk_export.pyexpr import ExportError, Expr, axis_index, identifier, lin
 
 TEMPLATES = jinja2.Environment(
     loader=jinja2.PackageLoader("presk_export", "templates"),
@@ -286,7 +286,7 @@ class FileWriter:
         out = []
         for name, _ in params:
             if name in defaults:
-                out.append(f"{identifier(name)}={_default(defaults[name])}")
+                out.append(f"{identifier(name)}={defaults[name]}")
             else:
                 out.append(identifier(name))
         return out
@@ -308,7 +308,7 @@ class FileWriter:
                         head.append(f"{d} = {path}.shape[{axis_index(s, i)}]")
         for p in fn.params:
             if p.id not in bound:
-                bound[p.id] = _param_expr(p)
+                bound[p.id] = Expr(identifier(p.name))
         b = Body(self, fn, bound, dims)
         b.taken |= {identifier(n) for n, _ in params} | set(dims)
         result = b.run()
@@ -321,12 +321,6 @@ class FileWriter:
 
 def _keyword_only(dims: list[str]) -> list[str]:
     return ["*", *dims] if dims else []
-
-
-def _param_expr(p):
-    from presk_export.pyexpr import Expr
-
-    return Expr(identifier(p.name))
 
 
 def _tuple_text(v: tuple) -> str:
@@ -359,10 +353,6 @@ def _single(e: Lin) -> str | None:
     return None
 
 
-def _default(text: str) -> str:
-    return text
-
-
 def ruff_format(text: str) -> str:
     """The text as `ruff format` writes it (ruff's own defaults, whatever the project's)."""
     from ruff.__main__ import find_ruff_bin
@@ -378,4 +368,4 @@ def ruff_format(text: str) -> str:
     return done.stdout.decode("utf-8")
 
 
-__all__ = ["Export", "Options", "python_module", "ruff_format", "_literal"]
+__all__ = ["Export", "Options", "python_module", "ruff_format"]
