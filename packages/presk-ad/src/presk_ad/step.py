@@ -1,13 +1,28 @@
-"""The training step's function: an objective's loss and its gradient in θ, in one call.
+"""A training run on the interpreter: the step's function (an objective's loss and its
+gradient in θ, in one call) and the loop of steps.
 
-`presk train` and the export of a training run (presk-export) evaluate the same
-`obj.train_value_grad(batch, θ)` on the interpreter, so both take it from here.
+`presk train` (presk-cli) runs the loop; the export of a training run (presk-export)
+records its first K steps for the conformance test of train.py. Both take it from here,
+so the two see the same batches, rates and θ.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+from presk_core import data as D
+from presk_core import mpfr as M
+from presk_core import random as R
+from presk_core.interp import Interpreter, RunError
 from presk_core.ir import Function, Instr, Program, Value
+from presk_core.run import parse_entry, stack_samples, synthesize
+from presk_types.elab import Program as Elab
+from presk_types.elab import type_from_text
 from presk_types.presburger import Lin
+from presk_types.training import Run
 from presk_types.types import TupleT
 
 from presk_ad.vjp import differentiate
@@ -35,4 +50,99 @@ def training_step(core: Program, objective: str) -> Program:
     return differentiate(Program(core.functions + (wrap, step)))
 
 
-__all__ = ["STEP", "training_step"]
+# ---- the loop of a training run on the interpreter --------------------------------------
+
+
+class TrainError(RunError):
+    """A run that cannot go on (E7008): the message says why."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("E7008", message)
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What one step did: its batch (the samples' indices and their doubles, stacked), the
+    loss and gradient before the update, the rate, and θ after it."""
+
+    t: int
+    epoch: int
+    indices: list[int]
+    batch: object
+    loss: object
+    grads: dict
+    lr: object
+    theta: dict
+
+
+class Trainer:
+    """The steps of a `training run` on the reference interpreter: each one call of the
+    objective's value_vjp on a batch (samples in the run's shuffled order, epoch by epoch)
+    and one AdamW step, from θ drawn at `seed` (docs/training.md, "A step"). `presk train`
+    runs them; the export of a run records them for its conformance test."""
+
+    def __init__(
+        self, core: Program, elab: Elab, run: Run, seed: int, bits: int, horizon: int | None
+    ) -> None:
+        self.run, self.bits = run, bits
+        self.objective = run.objective.key
+        program = training_step(core, self.objective)
+        if not {"adamw.lr", "adamw.step"} <= {f.name for f in program.functions}:
+            raise TrainError(
+                "the run's optimizer has no step (its model needs dimension arguments)"
+            )
+        self.interp = Interpreter(program, bits)
+        self.folder = os.path.dirname(elab.main.path)
+        held = type_from_text(run.file_type) if run.file_type else run.sample_type
+        try:
+            self.samples = D.read(os.path.join(self.folder, run.data), held)
+        except D.DataError as e:
+            raise TrainError(str(e)) from None
+        (b,) = run.batch.values() if len(run.batch) == 1 else (None,)
+        if b is None or b <= 0:
+            raise TrainError("the run's `batch(B = n)` must give one batch size")
+        self.batch_size = b
+        self.per_epoch = len(self.samples) // b
+        if self.per_epoch == 0:
+            raise TrainError(
+                f"`{run.data}` holds {len(self.samples)} samples, fewer than a batch of {b}"
+            )
+        self.epochs_horizon = self.per_epoch * (run.epochs or 1)
+        self.horizon = horizon if horizon is not None else self.epochs_horizon
+        self.dims = run.dims()
+        self.entry = parse_entry(self.objective, program, elab, self.dims)
+        self.theta = synthesize(self.entry, self.interp, seed, skip_last=True)[0][2]
+        with M.precision(bits):
+            self.m = {k: M.zeros(np.shape(x)) for k, x in self.theta.items()}
+            self.v = {k: M.zeros(np.shape(x)) for k, x in self.theta.items()}
+
+    def lr(self, t: int) -> object:
+        """`adamw.lr` at step t of the horizon."""
+        with M.precision(self.bits):
+            at, total = M.real(t), M.real(self.horizon)
+        return self.interp.run("adamw.lr", [at, total], {})
+
+    def steps(self, count: int | None = None) -> Iterator[Step]:
+        """The first `count` steps (the whole horizon by default), θ updated as they go."""
+        order, b = None, self.batch_size
+        for t in range(1, (count or self.horizon) + 1):
+            epoch, k = divmod(t - 1, self.per_epoch)
+            if k == 0 or order is None:
+                order = R.permutation(self.run.shuffle or 0, epoch, len(self.samples))
+            indices = [int(i) for i in order[k * b : (k + 1) * b]]
+            value = stack_samples(self.run.batch_type, [self.samples[i] for i in indices])
+            leaves = value if isinstance(value, tuple) else (value,)
+            with M.precision(self.bits):
+                exact = tuple(M.real(x) if x.dtype == np.float64 else x for x in leaves)
+                step = M.real(t)
+            batch = exact if isinstance(value, tuple) else exact[0]
+            step_fn = STEP.format(self.objective)
+            loss, grads = self.interp.run(step_fn, [batch, self.theta], self.entry.dims)
+            lr = self.lr(t)
+            self.theta, self.m, self.v = self.interp.run(
+                "adamw.step", [self.theta, self.m, self.v, grads, step, lr], self.dims
+            )
+            yield Step(t, epoch, indices, value, loss, grads, lr, self.theta)
+
+
+__all__ = ["STEP", "Step", "TrainError", "Trainer", "training_step"]

@@ -326,7 +326,7 @@ class Body:
         if info is None:
             return [str(v) for v in values]
         by_name = {p.name: v for p, v in zip(callee.params, values, strict=True)}
-        linked = _linked(info.params)
+        linked = linked_modules(info.params)
         out: list[str] = []
         defaults = dict(callee.defaults)
         for pname, t in info.params:
@@ -421,7 +421,7 @@ class Body:
         return Expr(f"torch.func.grad({local})({at})")
 
 
-def _linked(params: list[tuple[str, Type]]) -> dict[str, str]:
+def linked_modules(params: list[tuple[str, Type]]) -> dict[str, str]:
     """Each `θ : params net` parameter and the module argument `net` it belongs to."""
     modules = [(n, t.instance) for n, t in params if isinstance(t, ModuleT)]
     out = {}

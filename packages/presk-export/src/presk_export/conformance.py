@@ -16,7 +16,7 @@ from presk_core.interp import Interpreter
 from presk_core.run import parse_entry, synthesize, to_json
 from presk_types.types import Instance, ModuleT, ParamsT, TupleT, Type
 
-from presk_export.body import _linked
+from presk_export.body import linked_modules
 from presk_export.pyexpr import ExportError, identifier
 from presk_export.pytorch import TEMPLATES, Export
 
@@ -116,7 +116,7 @@ class Test:
             out.append(f"got = {target}({', '.join(args)})")
             out.append("assert_close(got, expected)")
             return out
-        linked = _linked(info.params)
+        linked = linked_modules(info.params)
         modules: dict[Instance, str] = {}
         args = []
         for pname, t in info.params:

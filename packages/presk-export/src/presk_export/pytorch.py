@@ -25,7 +25,7 @@ from presk_types.presburger import Lin
 from presk_types.types import ModuleT, ParamsT, TupleT, Type, shape_of
 from presk_types.values import FnInfo
 
-from presk_export.body import Body, Tree, _linked
+from presk_export.body import Body, Tree, linked_modules
 from presk_export.pyexpr import ExportError, Expr, axis_index, identifier, lin
 
 TEMPLATES = jinja2.Environment(
@@ -266,7 +266,7 @@ class FileWriter:
         }
 
     def function(self, fn: Function, info: FnInfo) -> str:
-        linked = _linked(info.params)
+        linked = linked_modules(info.params)
         bound = {}
         for p in fn.params:
             if isinstance(p.type, ParamsT):
@@ -294,7 +294,7 @@ class FileWriter:
     def body(self, fn: Function, bound: dict, params: list[tuple[str, Type]]) -> list[str]:
         """The comments of the parameters, the dimensions read from their shapes, the body's
         statements and its return."""
-        linked = _linked(params)
+        linked = linked_modules(params)
         dims: dict[str, str] = {}
         head: list[str] = []
         for name, t in params:

@@ -21,16 +21,12 @@ import os
 import re
 
 import numpy as np
-from presk_ad.step import STEP, training_step
+from presk_ad.step import Trainer
 from presk_core import data as D
-from presk_core import mpfr as M
-from presk_core import random as R
-from presk_core.interp import Interpreter
 from presk_core.optim import adamw_of
-from presk_core.run import EntryError, RunError, parse_entry, stack_samples, synthesize
+from presk_core.run import EntryError
 from presk_syntax.diagnostics import DiagnosticError
 from presk_types.driver import checked
-from presk_types.elab import type_from_text
 from presk_types.presburger import Lin
 from presk_types.training import Run, replace_data
 from presk_types.types import Bool, Idx, Real, TupleT, Type
@@ -286,83 +282,43 @@ def _schedule_points(k: int, horizon: int, warmup: int | None) -> list[int]:
 
 def replay(export: Export, run: Run, steps: int, seed: int, bits: int) -> dict:
     """K steps of presk train's loop on the interpreter, as the test's JSON document."""
-    objective = run.objective.key
-    program = training_step(export.core, objective)
-    if "adamw.step" not in {f.name for f in program.functions}:
-        raise ExportError("the run's optimizer has no step (its model needs dimension arguments)")
     main = export.program.main
-    path = os.path.join(os.path.dirname(main.path), run.data)
-    try:
-        samples = D.read(path, type_from_text(run.file_type))
-    except D.DataError as e:
-        raise RunError(e.code, str(e)) from None
-    b = run.batch[next(iter(run.batch))]
-    per_epoch = len(samples) // b
-    if per_epoch == 0:
-        raise RunError(
-            "E7008", f"`{run.data}` holds {len(samples)} samples, fewer than a batch of {b}"
-        )
-    horizon = per_epoch * (run.epochs or 1)
+    trainer = Trainer(export.core, export.program, run, seed, bits, None)
+    horizon = trainer.horizon
     if steps > horizon:
         raise EntryError(
             f"`train:{steps}`: the run has {horizon} steps ({run.epochs or 1} epochs of"
-            f" {per_epoch} batches)",
+            f" {trainer.per_epoch} batches)",
             usage=True,
         )
-    dims = run.dims()
-    interp = Interpreter(program, bits)
-    entry = parse_entry(objective, program, export.program, dims)
-    theta = synthesize(entry, interp, seed, skip_last=True)[0][2]
-    with M.precision(bits):
-        m = {k: M.zeros(np.shape(x)) for k, x in theta.items()}
-        v = {k: M.zeros(np.shape(x)) for k, x in theta.items()}
     doc: dict = {
         "run": os.path.basename(main.path),
         "model": run.model,
-        "objective": objective,
+        "objective": trainer.objective,
         "data": run.data,
         "seed": seed,
         "bits": bits,
         "shuffle": run.shuffle or 0,
-        "batch": b,
-        "dims": dims,
+        "batch": trainer.batch_size,
+        "dims": trainer.dims,
         "horizon": horizon,
-        "theta0": {k: _doubles(x) for k, x in theta.items()},
+        "theta0": {k: _doubles(x) for k, x in trainer.theta.items()},
     }
     opt = adamw_of(main.optimizers[run.optimizer])
-    rates = []
-    for t in _schedule_points(steps, horizon, opt.warmup):
-        with M.precision(bits):
-            at, total = M.real(t), M.real(horizon)
-        rates.append([t, float(interp.run("adamw.lr", [at, total], {}).item())])
-    doc["lr"] = rates
-    done, order = [], None
-    for t in range(1, steps + 1):
-        epoch, k = divmod(t - 1, per_epoch)
-        if k == 0 or order is None:
-            order = R.permutation(run.shuffle or 0, epoch, len(samples))
-        indices = [int(i) for i in order[k * b : (k + 1) * b]]
-        value = stack_samples(run.batch_type, [samples[i] for i in indices])
-        leaves = value if isinstance(value, tuple) else (value,)
-        with M.precision(bits):
-            exact = tuple(M.real(x) if x.dtype == np.float64 else x for x in leaves)
-            step, total = M.real(t), M.real(horizon)
-        batch = exact if isinstance(value, tuple) else exact[0]
-        loss, grads = interp.run(STEP.format(objective), [batch, theta], entry.dims)
-        lr = interp.run("adamw.lr", [step, total], {})
-        theta, m, v = interp.run("adamw.step", [theta, m, v, grads, step, lr], dims)
-        done.append(
-            {
-                "step": t,
-                "epoch": epoch + 1,
-                "indices": indices,
-                "batch": [x.tolist() for x in leaves],
-                "loss": float(np.asarray(loss).item()),
-                "lr": float(lr.item()),
-                "theta": {k: _doubles(x) for k, x in theta.items()},
-            }
-        )
-    doc["steps"] = done
+    points = _schedule_points(steps, horizon, opt.warmup)
+    doc["lr"] = [[t, float(trainer.lr(t).item())] for t in points]
+    doc["steps"] = [
+        {
+            "step": s.t,
+            "epoch": s.epoch + 1,
+            "indices": s.indices,
+            "batch": [x.tolist() for x in (s.batch if isinstance(s.batch, tuple) else (s.batch,))],
+            "loss": float(np.asarray(s.loss).item()),
+            "lr": float(s.lr.item()),
+            "theta": {k: _doubles(x) for k, x in s.theta.items()},
+        }
+        for s in trainer.steps(steps)
+    ]
     return doc
 
 
