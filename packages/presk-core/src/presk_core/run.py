@@ -72,7 +72,6 @@ GENERATED = (
     ".value_vjp",
     ".value_grad",
     ".train",
-    ".train_grad",
     ".train_value_grad",
 )
 
