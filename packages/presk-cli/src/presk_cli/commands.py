@@ -9,8 +9,9 @@ import click
 import numpy as np
 from presk_ad import ADError, differentiate
 from presk_ad.vjp import REMATS
-from presk_core.data import DataError, leaves, read_header, read_reals, write_bytes
+from presk_core.data import DataError, leaves, parse_samples, read_header, read_reals, write_bytes
 from presk_core.data import read as read_data
+from presk_core.data import type_of as data_type_of
 from presk_core.data import write as write_data
 from presk_core.ir import format_program
 from presk_core.lower import lower_program
@@ -33,7 +34,7 @@ from presk_syntax.parse import parse_source, parse_tree, read_source
 from presk_syntax.span import SourceMap
 from presk_types.driver import check_file
 from presk_types.dump import dump_elab
-from presk_types.elab import ConstError, load_program, type_from_text
+from presk_types.elab import load_program
 from presk_types.summary import summary as summary_text
 from presk_types.training import replace_data
 
@@ -267,14 +268,11 @@ def _data_fail(e: Exception, code: str | None = None) -> None:
     sys.exit(1)
 
 
-def _type_of(text: str):
+def _type_of(text: str, where: str | None = None):
     try:
-        return type_from_text(text)
-    except DiagnosticError as e:
-        _data_fail(Exception(f"`{text}` is not a type: {e.diagnostics[0].message}"), "E7007")
-    except ConstError as e:
-        message = e.diagnostic.message if e.diagnostic is not None else "not a type"
-        _data_fail(Exception(f"`{text}` is not a type: {message}"), "E7007")
+        return data_type_of(text, where)
+    except DataError as e:
+        _data_fail(e)
 
 
 @click.group(short_help="Produce and inspect `.psk.d` data files")
@@ -294,30 +292,13 @@ def data_pack(text: str, type_text: str, out: str) -> None:
     of samples of the given type."""
     t = _type_of(type_text)
     try:
-        spec = leaves(t)
         numbers = open(text, encoding="utf-8").read().split()
-    except (DataError, OSError, UnicodeDecodeError) as e:
-        _data_fail(e if isinstance(e, DataError) else Exception(f"cannot read `{text}`: {e}"))
-    per = sum(int(np.prod(leaf.shape, dtype=np.int64)) for leaf in spec)
-    if per == 0 or len(numbers) % per:
-        _data_fail(
-            DataError(
-                "E7007",
-                f"`{text}` holds {len(numbers)} numbers, not a multiple of the {per} of a sample of `{t}`",
-            )
-        )
-    samples = []
+    except (OSError, UnicodeDecodeError) as e:
+        _data_fail(Exception(f"cannot read `{text}`: {e}"))
     try:
-        for i in range(0, len(numbers), per):
-            chunk, sample, at = numbers[i : i + per], [], 0
-            for leaf in spec:
-                n = int(np.prod(leaf.shape, dtype=np.int64))
-                kind = float if leaf.dtype == "<f8" else int
-                sample.append(np.array([kind(x) for x in chunk[at : at + n]]).reshape(leaf.shape))
-                at += n
-            samples.append(sample)
-    except ValueError as e:
-        _data_fail(DataError("E7007", f"`{text}`: {e}"))
+        samples = parse_samples(numbers, t, text)
+    except DataError as e:
+        _data_fail(e)
     try:
         write_data(out, str(t), t, samples)
     except OSError as e:
@@ -352,7 +333,7 @@ def data_info(file: str, limit: int) -> None:
             reals = read_reals(file)
             click.echo(f"[0] {reals[:limit].tolist()}" + (" …" if reals.size > limit else ""))
             return
-        t = _type_of(header.type_text)
+        t = _type_of(header.type_text, file)
         samples = read_data(file, t)
     except DataError as e:
         _data_fail(e)
@@ -384,7 +365,7 @@ def data_diff(a: str, b: str) -> None:
         if ha.type_text.startswith("params "):
             xa, xb = [read_reals(a)], [read_reals(b)]
         else:
-            t = _type_of(ha.type_text)
+            t = _type_of(ha.type_text, a)
             xa = [v for s in read_data(a, t) for v in s if v.dtype == np.float64]
             xb = [v for s in read_data(b, t) for v in s if v.dtype == np.float64]
     except DataError as e:
@@ -475,7 +456,7 @@ def data_encode(text: str, vocab_file: str, out: str) -> None:
     "--vocab",
     "vocab_size",
     required=True,
-    type=click.IntRange(1),
+    type=click.IntRange(1, 2**63 - 1),
     help="The vocabulary's size V: every token is below it.",
 )
 @click.option("--seq", required=True, type=click.IntRange(1), help="The window's length T.")

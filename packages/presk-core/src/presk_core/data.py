@@ -21,6 +21,7 @@ temporary file in the same folder, then a rename): a reader never sees half a fi
 from __future__ import annotations
 
 import os
+import re
 import struct
 import tempfile
 from collections.abc import Iterator
@@ -30,6 +31,8 @@ from typing import BinaryIO
 
 import numpy as np
 from presk_types.types import Bool, Idx, Real, Shape, TupleT, Type
+
+I64_MAX = 2**63 - 1
 
 MAGIC = b"PSKD"
 VERSION = 1
@@ -46,10 +49,12 @@ class DataError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Leaf:
-    """One tensor of a sample: its kind (`f8`, `i8`, `u1`) and its lengths."""
+    """One tensor of a sample: its kind (`f8`, `i8`, `u1`), its lengths and, for indices,
+    their bound (`idx[3]`: 0, 1 or 2)."""
 
     dtype: str
     shape: tuple[int, ...]
+    bound: int | None = None
 
     @property
     def size(self) -> int:
@@ -61,8 +66,12 @@ def leaves(t: Type) -> list[Leaf]:
     match t:
         case TupleT(elements):
             return [leaf for e in elements for leaf in leaves(e)]
-        case Real(shape) | Idx(_, shape) | Bool(shape):
-            return [Leaf({Real: "<f8", Idx: "<i8", Bool: "u1"}[type(t)], _closed(shape, t))]
+        case Idx(bound, shape):
+            if not bound.is_const:
+                raise DataError("E7007", f"a sample type has constant bounds, and `{t}` does not")
+            return [Leaf("<i8", _closed(shape, t), bound.constant)]
+        case Real(shape) | Bool(shape):
+            return [Leaf({Real: "<f8", Bool: "u1"}[type(t)], _closed(shape, t))]
     raise DataError("E7007", f"a .psk.d sample cannot be of type `{t}`")
 
 
@@ -70,6 +79,81 @@ def _closed(shape: Shape, t: Type) -> tuple[int, ...]:
     if shape.prefix or any(not a.length.is_const for a in shape.axes):
         raise DataError("E7007", f"a sample type has constant lengths, and `{t}` does not")
     return tuple(a.length.constant for a in shape.axes)
+
+
+def type_of(text: str, where: str | None = None) -> Type:
+    """The type a `--type` or a file's header names; DataError E7007 when it is not one (with
+    a hint for a scalar index written `idx[3]`), and for a checkpoint's `params M`."""
+    from presk_syntax.diagnostics import DiagnosticError
+    from presk_types.elab import ConstError, type_from_text
+
+    origin = f"`{where}` holds `{text}`, which" if where else f"`{text}`"
+    if text.startswith("params "):
+        raise DataError(
+            "E7007",
+            f"{origin} is a checkpoint (a parameter tree), not samples"
+            if where
+            else f"`{text}` is a checkpoint's type, not a sample type",
+        )
+    try:
+        return type_from_text(text)
+    except DiagnosticError as e:
+        message = e.diagnostics[0].message
+    except ConstError as e:
+        message = e.diagnostic.message if e.diagnostic is not None else "not a type"
+    except RecursionError:
+        message = "nested too deeply"
+    hint = ""
+    if re.fullmatch(r"\s*(idx\[[^\]]*\]|ℝ|bool)\s*", text) and text.strip().startswith("idx"):
+        hint = f" (a scalar index is `{text.strip()}[]`: an index type takes its shape)"
+    raise DataError("E7007", f"{origin} is not a type: {message}{hint}")
+
+
+def parse_samples(numbers: list[str], t: Type, name: str) -> list[list[np.ndarray]]:
+    """The samples of type `t` that numbers written in decimal make (`presk data pack`):
+    reals finite doubles, indices integers below their bound, truth values 0 or 1."""
+    spec = leaves(t)
+    per = sum(int(np.prod(leaf.shape, dtype=np.int64)) for leaf in spec)
+    if per == 0 or len(numbers) % per:
+        raise DataError(
+            "E7007",
+            f"`{name}` holds {len(numbers)} numbers, not a multiple of the {per} of a sample"
+            f" of `{t}`",
+        )
+    samples, at = [], 0
+    for _ in range(len(numbers) // per):
+        sample = []
+        for leaf in spec:
+            n = int(np.prod(leaf.shape, dtype=np.int64))
+            values = [_number(numbers[at + i], leaf, at + i, name) for i in range(n)]
+            sample.append(np.array(values, dtype=leaf.dtype).reshape(leaf.shape))
+            at += n
+        samples.append(sample)
+    return samples
+
+
+def _number(word: str, leaf: Leaf, i: int, name: str) -> float | int:
+    where = f"`{name}`: number {i}, `{word[:40]}`,"
+    if leaf.dtype == "<f8":
+        try:
+            x = float(word)
+        except ValueError:
+            raise DataError("E7007", f"{where} is not a real") from None
+        if not np.isfinite(x):
+            raise DataError("E7007", f"{where} is not a finite double")
+        return x
+    try:
+        k = int(word)
+    except ValueError:
+        kind = "an index" if leaf.bound is not None else "a truth value (0 or 1)"
+        raise DataError("E7007", f"{where} is not {kind}") from None
+    top = 2 if leaf.bound is None else leaf.bound
+    if not 0 <= k < top:
+        kind = (
+            f"`idx[{leaf.bound}]` (0 to {top - 1})" if leaf.bound is not None else "bool (0 or 1)"
+        )
+        raise DataError("E7007", f"{where} is outside {kind}")
+    return k
 
 
 @dataclass
@@ -162,6 +246,18 @@ def read_header(path: str) -> Header:
         ) from None
     if len(text) < tlen:
         raise DataError("E7005", f"`{path}` is truncated: its header is cut short")
+    if header_size < _FIXED.size + tlen or header_size % 8:
+        raise DataError(
+            "E7010",
+            f"`{path}` has a malformed header: its size is {header_size} bytes, and its fields"
+            f" take {_FIXED.size + tlen} (the samples start after them, at a multiple of 8)",
+        )
+    if size == 0 and count:
+        raise DataError(
+            "E7010",
+            f"`{path}` has a malformed header: {count} samples of 0 bytes (a sample type of"
+            " no reals, indices or truth values holds nothing)",
+        )
     header = Header(version, header_size, count, size, text.decode("utf-8", errors="replace"))
     expected = header_size + count * size
     actual = os.path.getsize(path)

@@ -45,12 +45,13 @@ ENTRY = re.compile(r"^\s*([^\s{}.]+)\s*(?:\{([^}]*)\})?\s*(?:\.\s*([^\s{}.]+))?\
 class EntryError(Exception):
     """A run that cannot start: a diagnostic (E7001) or, with `usage`, a usage error."""
 
-    def __init__(self, message: str, usage: bool = False) -> None:
+    def __init__(self, message: str, usage: bool = False, code: str = "E7001") -> None:
         super().__init__(message)
         self.usage = usage
+        self.code = code  # a data file's own code for `--data` (E7004 to E7010)
 
     def diagnostic(self) -> Diagnostic:
-        return Diagnostic("E7001", Severity.ERROR, str(self))
+        return Diagnostic(self.code, Severity.ERROR, str(self))
 
 
 @dataclass
@@ -288,7 +289,6 @@ def data_argument(core: Program, entry_text: str, path: str) -> tuple[dict[str, 
     """The entry's last argument read from a `.psk.d` file, its samples stacked on the
     argument's `batch` axis, and the dimensions that fixes (the batch's, and any length of
     the sample type: T = 256)."""
-    from presk_types.elab import type_from_text
     from presk_types.training import match_sample, without_batch
 
     from presk_core import data as D
@@ -300,10 +300,10 @@ def data_argument(core: Program, entry_text: str, path: str) -> tuple[dict[str, 
     last = core.function(name).params[-1]
     try:
         header = D.read_header(path)
-        held = type_from_text(header.type_text)
+        held = D.type_of(header.type_text, path)
         samples = D.read(path, held)
     except D.DataError as e:
-        raise EntryError(str(e)) from None
+        raise EntryError(str(e), code=e.code) from None
     bound = match_sample(without_batch(last.type), held)
     if bound is None:
         raise EntryError(

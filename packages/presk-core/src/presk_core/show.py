@@ -161,6 +161,9 @@ def format_tree(
 
 
 def format_exp(x: float, digits: int) -> str:
-    """x in the logs' scientific form, Rust's `{:.N e}`: `1.000e-2`, `2.0695e0`, `0.000e0`."""
+    """x in the logs' scientific form, Rust's `{:.N e}`: `1.000e-2`, `2.0695e0`, `0.000e0`;
+    `NaN`, `inf` and `-inf` as the interpreter shows them."""
+    if not math.isfinite(x):
+        return "NaN" if math.isnan(x) else "-inf" if x < 0 else "inf"
     mantissa, exponent = f"{x:.{digits}e}".split("e")
     return f"{mantissa}e{int(exponent)}"

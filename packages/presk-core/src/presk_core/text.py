@@ -118,6 +118,8 @@ def parse_tokens(text: str, name: str) -> np.ndarray:
     for i, w in enumerate(words):
         if not (w.isascii() and w.isdigit()):
             raise DataError(CODE, f"`{name}`: token {i} is `{w}`, not a natural number")
+        if len(w) > 18 and int(w) >= 2**63:
+            raise DataError(CODE, f"`{name}`: token {i} is {w}, above any vocabulary (2⁶³ − 1)")
     return np.array([int(w) for w in words], dtype=np.int64)
 
 
