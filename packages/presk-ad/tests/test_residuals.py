@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from presk_ad import differentiate
-from presk_ad.residuals import SITE
+from presk_ad.residuals import RESIDUALS_OP
 from presk_cli.main import cli
 from presk_core import mpfr as M
 from presk_core.interp import Interpreter
@@ -273,7 +273,7 @@ def test_every_generated_function_is_well_formed(path, consts) -> None:
     for f in program.functions:
         defined = {p.id for p in f.params}
         for ins in f.body:
-            assert ins.op != SITE, f"{f.name}: {SITE} left"
+            assert ins.op != RESIDUALS_OP, f"{f.name}: {RESIDUALS_OP} left"
             for a in ins.args:
                 assert not isinstance(a, Value) or a.id in defined, (
                     f"{f.name}: {a} read before it is defined\n{format_function(f)}"

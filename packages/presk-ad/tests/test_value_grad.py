@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from presk_ad import differentiate
-from presk_ad.vjp import SITES
+from presk_ad.vjp import DIFFERENTIATED
 from presk_core import mpfr as M
 from presk_core.interp import Interpreter
 from presk_core.ir import Function, Instr, Program, Value, format_instr
@@ -243,7 +243,7 @@ def test_value_grad_prints_as_grad_does_and_none_is_left() -> None:
     )
     for remat in REMATS:
         out = differentiate(program, remat)
-        assert not [i for g in out.functions for i in g.body if i.op in SITES]
+        assert not [i for g in out.functions for i in g.body if i.op in DIFFERENTIATED]
         (call,) = out.function("loss_grad.value").body
         assert call.op == "call" and call.attr("fn") == f"{f.name}.value_grad"
         value_grad = out.function(f"{f.name}.value_grad")

@@ -37,7 +37,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from presk_core.ir import Function, Instr, Lit, Operand, Value
+from presk_core.build import FunctionBuilder
+from presk_core.ir import Function, Instr, Lit, Operand, Origin, Value
 from presk_types.types import Shape, TupleT, shape_of, subst
 
 from presk_ad.vjp import AD, Sweep, _var, dead_code
@@ -46,19 +47,19 @@ VIEWS = frozenset({"field", "slice", "get", "cast"})
 """Operations whose result is a part of their operand or the operand itself: free to read
 again in a `.bwd` from the parameters, so never residuals."""
 
-SITE = "_residuals"
+RESIDUALS_OP = "_residuals"
 """A pseudo-operation of the analysis: `RES = _residuals G(args)` stands, right after a
 differentiated `call G(args)`, for the residuals `G.fwd(args)` returns; `F.fwd` replaces
 the pair by a call of `G.fwd` and `get`s. It never reaches a generated function."""
 
 
 @dataclass(frozen=True)
-class Plan:
+class Split:
     """The split of one function F: what its `.fwd` computes and its `.bwd` reads."""
 
     fn: Function
     needed: tuple[int, ...]  # the parameters whose adjoints `F.bwd` returns
-    forward: tuple[Instr, ...]  # F's body, a `_residuals` site after each call of a `.fwd`
+    forward: tuple[Instr, ...]  # F's body, a `_residuals` after each call of a `.fwd`
     sweep: tuple[Instr, ...]  # the reverse sweep, dead code removed
     ret: Value  # the tuple of adjoints
     ct: Value
@@ -76,19 +77,19 @@ class ResidualSweep(Sweep):
     """A sweep whose calls' adjoints are calls of the callees' `.bwd`s."""
 
     def __init__(self, ad: ResidualAD, fn: Function, needed: list[int]) -> None:
-        super().__init__(ad, fn, needed)
-        self.sites: dict[int, Instr] = {}  # a call's result id → its `_residuals` site
+        super().__init__(ad, fn, needed, f"{fn.name}.bwd")
+        self.pending: dict[int, Instr] = {}  # a call's result id → its `_residuals`
 
     def call(self, ins: Instr, ct: Operand) -> None:
         name = ins.attr("fn")
-        plan = self.ad.plan(name)
+        plan = self.ad.split(name)
         dims = ins.attr("dims", ())
         values = dict(dims)
         args: list[Operand] = [ins.args[j] for j in plan.reads]
         if plan.residuals:
             res = self.new(subst(plan.residual_type, values, call_prefix(plan.fn, ins)))
             attrs = (("fn", name), ("dims", dims), ("call", ins.out))
-            self.sites[ins.out.id] = Instr(res, SITE, ins.args, attrs, ins.span)
+            self.pending[ins.out.id] = Instr(res, RESIDUALS_OP, ins.args, attrs, ins.span, ins.site)
             args.append(res)
         attrs = {"fn": f"{name}.bwd", "dims": dims}
         r = self.emit("call", [*args, ct], subst(plan.ret.type, values), attrs)
@@ -111,7 +112,7 @@ def call_prefix(callee: Function, ins: Instr) -> Shape | None:
 class ResidualAD(AD):
     """The `.vjp`s, `.grad`s, `.bwd`s and `.fwd`s of the residual form.
 
-    `plan` analyses each function the gradient reaches once, callees first (a call's
+    `split` analyses each function the gradient reaches once, callees first (a call's
     adjoint needs the callee's `.bwd` signature); `finish` then decides, callers first,
     which `.fwd`s return their value (a caller's forward pass reads it), and writes the
     functions.
@@ -119,11 +120,11 @@ class ResidualAD(AD):
 
     def __init__(self, program) -> None:
         super().__init__(program)
-        self.plans: dict[str, Plan | None] = {}
-        self.order: list[str] = []  # the plans in the order they are complete
+        self.plans: dict[str, Split | None] = {}
+        self.order: list[str] = []  # the splits in the order they are complete
         self.valued: set[str] = set()  # the functions with a `.value_vjp`: F.fwd returns F
 
-    def plan(self, name: str) -> Plan:
+    def split(self, name: str) -> Split:
         """F's sweep (its calls' adjoints call the callees' `.bwd`s, planned first), dead
         code removed, and what it reads of F's forward pass and parameters."""
         if name in self.plans:
@@ -133,20 +134,19 @@ class ResidualAD(AD):
         fn = self.program.function(name)
         needed = sorted(self.needed.get(name, set()))
         sweep = ResidualSweep(self, fn, needed)
-        ct = Value(sweep.count, fn.result, "ct")
-        sweep.count += 1
+        ct = sweep.new(fn.result, "ct")
         ret = sweep.run(ct)
         forward: list[Instr] = []
         for ins in fn.body:
             forward.append(ins)
-            if ins.out.id in sweep.sites:
-                forward.append(sweep.sites[ins.out.id])
+            if ins.out.id in sweep.pending:
+                forward.append(sweep.pending[ins.out.id])
         backward = sweep.body[len(fn.body) :]
         live = dead_code((*forward, *backward), ret)
         own = {i.out.id for i in forward}
         swept = tuple(i for i in live if i.out.id not in own)
         residuals, views, reads = _reads(fn, forward, swept)
-        plan = Plan(
+        plan = Split(
             fn, tuple(needed), tuple(forward), swept, ret, ct, residuals, views, reads, sweep.count
         )
         self.plans[name] = plan
@@ -165,7 +165,7 @@ class ResidualAD(AD):
         `finish` writes the body, once it knows what each `.fwd` returns."""
         key = f"{name}.value_vjp" if with_value else f"{name}.vjp"
         if self.made.get(key) is None:
-            plan = self.plan(name)
+            plan = self.split(name)
             fn = plan.fn
             params = (*fn.params, plan.ct)
             result = TupleT((fn.result, plan.ret.type)) if with_value else plan.ret.type
@@ -183,7 +183,7 @@ class ResidualAD(AD):
             live = self.forward(plan, valued[name])
             ids = {i.out.id for i in live}
             for ins in live:
-                if ins.op == SITE and ins.attr("call").id in ids:
+                if ins.op == RESIDUALS_OP and ins.attr("call").id in ids:
                     valued[ins.attr("fn")] = True
         for key in self.made:
             if key.endswith(".vjp"):
@@ -200,7 +200,7 @@ class ResidualAD(AD):
                 out.append(self.fwd(plan, valued))
         return out
 
-    def forward(self, plan: Plan, valued: bool) -> tuple[Instr, ...]:
+    def forward(self, plan: Split, valued: bool) -> tuple[Instr, ...]:
         """F's forward instructions that its residuals (and its value) need."""
         roots: list[Operand] = list(plan.residuals)
         if valued:
@@ -208,90 +208,87 @@ class ResidualAD(AD):
         out = Value(plan.count, TupleT(tuple(r.type for r in roots)))
         return dead_code((*plan.forward, Instr(out, "tuple", tuple(roots))), out)[:-1]
 
-    def fwd_type(self, plan: Plan, valued: bool) -> TupleT:
+    def fwd_type(self, plan: Split, valued: bool) -> TupleT:
         if valued:
             return TupleT((plan.fn.result, plan.residual_type))
         return TupleT((plan.residual_type,))
 
-    def fwd(self, plan: Plan, valued: dict[str, bool]) -> Function:
+    def fwd(self, plan: Split, valued: dict[str, bool]) -> Function:
         fn = plan.fn
-        count = plan.count
+        name = f"{fn.name}.fwd"
+        b = FunctionBuilder(name, plan.count)
         live = self.forward(plan, valued[fn.name])
-        sites = {i.attr("call").id for i in live if i.op == SITE}
-        body: list[Instr] = []
+        pending = {i.attr("call").id for i in live if i.op == RESIDUALS_OP}
         read: set[int] = set()  # the calls of a `.fwd` whose value is read
         for ins in live:
-            if ins.op == "call" and ins.out.id in sites:
+            if ins.op == "call" and ins.out.id in pending:
                 read.add(ins.out.id)
                 continue
-            if ins.op != SITE:
-                body.append(ins)
+            if ins.op != RESIDUALS_OP:
+                b.place(ins, f"forward of {fn.name}")
                 continue
             callee, call = self.plans[ins.attr("fn")], ins.attr("call")
             with_value = valued[callee.fn.name]
             parts = (call.type, ins.out.type) if with_value else (ins.out.type,)
-            r = Value(count, TupleT(parts))
-            count += 1
-            attrs = (("fn", f"{callee.fn.name}.fwd"), ("dims", ins.attr("dims")))
-            body.append(Instr(r, "call", ins.args, attrs, ins.span))
+            b.origin, b.span = Origin(ins.site, f"residuals of {callee.fn.name}"), ins.span
+            attrs = {"fn": f"{callee.fn.name}.fwd", "dims": ins.attr("dims")}
+            r = b.emit("call", ins.args, TupleT(parts), attrs)
             if call.id in read:
                 assert with_value, f"{fn.name} reads the value of {callee.fn.name}.fwd"
-                body.append(Instr(call, "get", (r,), (("index", 0),), ins.span))
-            index = 1 if with_value else 0
-            body.append(Instr(ins.out, "get", (r,), (("index", index),), ins.span))
-        res = Value(count, plan.residual_type)
-        body.append(Instr(res, "tuple", plan.residuals))
+                b.bind(call, "get", [r], {"index": 0})
+            b.bind(ins.out, "get", [r], {"index": 1 if with_value else 0})
+        b.origin, b.span = Origin(fn.name, f"residuals of {fn.name}"), fn.span
+        res = b.emit("tuple", plan.residuals, plan.residual_type)
         parts: tuple[Operand, ...] = (fn.ret, res) if valued[fn.name] else (res,)
-        out = Value(count + 1, self.fwd_type(plan, valued[fn.name]))
-        body.append(Instr(out, "tuple", parts))
-        name = f"{fn.name}.fwd"
-        return Function(name, fn.dims, fn.params, out.type, dead_code(tuple(body), out), out)
+        out = b.emit("tuple", parts, self.fwd_type(plan, valued[fn.name]))
+        return Function(name, fn.dims, fn.params, out.type, dead_code(tuple(b.body), out), out)
 
-    def bwd(self, plan: Plan) -> Function:
+    def bwd(self, plan: Split) -> Function:
         fn = plan.fn
+        name = f"{fn.name}.bwd"
+        b = FunctionBuilder(name, plan.count + 1)
         params = [fn.params[i] for i in plan.reads]
-        body: list[Instr] = []
         if plan.residuals:
             given = Value(plan.count, plan.residual_type, "residuals")
             params.append(given)
+            made = {i.out.id: i for i in plan.forward}
             for i, r in enumerate(plan.residuals):
-                body.append(Instr(r, "get", (given,), (("index", i),)))
-        body += [*plan.views, *plan.sweep]
+                at = made[r.id]
+                b.bind(r, "get", [given], {"index": i}, at.span, Origin(at.site, "residual"))
+        for ins in plan.views:
+            b.place(ins, "view read again")
+        for ins in plan.sweep:
+            b.place(ins, f"sweep of {fn.name}")
         params.append(plan.ct)
-        body_ = dead_code(tuple(body), plan.ret)
-        name = f"{fn.name}.bwd"
-        return Function(name, fn.dims, tuple(params), plan.ret.type, body_, plan.ret, (), fn.span)
+        body = dead_code(tuple(b.body), plan.ret)
+        return Function(name, fn.dims, tuple(params), plan.ret.type, body, plan.ret, (), fn.span)
 
-    def vjp_function(self, plan: Plan, valued: bool, with_value: bool = False) -> Function:
+    def vjp_function(self, plan: Split, valued: bool, with_value: bool = False) -> Function:
         """`F.bwd` after `F.fwd`: `F.vjp`'s signature, as in the recomputing form; or, with
         the value (`F.value_vjp`), F's value beside the adjoints, from the same `F.fwd`."""
         assert valued or not with_value, f"{plan.fn.name}.fwd does not return its value"
         fn = plan.fn
-        count = max((p.id for p in fn.params), default=-1) + 1
-        ct = Value(count, fn.result, "ct")
-        dims = (("dims", tuple((d, _var(d)) for d in fn.dims)),)
+        name = f"{fn.name}.value_vjp" if with_value else f"{fn.name}.vjp"
+        b = FunctionBuilder(name, FunctionBuilder.after(fn.params))
+        b.origin, b.span = Origin(fn.name, f"{name[len(fn.name) + 1 :]} of {fn.name}"), fn.span
+        ct = b.fresh(fn.result, "ct")
+        dims = {"dims": tuple((d, _var(d)) for d in fn.dims)}
         args: list[Operand] = [fn.params[i] for i in plan.reads]
-        body: list[Instr] = []
-        r = Value(count + 1, self.fwd_type(plan, valued))
+        r = b.fresh(self.fwd_type(plan, valued))
         if plan.residuals:
-            body.append(Instr(r, "call", fn.params, (("fn", f"{fn.name}.fwd"), *dims)))
-            res = Value(count + 2, plan.residual_type)
-            body.append(Instr(res, "get", (r,), (("index", 1 if valued else 0),)))
+            b.bind(r, "call", fn.params, {"fn": f"{fn.name}.fwd", **dims})
+            res = b.emit("get", [r], plan.residual_type, {"index": 1 if valued else 0})
             args.append(res)
-        out = Value(count + 3, plan.ret.type)
-        body.append(Instr(out, "call", (*args, ct), (("fn", f"{fn.name}.bwd"), *dims)))
-        name = f"{fn.name}.vjp"
+        b.count = ct.id + 3
+        out = b.emit("call", [*args, ct], plan.ret.type, {"fn": f"{fn.name}.bwd", **dims})
         if with_value:
-            value = Value(count + 4, fn.result)
             if plan.residuals:  # the value F.fwd computed beside the residuals
-                body.append(Instr(value, "get", (r,), (("index", 0),)))
+                value = b.emit("get", [r], fn.result, {"index": 0})
             else:  # no `.fwd`: F itself is the forward pass, which F.bwd does not read
-                body.append(Instr(value, "call", fn.params, (("fn", fn.name), *dims)))
-            pair = Value(count + 5, TupleT((fn.result, out.type)))
-            body.append(Instr(pair, "tuple", (value, out)))
-            name, out = f"{fn.name}.value_vjp", pair
+                value = b.emit("call", fn.params, fn.result, {"fn": fn.name, **dims})
+            out = b.emit("tuple", [value, out], TupleT((fn.result, out.type)))
         params = (*fn.params, ct)
-        return Function(name, fn.dims, params, out.type, tuple(body), out, (), fn.span)
+        return Function(name, fn.dims, params, out.type, tuple(b.body), out, (), fn.span)
 
 
 def _reads(

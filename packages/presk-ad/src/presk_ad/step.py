@@ -16,8 +16,9 @@ import numpy as np
 from presk_core import data as D
 from presk_core import mpfr as M
 from presk_core import random as R
+from presk_core.build import FunctionBuilder
 from presk_core.interp import Interpreter, RunError
-from presk_core.ir import Function, Instr, Program, Value
+from presk_core.ir import Function, Origin, Program, Value
 from presk_core.run import parse_entry, stack_samples, synthesize
 from presk_types.elab import Program as Elab
 from presk_types.elab import type_from_text
@@ -39,14 +40,16 @@ def training_step(core: Program, objective: str) -> Program:
     fn = core.function(objective)
     theta, batch = fn.params
     p_batch, p_theta = Value(0, batch.type, batch.name), Value(1, theta.type, theta.name)
-    dims = tuple((d, Lin.var(d)) for d in fn.dims)
-    out = Value(2, fn.result)
-    call = Instr(out, "call", (p_theta, p_batch), (("fn", objective), ("dims", dims)))
-    wrap = Function(f"{objective}.train", fn.dims, (p_batch, p_theta), fn.result, (call,), out)
-    pair = Value(2, TupleT((fn.result, theta.type)))
-    both = Instr(pair, "value_grad", (p_batch, p_theta), (("fn", wrap.name), ("dims", dims)))
     params = (p_batch, p_theta)
-    step = Function(STEP.format(objective), fn.dims, params, pair.type, (both,), pair)
+    dims = tuple((d, Lin.var(d)) for d in fn.dims)
+    made = Origin(objective, f"training step of {objective}")
+    w = FunctionBuilder(f"{objective}.train", 2)
+    out = w.emit("call", params[::-1], fn.result, {"fn": objective, "dims": dims}, fn.span, made)
+    wrap = Function(w.name, fn.dims, params, fn.result, tuple(w.body), out)
+    s = FunctionBuilder(STEP.format(objective), 2)
+    pair_type = TupleT((fn.result, theta.type))
+    pair = s.emit("value_grad", params, pair_type, {"fn": wrap.name, "dims": dims}, fn.span, made)
+    step = Function(s.name, fn.dims, params, pair.type, tuple(s.body), pair)
     return differentiate(Program(core.functions + (wrap, step)))
 
 

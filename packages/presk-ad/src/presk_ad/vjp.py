@@ -28,8 +28,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from fractions import Fraction
 
-from presk_core.ir import Function, Instr, Lit, Operand, Program, Value
-from presk_core.passes import unroll_stack
+from presk_core.build import FunctionBuilder, made_from
+from presk_core.ir import Function, Instr, Lit, Operand, Origin, Program, Value
+from presk_core.unroll import unroll_stack
 from presk_types.types import SCALAR, Bool, Idx, ParamsT, Real, Shape, TupleT, Type, subst
 
 
@@ -47,26 +48,34 @@ def differentiable(t: Type) -> bool:
 
 
 class Sweep:
-    """The body of one `.vjp`: the forward instructions, then the reverse sweep."""
+    """The body of one `.vjp` (the function `target`): the forward instructions, then the
+    reverse sweep, each instruction of the sweep made from the forward one it is the
+    adjoint of (`vjp of mul`)."""
 
-    def __init__(self, ad: AD, fn: Function, needed: list[int]) -> None:
+    def __init__(self, ad: AD, fn: Function, needed: list[int], target: str) -> None:
         self.ad = ad
         self.fn = fn
         self.needed = needed
         self.active = active_values(fn, set(needed))
-        ids = [p.id for p in fn.params] + [i.out.id for i in fn.body]
-        self.count = max(ids, default=-1) + 1
-        self.body: list[Instr] = list(fn.body)
+        self.b = FunctionBuilder(target, FunctionBuilder.after(fn.params, fn.body))
+        for ins in fn.body:
+            self.b.place(ins, f"forward of {fn.name}")
+        self.b.origin, self.b.span = Origin(fn.name, f"adjoints of {fn.name}"), fn.span
         self.adj: dict[int, Operand] = {}
 
-    def new(self, t: Type) -> Value:
-        self.count += 1
-        return Value(self.count - 1, t)
+    @property
+    def body(self) -> list[Instr]:
+        return self.b.body
+
+    @property
+    def count(self) -> int:
+        return self.b.count
+
+    def new(self, t: Type, name: str | None = None) -> Value:
+        return self.b.fresh(t, name)
 
     def emit(self, op: str, args: list, t: Type, attrs: dict | None = None) -> Value:
-        out = self.new(t)
-        self.body.append(Instr(out, op, tuple(args), tuple((attrs or {}).items())))
-        return out
+        return self.b.emit(op, args, t, attrs or {})
 
     def add(self, v: Operand, a: Operand) -> None:
         """Add `a` to the adjoint of `v` (nothing for literals or discrete values)."""
@@ -121,7 +130,9 @@ class Sweep:
                 if any(isinstance(x, Value) and differentiable(x.type) for x in ins.args):
                     raise ADError(f"no adjoint rule for `{ins.op}` (in `{fn.name}`)")
                 continue
+            self.b.origin, self.b.span = made_from(ins, f"vjp of {ins.op}"), ins.span
             rule(self, ins, a)
+        self.b.origin, self.b.span = Origin(fn.name, f"adjoints of {fn.name}"), fn.span
         outs = []
         for i in self.needed:
             p = fn.params[i]
@@ -176,14 +187,13 @@ class AD:
             fn = self.program.function(name)
             self.made[key] = None  # a placeholder keeps the order of first use
             needed = sorted(self.needed.get(name, set()))
-            sweep = Sweep(self, fn, needed)
-            ct = sweep.new(fn.result)
+            sweep = Sweep(self, fn, needed, key)
+            ct = sweep.new(fn.result, "ct")
             ret = sweep.run(ct)
             if with_value:
                 ret = sweep.emit("tuple", [fn.ret, ret], TupleT((fn.result, ret.type)))
-            params = (*fn.params, Value(ct.id, fn.result, "ct"))
-            body = tuple(_rename(i, ct.id, params[-1]) for i in sweep.body)
-            body = dead_code(body, ret)
+            params = (*fn.params, ct)
+            body = dead_code(tuple(sweep.body), ret)
             self.made[key] = Function(key, fn.dims, params, ret.type, body, ret, (), fn.span)
         return self.made[key]
 
@@ -206,28 +216,21 @@ class AD:
             last = len(fn.params) - 1
             self.need(name, {last})
             vjp = self.value_vjp(name) if with_value else self.vjp(name)
-            count = max([p.id for p in fn.params], default=-1) + 1
+            b = FunctionBuilder(key, FunctionBuilder.after(fn.params))
+            b.origin, b.span = Origin(name, f"{key[len(name) + 1 :]} of {name}"), fn.span
             one = Lit("1", Real(SCALAR))
             dims = tuple((d, _var(d)) for d in fn.dims)
-            r = Value(count, vjp.result)
-            body = [Instr(r, "call", (*fn.params, one), (("fn", vjp.name), ("dims", dims)))]
+            r = b.emit("call", [*fn.params, one], vjp.result, {"fn": vjp.name, "dims": dims})
             theta = fn.params[last].type
             index = sorted(self.needed[name]).index(last)
             if with_value:
-                value = Value(count + 1, fn.result)
-                adjoints = Value(count + 2, vjp.result.elements[1])
-                grad = Value(count + 3, theta)
-                out = Value(count + 4, TupleT((fn.result, theta)))
-                body += [
-                    Instr(value, "get", (r,), (("index", 0),)),
-                    Instr(adjoints, "get", (r,), (("index", 1),)),
-                    Instr(grad, "get", (adjoints,), (("index", index),)),
-                    Instr(out, "tuple", (value, grad)),
-                ]
+                value = b.emit("get", [r], fn.result, {"index": 0})
+                adjoints = b.emit("get", [r], vjp.result.elements[1], {"index": 1})
+                grad = b.emit("get", [adjoints], theta, {"index": index})
+                out = b.emit("tuple", [value, grad], TupleT((fn.result, theta)))
             else:
-                out = Value(count + 1, theta)
-                body.append(Instr(out, "get", (r,), (("index", index),)))
-            self.made[key] = Function(key, fn.dims, fn.params, out.type, tuple(body), out)
+                out = b.emit("get", [r], theta, {"index": index})
+            self.made[key] = Function(key, fn.dims, fn.params, out.type, tuple(b.body), out)
         return self.made[key]
 
 
@@ -257,18 +260,13 @@ def _var(d: str):
     return Lin.var(d)
 
 
-def _rename(ins: Instr, old: int, new: Value) -> Instr:
-    args = tuple(new if isinstance(a, Value) and a.id == old else a for a in ins.args)
-    return Instr(ins.out, ins.op, args, ins.attrs, ins.span)
-
-
 REMATS = ("residuals", "recompute")
 """`--remat`: `residuals` (the default) splits each `.vjp` into a `.fwd` that returns the
 residuals and a `.bwd` that reads them (presk_ad.residuals); `recompute` keeps the `.vjp`s
 that compute their forward pass again."""
 
 
-SITES = ("grad", "value_grad")
+DIFFERENTIATED = ("grad", "value_grad")
 """The instructions differentiation replaces: `grad F(args)`, F's gradient in its last
 parameter, and `value_grad F(args)`, the pair of F's value and that gradient."""
 
@@ -287,18 +285,19 @@ def differentiate(program: Program, remat: str = "residuals") -> Program:
         ad: AD = ResidualAD(program)
     else:
         ad = AD(program)
-    sites = [i.attr("fn") for f in ad.program.functions for i in f.body if i.op in SITES]
-    for name in sites:  # what every caller needs, before anything is generated
+    wanted = [i.attr("fn") for f in ad.program.functions for i in f.body if i.op in DIFFERENTIATED]
+    for name in wanted:  # what every caller needs, before anything is generated
         ad.need(name, {len(ad.program.function(name).params) - 1})
     functions = []
     for fn in ad.program.functions:
         body = []
         for ins in fn.body:
-            if ins.op in SITES:
+            if ins.op in DIFFERENTIATED:
                 name = ins.attr("fn")
                 g = ad.grad(name) if ins.op == "grad" else ad.value_grad(name)
                 attrs = (("fn", g.name), ("dims", ins.attr("dims")))
-                ins = Instr(ins.out, "call", ins.args, attrs, ins.span)
+                rule = f"{ins.op} as a call of {g.name}"
+                ins = replace(ins, op="call", attrs=attrs, origin=made_from(ins, rule))
             body.append(ins)
         functions.append(replace(fn, body=tuple(body)))
     split = ad.finish()  # the `.bwd`s and `.fwd`s (residuals), which fills in the `.vjp`s
@@ -602,4 +601,4 @@ vjp_rules: dict[str, Rule] = {
 }
 """The adjoint of each operation (`fold` is unrolled before differentiation)."""
 
-__all__ = ["REMATS", "SITES", "ADError", "Bool", "Idx", "differentiate", "vjp_rules"]
+__all__ = ["DIFFERENTIATED", "REMATS", "ADError", "Bool", "Idx", "differentiate", "vjp_rules"]

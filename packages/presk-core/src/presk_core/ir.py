@@ -20,6 +20,11 @@ Structural operations:
 - `init NAME key` (attributes `init`, `std`): a parameter's initializer;
 - `grad F(args)`: the gradient of F in its last argument, until differentiation
   (presk-ad) replaces it by generated functions.
+
+Every instruction has a site, `F/%id`: the function that holds it and the id of the value
+it binds, unique in the program and kept by every pass (`presk_core.build`). An instruction
+a pass made has an origin: the site (or the function) it was made from and the rule that
+made it (`vjp of mul`); it carries the span of what it was made from.
 """
 
 from __future__ import annotations
@@ -55,6 +60,23 @@ class Lit:
 Operand = Value | Lit
 
 
+def site_of(function: str, out: Value) -> str:
+    """The site of the instruction of `function` that binds `out`: `loss/%6`."""
+    return f"{function}/%{out.id}"
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """What a pass made an instruction from: a site (`loss/%5`), or a function's name for
+    what it made from the function as a whole, and the rule (`vjp of pow`)."""
+
+    site: str
+    rule: str
+
+    def __str__(self) -> str:
+        return f"{self.rule}, from {self.site}"
+
+
 @dataclass(frozen=True, slots=True)
 class Instr:
     out: Value
@@ -62,6 +84,8 @@ class Instr:
     args: tuple[Operand, ...]
     attrs: tuple[tuple[str, object], ...] = ()
     span: Span | None = None
+    site: str = ""  # `F/%id`, given by the builder (presk_core.build)
+    origin: Origin | None = None  # None for what lowering wrote from the source
 
     def attr(self, name: str, default: object = None) -> object:
         for k, v in self.attrs:
@@ -101,7 +125,9 @@ def _bindings(b: tuple[tuple[str, Lin], ...]) -> str:
     return "{" + ", ".join(f"{k} = {v}" for k, v in b) + "}" if b else ""
 
 
-def format_instr(ins: Instr) -> str:
+def format_instr(ins: Instr, sites: bool = False) -> str:
+    """One instruction as `presk dump --stage core` prints it; with `sites`, followed by a
+    comment with its site and origin (`-- loss.bwd/%9 (vjp of pow, from loss/%5)`)."""
     args = ", ".join(str(a) for a in ins.args)
     match ins.op:
         case "call" | "grad" | "value_grad":
@@ -137,19 +163,22 @@ def format_instr(ins: Instr) -> str:
                 operands[-1] = f"where {operands[-1]}"
             head = " ".join([ins.op, *shown])
             rhs = f"{head} {', '.join(shapes + operands)}".rstrip()
-    return f"  {ins.out} : {ins.out.type} = {rhs}"
+    line = f"  {ins.out} : {ins.out.type} = {rhs}"
+    if sites:
+        line += f"  -- {ins.site}" + (f" ({ins.origin})" if ins.origin is not None else "")
+    return line
 
 
-def format_function(fn: Function) -> str:
+def format_function(fn: Function, sites: bool = False) -> str:
     dims = f"{{{' '.join(fn.dims)}}}" if fn.dims else ""
     params = ", ".join(f"{p} : {p.type}" for p in fn.params)
     uses = f" uses {', '.join(fn.effects)}" if fn.effects else ""
     lines = [f"fn {fn.name}{dims}({params}) -> {fn.result}{uses} {{"]
-    lines.extend(format_instr(i) for i in fn.body)
+    lines.extend(format_instr(i, sites) for i in fn.body)
     lines.append(f"  return {fn.ret}")
     lines.append("}")
     return "\n".join(lines)
 
 
-def format_program(program: Program) -> str:
-    return "\n".join(format_function(f) for f in program.functions) + "\n"
+def format_program(program: Program, sites: bool = False) -> str:
+    return "\n".join(format_function(f, sites) for f in program.functions) + "\n"

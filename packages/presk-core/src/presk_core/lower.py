@@ -9,6 +9,8 @@ declarations.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from presk_syntax import ast as A
 from presk_syntax.diagnostics import DiagnosticError
 from presk_types.check import check_program
@@ -24,6 +26,7 @@ from presk_types.presburger import Lin
 from presk_types.types import Instance, KeyT, ParamsT, Type
 from presk_types.values import Emitter, FnInfo
 
+from presk_core.build import FunctionBuilder
 from presk_core.ir import Function, Instr, Lit, Operand, Value
 from presk_core.ir import Program as Core
 from presk_core.optim import optimizer_functions
@@ -32,22 +35,21 @@ from presk_core.optim import optimizer_functions
 class Builder(Emitter):
     """The instructions of one function, as the checker types its body."""
 
-    def __init__(self, lowering: Lowering, info: FnInfo) -> None:
+    def __init__(self, lowering: Lowering, info: FnInfo | None, name: str = "") -> None:
         self.lowering = lowering
         self.info = info
-        self.count = 0
+        self.b = FunctionBuilder(info.key if info is not None else name)
         self.params: list[Value] = []
-        self.body: list[Instr] = []
+
+    @property
+    def body(self) -> list[Instr]:
+        return self.b.body
 
     def new(self, t: Type, name: str | None = None) -> Value:
-        v = Value(self.count, t, name)
-        self.count += 1
-        return v
+        return self.b.fresh(t, name)
 
     def emit(self, op: str, args: list, t: Type, attrs: dict | None = None, span=None) -> Value:
-        out = self.new(t)
-        self.body.append(Instr(out, op, tuple(args), tuple((attrs or {}).items()), span))
-        return out
+        return self.b.emit(op, args, t, attrs or {}, span)
 
     def param(self, name: str, t: Type) -> Value:
         v = self.new(t, name)
@@ -85,7 +87,7 @@ class Builder(Emitter):
         if self.body and self.body[-1].out is ref and ref.name is None:
             last = self.body[-1]
             named = Value(ref.id, ref.type, name)
-            self.body[-1] = Instr(named, last.op, last.args, last.attrs, last.span)
+            self.body[-1] = replace(last, out=named)
             return named
         return ref
 
@@ -166,7 +168,7 @@ def lower_init(info: ModuleInfo) -> Function:
     """`M.init{dims}(key) -> params M{dims} uses Rand`: each parameter from its initializer
     with a key folded from its name, each sub-module from its own `init`. Its dimensions
     are the module's and its file's (a parameter's shape may use `dim T` of the file)."""
-    b = Builder(Lowering(), None)  # a builder outside the checker
+    b = Builder(Lowering(), None, f"{info.decl.name}.init")  # a builder outside the checker
     scope = module_scope(info)
     dims = tuple(info.dims) + tuple(d for d in info.file.dims if d not in info.dims)
     inst = Instance(info.key, info.decl.name, tuple(Lin.var(d) for d in info.dims))

@@ -16,7 +16,8 @@ from presk_syntax import ast as A
 from presk_types.presburger import Lin
 from presk_types.types import SCALAR, Bool, ParamsT, Real, TupleT, Type
 
-from presk_core.ir import Function, Instr, Lit, Operand, Value
+from presk_core.build import FunctionBuilder
+from presk_core.ir import Function, Lit, Operand, Value
 
 R0 = Real(SCALAR)
 
@@ -56,21 +57,19 @@ def adamw_of(block: A.Optimizer) -> AdamW:
     return opt
 
 
-class _Body:
-    def __init__(self, params: list[Value]) -> None:
-        self.count = len(params)
-        self.body: list[Instr] = []
+class _Body(FunctionBuilder):
+    """`b("mul", [x, y])`: an instruction of a real scalar unless a type is given."""
+
+    def __init__(self, name: str, params: list[Value]) -> None:
+        super().__init__(name, FunctionBuilder.after(params))
 
     def __call__(self, operation: str, args: list[Operand], t: Type = R0, **attrs) -> Value:
-        out = Value(self.count, t)
-        self.count += 1
-        self.body.append(Instr(out, operation, tuple(args), tuple(attrs.items())))
-        return out
+        return self.emit(operation, args, t, attrs)
 
 
 def lr_function(opt: AdamW) -> Function:
     t, horizon = Value(0, R0, "t"), Value(1, R0, "T")
-    b = _Body([t, horizon])
+    b = _Body("adamw.lr", [t, horizon])
     lr = Lit(opt.lr, R0)
     if opt.warmup is None:
         ret: Operand = b("mul", [lr, Lit("1", R0)])
@@ -94,7 +93,7 @@ def step_function(
         Value(5, R0, "lr"),
     ]
     theta, m, v, g, t, lr = params
-    b = _Body(params)
+    b = _Body("adamw.step", params)
     b1, b2, eps, wd = (Lit(x, R0) for x in (opt.beta1, opt.beta2, opt.eps, opt.weight_decay))
     one = Lit("1", R0)
     c1 = b("sub", [one, b("pow", [b1, t])])
