@@ -6,9 +6,11 @@ from presk_syntax import ast as A
 from presk_syntax.diagnostics import Diagnostic, Label, Severity
 from presk_syntax.span import Span
 
+from presk_types.core_rules import PRIMITIVE_RULES
 from presk_types.elab import ConstError
+from presk_types.operands import Operands, Signature
 from presk_types.presburger import Lin
-from presk_types.rules import CALL_NAMES, PRIMITIVES, Args, Cls, type_rules
+from presk_types.rules import CALL_NAMES, PRIMITIVES, Args, CheckContext, Cls, type_rules
 from presk_types.shapes import TypeErr, err
 from presk_types.types import (
     Bool,
@@ -244,8 +246,18 @@ class Calls:
             regs.append(through(v.reg, Cls.DISC if c == Cls.KINK else c, why))
         effects = tuple(e for v in vals for e in v.effects) + tuple(lam.effects.items())
         refs = [v.ref for v in lam.captured_vals] + [v.ref for v in vals]
-        out = self.emit.grad(lam, refs, vals[0].type, span)
-        return Val(vals[0].type, join(*regs), effects, out)
+        t = self.grad_type(lam, [v.type for v in lam.captured_vals] + [v.type for v in vals], span)
+        out = self.emit.grad(lam, refs, t, span)
+        return Val(t, join(*regs), effects, out)
+
+    def grad_type(self, lam: FnInfo, types: list[Type], span: Span) -> Type:
+        """The type of `grad F(args)` by its shape rule (core_rules): F's last argument's."""
+        sig = Signature(tuple(lam.generic), tuple(t for _, t in lam.params), lam.result)
+        ctx = CheckContext(self.lengths, span, functions={lam.key: sig})
+        dims = tuple((d, Lin.var(d)) for d in lam.generic)
+        return PRIMITIVE_RULES["grad"](
+            Operands("grad", tuple(types), attrs={"fn": lam.key, "dims": dims}), ctx
+        )
 
     def lift(self, lam: A.Lambda, types: list[Type]) -> FnInfo:
         """Check a λ as a function of its captured variables, then its parameters."""

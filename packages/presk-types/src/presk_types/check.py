@@ -19,6 +19,7 @@ from presk_syntax.diagnostics import Diagnostic, Label, Severity
 from presk_syntax.span import Span
 
 from presk_types.calls import Calls, reported
+from presk_types.core_rules import PRIMITIVE_RULES
 from presk_types.elab import (
     ConstError,
     FileEnv,
@@ -30,19 +31,18 @@ from presk_types.elab import (
     module_scope,
     resolve_type,
 )
+from presk_types.operands import Operands
 from presk_types.presburger import Dim, DimContext, Lin
 from presk_types.rules import (
     COMPARISONS,
     OPERATORS,
+    CheckContext,
     Cls,
 )
 from presk_types.shapes import (
     Lengths,
     TypeErr,
     alignment,
-    broadcast,
-    contract,
-    ein,
     err,
     relabeled,
 )
@@ -340,8 +340,8 @@ class Body(Calls):
             case A.Unary(_, operand, span):
                 v = self.value(operand)
                 self.require_real(v, operand.span)
-                ref = self.emit.prim("neg", [v.ref], v.type, {}, span)
-                return Val(v.type, v.reg, v.effects, ref)
+                t = self.rule("neg", (v.type,), {}, span, operand.span)
+                return Val(t, v.reg, v.effects, self.emit.prim("neg", [v.ref], t, {}, span))
             case A.Binary(op, left, right, span):
                 return self.binary(op, left, right, span)
             case A.TupleExpr(elements):
@@ -463,12 +463,11 @@ class Body(Calls):
         effects = a.effects + b.effects
         if op in COMPARISONS:
             ta, tb = self.require_real(a, left.span), self.require_real(b, right.span)
-            shape = broadcast(ta.shape, tb.shape, self.lengths, span)
-            if shape is None:
-                raise self.no_broadcast(ta, tb, span)
+            t = self.rule("compare", (ta, tb), {"op": op}, span, left.span, right.span)
+            shape = t.shape
             attrs = {"op": op, "_align": (alignment(ta.shape, shape), alignment(tb.shape, shape))}
-            ref = self.emit.prim("compare", [a.ref, b.ref], Bool(shape), attrs, span)
-            return Val(Bool(shape), through(reg, Cls.DISC, ("compare", span)), effects, ref)
+            ref = self.emit.prim("compare", [a.ref, b.ref], t, attrs, span)
+            return Val(t, through(reg, Cls.DISC, ("compare", span)), effects, ref)
         for v, side in ((a, left), (b, right)):
             if not isinstance(v.type, Real):
                 other = b if v is a else a
@@ -479,31 +478,21 @@ class Body(Calls):
                     help="`real(…)` injects indices and hyperparameters into ℝ",
                 )
         ta, tb = a.type, b.type
-        if op == "·":
-            t = Real(contract(ta.shape, tb.shape, self.lengths, span))
-            return Val(t, reg, effects, self.emit.prim("dot", [a.ref, b.ref], t, {}, span))
-        if op == "^" and not tb.shape.is_scalar:
-            raise err(
-                "E2008", "a power takes a scalar exponent", Label(right.span, f"this is `{tb}`")
-            )
         if op == "|>":
             raise err("E2008", "`|>` belongs to a training run's data", Label(span, ""))
-        shape = broadcast(ta.shape, tb.shape, self.lengths, span)
-        if shape is None:
-            raise self.no_broadcast(ta, tb, span)
-        t = Real(shape)
-        attrs = {"_align": (alignment(ta.shape, shape), alignment(tb.shape, shape))}
-        ref = self.emit.prim(OPERATORS[op], [a.ref, b.ref], t, attrs, span)
+        name = OPERATORS[op]
+        t = self.rule(name, (ta, tb), {}, span, left.span, right.span)
+        if name == "dot":
+            return Val(t, reg, effects, self.emit.prim("dot", [a.ref, b.ref], t, {}, span))
+        attrs = {"_align": (alignment(ta.shape, t.shape), alignment(tb.shape, t.shape))}
+        ref = self.emit.prim(name, [a.ref, b.ref], t, attrs, span)
         return Val(t, reg, effects, ref)
 
-    def no_broadcast(self, a: Type, b: Type, span: Span) -> TypeErr:
-        return err(
-            "E2003",
-            f"cannot broadcast `{a}` with `{b}`",
-            Label(span, "no alignment by position or by name"),
-            note="axes align from the last one, or by name when every axis of the smaller"
-            " operand is named",
-        )
+    def rule(self, op: str, types: tuple, attrs: dict, span: Span, *spans: Span) -> Type:
+        """The type of `op` by its shape rule (core_rules), errors at these spans."""
+        where = {("operand", i): s for i, s in enumerate(spans)}
+        ctx = CheckContext(self.lengths, span, where)
+        return PRIMITIVE_RULES[op](Operands(op, types, attrs=attrs), ctx)
 
     def ein(self, axes: tuple[str, ...], operand: A.Expr, span: Span) -> Val:
         if isinstance(operand, A.Binary) and operand.op == "*":
@@ -512,14 +501,14 @@ class Body(Calls):
                 self.require_real(a, operand.left.span),
                 self.require_real(b, operand.right.span),
             )
-            t = Real(ein(axes, ta.shape, tb.shape, self.lengths, span))
+            t = self.rule("ein", (ta, tb), {"axes": axes}, span)
             names = (tuple(ta.shape.names()), tuple(relabeled(axes, ta.shape, tb.shape).names()))
             attrs = {"axes": axes, "_names": names}
             ref = self.emit.prim("ein", [a.ref, b.ref], t, attrs, span)
             return Val(t, join(a.reg, b.reg), a.effects + b.effects, ref)
         a = self.value(operand)
         ta = self.require_real(a, operand.span)
-        t = Real(ein(axes, ta.shape, None, self.lengths, span))
+        t = self.rule("ein", (ta,), {"axes": axes}, span)
         attrs = {"axes": axes, "_names": (tuple(ta.shape.names()),)}
         return Val(t, a.reg, a.effects, self.emit.prim("ein", [a.ref], t, attrs, span))
 
