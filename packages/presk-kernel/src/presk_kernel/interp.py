@@ -1,0 +1,395 @@
+"""The kernel interpreter: executes kernels from their data, with the native backend's bits.
+
+Vectorized with numpy over the parallel loops (each loop variable an axis of its own),
+sequential over reductions (the fold in increasing index, from the first term) and over
+serial loops. numpy's float64 and float32 arithmetic is IEEE's; what numpy lacks is
+emulated exactly: `fma` (binary64 through gmpy2 in a context of the format; binary32 from
+the exact product in binary64, the one double rounding case detected and corrected), IEEE
+maximum and minimum (NaN wins, +0 over −0), and bf16 (the 16 high bits of a binary32,
+rounded to nearest even at each store, NaN written as 0x7FC0).
+
+The transcendentals (exp, log, tanh, erf, erfc, sin, cos, pow) are numpy's (math's for
+erf and erfc) until the presk libm is callable from Python (presk-cback): until then the
+interpreter's bits for them are not the native backend's.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import gmpy2
+import numpy as np
+
+from presk_kernel.ir import (
+    Affine,
+    Const,
+    Index,
+    Kernel,
+    Let,
+    Load,
+    Loop,
+    Op,
+    Reduce,
+    Schedule,
+    Store,
+    Var,
+)
+from presk_kernel.lower import F64_CONTEXT
+
+NUMPY = {
+    "f64": np.float64,
+    "f32": np.float32,
+    "bf16": np.uint16,
+    "i64": np.int64,
+    "bool": np.bool_,
+}
+
+
+class KernelError(Exception):
+    """A kernel that cannot run on its data: an index out of range (E7003)."""
+
+    code = "E7003"
+
+
+# ---- bf16 --------------------------------------------------------------------------------
+
+
+def bf16_to_f32(h: np.ndarray) -> np.ndarray:
+    return (np.asarray(h, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def f32_to_bf16(f: np.ndarray) -> np.ndarray:
+    f = np.asarray(f, dtype=np.float32)
+    u = f.view(np.uint32) if f.ndim else np.array([f]).view(np.uint32)
+    u = u.astype(np.uint64)
+    r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    r = np.where(np.isnan(f.reshape(u.shape)), np.uint16(0x7FC0), r)
+    return r.reshape(f.shape)
+
+
+def round_bf16(f: np.ndarray) -> np.ndarray:
+    return bf16_to_f32(f32_to_bf16(f))
+
+
+# ---- exact operations --------------------------------------------------------------------
+
+
+def ieee_max(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    eq = np.where(np.signbit(a), b, a)
+    out = np.where(np.isnan(b), b, eq)
+    out = np.where(np.isnan(a), a, out)
+    out = np.where(b > a, b, out)
+    return np.where(a > b, a, out)
+
+
+def ieee_min(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    eq = np.where(np.signbit(a), a, b)
+    out = np.where(np.isnan(b), b, eq)
+    out = np.where(np.isnan(a), a, out)
+    out = np.where(b < a, b, out)
+    return np.where(a < b, a, out)
+
+
+def _fma64_one(a: float, b: float, c: float) -> float:
+    with gmpy2.context(**F64_CONTEXT):
+        return float(gmpy2.fma(gmpy2.mpfr(a), gmpy2.mpfr(b), gmpy2.mpfr(c)))
+
+
+_FMA64 = np.frompyfunc(_fma64_one, 3, 1)
+
+
+def fma(a, b, c, dtype) -> np.ndarray:
+    """a·b + c rounded once to `dtype` (float64 or float32)."""
+    if dtype == np.float64:
+        return np.asarray(_FMA64(a, b, c), dtype=np.float64)
+    a64, b64, c64 = (np.asarray(x, dtype=np.float64) for x in (a, b, c))
+    p = a64 * b64  # exact: two 24-bit significands
+    s = p + c64
+    bb = s - p
+    t = (p - (s - bb)) + (c64 - bb)  # s + t = p + c exactly (TwoSum)
+    r = s.astype(np.float32)
+    rd = r.astype(np.float64)
+    up = np.where(s > rd, np.float32(np.inf), np.float32(-np.inf))
+    other = np.nextafter(r, up)
+    tie = (s != rd) & (s == (rd + other.astype(np.float64)) / 2) & (t != 0) & np.isfinite(s)
+    if np.any(tie):  # s + t is off the midpoint s: round toward t's side
+        side = np.where((other > r) == (t > 0), other, r)
+        r = np.where(tie, side, r)
+    return r
+
+
+def pow_int(x, k: int, one):
+    """x^k by binary powering, each product rounded (x² is ∘(x·x)); k < 0 as 1/x^−k."""
+    if k == 0:
+        return np.ones_like(x) * one
+    n = abs(k)
+    r = x
+    for bit in bin(n)[3:]:
+        r = r * r
+        if bit == "1":
+            r = r * x
+    return one / r if k < 0 else r
+
+
+_ERF = np.vectorize(math.erf, otypes=[np.float64])
+_ERFC = np.vectorize(math.erfc, otypes=[np.float64])
+
+
+def _libm(name: str, x, dtype):
+    match name:
+        case "erf":
+            return _ERF(np.asarray(x, dtype=np.float64)).astype(dtype)
+        case "erfc":
+            return _ERFC(np.asarray(x, dtype=np.float64)).astype(dtype)
+    return getattr(np, name)(x).astype(dtype)
+
+
+COMPARE = {
+    "<": np.less,
+    "<=": np.less_equal,
+    ">": np.greater,
+    ">=": np.greater_equal,
+    "==": np.equal,
+    "!=": np.not_equal,
+}
+
+
+# ---- a kernel ----------------------------------------------------------------------------
+
+
+class Run:
+    """One kernel's execution over views of its buffers."""
+
+    def __init__(self, k: Kernel, views: list[np.ndarray]) -> None:
+        self.k = k
+        self.views = views
+        self.dtype = NUMPY[k.compute]
+        self.env: dict[str, object] = {}
+        self.positions: dict[str, int] = {}
+        self._assign(k.body)
+        self.ndim = len(self.positions)
+
+    def _assign(self, body) -> None:
+        for s in body:
+            if isinstance(s, Loop):
+                if not s.serial and s.var not in self.positions:
+                    self.positions[s.var] = len(self.positions)
+                self._assign(s.body)
+            elif isinstance(s, Reduce):
+                self._assign(s.body)
+
+    def run(self) -> None:
+        with np.errstate(all="ignore"):
+            self.block(self.k.body)
+
+    def block(self, body) -> None:
+        for s in body:
+            self.stmt(s)
+
+    def stmt(self, s) -> None:
+        match s:
+            case Let(name, expr):
+                self.env[name] = self.expr(expr)
+            case Store(buf, index, expr):
+                self.store(buf, index, self.expr(expr))
+            case Loop(var, _, extent, body, serial):
+                if serial:
+                    for i in range(extent):
+                        self.env[var] = i
+                        self.block(body)
+                else:
+                    shape = [1] * self.ndim
+                    shape[self.positions[var]] = extent
+                    self.env[var] = np.arange(extent, dtype=np.int64).reshape(shape)
+                    if extent:
+                        self.block(body)
+            case Reduce():
+                self.reduce(s)
+
+    def reduce(self, r: Reduce) -> None:
+        dtype = NUMPY[r.dtype]
+        acc = None
+        for point in itertools.product(*(range(n) for _, _, n in r.vars)):
+            for (v, _, _), i in zip(r.vars, point, strict=True):
+                self.env[v] = i
+            self.block(r.body)
+            terms = [self.expr(t) for t in r.terms]
+            if r.op == "fma":
+                a, b = terms
+                acc = (
+                    np.asarray(a * b, dtype=dtype)
+                    if acc is None
+                    else fma(*np.broadcast_arrays(a, b, acc), dtype)
+                )
+                continue
+            (t,) = terms
+            if acc is None:
+                acc = np.asarray(t, dtype=dtype)
+            elif r.op == "add":
+                acc = acc + t
+            elif r.op == "max":
+                acc = ieee_max(acc, t)
+            else:
+                acc = ieee_min(acc, t)
+        if acc is None:
+            identity = {"add": 0, "fma": 0, "max": -np.inf, "min": np.inf}[r.op]
+            if r.dtype == "i64":
+                identity = np.iinfo(np.int64).max if r.op == "min" else 0
+            acc = np.asarray(identity, dtype=dtype)
+        self.env[r.acc] = np.asarray(acc, dtype=dtype)
+
+    def index(self, buf: int, index: tuple) -> tuple:
+        shape = self.views[buf].shape
+        out = []
+        for ax, i in enumerate(index):
+            if isinstance(i, Affine):
+                v = i.const
+                for name, c in i.terms:
+                    v = v + c * self.env[name]
+                out.append(v)
+            else:
+                v = np.asarray(self.expr(i), dtype=np.int64)
+                if np.any((v < 0) | (v >= shape[ax])):
+                    bad = int(v[(v < 0) | (v >= shape[ax])].flat[0])
+                    raise KernelError(
+                        f"index {bad} out of range for length {shape[ax]} in `{self.k.name}`"
+                    )
+                out.append(v)
+        return tuple(out)
+
+    def load(self, buf: int, index: tuple):
+        data = self.views[buf][self.index(buf, index)]
+        b = self.k.buffers[buf]
+        if b.dtype == "bf16":
+            return bf16_to_f32(data)
+        return data
+
+    def store(self, buf: int, index: tuple, value) -> None:
+        b = self.k.buffers[buf]
+        idx = self.index(buf, index)
+        if b.dtype == "bf16":
+            value = f32_to_bf16(value)
+        parts = np.broadcast_arrays(*[np.asarray(i) for i in idx], np.asarray(value))
+        view = self.views[buf]
+        if not idx:
+            view[()] = np.asarray(value).astype(view.dtype)
+            return
+        view[tuple(parts[:-1])] = parts[-1].astype(view.dtype, copy=False)
+
+    def expr(self, e):
+        match e:
+            case Const(value, dtype):
+                return NUMPY[dtype](value)
+            case Load(buf, index):
+                return self.load(buf, index)
+            case Var(name):
+                return self.env[name]
+            case Index(var):
+                return self.env[var]
+            case Op(name, args, attr):
+                return self.op(name, [self.expr(a) for a in args], attr)
+        raise TypeError(f"not a kernel expression: {e!r}")
+
+    def op(self, name: str, a: list, attr):
+        dt = self.dtype
+        match name:
+            case "add":
+                return a[0] + a[1]
+            case "sub":
+                return a[0] - a[1]
+            case "mul":
+                return a[0] * a[1]
+            case "div":
+                return a[0] / a[1]
+            case "fma":
+                return fma(*np.broadcast_arrays(*a), dt)
+            case "neg":
+                return -a[0]
+            case "abs":
+                return np.abs(a[0])
+            case "max":
+                return ieee_max(a[0], a[1])
+            case "min":
+                return ieee_min(a[0], a[1])
+            case "select":
+                return np.where(a[0], a[1], a[2])
+            case "compare":
+                return COMPARE[attr](a[0], a[1])
+            case "same":
+                x, y = a
+                both_nan = np.isnan(x) & np.isnan(y)
+                return both_nan | ((x == y) & (np.signbit(x) == np.signbit(y)))
+            case "and":
+                return a[0] & a[1]
+            case "or":
+                return a[0] | a[1]
+            case "not":
+                return ~a[0]
+            case "isnan":
+                return np.isnan(a[0])
+            case "real":
+                return np.asarray(a[0]).astype(dt)
+            case "sqrt":
+                return np.sqrt(a[0])
+            case "pow":
+                return pow_int(a[0], attr, dt(1))
+            case "bf16":
+                return round_bf16(a[0])
+            case "powf":
+                return np.power(a[0], a[1]).astype(dt)
+        if name in ("exp", "log", "tanh", "erf", "erfc", "sin", "cos"):
+            return _libm(name, a[0], dt)
+        raise TypeError(f"no scalar operation `{name}`")
+
+
+def run_kernel(k: Kernel, views: list[np.ndarray]) -> None:
+    """Run `k` over `views` (one array per buffer, of its shape and storage type)."""
+    Run(k, views).run()
+
+
+# ---- a schedule --------------------------------------------------------------------------
+
+
+def to_storage(values, dtype: str) -> np.ndarray:
+    """An input (floats, mpfr, ints, bools) in a buffer's storage type."""
+    arr = np.asarray(values)
+    if dtype in ("f64", "f32", "bf16"):
+        f = np.asarray(
+            np.vectorize(float, otypes=[np.float64])(arr) if arr.dtype == object else arr,
+            dtype=np.float64,
+        )
+        if dtype == "f64":
+            return f
+        f32 = f.astype(np.float32)  # rounded to nearest even, subnormals kept
+        return f32 if dtype == "f32" else f32_to_bf16(f32)
+    return arr.astype(NUMPY[dtype])
+
+
+def from_storage(data: np.ndarray, dtype: str) -> np.ndarray:
+    return bf16_to_f32(data) if dtype == "bf16" else data
+
+
+def run_schedule(schedule: Schedule, inputs: list) -> list[np.ndarray]:
+    """The entry's outputs (bf16 widened to float32), from its inputs in the order of
+    `schedule.inputs`."""
+    memory = {
+        b.id: np.zeros(math.prod(a.length for a in b.axes), dtype=NUMPY[b.dtype])
+        for b in schedule.buffers
+    }
+    for buf, value in zip(schedule.inputs, inputs, strict=True):
+        b = schedule.buffers[buf]
+        memory[buf][...] = to_storage(value, b.dtype).reshape(-1)
+    for launch in schedule.launches:
+        views = []
+        for buffer, arg in zip(launch.kernel.buffers, launch.args, strict=True):
+            flat = memory[arg.buf][arg.offset : arg.offset + buffer.size]
+            views.append(flat.reshape(buffer.shape))
+        run_kernel(launch.kernel, views)
+    out = []
+    for buf in schedule.outputs:
+        b = schedule.buffers[buf]
+        out.append(from_storage(memory[buf].reshape(tuple(a.length for a in b.axes)), b.dtype))
+    return out

@@ -1,0 +1,371 @@
+"""PSK-Kernel: a kernel is one loop nest over static shapes, as plain data.
+
+A `Kernel` reads its input buffers and writes its output buffers (numbered `%0, %1, …`
+inside the kernel, inputs first), through a body of statements:
+
+- `Loop(var, axis, extent, body)`: `var` runs over `0 … extent-1`; the iterations are
+  independent (each writes other elements), so a layout may reorder, tile, vectorize or
+  split them over threads;
+- `Reduce(acc, op, vars, body, terms)`: an accumulator folded over the row-major order of
+  `vars`, left to right in increasing index, starting from the first term (DESIGN §4/§11):
+  `op` is add, max, min (IEEE maximum: NaN wins, +0 over −0) or fma (a contraction: the
+  first term is the rounded product, then `acc = fma(a, b, acc)`). Over no iteration the
+  accumulator is the op's identity (+0, −inf, +inf);
+- `Let(name, expr)`: a scalar temporary; `Store(buf, index, expr)`: one element written.
+
+Expressions are scalar: `Const`, `Load(buf, index)`, `Var(name)`, `Index(var)` (a loop
+variable as an integer) and `Op(op, args, attr)` over the scalar operations of `SCALAR_OPS`.
+An index is a tuple of `Affine` maps of the loop variables, or, to gather, of expressions
+whose value is an integer. Reals are computed in the kernel's `compute` type (f64, or f32
+for f32 and bf16 storage: bf16 is widened at each load and rounded at each store).
+
+A `Layout` says how the nest is executed (tiles, loop order, the axis in vector lanes, the
+split over threads, packed operands); it never changes a bit (DESIGN §11).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+DTYPES = ("f64", "f32", "bf16", "i64", "bool")
+REAL_DTYPES = ("f64", "f32", "bf16")
+
+SCALAR_OPS: dict[str, int] = {
+    # name: arity
+    "add": 2,
+    "sub": 2,
+    "mul": 2,
+    "div": 2,
+    "fma": 3,
+    "neg": 1,
+    "abs": 1,
+    "max": 2,  # IEEE 754-2019 maximum: NaN if either is NaN, +0 over −0
+    "min": 2,
+    "select": 3,  # cond ? a : b
+    "compare": 2,  # attr: < <= > >= == !=
+    "same": 2,  # bit for bit equal (NaN same as NaN, −0 not +0): argmax's test
+    "and": 2,
+    "or": 2,
+    "not": 1,
+    "isnan": 1,
+    "real": 1,  # an integer or a truth value as a real of the compute type
+    "sqrt": 1,
+    "exp": 1,
+    "log": 1,
+    "tanh": 1,
+    "erf": 1,
+    "erfc": 1,
+    "sin": 1,
+    "cos": 1,
+    "pow": 1,  # attr: the integer exponent (binary powering, each product rounded)
+    "powf": 2,  # a real exponent: the libm's pow
+    "bf16": 1,  # an f32 rounded to bf16 (to nearest even, NaN canonical): a fused store
+}
+TRANSCENDENTAL = frozenset({"exp", "log", "tanh", "erf", "erfc", "sin", "cos", "powf"})
+
+
+@dataclass(frozen=True, slots=True)
+class Axis:
+    name: str | None
+    length: int
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.length}" if self.name else str(self.length)
+
+
+@dataclass(frozen=True, slots=True)
+class Buffer:
+    """A kernel's operand: its number in the kernel, element type and static shape."""
+
+    id: int
+    dtype: str
+    axes: tuple[Axis, ...]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(a.length for a in self.axes)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for a in self.axes:
+            n *= a.length
+        return n
+
+    def __str__(self) -> str:
+        return f"%{self.id} : {self.dtype}[{', '.join(str(a) for a in self.axes)}]"
+
+
+@dataclass(frozen=True, slots=True)
+class Affine:
+    """Σ coeff·var + const over loop variables."""
+
+    terms: tuple[tuple[str, int], ...]
+    const: int = 0
+
+    @staticmethod
+    def var(name: str) -> Affine:
+        return Affine(((name, 1),))
+
+    @staticmethod
+    def constant(c: int) -> Affine:
+        return Affine((), c)
+
+    def __str__(self) -> str:
+        parts = [v if c == 1 else f"{c}*{v}" for v, c in self.terms if c]
+        if self.const or not parts:
+            parts.append(str(self.const))
+        return " + ".join(parts)
+
+
+# ---- expressions -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Const:
+    value: float | int | bool
+    dtype: str  # f64 / f32 (the value already rounded to it), i64 or bool
+
+    def __str__(self) -> str:
+        if isinstance(self.value, bool):
+            return "true" if self.value else "false"
+        return repr(self.value) if self.dtype != "f32" else f"{self.value!r}f"
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    buf: int
+    index: tuple[Affine | Expr, ...]
+
+    def __str__(self) -> str:
+        return f"%{self.buf}[{', '.join(str(i) for i in self.index)}]"
+
+
+@dataclass(frozen=True, slots=True)
+class Var:
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True, slots=True)
+class Index:
+    var: str
+
+    def __str__(self) -> str:
+        return f"index {self.var}"
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    op: str
+    args: tuple[Expr, ...]
+    attr: str | int | None = None
+
+    def __str__(self) -> str:
+        head = self.op if self.attr is None else f"{self.op} {self.attr}"
+        return f"{head}({', '.join(str(a) for a in self.args)})"
+
+
+Expr = Const | Load | Var | Index | Op
+
+
+# ---- statements --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Let:
+    name: str
+    expr: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Store:
+    buf: int
+    index: tuple[Affine | Expr, ...]
+    expr: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Loop:
+    var: str
+    axis: str | None  # the axis it runs over, for the printer and the layout
+    extent: int
+    body: tuple[Stmt, ...]
+    serial: bool = False  # iterations in order (a scatter that adds into its output)
+
+
+@dataclass(frozen=True, slots=True)
+class Reduce:
+    acc: str
+    op: str  # add, max, min, fma
+    vars: tuple[tuple[str, str | None, int], ...]  # (var, axis, extent), row-major
+    body: tuple[Stmt, ...]
+    terms: tuple[Expr, ...]  # one term; two (a, b) for fma
+    dtype: str = "f64"  # the accumulator's type (i64 for an index)
+
+
+Stmt = Let | Store | Loop | Reduce
+
+
+# ---- kernels -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """How a nest executes. `order`: the parallel loops, outermost first; `tiles`: a tile
+    size per loop variable; `lanes`: the loop in vector lanes (never a reduction's) and their
+    count; `split`: the loop divided among `threads`; `pack`: inputs copied to panels."""
+
+    order: tuple[str, ...] = ()
+    tiles: tuple[tuple[str, int], ...] = ()
+    lanes: str | None = None
+    width: int = 1
+    split: str | None = None
+    threads: int = 1
+    pack: tuple[int, ...] = ()
+
+    def __str__(self) -> str:
+        parts = [f"order {' '.join(self.order) or '-'}"]
+        if self.tiles:
+            parts.append("tile [" + ", ".join(f"{v}: {n}" for v, n in self.tiles) + "]")
+        parts.append(f"lanes {self.lanes} x{self.width}" if self.lanes else "lanes 1")
+        parts.append(f"split ({self.split}, {self.threads})" if self.split else "split none")
+        parts.append("pack " + ", ".join(f"%{i}" for i in self.pack) if self.pack else "no pack")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Kernel:
+    name: str  # the operation (`ein[batch, heads, seq, seq2]`) or `fused 3 steps`
+    site: str  # the site that launches it: `attend/%5`
+    inputs: tuple[Buffer, ...]
+    outputs: tuple[Buffer, ...]
+    body: tuple[Stmt, ...]
+    compute: str = "f64"  # the arithmetic of its reals: f64 or f32
+    layout: Layout = field(default_factory=Layout)
+    steps: tuple[str, ...] = ()  # the sites a fused kernel computes, in order
+
+    @property
+    def buffers(self) -> tuple[Buffer, ...]:
+        return self.inputs + self.outputs
+
+
+@dataclass(frozen=True, slots=True)
+class Arg:
+    """A host buffer (`buf`), from element `offset` on: the slice of a stacked parameter."""
+
+    buf: int
+    offset: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class HostBuffer:
+    id: int
+    dtype: str
+    axes: tuple[Axis, ...]
+    name: str  # the value it holds: `θ.blocks.proj.w`, `attend/%5`
+    role: str = "temp"  # input, output, temp
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    kernel: Kernel
+    args: tuple[Arg, ...]  # one per kernel buffer, inputs then outputs
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """An entry's host program: its buffers, and the kernels it launches in order."""
+
+    entry: str
+    dims: tuple[tuple[str, int], ...]
+    buffers: tuple[HostBuffer, ...]
+    launches: tuple[Launch, ...]
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+
+
+NODE_TYPES = (
+    Axis,
+    Buffer,
+    Affine,
+    Const,
+    Load,
+    Var,
+    Index,
+    Op,
+    Let,
+    Store,
+    Loop,
+    Reduce,
+    Layout,
+    Kernel,
+    Arg,
+    HostBuffer,
+    Launch,
+    Schedule,
+)
+
+
+# ---- printing ----------------------------------------------------------------------------
+
+
+def header(k: Kernel) -> str:
+    """`kernel ein[…] (%0 : f64[…], %1 : …) -> %2 : f64[…] {`, the spec's header."""
+    ins = ", ".join(str(b) for b in k.inputs)
+    outs = ", ".join(str(b) for b in k.outputs)
+    if len(k.outputs) != 1:
+        outs = f"({outs})"
+    return f"kernel {k.name} ({ins}) -> {outs} {{"
+
+
+def _index(index: tuple) -> str:
+    return ", ".join(str(i) for i in index)
+
+
+def _stmt(s: Stmt, indent: str) -> list[str]:
+    match s:
+        case Let(name, expr):
+            return [f"{indent}{name} = {expr}"]
+        case Store(buf, index, expr):
+            return [f"{indent}%{buf}[{_index(index)}] = {expr}"]
+        case Loop(var, axis, extent, body, serial):
+            kw = "for serial" if serial else "for"
+            lines = [f"{indent}{kw} {var} < {extent}{f' ({axis})' if axis else ''} {{"]
+            for b in body:
+                lines.extend(_stmt(b, indent + "  "))
+            return [*lines, f"{indent}}}"]
+        case Reduce(acc, op, vs, body, terms, dtype):
+            over = ", ".join(f"{v} < {n}{f' ({a})' if a else ''}" for v, a, n in vs)
+            lines = [f"{indent}{acc} : {dtype} = fold {op} over {over} {{"]
+            for b in body:
+                lines.extend(_stmt(b, indent + "  "))
+            return [*lines, f"{indent}}} of {', '.join(str(t) for t in terms)}"]
+    raise TypeError(f"not a kernel statement: {s!r}")
+
+
+def format_kernel(k: Kernel) -> str:
+    lines = [header(k), f"  // site {k.site}, {k.compute}, {k.layout}"]
+    if k.steps:
+        lines.append(f"  // steps {', '.join(k.steps)}")
+    for s in k.body:
+        lines.extend(_stmt(s, "  "))
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def format_launch(launch: Launch, buffers: dict[int, HostBuffer]) -> str:
+    args = ", ".join(
+        buffers[a.buf].name + (f"+{a.offset}" if a.offset else "") for a in launch.args
+    )
+    return f"launch {launch.kernel.name} at {launch.kernel.site} ({args})"
+
+
+def format_schedule(s: Schedule) -> str:
+    dims = ", ".join(f"{k} = {v}" for k, v in s.dims)
+    out = [f"entry {s.entry}{f' at {dims}' if dims else ''}: {len(s.launches)} launches"]
+    for launch in s.launches:
+        out.append(format_kernel(launch.kernel))
+    return "\n".join(out) + "\n"

@@ -1,0 +1,101 @@
+"""Layouts: how a kernel's nest executes, and the default one (a heuristic, to be searched).
+
+A layout never changes a bit (DESIGN §11): lanes run over a parallel loop only (never a
+reduction's variable), threads split a parallel loop (each output element computed by one
+thread), tiles and orders permute independent iterations, and a packed operand is a copy.
+`check_layout` refuses a layout that would break that; `default_layout` picks one from the
+nest's shape alone, so that step 17's plans can search the same space (`layout_space`).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from presk_kernel.ir import Kernel, Layout, Loop, Reduce
+
+LANE_WIDTH = {"f64": 4, "f32": 8}
+SPLIT_AT = 1 << 15  # elements: below this a launch is not worth dividing among threads
+
+
+def parallel_loops(k: Kernel) -> list[Loop]:
+    """The loops of the outer perfect nest: independent iterations, outermost first."""
+    out: list[Loop] = []
+    body = k.body
+    while len(body) == 1 and isinstance(body[0], Loop):
+        out.append(body[0])
+        body = body[0].body
+    return out
+
+
+def _innermost_store_loop(k: Kernel) -> Loop | None:
+    loops = parallel_loops(k)
+    return loops[-1] if loops else None
+
+
+def _reduces(k: Kernel) -> bool:
+    def walk(body) -> bool:
+        return any(isinstance(s, Reduce) or (isinstance(s, Loop) and walk(s.body)) for s in body)
+
+    return walk(k.body)
+
+
+def default_layout(k: Kernel, threads: int = 1) -> Layout:
+    """The natural order; lanes on the innermost parallel loop when it has a full vector;
+    for a contraction, a register tile over its two innermost parallel loops; the outermost
+    loop split among `threads` when the launch is large enough."""
+    loops = parallel_loops(k)
+    order = tuple(lp.var for lp in loops)
+    width = LANE_WIDTH.get(k.compute, 1)
+    inner = _innermost_store_loop(k)
+    lanes = inner.var if inner is not None and inner.extent >= width else None
+    tiles: tuple[tuple[str, int], ...] = ()
+    if _reduces(k) and len(loops) >= 2:
+        a, b = loops[-2], loops[-1]
+        tiles = ((a.var, min(4, a.extent)), (b.var, min(16, b.extent)))
+    size = 1
+    for lp in loops:
+        size *= lp.extent
+    split = loops[0].var if loops and threads > 1 and size >= SPLIT_AT else None
+    return Layout(
+        order=order,
+        tiles=tiles,
+        lanes=lanes,
+        width=width if lanes else 1,
+        split=split,
+        threads=threads if split else 1,
+    )
+
+
+def check_layout(k: Kernel, layout: Layout) -> str | None:
+    """Why `layout` cannot execute `k` without changing a bit, or None."""
+    loops = {lp.var: lp for lp in parallel_loops(k)}
+    if sorted(layout.order) != sorted(loops):
+        return f"the order {layout.order} is not a permutation of the parallel loops"
+    for v in [layout.lanes, layout.split, *(v for v, _ in layout.tiles)]:
+        if v is not None and v not in loops:
+            return f"`{v}` is not a parallel loop of the kernel (a reduction keeps its order)"
+    if any(n < 1 for _, n in layout.tiles) or layout.width < 1 or layout.threads < 1:
+        return "tile sizes, lanes and threads are positive"
+    if any(i >= len(k.inputs) for i in layout.pack):
+        return "only inputs are packed"
+    return None
+
+
+def layout_space(k: Kernel, threads: int = 1) -> list[Layout]:
+    """Every point of a small space: loop orders, lanes on or off, splits over threads."""
+    loops = parallel_loops(k)
+    width = LANE_WIDTH.get(k.compute, 1)
+    out = []
+    for order in itertools.permutations([lp.var for lp in loops]):
+        for lanes in (None, order[-1] if order else None):
+            for split in {None, order[0] if order and threads > 1 else None}:
+                out.append(
+                    Layout(
+                        order=order,
+                        lanes=lanes,
+                        width=width if lanes else 1,
+                        split=split,
+                        threads=threads if split else 1,
+                    )
+                )
+    return out

@@ -1,0 +1,454 @@
+"""Lowering: a PSK-Core entry at the shapes of a run, as the kernels it launches in order.
+
+`lower_entry` specializes the entry (presk_core.specialize: every shape static), then walks
+it as a host program would: calls inlined, structural operations (`field`, `record`,
+`tuple`, `get`, `slice`, `cast`, …) resolved on the host as views of buffers, and each
+tensor operation lowered to one kernel (or a few: an `ein` summing an axis of one operand
+alone sums it first, as the reference does) at the site that computes it (`attend/%5`).
+The kind of each operation (`KINDS`) says how: elementwise, reduction, contraction,
+gather/scatter, layout, random, structural, tree.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import gmpy2
+import numpy as np
+from presk_core.ir import Function, Instr, Lit, Program, Value
+from presk_core.specialize import SpecializeError, specialize
+from presk_types.shapes import alignment
+from presk_types.types import SCALAR, Bool, Idx, Real, Shape, Type, shape_of
+
+from presk_kernel import nests as N
+from presk_kernel.ir import (
+    Affine,
+    Arg,
+    Axis,
+    Buffer,
+    Const,
+    Expr,
+    HostBuffer,
+    Kernel,
+    Launch,
+    Load,
+    Loop,
+    Op,
+    Schedule,
+    Store,
+)
+from presk_kernel.layout import default_layout
+
+KINDS: dict[str, str] = {
+    **{k: "elementwise" for k in N.ELEMENTWISE},
+    **{k: "elementwise" for k in ("pow", "compare", "causal_mask", "zeros_like", "pick2")},
+    **{k: "elementwise" for k in ("expand", "spread")},
+    **{k: "reduction" for k in ("sum", "mean", "max", "min", "argmax", "softmax")},
+    **{k: "reduction" for k in ("log_softmax", "softmax_grad", "log_softmax_grad")},
+    **{k: "reduction" for k in ("sum_to", "reduce_pick")},
+    **{k: "contraction" for k in ("dot", "ein", "dot_left", "dot_right")},
+    **{k: "gather/scatter" for k in ("embed", "take", "one_hot", "embed_grad", "take_grad")},
+    **{k: "layout" for k in ("merge", "split", "reshape_like", "cast")},
+    **{k: "random" for k in ("sample", "split_key", "fold_key", "init", "fold_init")},
+    **{k: "structural" for k in ("call", "fold", "grad", "value_grad", "get", "tuple")},
+    **{k: "tree" for k in ("field", "record", "slice", "put", "put_slice", "put_item")},
+}
+"""The kind of every operation, until the registry (presk_types.rules) declares them."""
+
+F64_CONTEXT = {"precision": 53, "emin": -1073, "emax": 1024, "subnormalize": True}
+F32_CONTEXT = {"precision": 24, "emin": -148, "emax": 128, "subnormalize": True}
+
+
+class LowerError(Exception):
+    """An entry that cannot be lowered to kernels (E7002)."""
+
+    code = "E7002"
+
+
+@dataclass(frozen=True, slots=True)
+class Tensor:
+    """A host value: a tensor held in a host buffer from element `offset` on."""
+
+    buf: int
+    offset: int
+    axes: tuple[Axis, ...]
+    dtype: str
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for a in self.axes:
+            n *= a.length
+        return n
+
+    def named(self, axes: tuple[Axis, ...]) -> Tensor:
+        return Tensor(self.buf, self.offset, axes, self.dtype)
+
+
+@dataclass(frozen=True, slots=True)
+class Known:
+    """A real number known when lowering: a literal, or a hyperparameter's value."""
+
+    text: str
+
+
+def constant(text: str | int | float, compute: str) -> Const:
+    """`text` (a rational, `π`, `-inf`, `sqrt1/2`, `sqrt2pi`) rounded once to `compute`."""
+    with gmpy2.context(**(F64_CONTEXT if compute == "f64" else F32_CONTEXT)):
+        match text:
+            case "π":
+                v = gmpy2.const_pi()
+            case "-inf" | "inf":
+                v = gmpy2.mpfr(text)
+            case "sqrt1/2" | "sqrt2pi":
+                with gmpy2.context(precision=256):
+                    exact = gmpy2.sqrt(
+                        gmpy2.mpfr(1) / 2 if text == "sqrt1/2" else 2 * gmpy2.const_pi()
+                    )
+                v = gmpy2.mpfr(exact)
+            case _:
+                q = Fraction(str(text))
+                v = gmpy2.mpfr(gmpy2.mpq(q.numerator, q.denominator))
+        return Const(float(v), compute)
+
+
+def axes_of(t: Type) -> tuple[Axis, ...]:
+    s = shape_of(t) or SCALAR
+    if s.prefix or any(not a.length.is_const for a in s.axes):
+        raise LowerError(f"`{t}` is not a static shape: specialize the entry first")
+    return tuple(Axis(a.name, a.length.constant) for a in s.axes)
+
+
+def explicit(t: Type) -> Shape:
+    return shape_of(t) or SCALAR
+
+
+class Nest:
+    """A kernel being built: its inputs (declared first), outputs, fresh names."""
+
+    def __init__(self, lowering: Lowering, name: str, site: str) -> None:
+        self.lowering, self.name, self.site = lowering, name, site
+        self.compute = lowering.compute
+        self.buffers: list[Buffer] = []
+        self.args: list[Arg] = []
+        self.n_inputs: int | None = None
+        self._names = itertools.count()
+
+    def input(self, t: Tensor) -> int:
+        assert self.n_inputs is None, "a nest declares its inputs before its outputs"
+        for b, a in zip(self.buffers, self.args, strict=True):
+            if a == Arg(t.buf, t.offset) and b.axes == t.axes:
+                return b.id
+        return self._add(t)
+
+    def _add(self, t: Tensor) -> int:
+        self.buffers.append(Buffer(len(self.buffers), t.dtype, t.axes))
+        self.args.append(Arg(t.buf, t.offset))
+        return len(self.buffers) - 1
+
+    def output(self, axes: tuple[Axis, ...], dtype: str) -> int:
+        if self.n_inputs is None:
+            self.n_inputs = len(self.buffers)
+        t = self.lowering.alloc(axes, dtype, self.site)
+        self.result = t
+        return self._add(t)
+
+    def output_into(self, t: Tensor) -> int:
+        if self.n_inputs is None:
+            self.n_inputs = len(self.buffers)
+        self.result = t
+        return self._add(t)
+
+    def var(self) -> str:
+        return f"i{next(self._names)}"
+
+    def vars(self, n: int) -> list[str]:
+        return [self.var() for _ in range(n)]
+
+    def temp(self) -> str:
+        return f"s{next(self._names)}"
+
+    def const(self, v) -> Const:
+        return constant(v, self.compute)
+
+    def load(self, buf: int, index: tuple) -> Expr:
+        return Load(buf, index)
+
+    def finish(self, body: list) -> Tensor:
+        k = Kernel(
+            self.name,
+            self.site,
+            tuple(self.buffers[: self.n_inputs]),
+            tuple(self.buffers[self.n_inputs :]),
+            tuple(body),
+            self.compute,
+        )
+        k = Kernel(k.name, k.site, k.inputs, k.outputs, k.body, k.compute, default_layout(k))
+        self.lowering.launches.append(Launch(k, tuple(self.args)))
+        return self.result
+
+
+@dataclass
+class Step:
+    """One instruction being lowered: its operands' host values and how to build kernels."""
+
+    lowering: Lowering
+    ins: Instr
+    site: str
+    values: list
+
+    @property
+    def compute(self) -> str:
+        return self.lowering.compute
+
+    def nest(self, name: str | None = None) -> Nest:
+        return Nest(self.lowering, name or kernel_name(self.ins), self.site)
+
+    def out_axes(self, t: Type | None = None) -> tuple[Axis, ...]:
+        return axes_of(self.ins.out.type if t is None else t)
+
+    def out_dtype(self, t: Type | None = None) -> str:
+        return self.lowering.dtype_of(self.ins.out.type if t is None else t)
+
+    def tensor(self, i: int) -> Tensor:
+        v = self.values[i]
+        if not isinstance(v, Tensor):
+            raise LowerError(f"`{self.ins.op}` needs a tensor as operand {i + 1}")
+        return v
+
+    def axis(self, i: int, name: str) -> int:
+        return explicit(self.ins.args[i].type).axis(name)
+
+    def operand(self, k: Nest, i: int, out_vars: list[str], out_axes, align=None) -> Expr:
+        """Operand i read at the result's element `out_vars`, broadcast as the checker
+        aligned it (by trailing position or by name; `_align` when given)."""
+        v = self.values[i]
+        if isinstance(v, Known):
+            return k.const(v.text)
+        src = explicit(self.ins.args[i].type)
+        dst = Shape(False, tuple(explicit(self.ins.out.type).axes))
+        where = align if align is not None else alignment(src, dst)
+        idx = []
+        for ax, p in zip(v.axes, where, strict=True):
+            r = len(out_axes) + p
+            idx.append(Affine.constant(0) if ax.length == 1 != out_axes[r].length else out_vars[r])
+        return k.load(self._input_ids[i], N.at(idx))
+
+    def inputs(self, k: Nest, which: list[int] | None = None) -> None:
+        self._input_ids = {}
+        for i, v in enumerate(self.values):
+            if isinstance(v, Tensor) and (which is None or i in which):
+                self._input_ids[i] = k.input(v)
+
+
+def kernel_name(ins: Instr) -> str:
+    match ins.op:
+        case "ein":
+            return f"ein[{', '.join(ins.attr('axes'))}]"
+        case "pow" if isinstance(ins.args[1], Lit):
+            return f"pow {ins.args[1]}"
+        case "compare":
+            return f"compare {ins.attr('op')}"
+    axes = ins.attr("axes", ())
+    return " ".join([ins.op, *(f"axis {a}" for a in axes)]) if axes else ins.op
+
+
+@dataclass
+class Lowering:
+    program: Program
+    realize: str = "f64"
+    buffers: list[HostBuffer] = field(default_factory=list)
+    launches: list[Launch] = field(default_factory=list)
+
+    @property
+    def compute(self) -> str:
+        return "f64" if self.realize == "f64" else "f32"
+
+    def dtype_of(self, t: Type) -> str:
+        match t:
+            case Real():
+                return self.realize
+            case Idx():
+                return "i64"
+            case Bool():
+                return "bool"
+        raise LowerError(f"`{t}` is not a tensor type")
+
+    def alloc(self, axes, dtype: str, name: str, role: str = "temp") -> Tensor:
+        self.buffers.append(HostBuffer(len(self.buffers), dtype, tuple(axes), name, role))
+        return Tensor(len(self.buffers) - 1, 0, tuple(axes), dtype)
+
+    # ---- the host walk ----
+
+    def call(self, fn: Function, args: list) -> object:
+        env: dict[int, object] = {p.id: a for p, a in zip(fn.params, args, strict=True)}
+
+        def read(a):
+            if isinstance(a, Lit):
+                return Known(a.text)
+            return env[a.id]
+
+        for ins in fn.body:
+            values = [read(a) for a in ins.args]
+            site = (
+                getattr(ins, "site", None) or f"{fn.name.split('{')[0].split('[')[0]}/%{ins.out.id}"
+            )
+            env[ins.out.id] = self.instruction(ins, values, str(site))
+        return read(fn.ret)
+
+    def instruction(self, ins: Instr, values: list, site: str) -> object:
+        host = HOST.get(ins.op)
+        if host is not None:
+            return host(self, ins, values)
+        rule = RULES.get(ins.op)
+        if rule is None:
+            kind = KINDS.get(ins.op, "unknown")
+            raise LowerError(f"`{ins.op}` ({kind}) has no loop nest in this presk-kernel")
+        if ins.op == "real" and isinstance(values[0], Known):
+            return values[0]
+        return rule(Step(self, ins, site, values))
+
+
+# ---- host work ---------------------------------------------------------------------------
+
+
+def _rename(ins: Instr, v: object) -> object:
+    if isinstance(v, Tensor) and shape_of(ins.out.type) is not None:
+        axes = axes_of(ins.out.type)
+        if [a.length for a in axes] != [a.length for a in v.axes]:
+            raise LowerError(f"`{ins.op}` gives `{ins.out.type}` of data of shape {v.axes}")
+        return v.named(axes)
+    return v
+
+
+def _field(lw: Lowering, ins: Instr, values: list) -> object:
+    tree, path = values[0], ins.attr("path")
+    if path in tree:
+        return _rename(ins, tree[path])
+    return {k[len(path) + 1 :]: v for k, v in tree.items() if k.startswith(path + ".")}
+
+
+def _record(lw: Lowering, ins: Instr, values: list) -> object:
+    tree: dict[str, object] = {}
+    for key, v in zip(ins.attr("keys"), values, strict=True):
+        if isinstance(v, dict):
+            tree.update({f"{key}.{k}": x for k, x in v.items()})
+        else:
+            tree[key] = v
+    return tree
+
+
+def _slice(lw: Lowering, ins: Instr, values: list) -> object:
+    i = ins.attr("index")
+    out = {}
+    for path, t in values[0].items():
+        inner = t.named(t.axes[1:])
+        out[path] = Tensor(t.buf, t.offset + i * inner.size, t.axes[1:], t.dtype)
+    return out
+
+
+def _call(lw: Lowering, ins: Instr, values: list) -> object:
+    return _rename(ins, lw.call(lw.program.function(ins.attr("fn")), values))
+
+
+HOST: dict[str, Callable] = {
+    "call": _call,
+    "field": _field,
+    "record": _record,
+    "slice": _slice,
+    "tuple": lambda lw, ins, values: tuple(values),
+    "get": lambda lw, ins, values: _rename(ins, values[0][ins.attr("index")]),
+    "cast": lambda lw, ins, values: _rename(ins, values[0]),
+}
+
+
+# ---- the entry ---------------------------------------------------------------------------
+
+
+def _inputs(lw: Lowering, name: str, t: Type, value: object) -> object:
+    """Host buffers for an argument of the entry, at the shapes of its data."""
+    match value:
+        case dict():
+            return {
+                k: lw.alloc(
+                    tuple(Axis(None, n) for n in np.shape(v)),
+                    lw.realize,
+                    f"{name}.{k}",
+                    "input",
+                )
+                for k, v in value.items()
+            }
+        case tuple():
+            types = getattr(t, "elements", (None,) * len(value))
+            return tuple(
+                _inputs(lw, f"{name}.{i}", e, v)
+                for i, (e, v) in enumerate(zip(types, value, strict=True))
+            )
+    if isinstance(t, Real | Idx | Bool):
+        return lw.alloc(axes_of(t), lw.dtype_of(t), name, "input")
+    if isinstance(value, int | float) or type(value).__name__ == "mpfr":
+        return Known(str(Fraction(float(value))) if not isinstance(value, int) else str(value))
+    raise LowerError(f"`{name}` of type `{t}` is not an input a kernel can read")
+
+
+def leaves(value: object) -> list[Tensor]:
+    match value:
+        case dict():
+            return [x for v in value.values() for x in leaves(v)]
+        case tuple() | list():
+            return [x for v in value for x in leaves(v)]
+        case Tensor():
+            return [value]
+    return []
+
+
+def lower_entry(
+    program: Program, entry: str, dims: dict[str, int], args: list, realize: str = "f64"
+) -> Schedule:
+    """The kernels `entry` launches at `dims`, with `args` the run's inputs (their values
+    give the shapes of parameter trees); `realize` the type of every real (f64, f32, bf16)."""
+    try:
+        spec = specialize(program, entry, dims)
+    except SpecializeError as e:
+        raise LowerError(str(e)) from None
+    fn = spec.functions[0]
+    lw = Lowering(spec, realize)
+    values = [_inputs(lw, str(p), p.type, a) for p, a in zip(fn.params, args, strict=True)]
+    inputs = [t.buf for t in leaves(values)]
+    result = lw.call(fn, values)
+    outs = leaves(result)
+    if isinstance(result, Known):
+        step = Step(lw, Instr(Value(-1, Real(SCALAR)), "real", ()), f"{entry}/return", [result])
+        outs = [_fill(step, result)]
+    return Schedule(
+        entry,
+        tuple(sorted(dims.items())),
+        tuple(lw.buffers),
+        tuple(lw.launches),
+        tuple(inputs),
+        tuple(t.buf for t in outs),
+    )
+
+
+def _fill(step: Step, value: Known) -> Tensor:
+    k = step.nest("fill")
+    out = k.output((), step.lowering.realize)
+    return k.finish([Store(out, (), k.const(value.text))])
+
+
+__all__ = [
+    "KINDS",
+    "Known",
+    "LowerError",
+    "Lowering",
+    "Tensor",
+    "leaves",
+    "lower_entry",
+    "Op",
+    "Loop",
+]
+
+from presk_kernel.rules import RULES  # noqa: E402  (the rules use the classes above)

@@ -1,0 +1,645 @@
+"""`RULES`: the lowering of each tensor operation of PSK-Core to its kernel(s)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from presk_core.ir import Lit
+from presk_types.shapes import alignment
+from presk_types.types import Shape
+
+from presk_kernel import nests as N
+from presk_kernel.ir import Affine, Axis, Const, Index, Load, Loop, Reduce, Store, Var
+from presk_kernel.lower import Known, LowerError, Step, Tensor, explicit
+from presk_kernel.nests import at, nest, op
+
+
+def _elementwise(step: Step, formula: Callable | None = None) -> Tensor:
+    formula = formula or N.ELEMENTWISE[step.ins.op]
+    k = step.nest()
+    step.inputs(k)
+    axes = step.out_axes()
+    out = k.output(axes, step.out_dtype())
+    v = k.vars(len(axes))
+    maps = step.ins.attr("_align")
+    args = [step.operand(k, i, v, axes, maps[i] if maps else None) for i in range(len(step.values))]
+    return k.finish(nest(v, axes, [Store(out, at(v), formula(k.const, *args))]))
+
+
+def _leafwise(step: Step, fn: Callable) -> object:
+    """An operation on trees and tuples, leaf by leaf (accum, zeros_like)."""
+
+    def go(*vs):
+        match vs[0]:
+            case dict():
+                return {key: go(*(v[key] for v in vs)) for key in vs[0]}
+            case tuple():
+                return tuple(go(*parts) for parts in zip(*vs, strict=True))
+        return fn(*vs)
+
+    return go(*step.values)
+
+
+def _fill(step: Step, axes, dtype: str, value: str | int = 0, into: Tensor | None = None):
+    k = step.nest("fill")
+    out = k.output(axes, dtype) if into is None else k.output_into(into)
+    v = k.vars(len(axes))
+    c = Const(value == 1, "bool") if dtype == "bool" else k.const(value)
+    c = Const(int(value), "i64") if dtype == "i64" else c
+    return k.finish(nest(v, axes, [Store(out, at(v), c)]))
+
+
+def _copy(step: Step, src: Tensor, into: Tensor, name: str) -> Tensor:
+    k = step.nest(name)
+    xi = k.input(src.named(into.axes))
+    out = k.output_into(into)
+    v = k.vars(len(into.axes))
+    return k.finish(nest(v, into.axes, [Store(out, at(v), Load(xi, at(v)))]))
+
+
+def _accum(step: Step) -> object:
+    if isinstance(step.values[0], Tensor | Known):
+        return _elementwise(step)
+
+    def add(a: Tensor, b: Tensor) -> Tensor:
+        k = step.nest("accum")
+        ai, bi = k.input(a), k.input(b)
+        out = k.output(a.axes, a.dtype)
+        v = k.vars(len(a.axes))
+        expr = op("add", Load(ai, at(v)), Load(bi, at(v)))
+        return k.finish(nest(v, a.axes, [Store(out, at(v), expr)]))
+
+    return _leafwise(step, add)
+
+
+def _zeros_like(step: Step) -> object:
+    def zero(x):
+        if isinstance(x, Known):
+            return Known("0")
+        return _fill(step, x.axes, x.dtype)
+
+    return _leafwise(step, zero)
+
+
+def _pow(step: Step) -> Tensor:
+    y = step.ins.args[1]
+    if isinstance(y, Lit):
+        q = Known(y.text).text
+        try:
+            n = int(q)
+        except ValueError:
+            n = None
+        if n is not None:
+            return _elementwise(step, lambda c, x, _y: op("pow", x, attr=n))
+    return _elementwise(step, lambda c, x, e: op("powf", x, e))
+
+
+def _compare(step: Step) -> Tensor:
+    return _elementwise(step, lambda c, a, b: op("compare", a, b, attr=step.ins.attr("op")))
+
+
+def _causal_mask(step: Step) -> Tensor:
+    k = step.nest()
+    axes = step.out_axes()
+    out = k.output(axes, "bool")
+    i, j = k.vars(2)
+    expr = op("compare", Index(j), Index(i), attr="<=")
+    return k.finish(nest([i, j], axes, [Store(out, at([i, j]), expr)]))
+
+
+def _expand(step: Step) -> Tensor:
+    ct, x = step.values
+    axes = step.out_axes()
+    names = step.ins.attr("axes", ())
+    red = [step.axis(1, names[0])] if names else list(range(len(axes)))
+    k = step.nest()
+    ci = k.input(ct) if isinstance(ct, Tensor) else None
+    out = k.output(axes, step.out_dtype())
+    v = k.vars(len(axes))
+    value = (
+        k.const(ct.text)
+        if ci is None
+        else Load(ci, at([w for i, w in enumerate(v) if i not in red]))
+    )
+    if step.ins.attr("mean"):
+        value = op("div", value, k.const(N.count(x, red)))
+    return k.finish(nest(v, axes, [Store(out, at(v), value)]))
+
+
+def _spread(step: Step) -> Tensor:
+    ct_names, x_names = step.ins.attr("_names")
+    axes = step.out_axes()
+    k = step.nest()
+    ci = k.input(step.tensor(0))
+    out = k.output(axes, step.out_dtype())
+    v = k.vars(len(axes))
+    load = Load(ci, at([v[list(x_names).index(n)] for n in ct_names]))
+    return k.finish(nest(v, axes, [Store(out, at(v), load)]))
+
+
+def _pick2(step: Step) -> Tensor:
+    which, kind = step.ins.attr("which"), step.ins.attr("kind")
+
+    def formula(c, ct, a, b):
+        mine = op("compare", a, b, attr=">" if kind == "max" else "<")
+        if which == 1:
+            mine = op("compare", b, a, attr=">" if kind == "max" else "<")
+        tie = op("compare", a, b, attr="==")
+        return op("select", mine, ct, op("select", tie, op("div", ct, c(2)), c(0)))
+
+    return _elementwise(step, formula)
+
+
+# ---- reductions --------------------------------------------------------------------------
+
+
+def _reduced(step: Step, i: int = 0) -> tuple[Tensor, list[int]]:
+    x = step.tensor(i)
+    names = step.ins.attr("axes", ())
+    return x, [step.axis(i, names[0])] if names else list(range(len(x.axes)))
+
+
+def _reduce(kind: str, mean: bool = False) -> Callable[[Step], Tensor]:
+    def rule(step: Step) -> Tensor:
+        x, red = _reduced(step)
+        if not step.ins.attr("axes", ()):
+            x, red = x.named((Axis(None, x.size),)), [0]  # every axis: the row-major order
+        n = N.count(x, red)
+        finish = (lambda acc: op("div", acc, Const(float(n), step.compute))) if mean else None
+        return N.reduce_rows(step, x, red, kind, finish)
+
+    return rule
+
+
+def _rows(step: Step, x: Tensor, axis: int, body: Callable) -> Tensor:
+    """A nest over every row of x along `axis`: `body(k, xi, vars)` gives the statements
+    before the row's loop and the value stored at each of its elements."""
+    k = step.nest()
+    xi = k.input(x)
+    extra = body.inputs(k) if hasattr(body, "inputs") else None
+    out = k.output(step.out_axes(), step.out_dtype())
+    v = k.vars(len(x.axes))
+    before, value, j = body(k, xi, v, extra)
+    row = [j if i == axis else w for i, w in enumerate(v)]
+    a = x.axes[axis]
+    final = Loop(j, a.name, a.length, (Store(out, at(row), value),))
+    outer = [w for i, w in enumerate(v) if i != axis]
+    outer_axes = [ax for i, ax in enumerate(x.axes) if i != axis]
+    return k.finish(nest(outer, outer_axes, [*before, final]))
+
+
+def _softmax(log: bool) -> Callable[[Step], Tensor]:
+    def rule(step: Step) -> Tensor:
+        x = step.tensor(0)
+        axis = step.axis(0, step.ins.attr("axes")[0])
+        where = bool(step.ins.attr("where"))
+
+        def body(k, xi, v, mi):
+            mask = None
+            if mi is not None:
+                src = explicit(step.ins.args[-1].type)
+                place = alignment(src, Shape(False, explicit(step.ins.args[0].type).axes))
+                m = step.values[-1]
+
+                def mask(row):
+                    idx = [
+                        Affine.constant(0)
+                        if ax.length == 1 != x.axes[len(x.axes) + p].length
+                        else row[len(x.axes) + p]
+                        for ax, p in zip(m.axes, place, strict=True)
+                    ]
+                    return Load(mi, at(idx))
+
+            return N.softmax_body(k, xi, x, mask, v, axis, log)
+
+        body.inputs = lambda k: k.input(step.tensor(len(step.values) - 1)) if where else None
+        return _rows(step, x, axis, body)
+
+    return rule
+
+
+def _softmax_grad(log: bool) -> Callable[[Step], Tensor]:
+    def rule(step: Step) -> Tensor:
+        ct, y = step.tensor(0), step.tensor(1)
+        axis = step.axis(1, step.ins.attr("axes")[0])
+
+        def body(k, yi, v, ci):
+            j, acc = k.var(), k.temp()
+            row = at([j if i == axis else w for i, w in enumerate(v)])
+            c, yv = Load(ci, row), Load(yi, row)
+            a = y.axes[axis]
+            term = c if log else op("mul", c, yv)
+            red = Reduce(acc, "add", ((j, a.name, a.length),), (), (term,), k.compute)
+            if log:
+                value = op("sub", c, op("mul", op("exp", yv), Var(acc)))
+            else:
+                value = op("mul", yv, op("sub", c, Var(acc)))
+            return [red], value, j
+
+        body.inputs = lambda k: k.input(ct)
+        return _rows(step, y, axis, body)
+
+    return rule
+
+
+def _argmax(step: Step) -> Tensor:
+    x = step.tensor(0)
+    names = step.ins.attr("axes", ())
+    axis = step.axis(0, names[0]) if names else len(x.axes) - 1
+    k = step.nest()
+    xi = k.input(x)
+    out = k.output(step.out_axes(), "i64")
+    v = k.vars(len(x.axes))
+    stmts, r = N.first_extremum(k, xi, x, v, axis, "max")
+    outer = [w for i, w in enumerate(v) if i != axis]
+    outer_axes = [a for i, a in enumerate(x.axes) if i != axis]
+    return k.finish(nest(outer, outer_axes, [*stmts, Store(out, at(outer), r)]))
+
+
+def _reduce_pick(step: Step) -> Tensor:
+    ct, x = step.values
+    names = step.ins.attr("axes", ())
+    kind = step.ins.attr("kind")
+    axes = step.out_axes()
+    if names:
+        axis, xv, view = step.axis(1, names[0]), x, None
+    else:
+        axis, xv = 0, x.named((Axis(None, x.size),))
+        view = xv
+    k = step.nest()
+    xi = k.input(xv)
+    ci = k.input(ct) if isinstance(ct, Tensor) else None
+    full = step.lowering.alloc(axes, step.out_dtype(), step.site)
+    out = k.output_into(full if view is None else full.named(view.axes))
+    v = k.vars(len(xv.axes))
+    stmts, r = N.first_extremum(k, xi, xv, v, axis, kind)
+    outer = [w for i, w in enumerate(v) if i != axis]
+    value = k.const(ct.text) if ci is None else Load(ci, at(outer))
+    j = v[axis]
+    put = op("select", op("compare", Index(j), r, attr="=="), value, k.const(0))
+    a = xv.axes[axis]
+    final = Loop(j, a.name, a.length, (Store(out, at(v), put),))
+    outer_axes = [ax for i, ax in enumerate(xv.axes) if i != axis]
+    k.finish(nest(outer, outer_axes, [*stmts, final]))
+    return full
+
+
+def _sum_to(step: Step) -> object:
+    ct, x = step.values
+    if not isinstance(ct, Tensor):
+        return ct
+    if isinstance(x, Known) or not x.axes:
+        flat = ct.named((Axis(None, ct.size),))
+        return N.reduce_rows(step, flat, [0], "add")
+    where = step.ins.attr("_align") or alignment(
+        explicit(step.ins.args[1].type), explicit(step.ins.args[0].type)
+    )
+    targets = {len(ct.axes) + p: i for i, p in enumerate(where)}
+    red = [
+        d
+        for d in range(len(ct.axes))
+        if d not in targets or (x.axes[targets[d]].length == 1 != ct.axes[d].length)
+    ]
+    k = step.nest()
+    ci = k.input(ct)
+    axes = step.out_axes()
+    out = k.output(axes, step.out_dtype())
+    v = k.vars(len(axes))
+    rv = k.vars(len(red))
+    idx, rit = [], iter(rv)
+    for d in range(len(ct.axes)):
+        idx.append(next(rit) if d in red else v[targets[d]])
+    for d in red:  # a kept length-1 axis summed into element 0
+        if d in targets:
+            v[targets[d]] = Affine.constant(0)
+    acc = k.temp()
+    reduce = Reduce(
+        acc,
+        "add",
+        tuple((w, ct.axes[d].name, ct.axes[d].length) for w, d in zip(rv, red, strict=True)),
+        (),
+        (Load(ci, at(idx)),),
+        step.compute,
+    )
+    loops = [w if isinstance(w, str) else k.var() for w in v]
+    return k.finish(nest(loops, axes, [reduce, Store(out, at(v), Var(acc))]))
+
+
+def _with(step: Step, values: list) -> Step:
+    return Step(step.lowering, step.ins, step.site, values)
+
+
+# ---- contractions ------------------------------------------------------------------------
+
+
+def _contract(step: Step, a: Tensor, b: Tensor, ia: list, ib: list, summed) -> Tensor:
+    """out[v] = fold fma over `summed` of a[ia]·b[ib]; ia, ib name out vars by position
+    (int) and summed vars by ('s', n)."""
+    k = step.nest()
+    ai, bi = k.input(a), k.input(b)
+    axes = step.out_axes()
+    out = k.output(axes, step.out_dtype())
+    v = k.vars(len(axes))
+    sv = k.vars(len(summed))
+
+    def pick(spec):
+        return [sv[s[1]] if isinstance(s, tuple) else v[s] for s in spec]
+
+    la, lb = Load(ai, at(pick(ia))), Load(bi, at(pick(ib)))
+    if summed:
+        acc = k.temp()
+        red = Reduce(
+            acc,
+            "fma",
+            tuple((w, *s) for w, s in zip(sv, summed, strict=True)),
+            (),
+            (la, lb),
+            step.compute,
+        )
+        body = [red, Store(out, at(v), Var(acc))]
+    else:
+        body = [Store(out, at(v), op("mul", la, lb))]
+    return k.finish(nest(v, axes, body))
+
+
+def _dot(step: Step) -> Tensor:
+    a, b = step.tensor(0), step.tensor(1)
+    na = len(a.axes) - 1
+    n = a.axes[-1]
+    ia = [*range(na), ("s", 0)]
+    ib = [("s", 0), *range(na, na + len(b.axes) - 1)]
+    return _contract(step, a, b, ia, ib, [(n.name, n.length)])
+
+
+def _dot_left(step: Step) -> Tensor:
+    ct, b = step.tensor(0), step.tensor(1)
+    t = len(b.axes) - 1
+    lead = len(ct.axes) - t
+    ia = [*range(lead), *(("s", i) for i in range(t))]
+    ib = [lead, *(("s", i) for i in range(t))]
+    return _contract(step, ct, b, ia, ib, [(x.name, x.length) for x in b.axes[1:]])
+
+
+def _dot_right(step: Step) -> Tensor:
+    a, ct = step.tensor(0), step.tensor(1)
+    lead = len(a.axes) - 1
+    ia = [*(("s", i) for i in range(lead)), 0]
+    ib = [*(("s", i) for i in range(lead)), *range(1, 1 + len(ct.axes) - lead)]
+    return _contract(step, a, ct, ia, ib, [(x.name, x.length) for x in a.axes[:lead]])
+
+
+def _ein(step: Step) -> Tensor:
+    out = list(step.ins.attr("axes"))
+    names = [list(n) for n in step.ins.attr("_names")]
+    if len(step.values) == 1:
+        x, nx = step.tensor(0), names[0]
+        summed = [n for n in nx if n not in out]
+        spec = [out.index(n) if n in out else ("s", summed.index(n)) for n in nx]
+        k = step.nest()
+        xi = k.input(x)
+        axes = step.out_axes()
+        o = k.output(axes, step.out_dtype())
+        v = k.vars(len(axes))
+        sv = k.vars(len(summed))
+        load = Load(xi, at([sv[s[1]] if isinstance(s, tuple) else v[s] for s in spec]))
+        if not summed:
+            return k.finish(nest(v, axes, [Store(o, at(v), load)]))
+        acc = k.temp()
+        sums = tuple((w, n, x.axes[nx.index(n)].length) for w, n in zip(sv, summed, strict=True))
+        red = Reduce(acc, "add", sums, (), (load,), step.compute)
+        return k.finish(nest(v, axes, [red, Store(o, at(v), Var(acc))]))
+    a, b = step.tensor(0), step.tensor(1)
+    na, nb = names
+    a, na = _sum_alone(step, a, na, nb, out)
+    b, nb = _sum_alone(step, b, nb, na, out)
+    summed = [n for n in na if n in nb and n not in out]
+
+    def spec(ns):
+        return [out.index(n) if n in out else ("s", summed.index(n)) for n in ns]
+
+    lengths = [(n, a.axes[na.index(n)].length) for n in summed]
+    return _contract(step, a, b, spec(na), spec(nb), lengths)
+
+
+def _sum_alone(step: Step, x: Tensor, names: list, other: list, out: list):
+    """Sum first the axes of one operand in neither the other nor the output (reference)."""
+    for n in [n for n in names if n not in other and n not in out][::-1]:
+        d = names.index(n)
+        kept = tuple(a for i, a in enumerate(x.axes) if i != d)
+        k = step.nest(f"sum axis {n}")
+        xi = k.input(x)
+        o = k.output(kept, x.dtype)
+        v, r, acc = k.vars(len(kept)), k.var(), k.temp()
+        idx = v[:d] + [r] + v[d:]
+        red = Reduce(
+            acc, "add", ((r, n, x.axes[d].length),), (), (Load(xi, at(idx)),), step.compute
+        )
+        x = k.finish(nest(v, kept, [red, Store(o, at(v), Var(acc))]))
+        names = names[:d] + names[d + 1 :]
+    return x, names
+
+
+# ---- gathers, scatters, layouts ----------------------------------------------------------
+
+
+def _gather(step: Step, x: Tensor, axis: int, ids: Tensor, x_place, ids_place) -> Tensor:
+    k = step.nest()
+    xi, ii = k.input(x), k.input(ids)
+    axes = step.out_axes()
+    out = k.output(axes, step.out_dtype())
+    v = k.vars(len(axes))
+
+    def index(t: Tensor, place):
+        return [
+            Affine.constant(0) if ax.length == 1 != axes[p].length else Affine.var(v[p])
+            for ax, p in zip(t.axes, place, strict=True)
+        ]
+
+    row = Load(ii, tuple(index(ids, ids_place)))
+    rest = index(x.named(tuple(a for i, a in enumerate(x.axes) if i != axis)), x_place)
+    idx = [*rest[:axis], row, *rest[axis:]]
+    return k.finish(nest(v, axes, [Store(out, at(v), Load(xi, tuple(idx)))]))
+
+
+def _embed(step: Step) -> Tensor:
+    table, ids = step.tensor(0), step.tensor(1)
+    s = len(ids.axes)
+    return _gather(step, table, 0, ids, list(range(s, s + len(table.axes) - 1)), list(range(s)))
+
+
+def _take(step: Step) -> Tensor:
+    x, ids = step.tensor(0), step.tensor(1)
+    axis = step.axis(0, step.ins.attr("axes")[0])
+    dst = Shape(False, explicit(step.ins.out.type).axes)
+    src = explicit(step.ins.args[0].type)
+    rest = Shape(False, src.axes[:axis] + src.axes[axis + 1 :])
+    n = len(dst.axes)
+    xp = [n + p for p in alignment(rest, dst)]
+    ip = [n + p for p in alignment(explicit(step.ins.args[1].type), dst)]
+    return _gather(step, x, axis, ids, xp, ip)
+
+
+def _one_hot(step: Step) -> Tensor:
+    def formula(c, ids):
+        return op("select", op("compare", ids, Index(v_last[0]), attr="=="), c(1), c(0))
+
+    ids = step.tensor(0)
+    k = step.nest()
+    ii = k.input(ids)
+    axes = step.out_axes()
+    out = k.output(axes, step.out_dtype())
+    v = k.vars(len(axes))
+    v_last = [v[-1]]
+    value = formula(k.const, Load(ii, at(v[:-1])))
+    return k.finish(nest(v, axes, [Store(out, at(v), value)]))
+
+
+def _scatter(step: Step, ct: Tensor, ids: Tensor, x_axes, axis: int, name: str) -> Tensor:
+    """Zeros of x's shape, then each element of ct added at its index, in index order."""
+    full = step.lowering.alloc(x_axes, step.out_dtype(), step.site)
+    rest = [a for i, a in enumerate(x_axes) if i != axis]
+    k = step.nest(name)
+    ci, ii = k.input(ct), k.input(ids)
+    out = k.output_into(full)
+    z = k.vars(len(x_axes))
+    fill = nest(z, x_axes, [Store(out, at(z), k.const(0))])
+    v = k.vars(len(rest))
+    row = Load(ii, at(v[: len(ids.axes)]))
+    idx = at(v[:axis]) + (row,) + at(v[axis:])
+    value = op("add", Load(out, idx), Load(ci, at(v)))
+    scatter = [Store(out, idx, value)]
+    for w, a in reversed(list(zip(v, rest, strict=True))):
+        scatter = [Loop(w, a.name, a.length, tuple(scatter), serial=True)]
+    k.finish([*fill, *scatter])
+    return full
+
+
+def _embed_grad(step: Step) -> Tensor:
+    ct, table, ids = step.tensor(0), step.tensor(1), step.tensor(2)
+    rows = ids.size
+    flat_ids = ids.named((Axis(None, rows),))
+    flat_ct = ct.named((Axis(None, rows), *table.axes[1:]))
+    return _scatter(step, flat_ct, flat_ids, step.out_axes(), 0, "embed_grad")
+
+
+def _take_grad(step: Step) -> Tensor:
+    ct, x, ids = step.tensor(0), step.tensor(1), step.tensor(2)
+    axis = step.axis(1, step.ins.attr("axes")[0])
+    rest = tuple(a for i, a in enumerate(x.axes) if i != axis)
+    if [a.length for a in ct.axes] != [a.length for a in rest] or ids.size != ct.size:
+        raise LowerError("`take_grad` of a broadcast `take` has no loop nest yet")
+    return _scatter(step, ct, ids.named(rest), step.out_axes(), axis, "take_grad")
+
+
+def _merge(step: Step) -> Tensor:
+    x = step.tensor(0)
+    i = step.axis(0, step.ins.attr("axes")[0])
+    n = x.axes[i + 1].length
+    k = step.nest()
+    xi = k.input(x)
+    axes = step.out_axes()
+    out = k.output(axes, step.out_dtype())
+    v = k.vars(len(x.axes))
+    merged = Affine(((v[i], n), (v[i + 1], 1)))
+    idx = [*at(v[:i]), merged, *at(v[i + 2 :])]
+    return k.finish(nest(v, x.axes, [Store(out, tuple(idx), Load(xi, at(v)))]))
+
+
+def _split(step: Step) -> Tensor:
+    x = step.tensor(0)
+    i = step.axis(0, step.ins.attr("axes")[0])
+    k = step.nest()
+    xi = k.input(x)
+    axes = step.out_axes()
+    out = k.output(axes, step.out_dtype())
+    v = k.vars(len(axes))
+    joined = Affine(((v[i], axes[i + 1].length), (v[i + 1], 1)))
+    idx = [*at(v[:i]), joined, *at(v[i + 2 :])]
+    return k.finish(nest(v, axes, [Store(out, at(v), Load(xi, tuple(idx)))]))
+
+
+def _reshape_like(step: Step) -> Tensor:
+    ct = step.tensor(0)
+    into = step.lowering.alloc(step.out_axes(), step.out_dtype(), step.site)
+    return _copy(step, ct, into, "reshape_like")
+
+
+# ---- trees of cotangents -----------------------------------------------------------------
+
+
+def _put(step: Step) -> object:
+    tree, a = step.values
+    path = step.ins.attr("path")
+    out = {}
+    for key, leaf in tree.items():
+        if key == path:
+            out[key] = a
+        elif key.startswith(path + "."):
+            out[key] = a[key[len(path) + 1 :]]
+        else:
+            out[key] = _fill(step, leaf.axes, leaf.dtype)
+    return out
+
+
+def _put_item(step: Step) -> object:
+    t, a = step.values
+    i = step.ins.attr("index")
+    zero = _zeros_like(_with(step, [t]))
+    return tuple(a if j == i else z for j, z in enumerate(zero))
+
+
+def _put_slice(step: Step) -> object:
+    tree, a = step.values
+    i = step.ins.attr("index")
+    out = {}
+    for key, leaf in tree.items():
+        full = _fill(step, leaf.axes, leaf.dtype)
+        inner = leaf.axes[1:]
+        size = 1
+        for ax in inner:
+            size *= ax.length
+        _copy(
+            step, a[key], Tensor(full.buf, full.offset + i * size, inner, full.dtype), "put_slice"
+        )
+        out[key] = full
+    return out
+
+
+RULES: dict[str, Callable[[Step], object]] = {
+    **{name: _elementwise for name in N.ELEMENTWISE},
+    "accum": _accum,
+    "zeros_like": _zeros_like,
+    "pow": _pow,
+    "compare": _compare,
+    "causal_mask": _causal_mask,
+    "expand": _expand,
+    "spread": _spread,
+    "pick2": _pick2,
+    "sum": _reduce("add"),
+    "mean": _reduce("add", mean=True),
+    "max": _reduce("max"),
+    "min": _reduce("min"),
+    "argmax": _argmax,
+    "softmax": _softmax(False),
+    "log_softmax": _softmax(True),
+    "softmax_grad": _softmax_grad(False),
+    "log_softmax_grad": _softmax_grad(True),
+    "sum_to": _sum_to,
+    "reduce_pick": _reduce_pick,
+    "dot": _dot,
+    "ein": _ein,
+    "dot_left": _dot_left,
+    "dot_right": _dot_right,
+    "embed": _embed,
+    "take": _take,
+    "one_hot": _one_hot,
+    "embed_grad": _embed_grad,
+    "take_grad": _take_grad,
+    "merge": _merge,
+    "split": _split,
+    "reshape_like": _reshape_like,
+    "put": _put,
+    "put_item": _put_item,
+    "put_slice": _put_slice,
+}
+"""The loop nest of every tensor operation (the structural ones are the host's: lower.HOST)."""

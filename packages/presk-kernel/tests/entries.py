@@ -1,0 +1,76 @@
+"""Entries of the tutorial lowered to kernels, with the reference interpreter's result."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+from presk_ad import differentiate
+from presk_ad.step import STEP, training_step
+from presk_core.interp import Interpreter
+from presk_core.lower import lower_program
+from presk_core.run import parse_entry, synthesize
+from presk_kernel.lower import lower_entry
+from presk_syntax.span import SourceMap
+from presk_types.elab import load_program
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@functools.cache
+def program(file: str, train: bool = False):
+    elab = load_program(str(ROOT / file), {}, SourceMap())
+    core = differentiate(lower_program(elab), "residuals")
+    if train:
+        core = training_step(core, "loss")
+    return elab, core
+
+
+def flat(value) -> list:
+    match value:
+        case dict():
+            return [x for v in value.values() for x in flat(v)]
+        case tuple() | list():
+            return [x for v in value for x in flat(v)]
+    return [value]
+
+
+def floats(value) -> np.ndarray:
+    arr = np.asarray(value, dtype=object) if not isinstance(value, np.ndarray) else value
+    if arr.dtype == object:
+        return np.vectorize(float, otypes=[np.float64])(arr)
+    return arr.astype(np.float64)
+
+
+@functools.cache
+def case(file: str, entry: str, dims: tuple, train: bool = False):
+    """(core, entry's function name, dims, args, the reference's result leaves as floats)."""
+    elab, core = program(file, train)
+    name = STEP.format("loss") if train else entry
+    e = parse_entry(name, core, elab, dict(dims))
+    interp = Interpreter(core, 256)
+    args = [v for _, _, v in synthesize(e, interp, 0)]
+    if train:
+        args = args  # (batch, θ): the step's order
+    ref = interp.run(e.function.name, args, e.dims)
+    return (
+        core,
+        e.function.name,
+        dict(e.dims) | dict(e.prefix),
+        args,
+        [floats(r) for r in flat(ref)],
+    )
+
+
+def lowered(file: str, entry: str, dims: tuple, realize: str = "f64", train: bool = False):
+    core, name, d, args, ref = case(file, entry, dims, train)
+    return lower_entry(core, name, d, args, realize), flat(args), ref
+
+
+ENTRIES = [
+    ("tutorial/01_linear.psk", "Linear{3, 2}.apply", (("batch", 4),)),
+    ("tutorial/03_attention.psk", "attend", (("B", 2), ("T", 3))),
+    ("tutorial/04_grad.psk", "loss_grad", (("D", 3), ("B", 2))),
+    ("tutorial/07_train.psk", "loss", (("B", 8),)),
+]
