@@ -27,6 +27,7 @@ grammar:
 	$(UV) sync --all-packages --quiet
 
 bench: setup
+	$(PY) tools/bench_startup.py
 	$(PY) tools/bench_parse.py
 	$(PY) tools/bench_check.py
 	$(PY) tools/bench_mpfr.py

@@ -5,11 +5,8 @@ from __future__ import annotations
 import sys
 
 import click
-from presk_core.run import EntryError, RunError
-from presk_export import ExportError, Options, export_pytorch, write_files
 from presk_syntax.diagnostics import Diagnostic, DiagnosticError, Label, Severity, emit
 from presk_syntax.span import SourceMap
-from presk_types.elab import load_program
 
 from presk_cli.commands import CONST, _consts, _dims, _fail, entry_fail
 
@@ -64,6 +61,10 @@ from presk_cli.commands import CONST, _consts, _dims, _fail, entry_fail
 def export(file, target, mode, shapes, stack, entry, dims, data_file, consts, seed, out) -> None:
     """Export FILE to PyTorch: one Python file per Presk file it reaches, and with
     --conformance-entry a test that runs the export on the interpreter's inputs."""
+    from presk_core.run import EntryError, RunError
+    from presk_export import ExportError, Options, export_pytorch, write_files
+    from presk_types.elab import load_program
+
     if target != "pytorch":
         click.echo("presk export: --target c is not built yet; use --target pytorch", err=True)
         sys.exit(2)

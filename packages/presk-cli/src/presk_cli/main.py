@@ -7,13 +7,22 @@ implemented; exit codes are 0 success, 1 an error diagnostic, 2 usage.
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
 
 from presk_cli import __version__
-from presk_cli.commands import check, data, dump, run, train
-from presk_cli.export import export
+
+COMMANDS = {
+    "check": "presk_cli.commands:check",
+    "run": "presk_cli.commands:run",
+    "train": "presk_cli.commands:train",
+    "dump": "presk_cli.commands:dump",
+    "export": "presk_cli.export:export",
+    "data": "presk_cli.commands:data",
+}
+"""The commands, in the order of the help: each imported when it is used (or listed)."""
 
 DESCRIPTION = (
     f"Presk compiler ({__version__}: front-end, reference interpreter, training, PyTorch export)"
@@ -21,10 +30,18 @@ DESCRIPTION = (
 
 
 class PreskGroup(click.Group):
-    """A group whose help reads as the specification's `presk --help`."""
+    """A group whose help reads as the specification's `presk --help`, its commands loaded
+    from `COMMANDS` when used: a command's module imports what it needs when it runs."""
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in self.commands and name in COMMANDS:
+            module, _, attr = COMMANDS[name].partition(":")
+            self.add_command(getattr(importlib.import_module(module), attr), name)
+        return self.commands.get(name)
 
     def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        shown = {name: c for name, c in self.commands.items() if not c.hidden}
+        every = {name: self.get_command(ctx, name) for name in self.list_commands(ctx)}
+        shown = {name: c for name, c in every.items() if not c.hidden}
         width = max(len(name) for name in [*shown, "help"]) + 2
         lines = [DESCRIPTION, "", "Usage: presk <COMMAND>", "", "Commands:"]
         for name, command in shown.items():
@@ -36,7 +53,7 @@ class PreskGroup(click.Group):
         formatter.write("\n".join(lines) + "\n")
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(self.commands)
+        return [*COMMANDS, *(n for n in self.commands if n not in COMMANDS)]
 
 
 @click.group(
@@ -68,14 +85,6 @@ def help_command(ctx: click.Context, command: str | None) -> None:
         raise click.UsageError(f"no command `{command}`", ctx)
     with click.Context(sub, info_name=command, parent=ctx.parent) as sub_ctx:
         click.echo(sub.get_help(sub_ctx))
-
-
-cli.add_command(check)
-cli.add_command(run)
-cli.add_command(train)
-cli.add_command(dump)
-cli.add_command(export)
-cli.add_command(data)
 
 
 def main(argv: list[str] | None = None) -> int:

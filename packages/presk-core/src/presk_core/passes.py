@@ -1,48 +1,283 @@
-"""Passes over PSK-Core. `unroll_stack`: each `fold{L}` of a constant L as L calls."""
+"""The passes of the compiler, as data; `unroll_stack`.
+
+`PASSES` is the one list of the compiler's stages: each a name, the kind of document it
+takes and the kind it gives, the pass it comes after, a line of description, the function
+that runs it (`module:function`, imported when used), and its stage program (`presk-lower`)
+with the options that program takes. `presk dump --stage` offers every pass that gives a
+printable document; the stage programs (`presk-parse`, `presk-elab`, `presk-lower`,
+`presk-ad`) are `stage_main(name)`; `presk run`, `train` and `export` run `pipeline(last)`.
+Adding a stage is adding an entry here (docs/development.md, "Adding a pass").
+
+A pass's function takes the value the pass before it gave and a `Context` (the source
+map, the constants' overrides, the options) and returns its own value: a path for `file`,
+`(Source, SourceFile)` for `ast`, an elaborated program for `elab`, a PSK-Core program
+for `core`, text for `tokens`. User errors are `DiagnosticError`s.
+"""
 
 from __future__ import annotations
 
-from dataclasses import replace
+import importlib
+import sys
+from dataclasses import dataclass, field
 
-from presk_types.types import ParamsT
+from presk_syntax.span import SourceMap
 
-from presk_core.ir import Function, Instr, Program, Value
+from presk_core.ir import Program
+
+
+@dataclass(frozen=True, slots=True)
+class Pass:
+    name: str  # `presk dump --stage NAME`
+    takes: str  # the kind of value it reads: file, ast, elab, core
+    gives: str  # the kind it gives: tokens, ast, elab, core
+    after: str | None  # the pass whose value it takes (None: the file itself)
+    line: str  # what it does, in a line
+    run: str  # `module:function`, the function that runs it
+    program: str | None = None  # its stage program, reading and writing documents
+    options: tuple[str, ...] = ()  # what the stage program takes: FILE, --const, --remat
+
+
+PASSES: tuple[Pass, ...] = (
+    Pass(
+        "tokens",
+        "file",
+        "tokens",
+        None,
+        'the token stream (Kw(Module) @ 77..83, Ident("Linear") @ 84..90, …)',
+        "presk_syntax.cli:tokens_pass",
+    ),
+    Pass(
+        "ast",
+        "file",
+        "ast",
+        None,
+        "the syntax tree",
+        "presk_syntax.cli:parse_pass",
+        "presk-parse",
+        ("FILE",),
+    ),
+    Pass(
+        "elab",
+        "ast",
+        "elab",
+        "ast",
+        "the elaborated program: imports, constants, instances, signatures",
+        "presk_types.cli:elab_pass",
+        "presk-elab",
+        ("--const",),
+    ),
+    Pass(
+        "core",
+        "elab",
+        "core",
+        "elab",
+        "PSK-Core: one typed instruction per line, explicit parameter trees",
+        "presk_core.cli:lower_pass",
+        "presk-lower",
+    ),
+    Pass(
+        "core-after-ad",
+        "core",
+        "core",
+        "core",
+        "PSK-Core after differentiation: grad replaced by generated .vjp, .grad, .fwd and .bwd",
+        "presk_ad.cli:ad_pass",
+        "presk-ad",
+        ("--remat",),
+    ),
+)
+
+
+@dataclass
+class Context:
+    """What a pass reads besides its input: the sources (for diagnostics), the constants'
+    overrides, the options; `check` asks the elaboration to run the checker (a stage
+    program, `presk dump --stage elab`), whose diagnostics it leaves in `diagnostics`."""
+
+    sources: SourceMap = field(default_factory=SourceMap)
+    consts: dict[str, str] = field(default_factory=dict)
+    remat: str = "residuals"
+    check: bool = False
+    data_header: object = None
+    diagnostics: list = field(default_factory=list)
+    files: list = field(default_factory=list)  # the sources a document records
+    options: dict[str, object] = field(default_factory=dict)  # for passes added later
+
+
+def find(name: str) -> Pass:
+    """The pass called `name`; KeyError (its message the choices) when there is none."""
+    for p in PASSES:
+        if p.name == name:
+            return p
+    raise KeyError(f"no stage `{name}`; stages: {', '.join(p.name for p in PASSES)}")
+
+
+def pipeline(last: str) -> list[Pass]:
+    """The passes that make `last`'s value from a file, in order."""
+    out = [find(last)]
+    while out[0].after is not None:
+        out.insert(0, find(out[0].after))
+    return out
+
+
+def runner(p: Pass):
+    module, _, name = p.run.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def run_pipeline(
+    last: str, path: str, ctx: Context, start: object = None, first: str | None = None
+):
+    """The value of pass `last` for the file at `path` (or from `start`, the value of
+    pass `first`)."""
+    passes = pipeline(last)
+    value: object = path
+    if first is not None:
+        passes = passes[[p.name for p in passes].index(first) + 1 :]
+        value = start
+    for p in passes:
+        value = runner(p)(value, ctx)
+    return value
+
+
+# ---- documents ---------------------------------------------------------------------------
+
+
+def read_document(kind: str, data: bytes, ctx: Context) -> object:
+    """A document of `kind` as the value a pass takes."""
+    if kind == "ast":
+        from presk_syntax.codec import decode_ast
+
+        tree, files = decode_ast(data)
+        ctx.files = list(files.sources)
+        return files.sources[0], tree
+    if kind == "elab":
+        from presk_types.codec import program_of
+
+        program = program_of(data, ctx.sources)
+        ctx.files = [env.source for env in program.files]
+        return program
+    if kind == "core":
+        from presk_core.codec import decode_core
+
+        program, files = decode_core(data)
+        ctx.files = list(files.sources)
+        return program
+    raise ValueError(kind)
+
+
+def write_document(kind: str, value: object, ctx: Context) -> bytes:
+    if kind == "ast":
+        from presk_syntax.codec import encode_ast
+
+        source, tree = value
+        return encode_ast(tree, source)
+    if kind == "elab":
+        from presk_types.codec import encode_elab
+
+        return encode_elab(value, ctx.consts)
+    if kind == "core":
+        from presk_core.codec import encode_core
+
+        return encode_core(value, ctx.files)
+    raise ValueError(kind)
+
+
+def show(kind: str, value: object) -> str:
+    """A value as `presk dump` prints it."""
+    if kind == "tokens":
+        return value
+    if kind == "ast":
+        from presk_syntax.dump import format_tree
+
+        return format_tree(value[1])
+    if kind == "elab":
+        from presk_types.dump import dump_elab
+
+        return dump_elab(value)
+    if kind == "core":
+        from presk_core.ir import format_program
+
+        return format_program(value)
+    raise ValueError(kind)
+
+
+def usage(p: Pass) -> str:
+    """`usage: presk-parse FILE | presk-elab [--const NAME=V]… | presk-lower | presk-dump`:
+    the pipe of stage programs up to p."""
+    parts = []
+    for q in pipeline(p.name):
+        if q.program is None:
+            continue
+        shown = {"FILE": "FILE", "--const": "[--const NAME=V]…", "--remat": "[--remat MODE]"}
+        parts.append(" ".join([q.program, *(shown[o] for o in q.options)]))
+    return "usage: " + " | ".join([*parts, "presk-dump"])
+
+
+def stage_main(program: str, argv: list[str] | None = None) -> int:
+    """A stage program: its options, a document on standard input (a file for the first),
+    the pass, the document it gives on standard output. Exit 0, 1 (an error), 2 (usage)."""
+    from presk_syntax.codec import DocumentError
+    from presk_syntax.diagnostics import DiagnosticError, emit
+
+    (p,) = [q for q in PASSES if q.program == program]
+    args = sys.argv[1:] if argv is None else list(argv)
+    text = usage(p)
+    if args in (["-h"], ["--help"]):
+        print(text)
+        return 0
+    ctx = Context(check=True)
+    path = None
+    while args:
+        a = args.pop(0)
+        if a == "--const" and "--const" in p.options and args and "=" in args[0]:
+            name, _, value = args.pop(0).partition("=")
+            ctx.consts[name] = value
+        elif a == "--remat" and "--remat" in p.options and args:
+            from presk_ad.vjp import REMATS
+
+            ctx.remat = args.pop(0)
+            if ctx.remat not in REMATS:
+                print(text, file=sys.stderr)
+                return 2
+        elif "FILE" in p.options and path is None and not a.startswith("-"):
+            path = a
+        else:
+            print(text, file=sys.stderr)
+            return 2
+    if "FILE" in p.options and path is None:
+        print(text, file=sys.stderr)
+        return 2
+    binary = "reads and writes binary documents; use it in a pipe"
+    if p.takes == "file" and sys.stdout.isatty():
+        print(f"{program}: the `{p.gives}` document is binary; pipe it", file=sys.stderr)
+        return 2
+    if p.takes != "file" and (sys.stdin.isatty() or sys.stdout.isatty()):
+        print(f"{program}: {binary}\n{text}", file=sys.stderr)
+        return 2
+    try:
+        value = path if p.takes == "file" else read_document(p.takes, sys.stdin.buffer.read(), ctx)
+        out = runner(p)(value, ctx)
+    except DocumentError as e:
+        print(f"{program}: {e}", file=sys.stderr)
+        return 1
+    except DiagnosticError as e:
+        emit(e.diagnostics, ctx.sources)
+        return 1
+    emit(ctx.diagnostics, ctx.sources)
+    if any(d.is_error for d in ctx.diagnostics):
+        return 1
+    sys.stdout.buffer.write(write_document(p.gives, out, ctx))
+    sys.stdout.buffer.flush()
+    return 0
+
+
+# ---- unroll_stack ----------------------------------------------------------------------------
 
 
 def unroll_stack(program: Program) -> Program:
-    """`fold{3} Block.apply(tree, x)` as `slice tree, 0`, `call Block.apply(…)`, three times."""
-    return Program(tuple(_unroll(f) for f in program.functions))
+    """`fold{3} Block.apply(tree, x)` as `slice tree, 0`, `call Block.apply(…)`, three times
+    (presk_core.unroll, through the function builder: sites and origins kept)."""
+    from presk_core.unroll import unroll_stack as unroll
 
-
-def _unroll(fn: Function) -> Function:
-    if not any(i.op == "fold" and i.attr("count").is_const for i in fn.body):
-        return fn
-    count = max([p.id for p in fn.params] + [i.out.id for i in fn.body]) + 1
-    body: list[Instr] = []
-    renamed: dict[int, Value] = {}
-
-    def fresh(t) -> Value:
-        nonlocal count
-        count += 1
-        return Value(count - 1, t)
-
-    for ins in fn.body:
-        args = tuple(renamed.get(a.id, a) if isinstance(a, Value) else a for a in ins.args)
-        ins = replace(ins, args=args)
-        if ins.op != "fold" or not ins.attr("count").is_const:
-            body.append(ins)
-            continue
-        tree, x, *rest = ins.args
-        for i in range(ins.attr("count").constant):
-            part = fresh(_block_tree(tree.type))
-            body.append(Instr(part, "slice", (tree,), (("index", i),), ins.span))
-            out = fresh(ins.out.type) if i + 1 < ins.attr("count").constant else ins.out
-            attrs = (("fn", ins.attr("fn")), ("dims", ins.attr("dims", ())))
-            body.append(Instr(out, "call", (part, x, *rest), attrs, ins.span))
-            x = out
-    return replace(fn, body=tuple(body))
-
-
-def _block_tree(t: ParamsT) -> ParamsT:
-    inst = t.instance
-    return ParamsT(inst.inner) if inst.stack is not None else t
+    return unroll(program)

@@ -1,37 +1,36 @@
-"""`presk-parse FILE`: the AST document of a file, in msgpack, on standard output."""
+"""`presk-parse FILE`: the AST document of a file, in msgpack, on standard output.
+
+The stage program is presk-core's `stage_main("presk-parse")` (presk_core.passes, the list
+of passes); here are the functions of the passes `tokens` and `ast`.
+"""
 
 from __future__ import annotations
 
 import sys
 
-from presk_syntax.codec import encode_ast
-from presk_syntax.diagnostics import DiagnosticError, emit
-from presk_syntax.parse import parse_source, read_source
-from presk_syntax.span import SourceMap
+from presk_syntax.parse import parse_source, parse_tree, read_source
 
-USAGE = "usage: presk-parse FILE  (writes the AST document to standard output)"
+
+def parse_pass(path: str, ctx) -> tuple:
+    """The pass `ast`: a file's `(Source, SourceFile)`; DiagnosticError on a syntax error."""
+    source = ctx.sources.add(read_source(path))
+    ctx.files = [source]
+    return source, parse_source(source)
+
+
+def tokens_pass(path: str, ctx) -> str:
+    """The pass `tokens`: a file's tokens, a line each."""
+    from presk_syntax.dump import tokens
+
+    source = ctx.sources.add(read_source(path))
+    data = source.text.encode("utf-8")
+    return "\n".join(tokens(parse_tree(data), data)) + "\n"
 
 
 def parse_main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1 or args[0].startswith("-"):
-        print(USAGE, file=sys.stderr)
-        return 0 if args in (["-h"], ["--help"]) else 2
-    if sys.stdout.isatty():
-        print(
-            "presk-parse: the AST document is binary; pipe it, e.g. to presk-dump", file=sys.stderr
-        )
-        return 2
-    sources = SourceMap()
-    try:
-        source = sources.add(read_source(args[0]))
-        tree = parse_source(source)
-    except DiagnosticError as e:
-        emit(e.diagnostics, sources)
-        return 1
-    sys.stdout.buffer.write(encode_ast(tree, source))
-    sys.stdout.buffer.flush()
-    return 0
+    from presk_core.passes import stage_main  # the list of passes is presk-core's
+
+    return stage_main("presk-parse", argv)
 
 
 if __name__ == "__main__":

@@ -1,56 +1,38 @@
-"""`presk-elab [--const NAME=V]…`: an AST document on standard input, the `elab` one out."""
+"""`presk-elab [--const NAME=V]…`: an AST document on standard input, the `elab` one out.
+
+The stage program is presk-core's `stage_main("presk-elab")` (presk_core.passes, the list
+of passes); here is the function of the pass `elab`.
+"""
 
 from __future__ import annotations
 
 import sys
 
-from presk_syntax.codec import DocumentError, decode_ast
-from presk_syntax.diagnostics import DiagnosticError, emit
-from presk_syntax.span import SourceMap
 
-from presk_types.codec import encode_elab
-from presk_types.driver import check_file
+def elab_pass(parsed: tuple, ctx):
+    """The pass `elab`: the elaborated program of a parsed file (its imports read). With
+    `ctx.check`, the checker runs too and leaves its diagnostics in `ctx.diagnostics`;
+    without, the errors of checking come out of lowering."""
+    source, tree = parsed
+    given = {tree.path: (source, tree)}
+    if ctx.check:
+        from presk_types.driver import check_file
 
-USAGE = "usage: presk-parse FILE | presk-elab [--const NAME=V]… | presk-dump"
+        checked = check_file(tree.path, ctx.consts, ctx.sources, given, ctx.data_header)
+        ctx.diagnostics.extend(checked.diagnostics)
+        program = checked.program
+    else:
+        from presk_types.elab import load_program
+
+        program = load_program(tree.path, ctx.consts, ctx.sources, given)
+    ctx.files = [env.source for env in program.files]
+    return program
 
 
 def elab_main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    overrides: dict[str, str] = {}
-    while args:
-        if args[0] in ("-h", "--help"):
-            print(USAGE)
-            return 0
-        if args[0] == "--const" and len(args) > 1 and "=" in args[1]:
-            name, _, value = args[1].partition("=")
-            overrides[name] = value
-            args = args[2:]
-            continue
-        print(USAGE, file=sys.stderr)
-        return 2
-    if sys.stdin.isatty() or sys.stdout.isatty():
-        print(
-            "presk-elab: reads and writes binary documents; use it in a pipe\n" + USAGE,
-            file=sys.stderr,
-        )
-        return 2
-    try:
-        tree, files = decode_ast(sys.stdin.buffer.read())
-    except DocumentError as e:
-        print(f"presk-elab: {e}", file=sys.stderr)
-        return 1
-    sources = SourceMap()
-    parsed = {tree.path: (files.sources[0], tree)}
-    try:
-        checked = check_file(tree.path, overrides, sources, parsed)
-    except DiagnosticError as e:
-        emit(e.diagnostics, sources)
-        return 1
-    emit(checked.diagnostics, sources)
-    if not checked.ok:
-        return 1
-    sys.stdout.buffer.write(encode_elab(checked.program, overrides))
-    return 0
+    from presk_core.passes import stage_main  # the list of passes is presk-core's
+
+    return stage_main("presk-elab", argv)
 
 
 if __name__ == "__main__":

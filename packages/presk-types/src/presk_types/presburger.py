@@ -35,11 +35,19 @@ from dataclasses import dataclass
 from functools import lru_cache, reduce
 from math import isqrt
 
-import islpy as isl
 
-_ISL = isl.DEFAULT_CONTEXT
-_SET = isl.dim_type.set
-_IN = isl.dim_type.in_
+class _Islpy:
+    """islpy, imported when a formula is first decided (not by the IR's types, which only
+    print and substitute lengths): the name `isl` is the module from then on."""
+
+    def __getattr__(self, name: str) -> object:
+        import islpy
+
+        globals()["isl"] = islpy
+        return getattr(islpy, name)
+
+
+isl = _Islpy()
 
 
 class Undecidable(ValueError):
@@ -419,8 +427,8 @@ class Violation:
 @lru_cache(maxsize=4096)
 def _val(k: int) -> isl.Val:
     if -(2**62) <= k < 2**62:
-        return isl.Val.int_from_si(_ISL, k)
-    return isl.Val.read_from_str(_ISL, str(k))
+        return isl.Val.int_from_si(isl.DEFAULT_CONTEXT, k)
+    return isl.Val.read_from_str(isl.DEFAULT_CONTEXT, str(k))
 
 
 class _Space:
@@ -429,7 +437,7 @@ class _Space:
     __slots__ = ("index", "ls", "universe", "empty", "domain")
 
     def __init__(self, ctx: DimContext) -> None:
-        space = isl.Space.set_alloc(_ISL, 0, len(ctx.names))
+        space = isl.Space.set_alloc(isl.DEFAULT_CONTEXT, 0, len(ctx.names))
         self.index = {n: i for i, n in enumerate(ctx.names)}
         self.ls = isl.LocalSpace.from_space(space)
         self.universe = isl.Set.universe(space)
@@ -446,7 +454,7 @@ def _space(ctx: DimContext) -> _Space:
 def _aff(sp: _Space, e: Lin) -> isl.Aff:
     aff = isl.Aff.zero_on_domain(sp.ls)
     for name, c in e.coeffs:
-        aff = aff.set_coefficient_val(_IN, sp.index[name], _val(c))
+        aff = aff.set_coefficient_val(isl.dim_type.in_, sp.index[name], _val(c))
     return aff.set_constant_val(_val(e.constant))
 
 
@@ -499,17 +507,17 @@ def _smallest(ctx: DimContext, points: isl.Set, f: Formula) -> Assignment:
     names = [n for n in all_names if n in mentioned]
     for i in reversed(range(len(all_names))):
         if all_names[i] not in mentioned:
-            points = points.project_out(_SET, i, 1)
+            points = points.project_out(isl.dim_type.set, i, 1)
     total = isl.Aff.zero_on_domain(isl.LocalSpace.from_space(points.get_space()))
     for i in range(len(names)):
-        total = total.set_coefficient_val(_IN, i, _val(1))
+        total = total.set_coefficient_val(isl.dim_type.in_, i, _val(1))
     least = points.min_val(total)
     points = points.intersect(total.add_constant_val(least.neg()).zero_basic_set().to_set())
     values = [0] * len(names)
     for i in reversed(range(len(names))):
         v = points.dim_min_val(i)
         values[i] = v.to_python()
-        points = points.fix_val(_SET, i, v)
+        points = points.fix_val(isl.dim_type.set, i, v)
     return Assignment(tuple(zip(names, values, strict=True)))
 
 
