@@ -161,9 +161,7 @@ def _reduced(step: Step, i: int = 0) -> tuple[Tensor, list[int]]:
 
 def _reduce(kind: str, mean: bool = False) -> Callable[[Step], Tensor]:
     def rule(step: Step) -> Tensor:
-        x, red = _reduced(step)
-        if not step.ins.attr("axes", ()):
-            x, red = x.named((Axis(None, x.size),)), [0]  # every axis: the row-major order
+        x, red = _reduced(step)  # every axis: one fold in their row-major order
         n = N.count(x, red)
         finish = (lambda acc: op("div", acc, Const(float(n), step.compute))) if mean else None
         return N.reduce_rows(step, x, red, kind, finish)
@@ -289,8 +287,7 @@ def _sum_to(step: Step) -> object:
     if not isinstance(ct, Tensor):
         return ct
     if isinstance(x, Known) or not x.axes:
-        flat = ct.named((Axis(None, ct.size),))
-        return N.reduce_rows(step, flat, [0], "add")
+        return N.reduce_rows(step, ct, list(range(len(ct.axes))), "add")
     where = step.ins.attr("_align") or alignment(
         explicit(step.ins.args[1].type), explicit(step.ins.args[0].type)
     )

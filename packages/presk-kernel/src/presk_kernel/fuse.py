@@ -1,0 +1,330 @@
+"""Fusion: an elementwise kernel computed inside the one kernel that reads its result.
+
+A producer is fused into its consumer when it is elementwise (a perfect nest storing one
+value per element, at its own loop indices), its result is a temporary that exactly one
+later launch reads, no launch in between writes what the producer reads, and the consumer
+reads each of its elements once (one load whose index runs over distinct loop variables:
+then the pass over memory that stored and loaded the temporary is saved, and nothing is
+computed twice). A 0-d producer may be read any number of times. Chains of elementwise
+operations become one kernel (`fused 3 steps`); an elementwise producer moves into the
+reduction or contraction that reads it.
+
+Fusion changes no bit: the producer's value is computed by the same operations in the
+same type and, where it was stored in bf16, rounded to bf16 where it was loaded (the
+scalar operation `bf16`); a product read by a sum stays a product then a sum, never an fma.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from presk_kernel.ir import (
+    Affine,
+    Arg,
+    Buffer,
+    Const,
+    Index,
+    Kernel,
+    Launch,
+    Let,
+    Load,
+    Loop,
+    Op,
+    Reduce,
+    Schedule,
+    Store,
+    Var,
+)
+from presk_kernel.layout import default_layout
+
+CHEAP = 8  # operations a 0-d producer may have to be recomputed at every read
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """One fused kernel: the site that launches it and the sites it computes, in order."""
+
+    site: str
+    steps: tuple[str, ...]
+    names: tuple[str, ...]
+
+
+def fuse(schedule: Schedule) -> tuple[Schedule, list[Group]]:
+    """The schedule with its elementwise producers fused, and the fusion groups."""
+    launches = list(schedule.launches)
+    names = {id(lc.kernel): (lc.kernel.name,) for lc in launches}
+    names_of = [names[id(lc.kernel)] for lc in launches]
+    keep = set(schedule.outputs) | set(schedule.inputs)
+    changed = True
+    while changed:
+        changed = False
+        for i, p in enumerate(launches):
+            j = _consumer(launches, i, keep)
+            if j is None:
+                continue
+            fused = merge(p, launches[j])
+            if fused is None:
+                continue
+            launches[j] = fused
+            names_of[j] = names_of[i] + names_of[j]
+            del launches[i], names_of[i]
+            changed = True
+            break
+    groups = [
+        Group(lc.kernel.site, lc.kernel.steps, n)
+        for lc, n in zip(launches, names_of, strict=True)
+        if lc.kernel.steps
+    ]
+    return replace(schedule, launches=tuple(launches)), groups
+
+
+def _writes(launch: Launch) -> set[int]:
+    n = len(launch.kernel.inputs)
+    return {a.buf for a in launch.args[n:]}
+
+
+def _reads(launch: Launch) -> set[int]:
+    n = len(launch.kernel.inputs)
+    return {a.buf for a in launch.args[:n]}
+
+
+def _consumer(launches: list[Launch], i: int, keep: set[int]) -> int | None:
+    p = launches[i]
+    if producer_store(p) is None:
+        return None
+    out = p.args[-1].buf
+    if out in keep:
+        return None
+    readers = [j for j, lc in enumerate(launches) if j != i and out in _reads(lc)]
+    writers = [j for j, lc in enumerate(launches) if j != i and out in _writes(lc)]
+    if len(readers) != 1 or writers or readers[0] < i:
+        return None
+    j = readers[0]
+    inputs = _reads(p)
+    if any(_writes(launches[m]) & inputs for m in range(i + 1, j)):
+        return None
+    return j
+
+
+def producer_store(launch: Launch) -> tuple[list[Loop], Store] | None:
+    """The loops and the one store of an elementwise kernel writing all of its output."""
+    k = launch.kernel
+    if len(k.outputs) != 1 or launch.args[-1].offset != 0:
+        return None
+    loops, body = [], k.body
+    while len(body) == 1 and isinstance(body[0], Loop) and not body[0].serial:
+        loops.append(body[0])
+        body = body[0].body
+    if len(body) != 1 or not isinstance(body[0], Store):
+        return None
+    store = body[0]
+    want = tuple(Affine.var(lp.var) for lp in loops)
+    if store.buf != k.outputs[0].id or store.index != want:
+        return None
+    return loops, store
+
+
+# ---- merging two kernels -----------------------------------------------------------------
+
+
+def merge(p: Launch, c: Launch) -> Launch | None:
+    loops, store = producer_store(p)
+    out = p.args[-1].buf
+    pk, ck = p.kernel, c.kernel
+    n_in = len(ck.inputs)
+    targets = {
+        b.id
+        for b, a in zip(ck.inputs, c.args[:n_in], strict=True)
+        if a.buf == out and b.shape == pk.outputs[0].shape
+    }
+    if len(targets) != sum(1 for a in c.args[:n_in] if a.buf == out):
+        return None  # read under another shape
+    scalar = pk.outputs[0].size == 1 and not loops
+    sites: list[tuple[tuple[Affine, ...], tuple[str, ...]]] = []
+    _find(ck.body, targets, (), sites)
+    if not scalar:
+        if len(sites) != 1 or not _injective(*sites[0]):
+            return None
+    elif _size(store.expr) > CHEAP:
+        return None
+    # new buffers: the consumer's inputs but the temporary, then the producer's, outputs
+    args: list[Arg] = []
+    bufs: list[Buffer] = []
+
+    def add(b: Buffer, a: Arg) -> int:
+        for nb, na in zip(bufs, args, strict=True):
+            if na == a and nb.axes == b.axes and nb.dtype == b.dtype:
+                return nb.id
+        bufs.append(Buffer(len(bufs), b.dtype, b.axes))
+        args.append(a)
+        return len(bufs) - 1
+
+    cmap = {
+        b.id: add(b, a)
+        for b, a in zip(ck.inputs, c.args[:n_in], strict=True)
+        if b.id not in targets
+    }
+    pmap = {b.id: add(b, a) for b, a in zip(pk.inputs, p.args[: len(pk.inputs)], strict=True)}
+    n_new = len(bufs)
+    for b, a in zip(ck.outputs, c.args[n_in:], strict=True):
+        bufs.append(Buffer(len(bufs), b.dtype, b.axes))
+        args.append(a)
+        cmap[b.id] = len(bufs) - 1
+    value = _renumber(store.expr, pmap)
+    if pk.outputs[0].dtype == "bf16":
+        value = Op("bf16", (value,))
+    vars_ = [lp.var for lp in loops]
+    try:
+        body = tuple(_replace(s, cmap, targets, value, vars_) for s in ck.body)
+    except _NoFusion:
+        return None
+    steps = (pk.steps or (pk.site,)) + (ck.steps or (ck.site,))
+    k = Kernel(
+        f"fused {len(steps)} steps",
+        ck.site,
+        tuple(bufs[:n_new]),
+        tuple(bufs[n_new:]),
+        body,
+        ck.compute,
+        steps=steps,
+    )
+    return Launch(replace(k, layout=default_layout(k)), tuple(args))
+
+
+class _NoFusion(Exception):
+    pass
+
+
+def _size(e) -> int:
+    return 1 + sum(_size(a) for a in e.args) if isinstance(e, Op) else 1
+
+
+def _find(body, targets: set[int], enclosing: tuple[str, ...], out: list) -> None:
+    def expr(e):
+        match e:
+            case Load(buf, index):
+                if buf in targets:
+                    out.append((index, enclosing))
+                for i in index:
+                    if not isinstance(i, Affine):
+                        expr(i)
+            case Op(_, args, _):
+                for a in args:
+                    expr(a)
+
+    for s in body:
+        match s:
+            case Let(_, e):
+                expr(e)
+            case Store(_, index, e):
+                expr(e)
+                for i in index:
+                    if not isinstance(i, Affine):
+                        expr(i)
+            case Loop(var, _, _, b, _):
+                _find(b, targets, (*enclosing, var), out)
+            case Reduce(_, _, vs, b, terms, _):
+                inner = (*enclosing, *(v for v, _, _ in vs))
+                _find(b, targets, inner, out)
+                for t in terms:
+                    _find((Let("", t),), targets, inner, out)
+
+
+def _injective(index, enclosing) -> bool:
+    """Each element loaded once: distinct loop variables, one per enclosing loop."""
+    used = []
+    for i in index:
+        if not isinstance(i, Affine) or i.const or len(i.terms) != 1 or i.terms[0][1] != 1:
+            return False
+        used.append(i.terms[0][0])
+    return len(set(used)) == len(used) and set(used) == set(enclosing)
+
+
+def _renumber(e, mapping: dict[int, int]):
+    match e:
+        case Load(buf, index):
+            return Load(mapping[buf], tuple(_renumber(i, mapping) for i in index))
+        case Op(name, args, attr):
+            return Op(name, tuple(_renumber(a, mapping) for a in args), attr)
+    return e
+
+
+def _compose(a: Affine, sub: dict[str, Affine]) -> Affine:
+    terms: dict[str, int] = {}
+    const = a.const
+    for v, c in a.terms:
+        s = sub[v]
+        const += c * s.const
+        for w, d in s.terms:
+            terms[w] = terms.get(w, 0) + c * d
+    return Affine(tuple((w, d) for w, d in terms.items() if d), const)
+
+
+def _substitute(e, sub: dict[str, Affine]):
+    match e:
+        case Load(buf, index):
+            return Load(
+                buf,
+                tuple(
+                    _compose(i, sub) if isinstance(i, Affine) else _substitute(i, sub)
+                    for i in index
+                ),
+            )
+        case Op(name, args, attr):
+            return Op(name, tuple(_substitute(a, sub) for a in args), attr)
+        case Index(var):
+            s = sub[var]
+            if s.const or len(s.terms) != 1 or s.terms[0][1] != 1:
+                raise _NoFusion
+            return Index(s.terms[0][0])
+        case Var():
+            raise _NoFusion
+    return e
+
+
+def _replace(s, cmap, targets, value, vars_):
+    def expr(e):
+        match e:
+            case Load(buf, index):
+                if buf in targets:
+                    sub = dict(zip(vars_, index, strict=True))
+                    return _substitute(value, sub)
+                return Load(
+                    cmap[buf], tuple(i if isinstance(i, Affine) else expr(i) for i in index)
+                )
+            case Op(name, args, attr):
+                return Op(name, tuple(expr(a) for a in args), attr)
+        return e
+
+    match s:
+        case Let(name, e):
+            return Let(name, expr(e))
+        case Store(buf, index, e):
+            idx = tuple(i if isinstance(i, Affine) else expr(i) for i in index)
+            return Store(cmap[buf], idx, expr(e))
+        case Loop(var, axis, extent, body, serial):
+            return Loop(
+                var,
+                axis,
+                extent,
+                tuple(_replace(b, cmap, targets, value, vars_) for b in body),
+                serial,
+            )
+        case Reduce(acc, op, vs, body, terms, dtype):
+            return Reduce(
+                acc,
+                op,
+                vs,
+                tuple(_replace(b, cmap, targets, value, vars_) for b in body),
+                tuple(expr(t) for t in terms),
+                dtype,
+            )
+    raise TypeError(f"not a kernel statement: {s!r}")
+
+
+def launch_counts(schedule: Schedule) -> tuple[int, int]:
+    """(launches with fusion, launches without)."""
+    return len(fuse(schedule)[0].launches), len(schedule.launches)
+
+
+__all__ = ["Const", "Group", "fuse", "launch_counts", "merge"]
