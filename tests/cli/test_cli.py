@@ -1,17 +1,26 @@
-"""The console scripts of the front-end, run as a user runs them (from the repository root):
-`presk`, and the microtools `presk-parse` and `presk-dump` composed with a pipe.
+"""The console scripts of the front-end: `presk`, and the microtools `presk-parse` and
+`presk-dump` composed with a pipe.
 
+Most tests call the scripts' functions in this process (`presk_cli.main.main`, the stage
+programs' `*_main`), their output captured at the file descriptors; a few run the installed
+scripts from the repository root as a user does (the pipes of stage programs, `--help`).
 These cross packages (presk-syntax's presk-parse, presk-cli's presk and presk-dump), so they
 live here rather than in a package's suite.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from presk_cli.dump import dump_main
+from presk_cli.main import main
+from presk_core.passes import PASSES, find, pipeline, usage
+from presk_syntax.cli import parse_main
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = REPO / ".venv" / "bin"
@@ -29,6 +38,33 @@ def run(*args: str, stdin: bytes | None = None, **env: str) -> subprocess.Comple
     )
 
 
+@dataclass
+class Result:
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+
+
+@pytest.fixture
+def call(capfd, monkeypatch):
+    """A console script's function called in this process, from the repository's root."""
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("NO_COLOR", "1")
+
+    def go(fn, *args: str, stdin: bytes | None = None) -> Result:
+        if stdin is not None:
+            monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(stdin)))
+        capfd.readouterr()
+        try:
+            code = fn(list(args))
+        except SystemExit as e:
+            code = e.code
+        out, err = capfd.readouterr()
+        return Result(code, out.encode(), err.encode())
+
+    return go
+
+
 def test_parse_then_dump_equals_dump_stage_ast():
     parsed = run("presk-parse", "tutorial/06_tower.psk")
     assert parsed.returncode == 0, parsed.stderr
@@ -41,8 +77,8 @@ def test_parse_then_dump_equals_dump_stage_ast():
     assert direct.stdout.startswith(b'SourceFile path="tutorial/06_tower.psk" @ 0..605\n')
 
 
-def test_dump_stage_tokens():
-    result = run("presk", "dump", "--stage", "tokens", "tutorial/01_linear.psk")
+def test_dump_stage_tokens(call):
+    result = call(main, "dump", "--stage", "tokens", "tutorial/01_linear.psk")
     assert result.returncode == 0
     lines = result.stdout.decode().splitlines()
     assert lines[:3] == ["Comment @ 0..76", "Kw(Module) @ 77..83", 'Ident("Linear") @ 84..90']
@@ -60,19 +96,19 @@ def test_help():
     assert "  -V, --version  Print version" in lines
 
 
-def test_version():
-    result = run("presk", "--version")
+def test_version(call):
+    result = call(main, "--version")
     assert result.returncode == 0
     assert result.stdout.decode() == "presk 0.1.0\n"  # clap's form: the name and the version
 
 
-def test_check_is_silent_on_a_correct_program():
-    result = run("presk", "check", "tutorial/01_linear.psk")
+def test_check_is_silent_on_a_correct_program(call):
+    result = call(main, "check", "tutorial/01_linear.psk")
     assert (result.returncode, result.stdout, result.stderr) == (0, b"", b"")
 
 
-def test_check_reports_e0010():
-    result = run("presk", "check", "tests/diag/bad_syntax.psk")
+def test_check_reports_e0010(call):
+    result = call(main, "check", "tests/diag/bad_syntax.psk")
     assert result.returncode == 1
     assert result.stdout == b""
     assert result.stderr.decode() == (
@@ -86,24 +122,24 @@ def test_check_reports_e0010():
     )
 
 
-def test_check_reports_a_missing_file():
-    result = run("presk", "check", "nonexist.psk")
+def test_check_reports_a_missing_file(call):
+    result = call(main, "check", "nonexist.psk")
     assert result.returncode == 1
     assert result.stderr.decode() == (
         "[E0001] Error: cannot read `nonexist.psk`: no such file or directory\n"
     )
 
 
-def test_bad_flag_is_a_usage_error():
-    result = run("presk", "check", "--bogus", "tutorial/01_linear.psk")
+def test_bad_flag_is_a_usage_error(call):
+    result = call(main, "check", "--bogus", "tutorial/01_linear.psk")
     assert result.returncode == 2
     assert b"--bogus" in result.stderr
     assert b"Traceback" not in result.stderr
 
 
-def test_presk_parse_usage_and_errors():
-    assert run("presk-parse").returncode == 2
-    failed = run("presk-parse", "tests/diag/bad_syntax.psk")
+def test_presk_parse_usage_and_errors(call):
+    assert call(parse_main).returncode == 2
+    failed = call(parse_main, "tests/diag/bad_syntax.psk")
     assert failed.returncode == 1 and failed.stdout == b""
     assert failed.stderr.startswith(b"[E0010] Error: expected `=`")
 
@@ -111,8 +147,8 @@ def test_presk_parse_usage_and_errors():
 @pytest.mark.parametrize(
     "garbage", [b"garbage\n", b"", b"\x81\xa1a\x01"], ids=["text", "empty", "a map"]
 )
-def test_presk_dump_refuses_garbage_in_one_line(garbage: bytes):
-    result = run("presk-dump", stdin=garbage)
+def test_presk_dump_refuses_garbage_in_one_line(call, garbage: bytes):
+    result = call(dump_main, stdin=garbage)
     assert result.returncode == 1
     assert result.stdout == b""
     message = result.stderr.decode()
@@ -152,3 +188,41 @@ def test_presk_elab_writes_nothing_on_an_error():
     )
     assert result.stdout.strip() == "0"
     assert "[E1005]" in result.stderr
+
+
+# ---- the list of passes ------------------------------------------------------------------
+
+
+def test_dump_offers_the_stages_of_the_list_of_passes(call):
+    result = call(main, "dump", "--help")
+    assert result.returncode == 0
+    text = " ".join(result.stdout.decode().split())
+    for p in PASSES:
+        assert f"{p.name}: {' '.join(p.line.split())}" in text
+
+
+def test_an_unknown_stage_is_a_usage_error_listing_the_choices(call):
+    result = call(main, "dump", "tutorial/01_linear.psk", "--stage", "kernel")
+    assert result.returncode == 2
+    message = result.stderr.decode()
+    assert all(f"'{p.name}'" in message for p in PASSES), message
+    with pytest.raises(KeyError, match="no stage `kernel`; stages: tokens, ast"):
+        find("kernel")
+
+
+def test_the_stage_programs_and_their_order_come_from_the_list():
+    assert [p.name for p in pipeline("core-after-ad")] == ["ast", "elab", "core", "core-after-ad"]
+    programs = [p.program for p in PASSES if p.program is not None]
+    assert programs == ["presk-parse", "presk-elab", "presk-lower", "presk-ad"]
+    assert (
+        usage(find("core"))
+        == "usage: presk-parse FILE | presk-elab [--const NAME=V]… | presk-lower | presk-dump"
+    )
+
+
+def test_the_remat_choices_are_presk_ads():
+    from presk_ad.vjp import REMATS
+    from presk_cli import commands
+
+    assert commands.REMATS == REMATS
+

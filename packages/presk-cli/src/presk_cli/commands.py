@@ -3,53 +3,21 @@
 from __future__ import annotations
 
 import sys
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import click
-import numpy as np
-from presk_ad import ADError, differentiate
-from presk_ad.vjp import REMATS
-from presk_core.data import DataError, leaves, parse_samples, read_header, read_reals, write_bytes
-from presk_core.data import read as read_data
-from presk_core.data import type_of as data_type_of
-from presk_core.data import write as write_data
-from presk_core.ir import format_program
-from presk_core.lower import lower_program
-from presk_core.passes import unroll_stack as unroll
-from presk_core.run import EntryError, RunError, entry_names, run_entry
-from presk_core.show import format_exp
-from presk_core.text import (
-    count,
-    encode,
-    format_tokens,
-    lm_windows,
-    parse_tokens,
-    parse_vocabulary,
-    vocabulary,
-    vocabulary_json,
-)
+from presk_core.passes import PASSES
 from presk_syntax.diagnostics import Diagnostic, DiagnosticError, Severity, emit
-from presk_syntax.dump import format_tree, tokens
-from presk_syntax.parse import parse_source, parse_tree, read_source
 from presk_syntax.span import SourceMap
-from presk_types.driver import check_file
-from presk_types.dump import dump_elab
-from presk_types.elab import load_program
-from presk_types.summary import summary as summary_text
-from presk_types.training import replace_data
 
-from presk_cli.train import TrainError
-from presk_cli.train import train as run_training
+if TYPE_CHECKING:
+    from presk_core.run import EntryError, RunError
 
-# The stages `presk dump` prints, in pipeline order; later stages add theirs here.
-STAGES = {
-    "tokens": 'the token stream (Kw(Module) @ 77..83, Ident("Linear") @ 84..90, …)',
-    "ast": "the syntax tree",
-    "elab": "the elaborated program: imports, constants, instances, signatures",
-    "core": "PSK-Core: one typed instruction per line, explicit parameter trees",
-    "core-after-ad": "PSK-Core after differentiation: grad replaced by generated .vjp, .grad,"
-    " .fwd and .bwd",
-}
+# The modules a command needs are imported by the command, when it runs (`presk --help` and
+# `presk check` stay quick: numpy, the interpreter and differentiation are not loaded).
+
+# The stages `presk dump` prints: the list of passes (presk_core.passes.PASSES).
+STAGES = {p.name: p.line for p in PASSES}
 
 
 def _fail(error: DiagnosticError, sources: SourceMap) -> None:
@@ -59,6 +27,8 @@ def _fail(error: DiagnosticError, sources: SourceMap) -> None:
 
 def entry_fail(command: str, e: EntryError | RunError, sources: SourceMap) -> NoReturn:
     """An entry that cannot run: a usage error (exit 2) or its diagnostic (exit 1)."""
+    from presk_core.run import EntryError
+
     if isinstance(e, EntryError) and e.usage:
         click.echo(f"presk {command}: {e}", err=True)
         sys.exit(2)
@@ -75,6 +45,8 @@ def entry_fail(command: str, e: EntryError | RunError, sources: SourceMap) -> No
 
 def _held_type(path: str) -> str:
     """The sample type a data file holds (its header), for the checker's training runs."""
+    from presk_core.data import read_header
+
     return read_header(path).type_text
 
 
@@ -97,6 +69,8 @@ CONST = click.option(
 )
 
 
+REMATS = ("residuals", "recompute")  # presk_ad.vjp.REMATS (a test says they agree)
+
 REMAT = click.option(
     "--remat",
     type=click.Choice(list(REMATS)),
@@ -117,6 +91,9 @@ def check(file: str, summary: bool, consts: tuple[str, ...]) -> None:
     """Check FILE: syntax, constants, shapes for every value of the dimensions,
     regularity classes and effects. Silent on success (exit 0); diagnostics on standard
     error (exit 1 if any is an error)."""
+    from presk_types.driver import check_file
+    from presk_types.summary import summary as summary_text
+
     overrides = _consts(consts)
     sources = SourceMap()
     try:
@@ -140,42 +117,33 @@ def check(file: str, summary: bool, consts: tuple[str, ...]) -> None:
     help="What to print: " + "; ".join(f"{k}: {v}" for k, v in STAGES.items()),
 )
 @click.option("--unroll-stack", is_flag=True, help="With --stage core: each stack{L} as L calls.")
+@click.option(
+    "--sites", is_flag=True, help="With a core stage: each instruction's site and origin."
+)
 @REMAT
-def dump(file: str, stage: str, consts: tuple[str, ...], unroll_stack: bool, remat: str) -> None:
+def dump(
+    file: str, stage: str, consts: tuple[str, ...], unroll_stack: bool, sites: bool, remat: str
+) -> None:
     """Print FILE after a stage of the compiler. The format is not stable."""
-    sources = SourceMap()
-    if stage in ("core", "core-after-ad"):
-        try:
-            program = load_program(file, _consts(consts), sources)
-            core = lower_program(program)
-            if stage == "core-after-ad":
-                core = differentiate(core, remat)
-        except DiagnosticError as e:
-            _fail(e, sources)
-        except ADError as e:
-            emit([Diagnostic("E7002", Severity.ERROR, f"cannot differentiate: {e}")], sources)
-            sys.exit(1)
-        click.echo(format_program(unroll(core) if unroll_stack else core), nl=False)
-        return
-    if stage == "elab":
-        try:
-            checked = check_file(file, _consts(consts), sources)
-        except DiagnosticError as e:
-            _fail(e, sources)
-        emit([d for d in checked.diagnostics if d.is_error], sources)
-        click.echo(dump_elab(checked.program), nl=False)
-        sys.exit(0 if checked.ok else 1)
+    from presk_core.passes import Context, find, run_pipeline, show
+
+    p = find(stage)
+    ctx = Context(consts=_consts(consts), remat=remat, check=p.gives == "elab")
     try:
-        source = read_source(file)
-        sources.add(source)
-        if stage == "tokens":
-            data = source.text.encode("utf-8")
-            click.echo("\n".join(tokens(parse_tree(data), data)))
-            return
-        tree = parse_source(source)
-        click.echo(format_tree(tree), nl=False)
+        value = run_pipeline(stage, file, ctx)
     except DiagnosticError as e:
-        _fail(e, sources)
+        _fail(e, ctx.sources)
+    if p.gives == "core":
+        from presk_core.ir import format_program
+        from presk_core.passes import unroll_stack as unroll
+
+        click.echo(format_program(unroll(value) if unroll_stack else value, sites), nl=False)
+        return
+    if p.gives == "elab":  # printed even when the checker found errors
+        emit([d for d in ctx.diagnostics if d.is_error], ctx.sources)
+        click.echo(show(p.gives, value), nl=False)
+        sys.exit(1 if any(d.is_error for d in ctx.diagnostics) else 0)
+    click.echo(show(p.gives, value), nl=False)
 
 
 def _dims(values: tuple[str, ...]) -> dict[str, int]:
@@ -230,6 +198,11 @@ def _dims(values: tuple[str, ...]) -> dict[str, int]:
 def run(file, entry, dims, consts, seed, bits, digits, verbose, as_json, data_file, remat) -> None:
     """Evaluate an entry of FILE on the reference interpreter: exact arithmetic (MPFR at
     --bits), inputs synthesized from the types and --seed."""
+    from presk_ad import ADError, differentiate
+    from presk_core.lower import lower_program
+    from presk_core.run import EntryError, RunError, entry_names, run_entry
+    from presk_types.elab import load_program
+
     sources = SourceMap()
     dim_values = _dims(dims)
     try:
@@ -269,6 +242,9 @@ def _data_fail(e: Exception, code: str | None = None) -> None:
 
 
 def _type_of(text: str, where: str | None = None):
+    from presk_core.data import DataError
+    from presk_core.data import type_of as data_type_of
+
     try:
         return data_type_of(text, where)
     except DataError as e:
@@ -290,6 +266,9 @@ def data() -> None:
 def data_pack(text: str, type_text: str, out: str) -> None:
     """Pack TEXT, numbers separated by blanks (a sample a line, by custom), into a .psk.d file
     of samples of the given type."""
+    from presk_core.data import DataError, parse_samples
+    from presk_core.data import write as write_data
+
     t = _type_of(type_text)
     try:
         numbers = open(text, encoding="utf-8").read().split()
@@ -307,6 +286,7 @@ def data_pack(text: str, type_text: str, out: str) -> None:
 
 
 def _sample_text(values: list, t) -> str:
+    import numpy as np
     from presk_types.types import TupleT
 
     parts = [
@@ -323,6 +303,9 @@ def _sample_text(values: list, t) -> str:
 )
 def data_info(file: str, limit: int) -> None:
     """The type, count, version and sample size of FILE, then its first samples."""
+    from presk_core.data import DataError, leaves, read_header, read_reals
+    from presk_core.data import read as read_data
+
     try:
         header = read_header(file)
         if header.type_text.startswith("params "):  # a parameter tree: its reals in order
@@ -355,6 +338,11 @@ def data_diff(a: str, b: str) -> None:
     """‖a − b‖₂, ‖a‖₂ and their ratio over the reals of two files of the same type."""
     import math
 
+    import numpy as np
+    from presk_core.data import DataError, read_header, read_reals
+    from presk_core.data import read as read_data
+    from presk_core.show import format_exp
+
     try:
         ha, hb = read_header(a), read_header(b)
         if (ha.type_text, ha.count) != (hb.type_text, hb.count):
@@ -383,6 +371,8 @@ def data_diff(a: str, b: str) -> None:
 
 def _read_text(path: str) -> str:
     """A text file's characters exactly (UTF-8, line ends kept); E7004 when it cannot be."""
+    from presk_core.data import DataError
+
     try:
         blob = open(path, "rb").read()
     except OSError as e:
@@ -401,6 +391,8 @@ def _read_text(path: str) -> str:
 
 
 def _write_text(path: str, text: str) -> None:
+    from presk_core.data import DataError, write_bytes
+
     try:
         write_bytes(path, text.encode("utf-8"))
     except OSError as e:
@@ -418,6 +410,8 @@ OUT = click.option(
 def data_chars(text: str, out: str) -> None:
     """The vocabulary of TEXT: its distinct characters (not bytes), sorted by code point,
     as a JSON array."""
+    from presk_core.text import count, vocabulary, vocabulary_json
+
     content = _read_text(text)
     vocab = vocabulary(content)
     _write_text(out, vocabulary_json(vocab))
@@ -439,6 +433,9 @@ def data_chars(text: str, out: str) -> None:
 def data_encode(text: str, vocab_file: str, out: str) -> None:
     """The tokens of TEXT, each character's position in the vocabulary, as decimal numbers
     separated by blanks."""
+    from presk_core.data import DataError
+    from presk_core.text import count, encode, format_tokens, parse_vocabulary
+
     try:
         vocab = parse_vocabulary(_read_text(vocab_file), vocab_file)
         tokens = encode(_read_text(text), vocab, text, vocab_file)
@@ -464,6 +461,10 @@ def data_encode(text: str, vocab_file: str, out: str) -> None:
 def data_lm_windows(tokens: str, vocab_size: int, seq: int, out: str) -> None:
     """Windows of a token file for a language model: samples (x, y) of type
     (idx[V][seq: T], idx[V][seq: T]), y being x shifted by one token, side by side."""
+    from presk_core.data import DataError
+    from presk_core.data import write as write_data
+    from presk_core.text import count, lm_windows, parse_tokens
+
     try:
         stream = parse_tokens(_read_text(tokens), tokens)
         type_text, samples = lm_windows(stream, vocab_size, seq, tokens)
@@ -507,6 +508,15 @@ def data_lm_windows(tokens: str, vocab_size: int, seq: int, out: str) -> None:
 def train(file, steps, log_every, ckpt, seed, bits, data_file, consts) -> None:
     """Train the model of FILE's `training run`: each step the objective and its gradient on
     a batch, then an AdamW step, on the reference interpreter (docs/training.md)."""
+    from presk_ad import ADError
+    from presk_core.lower import lower_program
+    from presk_core.run import EntryError, RunError
+    from presk_types.driver import check_file
+    from presk_types.training import replace_data
+
+    from presk_cli.train import TrainError
+    from presk_cli.train import train as run_training
+
     sources = SourceMap()
     try:
         header = None if data_file else _held_type
