@@ -17,12 +17,14 @@ from pathlib import Path
 import pytest
 from presk_ad import differentiate
 from presk_ad.step import training_step
+from presk_ad.vjp import NO_ADJOINT, vjp_rules
 from presk_core.codec import decode_core, encode_core
 from presk_core.ir import Program, format_program
 from presk_core.lower import lower_program
 from presk_core.unroll import unroll_stack
 from presk_syntax.span import SourceMap
 from presk_types.elab import load_program
+from presk_types.ops import OPS
 
 ROOT = Path(__file__).resolve().parents[3]
 FILES = sorted(
@@ -133,3 +135,19 @@ def test_the_core_document_round_trips_sites_and_origins(path):
     for program in (core, differentiate(core)):
         back, _ = decode_core(encode_core(program, sources))
         assert back == program
+
+
+@pytest.mark.parametrize("remat", ["residuals", "recompute"])
+@pytest.mark.parametrize("path", FILES)
+def test_differentiation_writes_only_declared_operations(path, remat):
+    core, _ = lowered(path)
+    for fn in differentiate(core, remat).functions:
+        for ins in fn.body:
+            assert ins.op in OPS, f"{ins.site}: `{ins.op}` is not declared"
+            problem = OPS[ins.op].check(len(ins.args), ins.attrs)
+            assert problem is None, f"{ins.site}: {problem}"
+
+
+def test_every_operation_has_an_adjoint_rule_or_is_declared_without_one():
+    assert set(vjp_rules) | NO_ADJOINT == set(OPS)
+    assert not set(vjp_rules) & NO_ADJOINT

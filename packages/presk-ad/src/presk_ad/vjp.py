@@ -31,6 +31,7 @@ from fractions import Fraction
 from presk_core.build import FunctionBuilder, made_from
 from presk_core.ir import Function, Instr, Lit, Operand, Origin, Program, Value
 from presk_core.unroll import unroll_stack
+from presk_types.ops import ADJOINT_OPS
 from presk_types.types import SCALAR, Bool, Idx, ParamsT, Real, Shape, TupleT, Type, subst
 
 
@@ -601,4 +602,19 @@ vjp_rules: dict[str, Rule] = {
 }
 """The adjoint of each operation (`fold` is unrolled before differentiation)."""
 
-__all__ = ["DIFFERENTIATED", "REMATS", "ADError", "Bool", "Idx", "differentiate", "vjp_rules"]
+NO_ADJOINT = frozenset({"fold", "fold_init", "grad", "value_grad"}) | ADJOINT_OPS
+"""The operations with no rule in `vjp_rules`: a stack of a constant length is unrolled and
+`grad`/`value_grad` replaced before the sweep, an initializer's stack draws (no adjoint
+flows into a key), and what differentiation writes is not differentiated again (no second
+order yet). With `vjp_rules`, they cover the operation set (test_rules.py)."""
+
+__all__ = [
+    "DIFFERENTIATED",
+    "NO_ADJOINT",
+    "REMATS",
+    "ADError",
+    "Bool",
+    "Idx",
+    "differentiate",
+    "vjp_rules",
+]

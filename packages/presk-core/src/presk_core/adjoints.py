@@ -1,6 +1,7 @@
 """The evaluation of the operations differentiation writes (presk-ad): the adjoints that are
-not themselves primitives of the language. They are PSK-Core's internal operations, so
-that the interpreter, which comes before presk-ad in the pipeline, evaluates them.
+not themselves primitives of the language. They are operations of PSK-Core, declared with
+the others in the operation set (`presk_types.ops.ADJOINT_OPS`: kind, arity, attributes),
+and the interpreter's table (`interp.eval_rules`) evaluates them with these kernels.
 
 - `zeros_like x`, `accum a, b`: zeros of x's structure; a + b leaf by leaf;
 - `sum_to ct, x`: ct summed back to the shape of an operand that broadcast to it;
@@ -108,17 +109,16 @@ def _map(fn, *arrays) -> np.ndarray:
 
 
 def gelu_grad(ct: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """ct · (Φ(x) + x·φ(x))."""
+    """ct · (Φ(x) + x·φ(x)), Φ rounded as `gelu` rounds it (presk_core.mpfr's docstring)."""
     import gmpy2
 
     half = mpfr(1) / 2
 
-    def d(v):
-        phi_cdf = gmpy2.erfc(-v / gmpy2.sqrt(mpfr(2))) * half
-        density = gmpy2.exp(-(v * v) * half) / gmpy2.sqrt(2 * gmpy2.const_pi())
-        return phi_cdf + v * density
+    def density(v):
+        return gmpy2.exp(-(v * v) * half) / gmpy2.sqrt(2 * gmpy2.const_pi())
 
-    return M.mul(ct, _map(d, x))
+    x = M.real(x)
+    return M.mul(ct, M.add(M.gelu_phi(x), M.mul(x, _map(density, x))))
 
 
 def silu_grad(ct: np.ndarray, x: np.ndarray) -> np.ndarray:

@@ -373,7 +373,7 @@ def _grad(interp: Interpreter, frame: Frame, ins: Instr) -> object:
     )
 
 
-# ---- the adjoints' operations (presk_core.adjoints) ----------------------------------------
+# ---- what differentiation writes (presk_types.ops.ADJOINT_OPS; presk_core.adjoints) ---------
 
 
 def _sum_to(interp: Interpreter, frame: Frame, ins: Instr) -> object:
@@ -428,37 +428,6 @@ def _pick2(interp: Interpreter, frame: Frame, ins: Instr) -> object:
     return A.pick2(np.array(ct, dtype=object), a, b, ins.attr("which"), ins.attr("kind"))
 
 
-adjoint_rules: dict[str, Rule] = {
-    "zeros_like": lambda interp, frame, ins: A.zeros_like(frame.read(ins.args[0])),
-    "accum": _pair(A.accum),
-    "sum_to": _sum_to,
-    "expand": _expand,
-    "put": lambda i, f, ins: A.put(f.read(ins.args[0]), ins.attr("path"), f.read(ins.args[1])),
-    "put_slice": lambda i, f, ins: A.put_slice(
-        f.read(ins.args[0]), ins.attr("index"), f.read(ins.args[1])
-    ),
-    "put_item": lambda i, f, ins: A.put_item(
-        f.read(ins.args[0]), ins.attr("index"), f.read(ins.args[1])
-    ),
-    "dot_left": _pair(A.dot_left),
-    "dot_right": _pair(A.dot_right),
-    "gelu_grad": _pair(A.gelu_grad),
-    "silu_grad": _pair(A.silu_grad),
-    "relu_grad": _pair(A.relu_grad),
-    "abs_grad": _pair(A.abs_grad),
-    "softmax_grad": _softmax_adj(A.softmax_grad),
-    "log_softmax_grad": _softmax_adj(A.log_softmax_grad),
-    "embed_grad": _pair(A.embed_grad),
-    "take_grad": _take_grad,
-    "spread": lambda i, f, ins: A.spread(
-        f.read(ins.args[0]), ins.attr("_names")[0], f.read(ins.args[1]), ins.attr("_names")[1]
-    ),
-    "reduce_pick": _reduce_pick,
-    "pick2": _pick2,
-    "reshape_like": lambda i, f, ins: f.read(ins.args[0]).reshape(np.shape(f.read(ins.args[1]))),
-}
-
-
 eval_rules: dict[str, Rule] = {
     "add": _elementwise(M.add),
     "sub": _elementwise(M.sub),
@@ -500,6 +469,7 @@ eval_rules: dict[str, Rule] = {
     "sample": _sample,
     "split_key": _split_key,
     "grad": _grad,
+    "value_grad": _grad,
     # structure
     "cast": lambda interp, frame, ins: frame.read(ins.args[0]),  # the same data, named axes
     "call": _call,
@@ -512,8 +482,36 @@ eval_rules: dict[str, Rule] = {
     "fold_key": _fold_key,
     "init": _init,
     "fold_init": _fold_init,
-    **adjoint_rules,
+    # what differentiation writes (presk_types.ops.ADJOINT_OPS)
+    "zeros_like": lambda interp, frame, ins: A.zeros_like(frame.read(ins.args[0])),
+    "accum": _pair(A.accum),
+    "sum_to": _sum_to,
+    "expand": _expand,
+    "put": lambda i, f, ins: A.put(f.read(ins.args[0]), ins.attr("path"), f.read(ins.args[1])),
+    "put_slice": lambda i, f, ins: A.put_slice(
+        f.read(ins.args[0]), ins.attr("index"), f.read(ins.args[1])
+    ),
+    "put_item": lambda i, f, ins: A.put_item(
+        f.read(ins.args[0]), ins.attr("index"), f.read(ins.args[1])
+    ),
+    "dot_left": _pair(A.dot_left),
+    "dot_right": _pair(A.dot_right),
+    "gelu_grad": _pair(A.gelu_grad),
+    "silu_grad": _pair(A.silu_grad),
+    "relu_grad": _pair(A.relu_grad),
+    "abs_grad": _pair(A.abs_grad),
+    "softmax_grad": _softmax_adj(A.softmax_grad),
+    "log_softmax_grad": _softmax_adj(A.log_softmax_grad),
+    "embed_grad": _pair(A.embed_grad),
+    "take_grad": _take_grad,
+    "spread": lambda i, f, ins: A.spread(
+        f.read(ins.args[0]), ins.attr("_names")[0], f.read(ins.args[1]), ins.attr("_names")[1]
+    ),
+    "reduce_pick": _reduce_pick,
+    "pick2": _pick2,
+    "reshape_like": lambda i, f, ins: f.read(ins.args[0]).reshape(np.shape(f.read(ins.args[1]))),
 }
-"""The evaluation of each operation: every primitive of the registry, and the structure."""
+"""The evaluation of each operation of PSK-Core, keyed by the operation set
+(`presk_types.ops.OPS`), which it covers exactly (tests/test_interp_ops.py)."""
 
 __all__ = ["Bool", "Idx", "Interpreter", "Real", "RunError", "eval_rules"]

@@ -29,6 +29,8 @@ The composite functions round as follows (−x and ·/2 are exact):
   the context. erfc keeps Φ's relative accuracy where 1 + erf(…) cancels (x ≪ 0), and
   the guard bits keep the rounding of x/√2 from being amplified there (Φ's condition
   number grows as x²): gelu is within 2 ulps. It is the erf form of DESIGN §4, not tanh's.
+- gelu's derivative (`gelu_grad`, differentiation's): ∘(ct · ∘(Φ(x) + ∘(x · φ(x)))) with
+  Φ(x) = ∘(erfc(−t)) / 2 rounded as in gelu and φ(x) = ∘(∘(exp(−∘(x·x)/2)) / ∘(√(2π))).
 - softmax: m = max over the allowed positions (exact), dᵢ = ∘(xᵢ − m),
   eᵢ = ∘(exp(dᵢ)), s = the ordered sum of the eᵢ, yᵢ = ∘(eᵢ / s).
 - log_softmax: m, dᵢ, eᵢ and s as softmax, then yᵢ = ∘(dᵢ − ∘(log s)).
@@ -189,10 +191,18 @@ def silu(x: Array) -> Array:
 def gelu(x: Array) -> Array:
     """x·Φ(x) = ∘(x · ∘(erfc(−t))) / 2 with t = x/√2 to 64 more bits (the module's
     docstring)."""
+    return div(mul(x, _twice_phi(x)), 2)
+
+
+def gelu_phi(x: Array) -> Array:
+    """Φ(x) as `gelu` rounds it: ∘(erfc(−t)) / 2 (for `gelu_grad`, presk_core.adjoints)."""
+    return div(_twice_phi(x), 2)
+
+
+def _twice_phi(x: Array) -> Array:
     with precision(current_bits() + 64):  # −t here: a negation rounds to its context
         minus_t = np.negative(np.multiply(x, gmpy2.sqrt(mpfr(1) / 2)))
-    twice_phi = _ERFC(minus_t)  # rounded once, to the context's precision
-    return div(mul(x, twice_phi), 2)
+    return _ERFC(minus_t)  # rounded once, to the context's precision
 
 
 _ERFC = np.frompyfunc(gmpy2.erfc, 1, 1)
