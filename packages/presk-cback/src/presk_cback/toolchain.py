@@ -28,6 +28,8 @@ BASE_FLAGS = (
     "-march=native",
     "-ffp-contract=off",
     "-fno-fast-math",
+    "-fno-trapping-math",  # lets selects of computed values vectorize; changes no value
+    "-fno-math-errno",  # sqrt without its errno branch; changes no value
     "-std=c11",
     "-fopenmp-simd",
     "-shared",

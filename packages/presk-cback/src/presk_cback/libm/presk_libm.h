@@ -1,0 +1,316 @@
+/* presk libm: the transcendentals of the native backend, the C export and (through a
+ * compiled helper) the kernel interpreter (DESIGN §11).
+ *
+ * Plain C11, every function `static inline`, branch-free (selects, no table lookups that
+ * depend on the argument), so that a vectorizing compiler runs it lane for lane and the
+ * bits never depend on the lanes. Compile with -ffp-contract=off (every fused multiply-add
+ * below is written as fma()) and -fno-trapping-math (selects of computed values vectorize;
+ * no value changes). sqrt and division are IEEE's. The f32 functions compute in
+ * f64 and round once. Accuracy against MPFR: docs/native.md ("presk libm").
+ *
+ * Algorithms: exp/expm1 reduce x = k·ln2 + r (ln2 in two parts, fdlibm's), expm1(r) by its
+ * Taylor series (|r| <= 0.35, 14 terms) with a correction for the rounding of r; log and
+ * log1p are musl's (fdlibm's, branches turned into selects); tanh = expm1(2|x|)/(expm1+2);
+ * sigmoid = e/(1+e) or 1/(1+e), e = exp(-|x|); erfc(z) = t·exp(-z²)·exp(F(t)),
+ * t = 2/(2+z), F a 32-term Chebyshev series (Clenshaw), z² split exactly by fma; erf(x) =
+ * x·E(x²) for |x| <= 1 (14 Chebyshev terms), 1 − erfc(|x|) beyond; sin and cos reduce by a
+ * three-part π/2 (exact first step by fma, then a two-sum) and use fdlibm's kernels.
+ * Constants of the series: presk_cback/libm/fit.py.
+ */
+#ifndef PRESK_LIBM_H
+#define PRESK_LIBM_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define PRESK_INLINE static inline __attribute__((always_inline))
+
+PRESK_INLINE uint64_t presk_bits(double x) { uint64_t u; memcpy(&u, &x, 8); return u; }
+PRESK_INLINE double presk_from_bits(uint64_t u) { double x; memcpy(&x, &u, 8); return x; }
+/* 2^k for -1022 <= k <= 1023 (other k give garbage, never undefined behaviour) */
+PRESK_INLINE double presk_pow2(int64_t k) { return presk_from_bits(((uint64_t)k + 1023u) << 52); }
+
+#define PRESK_SHIFT 0x1.8p52
+#define PRESK_INV_LN2 0x1.71547652b82fep+0
+#define PRESK_LN2_HI 0x1.62e42fee00000p-1 /* 32 bits: k·LN2_HI is exact for |k| < 2^21 */
+#define PRESK_LN2_LO 0x1.a39ef35793c76p-33
+#define PRESK_2_PI 0x1.45f306dc9c883p-1
+#define PRESK_PIO2_1 0x1.921fb54442d18p+0
+#define PRESK_PIO2_2 0x1.1a62633145c07p-54
+#define PRESK_PIO2_3 -0x1.f1976b7ed8fbcp-110
+
+static const double presk_erfc_cheb[32] = {
+    -0x1.4d7ab6d479a61p-1,
+    0x1.48b043be61cf8p-1,
+    0x1.3f1a3fdd047b2p-6,
+    -0x1.394fcca79fc6cp-7,
+    -0x1.f049e06073f95p-11,
+    0x1.80a8ba56aa79fp-12,
+    0x1.64b62509d78e2p-15,
+    -0x1.5437d46df3674p-16,
+    -0x1.b4045bf3ab82ep-20,
+    0x1.5df28bff56fe4p-20,
+    0x1.0c75d14776c3ep-26,
+    -0x1.6e18471000f52p-24,
+    0x1.c0ac572395fb0p-28,
+    0x1.5bace97b36ccfp-28,
+    -0x1.10810cfbab426p-30,
+    -0x1.f3fb2f5c75c6cp-33,
+    0x1.a8453647a8215p-34,
+    0x1.50ee4fe907598p-39,
+    -0x1.e48fa4ddcffdbp-38,
+    0x1.f78d4bbe8312dp-41,
+    0x1.6082aa4eb3e8bp-42,
+    -0x1.fb97bc189c023p-44,
+    0x1.b75e120daf190p-52,
+    0x1.00062e988ab83p-47,
+    -0x1.b6fba56e4b232p-50,
+    -0x1.b4265b636f01ep-54,
+    0x1.170fc578dd6f5p-53,
+    -0x1.03cae5e365c28p-55,
+    0x1.e0d1232aacb76p-65,
+    0x1.575363c0ac453p-59,
+    -0x1.f491be88051bfp-61,
+    0x1.e039bfaa7ebfbp-64,
+};
+static const double presk_erf_cheb[14] = {
+    0x1.f371b6a14d252p-1,
+    -0x1.2359d7bb47ad4p-3,
+    0x1.48d890a562437p-7,
+    -0x1.2e730c943d0bcp-11,
+    0x1.cc07b53e9ea30p-16,
+    -0x1.28701fcdfc82dp-20,
+    0x1.4a9dab1235699p-25,
+    -0x1.44978328e455dp-30,
+    0x1.1c6a2e6156874p-35,
+    -0x1.c1daad3671359p-41,
+    0x1.44179351f6dd1p-46,
+    -0x1.acbabf57cea41p-52,
+    0x1.06139757ceda2p-57,
+    -0x1.29b9f1b3df556p-63,
+};
+
+/* Σ c_j T_j(y) by Clenshaw's recurrence (c_0 already halved). */
+PRESK_INLINE double presk_clenshaw(const double *c, int n, double y) {
+    double b1 = 0.0, b2 = 0.0, y2 = 2.0 * y;
+#pragma GCC unroll 40 /* unrolled whole, so that an elementwise loop around it vectorizes */
+    for (int j = n - 1; j >= 1; j--) {
+        double b0 = fma(y2, b1, c[j] - b2);
+        b2 = b1;
+        b1 = b0;
+    }
+    return fma(y, b1, c[0] - b2);
+}
+
+/* expm1(x + tail) for |x| <~ 1100, |tail| <= ulp(x), as 2^k·(1 + e) − 1: returns
+ * e = expm1(r + c), sets *k. */
+PRESK_INLINE double presk_expm1_core(double x, double tail, int64_t *k) {
+    double t = x * PRESK_INV_LN2 + PRESK_SHIFT;
+    double kd = t - PRESK_SHIFT;
+    *k = (int64_t)(presk_bits(t) - presk_bits(PRESK_SHIFT));
+    double hi = x - kd * PRESK_LN2_HI; /* exact */
+    double lo = kd * PRESK_LN2_LO;
+    double r = hi - lo;
+    double c = ((hi - r) - lo) + tail; /* what r lost */
+    /* h = (expm1(r) − r)/r² = Σ_{n>=2} r^(n−2)/n! */
+    double h = 0x1.93974a8c07c9dp-37; /* 1/14! */
+    h = fma(h, r, 0x1.6124613a86d09p-33); /* 1/13! */
+    h = fma(h, r, 0x1.1eed8eff8d898p-29); /* 1/12! */
+    h = fma(h, r, 0x1.ae64567f544e4p-26); /* 1/11! */
+    h = fma(h, r, 0x1.27e4fb7789f5cp-22); /* 1/10! */
+    h = fma(h, r, 0x1.71de3a556c734p-19); /* 1/9! */
+    h = fma(h, r, 0x1.a01a01a01a01ap-16); /* 1/8! */
+    h = fma(h, r, 0x1.a01a01a01a01ap-13); /* 1/7! */
+    h = fma(h, r, 0x1.6c16c16c16c17p-10); /* 1/6! */
+    h = fma(h, r, 0x1.1111111111111p-7); /* 1/5! */
+    h = fma(h, r, 0x1.5555555555555p-5); /* 1/4! */
+    h = fma(h, r, 0x1.5555555555555p-3); /* 1/3! */
+    h = fma(h, r, 0.5);
+    double p = fma(r * r, h, r);
+    return fma(c, 1.0 + p, p); /* expm1(r + c) ≈ p + c·(1 + p) */
+}
+
+/* exp(x + tail), |tail| <= ulp(x) */
+PRESK_INLINE double presk_exp_tail(double x, double tail) {
+    double xc = x > 1100.0 ? 1100.0 : (x < -1100.0 ? -1100.0 : x);
+    int64_t k;
+    double e = presk_expm1_core(xc, tail, &k);
+    int64_t k1 = k >> 1, k2 = k - k1; /* two scalings: subnormal and huge results too */
+    return (1.0 + e) * presk_pow2(k1) * presk_pow2(k2);
+}
+
+PRESK_INLINE double presk_exp(double x) { return presk_exp_tail(x, 0.0); }
+
+PRESK_INLINE double presk_expm1(double x) {
+    double xc = x > 1100.0 ? 1100.0 : (x < -60.0 ? -60.0 : x);
+    int64_t k;
+    double e = presk_expm1_core(xc, 0.0, &k);
+    int64_t ks = k > 1000 ? 1000 : k;
+    double s = presk_pow2(ks);
+    double small = fma(s, e, s - 1.0); /* 2^k·e exact, one rounding */
+    int64_t k1 = k >> 1, k2 = k - k1;
+    double big = (1.0 + e) * presk_pow2(k1) * presk_pow2(k2);
+    double res = k > 60 ? big : small;
+    return x == 0.0 ? x : res; /* keeps −0 */
+}
+
+/* log(1 + f) − f for the reduced f, with s = f/(2+f): fdlibm's series in s² */
+PRESK_INLINE double presk_log_series(double s) {
+    double z = s * s, w = z * z;
+    double t1 = w * (0x1.999999997fa04p-2 + w * (0x1.c71c51d8e78afp-3 + w * 0x1.39a09d078c69fp-3));
+    double t2 = z * (0x1.5555555555593p-1 + w * (0x1.2492494229359p-2 + w * (0x1.7466496cb03dep-3 + w * 0x1.2f112df3e5244p-3)));
+    return t2 + t1;
+}
+
+PRESK_INLINE double presk_log(double x) {
+    int sub = x < 0x1p-1022;
+    double xs = sub ? x * 0x1p54 : x;
+    uint64_t u = presk_bits(xs);
+    uint32_t hx = (uint32_t)(u >> 32) + (0x3ff00000u - 0x3fe6a09eu);
+    int64_t k = (int64_t)(hx >> 20) - 0x3ff - (sub ? 54 : 0);
+    hx = (hx & 0x000fffffu) + 0x3fe6a09eu;
+    double m = presk_from_bits(((uint64_t)hx << 32) | (u & 0xffffffffu));
+    double f = m - 1.0;
+    double hfsq = 0.5 * f * f;
+    double s = f / (2.0 + f);
+    double R = presk_log_series(s);
+    double dk = (double)k;
+    double res = s * (hfsq + R) + dk * PRESK_LN2_LO - hfsq + f + dk * PRESK_LN2_HI;
+    res = x == INFINITY ? x : res;
+    res = x == 0.0 ? -INFINITY : res;
+    res = x < 0.0 ? NAN : res;
+    return x != x ? x : res;
+}
+
+PRESK_INLINE double presk_log1p(double x) {
+    double u1 = 1.0 + x;
+    uint64_t u = presk_bits(u1);
+    uint32_t hu = (uint32_t)(u >> 32) + (0x3ff00000u - 0x3fe6a09eu);
+    int64_t k = (int64_t)(hu >> 20) - 0x3ff;
+    /* the rounding of 1 + x, put back as c/u */
+    double c = k >= 2 ? 1.0 - (u1 - x) : x - (u1 - 1.0);
+    c = k < 54 ? c / u1 : 0.0;
+    hu = (hu & 0x000fffffu) + 0x3fe6a09eu;
+    double f = presk_from_bits(((uint64_t)hu << 32) | (u & 0xffffffffu)) - 1.0;
+    /* 1 + x in [sqrt(2)/2, sqrt(2)): x itself, nothing lost */
+    int near = x < 0x1.6a09e667f3bcdp-2 && x > -0x1.2bec333018867p-2;
+    f = near ? x : f;
+    c = near ? 0.0 : c;
+    k = near ? 0 : k;
+    double hfsq = 0.5 * f * f;
+    double s = f / (2.0 + f);
+    double R = presk_log_series(s);
+    double dk = (double)k;
+    double res = s * (hfsq + R) + (dk * PRESK_LN2_LO + c) - hfsq + f + dk * PRESK_LN2_HI;
+    res = x == INFINITY ? x : res;
+    res = x == -1.0 ? -INFINITY : res;
+    res = x < -1.0 ? NAN : res;
+    res = x == 0.0 ? x : res; /* keeps −0 */
+    return x != x ? x : res;
+}
+
+PRESK_INLINE double presk_tanh(double x) {
+    double a = fabs(x);
+    a = a > 20.0 ? 20.0 : a; /* tanh(20) rounds to 1 */
+    double em = presk_expm1(2.0 * a);
+    return copysign(em / (em + 2.0), x);
+}
+
+PRESK_INLINE double presk_sigmoid(double x) {
+    double e = presk_exp(-fabs(x));
+    return (x < 0.0 ? e : 1.0) / (1.0 + e);
+}
+
+/* erfc(z) for z >= 0 (NaN passes) */
+PRESK_INLINE double presk_erfc_pos(double z) {
+    double zc = z > 28.0 ? 28.0 : z; /* erfc(28) underflows */
+    double t = 2.0 / (2.0 + zc);
+    double F = presk_clenshaw(presk_erfc_cheb, 32, 2.0 * t - 1.0);
+    double h = zc * zc, hl = fma(zc, zc, -h); /* z² = h + hl exactly */
+    double b = F - hl, a = b - h; /* a + at = F − z², by a two-sum */
+    double bp = a - b;
+    double at = (b - (a - bp)) + (-h - bp);
+    return t * presk_exp_tail(a, at);
+}
+
+PRESK_INLINE double presk_erfc(double x) {
+    double e = presk_erfc_pos(fabs(x));
+    return x < 0.0 ? 2.0 - e : e;
+}
+
+PRESK_INLINE double presk_erf(double x) {
+    double a = fabs(x);
+    double small = a * presk_clenshaw(presk_erf_cheb, 14, 2.0 * (a * a) - 1.0);
+    double big = 1.0 - presk_erfc_pos(a);
+    return copysign(a <= 1.0 ? small : big, x);
+}
+
+/* x = n·π/2 + yh + yl, |yh| <= ~π/4 (accurate for |x| < 2^50) */
+PRESK_INLINE int64_t presk_reduce_pio2(double x, double *yh, double *yl) {
+    double t = x * PRESK_2_PI + PRESK_SHIFT;
+    double nd = t - PRESK_SHIFT;
+    double r = fma(-nd, PRESK_PIO2_1, x); /* exact */
+    double w = nd * PRESK_PIO2_2, we = fma(nd, PRESK_PIO2_2, -w);
+    double s = r - w; /* two-sum of r and −w */
+    double bp = s - r;
+    double e = (r - (s - bp)) + (-w - bp);
+    double lo = (e - we) - nd * PRESK_PIO2_3;
+    double h = s + lo;
+    *yh = h;
+    *yl = lo - (h - s);
+    return (int64_t)(presk_bits(t) - presk_bits(PRESK_SHIFT));
+}
+
+/* fdlibm's kernels on [−π/4, π/4], x + y the argument */
+PRESK_INLINE double presk_kernel_sin(double x, double y) {
+    double z = x * x, w = z * z, v = z * x;
+    double r = 0x1.111111110f8a6p-7 + z * (-0x1.a01a019c161d5p-13 + z * 0x1.71de357b1fe7dp-19)
+               + z * w * (-0x1.ae5e68a2b9cebp-26 + z * 0x1.5d93a5acfd57cp-33);
+    return x - ((z * (0.5 * y - v * r) - y) - v * -0x1.5555555555549p-3);
+}
+
+PRESK_INLINE double presk_kernel_cos(double x, double y) {
+    double z = x * x, w = z * z;
+    double r = z * (0x1.555555555554cp-5 + z * (-0x1.6c16c16c15177p-10 + z * 0x1.a01a019cb159p-16))
+               + w * w * (-0x1.27e4f809c52adp-22 + z * (0x1.1ee9ebdb4b1c4p-29 + z * -0x1.8fae9be8838d4p-37));
+    double hz = 0.5 * z, u = 1.0 - hz;
+    return u + (((1.0 - u) - hz) + (z * r - x * y));
+}
+
+/* Beyond 2^50 the reduction would need Payne–Hanek's many bits of 2/π: NaN there, not a
+ * wrong number (docs/native.md). */
+#define PRESK_TRIG_MAX 0x1p50
+
+PRESK_INLINE double presk_sin(double x) {
+    double yh, yl;
+    int64_t n = presk_reduce_pio2(x, &yh, &yl);
+    double s = presk_kernel_sin(yh, yl), c = presk_kernel_cos(yh, yl);
+    double v = (n & 1) ? c : s;
+    v = (n & 2) ? -v : v;
+    v = fabs(x) < PRESK_TRIG_MAX ? v : NAN;
+    return x == 0.0 ? x : v; /* keeps −0 */
+}
+
+PRESK_INLINE double presk_cos(double x) {
+    double yh, yl;
+    int64_t n = presk_reduce_pio2(x, &yh, &yl);
+    double s = presk_kernel_sin(yh, yl), c = presk_kernel_cos(yh, yl);
+    double v = (n & 1) ? s : c;
+    v = ((n + 1) & 2) ? -v : v;
+    return fabs(x) < PRESK_TRIG_MAX ? v : NAN;
+}
+
+/* f32: computed in f64, rounded once */
+PRESK_INLINE float presk_expf(float x) { return (float)presk_exp((double)x); }
+PRESK_INLINE float presk_expm1f(float x) { return (float)presk_expm1((double)x); }
+PRESK_INLINE float presk_logf(float x) { return (float)presk_log((double)x); }
+PRESK_INLINE float presk_log1pf(float x) { return (float)presk_log1p((double)x); }
+PRESK_INLINE float presk_tanhf(float x) { return (float)presk_tanh((double)x); }
+PRESK_INLINE float presk_sigmoidf(float x) { return (float)presk_sigmoid((double)x); }
+PRESK_INLINE float presk_erff(float x) { return (float)presk_erf((double)x); }
+PRESK_INLINE float presk_erfcf(float x) { return (float)presk_erfc((double)x); }
+PRESK_INLINE float presk_sinf(float x) { return (float)presk_sin((double)x); }
+PRESK_INLINE float presk_cosf(float x) { return (float)presk_cos((double)x); }
+
+#endif /* PRESK_LIBM_H */

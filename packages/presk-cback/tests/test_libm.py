@@ -1,0 +1,128 @@
+"""presk libm: its error against MPFR (gmpy2, 256 bits) within the bounds docs/native.md
+states, its specials exact, and the same bits with and without vector lanes."""
+
+import math
+import subprocess
+
+import numpy as np
+import pytest
+from presk_cback import libm
+from presk_cback.libm import accuracy
+from presk_cback.toolchain import find_toolchain
+
+# the bounds of docs/native.md, in ulps (measured maxima in the comments)
+BOUNDS_F64 = {
+    "exp": 1.0,  # 0.905
+    "expm1": 2.0,  # 1.590
+    "log": 1.0,  # 0.734
+    "log1p": 1.0,  # 0.738
+    "tanh": 2.5,  # 1.781
+    "sigmoid": 2.5,  # 1.701
+    "erf": 2.5,  # 1.777
+    "erfc": 4.0,  # 3.281
+    "sin": 1.0,  # 0.683
+    "cos": 1.0,  # 0.647
+}
+
+
+def test_every_function_has_a_bound():
+    assert set(BOUNDS_F64) == set(libm.FUNCTIONS)
+
+
+@pytest.mark.parametrize("name", libm.FUNCTIONS)
+def test_f64_error_against_mpfr(name):
+    err, at = accuracy.worst(name, np.float64)
+    assert err <= BOUNDS_F64[name], f"{name}: {err} ulps at x = {at!r}"
+
+
+@pytest.mark.parametrize("name", libm.FUNCTIONS)
+def test_f32_error_against_mpfr(name):
+    err, at = accuracy.worst(name, np.float32, n=600)
+    assert err <= 1.0, f"{name}: {err} ulps at x = {at!r}"
+
+
+def test_the_measure_catches_a_wrong_result():
+    # a near miss must fail: one ulp off where the result is exact
+    exact = accuracy._exact("exp", 0.0)
+    assert accuracy.ulps(1.0, exact, np.float64) == 0.0
+    assert accuracy.ulps(np.nextafter(1.0, 2.0), exact, np.float64) == 1.0
+    assert accuracy.ulps(-0.0, accuracy._exact("sin", 0.0), np.float64) == math.inf
+    assert accuracy.ulps(math.nan, exact, np.float64) == math.inf
+
+
+SIGNED = {  # f(−0) keeps the sign; f(+0)
+    "exp": (1.0, 1.0),
+    "expm1": (-0.0, 0.0),
+    "log": (-math.inf, -math.inf),
+    "log1p": (-0.0, 0.0),
+    "tanh": (-0.0, 0.0),
+    "sigmoid": (0.5, 0.5),
+    "erf": (-0.0, 0.0),
+    "erfc": (1.0, 1.0),
+    "sin": (-0.0, 0.0),
+    "cos": (1.0, 1.0),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_specials(dtype):
+    for name, (neg, pos) in SIGNED.items():
+        y = libm.apply(name, np.array([-0.0, 0.0, math.nan], dtype))
+        assert y[0] == neg and math.copysign(1, y[0]) == math.copysign(1, neg), name
+        assert y[1] == pos and math.copysign(1, y[1]) == math.copysign(1, pos), name
+        assert math.isnan(y[2]), name
+    inf = np.array([math.inf, -math.inf], dtype)
+    assert libm.apply("exp", inf).tolist() == [math.inf, 0.0]
+    assert libm.apply("tanh", inf).tolist() == [1.0, -1.0]
+    assert libm.apply("erfc", inf).tolist() == [0.0, 2.0]
+    assert np.isnan(libm.apply("sin", inf)).all() and np.isnan(libm.apply("log", -inf[:1])).all()
+
+
+def _sample(dtype):
+    rng = np.random.default_rng(7)
+    x = np.concatenate([rng.uniform(-50, 50, 997), rng.standard_normal(1003), [0.0, -0.0]])
+    with np.errstate(over="ignore"):
+        return np.concatenate([x, accuracy.SPECIALS]).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_lanes_change_no_bit(dtype):
+    x = _sample(dtype)
+    for name in libm.FUNCTIONS:
+        a, b = libm.apply(name, x), libm.apply(name, x, lanes=False)
+        assert a.tobytes() == b.tobytes(), name
+
+
+def test_any_shape_and_a_strided_input():
+    x = np.linspace(-2, 2, 24).reshape(2, 3, 4)
+    y = libm.apply("tanh", x[:, :, ::2])
+    assert y.shape == (2, 3, 2)
+    assert y.tobytes() == libm.apply("tanh", np.ascontiguousarray(x[:, :, ::2])).tobytes()
+    with pytest.raises(TypeError):
+        libm.apply("exp", np.arange(3))
+
+
+def test_the_helper_vectorizes_every_loop_and_is_warning_free(tmp_path):
+    tc = find_toolchain()
+    c = tmp_path / "libm.c"
+    c.write_text(libm.source(lanes=True))
+    flags = [f for f in tc.flags() if f not in ("-shared", "-fPIC")]
+    p = subprocess.run(
+        [
+            *tc.cc,
+            *flags,
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-fopt-info-vec-optimized",
+            "-S",
+            str(c),
+            "-o",
+            str(tmp_path / "libm.s"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert p.returncode == 0, p.stderr
+    vectorized = {ln.split(":")[1] for ln in p.stderr.splitlines() if "loop vectorized" in ln}
+    assert len(vectorized) == 2 * len(libm.FUNCTIONS)
