@@ -41,15 +41,17 @@ class VerifyError(Exception):
         super().__init__(problems[0] + more)
 
 
-def context_of(program: Program) -> CoreContext:
-    """The functions' signatures and the parameter trees' layouts of a program (a module's
-    tree as its `.init` builds it: the `record` it returns)."""
+def context_of(program: Program, made_from: Program | None = None) -> CoreContext:
+    """The functions' signatures and the parameter trees' layouts of a program: a module's
+    tree as its `.init` builds it (the `record` it returns), taken from `made_from` too
+    when given (a specialized program keeps no `.init`)."""
     functions = {
         f.name: Signature(f.dims, tuple(p.type for p in f.params), f.result)
         for f in program.functions
     }
-    layouts = {}
-    for f in program.functions:
+    layouts: dict = {}
+    sources = [program] if made_from is None else [program, made_from]
+    for f in (f for p in sources for f in p.functions):
         if not isinstance(f.result, ParamsT) or f.result.instance.stack is not None:
             continue
         made = {i.out.id: i for i in f.body}
@@ -85,9 +87,10 @@ def type_of(ins: Instr, ctx: CoreContext) -> Type:
     return CORE_RULES[ins.op](operands_of(ins), ctx)
 
 
-def problems(program: Program) -> list[str]:
-    """Every failure of the program, one line each (empty when it verifies)."""
-    ctx = context_of(program)
+def problems(program: Program, made_from: Program | None = None) -> list[str]:
+    """Every failure of the program, each naming its function and instruction (empty when
+    it verifies); `made_from`: the program a pass made it from, for its trees' layouts."""
+    ctx = context_of(program, made_from)
     out: list[str] = []
     names = [f.name for f in program.functions]
     out.extend(f"`{n}` is defined twice" for n in sorted({n for n in names if names.count(n) > 1}))
@@ -127,6 +130,10 @@ def _function(fn: Function, ctx: CoreContext, sites: dict[object, str] | None) -
         if rule is None:
             fail(ins, f"`{ins.op}` has no shape rule")
             continue
+        wrong = _schema(ins)
+        if wrong is not None:
+            fail(ins, wrong)
+            continue
         try:
             t = rule(operands_of(ins), ctx)
         except TypeErr as e:
@@ -146,6 +153,19 @@ def _function(fn: Function, ctx: CoreContext, sites: dict[object, str] | None) -
     return out
 
 
+def _schema(ins: Instr) -> str | None:
+    """What is wrong with the instruction's operands and attributes by the declaration of
+    its operation (presk_types.ops: arity, attributes and their types), if anything."""
+    try:
+        from presk_types.ops import OPS
+    except ImportError:  # the operation set is not declared: the rules check what they read
+        return None
+    op = OPS.get(ins.op)
+    if op is None:
+        return f"`{ins.op}` is not an operation of PSK-Core"
+    return op.check(len(ins.args), ins.attrs)
+
+
 def _site(ins: Instr, sites: dict[object, str], fn: Function, fail) -> None:
     """Sites, once instructions carry them (an empty site is none): unique in the program;
     present on every instruction of a program where some instruction has one."""
@@ -158,9 +178,9 @@ def _site(ins: Instr, sites: dict[object, str], fn: Function, fail) -> None:
         sites[site] = fn.name
 
 
-def verify(program: Program) -> Program:
+def verify(program: Program, made_from: Program | None = None) -> Program:
     """The program, if it verifies; VerifyError otherwise."""
-    found = problems(program)
+    found = problems(program, made_from)
     if found:
         raise VerifyError(found)
     return program

@@ -110,6 +110,7 @@ class CoreContext(Context):
     ) -> None:
         self.functions = functions
         self.layouts = layouts
+        self.trees: dict[Instance, dict[str, Type]] = {}
 
     def signature(self, name: str) -> Signature:
         if name not in self.functions:
@@ -117,6 +118,12 @@ class CoreContext(Context):
         return self.functions[name]
 
     def layout(self, inst: Instance) -> dict[str, Type]:
+        tree = self.trees.get(inst)
+        if tree is None:
+            tree = self.trees[inst] = self._layout(inst)
+        return tree
+
+    def _layout(self, inst: Instance) -> dict[str, Type]:
         if inst.stack is not None and inst.inner is not None:
             return {k: stacked(t, inst.stack) for k, t in self.layout(inst.inner).items()}
         if inst.module not in self.layouts:

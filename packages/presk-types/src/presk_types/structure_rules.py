@@ -246,6 +246,11 @@ def _sum_to(o: Operands, ctx: Context) -> Type:
     cs, xs = getattr(ct, "shape", SCALAR), getattr(x, "shape", SCALAR)
     if broadcast(xs, cs, ctx, ctx.span()) is None or xs.rank > cs.rank:
         raise err("E2003", f"`sum_to` of `{ct}` to `{x}`", Label(None))
+    place = o.attrs.get("_align")  # where x's axes are among ct's, counted from the last
+    if place is not None:
+        from presk_types.core_rules import check_align
+
+        check_align(Operands(o.op, (x,), attrs={"_align": (place,)}), ctx, cs)
     return x
 
 

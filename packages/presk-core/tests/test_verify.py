@@ -1,0 +1,221 @@
+"""The verifier of PSK-Core (presk_core.verify) after every pass, on every program of
+`tutorial/` and `tests/examples/`; its failures on broken programs; the rule table's coverage.
+
+Passes: lowering, `--unroll-stack`, differentiation in both remat forms, a training run's
+step (`presk train`), and `specialize` at the entries `presk run` is tested on. Programs
+that do not verify today are strict xfails whose reason is the IR's fault the verifier
+finds: when it is fixed the test says so.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from presk_ad import differentiate
+from presk_ad.step import training_step
+from presk_ad.vjp import REMATS
+from presk_core.interp import eval_rules
+from presk_core.ir import Instr, Program, Value
+from presk_core.lower import lower_program
+from presk_core.passes import unroll_stack
+from presk_core.specialize import specialize
+from presk_core.verify import VerifyError, problems, verify
+from presk_types.core_rules import CORE_RULES, PRIMITIVE_RULES
+from presk_types.driver import check_file
+from presk_types.elab import load_program
+from presk_types.rules import PRIMITIVES
+from presk_types.types import SCALAR, Real
+
+ROOT = Path(__file__).resolve().parents[3]
+PROGRAMS = sorted(
+    str(p.relative_to(ROOT))
+    for p in [*ROOT.glob("tutorial/*.psk"), *ROOT.glob("tests/examples/*/*.psk")]
+)
+PASSES = ["lowering", "--unroll-stack", *(f"--remat {r}" for r in REMATS), "training step"]
+
+_RETURN = "a body is returned under other axis names than its declared result, with no cast"
+_CALL = (
+    "the adjoint of a call is typed without the callee's `...` (and its `get`s as the arguments)"
+)
+_DOT = "dot_left/dot_right results name axes their operands do not give"
+KNOWN = {
+    ("tests/examples/bert/bert.psk", "*"): _RETURN,
+    ("tests/examples/mlp/mlp.psk", "lowering"): _RETURN,
+    ("tests/examples/mlp/mlp.psk", "--unroll-stack"): _RETURN,
+    ("tests/examples/mlp/mlp.psk", "--remat residuals"): f"{_RETURN}; {_DOT}",
+    ("tests/examples/mlp/mlp.psk", "--remat recompute"): f"{_RETURN}; {_DOT}",
+    ("tests/examples/minigpt/train_minigpt.psk", "training step"): f"{_CALL}; {_DOT}; the"
+    " adjoint `ein` names its result with the operand's axes, not its output's",
+    ("tutorial/07_train.psk", "training step"): _CALL,
+}
+"""IR faults the verifier finds today (issue 12), by program and pass."""
+
+
+@functools.cache
+def _passes(path: str) -> dict[str, Program]:
+    checked = check_file(str(ROOT / path))
+    core = lower_program(checked.program)
+    out = {"lowering": core, "--unroll-stack": unroll_stack(core)}
+    out.update((f"--remat {r}", differentiate(core, r)) for r in REMATS)
+    if checked.runs:
+        out["training step"] = training_step(core, checked.runs[0].objective.key)
+    return out
+
+
+def _case(path: str, name: str):
+    reason = KNOWN.get((path, name)) or KNOWN.get((path, "*"))
+    if reason is None:
+        return pytest.param(path, name)
+    return pytest.param(path, name, marks=pytest.mark.xfail(strict=True, reason=reason))
+
+
+@pytest.mark.parametrize(("path", "name"), [_case(p, n) for p in PROGRAMS for n in PASSES])
+def test_every_pass_verifies(path: str, name: str) -> None:
+    program = _passes(path).get(name)
+    if program is None:
+        pytest.skip("no training run")
+    found = problems(program)
+    assert not found, "\n".join(found)
+
+
+# (file, constants, entry, dims): specialized as `presk run` runs them
+ENTRIES = [
+    ("tutorial/01_linear.psk", {}, "Linear.apply", {"In": 3, "Out": 2, "batch": 4}),
+    ("tutorial/04_grad.psk", {}, "loss_grad", {"D": 3, "B": 2}),
+    ("tutorial/06_tower.psk", {}, "Tower.apply", {"batch": 3}),
+    (
+        "tests/examples/minigpt/train_minigpt.psk",
+        {"V": "64", "D": "16", "H": "2", "L": "2"},
+        "loss",
+        {"B": 2, "T": 8},
+    ),
+]
+
+
+_DIMS = "specialize leaves out the `dims` of a call with none, which the operation set requires"
+_FILE_DIM = "`params MiniGPT` does not say the file's `T` its leaf `pos` has"
+
+
+SPECIALIZE_KNOWN = {
+    "tutorial/04_grad.psk": _DIMS,
+    "tutorial/06_tower.psk": _DIMS,
+    "tests/examples/minigpt/train_minigpt.psk": f"{_DIMS}; {_FILE_DIM}",
+}
+
+
+@pytest.mark.parametrize(
+    ("path", "consts", "entry", "dims"),
+    [
+        pytest.param(*e, marks=pytest.mark.xfail(strict=True, reason=SPECIALIZE_KNOWN[e[0]]))
+        if e[0] in SPECIALIZE_KNOWN
+        else pytest.param(*e)
+        for e in ENTRIES
+    ],
+)
+def test_specialized_programs_verify(path: str, consts: dict, entry: str, dims: dict) -> None:
+    core = differentiate(lower_program(load_program(str(ROOT / path), consts)))
+    assert problems(specialize(core, entry, dims), made_from=core) == []
+
+
+def test_the_rules_cover_the_operation_set() -> None:
+    """One rule per operation: every primitive of the registry, every operation the
+    interpreter evaluates (structure, differentiation's), and no other."""
+    assert set(PRIMITIVE_RULES) == set(PRIMITIVES)
+    assert set(CORE_RULES) == set(eval_rules)
+    try:
+        from presk_types.ops import OPS
+    except ImportError:
+        return
+    assert set(CORE_RULES) == set(OPS)
+
+
+# ---- what the verifier catches -------------------------------------------------------------
+
+
+def _program() -> Program:
+    return lower_program(load_program(str(ROOT / "tutorial/04_grad.psk")))
+
+
+def _edit(program: Program, name: str, body: list[Instr]) -> Program:
+    functions = tuple(
+        replace(f, body=tuple(body)) if f.name == name else f for f in program.functions
+    )
+    return Program(functions)
+
+
+def _first(program: Program, op: str) -> tuple[str, list[Instr], int]:
+    for f in program.functions:
+        for i, ins in enumerate(f.body):
+            if ins.op == op:
+                return f.name, list(f.body), i
+    raise AssertionError(op)
+
+
+def _fails(program: Program, *words: str) -> str:
+    with pytest.raises(VerifyError) as e:
+        verify(program)
+    text = str(e.value)
+    for w in words:
+        assert w in text, text
+    return text
+
+
+def test_a_correct_program_verifies() -> None:
+    program = _program()
+    assert verify(program) is program
+
+
+def test_a_mistyped_instruction() -> None:
+    program = _program()
+    name, body, i = _first(program, "sub")
+    ins = body[i]
+    body[i] = replace(ins, out=Value(ins.out.id, Real(SCALAR), ins.out.name))
+    bad = _edit(program, name, body)
+    text = _fails(bad, f"in `{name}`", "= sub", "the rule of `sub` gives")
+    assert "ℝ[]" in text
+
+
+def test_a_use_before_its_definition() -> None:
+    program = _program()
+    name, body, i = _first(program, "sub")
+    j = next(k for k in range(i) if body[k].out in body[i].args)
+    body.insert(j, body.pop(i))
+    _fails(_edit(program, name, body), f"in `{name}`", "is read before it is defined")
+
+
+def test_a_value_defined_twice() -> None:
+    program = _program()
+    name, body, i = _first(program, "sub")
+    body.insert(i + 1, body[i])
+    _fails(_edit(program, name, body), "is defined twice")
+
+
+def test_an_operation_without_a_rule() -> None:
+    program = _program()
+    name, body, i = _first(program, "sub")
+    body[i] = replace(body[i], op="subtract")
+    _fails(_edit(program, name, body), "`subtract`")
+
+
+def test_an_attribute_the_rule_needs() -> None:
+    program = _program()
+    name, body, i = _first(program, "field")
+    body[i] = replace(body[i], attrs=(("path", "nowhere"),))
+    _fails(_edit(program, name, body), "no field `nowhere`")
+
+
+def test_a_call_that_binds_other_dimensions() -> None:
+    program = _program()
+    name, body, i = _first(program, "call")
+    body[i] = replace(body[i], attrs=(("fn", body[i].attr("fn")), ("dims", ())))
+    _fails(_edit(program, name, body), "binds no dimension")
+
+
+def test_a_wrong_return_type() -> None:
+    program = _program()
+    f = next(f for f in program.functions if f.result != Real(SCALAR))
+    functions = tuple(replace(g, result=Real(SCALAR)) if g is f else g for g in program.functions)
+    _fails(Program(functions), f"in `{f.name}`", "is declared `-> ℝ[]`")
