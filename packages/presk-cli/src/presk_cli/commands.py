@@ -121,14 +121,32 @@ def check(file: str, summary: bool, consts: tuple[str, ...]) -> None:
     "--sites", is_flag=True, help="With a core stage: each instruction's site and origin."
 )
 @REMAT
+@click.option("--entry", help="With --stage sched or kernel: the entry, as `presk run` takes it.")
+@click.option("--dim", "dims", multiple=True, metavar="NAME=N", help="With --entry: a dimension.")
+@click.option(
+    "--realize",
+    type=click.Choice(["f64", "f32", "bf16"]),
+    default="f64",
+    show_default=True,
+    help="With --stage kernel: the type of every real.",
+)
 def dump(
-    file: str, stage: str, consts: tuple[str, ...], unroll_stack: bool, sites: bool, remat: str
+    file: str,
+    stage: str,
+    consts: tuple[str, ...],
+    unroll_stack: bool,
+    sites: bool,
+    remat: str,
+    entry: str | None,
+    dims: tuple[str, ...],
+    realize: str,
 ) -> None:
     """Print FILE after a stage of the compiler. The format is not stable."""
     from presk_core.passes import Context, find, run_pipeline, show
 
     p = find(stage)
     ctx = Context(consts=_consts(consts), remat=remat, check=p.gives == "elab")
+    ctx.options.update(file=file, entry=entry, dims=_dims(dims), realize=realize)
     try:
         value = run_pipeline(stage, file, ctx)
     except DiagnosticError as e:

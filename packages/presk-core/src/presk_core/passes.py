@@ -85,6 +85,22 @@ PASSES: tuple[Pass, ...] = (
         "presk-ad",
         ("--remat",),
     ),
+    Pass(
+        "sched",
+        "core",
+        "sched",
+        "core-after-ad",
+        "the fusion groups of an entry (--entry, --dim), and the launches they remove",
+        "presk_kernel.cli:sched_pass",
+    ),
+    Pass(
+        "kernel",
+        "core",
+        "kernel",
+        "core-after-ad",
+        "PSK-Kernel: the kernels an entry (--entry, --dim) launches, after fusion",
+        "presk_kernel.cli:kernel_pass",
+    ),
 )
 
 
@@ -185,7 +201,7 @@ def write_document(kind: str, value: object, ctx: Context) -> bytes:
 
 def show(kind: str, value: object) -> str:
     """A value as `presk dump` prints it."""
-    if kind == "tokens":
+    if kind in ("tokens", "sched", "kernel"):  # text already
         return value
     if kind == "ast":
         from presk_syntax.dump import format_tree
