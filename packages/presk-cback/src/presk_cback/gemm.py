@@ -1,0 +1,279 @@
+"""GEMM in generated C: C[m, n] = Σ_k A[m, k]·B[k, n] in f64 or f32, BLIS's way.
+
+The loop nest is Goto's: jc over NC columns, pc over KC of the sum (B's block packed into
+NR-wide panels), ic over MC rows (A's block packed into MR-high panels), then the MR×NR
+tiles, each computed by a register-blocked micro-kernel over vector registers (MR × NV
+accumulators of VL lanes, NR = NV·VL) with an explicit FMA. Edge tiles run the same
+micro-kernel on a zero-padded copy (padding in m and n only, never in k).
+
+The bits (DESIGN §11). Each output element is the left fold of its products in increasing k,
+fused: c = a₀b₀, then c = fma(a_k, b_k, c). The micro-kernel loads C's partial sums into its
+accumulators for every KC block after the first, and starts the first from −0.0 (the
+identity of IEEE addition: fma(a₀, b₀, −0) is a₀b₀ rounded, its sign included), so the result
+is that fold whatever MR, NV, KC, MC, NC. Threads (OpenMP) split the packing and the NR
+panels of a block, never k: each element is computed by one thread, in one order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from presk_cback.load import load, pointer
+from presk_cback.toolchain import Toolchain, find_toolchain
+
+CTYPE = {"f64": "double", "f32": "float"}
+TAGS = {np.dtype(np.float64): "f64", np.dtype(np.float32): "f32"}
+SIGNATURE = (
+    "void presk_gemm_{t}(int64_t m, int64_t n, int64_t k, const {c} *A, int64_t rsa, "
+    "int64_t csa, const {c} *B, int64_t rsb, int64_t csb, {c} *C, int64_t ldc, int threads);"
+)
+CDEF = "\n".join(SIGNATURE.format(t=t, c=c) for t, c in CTYPE.items())
+
+
+@dataclass(frozen=True, slots=True)
+class Blocking:
+    """A register and cache blocking: MR rows × NV vectors per tile; KC, MC, NC blocks."""
+
+    mr: int
+    nv: int
+    kc: int = 384
+    mc: int = 192
+    nc: int = 4096
+
+
+def lanes(tag: str, tc: Toolchain) -> int:
+    """Lanes of one vector register for `tag` on the toolchain's target."""
+    return tc.vector_bytes // (8 if tag == "f64" else 4)
+
+
+def default_blocking(tag: str, tc: Toolchain) -> Blocking:
+    """The start points measured on this kind of machine (24 accumulators on AVX-512)."""
+    match tc.vector_bytes, tag:
+        case 64, "f64":
+            return Blocking(6, 4, 384, 192)  # 6 × 32
+        case 64, "f32":
+            return Blocking(12, 2, 384, 96)  # 12 × 32
+        case 32, _:
+            return Blocking(6, 2, 256, 96)  # 12 accumulators of 16 ymm registers
+        case _:
+            return Blocking(4, 2, 256, 64)
+
+
+def _vector_ops(tag: str, tc: Toolchain) -> str:
+    c = CTYPE[tag]
+    sfx = "pd" if tag == "f64" else "ps"
+    if tc.vector_bytes == 64:
+        return (
+            f"#include <immintrin.h>\ntypedef __m512{'d' if tag == 'f64' else ''} vec;\n"
+            f"#define VFMA(a, b, c) _mm512_fmadd_{sfx}(a, b, c)\n"
+            f"#define VSET1(x) _mm512_set1_{sfx}(x)\n"
+            f"#define VLOAD(p) _mm512_load_{sfx}(p)\n"
+            f"#define VLOADU(p) _mm512_loadu_{sfx}(p)\n"
+            f"#define VSTOREU(p, v) _mm512_storeu_{sfx}(p, v)\n"
+        )
+    if tc.vector_bytes == 32 and "fma" in tc.features:
+        return (
+            f"#include <immintrin.h>\ntypedef __m256{'d' if tag == 'f64' else ''} vec;\n"
+            f"#define VFMA(a, b, c) _mm256_fmadd_{sfx}(a, b, c)\n"
+            f"#define VSET1(x) _mm256_set1_{sfx}(x)\n"
+            f"#define VLOAD(p) _mm256_load_{sfx}(p)\n"
+            f"#define VLOADU(p) _mm256_loadu_{sfx}(p)\n"
+            f"#define VSTOREU(p, v) _mm256_storeu_{sfx}(p, v)\n"
+        )
+    fma = "fma" if tag == "f64" else "fmaf"
+    return (
+        f"typedef {c} vec __attribute__((vector_size({tc.vector_bytes})));\n"
+        f"static inline vec VFMA(vec a, vec b, vec c) {{\n"
+        f"    for (int l = 0; l < VL; l++) c[l] = {fma}(a[l], b[l], c[l]);\n    return c;\n}}\n"
+        f"static inline vec VSET1({c} x) {{ vec v; for (int l = 0; l < VL; l++) v[l] = x; "
+        f"return v; }}\n"
+        f"static inline vec VLOADU(const {c} *p) {{ vec v; memcpy(&v, p, sizeof v); return v; }}\n"
+        f"#define VLOAD(p) VLOADU(p)\n"
+        f"static inline void VSTOREU({c} *p, vec v) {{ memcpy(p, &v, sizeof v); }}\n"
+    )
+
+
+TEMPLATE = r"""/* presk GEMM, {tag}: MR {mr} × NR {nr} ({nv} vectors of {vl}), KC {kc}, MC {mc}, NC {nc} */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef {c} T;
+#define MR {mr}
+#define NV {nv}
+#define VL {vl}
+#define NR {nr}
+#define KC {kc}
+#define MC {mc}
+#define NC {nc}
+{vector_ops}
+static inline int64_t min64(int64_t a, int64_t b) {{ return a < b ? a : b; }}
+
+/* C[MR×NR] (row stride ldc) = the fold continued over kc terms of the packed panels */
+static inline __attribute__((always_inline)) void ukernel(
+    int64_t kc, const T *restrict Ap, const T *restrict Bp, T *restrict C, int64_t ldc,
+    int first) {{
+    vec acc[MR][NV];
+    if (first) {{
+#pragma GCC unroll 32
+        for (int i = 0; i < MR; i++)
+#pragma GCC unroll 8
+            for (int v = 0; v < NV; v++) acc[i][v] = VSET1(-0.0);
+    }} else {{
+#pragma GCC unroll 32
+        for (int i = 0; i < MR; i++)
+#pragma GCC unroll 8
+            for (int v = 0; v < NV; v++) acc[i][v] = VLOADU(C + i * ldc + v * VL);
+    }}
+    for (int64_t k = 0; k < kc; k++) {{
+        vec b[NV];
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; v++) b[v] = VLOAD(Bp + k * NR + v * VL);
+#pragma GCC unroll 32
+        for (int i = 0; i < MR; i++) {{
+            vec a = VSET1(Ap[k * MR + i]);
+#pragma GCC unroll 8
+            for (int v = 0; v < NV; v++) acc[i][v] = VFMA(a, b[v], acc[i][v]);
+        }}
+    }}
+#pragma GCC unroll 32
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; v++) VSTOREU(C + i * ldc + v * VL, acc[i][v]);
+}}
+
+/* B[pc.., jc..] → kc × NR panels, zero columns past n */
+static void pack_b(int64_t jp, int64_t kc, int64_t nc, const T *B, int64_t rsb, int64_t csb,
+                   T *restrict Bp) {{
+    T *dst = Bp + jp * NR * kc;
+    int64_t j0 = jp * NR, nr = min64(NR, nc - j0);
+    for (int64_t k = 0; k < kc; k++)
+        for (int64_t j = 0; j < NR; j++)
+            dst[k * NR + j] = j < nr ? B[k * rsb + (j0 + j) * csb] : 0;
+}}
+
+/* A[ic.., pc..] → MR × kc panels, zero rows past m */
+static void pack_a(int64_t ip, int64_t kc, int64_t mc, const T *A, int64_t rsa, int64_t csa,
+                   T *restrict Ap) {{
+    T *dst = Ap + ip * MR * kc;
+    int64_t i0 = ip * MR, mr = min64(MR, mc - i0);
+    for (int64_t k = 0; k < kc; k++)
+        for (int64_t i = 0; i < MR; i++)
+            dst[k * MR + i] = i < mr ? A[(i0 + i) * rsa + k * csa] : 0;
+}}
+
+static void tile(int64_t kc, const T *Ap, const T *Bp, T *C, int64_t ldc, int64_t mr,
+                 int64_t nr, int first) {{
+    if (mr == MR && nr == NR) {{
+        ukernel(kc, Ap, Bp, C, ldc, first);
+        return;
+    }}
+    T tmp[MR * NR] __attribute__((aligned(64)));
+    memset(tmp, 0, sizeof tmp);
+    if (!first)
+        for (int64_t i = 0; i < mr; i++) memcpy(tmp + i * NR, C + i * ldc, nr * sizeof(T));
+    ukernel(kc, Ap, Bp, tmp, NR, first);
+    for (int64_t i = 0; i < mr; i++) memcpy(C + i * ldc, tmp + i * NR, nr * sizeof(T));
+}}
+
+void presk_gemm_{tag}(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64_t csa,
+                   const T *B, int64_t rsb, int64_t csb, T *C, int64_t ldc, int threads) {{
+    if (m <= 0 || n <= 0) return;
+    if (k <= 0) {{ /* the empty sum */
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++) C[i * ldc + j] = 0;
+        return;
+    }}
+    int64_t ncap = min64(NC, (n + NR - 1) / NR * NR), kcap = min64(KC, k);
+    T *Bp = aligned_alloc(64, (size_t)(kcap * ncap * sizeof(T) + 63) / 64 * 64);
+    T *Ap = aligned_alloc(64, (size_t)(kcap * MC * sizeof(T) + 63) / 64 * 64);
+    if (!Bp || !Ap) abort();
+    (void)threads;
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    for (int64_t jc = 0; jc < n; jc += NC) {{
+        int64_t nc = min64(NC, n - jc), np = (nc + NR - 1) / NR;
+        for (int64_t pc = 0; pc < k; pc += KC) {{
+            int64_t kc = min64(KC, k - pc);
+            int first = pc == 0;
+#pragma omp for schedule(static)
+            for (int64_t jp = 0; jp < np; jp++)
+                pack_b(jp, kc, nc, B + pc * rsb + jc * csb, rsb, csb, Bp);
+            for (int64_t ic = 0; ic < m; ic += MC) {{
+                int64_t mc = min64(MC, m - ic), mp = (mc + MR - 1) / MR;
+#pragma omp for schedule(static)
+                for (int64_t ip = 0; ip < mp; ip++)
+                    pack_a(ip, kc, mc, A + ic * rsa + pc * csa, rsa, csa, Ap);
+#pragma omp for schedule(static)
+                for (int64_t jp = 0; jp < np; jp++)
+                    for (int64_t ip = 0; ip < mp; ip++)
+                        tile(kc, Ap + ip * MR * kc, Bp + jp * NR * kc,
+                             C + (ic + ip * MR) * ldc + jc + jp * NR, ldc,
+                             min64(MR, mc - ip * MR), min64(NR, nc - jp * NR), first);
+            }}
+        }}
+    }}
+    free(Ap);
+    free(Bp);
+}}
+"""
+
+
+def source(tag: str, blocking: Blocking, tc: Toolchain) -> str:
+    """The C of one GEMM for `tag` ("f64" or "f32") at `blocking`."""
+    vl = lanes(tag, tc)
+    nr = blocking.nv * vl
+    nc = max(nr, blocking.nc // nr * nr)
+    mc = max(blocking.mr, blocking.mc // blocking.mr * blocking.mr)
+    return TEMPLATE.format(
+        tag=tag,
+        c=CTYPE[tag],
+        mr=blocking.mr,
+        nv=blocking.nv,
+        vl=vl,
+        nr=nr,
+        kc=blocking.kc,
+        mc=mc,
+        nc=nc,
+        vector_ops=_vector_ops(tag, tc),
+    )
+
+
+def _operand(x: np.ndarray) -> tuple[np.ndarray, int, int]:
+    """A C-contiguous buffer holding x (cffi's from_buffer wants one), and x's strides in it:
+    a C- or Fortran-ordered x is passed as it lies, any other is copied."""
+    if not (x.flags.c_contiguous or x.flags.f_contiguous):
+        x = np.ascontiguousarray(x)
+    rs, cs = x.strides[0] // x.itemsize, x.strides[1] // x.itemsize
+    return (x if x.flags.c_contiguous else x.T), rs, cs
+
+
+def gemm(
+    a: np.ndarray,
+    b: np.ndarray,
+    out: np.ndarray | None = None,
+    *,
+    threads: int = 1,
+    blocking: Blocking | None = None,
+) -> np.ndarray:
+    """a @ b through the generated GEMM (both f64 or both f32; 2-D; any row/column strides of
+    a C- or Fortran-ordered array). `out`, if given, is C-contiguous and overwritten."""
+    if a.dtype != b.dtype or a.dtype not in TAGS or a.ndim != 2 or b.ndim != 2:
+        raise TypeError("gemm takes two 2-D arrays, both float64 or both float32")
+    (m, k), (k2, n) = a.shape, b.shape
+    if k != k2:
+        raise ValueError(f"gemm: shapes {a.shape} and {b.shape} do not contract")
+    tag = TAGS[a.dtype]
+    tc = find_toolchain()
+    blocking = blocking or default_blocking(tag, tc)
+    module = load(source(tag, blocking, tc), CDEF, (f"presk_gemm_{tag}",), threads=True)
+    out = np.empty((m, n), a.dtype) if out is None else out
+    if out.shape != (m, n) or out.dtype != a.dtype or not out.flags.c_contiguous:
+        raise ValueError("gemm: out must be a C-contiguous array of the result's shape and type")
+    (abuf, rsa, csa), (bbuf, rsb, csb) = _operand(a), _operand(b)
+    c = CTYPE[tag]
+    fn = getattr(module.lib, f"presk_gemm_{tag}")
+    fn(m, n, k, pointer(abuf, c), rsa, csa, pointer(bbuf, c), rsb, csb, pointer(out, c), n, threads)
+    return out

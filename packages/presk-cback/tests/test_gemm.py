@@ -1,0 +1,134 @@
+"""The generated GEMM gives the bits of the naive fused fold (c = a₀b₀, then fma in increasing
+k) for every size, blocking and thread count, in f64 and f32."""
+
+import subprocess
+
+import numpy as np
+import pytest
+from presk_cback import gemm as G
+from presk_cback.load import load, pointer
+from presk_cback.toolchain import find_toolchain
+
+REFERENCE = """#include <math.h>
+#include <stdint.h>
+#define REF(tag, T, FMA) \\
+void presk_gemm_ref_##tag(int64_t m, int64_t n, int64_t k, const T *A, const T *B, T *C) { \\
+    for (int64_t i = 0; i < m; i++) \\
+        for (int64_t j = 0; j < n; j++) { \\
+            T c = k ? A[i * k] * B[j] : 0; \\
+            for (int64_t p = 1; p < k; p++) c = FMA(A[i * k + p], B[p * n + j], c); \\
+            C[i * n + j] = c; \\
+        } \\
+}
+REF(f64, double, fma)
+REF(f32, float, fmaf)
+"""
+REF_CDEF = """
+void presk_gemm_ref_f64(int64_t, int64_t, int64_t, const double *, const double *, double *);
+void presk_gemm_ref_f32(int64_t, int64_t, int64_t, const float *, const float *, float *);
+"""
+SMALL = G.Blocking(mr=3, nv=1, kc=16, mc=7, nc=1)  # many blocks, edge tiles everywhere
+SIZES = [
+    (1, 1, 1),
+    (7, 7, 7),
+    (33, 33, 33),
+    (129, 129, 129),
+    (7, 129, 33),
+    (129, 33, 1),
+    (1, 7, 129),
+    (33, 400, 70),
+]  # m, k, n; k = 400 spans two KC blocks of 384
+
+
+def reference(a, b):
+    tag = G.TAGS[a.dtype]
+    lib = load(REFERENCE, REF_CDEF, ("presk_gemm_ref_f64", "presk_gemm_ref_f32")).lib
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+    out = np.empty((a.shape[0], b.shape[1]), a.dtype)
+    c = G.CTYPE[tag]
+    getattr(lib, f"presk_gemm_ref_{tag}")(
+        a.shape[0], b.shape[1], a.shape[1], pointer(a, c), pointer(b, c), pointer(out, c)
+    )
+    return out
+
+
+def operands(m, k, n, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    a[rng.random(a.shape) < 0.05] = -0.0  # signed zeros through the fold
+    return a, b
+
+
+def same_bits(x, y):
+    return x.shape == y.shape and x.tobytes() == y.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize(("m", "k", "n"), SIZES)
+def test_bits_of_the_fold_for_every_blocking_and_thread_count(dtype, m, k, n):
+    a, b = operands(m, k, n, dtype)
+    ref = reference(a, b)
+    assert np.allclose(ref, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-4)
+    for blocking in (None, SMALL):
+        for threads in (1, 2):
+            got = G.gemm(a, b, threads=threads, blocking=blocking)
+            assert same_bits(got, ref), (blocking, threads)
+
+
+def test_a_near_miss_is_seen():
+    # the same products summed from +0, or multiplied then added, differ somewhere
+    a, b = operands(33, 129, 33, np.float32, seed=3)
+    ref = reference(a, b)
+    unfused = np.zeros_like(ref)
+    for p in range(a.shape[1]):
+        unfused = unfused + np.outer(a[:, p], b[p])
+    assert not same_bits(unfused, ref)
+    z = np.array([[-0.0]], np.float64)
+    assert str(G.gemm(z, np.array([[1.0]]))[0, 0]) == "-0.0"  # not fma(−0, 1, +0) = +0
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_signed_zeros_and_specials(dtype):
+    a = np.array([[-0.0, -0.0], [1.0, np.inf], [0.0, 1.0]], dtype)
+    b = np.array([[1.0, 0.0, np.nan], [1.0, 1.0, 2.0]], dtype)
+    got, ref = G.gemm(a, b, threads=2, blocking=SMALL), reference(a, b)
+    assert np.array_equal(got, ref, equal_nan=True)
+    assert np.signbit(got[0, 0]) and np.signbit(ref[0, 0])
+
+
+def test_strided_operands_and_an_empty_sum():
+    a, b = operands(40, 50, 30, np.float64, seed=1)
+    ref = reference(a, b)
+    at, bt = np.asfortranarray(a), np.asfortranarray(b)  # transposed in memory
+    assert same_bits(G.gemm(at, bt), ref)
+    wide = np.zeros((40, 100))
+    wide[:, ::2] = a[:, :50]
+    assert same_bits(G.gemm(wide[:, ::2], b), ref)  # neither C- nor F-ordered: copied
+    assert G.gemm(np.ones((3, 0)), np.ones((0, 4))).tolist() == [[0.0] * 4] * 3
+    with pytest.raises(ValueError):
+        G.gemm(a, a)
+    with pytest.raises(TypeError):
+        G.gemm(a, b.astype(np.float32))
+
+
+@pytest.mark.parametrize("tag", ["f64", "f32"])
+def test_generated_c_is_warning_free(tmp_path, tag):
+    tc = find_toolchain()
+    c = tmp_path / "gemm.c"
+    c.write_text(G.source(tag, G.default_blocking(tag, tc), tc))
+    p = subprocess.run(
+        [
+            *tc.cc,
+            *tc.flags(threads=True),
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            str(c),
+            "-o",
+            str(tmp_path / "gemm.so"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert p.returncode == 0, p.stderr
