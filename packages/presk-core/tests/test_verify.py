@@ -26,6 +26,7 @@ from presk_core.verify import VerifyError, problems, verify
 from presk_types.core_rules import CORE_RULES, PRIMITIVE_RULES
 from presk_types.driver import check_file
 from presk_types.elab import load_program
+from presk_types.ops import OPS
 from presk_types.rules import PRIMITIVES
 from presk_types.types import SCALAR, Real
 
@@ -121,15 +122,10 @@ def test_specialized_programs_verify(path: str, consts: dict, entry: str, dims: 
 
 
 def test_the_rules_cover_the_operation_set() -> None:
-    """One rule per operation: every primitive of the registry, every operation the
-    interpreter evaluates (structure, differentiation's), and no other."""
+    """One rule per operation of the operation set (presk_types.ops): the primitives of
+    the registry, the structure, differentiation's; the interpreter's table is the same."""
     assert set(PRIMITIVE_RULES) == set(PRIMITIVES)
-    assert set(CORE_RULES) == set(eval_rules)
-    try:
-        from presk_types.ops import OPS
-    except ImportError:
-        return
-    assert set(CORE_RULES) == set(OPS)
+    assert set(CORE_RULES) == set(OPS) == set(eval_rules)
 
 
 # ---- what the verifier catches -------------------------------------------------------------
@@ -219,3 +215,19 @@ def test_a_wrong_return_type() -> None:
     f = next(f for f in program.functions if f.result != Real(SCALAR))
     functions = tuple(replace(g, result=Real(SCALAR)) if g is f else g for g in program.functions)
     _fails(Program(functions), f"in `{f.name}`", "is declared `-> ℝ[]`")
+
+
+def test_the_pipeline_verifies_with_presk_verify(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`PRESK_VERIFY=1`: each pass that gives PSK-Core is followed by the verifier."""
+    from presk_core.passes import Context, run_pipeline, verified
+
+    name, body, i = _first(_program(), "sub")
+    body.insert(i + 1, body[i])
+    bad = _edit(_program(), name, body)
+    monkeypatch.delenv("PRESK_VERIFY", raising=False)
+    assert verified(bad, "core") is bad
+    monkeypatch.setenv("PRESK_VERIFY", "1")
+    with pytest.raises(VerifyError, match="after the pass `core-after-ad`: in `"):
+        verified(bad, "core-after-ad")
+    program = run_pipeline("core-after-ad", str(ROOT / "tutorial/04_grad.psk"), Context())
+    assert any(f.name.endswith(".grad") for f in program.functions)

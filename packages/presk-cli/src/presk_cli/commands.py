@@ -154,8 +154,11 @@ def dump(
     if p.gives == "core":
         from presk_core.ir import format_program
         from presk_core.passes import unroll_stack as unroll
+        from presk_core.passes import verified
 
-        click.echo(format_program(unroll(value) if unroll_stack else value, sites), nl=False)
+        if unroll_stack:
+            value = verified(unroll(value), "--unroll-stack")
+        click.echo(format_program(value, sites), nl=False)
         return
     if p.gives == "elab":  # printed even when the checker found errors
         emit([d for d in ctx.diagnostics if d.is_error], ctx.sources)
@@ -218,6 +221,7 @@ def run(file, entry, dims, consts, seed, bits, digits, verbose, as_json, data_fi
     --bits), inputs synthesized from the types and --seed."""
     from presk_ad import ADError, differentiate
     from presk_core.lower import lower_program
+    from presk_core.passes import verified
     from presk_core.run import EntryError, RunError, entry_names, run_entry
     from presk_types.elab import load_program
 
@@ -225,7 +229,8 @@ def run(file, entry, dims, consts, seed, bits, digits, verbose, as_json, data_fi
     dim_values = _dims(dims)
     try:
         program = load_program(file, _consts(consts), sources)
-        core = differentiate(lower_program(program), remat)
+        core = verified(lower_program(program), "core")
+        core = verified(differentiate(core, remat), "core-after-ad")
     except DiagnosticError as e:
         _fail(e, sources)
     except ADError as e:
@@ -243,8 +248,8 @@ def run(file, entry, dims, consts, seed, bits, digits, verbose, as_json, data_fi
             click.echo(f"presk run: --entry is required; functions: {names}", err=True)
         sys.exit(2)
     try:
-        text = run_entry(
-            core, program, entry, dim_values, seed, bits, digits, verbose, as_json, data_file
+        text = run_entry(  # the core program alone: its metadata says what the source did
+            core, None, entry, dim_values, seed, bits, digits, verbose, as_json, data_file
         )
     except (EntryError, RunError) as e:
         entry_fail("run", e, sources)
@@ -528,6 +533,7 @@ def train(file, steps, log_every, ckpt, seed, bits, data_file, consts) -> None:
     a batch, then an AdamW step, on the reference interpreter (docs/training.md)."""
     from presk_ad import ADError
     from presk_core.lower import lower_program
+    from presk_core.passes import verified
     from presk_core.run import EntryError, RunError
     from presk_types.driver import check_file
     from presk_types.training import replace_data
@@ -552,7 +558,7 @@ def train(file, steps, log_every, ckpt, seed, bits, data_file, consts) -> None:
     if any(d.is_error for d in checked.diagnostics):
         sys.exit(1)
     try:
-        core = lower_program(checked.program)
+        core = verified(lower_program(checked.program), "core")
         terminal = sys.stdout.isatty()
         progress = (lambda text: click.echo(text, nl=False)) if terminal else None
         run_training(

@@ -17,6 +17,7 @@ for `core`, text for `tokens`. User errors are `DiagnosticError`s.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from dataclasses import dataclass, field
 
@@ -153,7 +154,22 @@ def run_pipeline(
         value = start
     for p in passes:
         value = runner(p)(value, ctx)
+        if p.gives == "core":
+            verified(value, p.name)
     return value
+
+
+def verified(program: Program, after: str) -> Program:
+    """The program, verified (presk_core.verify) when `PRESK_VERIFY=1`: a pass that makes
+    an ill-typed program is stopped there, the instruction named."""
+    if os.environ.get("PRESK_VERIFY", "") in ("", "0"):
+        return program
+    from presk_core.verify import VerifyError, verify
+
+    try:
+        return verify(program)
+    except VerifyError as e:
+        raise VerifyError([f"after the pass `{after}`: {p}" for p in e.problems]) from None
 
 
 # ---- documents ---------------------------------------------------------------------------
