@@ -9,7 +9,7 @@ EXAMPLES := tests/examples/mlp/mlp.psk tests/examples/minigpt/minigpt.psk \
 	tests/examples/minigpt/train_minigpt.psk tests/examples/bert/bert.psk tests/examples/llama/llama.psk
 
 .PHONY: setup venv test tutorial grammar bench lint check-examples run-examples train-examples \
-	export-examples conformance
+	export-examples conformance sanitize
 
 setup:
 	@command -v uv >/dev/null 2>&1 || test -x "$(UV)" || python3 -m pip install --user --quiet uv
@@ -33,6 +33,15 @@ bench: setup
 	$(PY) tools/bench_mpfr.py
 	$(PY) tools/bench_run.py
 	$(PY) tools/bench_train.py
+	$(PY) tools/bench_gemm.py
+
+# presk-cback's tests with every object compiled under AddressSanitizer and UBSan
+# (PRESK_SANITIZE, read by presk_cback.toolchain), their runtimes preloaded into Python.
+sanitize: setup
+	PRESK_SANITIZE=address,undefined ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 \
+	UBSAN_OPTIONS=print_stacktrace=1 \
+	LD_PRELOAD="$$(cc -print-file-name=libasan.so) $$(cc -print-file-name=libubsan.so)" \
+	    $(PY) -m pytest -q -p no:cacheprovider packages/presk-cback/tests
 
 # The reference examples on the interpreter, at constants it can afford.
 run-examples: setup

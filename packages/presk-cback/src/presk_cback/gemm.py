@@ -10,8 +10,8 @@ The bits (DESIGN §11). Each output element is the left fold of its products in 
 fused: c = a₀b₀, then c = fma(a_k, b_k, c). The micro-kernel loads C's partial sums into its
 accumulators for every KC block after the first, and starts the first from −0.0 (the
 identity of IEEE addition: fma(a₀, b₀, −0) is a₀b₀ rounded, its sign included), so the result
-is that fold whatever MR, NV, KC, MC, NC. Threads (OpenMP) split the packing and the NR
-panels of a block, never k: each element is computed by one thread, in one order.
+is that fold whatever MR, NV, KC, MC, NC. Threads (OpenMP) take contiguous ranges of the NR
+panels of n (or m), never k: each element is computed by one thread, in one order.
 """
 
 from __future__ import annotations
@@ -179,34 +179,24 @@ static void tile(int64_t kc, const T *Ap, const T *Bp, T *C, int64_t ldc, int64_
     for (int64_t i = 0; i < mr; i++) memcpy(C + i * ldc, tmp + i * NR, nr * sizeof(T));
 }}
 
-void presk_gemm_{tag}(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64_t csa,
-                   const T *B, int64_t rsb, int64_t csb, T *C, int64_t ldc, int threads) {{
-    if (m <= 0 || n <= 0) return;
-    if (k <= 0) {{ /* the empty sum */
-        for (int64_t i = 0; i < m; i++)
-            for (int64_t j = 0; j < n; j++) C[i * ldc + j] = 0;
-        return;
-    }}
+/* the whole nest, one thread, over C[m, n] */
+static void nest(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64_t csa,
+                 const T *B, int64_t rsb, int64_t csb, T *C, int64_t ldc) {{
     int64_t ncap = min64(NC, (n + NR - 1) / NR * NR), kcap = min64(KC, k);
     T *Bp = aligned_alloc(64, (size_t)(kcap * ncap * sizeof(T) + 63) / 64 * 64);
     T *Ap = aligned_alloc(64, (size_t)(kcap * MC * sizeof(T) + 63) / 64 * 64);
     if (!Bp || !Ap) abort();
-    (void)threads;
-#pragma omp parallel num_threads(threads) if (threads > 1)
     for (int64_t jc = 0; jc < n; jc += NC) {{
         int64_t nc = min64(NC, n - jc), np = (nc + NR - 1) / NR;
         for (int64_t pc = 0; pc < k; pc += KC) {{
             int64_t kc = min64(KC, k - pc);
             int first = pc == 0;
-#pragma omp for schedule(static)
             for (int64_t jp = 0; jp < np; jp++)
                 pack_b(jp, kc, nc, B + pc * rsb + jc * csb, rsb, csb, Bp);
             for (int64_t ic = 0; ic < m; ic += MC) {{
                 int64_t mc = min64(MC, m - ic), mp = (mc + MR - 1) / MR;
-#pragma omp for schedule(static)
                 for (int64_t ip = 0; ip < mp; ip++)
                     pack_a(ip, kc, mc, A + ic * rsa + pc * csa, rsa, csa, Ap);
-#pragma omp for schedule(static)
                 for (int64_t jp = 0; jp < np; jp++)
                     for (int64_t ip = 0; ip < mp; ip++)
                         tile(kc, Ap + ip * MR * kc, Bp + jp * NR * kc,
@@ -217,6 +207,34 @@ void presk_gemm_{tag}(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, 
     }}
     free(Ap);
     free(Bp);
+}}
+
+/* Threads take contiguous ranges of NR panels of n (of MR panels of m when n has too few),
+ * each running the whole nest on its part with its own packed buffers: no barrier, and
+ * every element is one thread's fold. */
+void presk_gemm_{tag}(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64_t csa,
+                   const T *B, int64_t rsb, int64_t csb, T *C, int64_t ldc, int threads) {{
+    if (m <= 0 || n <= 0) return;
+    if (k <= 0) {{ /* the empty sum */
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++) C[i * ldc + j] = 0;
+        return;
+    }}
+    int64_t npan = (n + NR - 1) / NR, mpan = (m + MR - 1) / MR;
+    int by_n = npan >= threads || npan >= mpan;
+    int64_t parts = by_n ? npan : mpan;
+    int nt = threads < 1 ? 1 : (threads > parts ? (int)parts : threads);
+#pragma omp parallel for num_threads(nt) schedule(static, 1) if (nt > 1)
+    for (int t = 0; t < nt; t++) {{
+        int64_t p0 = parts * t / nt, p1 = parts * (t + 1) / nt;
+        if (by_n) {{
+            int64_t j0 = p0 * NR, j1 = min64(n, p1 * NR);
+            nest(m, j1 - j0, k, A, rsa, csa, B + j0 * csb, rsb, csb, C + j0, ldc);
+        }} else {{
+            int64_t i0 = p0 * MR, i1 = min64(m, p1 * MR);
+            nest(i1 - i0, n, k, A + i0 * rsa, rsa, csa, B, rsb, csb, C + i0 * ldc, ldc);
+        }}
+    }}
 }}
 """
 

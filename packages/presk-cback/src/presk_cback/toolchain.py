@@ -75,7 +75,12 @@ class Toolchain:
         if threads and self.openmp:
             out.append(OPENMP_FLAG)
         if self.sanitize:
-            out += [f"-fsanitize={self.sanitize}", "-fno-omit-frame-pointer", "-g"]
+            out += [
+                f"-fsanitize={self.sanitize}",
+                "-fno-sanitize-recover=all",
+                "-fno-omit-frame-pointer",
+                "-g",
+            ]
         return (*out, *extra)
 
 

@@ -1,0 +1,125 @@
+"""presk-cback's generated GEMM against numpy's matmul (OpenBLAS) in the same process.
+
+    .venv/bin/python tools/bench_gemm.py [--n 1024] [--pairs 15] [--threads 1 2] [--tune]
+
+For each type (f32, f64) and thread count: R paired runs, the order inside a pair
+alternating, both writing into preallocated outputs; prints each side's best GFLOP/s and
+the median of the per-pair ratios (presk's GFLOP/s over numpy's: ≥ 0.8 is the goal).
+OpenBLAS runs with the same number of threads (set through its own API). The host is
+noisy and shared, so only the paired ratio means anything. OPENBLAS_CORETYPE and
+OPENBLAS_L2_SIZE, where the machine sets them, slow a current OpenBLAS: the script runs
+itself again without both, and prints the kernel OpenBLAS then uses. `--tune` also times
+the other register blockings measured on this kind of machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import statistics
+import sys
+import time
+
+CAVEAT = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+if any(v in os.environ for v in CAVEAT) and not os.environ.get("PRESK_BENCH_REEXEC"):
+    env = {k: v for k, v in os.environ.items() if k not in CAVEAT}
+    env["PRESK_BENCH_REEXEC"] = "1"
+    os.execve(sys.executable, [sys.executable, *sys.argv], env)
+
+import numpy as np  # noqa: E402
+from presk_cback import gemm as G  # noqa: E402
+from presk_cback.toolchain import find_toolchain  # noqa: E402
+
+CANDIDATES = {  # the other start points of the measurements (../shared notes, §A)
+    "f32": [G.Blocking(6, 4, 384, 192)],
+    "f64": [G.Blocking(8, 3, 384, 192)],
+}
+
+
+def openblas() -> ctypes.CDLL | None:
+    """numpy's OpenBLAS, found among the libraries of this process."""
+    with open("/proc/self/maps") as f:
+        paths = {ln.split()[-1] for ln in f if "openblas" in ln}
+    return ctypes.CDLL(sorted(paths)[0]) if paths else None
+
+
+def blas_call(lib, *names):
+    for name in names:
+        if lib is not None and hasattr(lib, name):
+            return getattr(lib, name)
+    return None
+
+
+def time_once(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def measure(n: int, dtype, threads: int, pairs: int, blocking, set_threads):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n)).astype(dtype)
+    b = rng.standard_normal((n, n)).astype(dtype)
+    c1, c2 = np.empty((n, n), dtype), np.empty((n, n), dtype)
+    if set_threads is not None:
+        set_threads(threads)
+
+    def ours():
+        G.gemm(a, b, c1, threads=threads, blocking=blocking)
+
+    def theirs():
+        np.matmul(a, b, out=c2)
+
+    ours(), theirs(), ours(), theirs()  # compile, warm caches and thread pools
+    scale = 1e-6 if dtype == np.float32 else 1e-12
+    assert np.allclose(c1, c2, rtol=scale * n, atol=scale * n), "the two products differ"
+    flop = 2.0 * n**3
+    t_ours, t_theirs, ratios = [], [], []
+    for i in range(pairs):
+        if i % 2:
+            t2, t1 = time_once(theirs), time_once(ours)
+        else:
+            t1, t2 = time_once(ours), time_once(theirs)
+        t_ours.append(t1)
+        t_theirs.append(t2)
+        ratios.append(t2 / t1)
+    return flop / min(t_ours) / 1e9, flop / min(t_theirs) / 1e9, statistics.median(ratios)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=1024)
+    parser.add_argument("--pairs", type=int, default=15)
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--tune", action="store_true")
+    args = parser.parse_args()
+    lib = openblas()
+    corename = blas_call(lib, "scipy_openblas_get_corename64_", "openblas_get_corename")
+    set_threads = blas_call(lib, "scipy_openblas_set_num_threads64_", "openblas_set_num_threads")
+    if corename is not None:
+        corename.restype = ctypes.c_char_p
+        core = corename().decode()
+    else:
+        core = "unknown"
+    tc = find_toolchain()
+    print(f"numpy {np.__version__}, OpenBLAS kernel {core}; {tc.identity}")
+    print(f"target {tc.target.split()[0]}, vectors of {tc.vector_bytes} bytes, n = {args.n}")
+    print(
+        f"{'type':5} {'threads':>7} {'blocking':>24} {'presk GF/s':>10} "
+        f"{'numpy GF/s':>10} {'ratio':>6}"
+    )
+    for tag, dtype in (("f32", np.float32), ("f64", np.float64)):
+        blockings = [G.default_blocking(tag, tc)] + (CANDIDATES[tag] if args.tune else [])
+        for threads in args.threads:
+            for bl in blockings:
+                ours, theirs, ratio = measure(args.n, dtype, threads, args.pairs, bl, set_threads)
+                shown = f"{bl.mr}x{bl.nv * G.lanes(tag, tc)} kc{bl.kc} mc{bl.mc}"
+                print(
+                    f"{tag:5} {threads:7d} {shown:>24} {ours:10.1f} {theirs:10.1f} {ratio:6.2f}",
+                    flush=True,
+                )
+
+
+if __name__ == "__main__":
+    main()
