@@ -52,6 +52,18 @@ def _decimal(p: int, q: int, digits: int) -> tuple[str, int]:
     return str(n).rstrip("0"), k
 
 
+# Beyond 2^±4096 a real is shown by MPFR's conversion (correctly rounded, ties to even, as
+# `_decimal`), not as a ratio of integers of millions of digits.
+_EXACT_BITS = 4096
+
+
+def _mpfr_decimal(x: object, digits: int) -> str:
+    mantissa, exponent = format(x, f".{digits - 1}e").split("e")
+    sign = "-" if mantissa.startswith("-") else ""
+    ds = mantissa.lstrip("-").replace(".", "").rstrip("0") or "0"
+    return _layout(sign, ds, int(exponent), digits)
+
+
 def _below_pow10(p: int, q: int, k: int) -> bool:
     """p/q < 10^k, exactly."""
     return p < q * 10**k if k >= 0 else p * 10**-k < q
@@ -79,6 +91,8 @@ def format_real(x: object, digits: int = 12) -> str:
             return "-inf" if x < 0 else "inf"
         if gmpy2.is_zero(x):
             return "-0" if gmpy2.is_signed(x) else "0"
+        if abs(gmpy2.get_exp(x)) > _EXACT_BITS:  # x^1e8: MPFR's own rounding, as exact
+            return _mpfr_decimal(x, digits)
         p, q = (int(v) for v in x.as_integer_ratio())
     elif isinstance(x, float | np.floating):
         x = float(x)

@@ -12,6 +12,10 @@ Every stage builds its own `Codec` from its node classes; this module owns the m
 from __future__ import annotations
 
 import dataclasses
+import re
+import sys
+import types
+import typing
 from collections.abc import Iterable
 from typing import Any
 
@@ -68,6 +72,7 @@ class Codec:
         self.fields = {
             name: [f.name for f in dataclasses.fields(t)] for name, t in self.types.items()
         }
+        self._hints: dict[str, dict[str, Any]] = {}  # the schema, resolved at first use
 
     def encode(self, value: Any, files: FileTable) -> Any:
         match value:
@@ -98,12 +103,105 @@ class Codec:
                     raise DocumentError(f"a span runs from byte {s} to byte {e}")
                 return Span(files.path(i), s, e)
             case {"@": str(name), **fields} if name in self.types:
+                missing = [f for f in self.fields[name] if f not in fields]
+                if missing:
+                    raise DocumentError(f"a `{name}` node lacks its field `{missing[0]}`")
+                args = {f: self.decode(fields[f], files) for f in self.fields[name]}
+                hints = self._hints.get(name)
+                if hints is None:
+                    hints = self._hints[name] = field_hints(self.types[name])
+                for f, value in args.items():
+                    if f in hints and not fits(value, hints[f]):
+                        raise DocumentError(
+                            f"a `{name}` node's field `{f}` holds {_kind(value)}, not"
+                            f" {_show(hints[f])}"
+                        )
                 try:
-                    args = {f: self.decode(fields[f], files) for f in self.fields[name]}
                     return self.types[name](**args)
-                except KeyError as e:
-                    raise DocumentError(f"a `{name}` node lacks its field {e}") from None
+                except (TypeError, ValueError) as e:
+                    raise DocumentError(f"a `{name}` node is malformed ({e})") from None
         raise DocumentError(f"unexpected value in the document: {str(data)[:60]}")
+
+
+# ---- the schema: each field's annotation, checked on the decoded value ----------------
+
+
+def field_hints(cls: type) -> dict[str, Any]:
+    """The annotations of a dataclass's fields as types (`Expr | None`, `tuple[Axis, ...]`),
+    its module's string aliases (`Expr: TypeAlias = "Var | …"`) resolved; a field whose
+    annotation does not resolve is left out (not checked)."""
+    module = sys.modules[cls.__module__]
+    names = _namespace(module)
+    out = {}
+    for f in dataclasses.fields(cls):
+        try:
+            out[f.name] = eval(f.type, names) if isinstance(f.type, str) else f.type  # noqa: S307
+        except Exception:  # an annotation this schema cannot read: unchecked
+            continue
+    return out
+
+
+_NAMESPACES: dict[str, dict[str, Any]] = {}
+
+
+def _namespace(module: types.ModuleType) -> dict[str, Any]:
+    """The module's globals, its string type aliases evaluated (in any order of definition)."""
+    if module.__name__ in _NAMESPACES:
+        return _NAMESPACES[module.__name__]
+    names = dict(vars(module))
+    pending = {
+        k: v for k, v in names.items() if isinstance(v, str) and "|" in v and k[:1].isupper()
+    }
+    while pending:
+        done = {}
+        for k, v in pending.items():
+            try:
+                done[k] = eval(v, names)  # noqa: S307
+            except Exception:
+                continue
+        if not done:
+            break
+        names.update(done)
+        pending = {k: v for k, v in pending.items() if k not in done}
+    _NAMESPACES[module.__name__] = names
+    return names
+
+
+def fits(value: Any, hint: Any) -> bool:
+    """Whether a decoded value is of the annotated type (lists already made tuples)."""
+    if hint is Any or hint is object:
+        return True
+    if hint is None or hint is type(None):
+        return value is None
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(fits(value, arm) for arm in typing.get_args(hint))
+    if origin is tuple:
+        args = typing.get_args(hint)
+        if not isinstance(value, tuple):
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(fits(v, args[0]) for v in value)
+        return len(args) == len(value) and all(fits(v, a) for v, a in zip(value, args, strict=True))
+    if origin is not None or not isinstance(hint, type):
+        return True  # a form this schema does not check
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, hint)
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    name = type(value).__name__
+    return {"tuple": "an array", "str": "a string", "int": "an integer"}.get(name, f"a `{name}`")
+
+
+def _show(hint: Any) -> str:
+    text = str(hint) if not isinstance(hint, type) else hint.__name__
+    return "`" + re.sub(r"\b[a-z_]+(\.[a-z_]+)*\.(?=[A-Z])", "", text)[:120] + "`"
 
 
 AST_CODEC = Codec(A.NODE_TYPES)

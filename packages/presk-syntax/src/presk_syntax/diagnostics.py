@@ -120,7 +120,10 @@ def render(diag: Diagnostic, sources: Mapping[str, Source], color: bool) -> str:
     rows: list[Row] = [
         [(f"{code}{diag.severity.value}:", _KIND[diag.severity]), (" " + diag.message, None)]
     ]
+    diag, sources, headers = _windowed(diag, sources)
     groups = _groups(diag, sources)
+    for g in groups:
+        g.header = headers.get(g.path)
     if not groups:  # the one-line form; help and note, if any, follow as plain lines
         rows += _sections(diag, [], "")
     width = len(str(max((g.last for g in groups), default=1)))
@@ -194,6 +197,7 @@ class _Group:
     last: int
     multi: list[_Info] = dataclasses.field(default_factory=list)  # longest first
     messaged: list[_Info] = dataclasses.field(default_factory=list)  # those with a text
+    header: tuple[int, int] | None = None  # (line, column) in the file, when windowed
 
 
 def _groups(diag: Diagnostic, sources: Mapping[str, Source]) -> list[_Group]:
@@ -393,7 +397,7 @@ def _line_rows(v: _View) -> list[Row]:
 
 def _group_rows(g: _Group, diag: Diagnostic, width: int, first: bool, final: bool) -> list[Row]:
     """The snippet of one file: its header, its lines with their labels, and its tail."""
-    pad, (number, col) = " " * (width + 2), g.src.line_col(g.location)
+    pad, (number, col) = " " * (width + 2), g.header or g.src.line_col(g.location)
     rows: list[Row] = [
         [(pad, None), (("," if first else "|") + "-[ ", _MARGIN)]
         + [(f"{g.path}:{number}:{col}", None), (" ]", _MARGIN)],
@@ -417,6 +421,66 @@ def _group_rows(g: _Group, diag: Diagnostic, width: int, first: bool, final: boo
         return [*rows, [(pad, None), ("|", _MARGIN)]]
     rows += _sections(diag, _gutter(width), "  " * (len(g.messaged) + 1 if g.messaged else 0))
     return [*rows, [("-" * (width + 2) + "'", _MARGIN)]]
+
+
+# A line longer than this is shown as a window of WINDOW characters around its labels
+# (`…` marking what is cut): a syntax error on a line of megabytes draws a line of a screen.
+LONG_LINE = 240
+WINDOW = 160
+
+
+def _windowed(
+    diag: Diagnostic, sources: Mapping[str, Source]
+) -> tuple[Diagnostic, Mapping[str, Source], dict[str, tuple[int, int]]]:
+    """`diag` and `sources` with every long line the labels reach cut to a window, and the
+    header's (line, column) of each file so cut, as in the whole file."""
+    spans: dict[str, list[Span]] = {}
+    for label in diag.labels:
+        if label.span.file in sources:
+            spans.setdefault(label.span.file, []).append(label.span)
+    cut: dict[str, Source] = {}
+    moved: dict[tuple[str, int], int] = {}
+    headers: dict[str, tuple[int, int]] = {}
+    for path, group in spans.items():
+        src = sources[path]
+        offsets = sorted({src.clamp(o) for sp in group for o in (sp.start, sp.end)})
+        first, last = src.line_of(offsets[0]), src.line_of(offsets[-1])
+        lines = [src.raw_line(n) for n in range(first, last + 1)]
+        if all(len(line) <= LONG_LINE for line in lines):
+            continue
+        headers[path] = src.line_col(src.clamp(group[0].start))
+        text = ["\n" * (first - 1)]
+        for n, line in zip(range(first, last + 1), lines, strict=True):
+            at = len("".join(text).encode("utf-8", errors="surrogatepass"))
+            start = src.line_start(n)
+            here = [o for o in offsets if start <= o < src.line_end(n) or o == src.line_end(n)]
+            cols = [src.char_offset(o) - src.line_char_start(n) for o in here]
+            body = line.rstrip("\r\n")
+            if len(body) <= LONG_LINE:
+                text.append(line)
+                lo, hi, lead = 0, len(body), ""
+            else:
+                lo = max(0, min(cols, default=0) - WINDOW // 4)
+                hi = min(len(body), lo + WINDOW)
+                lead = "…" if lo else ""
+                text.append(lead + body[lo:hi] + ("…" if hi < len(body) else "") + "\n")
+            for o, c in zip(here, cols, strict=True):
+                shown = lead + body[lo : max(lo, min(c, hi))]
+                moved[(path, o)] = at + len(shown.encode("utf-8", errors="surrogatepass"))
+        cut[path] = Source(path, "".join(text))
+    if not cut:
+        return diag, sources, headers
+
+    def span(sp: Span) -> Span:
+        if sp.file not in cut:
+            return sp
+        src = sources[sp.file]
+        return Span(
+            sp.file, moved[(sp.file, src.clamp(sp.start))], moved[(sp.file, src.clamp(sp.end))]
+        )
+
+    labels = tuple(Label(span(label.span), label.text) for label in diag.labels)
+    return dataclasses.replace(diag, labels=labels), {**sources, **cut}, headers
 
 
 def _line(src: Source, number: int) -> _Line:

@@ -58,7 +58,40 @@ def parse_source(source: Source) -> A.SourceFile:
     reserved = _reserved_as_name(source.path, data, tree)
     if reserved is not None:
         raise DiagnosticError([reserved])
+    deep = _too_deep(source.path, tree)
+    if deep is not None:
+        raise DiagnosticError([deep])
     return Builder(source.path, data).build(tree.root_node)
+
+
+# How deep the syntax tree may nest: the stages after parsing walk it by recursion, and a
+# program nests about 12 levels (the reference Llama); a sum of n terms nests n.
+MAX_DEPTH = 200
+
+
+def _too_deep(path: str, tree: ts.Tree) -> Diagnostic | None:
+    """E0013 at the first node nested deeper than MAX_DEPTH (found without recursion)."""
+    cursor, depth = tree.walk(), 0
+    while True:
+        if cursor.goto_first_child():
+            depth += 1
+            if depth > MAX_DEPTH:
+                node = cursor.node
+                while node.child_count:  # its first token: the node may span the whole line
+                    node = node.children[0]
+                return Diagnostic(
+                    "E0013",
+                    Severity.ERROR,
+                    f"this program nests deeper than {MAX_DEPTH} levels",
+                    (Label(Span(path, node.start_byte, node.end_byte), "nested too deeply here"),),
+                    help="a long sum or chain nests one level a term: split it with `let`s,"
+                    " or sum over an axis",
+                )
+            continue
+        while not cursor.goto_next_sibling():
+            if not cursor.goto_parent():
+                return None
+            depth -= 1
 
 
 # Symbols that are letters to the lexer (so `λθ` would be a name) but never names.
@@ -102,11 +135,21 @@ class _Culprit:
 
 
 def _leaves(node: ts.Node, in_error: bool = False) -> Iterator[tuple[ts.Node, bool]]:
-    if node.child_count == 0:
-        yield node, in_error
-        return
-    for child in node.children:
-        yield from _leaves(child, in_error or node.is_error)
+    """The tokens under `node` in order, each with whether an ERROR node holds it: a cursor
+    walk, without recursion or lists of children (a tree may nest thousands deep, and a
+    node hold millions of children)."""
+    cursor = node.walk()
+    errors = [in_error]  # for each depth: inside an ERROR node
+    while True:
+        current = cursor.node
+        if cursor.goto_first_child():
+            errors.append(errors[-1] or current.is_error)
+            continue
+        yield current, errors[-1]
+        while not cursor.goto_next_sibling():
+            if len(errors) == 1 or not cursor.goto_parent():
+                return
+            errors.pop()
 
 
 def _terminals(state: int) -> set[str]:
@@ -129,16 +172,19 @@ def _first_culprit(tree: ts.Tree, data: bytes) -> _Culprit:
     node (tree-sitter wrapped acceptable tokens because of what follows them).
     """
     lang = language()
-    leaves = [(leaf, err) for leaf, err in _leaves(tree.root_node) if leaf.type != "comment"]
+    # one pass over the tokens, none kept but the first inside an ERROR (a file may hold
+    # millions of them)
+    leaves = ((leaf, err) for leaf, err in _leaves(tree.root_node) if leaf.type != "comment")
     previous: ts.Node | None = None
     first_error_end: int | None = None
-    for i, (leaf, in_error) in enumerate(leaves):
+    wrapped: ts.Node | None = None  # the first token inside an ERROR node
+    for leaf, in_error in leaves:
         state = leaf.parse_state
         if state in _NO_STATE and previous is not None:
             state = previous.next_parse_state
         state = 0 if state in _NO_STATE else state
         if leaf.is_missing:
-            found = next((n for n, _ in leaves[i + 1 :] if not n.is_missing), None)
+            found = next((n for n, _ in leaves if not n.is_missing), None)
             start = found.start_byte if found is not None else len(data)
             return _Culprit(found, start, state, missing=leaf.type)
         if leaf.is_error:
@@ -146,18 +192,21 @@ def _first_culprit(tree: ts.Tree, data: bytes) -> _Culprit:
         if in_error:
             if first_error_end is None:
                 first_error_end = _enclosing_error(leaf).end_byte
+                wrapped = leaf
             if leaf.kind_id not in set(lang.lookahead_iterator(leaf.parse_state).symbols()):
                 return _Culprit(leaf, leaf.start_byte, state)
-        elif first_error_end is not None and leaf.start_byte >= first_error_end:
-            wrapped = next(n for n, err in leaves if err)
+        elif (
+            wrapped is not None
+            and first_error_end is not None
+            and leaf.start_byte >= first_error_end
+        ):
             if not _deletion_repairs(data, leaf) and _deletion_repairs(data, wrapped):
                 return _Culprit(wrapped, wrapped.start_byte, 0)  # a stray token, alone
             after = previous.next_parse_state if previous is not None else 0
             return _Culprit(leaf, leaf.start_byte, 0 if after in _NO_STATE else after)
         previous = leaf
-    if first_error_end is not None:  # every token of the ERROR looked acceptable alone
-        leaf = next(leaf for leaf, in_error in leaves if in_error)
-        return _Culprit(leaf, leaf.start_byte, 0)
+    if wrapped is not None:  # every token of the ERROR looked acceptable alone
+        return _Culprit(wrapped, wrapped.start_byte, 0)
     # The error is at the end of the file: an unfinished construct.
     state = previous.next_parse_state if previous is not None else 0
     return _Culprit(None, len(data), 0 if state in _NO_STATE else state)
@@ -179,9 +228,13 @@ def _error_position(tree: ts.Tree, data: bytes) -> int | None:
     return _first_culprit(tree, data).start if tree.root_node.has_error else None
 
 
+PROBED_BYTES = 64 * 1024
+
+
 def _repairs(data: bytes, culprit: _Culprit) -> list[str]:
-    """The tokens whose insertion before the culprit takes the parse furthest past it."""
-    if not culprit.state:
+    """The tokens whose insertion before the culprit takes the parse furthest past it (none
+    in a file above PROBED_BYTES: each probe parses the whole file again)."""
+    if not culprit.state or len(data) > PROBED_BYTES:
         return []
     past = culprit.node.end_byte if culprit.node is not None else len(data)
     following = parse_tree(data).root_node.descendant_for_byte_range(past, past)

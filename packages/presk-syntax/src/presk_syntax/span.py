@@ -8,6 +8,7 @@ registers every file read, so that diagnostics can be rendered from spans alone.
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -49,8 +50,8 @@ class Source:
 
     def __post_init__(self) -> None:
         data = self.text.encode("utf-8", errors="surrogatepass")
-        starts = [0] + [i + 1 for i, b in enumerate(data) if b == 0x0A]
-        char_starts = [0] + [i + 1 for i, c in enumerate(self.text) if c == "\n"]
+        starts = [0] + [m.end() for m in re.finditer(b"\n", data)]
+        char_starts = [0] + [m.end() for m in re.finditer("\n", self.text)]
         if len(starts) > 1 and starts[-1] == len(data):  # no empty line after a final newline
             starts.pop()
             char_starts.pop()
