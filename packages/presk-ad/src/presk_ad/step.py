@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from presk_core import data as D
@@ -50,7 +50,7 @@ def training_step(core: Program, objective: str) -> Program:
     pair_type = TupleT((fn.result, theta.type))
     pair = s.emit("value_grad", params, pair_type, {"fn": wrap.name, "dims": dims}, fn.span, made)
     step = Function(s.name, fn.dims, params, pair.type, tuple(s.body), pair)
-    return differentiate(Program(core.functions + (wrap, step)))
+    return differentiate(replace(core, functions=core.functions + (wrap, step)))
 
 
 # ---- the loop of a training run on the interpreter --------------------------------------

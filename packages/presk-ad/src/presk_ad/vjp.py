@@ -303,7 +303,7 @@ def differentiate(program: Program, remat: str = "residuals") -> Program:
         functions.append(replace(fn, body=tuple(body)))
     split = ad.finish()  # the `.bwd`s and `.fwd`s (residuals), which fills in the `.vjp`s
     made = tuple(f for f in ad.made.values() if f is not None)
-    return Program(tuple(functions) + made + tuple(split))
+    return replace(program, functions=tuple(functions) + made + tuple(split))
 
 
 # ---- the adjoint of each operation ---------------------------------------------------------

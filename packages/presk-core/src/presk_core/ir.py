@@ -108,14 +108,48 @@ class Function:
 
 
 @dataclass(frozen=True, slots=True)
+class Leaf:
+    """A leaf of a parameter tree: its path (`blocks.proj.w`), its type in the module's
+    dimensions, and the counts of the stacks it is in, outermost first (its data has
+    those leading axes)."""
+
+    path: str
+    type: Type
+    stack: tuple[Lin, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """The parameter tree of a module: `params Linear{In, Out}` is `w`, then `b`."""
+
+    module: str  # the module's key (`Instance.module`: `01_linear.psk:Linear`)
+    name: str  # as printed: `Linear`
+    dims: tuple[str, ...]  # its dimension parameters
+    leaves: tuple[Leaf, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Program:
+    """The functions, and what the program's consumers need besides them (the checker's
+    knowledge, kept): each module's parameter tree and the bounds of the dimensions
+    (`dim T <= 1024`; None for none), so that a core document is self-contained."""
+
     functions: tuple[Function, ...]
+    layouts: tuple[Layout, ...] = ()
+    bounds: tuple[tuple[str, int | None], ...] = ()
 
     def function(self, name: str) -> Function:
         for f in self.functions:
             if f.name == name:
                 return f
         raise KeyError(name)
+
+    def layout(self, name: str) -> Layout | None:
+        """The layout of the module `name` (its name as written, or its key)."""
+        for layout in self.layouts:
+            if name in (layout.name, layout.module):
+                return layout
+        return None
 
 
 # ---- printing ----------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from presk_types.values import Emitter, FnInfo
 from presk_core.build import FunctionBuilder
 from presk_core.ir import Function, Instr, Lit, Operand, Value
 from presk_core.ir import Program as Core
+from presk_core.layout import bounds, layouts
 from presk_core.optim import optimizer_functions
 
 
@@ -142,7 +143,7 @@ def lower_checked(program: Program) -> tuple[Core, dict[str, FnInfo]]:
     )
     functions.extend(optimizer_functions(program))  # a training run's `adamw.lr`, `adamw.step`
     infos = {i.key: i for i in [*checker.order, *checker.lambdas]}
-    return Core(tuple(functions)), infos
+    return Core(tuple(functions), layouts(program), bounds(program)), infos
 
 
 # ---- initializers ------------------------------------------------------------------------
@@ -207,7 +208,7 @@ def _module_info(inst: Instance, near: ModuleInfo) -> ModuleInfo:
     seen = [near.file]
     while seen:
         f = seen.pop()
-        if f.path == path:
+        if f.key == path:
             return f.modules[name]
         seen.extend(f.imports.values())
     raise KeyError(inst.module)

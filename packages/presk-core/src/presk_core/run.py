@@ -94,7 +94,10 @@ def _runnable(core: Program) -> list[str]:
     return [f.name for f in core.functions if ".lambda" not in f.name]
 
 
-def parse_entry(text: str, core: Program, elab: Elab, dims: dict[str, int]) -> Entry:
+def parse_entry(text: str, core: Program, elab: Elab | None, dims: dict[str, int]) -> Entry:
+    """The entry `text` of `core` at `dims`: the modules' dimensions and the bounds come from
+    the program's metadata (`Program.layouts`, `Program.bounds`); `elab` is read only for a
+    program that has none (one put together by hand), and may be None."""
     m = ENTRY.match(text)
     if m is None:
         raise EntryError(f"`{text}` is not an entry: write `f`, `M.f` or `M{{3, 2}}.f`", usage=True)
@@ -107,7 +110,7 @@ def parse_entry(text: str, core: Program, elab: Elab, dims: dict[str, int]) -> E
     values = dict(dims)
     module_dims: list[tuple[str, int]] = []
     if tail:
-        mdims = _module_dims(elab, head)
+        mdims = _module_dims(core, elab, head)
         given = [a.strip() for a in args.split(",")] if args and args.strip() else []
         if len(given) != len(mdims):
             raise EntryError(
@@ -127,7 +130,7 @@ def parse_entry(text: str, core: Program, elab: Elab, dims: dict[str, int]) -> E
             f" `--dim {missing[0]}=N`"
         )
     prefix = tuple((k, v) for k, v in dims.items() if k not in fn.dims)
-    bounds = _bounds(elab)
+    bounds = _bounds(core, elab)
     ctx = DimContext(tuple(Dim(d, bounds.get(d)) for d in fn.dims))
     violated = check_assignment(ctx, {d: values[d] for d in fn.dims})
     if violated is not None:
@@ -135,14 +138,19 @@ def parse_entry(text: str, core: Program, elab: Elab, dims: dict[str, int]) -> E
     return Entry(fn, shown, {d: values[d] for d in fn.dims}, prefix, tuple(module_dims), bounds)
 
 
-def _module_dims(elab: Elab, name: str) -> tuple[str, ...]:
+def _module_dims(core: Program, elab: Elab | None, name: str) -> tuple[str, ...]:
+    layout = core.layout(name)
+    if layout is not None or elab is None:
+        return layout.dims if layout is not None else ()
     for env in elab.files:
         if name in env.modules:
             return env.modules[name].dims
     return ()
 
 
-def _bounds(elab: Elab) -> dict[str, int | None]:
+def _bounds(core: Program, elab: Elab | None) -> dict[str, int | None]:
+    if core.layouts or elab is None:
+        return dict(core.bounds)
     out: dict[str, int | None] = {}
     for env in elab.files:
         out.update(env.dim_bounds)

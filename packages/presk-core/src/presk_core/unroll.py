@@ -13,7 +13,7 @@ from presk_core.ir import Function, Program
 def unroll_stack(program: Program) -> Program:
     """`fold{3} Block.apply(tree, x)` as `slice tree, 0`, `call Block.apply(…)`, three times;
     the last call binds the fold's value at the fold's site, the others are made from it."""
-    return Program(tuple(_unroll(f) for f in program.functions))
+    return replace(program, functions=tuple(_unroll(f) for f in program.functions))
 
 
 def _unroll(fn: Function) -> Function:

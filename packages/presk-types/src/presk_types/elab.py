@@ -57,7 +57,7 @@ class ModuleInfo:
 
     @property
     def key(self) -> str:
-        return f"{self.file.path}:{self.decl.name}"
+        return f"{self.file.key}:{self.decl.name}"
 
 
 @dataclass
@@ -68,6 +68,9 @@ class FileEnv:
     ast: A.SourceFile
     source: Source
     imports: dict[str, FileEnv] = field(default_factory=dict)
+    # the file's path relative to the main file's folder (`04_grad.psk`, `lib/linear.psk`):
+    # what module keys name, whatever the spelling of the path given (issue 12, item 5)
+    key: str = ""
     import_paths: dict[str, str] = field(default_factory=dict)
     consts: dict[str, gmpy2.mpq] = field(default_factory=dict)
     const_decls: dict[str, A.Const] = field(default_factory=dict)
@@ -113,6 +116,9 @@ def load_program(
     loaded: dict[str, FileEnv] = {}
     given = {os.path.normpath(p): v for p, v in (parsed or {}).items()}
     main = _load(path, None, sources, files, loaded, [], given)
+    root = os.path.dirname(os.path.abspath(path))
+    for f in files:
+        f.key = os.path.relpath(os.path.abspath(f.path), root).replace(os.sep, "/")
     program = Program(main, files, sources)
     overrides = dict(overrides or {})
     unknown = [n for n in overrides if not any(n in _const_names(f) for f in files)]
@@ -529,7 +535,7 @@ def module_scope(info: ModuleInfo) -> TypeScope:
 def module_info(inst: Instance, program: Program) -> ModuleInfo:
     path, name = inst.module.rsplit(":", 1)
     for f in program.files:
-        if f.path == path:
+        if f.key == path:
             return f.modules[name]
     raise KeyError(inst.module)
 

@@ -1,0 +1,55 @@
+"""The program's metadata, from the elaborated source: each module's parameter tree (its
+leaves' paths, types and stacks) and the dimensions' bounds (`Program.layouts`,
+`Program.bounds`), written once by lowering so that the consumers of a core document
+(`presk run`, `presk train`, the export, `flatten`) need not go back to the source."""
+
+from __future__ import annotations
+
+from presk_syntax import ast as A
+from presk_types.elab import (
+    ModuleInfo,
+    Program,
+    instance_of,
+    module_info,
+    module_scope,
+    resolve_type,
+)
+from presk_types.types import subst, subst_lin
+
+from presk_core.ir import Layout, Leaf
+
+
+def module_layout(info: ModuleInfo, program: Program) -> Layout:
+    """`params M{dims}` as its leaves in the order of the declaration (the interpreter's
+    order too): a parameter `w`, then a sub-module's leaves under its name (`proj.w`),
+    a stacked sub-module's with the stack's count first in their `stack`."""
+    scope = module_scope(info)
+    leaves: list[Leaf] = []
+    for item in info.decl.items:
+        if isinstance(item, A.Param):
+            leaves.append(Leaf(item.name, resolve_type(item.type, scope)))
+        elif isinstance(item, A.Use):
+            sub = instance_of(item.module, scope)
+            inner = sub.inner if sub.stack is not None else sub
+            callee = module_info(inner, program)
+            values = dict(zip(callee.dims, inner.args, strict=True))
+            outer = (sub.stack,) if sub.stack is not None else ()
+            for leaf in module_layout(callee, program).leaves:
+                stack = outer + tuple(subst_lin(s, values) for s in leaf.stack)
+                leaves.append(Leaf(f"{item.name}.{leaf.path}", subst(leaf.type, values), stack))
+    return Layout(info.key, info.decl.name, tuple(info.dims), tuple(leaves))
+
+
+def layouts(program: Program) -> tuple[Layout, ...]:
+    """Every module's layout, in the order of the files (imports first), then of the source."""
+    return tuple(
+        module_layout(info, program) for env in program.files for info in env.modules.values()
+    )
+
+
+def bounds(program: Program) -> tuple[tuple[str, int | None], ...]:
+    """Each dimension's bound (`dim T <= 1024`: 1024; None for none), over every file."""
+    out: dict[str, int | None] = {}
+    for env in program.files:
+        out.update(env.dim_bounds)
+    return tuple(out.items())
