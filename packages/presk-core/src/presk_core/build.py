@@ -14,7 +14,9 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from presk_syntax.span import Span
-from presk_types.types import Type
+from presk_types.ops import OPS
+from presk_types.shapes import alignment
+from presk_types.types import Shape, Type, shape_of
 
 from presk_core.ir import Instr, Operand, Origin, Value, site_of
 
@@ -66,12 +68,14 @@ class FunctionBuilder:
         origin: Origin | None = None,
     ) -> Value:
         """A new instruction binding `out` (a value numbered by this builder or given)."""
+        args = tuple(args)
         items = tuple(attrs.items()) if isinstance(attrs, dict) else tuple(attrs)
+        items = items + placement(op, args, out.type, items)
         origin = origin if origin is not None else self.origin
         span = span if span is not None else self.span
         self.count = max(self.count, out.id + 1)
         site = site_of(self.name, out)
-        self.body.append(Instr(out, op, tuple(args), items, span, site, origin))
+        self.body.append(Instr(out, op, args, items, span, site, origin))
         return out
 
     def place(self, ins: Instr, rule: str) -> Instr:
@@ -84,6 +88,34 @@ class FunctionBuilder:
         self.count = max(self.count, ins.out.id + 1)
         self.body.append(ins)
         return ins
+
+
+def placement(
+    op: str, args: tuple[Operand, ...], t: Type, attrs: tuple[tuple[str, object], ...]
+) -> tuple[tuple[str, object], ...]:
+    """The `_align` attribute of an elementwise operation that lacks it: where each operand's
+    axes go among the result's (`shapes.alignment`), so that no stage computes it again at
+    run time (docs/ir.md, "Layout"). `sum_to ct, x` places x among ct's axes, a softmax its
+    mask among its operand's."""
+    declared = OPS.get(op)
+    if declared is None or "_align" not in dict(declared.attrs) or "_align" in dict(attrs):
+        return ()
+    if op == "sum_to":
+        ct, x = args
+        if shape_of(x.type) is None:
+            return ()
+        return (("_align", alignment(_explicit(x.type), _explicit(ct.type))),)
+    if op in ("softmax", "log_softmax"):  # the mask `where` among the operand's axes
+        if not dict(attrs).get("where"):
+            return ()
+        x, mask = args
+        return (("_align", alignment(_explicit(mask.type), _explicit(x.type))),)
+    return (("_align", tuple(alignment(_explicit(a.type), _explicit(t)) for a in args)),)
+
+
+def _explicit(t: Type) -> Shape:
+    s = shape_of(t)
+    return s if s is not None else Shape(False, ())
 
 
 def made_from(ins: Instr, rule: str) -> Origin:

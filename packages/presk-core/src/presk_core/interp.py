@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 import gmpy2
 import numpy as np
 from presk_types.presburger import Lin
-from presk_types.shapes import alignment
 from presk_types.types import Bool, Idx, Real, Shape, Type, shape_of
 
 from presk_core import adjoints as A
@@ -98,12 +97,13 @@ def broadcast_operands(frame: Frame, ins: Instr) -> list[np.ndarray]:
     values = [(frame.read(a), a.type) for a in ins.args]
     prefix = _prefix_of(values)
     maps = ins.attr("_align")
+    if maps is None:  # the builder gives every elementwise instruction its placement
+        raise RunError("E7002", f"`{ins.op}` ({ins.site}) does not say where its operands go")
     out = []
     for i, (v, t) in enumerate(values):
         if not isinstance(v, np.ndarray):
             v = M.real(v) if not isinstance(v, np.ndarray) else v
-        pos = maps[i] if maps is not None else None
-        out.append(_place(v, t, ins.out.type, prefix, pos))
+        out.append(_place(v, t, ins.out.type, prefix, maps[i]))
     return out
 
 
@@ -113,7 +113,9 @@ def _targets(ndim: int, t: Type, result: Type, prefix: int, pos) -> list[int]:
     from the result's last axis), by trailing position or by name."""
     src, dst = _explicit(t), _explicit(result)
     own_prefix = ndim - src.rank
-    where = pos if pos is not None else alignment(src, dst)
+    if pos is None:  # the builder gives every placement (presk_core.build.placement)
+        raise RunError("E7002", f"no placement of `{t}` among the axes of `{result}`")
+    where = pos
     big = prefix + dst.rank
     return [prefix - own_prefix + i for i in range(own_prefix)] + [big + p for p in where]
 
@@ -182,7 +184,8 @@ def _softmax(kernel: Callable) -> Rule:
         if ins.attr("where"):
             m = ins.args[-1]
             prefix = np.ndim(x) - _explicit(ins.args[0].type).rank
-            mask = _place(frame.read(m), m.type, ins.args[0].type, prefix, None)
+            pos = ins.attr("_align")
+            mask = _place(frame.read(m), m.type, ins.args[0].type, prefix, pos)
             mask = np.broadcast_to(mask, np.shape(x))
         return kernel(x, axis, mask)
 

@@ -159,6 +159,62 @@ def _bindings(b: tuple[tuple[str, Lin], ...]) -> str:
     return "{" + ", ".join(f"{k} = {v}" for k, v in b) + "}" if b else ""
 
 
+_LAID_OUT = frozenset({"axes", "shapes", "where", "_align", "_names"})
+
+
+def _attr(v: object) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, tuple):
+        return "(" + ", ".join(_attr(x) for x in v) + ")"
+    return str(v)
+
+
+def _axes_of(t: Type) -> tuple[bool, tuple]:
+    s = getattr(t, "shape", None)
+    return (s.prefix, s.axes) if s is not None else (False, ())
+
+
+def _placed(ins: Instr) -> str:
+    """An elementwise instruction's placement of its operands (`_align`), printed when an
+    operand does not have the result's axes: ` on [..., Out], [Out]`, each operand's axes as
+    the result's axes they go to (a name, or a length, or `@i` for the result's i-th axis
+    where two have the same)."""
+    maps = ins.attr("_align")
+    if maps is None:
+        return ""
+    prefix, axes = _axes_of(ins.out.type)
+    if ins.op == "sum_to":  # x placed among ct's axes
+        maps, prefix, axes = (maps,), *_axes_of(ins.args[0].type)
+        operands = (ins.args[1],)
+    elif ins.op in ("softmax", "log_softmax"):  # the mask among the operand's axes
+        maps, operands = (maps,), (ins.args[-1],)
+    else:
+        operands = ins.args
+    labels = [x.name or str(x.length) for x in axes]
+    labels = [n if labels.count(n) == 1 else f"@{i}" for i, n in enumerate(labels)]
+    shown, trivial = [], True
+    for a, where in zip(operands, maps, strict=True):
+        own_prefix, own = _axes_of(a.type)
+        if own and (own_prefix != prefix or tuple(where) != tuple(range(-len(axes), 0))):
+            trivial = False
+        names = [labels[p] for p in where]
+        shown.append("[" + ", ".join((["..."] if own_prefix else []) + names) + "]")
+    return "" if trivial else " on " + ", ".join(shown)
+
+
+def _relabelled(ins: Instr) -> str:
+    """An `ein`'s operands' axes as it names them, printed when they are not the names their
+    types give (` as [i, k], [k, j]`); a `spread`'s, its cotangent's then its operand's."""
+    names = ins.attr("_names") or ()
+    own = [tuple(a.name for a in _axes_of(x.type)[1]) for x in ins.args]
+    if ins.op == "spread":
+        own = []
+    if [tuple(n) for n in names] == own:
+        return ""
+    return " as " + ", ".join("[" + ", ".join(n) + "]" for n in names)
+
+
 def format_instr(ins: Instr, sites: bool = False) -> str:
     """One instruction as `presk dump --stage core` prints it; with `sites`, followed by a
     comment with its site and origin (`-- loss.bwd/%9 (vjp of pow, from loss/%5)`)."""
@@ -170,7 +226,7 @@ def format_instr(ins: Instr, sites: bool = False) -> str:
             fn, count = ins.attr("fn"), ins.attr("count")
             rhs = f"{ins.op}{{{count}}} {fn}{_bindings(ins.attr('dims', ()))}({args})"
         case "ein":
-            rhs = f"ein[{', '.join(ins.attr('axes'))}] {args}"
+            rhs = f"ein[{', '.join(ins.attr('axes'))}] {args}{_relabelled(ins)}"
         case "field":
             rhs = f"field {ins.args[0]}.{ins.attr('path')}"
         case "get" | "slice":
@@ -190,13 +246,14 @@ def format_instr(ins: Instr, sites: bool = False) -> str:
             rhs = f"pow {ins.args[1]} {ins.args[0]}"
         case _:
             shown = [f"axis {a}" for a in ins.attr("axes", ())]
-            shown += [f"{k} {v}" for k, v in ins.attrs if k in ("op",)]
+            shown += [f"{k} {_attr(v)}" for k, v in ins.attrs if k not in _LAID_OUT]
             shapes = [f"{n}: {length}" for n, length in ins.attr("shapes", ())]
             operands = [str(a) for a in ins.args]
             if ins.attr("where"):
                 operands[-1] = f"where {operands[-1]}"
             head = " ".join([ins.op, *shown])
-            rhs = f"{head} {', '.join(shapes + operands)}".rstrip()
+            rhs = f"{head} {', '.join(shapes + operands)}".rstrip() + _placed(ins)
+            rhs += _relabelled(ins) if ins.op == "spread" else ""
     line = f"  {ins.out} : {ins.out.type} = {rhs}"
     if sites:
         line += f"  -- {ins.site}" + (f" ({ins.origin})" if ins.origin is not None else "")

@@ -150,7 +150,13 @@ def _ops() -> list[Op]:
         src("minimum", E, two, _ALIGN, _OPT_ALIGN),
         *(src(n, R, one, _AXES, _OPT_AXES) for n in ("sum", "mean", "max", "min")),
         *(
-            src(n, R, (1, 2), (*_AXES, ("where", Attr.BOOL)), {"where"})
+            src(
+                n,
+                R,
+                (1, 2),
+                (*_AXES, ("where", Attr.BOOL), ("_align", Attr.POSITIONS)),
+                {"where", "_align"},
+            )
             for n in ("softmax", "log_softmax")
         ),
         src("causal_mask", E, (0, 0), (("shapes", Attr.SHAPES),)),
