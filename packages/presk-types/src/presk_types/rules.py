@@ -16,6 +16,7 @@ from presk_syntax.span import Span
 
 from presk_types.core_rules import PRIMITIVE_RULES
 from presk_types.operands import Context, Operands, Signature, Where
+from presk_types.ops import OPS, Kind, Op  # noqa: F401  (the operation set, re-exported)
 from presk_types.presburger import Lin
 from presk_types.shapes import Lengths
 from presk_types.types import Type
