@@ -11,7 +11,7 @@ from presk_ad.step import STEP, training_step
 from presk_core.interp import Interpreter
 from presk_core.lower import lower_program
 from presk_core.run import parse_entry, synthesize
-from presk_kernel.lower import lower_entry
+from presk_kernel.lower import argument_leaves, lower_entry
 from presk_syntax.span import SourceMap
 from presk_types.elab import load_program
 
@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 @functools.cache
-def program(file: str, train: bool = False):
-    elab = load_program(str(ROOT / file), {}, SourceMap())
+def program(file: str, train: bool = False, consts: tuple = ()):
+    elab = load_program(str(ROOT / file), dict(consts), SourceMap())
     core = differentiate(lower_program(elab), "residuals")
     if train:
         core = training_step(core, "loss")
@@ -44,15 +44,13 @@ def floats(value) -> np.ndarray:
 
 
 @functools.cache
-def case(file: str, entry: str, dims: tuple, train: bool = False):
+def case(file: str, entry: str, dims: tuple, train: bool = False, consts: tuple = ()):
     """(core, entry's function name, dims, args, the reference's result leaves as floats)."""
-    elab, core = program(file, train)
+    elab, core = program(file, train, consts)
     name = STEP.format("loss") if train else entry
     e = parse_entry(name, core, elab, dict(dims))
     interp = Interpreter(core, 256)
     args = [v for _, _, v in synthesize(e, interp, 0)]
-    if train:
-        args = args  # (batch, θ): the step's order
     ref = interp.run(e.function.name, args, e.dims)
     return (
         core,
@@ -63,9 +61,16 @@ def case(file: str, entry: str, dims: tuple, train: bool = False):
     )
 
 
-def lowered(file: str, entry: str, dims: tuple, realize: str = "f64", train: bool = False):
-    core, name, d, args, ref = case(file, entry, dims, train)
-    return lower_entry(core, name, d, args, realize), flat(args), ref
+def lowered(
+    file: str,
+    entry: str,
+    dims: tuple,
+    realize: str = "f64",
+    train: bool = False,
+    consts: tuple = (),
+):
+    core, name, d, args, ref = case(file, entry, dims, train, consts)
+    return lower_entry(core, name, d, args, realize), argument_leaves(args), ref
 
 
 ENTRIES = [
@@ -73,4 +78,7 @@ ENTRIES = [
     ("tutorial/03_attention.psk", "attend", (("B", 2), ("T", 3))),
     ("tutorial/04_grad.psk", "loss_grad", (("D", 3), ("B", 2))),
     ("tutorial/07_train.psk", "loss", (("B", 8),)),
+    ("tutorial/02_norm.psk", "RMSNorm{4}.apply", (("batch", 2),)),
+    ("tutorial/06_tower.psk", "Tower.apply", (("batch", 2),)),
 ]
+MINIGPT = (("V", "64"), ("D", "16"), ("H", "2"), ("L", "2"))

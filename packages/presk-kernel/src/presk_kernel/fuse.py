@@ -51,58 +51,61 @@ class Group:
 
 def fuse(schedule: Schedule) -> tuple[Schedule, list[Group]]:
     """The schedule with its elementwise producers fused, and the fusion groups."""
-    launches = list(schedule.launches)
-    names = {id(lc.kernel): (lc.kernel.name,) for lc in launches}
-    names_of = [names[id(lc.kernel)] for lc in launches]
+    launches: list[Launch | None] = list(schedule.launches)
+    names: list[tuple[str, ...]] = [(lc.kernel.name,) for lc in schedule.launches]
     keep = set(schedule.outputs) | set(schedule.inputs)
+    reads: dict[int, set[int]] = {}
+    writes: dict[int, set[int]] = {}
+    for i, lc in enumerate(launches):
+        _index(lc, i, reads, writes, add=True)
     changed = True
-    while changed:
+    while changed:  # a second pass catches the producers a fusion left with one reader
         changed = False
         for i, p in enumerate(launches):
-            j = _consumer(launches, i, keep)
+            if p is None:
+                continue
+            j = _consumer(p, i, keep, reads, writes)
             if j is None:
                 continue
             fused = merge(p, launches[j])
             if fused is None:
                 continue
-            launches[j] = fused
-            names_of[j] = names_of[i] + names_of[j]
-            del launches[i], names_of[i]
+            _index(p, i, reads, writes, add=False)
+            _index(launches[j], j, reads, writes, add=False)
+            _index(fused, j, reads, writes, add=True)
+            launches[i], launches[j] = None, fused
+            names[j] = names[i] + names[j]
             changed = True
-            break
-    groups = [
-        Group(lc.kernel.site, lc.kernel.steps, n)
-        for lc, n in zip(launches, names_of, strict=True)
-        if lc.kernel.steps
-    ]
-    return replace(schedule, launches=tuple(launches)), groups
+    kept = [(lc, n) for lc, n in zip(launches, names, strict=True) if lc is not None]
+    groups = [Group(lc.kernel.site, lc.kernel.steps, n) for lc, n in kept if lc.kernel.steps]
+    return replace(schedule, launches=tuple(lc for lc, _ in kept)), groups
 
 
-def _writes(launch: Launch) -> set[int]:
-    n = len(launch.kernel.inputs)
-    return {a.buf for a in launch.args[n:]}
+def _index(lc: Launch, i: int, reads: dict, writes: dict, add: bool) -> None:
+    n = len(lc.kernel.inputs)
+    for k, a in enumerate(lc.args):
+        table = reads if k < n else writes
+        if add:
+            table.setdefault(a.buf, set()).add(i)
+        else:
+            table.get(a.buf, set()).discard(i)
 
 
-def _reads(launch: Launch) -> set[int]:
-    n = len(launch.kernel.inputs)
-    return {a.buf for a in launch.args[:n]}
-
-
-def _consumer(launches: list[Launch], i: int, keep: set[int]) -> int | None:
-    p = launches[i]
+def _consumer(p: Launch, i: int, keep: set[int], reads: dict, writes: dict) -> int | None:
     if producer_store(p) is None:
         return None
     out = p.args[-1].buf
     if out in keep:
         return None
-    readers = [j for j, lc in enumerate(launches) if j != i and out in _reads(lc)]
-    writers = [j for j, lc in enumerate(launches) if j != i and out in _writes(lc)]
-    if len(readers) != 1 or writers or readers[0] < i:
+    readers = reads.get(out, set()) - {i}
+    if len(readers) != 1 or writes.get(out, set()) - {i}:
         return None
-    j = readers[0]
-    inputs = _reads(p)
-    if any(_writes(launches[m]) & inputs for m in range(i + 1, j)):
+    (j,) = readers
+    if j < i:
         return None
+    for a in p.args[: len(p.kernel.inputs)]:
+        if any(i < w < j for w in writes.get(a.buf, ())):
+            return None
     return j
 
 

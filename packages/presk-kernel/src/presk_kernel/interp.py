@@ -101,10 +101,56 @@ def _fma64_one(a: float, b: float, c: float) -> float:
 _FMA64 = np.frompyfunc(_fma64_one, 3, 1)
 
 
+def _two_sum(a, b):
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def _split(x):
+    t = x * 134217729.0  # 2^27 + 1 (Veltkamp)
+    hi = t - (t - x)
+    return hi, x - hi
+
+
+def fma64(a, b, c) -> np.ndarray:
+    """∘(a·b + c) in binary64: the exact product as a pair (Dekker), then the sum of three
+    rounded once by Boldo and Melquiond's rounding to odd ("Emulation of FMA and correctly
+    rounded sums", 2008); gmpy2 where an intermediate could overflow or underflow."""
+    with np.errstate(all="ignore"):
+        return _fma64(*(np.asarray(x, dtype=np.float64) for x in np.broadcast_arrays(a, b, c)))
+
+
+def _fma64(a, b, c) -> np.ndarray:
+    uh = a * b
+    ah, al = _split(a)
+    bh, bl = _split(b)
+    ul = ((ah * bh - uh) + ah * bl + al * bh) + al * bl  # uh + ul = a·b exactly
+    th, tl = _two_sum(c, uh)
+    v, err = _two_sum(tl, ul)
+    bits = v.view(np.int64)
+    odd = (bits & 1) == 1
+    toward = np.where(err > 0, np.inf, -np.inf)
+    v = np.where((err != 0) & ~odd, np.nextafter(v, toward), v)  # v rounded to odd
+    out = th + v
+    out = np.where(uh == 0, uh + c, out)  # an exact zero product keeps IEEE's signed zeros
+    mag = np.abs(np.stack([a, b, c]))
+    safe = (
+        np.isfinite(out)
+        & np.all((mag == 0) | ((mag > 2.0**-300) & (mag < 2.0**300)), axis=0)
+        & ((np.abs(uh) > 2.0**-600) | (uh == 0))
+    )
+    if not np.all(safe):
+        slow = np.asarray(_FMA64(a[~safe], b[~safe], c[~safe]), dtype=np.float64)
+        out = np.array(out, dtype=np.float64)
+        out[~safe] = slow
+    return out
+
+
 def fma(a, b, c, dtype) -> np.ndarray:
     """a·b + c rounded once to `dtype` (float64 or float32)."""
     if dtype == np.float64:
-        return np.asarray(_FMA64(a, b, c), dtype=np.float64)
+        return fma64(a, b, c)
     a64, b64, c64 = (np.asarray(x, dtype=np.float64) for x in (a, b, c))
     p = a64 * b64  # exact: two 24-bit significands
     s = p + c64

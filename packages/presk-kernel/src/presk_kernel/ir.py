@@ -129,7 +129,9 @@ class Const:
     def __str__(self) -> str:
         if isinstance(self.value, bool):
             return "true" if self.value else "false"
-        return repr(self.value) if self.dtype != "f32" else f"{self.value!r}f"
+        text = repr(self.value)
+        finite = text not in ("inf", "-inf", "nan")
+        return f"{text}f" if self.dtype == "f32" and finite else text
 
 
 @dataclass(frozen=True, slots=True)

@@ -405,6 +405,19 @@ def leaves(value: object) -> list[Tensor]:
     return []
 
 
+def argument_leaves(args: list) -> list:
+    """The entry's arguments as the arrays its input buffers take, in the schedule's order
+    (`Schedule.inputs`): trees and tuples flattened, machine numbers and keys left out."""
+    match args:
+        case dict():
+            return [x for v in args.values() for x in argument_leaves(v)]
+        case tuple() | list():
+            return [x for v in args for x in argument_leaves(v)]
+        case np.ndarray():
+            return [args]
+    return []
+
+
 def lower_entry(
     program: Program, entry: str, dims: dict[str, int], args: list, realize: str = "f64"
 ) -> Schedule:
@@ -441,6 +454,7 @@ def _fill(step: Step, value: Known) -> Tensor:
 
 __all__ = [
     "KINDS",
+    "argument_leaves",
     "Known",
     "LowerError",
     "Lowering",

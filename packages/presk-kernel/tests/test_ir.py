@@ -1,0 +1,154 @@
+"""The kernel IR: its printed form and its msgpack codec."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from kernel_entries import lowered
+from presk_kernel.codec import KERNEL_VERSION, decode_kernel, encode_kernel
+from presk_kernel.ir import (
+    NODE_TYPES,
+    Affine,
+    Arg,
+    Axis,
+    Buffer,
+    Const,
+    HostBuffer,
+    Index,
+    Kernel,
+    Launch,
+    Layout,
+    Let,
+    Load,
+    Loop,
+    Op,
+    Reduce,
+    Schedule,
+    Store,
+    Var,
+    format_kernel,
+    header,
+)
+from presk_syntax.codec import DocumentError, dump_document
+
+Q = Buffer(0, "f64", (Axis("batch", 1), Axis("heads", 2), Axis("seq", 3), Axis("hd", 4)))
+
+
+def test_the_header_is_the_specs():
+    out = Buffer(2, "f64", (Axis("batch", 1), Axis("heads", 2), Axis("seq", 3), Axis("seq2", 3)))
+    k = Kernel(
+        "ein[batch, heads, seq, seq2]", "scores/%2", (Q, Buffer(1, Q.dtype, Q.axes)), (out,), ()
+    )
+    assert header(k) == (
+        "kernel ein[batch, heads, seq, seq2] (%0 : f64[batch: 1, heads: 2, seq: 3, hd: 4],"
+        " %1 : f64[batch: 1, heads: 2, seq: 3, hd: 4]) -> %2 : f64[batch: 1, heads: 2, seq: 3,"
+        " seq2: 3] {"
+    )
+
+
+def every_node() -> Schedule:
+    """A schedule in which every node type of the IR occurs."""
+    x = Buffer(0, "bf16", (Axis("batch", 2), Axis(None, 3)))
+    ids = Buffer(1, "i64", (Axis("batch", 2),))
+    out = Buffer(2, "bf16", (Axis("batch", 2),))
+    red = Reduce(
+        "s1",
+        "max",
+        (("i1", None, 3),),
+        (Let("t2", Op("mul", (Load(0, (Affine.var("i0"), Affine.var("i1"))), Const(0.5, "f32")))),),
+        (
+            Op(
+                "select",
+                (
+                    Op("compare", (Index("i1"), Load(1, (Affine.var("i0"),))), "<"),
+                    Var("t2"),
+                    Const(float("-inf"), "f32"),
+                ),
+            ),
+        ),
+        "f32",
+    )
+    body = (Loop("i0", "batch", 2, (red, Store(2, (Affine(((("i0", 1),)), 0),), Var("s1")))),)
+    k = Kernel(
+        "max axis x",
+        "f/%3",
+        (x, ids),
+        (out,),
+        body,
+        "f32",
+        Layout(("i0",), (("i0", 2),), "i0", 8, "i0", 2, (0,)),
+        ("f/%2", "f/%3"),
+    )
+    gather = Store(2, (Op("pow", (Load(1, (Affine.constant(1),)),), 1),), Const(True, "bool"))
+    k2 = Kernel("fill", "f/%4", (), (out,), (Loop("i0", None, 2, (gather,), serial=True),), "f32")
+    buffers = tuple(
+        HostBuffer(i, b.dtype, b.axes, f"b{i}", "input" if i < 2 else "output")
+        for i, b in enumerate((x, ids, out))
+    )
+    launches = (Launch(k, (Arg(0), Arg(1), Arg(2))), Launch(k2, (Arg(2, 0),)))
+    return Schedule("f", (("B", 2),), buffers, launches, (0, 1), (2,))
+
+
+def _types(value, seen: set) -> None:
+    if dataclasses.is_dataclass(value):
+        seen.add(type(value))
+        for f in dataclasses.fields(value):
+            _types(getattr(value, f.name), seen)
+    elif isinstance(value, tuple):
+        for v in value:
+            _types(v, seen)
+
+
+def test_the_codec_round_trips_every_node_type():
+    s = every_node()
+    seen: set = set()
+    _types(s, seen)
+    assert seen == set(NODE_TYPES)
+    assert decode_kernel(encode_kernel(s)) == s
+
+
+def test_the_codec_round_trips_lowered_entries():
+    s, _, _ = lowered("tutorial/03_attention.psk", "attend", (("B", 2), ("T", 3)))
+    assert decode_kernel(encode_kernel(s)) == s
+
+
+def test_other_documents_and_versions_are_refused():
+    with pytest.raises(DocumentError, match="kind kernel"):
+        decode_kernel(
+            dump_document("core", 1, {}, __import__("presk_syntax.codec").codec.FileTable())
+        )
+    old = dump_document(
+        "kernel", KERNEL_VERSION + 1, {}, __import__("presk_syntax.codec").codec.FileTable()
+    )
+    with pytest.raises(DocumentError, match="version"):
+        decode_kernel(old)
+    with pytest.raises(DocumentError):
+        decode_kernel(b"\x93garbage")
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from(["i0", "i1", "i2"]), st.integers(-5, 5)), max_size=3),
+    st.integers(-100, 100),
+    st.floats(allow_nan=False),
+)
+def test_affine_maps_and_constants_round_trip(terms, const, value):
+    k = Kernel(
+        "k", "f/%1", (), (Q,), (Store(0, (Affine(tuple(terms), const),) * 4, Const(value, "f64")),)
+    )
+    s = Schedule("f", (), (), (Launch(k, (Arg(0),)),), (), ())
+    assert decode_kernel(encode_kernel(s)) == s
+
+
+def test_the_printed_form_shows_loops_folds_and_layouts():
+    text = format_kernel(every_node().launches[0].kernel)
+    assert (
+        text.splitlines()[0]
+        == "kernel max axis x (%0 : bf16[batch: 2, 3], %1 : i64[batch: 2]) -> %2 : bf16[batch: 2] {"
+    )
+    assert "// site f/%3, f32, order i0, tile [i0: 2], lanes i0 x8, split (i0, 2), pack %0" in text
+    assert "s1 : f32 = fold max over i1 < 3 {" in text
+    assert "} of select(compare <(index i1, %1[i0]), t2, -inf)" in text
+    assert "for serial i0 < 2 {" in format_kernel(every_node().launches[1].kernel)
