@@ -96,15 +96,10 @@ ENTRIES = [
 ]
 
 
-_DIMS = "specialize leaves out the `dims` of a call with none, which the operation set requires"
 _FILE_DIM = "`params MiniGPT` does not say the file's `T` its leaf `pos` has"
 
 
-SPECIALIZE_KNOWN = {
-    "tutorial/04_grad.psk": _DIMS,
-    "tutorial/06_tower.psk": _DIMS,
-    "tests/examples/minigpt/train_minigpt.psk": f"{_DIMS}; {_FILE_DIM}",
-}
+SPECIALIZE_KNOWN = {"tests/examples/minigpt/train_minigpt.psk": _FILE_DIM}
 
 
 @pytest.mark.parametrize(

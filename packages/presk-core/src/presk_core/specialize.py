@@ -15,7 +15,9 @@ functions in the order they are reached (depth first, in the order of their call
 
 The attributes that place an operand's prefix implicitly (`_align`, `ein`'s `_names`)
 are extended to the prefix's axes, which are explicit afterwards: the interpreter runs a
-specialized program to the same bits as the original at the same bindings.
+specialized program to the same bits as the original at the same bindings. Every
+instruction is a copy: its site is its new function's (`Linear.apply{In=3,Out=2}/%5`), its
+origin the site it was copied from, by the rule `specialize`.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from dataclasses import replace
 from presk_types.presburger import Lin
 from presk_types.types import AxisT, Bool, Idx, Real, Shape, TupleT, Type, shape_of, subst
 
-from presk_core.ir import Function, Instr, Lit, Operand, Program, Value
+from presk_core.ir import Function, Instr, Lit, Operand, Origin, Program, Value, site_of
 
 CALLS = ("call", "fold", "fold_init", "grad", "value_grad")
 """The operations that name a function of the program (attribute `fn`)."""
@@ -130,6 +132,7 @@ class FunctionAt:
         return self.env[a.id]
 
     def build(self, name: str) -> Function:
+        self.name = name
         fn = self.fn
         params = tuple(self.value(p) for p in fn.params)
         body = tuple(self.instr(i) for i in fn.body)
@@ -149,9 +152,9 @@ class FunctionAt:
         args = tuple(self.operand(a) for a in ins.args)
         attrs = []
         for k, v in ins.attrs:
-            if k == "dims":
-                continue
-            if k == "_align" and self.rank:
+            if k == "dims":  # every dimension is bound: the callee has none
+                v = ()
+            elif k == "_align" and self.rank:
                 v = self.align(ins, v)
             elif k == "_names" and ins.op == "ein" and self.rank:
                 v = tuple(self.names(a, n) for a, n in zip(ins.args, v, strict=True))
@@ -164,7 +167,9 @@ class FunctionAt:
             attrs = [(k, v) for k, v in attrs if k != "fn"]
             attrs.insert(0, ("fn", self.callee(ins, args)))
         out = self.value(ins.out)
-        return Instr(out, ins.op, args, tuple(attrs), ins.span)
+        site = site_of(self.name, out)
+        origin = Origin(ins.site, "specialize") if ins.site else ins.origin
+        return Instr(out, ins.op, args, tuple(attrs), ins.span, site, origin)
 
     def attr(self, v: object) -> object:
         if isinstance(v, Lin):
@@ -185,6 +190,9 @@ class FunctionAt:
         if ins.op == "sum_to":  # one map: operand 1 on operand 0's axes
             ct, x = ins.args
             return self.extend(x, ct.type, maps)
+        if ins.op in ("softmax", "log_softmax"):  # one map: the mask on the operand's axes
+            x, mask = ins.args
+            return self.extend(mask, x.type, maps)
         return tuple(
             self.extend(a, ins.out.type, m) if m is not None else m
             for a, m in zip(ins.args, maps, strict=False)
