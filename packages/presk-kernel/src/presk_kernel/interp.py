@@ -8,13 +8,15 @@ the exact product in binary64, the one double rounding case detected and correct
 maximum and minimum (NaN wins, +0 over −0), and bf16 (the 16 high bits of a binary32,
 rounded to nearest even at each store, NaN written as 0x7FC0).
 
-The transcendentals (exp, log, tanh, erf, erfc, sin, cos, pow) are numpy's (math's for
-erf and erfc) until the presk libm is callable from Python (presk-cback): until then the
-interpreter's bits for them are not the native backend's.
+The transcendentals (exp, log, tanh, erf, erfc, sin, cos) are presk libm's, through its
+Python helper (presk_cback.libm), so that the interpreter gives the native backend's bits;
+where that helper cannot be loaded (no C compiler) numpy's stand in, and the bits of those
+functions are then numpy's. `powf` (a real exponent) is numpy's `power`.
 """
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import math
 
@@ -182,14 +184,33 @@ def pow_int(x, k: int, one):
 
 _ERF = np.vectorize(math.erf, otypes=[np.float64])
 _ERFC = np.vectorize(math.erfc, otypes=[np.float64])
+_LIBM: object = None
+
+
+def presk_libm():
+    """presk-cback's libm, callable from Python (`apply(name, x)`), or None where it cannot
+    be loaded (no presk-cback, no C compiler): then numpy's functions stand in."""
+    global _LIBM
+    if _LIBM is None:
+        try:  # a later stage, imported by name: the one place the interpreter needs it
+            module = importlib.import_module("presk_cback.libm")
+            module.apply("exp", np.zeros(1))
+            _LIBM = module
+        except Exception:  # ImportError, or no compiler to build the helper with
+            _LIBM = False
+    return _LIBM or None
 
 
 def _libm(name: str, x, dtype):
+    x = np.asarray(x, dtype=dtype)
+    libm = presk_libm()
+    if libm is not None and name in libm.FUNCTIONS:
+        return libm.apply(name, x).reshape(x.shape)
     match name:
         case "erf":
-            return _ERF(np.asarray(x, dtype=np.float64)).astype(dtype)
+            return _ERF(x.astype(np.float64)).astype(dtype)
         case "erfc":
-            return _ERFC(np.asarray(x, dtype=np.float64)).astype(dtype)
+            return _ERFC(x.astype(np.float64)).astype(dtype)
     return getattr(np, name)(x).astype(dtype)
 
 

@@ -293,10 +293,8 @@ class Lowering:
 
         for ins in fn.body:
             values = [read(a) for a in ins.args]
-            site = (
-                getattr(ins, "site", None) or f"{fn.name.split('{')[0].split('[')[0]}/%{ins.out.id}"
-            )
-            env[ins.out.id] = self.instruction(ins, values, str(site))
+            site = site_in_source(fn, ins)
+            env[ins.out.id] = self.instruction(ins, values, site)
         return read(fn.ret)
 
     def instruction(self, ins: Instr, values: list, site: str) -> object:
@@ -310,6 +308,15 @@ class Lowering:
         if ins.op == "real" and isinstance(values[0], Known):
             return values[0]
         return rule(Step(self, ins, site, values))
+
+
+def site_in_source(fn: Function, ins: Instr) -> str:
+    """The site of the program as written (`scores/%2`) that an instruction computes: a
+    specialized copy's origin, else its own site."""
+    origin = getattr(ins, "origin", None)
+    if origin is not None and origin.rule == "specialize":
+        return origin.site
+    return getattr(ins, "site", "") or f"{fn.name}/%{ins.out.id}"
 
 
 # ---- host work ---------------------------------------------------------------------------

@@ -1,0 +1,75 @@
+"""Fusion: fewer launches, the same bits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from kernel_entries import ENTRIES, MINIGPT, lowered
+from presk_kernel.fuse import fuse, launch_counts
+from presk_kernel.interp import run_schedule
+from presk_kernel.ir import Op, Reduce, format_kernel
+
+
+def same_bits(a: list, b: list) -> bool:
+    return all(
+        x.dtype == y.dtype
+        and np.array_equal(np.atleast_1d(x).view(np.uint8), np.atleast_1d(y).view(np.uint8))
+        for x, y in zip(a, b, strict=True)
+    )
+
+
+@pytest.mark.parametrize("realize", ["f64", "f32", "bf16"])
+@pytest.mark.parametrize(("file", "entry", "dims"), ENTRIES)
+def test_fusion_changes_no_bit(file, entry, dims, realize):
+    schedule, args, _ = lowered(file, entry, dims, realize)
+    fused, _ = fuse(schedule)
+    assert same_bits(run_schedule(schedule, args), run_schedule(fused, args))
+
+
+@pytest.mark.parametrize("realize", ["f64", "bf16"])
+def test_fusion_changes_no_bit_in_training_steps(realize):
+    for file, consts, dims in [
+        ("tutorial/07_train.psk", (), (("B", 8),)),
+        ("tests/examples/minigpt/train_minigpt.psk", MINIGPT, (("B", 2), ("T", 8))),
+    ]:
+        schedule, args, _ = lowered(file, "loss", dims, realize, True, consts)
+        fused, groups = fuse(schedule)
+        assert len(fused.launches) < len(schedule.launches)
+        assert same_bits(run_schedule(schedule, args), run_schedule(fused, args))
+
+
+def test_launch_counts_of_the_tutorial_step():
+    schedule, _, _ = lowered("tutorial/07_train.psk", "loss", (("B", 8),), train=True)
+    assert launch_counts(schedule) == (84, 187)
+
+
+def test_an_elementwise_producer_moves_into_the_reduction_that_reads_it():
+    schedule, _, _ = lowered("tutorial/07_train.psk", "loss", (("B", 8),))
+    fused, groups = fuse(schedule)
+    first = fused.launches[0].kernel
+    assert first.name == "fused 2 steps"
+    assert groups[0].names == ("pow 2", "mean axis model")
+    assert groups[0].steps == ("RMSNorm.apply/%3", "RMSNorm.apply/%4")
+    (loop,) = first.body
+    reduce = loop.body[0]
+    assert isinstance(reduce, Reduce) and reduce.op == "add"
+    assert reduce.terms[0] == Op("pow", reduce.terms[0].args, 2)  # the square, then the sum
+    assert "} of pow 2(%0[i0, i1])" in format_kernel(first)
+
+
+def test_a_value_read_twice_is_not_fused():
+    schedule, _, _ = lowered("tutorial/03_attention.psk", "attend", (("B", 2), ("T", 3)))
+    fused, groups = fuse(schedule)
+    names = [lc.kernel.name for lc in fused.launches]
+    # the softmax reads its scores in three passes: their division is not fused into it
+    assert names == ["ein[batch, heads, seq, seq2]", "fused 2 steps", "causal_mask"] + [
+        "softmax axis seq2",
+        "ein[batch, heads, seq, hd]",
+    ]
+
+
+def test_bf16_fusion_rounds_where_the_producer_stored():
+    schedule, _, _ = lowered("tutorial/07_train.psk", "loss", (("B", 8),), "bf16")
+    fused, _ = fuse(schedule)
+    text = format_kernel(fused.launches[0].kernel)
+    assert "bf16(pow 2(" in text
