@@ -87,8 +87,8 @@ def layout_space(k: Kernel, threads: int = 1) -> list[Layout]:
     width = LANE_WIDTH.get(k.compute, 1)
     out = []
     for order in itertools.permutations([lp.var for lp in loops]):
-        for lanes in (None, order[-1] if order else None):
-            for split in {None, order[0] if order and threads > 1 else None}:
+        for lanes in dict.fromkeys((None, order[-1] if order else None)):
+            for split in dict.fromkeys((None, order[0] if order and threads > 1 else None)):
                 out.append(
                     Layout(
                         order=order,

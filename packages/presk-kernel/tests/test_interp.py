@@ -1,0 +1,173 @@
+"""The kernel interpreter's arithmetic: exact where numpy is not IEEE's, the fold's order."""
+
+from __future__ import annotations
+
+import gmpy2
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from presk_kernel.interp import (
+    KernelError,
+    f32_to_bf16,
+    fma,
+    ieee_max,
+    ieee_min,
+    presk_libm,
+    run_kernel,
+)
+from presk_kernel.ir import Affine, Axis, Buffer, Const, Kernel, Load, Loop, Op, Reduce, Store, Var
+
+F64 = {"precision": 53, "emin": -1073, "emax": 1024, "subnormalize": True}
+F32 = {"precision": 24, "emin": -148, "emax": 128, "subnormalize": True}
+BF16 = {"precision": 8, "emin": -132, "emax": 128, "subnormalize": True}
+
+
+def exact_fma(a, b, c, context) -> float:
+    with gmpy2.context(**context):
+        return float(gmpy2.fma(gmpy2.mpfr(float(a)), gmpy2.mpfr(float(b)), gmpy2.mpfr(float(c))))
+
+
+def same(x, y) -> bool:
+    x, y = np.asarray(x), np.asarray(y)
+    return bool(np.all((x == y) & (np.signbit(x) == np.signbit(y)) | (np.isnan(x) & np.isnan(y))))
+
+
+def hard_cases(rng, n, dtype):
+    a = rng.standard_normal(n).astype(dtype)
+    b = rng.standard_normal(n).astype(dtype)
+    cancel = -(a.astype(np.float64) * b) * (1 + rng.integers(-3, 4, n) * 2.0**-40)
+    c = np.where(rng.random(n) < 0.5, rng.standard_normal(n), cancel).astype(dtype)
+    return a, b, c
+
+
+@pytest.mark.parametrize(("dtype", "context"), [(np.float64, F64), (np.float32, F32)])
+def test_fma_rounds_once(dtype, context):
+    rng = np.random.default_rng(7)
+    a, b, c = hard_cases(rng, 20000, dtype)
+    got = fma(a, b, c, dtype)
+    assert got.dtype == dtype
+    want = np.array([exact_fma(*t, context) for t in zip(a, b, c, strict=True)], dtype=dtype)
+    assert same(got, want)
+
+
+def test_f32_fma_breaks_the_ties_double_rounding_would_get_wrong():
+    # a·b + c exactly a binary32 midpoint plus a tail binary64 rounding drops
+    a = np.float32(1 + 2.0**-12)
+    b = np.float32(1 + 2.0**-12)  # a·b = 1 + 2^-11 + 2^-24: a binary32 midpoint and a bit
+    c = np.float32(2.0**-60)
+    got = fma(np.array([a]), np.array([b]), np.array([c]), np.float32)
+    assert got[0] == np.float32(exact_fma(a, b, c, F32))
+
+
+@given(st.floats(width=64), st.floats(width=64), st.floats(width=64))
+def test_fma64_on_any_doubles(a, b, c):
+    got = fma(np.array([a]), np.array([b]), np.array([c]), np.float64)
+    assert same(got, [exact_fma(a, b, c, F64)])
+
+
+def test_bf16_rounds_to_nearest_even_and_writes_nan_as_7fc0():
+    rng = np.random.default_rng(3)
+    bits = np.concatenate(
+        [
+            rng.integers(0, 2**32, 20000, dtype=np.uint64).astype(np.uint32),
+            np.arange(0, 2**17, 7, dtype=np.uint32),  # subnormals and ties near zero
+            (rng.integers(0, 2**16, 2000, dtype=np.uint64).astype(np.uint32) << 16) | 0x8000,
+        ]
+    )
+    f = bits.view(np.float32)
+    got = f32_to_bf16(f)
+    finite = np.isfinite(f)
+    with gmpy2.context(**BF16):
+        want = np.array([np.float32(float(gmpy2.mpfr(float(x)))) for x in f[finite]])
+    widened = (got[finite].astype(np.uint32) << 16).view(np.float32)
+    overflow = ~np.isfinite(want)
+    assert same(widened[~overflow], want[~overflow])
+    assert np.all(got[np.isnan(f)] == 0x7FC0)
+
+
+def test_ieee_maximum_and_minimum():
+    a = np.array([-0.0, 0.0, np.nan, 1.0, 2.0])
+    b = np.array([0.0, -0.0, 1.0, np.nan, 1.0])
+    assert same(ieee_max(a, b), [0.0, 0.0, np.nan, np.nan, 2.0])
+    assert same(ieee_min(a, b), [-0.0, -0.0, np.nan, np.nan, 1.0])
+
+
+def _sum_kernel(n: int, op: str = "add") -> Kernel:
+    x = Buffer(0, "f64", (Axis("i", n),))
+    out = Buffer(1, "f64", ())
+    red = Reduce("s", op, (("i0", "i", n),), (), (Load(0, (Affine.var("i0"),)),))
+    return Kernel("sum", "f/%1", (x,), (out,), (red, Store(1, (), Var("s"))))
+
+
+def test_a_fold_adds_left_to_right_from_the_first_term():
+    out = np.zeros(())
+    run_kernel(_sum_kernel(4), [np.array([1e16, 1.0, -1e16, 1.0]), out])
+    assert out[()] == 1.0  # ((1e16 + 1) - 1e16) + 1, the 1 lost in the first addition
+    run_kernel(_sum_kernel(2), [np.array([-0.0, -0.0]), out])
+    assert same(out, -0.0)  # from the first term, not from +0
+    run_kernel(_sum_kernel(0), [np.zeros(0), out])
+    assert same(out, 0.0)
+    run_kernel(_sum_kernel(0, "max"), [np.zeros(0), out])
+    assert out[()] == -np.inf
+
+
+def test_a_gather_out_of_range_is_an_error_of_the_data():
+    table = Buffer(0, "f64", (Axis(None, 3),))
+    ids = Buffer(1, "i64", (Axis(None, 2),))
+    out = Buffer(2, "f64", (Axis(None, 2),))
+    row = Load(1, (Affine.var("i0"),))
+    body = (Loop("i0", None, 2, (Store(2, (Affine.var("i0"),), Load(0, (row,))),)),)
+    k = Kernel("embed", "f/%2", (table, ids), (out,), body)
+    with pytest.raises(KernelError, match="index 3 out of range for length 3"):
+        run_kernel(k, [np.arange(3.0), np.array([0, 3]), np.zeros(2)])
+
+
+def test_transcendentals_are_presk_libms():
+    libm = presk_libm()
+    if libm is None:
+        pytest.xfail("presk libm cannot be loaded here (no C compiler): numpy's stand in")
+    x = np.linspace(-4, 4, 33)
+    body = (
+        Loop(
+            "i0",
+            None,
+            33,
+            (Store(1, (Affine.var("i0"),), Op("exp", (Load(0, (Affine.var("i0"),)),))),),
+        ),
+    )
+    for dtype, compute in [(np.float64, "f64"), (np.float32, "f32")]:
+        k = Kernel(
+            "exp",
+            "f/%1",
+            (Buffer(0, compute, (Axis(None, 33),)),),
+            (Buffer(1, compute, (Axis(None, 33),)),),
+            body,
+            compute,
+        )
+        out = np.zeros(33, dtype=dtype)
+        run_kernel(k, [x.astype(dtype), out])
+        assert same(out, libm.apply("exp", x.astype(dtype)))
+
+
+def test_integer_powers_round_each_product():
+    x = np.array([1.1, -2.0, 3.0])
+    body = (
+        Loop(
+            "i0",
+            None,
+            3,
+            (Store(1, (Affine.var("i0"),), Op("pow", (Load(0, (Affine.var("i0"),)),), 3)),),
+        ),
+    )
+    k = Kernel(
+        "pow 3",
+        "f/%1",
+        (Buffer(0, "f64", (Axis(None, 3),)),),
+        (Buffer(1, "f64", (Axis(None, 3),)),),
+        body,
+    )
+    out = np.zeros(3)
+    run_kernel(k, [x, out])
+    assert same(out, (x * x) * x)
+    assert Const(1.0, "f64")  # constants are plain data

@@ -1,0 +1,75 @@
+"""Layouts: the default one, its space, and what a layout may not do."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from kernel_entries import ENTRIES, lowered
+from presk_kernel.ir import Layout, Reduce
+from presk_kernel.layout import check_layout, default_layout, layout_space, parallel_loops
+
+
+def kernels():
+    for file, entry, dims in ENTRIES:
+        for realize in ("f64", "f32"):
+            schedule, _, _ = lowered(file, entry, dims, realize)
+            yield from (lc.kernel for lc in schedule.launches)
+
+
+def _reduce_vars(body) -> set[str]:
+    out = set()
+    for s in body:
+        if isinstance(s, Reduce):
+            out |= {v for v, _, _ in s.vars} | _reduce_vars(s.body)
+        elif hasattr(s, "body"):
+            out |= _reduce_vars(s.body)
+    return out
+
+
+def test_every_kernel_gets_a_valid_default_layout():
+    for k in kernels():
+        assert k.layout == default_layout(k)
+        assert check_layout(k, k.layout) is None, k.name
+        assert k.layout.lanes not in _reduce_vars(k.body)
+
+
+def test_lanes_take_the_innermost_parallel_loop_when_it_fills_a_vector():
+    schedule, _, _ = lowered("tutorial/07_train.psk", "loss", (("B", 8),), "f32")
+    k = next(lc.kernel for lc in schedule.launches if lc.kernel.name == "mean axis model")
+    # f32 lanes are 8 wide: batch (8) is the parallel loop, model (4) the fold's
+    assert k.layout.lanes == parallel_loops(k)[-1].var and k.layout.width == 8
+    dot = next(lc.kernel for lc in schedule.launches if lc.kernel.name == "dot")
+    assert dot.layout.tiles and dot.layout.lanes is None  # 4 columns: no full f32 vector
+
+
+def test_threads_split_a_large_nest_only():
+    for k in kernels():
+        layout = default_layout(k, threads=2)
+        assert layout.split is None  # the tutorial's nests are small
+    schedule, _, _ = lowered("tutorial/03_attention.psk", "attend", (("B", 64), ("T", 64)))
+    big = schedule.launches[0].kernel
+    assert default_layout(big, threads=2).split == parallel_loops(big)[0].var
+
+
+def test_a_layout_that_would_change_bits_is_refused():
+    schedule, _, _ = lowered("tutorial/07_train.psk", "loss", (("B", 8),))
+    k = next(lc.kernel for lc in schedule.launches if lc.kernel.name == "dot")
+    fold = next(iter(_reduce_vars(k.body)))
+    assert "reduction keeps its order" in check_layout(k, replace(k.layout, lanes=fold))
+    assert "permutation" in check_layout(k, replace(k.layout, order=(fold,)))
+    assert "only inputs" in check_layout(k, replace(k.layout, pack=(2,)))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_every_point_of_the_space_is_valid(threads):
+    for k in kernels():
+        space = layout_space(k, threads)
+        assert space and all(check_layout(k, p) is None for p in space)
+        assert len(set(space)) == len(space)
+
+
+def test_the_layout_prints_as_the_kernel_shows_it():
+    assert str(Layout(("i0", "i1"), (("i1", 16),), "i1", 4, "i0", 2, (1,))) == (
+        "order i0 i1, tile [i1: 16], lanes i1 x4, split (i0, 2), pack %1"
+    )
