@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 from presk_ad import differentiate
+from presk_core.flatten import FlattenError, flat_arguments, flat_value, flatten
 from presk_core.interp import Interpreter
 from presk_core.ir import format_program
 from presk_core.lower import lower_program
 from presk_core.run import parse_entry, synthesize, to_json
 from presk_core.specialize import SpecializeError, has_prefix, specialize
 from presk_types.elab import load_program
-from presk_types.types import shape_of
+from presk_types.types import ParamsT, TupleT, shape_of
 
 ROOT = Path(__file__).resolve().parents[3]
 TINY = {"V": "64", "D": "16", "H": "2", "L": "2"}
@@ -99,3 +100,60 @@ def test_specialize_errors():
         specialize(core, "Linear.apply", {"In": 3, "Out": 2})
     with pytest.raises(SpecializeError, match="no function `nope`"):
         specialize(core, "nope", {})
+
+
+def _trees(t) -> bool:
+    return isinstance(t, ParamsT) or (isinstance(t, TupleT) and any(map(_trees, t.elements)))
+
+
+@pytest.mark.parametrize("path, consts, entry, dims", ENTRIES, ids=[e[2] for e in ENTRIES])
+def test_flatten_runs_to_the_same_bits(path, consts, entry, dims):
+    core, elab = _core(path, consts)
+    e = parse_entry(entry, core, elab, dims)
+    interp = Interpreter(core, 64)
+    inputs = [v for _, _, v in synthesize(e, interp, seed=0)]
+    want = interp.run(e.function.name, inputs, e.dims)
+    given = {**e.dims, **dict(e.prefix)} if has_prefix(e.function) else e.dims
+    special = specialize(core, e.function.name, given)
+    flat = flatten(special)
+    entry_fn = flat.functions[0]
+    for fn in flat.functions:  # no tree is left: the leaves only
+        assert not any(_trees(p.type) for p in fn.params), fn.name
+        assert not _trees(fn.result) or isinstance(fn.result, TupleT), fn.name
+        assert not {"field", "record", "slice"} & {i.op for i in fn.body}, fn.name
+        assert not any(isinstance(i.out.type, ParamsT) for i in fn.body), fn.name
+    args = flat_arguments(special, [p.type for p in e.function.params], inputs)
+    assert len(args) == len(entry_fn.params)
+    got = Interpreter(flat, 64).run(entry_fn.name, args, {})
+    expected = flat_value(special, e.function.result, want)
+    assert repr(to_json(e, e.function.result, got)) == repr(to_json(e, e.function.result, expected))
+
+
+def test_flatten_names_the_leaves_and_expands_stacks():
+    core, _ = _core("tutorial/06_tower.psk", {})
+    flat = flatten(specialize(core, "Tower.apply", {"batch": 3}))
+    names = [str(p) for p in flat.functions[0].params]
+    assert names[:3] == ["θ.blocks.0.norm.γ", "θ.blocks.1.norm.γ", "θ.blocks.2.norm.γ"]
+    assert names[-2:] == ["θ.final.γ", "x"]
+    assert len(names) == 3 * 3 + 2
+
+
+def test_flatten_refuses_a_stacked_initializer():
+    core, _ = _core("tutorial/06_tower.psk", {})
+    with pytest.raises(FlattenError, match="`fold_init` in `Tower.init` has no flat form"):
+        flatten(core)
+
+
+@pytest.mark.parametrize(
+    "path, entry, dims",
+    [
+        ("tutorial/01_linear.psk", "Linear.apply", {"In": 3, "Out": 2, "batch": 4}),
+        ("tutorial/04_grad.psk", "loss_grad", {"D": 3, "B": 2}),
+        ("tutorial/06_tower.psk", "Tower.apply", {"batch": 3}),
+    ],
+)
+def test_flattened_programs_verify(path, entry, dims):
+    from presk_core.verify import problems
+
+    core, _ = _core(path, {})
+    assert problems(flatten(specialize(core, entry, dims)), made_from=core) == []

@@ -110,12 +110,12 @@ class Function:
 @dataclass(frozen=True, slots=True)
 class Leaf:
     """A leaf of a parameter tree: its path (`blocks.proj.w`), its type in the module's
-    dimensions, and the counts of the stacks it is in, outermost first (its data has
-    those leading axes)."""
+    dimensions, and the stacks it is in, outermost first, each as the path of the stacked
+    sub-module and its count (`("blocks", 3)`): its data has those leading axes."""
 
     path: str
     type: Type
-    stack: tuple[Lin, ...] = ()
+    stack: tuple[tuple[str, Lin], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

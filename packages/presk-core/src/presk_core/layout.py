@@ -22,7 +22,7 @@ from presk_core.ir import Layout, Leaf
 def module_layout(info: ModuleInfo, program: Program) -> Layout:
     """`params M{dims}` as its leaves in the order of the declaration (the interpreter's
     order too): a parameter `w`, then a sub-module's leaves under its name (`proj.w`),
-    a stacked sub-module's with the stack's count first in their `stack`."""
+    a stacked sub-module's with the stack (its path and count) first in their `stack`."""
     scope = module_scope(info)
     leaves: list[Leaf] = []
     for item in info.decl.items:
@@ -33,9 +33,10 @@ def module_layout(info: ModuleInfo, program: Program) -> Layout:
             inner = sub.inner if sub.stack is not None else sub
             callee = module_info(inner, program)
             values = dict(zip(callee.dims, inner.args, strict=True))
-            outer = (sub.stack,) if sub.stack is not None else ()
+            outer = ((item.name, sub.stack),) if sub.stack is not None else ()
             for leaf in module_layout(callee, program).leaves:
-                stack = outer + tuple(subst_lin(s, values) for s in leaf.stack)
+                inner = tuple((f"{item.name}.{p}", subst_lin(s, values)) for p, s in leaf.stack)
+                stack = outer + inner
                 leaves.append(Leaf(f"{item.name}.{leaf.path}", subst(leaf.type, values), stack))
     return Layout(info.key, info.decl.name, tuple(info.dims), tuple(leaves))
 
