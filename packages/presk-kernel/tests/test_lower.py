@@ -14,8 +14,7 @@ import pytest
 from kernel_entries import ENTRIES, MINIGPT, lowered
 from presk_core.interp import eval_rules
 from presk_kernel.interp import run_schedule
-from presk_kernel.lower import HOST, KINDS, LowerError, lower_entry
-from presk_kernel.rules import RULES
+from presk_kernel.lower import HOST, KINDS, RULES, LowerError, lower_entry
 from presk_types.rules import PRIMITIVES
 
 TOLERANCE = {"f64": 1e-12, "f32": 1e-4, "bf16": 1e-1}

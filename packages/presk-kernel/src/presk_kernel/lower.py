@@ -35,8 +35,6 @@ from presk_kernel.ir import (
     Kernel,
     Launch,
     Load,
-    Loop,
-    Op,
     Schedule,
     Store,
 )
@@ -468,8 +466,10 @@ __all__ = [
     "Tensor",
     "leaves",
     "lower_entry",
-    "Op",
-    "Loop",
 ]
 
-from presk_kernel.rules import RULES  # noqa: E402  (the rules use the classes above)
+from presk_kernel.moves import MOVES  # noqa: E402  (the rules use the classes above)
+from presk_kernel.rules import NESTS  # noqa: E402
+
+RULES = {**NESTS, **MOVES}
+"""The loop nest of every tensor operation (the structural ones are the host's: HOST)."""

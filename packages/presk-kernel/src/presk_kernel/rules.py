@@ -1,4 +1,5 @@
-"""`RULES`: the lowering of each tensor operation of PSK-Core to its kernel(s)."""
+"""`NESTS`: the loop nests of the computing operations (elementwise, reductions,
+contractions); presk_kernel.moves has those that move data."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from presk_types.types import Shape
 
 from presk_kernel import nests as N
 from presk_kernel.ir import Affine, Axis, Const, Index, Load, Loop, Reduce, Store, Var
-from presk_kernel.lower import Known, LowerError, Step, Tensor, explicit
+from presk_kernel.lower import Known, Step, Tensor, explicit
 from presk_kernel.nests import at, nest, op
 
 
@@ -436,173 +437,7 @@ def _sum_alone(step: Step, x: Tensor, names: list, other: list, out: list):
     return x, names
 
 
-# ---- gathers, scatters, layouts ----------------------------------------------------------
-
-
-def _gather(step: Step, x: Tensor, axis: int, ids: Tensor, x_place, ids_place) -> Tensor:
-    k = step.nest()
-    xi, ii = k.input(x), k.input(ids)
-    axes = step.out_axes()
-    out = k.output(axes, step.out_dtype())
-    v = k.vars(len(axes))
-
-    def index(t: Tensor, place):
-        return [
-            Affine.constant(0) if ax.length == 1 != axes[p].length else Affine.var(v[p])
-            for ax, p in zip(t.axes, place, strict=True)
-        ]
-
-    row = Load(ii, tuple(index(ids, ids_place)))
-    rest = index(x.named(tuple(a for i, a in enumerate(x.axes) if i != axis)), x_place)
-    idx = [*rest[:axis], row, *rest[axis:]]
-    return k.finish(nest(v, axes, [Store(out, at(v), Load(xi, tuple(idx)))]))
-
-
-def _embed(step: Step) -> Tensor:
-    table, ids = step.tensor(0), step.tensor(1)
-    s = len(ids.axes)
-    return _gather(step, table, 0, ids, list(range(s, s + len(table.axes) - 1)), list(range(s)))
-
-
-def _take(step: Step) -> Tensor:
-    x, ids = step.tensor(0), step.tensor(1)
-    axis = step.axis(0, step.ins.attr("axes")[0])
-    dst = Shape(False, explicit(step.ins.out.type).axes)
-    src = explicit(step.ins.args[0].type)
-    rest = Shape(False, src.axes[:axis] + src.axes[axis + 1 :])
-    n = len(dst.axes)
-    xp = [n + p for p in alignment(rest, dst)]
-    ip = [n + p for p in alignment(explicit(step.ins.args[1].type), dst)]
-    return _gather(step, x, axis, ids, xp, ip)
-
-
-def _one_hot(step: Step) -> Tensor:
-    def formula(c, ids):
-        return op("select", op("compare", ids, Index(v_last[0]), attr="=="), c(1), c(0))
-
-    ids = step.tensor(0)
-    k = step.nest()
-    ii = k.input(ids)
-    axes = step.out_axes()
-    out = k.output(axes, step.out_dtype())
-    v = k.vars(len(axes))
-    v_last = [v[-1]]
-    value = formula(k.const, Load(ii, at(v[:-1])))
-    return k.finish(nest(v, axes, [Store(out, at(v), value)]))
-
-
-def _scatter(step: Step, ct: Tensor, ids: Tensor, x_axes, axis: int, name: str) -> Tensor:
-    """Zeros of x's shape, then each element of ct added at its index, in index order."""
-    full = step.lowering.alloc(x_axes, step.out_dtype(), step.site)
-    rest = [a for i, a in enumerate(x_axes) if i != axis]
-    k = step.nest(name)
-    ci, ii = k.input(ct), k.input(ids)
-    out = k.output_into(full)
-    z = k.vars(len(x_axes))
-    fill = nest(z, x_axes, [Store(out, at(z), k.const(0))])
-    v = k.vars(len(rest))
-    row = Load(ii, at(v[: len(ids.axes)]))
-    idx = at(v[:axis]) + (row,) + at(v[axis:])
-    value = op("add", Load(out, idx), Load(ci, at(v)))
-    scatter = [Store(out, idx, value)]
-    for w, a in reversed(list(zip(v, rest, strict=True))):
-        scatter = [Loop(w, a.name, a.length, tuple(scatter), serial=True)]
-    k.finish([*fill, *scatter])
-    return full
-
-
-def _embed_grad(step: Step) -> Tensor:
-    ct, table, ids = step.tensor(0), step.tensor(1), step.tensor(2)
-    rows = ids.size
-    flat_ids = ids.named((Axis(None, rows),))
-    flat_ct = ct.named((Axis(None, rows), *table.axes[1:]))
-    return _scatter(step, flat_ct, flat_ids, step.out_axes(), 0, "embed_grad")
-
-
-def _take_grad(step: Step) -> Tensor:
-    ct, x, ids = step.tensor(0), step.tensor(1), step.tensor(2)
-    axis = step.axis(1, step.ins.attr("axes")[0])
-    rest = tuple(a for i, a in enumerate(x.axes) if i != axis)
-    if [a.length for a in ct.axes] != [a.length for a in rest] or ids.size != ct.size:
-        raise LowerError("`take_grad` of a broadcast `take` has no loop nest yet")
-    return _scatter(step, ct, ids.named(rest), step.out_axes(), axis, "take_grad")
-
-
-def _merge(step: Step) -> Tensor:
-    x = step.tensor(0)
-    i = step.axis(0, step.ins.attr("axes")[0])
-    n = x.axes[i + 1].length
-    k = step.nest()
-    xi = k.input(x)
-    axes = step.out_axes()
-    out = k.output(axes, step.out_dtype())
-    v = k.vars(len(x.axes))
-    merged = Affine(((v[i], n), (v[i + 1], 1)))
-    idx = [*at(v[:i]), merged, *at(v[i + 2 :])]
-    return k.finish(nest(v, x.axes, [Store(out, tuple(idx), Load(xi, at(v)))]))
-
-
-def _split(step: Step) -> Tensor:
-    x = step.tensor(0)
-    i = step.axis(0, step.ins.attr("axes")[0])
-    k = step.nest()
-    xi = k.input(x)
-    axes = step.out_axes()
-    out = k.output(axes, step.out_dtype())
-    v = k.vars(len(axes))
-    joined = Affine(((v[i], axes[i + 1].length), (v[i + 1], 1)))
-    idx = [*at(v[:i]), joined, *at(v[i + 2 :])]
-    return k.finish(nest(v, axes, [Store(out, at(v), Load(xi, tuple(idx)))]))
-
-
-def _reshape_like(step: Step) -> Tensor:
-    ct = step.tensor(0)
-    into = step.lowering.alloc(step.out_axes(), step.out_dtype(), step.site)
-    return _copy(step, ct, into, "reshape_like")
-
-
-# ---- trees of cotangents -----------------------------------------------------------------
-
-
-def _put(step: Step) -> object:
-    tree, a = step.values
-    path = step.ins.attr("path")
-    out = {}
-    for key, leaf in tree.items():
-        if key == path:
-            out[key] = a
-        elif key.startswith(path + "."):
-            out[key] = a[key[len(path) + 1 :]]
-        else:
-            out[key] = _fill(step, leaf.axes, leaf.dtype)
-    return out
-
-
-def _put_item(step: Step) -> object:
-    t, a = step.values
-    i = step.ins.attr("index")
-    zero = _zeros_like(_with(step, [t]))
-    return tuple(a if j == i else z for j, z in enumerate(zero))
-
-
-def _put_slice(step: Step) -> object:
-    tree, a = step.values
-    i = step.ins.attr("index")
-    out = {}
-    for key, leaf in tree.items():
-        full = _fill(step, leaf.axes, leaf.dtype)
-        inner = leaf.axes[1:]
-        size = 1
-        for ax in inner:
-            size *= ax.length
-        _copy(
-            step, a[key], Tensor(full.buf, full.offset + i * size, inner, full.dtype), "put_slice"
-        )
-        out[key] = full
-    return out
-
-
-RULES: dict[str, Callable[[Step], object]] = {
+NESTS: dict[str, Callable[[Step], object]] = {
     **{name: _elementwise for name in N.ELEMENTWISE},
     "accum": _accum,
     "zeros_like": _zeros_like,
@@ -627,16 +462,5 @@ RULES: dict[str, Callable[[Step], object]] = {
     "ein": _ein,
     "dot_left": _dot_left,
     "dot_right": _dot_right,
-    "embed": _embed,
-    "take": _take,
-    "one_hot": _one_hot,
-    "embed_grad": _embed_grad,
-    "take_grad": _take_grad,
-    "merge": _merge,
-    "split": _split,
-    "reshape_like": _reshape_like,
-    "put": _put,
-    "put_item": _put_item,
-    "put_slice": _put_slice,
 }
 """The loop nest of every tensor operation (the structural ones are the host's: lower.HOST)."""
