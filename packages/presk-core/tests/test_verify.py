@@ -82,6 +82,37 @@ def test_every_pass_verifies(path: str, name: str) -> None:
     assert not found, "\n".join(found)
 
 
+AD_PROGRAMS = ROOT / "packages/presk-ad/tests/programs"
+_GET = "a call's adjoint is read as the argument's type, which names axes the callee's does not"
+_EIN = "the adjoint `ein` names its result with the operand's axes, not its output's"
+AD_KNOWN = {
+    "bert_grad.psk": f"{_RETURN}; {_CALL}; {_EIN}",
+    "cast.psk": _GET,
+    "ein.psk": _EIN,
+    "llama_grad.psk": f"{_CALL}; {_EIN}",
+    "minigpt_grad.psk": f"{_CALL}; {_DOT}; {_EIN}",
+    "tower.psk": _GET,
+}
+AD_UNSUPPORTED = {"second_order.psk", "second_order_lambda.psk", "stack_dim.psk"}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(p.name, marks=pytest.mark.xfail(strict=True, reason=AD_KNOWN[p.name]))
+        if p.name in AD_KNOWN
+        else p.name
+        for p in sorted(AD_PROGRAMS.glob("*.psk"))
+        if p.name not in AD_UNSUPPORTED and not p.name.endswith("_lib.psk")
+    ],
+)
+def test_differentiation_of_each_operation_verifies(name: str) -> None:
+    """The programs of presk-ad's tests, one an operation: every adjoint's instructions."""
+    core = lower_program(load_program(str(AD_PROGRAMS / name)))
+    found = [p for r in REMATS for p in problems(differentiate(core, r))]
+    assert not found, "\n".join(found)
+
+
 # (file, constants, entry, dims): specialized as `presk run` runs them
 ENTRIES = [
     ("tutorial/01_linear.psk", {}, "Linear.apply", {"In": 3, "Out": 2, "batch": 4}),
