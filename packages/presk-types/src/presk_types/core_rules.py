@@ -48,13 +48,10 @@ Rule = Callable[[Operands, Context], Type]
 
 COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
 
-_SIGNATURES = {
-    "elementwise": "f(ℝ[s]) -> ℝ[s]",
-}
-
 
 def signature(name: str) -> str:
-    from presk_types.rules import PRIMITIVES
+    """A primitive's signature as the registry writes it (for E2004)."""
+    from presk_types.rules import PRIMITIVES  # rules imports this module
 
     return PRIMITIVES[name].signature if name in PRIMITIVES else f"`{name}` as documented"
 
