@@ -19,13 +19,13 @@ def real(*axes: tuple[str | None, Lin | int], prefix: bool = False) -> Real:
     )
 
 
-def rule(op: str, *types, ctx: Context | None = None, **attrs):
-    return CORE_RULES[op](Operands(op, types, attrs=attrs), ctx or Context())
+def rule(name: str, *types, ctx: Context | None = None, **attrs):
+    return CORE_RULES[name](Operands(name, types, attrs=attrs), ctx or Context())
 
 
-def code(op: str, *types, ctx: Context | None = None, **attrs) -> str:
+def code(name: str, *types, ctx: Context | None = None, **attrs) -> str:
     with pytest.raises(TypeErr) as e:
-        rule(op, *types, ctx=ctx, **attrs)
+        rule(name, *types, ctx=ctx, **attrs)
     return e.value.diagnostics[0].code
 
 
