@@ -127,3 +127,9 @@ def test_the_helper_vectorizes_every_loop_and_is_warning_free(tmp_path):
     assert p.returncode == 0, p.stderr
     vectorized = {ln.split(":")[1] for ln in p.stderr.splitlines() if "loop vectorized" in ln}
     assert len(vectorized) == 2 * len(libm.FUNCTIONS)
+
+
+def test_a_scalar_keeps_its_shape():
+    y = libm.apply("exp", np.float32(1.0))
+    assert y.shape == () and y.dtype == np.float32
+    assert libm.apply("sin", np.ones((2, 0))).shape == (2, 0)

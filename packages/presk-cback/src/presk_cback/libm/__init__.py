@@ -60,16 +60,18 @@ def _module(lanes: bool):
 
 
 def apply(name: str, x, lanes: bool = True) -> np.ndarray:
-    """presk libm's `name` elementwise over `x` (float64 or float32), a new array."""
+    """presk libm's `name` elementwise over `x` (float64 or float32, any shape, 0-d
+    included), a new array of x's shape and type."""
     from presk_cback.load import pointer
 
     if name not in FUNCTIONS:
         raise KeyError(f"presk libm has no function {name!r}")
-    x = np.ascontiguousarray(x)
+    x = np.asarray(x)
     if x.dtype not in TYPES:
         raise TypeError(f"presk libm computes float64 or float32, not {x.dtype}")
+    flat = np.ascontiguousarray(x).reshape(-1)
     tag, ctype, _ = TYPES[x.dtype]
-    y = np.empty_like(x)
+    y = np.empty_like(flat)
     fn = getattr(_module(lanes).lib, _symbol(name, tag))
-    fn(pointer(x, ctype), pointer(y, ctype), x.size)
-    return y
+    fn(pointer(flat, ctype), pointer(y, ctype), flat.size)
+    return y.reshape(x.shape)

@@ -1,0 +1,446 @@
+"""C for PSK-Kernel: each kernel a C function, an entry one host function over one arena.
+
+A kernel's C follows its data (presk_kernel.ir) statement for statement, and its layout
+decides only how the parallel loops run: their order, tiles, the loop in vector lanes
+(`#pragma omp simd`) and the loop split over threads (`#pragma omp parallel for`). None
+changes a bit (DESIGN §11): the arithmetic is the kernel interpreter's, operation for
+operation — numpy's type promotion written as explicit casts, folds from their first term
+in increasing index, `fma` where the kernel has one, IEEE maximum and minimum, presk libm
+for the transcendentals, bf16 rounded to nearest even at each store.
+
+The host function `int presk_entry(char *arena)` launches the kernels in order over
+buffers at fixed offsets of one arena (every buffer 64-byte aligned); it zeroes the
+buffers that are not inputs first, as the kernel interpreter's memory starts at zero, and
+returns 1 when a gather's index was out of range. One signature for every entry: a
+process declares it once.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+
+from presk_kernel.ir import (
+    Affine,
+    Const,
+    Index,
+    Kernel,
+    Let,
+    Load,
+    Loop,
+    Op,
+    Reduce,
+    Schedule,
+    Store,
+    Var,
+)
+from presk_kernel.layout import parallel_loops
+
+from presk_cback import libm
+
+ENTRY_CDEF = "int presk_entry(char *arena);"
+CTYPE = {"f64": "double", "f32": "float", "bf16": "uint16_t", "i64": "int64_t", "bool": "uint8_t"}
+ITEMSIZE = {"f64": 8, "f32": 4, "bf16": 2, "i64": 8, "bool": 1}
+SUFFIX = {"f64": "", "f32": "f"}
+COMPARE = {"<", "<=", ">", ">=", "==", "!="}
+
+PRELUDE = r"""
+static inline float presk_bf16_load(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f;
+}
+static inline uint16_t presk_bf16_store(float f) {
+    uint32_t u; memcpy(&u, &f, 4);
+    uint16_t r = (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+    return f != f ? (uint16_t)0x7FC0 : r;
+}
+static inline float presk_bf16_round(float f) { return presk_bf16_load(presk_bf16_store(f)); }
+#define PRESK_IEEE_MINMAX(name, T, GT, SIGNPICK) \
+static inline T name(T a, T b) { \
+    T eq = signbit(a) ? SIGNPICK; T out = b != b ? b : eq; out = a != a ? a : out; \
+    out = GT(b, a) ? b : out; return GT(a, b) ? a : out; }
+#define PRESK_GT(x, y) ((x) > (y))
+#define PRESK_LT(x, y) ((x) < (y))
+PRESK_IEEE_MINMAX(presk_max, double, PRESK_GT, b : a)
+PRESK_IEEE_MINMAX(presk_min, double, PRESK_LT, a : b)
+PRESK_IEEE_MINMAX(presk_maxf, float, PRESK_GT, b : a)
+PRESK_IEEE_MINMAX(presk_minf, float, PRESK_LT, a : b)
+static inline int64_t presk_maxi(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int64_t presk_mini(int64_t a, int64_t b) { return a < b ? a : b; }
+#define PRESK_POWI(name, T) \
+static inline T name(T x, int64_t k) { \
+    uint64_t n = k < 0 ? (uint64_t)(-k) : (uint64_t)k; \
+    if (n == 0) return (T)1; \
+    T r = x; \
+    for (int b = 62 - __builtin_clzll(n); b >= 0; b--) { r = r * r; if ((n >> b) & 1u) r = r * x; } \
+    return k < 0 ? (T)1 / r : r; }
+PRESK_POWI(presk_powi, double)
+PRESK_POWI(presk_powif, float)
+static inline int64_t presk_checked(int64_t i, int64_t n, int *err) {
+    if (i < 0 || i >= n) { __atomic_store_n(err, 1, __ATOMIC_RELAXED); return 0; }
+    return i;
+}
+"""
+
+
+def _name(s: str) -> str:
+    return "v_" + re.sub(r"[^A-Za-z0-9_]", "_", s)
+
+
+def _promote(a: str, b: str) -> str:
+    """numpy's result type of two operands (as the kernel interpreter computes)."""
+    if a == b:
+        return a
+    order = ["bool", "i64", "f32", "f64"]
+    hi = max(a, b, key=order.index)
+    if hi == "f32" and "i64" in (a, b):
+        return "f64"
+    return hi
+
+
+def _const(value, dtype: str) -> str:
+    if dtype == "bool":
+        return "1" if value else "0"
+    if dtype == "i64":
+        return f"INT64_C({int(value)})"
+    v = float(value)
+    ct = CTYPE[dtype]
+    if math.isnan(v):
+        return f"(({ct})NAN)"
+    if math.isinf(v):
+        return f"(({ct})INFINITY)" if v > 0 else f"(-({ct})INFINITY)"
+    text = f"{v.hex()}{SUFFIX.get(dtype, '')}"
+    return f"({text})" if text.startswith("-") else text
+
+
+class EmitError(Exception):
+    """A kernel the emitter cannot write (a bug of the lowering or of the emitter: the
+    caller reports it as internal)."""
+
+
+class KernelC:
+    """The C of one kernel, written into `lines`."""
+
+    def __init__(self, k: Kernel, fname: str, lanes: bool) -> None:
+        self.k, self.fname, self.lanes = k, fname, lanes
+        self.types: dict[str, str] = {}
+        self.lines: list[str] = []
+
+    # ---- expressions ---------------------------------------------------------------------
+
+    def cast(self, code: str, have: str, want: str) -> str:
+        if have == want:
+            return code
+        if want == "bool":
+            return f"({code} != 0)"
+        return f"(({CTYPE[want]})({code}))"
+
+    def offset(self, buf: int, index: tuple) -> str:
+        b = self.k.buffers[buf]
+        if len(index) != len(b.axes):
+            raise EmitError(
+                f"`{self.k.name}` at {self.k.site}: %{buf} has {len(b.axes)} axes, indexed "
+                f"by {len(index)}: C reads one element"
+            )
+        parts, stride = [], 1
+        for ax in reversed(range(len(b.axes))):
+            i = index[ax]
+            if isinstance(i, Affine):
+                terms = [f"{c}*{_name(v)}" if c != 1 else _name(v) for v, c in i.terms if c]
+                if i.const or not terms:
+                    terms.append(str(i.const))
+                code = " + ".join(terms)
+            else:
+                c, t = self.expr(i)
+                code = f"presk_checked({self.cast(c, t, 'i64')}, {b.axes[ax].length}, err)"
+            parts.append(f"({code})" if stride == 1 else f"{stride}*({code})")
+            stride *= b.axes[ax].length
+        return " + ".join(reversed(parts)) or "0"
+
+    def expr(self, e) -> tuple[str, str]:
+        match e:
+            case Const(value, dtype):
+                return _const(value, dtype), dtype
+            case Load(buf, index):
+                dt = self.k.buffers[buf].dtype
+                code = f"b{buf}[{self.offset(buf, index)}]"
+                if dt == "bf16":
+                    return f"presk_bf16_load({code})", "f32"
+                return code, dt
+            case Var(name):
+                return _name(name), self.types[name]
+            case Index(var):
+                return _name(var), "i64"
+            case Op(op, args, attr):
+                return self.op(op, [self.expr(a) for a in args], attr)
+        raise TypeError(f"not a kernel expression: {e!r}")
+
+    def op(self, op: str, a: list[tuple[str, str]], attr) -> tuple[str, str]:
+        ct = self.k.compute
+        sfx = SUFFIX.get(ct, "")
+        match op:
+            case "add" | "sub" | "mul" | "div":
+                t = _promote(a[0][1], a[1][1])
+                if op == "div" and t in ("i64", "bool"):
+                    t = "f64"  # numpy's true division
+                if t == "bool":
+                    t = "i64"
+                sym = {"add": "+", "sub": "-", "mul": "*", "div": "/"}[op]
+                x, y = (self.cast(c, ty, t) for c, ty in a)
+                return f"({x} {sym} {y})", t
+            case "fma":
+                x, y, z = (self.cast(c, ty, ct) for c, ty in a)
+                return f"fma{sfx}({x}, {y}, {z})", ct
+            case "neg":
+                return f"(-{a[0][0]})", a[0][1]
+            case "abs":
+                fn = {"f64": "fabs", "f32": "fabsf", "i64": "llabs"}[a[0][1]]
+                return f"{fn}({a[0][0]})", a[0][1]
+            case "max" | "min":
+                t = _promote(a[0][1], a[1][1])
+                fn = f"presk_{op}" + {"f64": "", "f32": "f", "i64": "i"}[t]
+                x, y = (self.cast(c, ty, t) for c, ty in a)
+                return f"{fn}({x}, {y})", t
+            case "select":
+                t = _promote(a[1][1], a[2][1])
+                x, y = (self.cast(c, ty, t) for c, ty in a[1:])
+                return f"({a[0][0]} ? {x} : {y})", t
+            case "compare":
+                t = _promote(a[0][1], a[1][1])
+                x, y = (self.cast(c, ty, t) for c, ty in a)
+                assert attr in COMPARE
+                return f"({x} {attr} {y})", "bool"
+            case "same":
+                t = _promote(a[0][1], a[1][1])
+                x, y = (self.cast(c, ty, t) for c, ty in a)
+                return (
+                    f"(({x} != {x} && {y} != {y}) || ({x} == {y} && !signbit({x}) == "
+                    f"!signbit({y})))",
+                    "bool",
+                )
+            case "and" | "or":
+                sym = "&&" if op == "and" else "||"
+                return f"({a[0][0]} {sym} {a[1][0]})", "bool"
+            case "not":
+                return f"(!{a[0][0]})", "bool"
+            case "isnan":
+                return f"({a[0][0]} != {a[0][0]})", "bool"
+            case "real":
+                return self.cast(a[0][0], a[0][1], ct), ct
+            case "sqrt":
+                t = a[0][1] if a[0][1] in SUFFIX else "f64"
+                return f"sqrt{SUFFIX[t]}({self.cast(a[0][0], a[0][1], t)})", t
+            case "pow":
+                t = a[0][1] if a[0][1] in SUFFIX else "f64"
+                code = f"presk_powi{SUFFIX[t]}({self.cast(a[0][0], a[0][1], t)}, {int(attr)})"
+                return self.cast(code, t, _promote(t, ct)), _promote(t, ct)
+            case "powf":
+                t = _promote(a[0][1], a[1][1])
+                t = t if t in SUFFIX else "f64"
+                x, y = (self.cast(c, ty, t) for c, ty in a)
+                return self.cast(f"pow{SUFFIX[t]}({x}, {y})", t, ct), ct
+            case "bf16":
+                return f"presk_bf16_round({self.cast(a[0][0], a[0][1], 'f32')})", "f32"
+        if op in libm.FUNCTIONS:
+            return f"presk_{op}{sfx}({self.cast(a[0][0], a[0][1], ct)})", ct
+        raise TypeError(f"no C for the scalar operation `{op}`")
+
+    # ---- statements ----------------------------------------------------------------------
+
+    def emit(self, line: str, depth: int) -> None:
+        self.lines.append("    " * depth + line)
+
+    def block(self, body, depth: int) -> None:
+        for s in body:
+            self.stmt(s, depth)
+
+    def stmt(self, s, depth: int) -> None:
+        match s:
+            case Let(name, expr):
+                code, t = self.expr(expr)
+                self.types[name] = t
+                self.emit(f"const {CTYPE[t]} {_name(name)} = {code};", depth)
+            case Store(buf, index, expr):
+                code, t = self.expr(expr)
+                dt = self.k.buffers[buf].dtype
+                if dt == "bf16":
+                    value = f"presk_bf16_store({self.cast(code, t, 'f32')})"
+                else:
+                    value = self.cast(code, t, dt)
+                self.emit(f"b{buf}[{self.offset(buf, index)}] = {value};", depth)
+            case Loop(var, _, extent, body, _):
+                v = _name(var)
+                self.emit(f"for (int64_t {v} = 0; {v} < {extent}; {v}++) {{", depth)
+                self.block(body, depth + 1)
+                self.emit("}", depth)
+            case Reduce():
+                self.reduce(s, depth)
+            case _:
+                raise TypeError(f"not a kernel statement: {s!r}")
+
+    def reduce(self, r: Reduce, depth: int) -> None:
+        acc, t = _name(r.acc), r.dtype
+        self.types[r.acc] = t
+        count = math.prod(n for _, _, n in r.vars)
+        if count == 0:
+            identity = {"add": 0, "fma": 0, "max": -math.inf, "min": math.inf}[r.op]
+            if t == "i64":
+                identity = (1 << 63) - 1 if r.op == "min" else 0
+            self.emit(f"{CTYPE[t]} {acc} = {_const(identity, t)};", depth)
+            return
+        self.emit(f"{CTYPE[t]} {acc};", depth)
+        if len(r.vars) == 1:  # the first term peeled: no flag in the loop
+            (v, _, n) = r.vars[0]
+            self.emit(f"{{ const int64_t {_name(v)} = 0;", depth)
+            self.fold_step(r, depth + 1, first=True)
+            self.emit("}", depth)
+            self.emit(f"for (int64_t {_name(v)} = 1; {_name(v)} < {n}; {_name(v)}++) {{", depth)
+            self.fold_step(r, depth + 1, first=False)
+            self.emit("}", depth)
+            return
+        self.emit(f"int {acc}_started = 0;", depth)
+        for i, (v, _, n) in enumerate(r.vars):
+            self.emit(f"for (int64_t {_name(v)} = 0; {_name(v)} < {n}; {_name(v)}++) {{", depth + i)
+        inner = depth + len(r.vars)
+        self.emit(f"if ({acc}_started) {{", inner)
+        self.fold_step(r, inner + 1, first=False)
+        self.emit("} else {", inner)
+        self.fold_step(r, inner + 1, first=True)
+        self.emit(f"{acc}_started = 1;", inner + 1)
+        self.emit("}", inner)
+        for i in reversed(range(len(r.vars))):
+            self.emit("}", depth + i)
+
+    def fold_step(self, r: Reduce, depth: int, first: bool) -> None:
+        acc, t = _name(r.acc), r.dtype
+        self.block(r.body, depth)
+        terms = [self.expr(x) for x in r.terms]
+        if r.op == "fma":
+            (x, tx), (y, ty) = terms
+            if first:
+                p = _promote(tx, ty)
+                value = self.cast(f"({self.cast(x, tx, p)} * {self.cast(y, ty, p)})", p, t)
+            else:
+                f = "fma" + SUFFIX.get(t, "")
+                value = f"{f}({self.cast(x, tx, t)}, {self.cast(y, ty, t)}, {acc})"
+        else:
+            ((x, tx),) = terms
+            x = self.cast(x, tx, t)
+            if first:
+                value = x
+            elif r.op == "add":
+                value = f"{acc} + {x}"
+            else:
+                fn = f"presk_{r.op}" + {"f64": "", "f32": "f", "i64": "i"}[t]
+                value = f"{fn}({acc}, {x})"
+        self.emit(f"{acc} = {value};", depth)
+
+    # ---- the nest and its layout ---------------------------------------------------------
+
+    def function(self) -> list[str]:
+        k = self.k
+        params = [
+            f"{'const ' if i < len(k.inputs) else ''}{CTYPE[b.dtype]} *b{b.id}"
+            for i, b in enumerate(k.buffers)
+        ]
+        self.lines = [f"static void {self.fname}({', '.join([*params, 'int *err'])}) {{"]
+        self.emit("(void)err;", 1)
+        loops = perfect_nest(k)
+        if not loops:
+            self.block(k.body, 1)
+            self.lines.append("}")
+            return self.lines
+        by_var = {lp.var: lp for lp in loops}
+        lay = k.layout
+        order = [v for v in lay.order if v in by_var] or [lp.var for lp in loops]
+        order += [lp.var for lp in loops if lp.var not in order]
+        tiles = {v: n for v, n in lay.tiles if v in by_var and n < by_var[v].extent}
+        depth = 1
+        heads: list[tuple[str, str]] = []  # (kind, var)
+        heads += [("tile", v) for v in order if v in tiles]
+        heads += [("point", v) for v in order]
+        for at, (kind, v) in enumerate(heads):
+            lp = by_var[v]
+            name = _name(v)
+            if at == 0 and lay.split == v and lay.threads > 1:  # threads on the outermost
+                self.emit(
+                    f"#pragma omp parallel for num_threads({lay.threads}) schedule(static)", 0
+                )
+            if kind == "tile":
+                step = tiles[v]
+                self.emit(
+                    f"for (int64_t {name}_t = 0; {name}_t < {lp.extent}; {name}_t += {step}) {{",
+                    depth,
+                )
+            else:
+                if self.lanes and lay.lanes == v:
+                    self.emit("#pragma omp simd", 0)
+                if v in tiles:
+                    end = (
+                        f"{name}_t + {tiles[v]} < {lp.extent} ? {name}_t + {tiles[v]} : {lp.extent}"
+                    )
+                    self.emit(
+                        f"for (int64_t {name} = {name}_t; {name} < ({end}); {name}++) {{", depth
+                    )
+                else:
+                    self.emit(f"for (int64_t {name} = 0; {name} < {lp.extent}; {name}++) {{", depth)
+            depth += 1
+        self.block(loops[-1].body, depth)
+        for _ in heads:
+            depth -= 1
+            self.emit("}", depth)
+        self.lines.append("}")
+        return self.lines
+
+
+def perfect_nest(k: Kernel) -> list[Loop]:
+    """The outer perfect nest's parallel loops (a serial loop and what it holds keep their
+    order: they are body, not layout)."""
+    return list(itertools.takewhile(lambda lp: not lp.serial, parallel_loops(k)))
+
+
+def arena_layout(schedule: Schedule) -> tuple[dict[int, int], int]:
+    """Each host buffer's byte offset in the arena (64-byte aligned), and the arena's size."""
+    offsets, at = {}, 0
+    for b in schedule.buffers:
+        offsets[b.id] = at
+        size = math.prod(a.length for a in b.axes) * ITEMSIZE[b.dtype]
+        at += (size + 63) // 64 * 64
+    return offsets, max(at, 64)
+
+
+def entry_source(schedule: Schedule, lanes: bool = True) -> str:
+    """The C of an entry: presk libm, the kernels, and `presk_entry` launching them."""
+    parts = [
+        "#include <math.h>\n#include <stdint.h>\n#include <string.h>\n",
+        libm.header(),
+        PRELUDE,
+    ]
+    offsets, _ = arena_layout(schedule)
+    byid = {b.id: b for b in schedule.buffers}
+    seen: dict[str, str] = {}
+    calls = []
+    for i, launch in enumerate(schedule.launches):
+        body = KernelC(launch.kernel, "KERNEL", lanes).function()
+        text = "\n".join(body)
+        if text not in seen:  # identical kernels share one function
+            fname = f"presk_kernel_{len(seen)}"
+            seen[text] = fname
+            parts.append(f"/* {launch.kernel.name} at {launch.kernel.site} */")
+            parts.append(text.replace("KERNEL", fname, 1))
+        args = []
+        for buf, arg in zip(launch.kernel.buffers, launch.args, strict=True):
+            ct = CTYPE[byid[arg.buf].dtype]
+            assert byid[arg.buf].dtype == buf.dtype, (launch.kernel.name, arg, buf)
+            args.append(f"({ct} *)(arena + {offsets[arg.buf]}) + {arg.offset}")
+        calls.append(f"    {seen[text]}({', '.join([*args, '&err'])}); /* launch {i} */")
+    zero = []
+    for b in schedule.buffers:
+        if b.id not in schedule.inputs:
+            size = math.prod(a.length for a in b.axes) * ITEMSIZE[b.dtype]
+            if size:
+                zero.append(f"    memset(arena + {offsets[b.id]}, 0, {size});")
+    parts.append("int presk_entry(char *arena) {\n    int err = 0;")
+    parts += zero + calls
+    parts.append("    return err;\n}\n")
+    return "\n".join(parts)
