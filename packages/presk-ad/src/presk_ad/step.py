@@ -19,6 +19,7 @@ from presk_core import random as R
 from presk_core.build import FunctionBuilder
 from presk_core.interp import Interpreter, RunError
 from presk_core.ir import Function, Origin, Program, Value
+from presk_core.passes import verified
 from presk_core.run import parse_entry, stack_samples, synthesize
 from presk_types.elab import Program as Elab
 from presk_types.elab import type_from_text
@@ -89,7 +90,7 @@ class Trainer:
     ) -> None:
         self.run, self.bits = run, bits
         self.objective = run.objective.key
-        program = training_step(core, self.objective)
+        program = verified(training_step(core, self.objective), "training step")
         if not {"adamw.lr", "adamw.step"} <= {f.name for f in program.functions}:
             raise TrainError(
                 "the run's optimizer has no step (its model needs dimension arguments)"
