@@ -19,9 +19,9 @@ def same_bits(a: list, b: list) -> bool:
 
 
 @pytest.mark.parametrize("realize", ["f64", "f32", "bf16"])
-@pytest.mark.parametrize(("file", "entry", "dims"), ENTRIES)
-def test_fusion_changes_no_bit(file, entry, dims, realize):
-    schedule, args, _ = lowered(file, entry, dims, realize)
+@pytest.mark.parametrize(("file", "entry", "dims", "consts"), ENTRIES)
+def test_fusion_changes_no_bit(file, entry, dims, consts, realize):
+    schedule, args, _ = lowered(file, entry, dims, realize, consts=consts)
     fused, _ = fuse(schedule)
     assert same_bits(run_schedule(schedule, args), run_schedule(fused, args))
 

@@ -11,9 +11,9 @@ from presk_kernel.layout import check_layout, default_layout, layout_space, para
 
 
 def kernels():
-    for file, entry, dims in ENTRIES:
+    for file, entry, dims, consts in ENTRIES:
         for realize in ("f64", "f32"):
-            schedule, _, _ = lowered(file, entry, dims, realize)
+            schedule, _, _ = lowered(file, entry, dims, realize, consts=consts)
             yield from (lc.kernel for lc in schedule.launches)
 
 
@@ -47,7 +47,7 @@ def test_threads_split_a_large_nest_only():
     for k in kernels():
         layout = default_layout(k, threads=2)
         assert layout.split is None  # the tutorial's nests are small
-    schedule, _, _ = lowered("tutorial/03_attention.psk", "attend", (("B", 64), ("T", 64)))
+    schedule, _, _ = lowered("tutorial/03_attention.psk", "attend", (("B", 16), ("T", 32)))
     big = schedule.launches[0].kernel
     assert default_layout(big, threads=2).split == parallel_loops(big)[0].var
 

@@ -31,9 +31,9 @@ def close(ref: list, got: list, realize: str) -> None:
 
 
 @pytest.mark.parametrize("realize", ["f64", "f32", "bf16"])
-@pytest.mark.parametrize(("file", "entry", "dims"), ENTRIES)
-def test_kernels_compute_the_reference_within_a_tolerance(file, entry, dims, realize):
-    schedule, args, ref = lowered(file, entry, dims, realize)
+@pytest.mark.parametrize(("file", "entry", "dims", "consts"), ENTRIES)
+def test_kernels_compute_the_reference_within_a_tolerance(file, entry, dims, consts, realize):
+    schedule, args, ref = lowered(file, entry, dims, realize, consts=consts)
     close(ref, run_schedule(schedule, args), realize)
 
 
