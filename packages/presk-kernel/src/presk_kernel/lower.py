@@ -20,6 +20,7 @@ import gmpy2
 import numpy as np
 from presk_core.ir import Function, Instr, Lit, Program, Value
 from presk_core.specialize import SpecializeError, specialize
+from presk_types.ops import OPS
 from presk_types.shapes import alignment
 from presk_types.types import SCALAR, Bool, Idx, Real, Shape, Type, shape_of
 
@@ -40,21 +41,8 @@ from presk_kernel.ir import (
 )
 from presk_kernel.layout import default_layout
 
-KINDS: dict[str, str] = {
-    **{k: "elementwise" for k in N.ELEMENTWISE},
-    **{k: "elementwise" for k in ("pow", "compare", "causal_mask", "zeros_like", "pick2")},
-    **{k: "elementwise" for k in ("expand", "spread")},
-    **{k: "reduction" for k in ("sum", "mean", "max", "min", "argmax", "softmax")},
-    **{k: "reduction" for k in ("log_softmax", "softmax_grad", "log_softmax_grad")},
-    **{k: "reduction" for k in ("sum_to", "reduce_pick")},
-    **{k: "contraction" for k in ("dot", "ein", "dot_left", "dot_right")},
-    **{k: "gather/scatter" for k in ("embed", "take", "one_hot", "embed_grad", "take_grad")},
-    **{k: "layout" for k in ("merge", "split", "reshape_like", "cast")},
-    **{k: "random" for k in ("sample", "split_key", "fold_key", "init", "fold_init")},
-    **{k: "structural" for k in ("call", "fold", "grad", "value_grad", "get", "tuple")},
-    **{k: "tree" for k in ("field", "record", "slice", "put", "put_slice", "put_item")},
-}
-"""The kind of every operation, until the registry (presk_types.rules) declares them."""
+KINDS: dict[str, str] = {name: str(op.kind) for name, op in OPS.items()}
+"""The kind of every operation of PSK-Core, from the registry (presk_types.ops)."""
 
 F64_CONTEXT = {"precision": 53, "emin": -1073, "emax": 1024, "subnormalize": True}
 F32_CONTEXT = {"precision": 24, "emin": -148, "emax": 128, "subnormalize": True}
@@ -296,12 +284,12 @@ class Lowering:
         return read(fn.ret)
 
     def instruction(self, ins: Instr, values: list, site: str) -> object:
+        kind = KINDS.get(ins.op, "unknown")
         host = HOST.get(ins.op)
-        if host is not None:
+        if host is not None:  # structural and tree operations: the host's work
             return host(self, ins, values)
         rule = RULES.get(ins.op)
-        if rule is None:
-            kind = KINDS.get(ins.op, "unknown")
+        if rule is None or kind == "random":
             raise LowerError(f"`{ins.op}` ({kind}) has no loop nest in this presk-kernel")
         if ins.op == "real" and isinstance(values[0], Known):
             return values[0]
