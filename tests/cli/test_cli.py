@@ -196,9 +196,9 @@ def test_presk_elab_writes_nothing_on_an_error():
 def test_dump_offers_the_stages_of_the_list_of_passes(call):
     result = call(main, "dump", "--help")
     assert result.returncode == 0
-    text = " ".join(result.stdout.decode().split())
+    text = "".join(result.stdout.decode().split())  # as wrapped: compared without blanks
     for p in PASSES:
-        assert f"{p.name}: {' '.join(p.line.split())}" in text
+        assert "".join(f"{p.name}: {p.line}".split()) in text
 
 
 def test_an_unknown_stage_is_a_usage_error_listing_the_choices(call):
@@ -226,3 +226,22 @@ def test_the_remat_choices_are_presk_ads():
 
     assert commands.REMATS == REMATS
 
+
+def test_dump_specialize_and_flat(call):
+    args = ("dump", "tutorial/01_linear.psk", "--entry", "Linear{3, 2}.apply", "--dim", "batch=4")
+    special = call(main, *args, "--stage", "specialize")
+    assert special.returncode == 0, special.stderr
+    assert special.stdout.decode().splitlines()[0] == (
+        "fn Linear.apply{In=3,Out=2}[batch: 4](θ : params Linear{3, 2}, x : ℝ[batch: 4, 3])"
+        " -> ℝ[batch: 4, 2] {"
+    )
+    flat = call(main, *args, "--stage", "flat")
+    assert flat.stdout.decode().splitlines()[0] == (
+        "fn Linear.apply{In=3,Out=2}[batch: 4](θ.w : ℝ[3, 2], θ.b : ℝ[2], x : ℝ[batch: 4, 3])"
+        " -> ℝ[batch: 4, 2] {"
+    )
+    missing = call(main, "dump", "tutorial/01_linear.psk", "--stage", "flat")
+    assert missing.returncode == 1
+    assert missing.stderr.decode() == (
+        "[E7001] Error: the pass `specialize` needs an entry: give `--entry F`\n"
+    )

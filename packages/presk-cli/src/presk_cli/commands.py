@@ -69,6 +69,9 @@ CONST = click.option(
 )
 
 
+RUN = "core-after-ad"  # the last pass `presk run` runs before the interpreter
+TRAIN = "core"  # and `presk train`, before its step (presk_ad.step differentiates it)
+
 REMATS = ("residuals", "recompute")  # presk_ad.vjp.REMATS (a test says they agree)
 
 REMAT = click.option(
@@ -121,7 +124,10 @@ def check(file: str, summary: bool, consts: tuple[str, ...]) -> None:
     "--sites", is_flag=True, help="With a core stage: each instruction's site and origin."
 )
 @REMAT
-@click.option("--entry", help="With --stage sched or kernel: the entry, as `presk run` takes it.")
+@click.option(
+    "--entry",
+    help="With --stage specialize, flat, sched or kernel: the entry, as `presk run` takes it.",
+)
 @click.option("--dim", "dims", multiple=True, metavar="NAME=N", help="With --entry: a dimension.")
 @click.option(
     "--realize",
@@ -219,23 +225,17 @@ def _dims(values: tuple[str, ...]) -> dict[str, int]:
 def run(file, entry, dims, consts, seed, bits, digits, verbose, as_json, data_file, remat) -> None:
     """Evaluate an entry of FILE on the reference interpreter: exact arithmetic (MPFR at
     --bits), inputs synthesized from the types and --seed."""
-    from presk_ad import ADError, differentiate
-    from presk_core.lower import lower_program
-    from presk_core.passes import verified
+    from presk_core.passes import Context, run_pipeline
     from presk_core.run import EntryError, RunError, entry_names, run_entry
-    from presk_types.elab import load_program
 
-    sources = SourceMap()
+    ctx = Context(consts=_consts(consts), remat=remat)
+    sources = ctx.sources
     dim_values = _dims(dims)
-    try:
-        program = load_program(file, _consts(consts), sources)
-        core = verified(lower_program(program), "core")
-        core = verified(differentiate(core, remat), "core-after-ad")
+    try:  # the passes of the list up to differentiation (presk_core.passes.PASSES)
+        program = run_pipeline("elab", file, ctx)
+        core = run_pipeline(RUN, file, ctx, start=program, first="elab")
     except DiagnosticError as e:
         _fail(e, sources)
-    except ADError as e:
-        emit([Diagnostic("E7002", Severity.ERROR, f"cannot differentiate: {e}")], sources)
-        sys.exit(1)
     if entry is None:
         if program.main.trainings:
             click.echo(
@@ -532,39 +532,39 @@ def train(file, steps, log_every, ckpt, seed, bits, data_file, consts) -> None:
     """Train the model of FILE's `training run`: each step the objective and its gradient on
     a batch, then an AdamW step, on the reference interpreter (docs/training.md)."""
     from presk_ad import ADError
-    from presk_core.lower import lower_program
-    from presk_core.passes import verified
+    from presk_core.passes import Context, run_pipeline
     from presk_core.run import EntryError, RunError
-    from presk_types.driver import check_file
     from presk_types.training import replace_data
 
     from presk_cli.train import TrainError
     from presk_cli.train import train as run_training
 
-    sources = SourceMap()
-    try:
-        header = None if data_file else _held_type
-        checked = check_file(file, _consts(consts), sources, data_header=header)
+    header = None if data_file else _held_type
+    ctx = Context(consts=_consts(consts), check=True, data_header=header)
+    sources = ctx.sources
+    try:  # the passes of the list up to lowering; the step differentiates (presk_ad.step)
+        program = run_pipeline("elab", file, ctx)
     except DiagnosticError as e:
         _fail(e, sources)
-    if checked.runs and data_file:  # the run's data replaced: open and match this file
-        problem = replace_data(checked.runs[0], checked.program.main, data_file, _held_type)
+    runs, diagnostics = ctx.options["runs"], ctx.diagnostics
+    if runs and data_file:  # the run's data replaced: open and match this file
+        problem = replace_data(runs[0], program.main, data_file, _held_type)
         if problem is not None:
-            checked.diagnostics.append(problem)
-    emit(checked.diagnostics, sources)
-    if not any(d.is_error for d in checked.diagnostics) and not checked.runs:
+            diagnostics.append(problem)
+    emit(diagnostics, sources)
+    if not any(d.is_error for d in diagnostics) and not runs:
         click.echo(f"presk train: `{file}` has no `training run`", err=True)
         sys.exit(2)
-    if any(d.is_error for d in checked.diagnostics):
+    if any(d.is_error for d in diagnostics):
         sys.exit(1)
     try:
-        core = verified(lower_program(checked.program), "core")
+        core = run_pipeline(TRAIN, file, ctx, start=program, first="elab")
         terminal = sys.stdout.isatty()
         progress = (lambda text: click.echo(text, nl=False)) if terminal else None
         run_training(
             core,
-            checked.program,
-            checked.runs[0],
+            program,
+            runs[0],
             steps,
             log_every,
             ckpt,

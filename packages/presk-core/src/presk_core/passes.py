@@ -87,6 +87,22 @@ PASSES: tuple[Pass, ...] = (
         ("--remat",),
     ),
     Pass(
+        "specialize",
+        "core",
+        "core",
+        "core-after-ad",
+        "PSK-Core of an entry (--entry, --dim) at its dimensions: every shape static",
+        "presk_core.specialize:specialize_pass",
+    ),
+    Pass(
+        "flat",
+        "core",
+        "core",
+        "specialize",
+        "the specialized entry with its parameter trees as their leaves",
+        "presk_core.flatten:flatten_pass",
+    ),
+    Pass(
         "sched",
         "core",
         "sched",
