@@ -1,0 +1,77 @@
+"""Generated programs (hypothesis): lowered, fused and interpreted, against the reference."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kernel_entries import floats
+from presk_core.interp import Interpreter
+from presk_core.lower import lower_program
+from presk_core.run import parse_entry, synthesize
+from presk_kernel.fuse import fuse
+from presk_kernel.interp import run_schedule
+from presk_kernel.lower import argument_leaves, lower_entry
+from presk_syntax.span import SourceMap
+from presk_types.elab import load_program
+
+HEAD = "fn f(x : ℝ[batch: 3, model: 4], y : ℝ[model: 4], z : ℝ[batch: 3]) -> ℝ[batch: 3, model: 4] =\n  "
+
+UNARY = ["tanh({})", "-({})", "relu({})", "gelu({})", "sigmoid({})", "sqrt(abs({}))", "({})^2"]
+BINARY = ["({}) + ({})", "({}) - ({})", "({}) * ({})", "max({}, {})", "({}) / (1 + ({})^2)"]
+ROWS = ["sum(axis model, {})", "mean(axis model, {})", "max(axis model, {})"]
+
+
+def tensors(depth: int) -> st.SearchStrategy[str]:
+    """Expressions of type ℝ[batch: 3, model: 4]; the other operand of a binary operation is
+    of that type too, or `y` (ℝ[model: 4]), `z` (ℝ[batch: 3]), or a row's reduction."""
+    if depth == 0:
+        return st.sampled_from(["x", "x * 0.5", "x - y", "z * x"])
+    sub = tensors(depth - 1)
+    other = st.one_of(
+        sub,
+        st.sampled_from(["y", "z", "0.25"]),
+        st.tuples(st.sampled_from(ROWS), sub).map(lambda t: t[0].format(t[1])),
+    )
+    return st.one_of(
+        sub,
+        st.tuples(st.sampled_from(UNARY), sub).map(lambda t: t[0].format(t[1])),
+        st.tuples(st.sampled_from(BINARY), sub, other, st.booleans()).map(
+            lambda t: t[0].format(*((t[2], t[1]) if t[3] else (t[1], t[2])))
+        ),
+    )
+
+
+def run(source: str):
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "g.psk"
+        path.write_text(HEAD + source + "\n", encoding="utf-8")
+        elab = load_program(str(path), {}, SourceMap())
+        core = lower_program(elab)
+    entry = parse_entry("f", core, elab, {})
+    interp = Interpreter(core, 256)
+    args = [v for _, _, v in synthesize(entry, interp, 0)]
+    ref = floats(interp.run("f", args, {}))
+    return core, args, ref
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tensors(3))
+def test_generated_programs(source):
+    core, args, ref = run(source)
+    schedule = lower_entry(core, "f", {}, args)
+    inputs = argument_leaves(args)
+    (got,) = run_schedule(schedule, inputs)
+    assert np.allclose(got, ref, rtol=1e-12, atol=1e-12, equal_nan=True), source
+    fused, _ = fuse(schedule)
+    assert len(fused.launches) <= len(schedule.launches)
+    (again,) = run_schedule(fused, inputs)
+    assert np.array_equal(got.view(np.uint64), again.view(np.uint64)), source
+    for realize in ("f32", "bf16"):
+        narrow = lower_entry(core, "f", {}, args, realize)
+        (a,) = run_schedule(narrow, inputs)
+        (b,) = run_schedule(fuse(narrow)[0], inputs)
+        assert np.array_equal(a.view(np.uint32), b.view(np.uint32)), (source, realize)
