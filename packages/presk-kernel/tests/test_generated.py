@@ -9,6 +9,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kernel_entries import floats
+from presk_ad import differentiate
 from presk_core.interp import Interpreter
 from presk_core.lower import lower_program
 from presk_core.run import parse_entry, synthesize
@@ -45,16 +46,24 @@ def tensors(depth: int) -> st.SearchStrategy[str]:
     )
 
 
-def run(source: str):
+GRAD = """
+fn loss(x : ℝ[batch: 3, model: 4], y : ℝ[model: 4], z : ℝ[batch: 3]) -> ℝ[] = mean(f(x, y, z))
+
+fn g(x : ℝ[batch: 3, model: 4], y : ℝ[model: 4], z : ℝ[batch: 3]) -> ℝ[batch: 3, model: 4] =
+  grad(λ x. loss(x, y, z))(x)
+"""
+
+
+def run(source: str, entry: str = "f"):
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "g.psk"
-        path.write_text(HEAD + source + "\n", encoding="utf-8")
+        path.write_text(HEAD + source + "\n" + GRAD, encoding="utf-8")
         elab = load_program(str(path), {}, SourceMap())
-        core = lower_program(elab)
-    entry = parse_entry("f", core, elab, {})
+        core = differentiate(lower_program(elab), "residuals")
+    e = parse_entry(entry, core, elab, {})
     interp = Interpreter(core, 256)
-    args = [v for _, _, v in synthesize(entry, interp, 0)]
-    ref = floats(interp.run("f", args, {}))
+    args = [v for _, _, v in synthesize(e, interp, 0)]
+    ref = floats(interp.run(entry, args, {}))
     return core, args, ref
 
 
@@ -75,3 +84,18 @@ def test_generated_programs(source):
         (a,) = run_schedule(narrow, inputs)
         (b,) = run_schedule(fuse(narrow)[0], inputs)
         assert np.array_equal(a.view(np.uint32), b.view(np.uint32)), (source, realize)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tensors(2))
+def test_gradients_of_generated_programs(source):
+    """Differentiation's operations (accum, sum_to, expand, the _grad rules, reduce_pick,
+    pick2) lowered: the gradient's kernels against the reference's gradient."""
+    core, args, ref = run(source, "g")
+    schedule = lower_entry(core, "g", {}, args)
+    inputs = argument_leaves(args)
+    (got,) = run_schedule(schedule, inputs)
+    scale = 1 + float(np.max(np.abs(ref)))
+    assert float(np.max(np.abs(got - ref))) <= 1e-12 * scale, source
+    (again,) = run_schedule(fuse(schedule)[0], inputs)
+    assert np.array_equal(got.view(np.uint64), again.view(np.uint64)), source
