@@ -12,6 +12,7 @@ import numpy as np
 import presk_kernel.interp as KI
 import pytest
 from presk_cback import libm
+from presk_cback.contract import contraction
 from presk_cback.emit import entry_source
 from presk_cback.native import NativeEntry
 from presk_cback.toolchain import find_toolchain
@@ -28,8 +29,10 @@ from presk_kernel.ir import (
     Layout,
     Load,
     Loop,
+    Reduce,
     Schedule,
     Store,
+    Var,
 )
 from presk_kernel.layout import check_layout, parallel_loops
 
@@ -81,11 +84,12 @@ def turned(k: Kernel) -> Layout:
 
 
 @pytest.mark.parametrize("realize", ["f64", "f32", "bf16"])
-@pytest.mark.parametrize(("file", "entry", "dims"), ENTRIES)
-def test_native_entries_give_the_kernel_interpreters_bits(file, entry, dims, realize):
-    schedule, args, _ = lowered(file, entry, dims, realize)
+@pytest.mark.parametrize("case", ENTRIES, ids=lambda c: c[1])
+def test_native_entries_give_the_kernel_interpreters_bits(case, realize):
+    file, entry, dims, *consts = case  # (file, entry, dims[, constants])
+    schedule, args, _ = lowered(file, entry, dims, realize, False, *consts)
     fused, _ = fuse(schedule)
-    for s in (schedule, fused):
+    for s in (schedule, fused) if realize == "f64" else (fused,):  # unfused once: time
         assert same_bits(NativeEntry(s).run(args), run_schedule(s, args))
 
 
@@ -116,6 +120,72 @@ def test_a_near_miss_is_seen():
     s32, _, _ = lowered(*TRAIN, "f32", True)
     a, b = NativeEntry(s64).run(args), NativeEntry(s32).run(args)
     assert not same_bits(a, [x.astype(np.float64) for x in b])
+
+
+def packed(schedule: Schedule) -> Schedule:
+    """Every contraction's operands packed: the kernels become calls of the GEMM."""
+
+    def pack(k: Kernel) -> Layout:
+        g = contraction(k)
+        return k.layout if g is None else dataclasses.replace(k.layout, pack=(g.a, g.b))
+
+    return relayout(schedule, pack)
+
+
+@pytest.mark.parametrize("realize", ["f64", "f32"])
+def test_contractions_through_the_gemm_keep_the_bits(realize):
+    for file, entry, dims, *consts in [ENTRIES[2], ENTRIES[-1], (*TRAIN, ())]:
+        train = (file, entry, dims) == TRAIN
+        schedule, args, _ = lowered(file, entry, dims, realize, train, *consts)
+        fused, _ = fuse(schedule)
+        source = entry_source(packed(fused))
+        assert f"presk_gemm_{realize}(" in source, entry
+        assert same_bits(NativeEntry(packed(fused)).run(args), run_schedule(fused, args))
+
+
+def batched_contraction(nb: int, m: int, k: int, n: int, dtype: str) -> Schedule:
+    """out[b, i, j] = fold fma over p of x[b, i, p]·w[j, p] (w transposed in memory)."""
+    ax = lambda *ns: tuple(Axis(None, v) for v in ns)  # noqa: E731
+    v = Affine.var
+    fold = Reduce(
+        "s",
+        "fma",
+        (("p", None, k),),
+        (),
+        (Load(0, (v("b"), v("i"), v("p"))), Load(1, (v("j"), v("p")))),
+        dtype,
+    )
+    store = Store(2, (v("b"), v("i"), v("j")), Var("s"))
+    body = (Loop("b", None, nb, (Loop("i", None, m, (Loop("j", None, n, (fold, store)),)),)),)
+    kern = Kernel(
+        "ein",
+        "e/%1",
+        (Buffer(0, dtype, ax(nb, m, k)), Buffer(1, dtype, ax(n, k))),
+        (Buffer(2, dtype, ax(nb, m, n)),),
+        body,
+        dtype,
+        Layout(order=("b", "i", "j"), pack=(0, 1), split="b", threads=2),
+    )
+    bufs = (
+        HostBuffer(0, dtype, ax(nb, m, k), "x", "input"),
+        HostBuffer(1, dtype, ax(n, k), "w", "input"),
+        HostBuffer(2, dtype, ax(nb, m, n), "out", "output"),
+    )
+    return Schedule("e", (), bufs, (Launch(kern, (Arg(0), Arg(1), Arg(2))),), (0, 1), (2,))
+
+
+@pytest.mark.parametrize("dtype", ["f64", "f32"])
+def test_a_batched_contraction_with_a_transposed_operand(dtype):
+    s = batched_contraction(3, 37, 401, 29, dtype)
+    g = contraction(s.launches[0].kernel)
+    assert g is not None and g.m.var == "i" and g.n.var == "j" and [b.var for b in g.batch] == ["b"]
+    rng = np.random.default_rng(5)
+    args = [rng.standard_normal((3, 37, 401)), rng.standard_normal((29, 401))]
+    loops = relayout(s, lambda k: dataclasses.replace(k.layout, pack=()))
+    assert "presk_gemm" in entry_source(s) and "presk_gemm" not in entry_source(loops)
+    got = NativeEntry(s).run(args)
+    assert same_bits(got, NativeEntry(loops).run(args))
+    assert same_bits(got, run_schedule(s, args))
 
 
 def _gather() -> Schedule:

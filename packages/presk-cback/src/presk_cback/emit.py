@@ -17,7 +17,6 @@ process declares it once.
 
 from __future__ import annotations
 
-import itertools
 import math
 import re
 
@@ -35,9 +34,10 @@ from presk_kernel.ir import (
     Store,
     Var,
 )
-from presk_kernel.layout import parallel_loops
 
-from presk_cback import libm
+from presk_cback import gemm, libm
+from presk_cback.contract import Contraction, contraction, perfect_nest
+from presk_cback.toolchain import Toolchain, find_toolchain
 
 ENTRY_CDEF = "int presk_entry(char *arena);"
 CTYPE = {"f64": "double", "f32": "float", "bf16": "uint16_t", "i64": "int64_t", "bool": "uint8_t"}
@@ -125,6 +125,7 @@ class KernelC:
         self.k, self.fname, self.lanes = k, fname, lanes
         self.types: dict[str, str] = {}
         self.lines: list[str] = []
+        self.gemm: str | None = None  # the GEMM's type tag, when the kernel calls one
 
     # ---- expressions ---------------------------------------------------------------------
 
@@ -337,6 +338,39 @@ class KernelC:
 
     # ---- the nest and its layout ---------------------------------------------------------
 
+    def gemm_call(self, g: Contraction) -> list[str]:
+        """The kernel as calls of the generated GEMM (packed operands: its layout's `pack`),
+        one per point of its batch loops; the same fold, so the same bits."""
+        self.gemm = self.k.compute
+        depth = 1
+        for lp in g.batch:
+            v = _name(lp.var)
+            self.emit(f"for (int64_t {v} = 0; {v} < {lp.extent}; {v}++) {{", depth)
+            depth += 1
+
+        def at(which: int) -> str:
+            terms = [str(g.consts[which])]
+            terms += [
+                f"{c}*{_name(v)}"
+                for v, c in g.coefs[which].items()
+                if v in {lp.var for lp in g.batch}
+            ]
+            return " + ".join(terms)
+
+        (ca, cb, cc), kvar = g.coefs, g.kvar
+        threads = self.k.layout.threads if self.k.layout.split else 1
+        self.emit(
+            f"presk_gemm_{self.gemm}({g.m.extent}, {g.n.extent}, {g.k}, b{g.a} + {at(0)}, "
+            f"{ca[g.m.var]}, {ca[kvar]}, b{g.b} + {at(1)}, {cb[kvar]}, {cb[g.n.var]}, "
+            f"b{g.c} + {at(2)}, {cc[g.m.var]}, {threads});",
+            depth,
+        )
+        for _ in g.batch:
+            depth -= 1
+            self.emit("}", depth)
+        self.lines.append("}")
+        return self.lines
+
     def function(self) -> list[str]:
         k = self.k
         params = [
@@ -345,6 +379,9 @@ class KernelC:
         ]
         self.lines = [f"static void {self.fname}({', '.join([*params, 'int *err'])}) {{"]
         self.emit("(void)err;", 1)
+        g = contraction(k)
+        if g is not None and {g.a, g.b} <= set(k.layout.pack):
+            return self.gemm_call(g)
         loops = perfect_nest(k)
         if not loops:
             self.block(k.body, 1)
@@ -393,12 +430,6 @@ class KernelC:
         return self.lines
 
 
-def perfect_nest(k: Kernel) -> list[Loop]:
-    """The outer perfect nest's parallel loops (a serial loop and what it holds keep their
-    order: they are body, not layout)."""
-    return list(itertools.takewhile(lambda lp: not lp.serial, parallel_loops(k)))
-
-
 def arena_layout(schedule: Schedule) -> tuple[dict[int, int], int]:
     """Each host buffer's byte offset in the arena (64-byte aligned), and the arena's size."""
     offsets, at = {}, 0
@@ -409,8 +440,10 @@ def arena_layout(schedule: Schedule) -> tuple[dict[int, int], int]:
     return offsets, max(at, 64)
 
 
-def entry_source(schedule: Schedule, lanes: bool = True) -> str:
+def entry_source(schedule: Schedule, lanes: bool = True, toolchain: Toolchain | None = None) -> str:
     """The C of an entry: presk libm, the kernels, and `presk_entry` launching them."""
+    tc = toolchain or find_toolchain()
+    tags: set[str] = set()
     parts = [
         "#include <math.h>\n#include <stdint.h>\n#include <string.h>\n",
         libm.header(),
@@ -421,8 +454,10 @@ def entry_source(schedule: Schedule, lanes: bool = True) -> str:
     seen: dict[str, str] = {}
     calls = []
     for i, launch in enumerate(schedule.launches):
-        body = KernelC(launch.kernel, "KERNEL", lanes).function()
-        text = "\n".join(body)
+        kc = KernelC(launch.kernel, "KERNEL", lanes)
+        text = "\n".join(kc.function())
+        if kc.gemm:
+            tags.add(kc.gemm)
         if text not in seen:  # identical kernels share one function
             fname = f"presk_kernel_{len(seen)}"
             seen[text] = fname
@@ -440,6 +475,8 @@ def entry_source(schedule: Schedule, lanes: bool = True) -> str:
             size = math.prod(a.length for a in b.axes) * ITEMSIZE[b.dtype]
             if size:
                 zero.append(f"    memset(arena + {offsets[b.id]}, 0, {size});")
+    for tag in sorted(tags):  # before the kernels that call them
+        parts.insert(3, gemm.embedded_source(tag, gemm.default_blocking(tag, tc), tc))
     parts.append("int presk_entry(char *arena) {\n    int err = 0;")
     parts += zero + calls
     parts.append("    return err;\n}\n")

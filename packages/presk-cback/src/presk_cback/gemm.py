@@ -16,6 +16,7 @@ panels of n (or m), never k: each element is computed by one thread, in one orde
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -257,6 +258,19 @@ def source(tag: str, blocking: Blocking, tc: Toolchain) -> str:
         nc=nc,
         vector_ops=_vector_ops(tag, tc),
     )
+
+
+LOCAL_NAMES = (
+    "T", "vec", "VFMA", "VSET1", "VLOAD", "VLOADU", "VSTOREU", "MR", "NV", "VL", "NR", "KC",
+    "MC", "NC", "min64", "ukernel", "pack_a", "pack_b", "tile", "nest",
+)  # fmt: skip
+
+
+def embedded_source(tag: str, blocking: Blocking, tc: Toolchain) -> str:
+    """`source` to be included in another C file (the native backend's entries): every
+    name of it suffixed with the type, the GEMM itself `static`."""
+    text = re.sub(rf"\b({'|'.join(LOCAL_NAMES)})\b", rf"\1_{tag}", source(tag, blocking, tc))
+    return text.replace(f"\nvoid presk_gemm_{tag}(", f"\nstatic void presk_gemm_{tag}(")
 
 
 def _operand(x: np.ndarray) -> tuple[np.ndarray, int, int]:
