@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 import gmpy2
@@ -121,6 +121,7 @@ class Nest:
         self.buffers: list[Buffer] = []
         self.args: list[Arg] = []
         self.n_inputs: int | None = None
+        self.result: Tensor | None = None
         self._names = itertools.count()
 
     def input(self, t: Tensor) -> int:
@@ -172,7 +173,7 @@ class Nest:
             tuple(body),
             self.compute,
         )
-        k = Kernel(k.name, k.site, k.inputs, k.outputs, k.body, k.compute, default_layout(k))
+        k = replace(k, layout=default_layout(k))
         self.lowering.launches.append(Launch(k, tuple(self.args)))
         return self.result
 
@@ -185,6 +186,7 @@ class Step:
     ins: Instr
     site: str
     values: list
+    _input_ids: dict[int, int] = field(default_factory=dict)
 
     @property
     def compute(self) -> str:
