@@ -4,7 +4,9 @@
 
 For each type (f32, f64) and thread count: R paired runs, the order inside a pair
 alternating, both writing into preallocated outputs; prints each side's best GFLOP/s and
-the median of the per-pair ratios (presk's GFLOP/s over numpy's: ≥ 0.8 is the goal).
+the median of the per-pair ratios (presk's GFLOP/s over numpy's: ≥ 0.8 is the goal);
+then the same product as a PSK-Kernel contraction run by the native backend (one call of
+an entry's host function, its operands packed: the GEMM inside).
 OpenBLAS runs with the same number of threads (set through its own API). The host is
 noisy and shared, so only the paired ratio means anything. OPENBLAS_CORETYPE and
 OPENBLAS_L2_SIZE, where the machine sets them, slow a current OpenBLAS: the script runs
@@ -29,12 +31,79 @@ if any(v in os.environ for v in CAVEAT) and not os.environ.get("PRESK_BENCH_REEX
 
 import numpy as np  # noqa: E402
 from presk_cback import gemm as G  # noqa: E402
+from presk_cback.load import pointer  # noqa: E402
+from presk_cback.native import NativeEntry  # noqa: E402
 from presk_cback.toolchain import find_toolchain  # noqa: E402
+from presk_kernel.ir import (  # noqa: E402
+    Affine,
+    Arg,
+    Axis,
+    Buffer,
+    HostBuffer,
+    Kernel,
+    Launch,
+    Layout,
+    Load,
+    Loop,
+    Reduce,
+    Schedule,
+    Store,
+    Var,
+)
 
 CANDIDATES = {  # the other start points of the measurements (../shared notes, §A)
     "f32": [G.Blocking(6, 4, 384, 192)],
     "f64": [G.Blocking(8, 3, 384, 192)],
 }
+
+
+def ein_schedule(n: int, tag: str, threads: int) -> Schedule:
+    """`out[i, j] = Σ_p x[i, p]·w[p, j]` as PSK-Kernel data: one kernel, both operands packed,
+    which the native backend runs through the generated GEMM."""
+    ax = (Axis(None, n), Axis(None, n))
+    v = Affine.var
+    fold = Reduce("s", "fma", (("p", None, n),), (), (Load(0, (v("i"), v("p"))),
+                  Load(1, (v("p"), v("j")))), tag)  # fmt: skip
+    body = (
+        Loop("i", None, n, (Loop("j", None, n, (fold, Store(2, (v("i"), v("j")), Var("s")))),)),
+    )
+    split = "i" if threads > 1 else None
+    layout = Layout(order=("i", "j"), pack=(0, 1), split=split, threads=threads)
+    kern = Kernel("ein", "gemm/%1", (Buffer(0, tag, ax), Buffer(1, tag, ax)),
+                  (Buffer(2, tag, ax),), body, tag, layout)  # fmt: skip
+    bufs = tuple(HostBuffer(i, tag, ax, name, role) for i, name, role in
+                 ((0, "x", "input"), (1, "w", "input"), (2, "out", "output")))  # fmt: skip
+    return Schedule("gemm", (), bufs, (Launch(kern, (Arg(0), Arg(1), Arg(2))),), (0, 1), (2,))
+
+
+def measure_entry(n: int, tag: str, dtype, threads: int, pairs: int, set_threads):
+    """The same product as an entry of the native backend: one call of its host function
+    over its arena (inputs already there, as in a training step), against numpy."""
+    entry = NativeEntry(ein_schedule(n, tag, threads))
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((n, n)).astype(dtype) for _ in range(2))
+    entry.view(0)[...], entry.view(1)[...] = a, b
+    c2 = np.empty((n, n), dtype)
+    arena = pointer(entry.arena, "char")
+    if set_threads is not None:
+        set_threads(threads)
+    return pair_up(lambda: entry.module.lib.presk_entry(arena),
+                   lambda: np.matmul(a, b, out=c2), n, pairs)  # fmt: skip
+
+
+def pair_up(ours, theirs, n: int, pairs: int):
+    ours(), theirs(), ours(), theirs()  # compile, warm caches and thread pools
+    flop = 2.0 * n**3
+    t_ours, t_theirs, ratios = [], [], []
+    for i in range(pairs):
+        if i % 2:
+            t2, t1 = time_once(theirs), time_once(ours)
+        else:
+            t1, t2 = time_once(ours), time_once(theirs)
+        t_ours.append(t1)
+        t_theirs.append(t2)
+        ratios.append(t2 / t1)
+    return flop / min(t_ours) / 1e9, flop / min(t_theirs) / 1e9, statistics.median(ratios)
 
 
 def openblas() -> ctypes.CDLL | None:
@@ -71,20 +140,10 @@ def measure(n: int, dtype, threads: int, pairs: int, blocking, set_threads):
     def theirs():
         np.matmul(a, b, out=c2)
 
-    ours(), theirs(), ours(), theirs()  # compile, warm caches and thread pools
+    ours(), theirs()
     scale = 1e-6 if dtype == np.float32 else 1e-12
     assert np.allclose(c1, c2, rtol=scale * n, atol=scale * n), "the two products differ"
-    flop = 2.0 * n**3
-    t_ours, t_theirs, ratios = [], [], []
-    for i in range(pairs):
-        if i % 2:
-            t2, t1 = time_once(theirs), time_once(ours)
-        else:
-            t1, t2 = time_once(ours), time_once(theirs)
-        t_ours.append(t1)
-        t_theirs.append(t2)
-        ratios.append(t2 / t1)
-    return flop / min(t_ours) / 1e9, flop / min(t_theirs) / 1e9, statistics.median(ratios)
+    return pair_up(ours, theirs, n, pairs)
 
 
 def main() -> None:
@@ -119,6 +178,14 @@ def main() -> None:
                     f"{tag:5} {threads:7d} {shown:>24} {ours:10.1f} {theirs:10.1f} {ratio:6.2f}",
                     flush=True,
                 )
+            ours, theirs, ratio = measure_entry(
+                args.n, tag, dtype, threads, args.pairs, set_threads
+            )
+            shown = "ein kernel, native entry"
+            print(
+                f"{tag:5} {threads:7d} {shown:>24} {ours:10.1f} {theirs:10.1f} {ratio:6.2f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":
