@@ -39,7 +39,8 @@ def flat(value) -> list:
 def floats(value) -> np.ndarray:
     arr = np.asarray(value, dtype=object) if not isinstance(value, np.ndarray) else value
     if arr.dtype == object:
-        return np.vectorize(float, otypes=[np.float64])(arr)
+        with np.errstate(invalid="ignore"):  # NaN is a value here
+            return np.vectorize(float, otypes=[np.float64])(arr)
     return arr.astype(np.float64)
 
 

@@ -73,3 +73,11 @@ def test_bf16_fusion_rounds_where_the_producer_stored():
     fused, _ = fuse(schedule)
     text = format_kernel(fused.launches[0].kernel)
     assert "bf16(pow 2(" in text
+
+
+def test_the_optimizer_step_fuses_each_leafs_update():
+    schedule, args, _ = lowered("tutorial/07_train.psk", "adamw.step", ())
+    fused, _ = fuse(schedule)
+    assert launch_counts(schedule) == (len(fused.launches), 74)
+    assert len(fused.launches) <= 16
+    assert same_bits(run_schedule(schedule, args), run_schedule(fused, args))

@@ -91,3 +91,13 @@ def test_random_operations_are_host_work_not_lowered_yet():
     core, name, dims, args, _ = case("tutorial/05_sample.psk", "pick", (("B", 5),))
     with pytest.raises(LowerError, match="`sample` \\(random\\) has no loop nest"):
         lower_entry(core, name, dims, args)
+
+
+def test_the_optimizer_step():
+    """AdamW's update of every leaf (the draws make some second moments negative: the
+    square roots' NaNs are the reference's too)."""
+    schedule, args, ref = lowered("tutorial/07_train.psk", "adamw.step", ())
+    got = run_schedule(schedule, args)
+    assert len(got) == len(ref) == 12  # θ, m and v: four leaves each
+    for r, g in zip(ref, got, strict=True):
+        assert np.allclose(g, r, rtol=1e-12, atol=1e-13, equal_nan=True)
