@@ -51,6 +51,12 @@ def dump_main(argv: list[str] | None = None) -> int:
                 return 1
             sys.stdout.write(dump_elab(program))
             return 0
+        if kind == "kernel":
+            from presk_kernel.codec import decode_kernel
+            from presk_kernel.ir import format_schedule
+
+            sys.stdout.write(format_schedule(decode_kernel(data)))
+            return 0
         raise DocumentError(f"documents of kind `{kind}` are not known to this presk-dump")
     except DocumentError as e:
         print(f"presk-dump: {e}", file=sys.stderr)
