@@ -133,3 +133,12 @@ def test_a_scalar_keeps_its_shape():
     y = libm.apply("exp", np.float32(1.0))
     assert y.shape == () and y.dtype == np.float32
     assert libm.apply("sin", np.ones((2, 0))).shape == (2, 0)
+
+
+def test_power_is_the_c_librarys_pow():
+    x = np.array([2.0, 0.5, -8.0, 0.0, 10.0])
+    y = np.array([0.5, 3.0, 1.0 / 3.0, -1.0, -300.0])
+    got = libm.power(x, y)
+    assert got[0] == math.sqrt(2.0) and got[1] == 0.125 and math.isnan(got[2])
+    assert got[3] == math.inf and got[4] == 1e-300
+    assert libm.power(np.float32(2.0), np.array([3.0], np.float32)).tolist() == [8.0]
