@@ -119,17 +119,18 @@ def test_a_dimension_no_argument_gives_becomes_a_keyword_parameter():
     assert "positions(T=T)" in text
 
 
-def test_an_unsupported_construct_is_an_E8_diagnostic_and_nothing_is_written(tmp_path):
+def test_an_entry_reaching_an_unsupported_construct_is_E8001_and_nothing_is_written(tmp_path):
     src = tmp_path / "draw.psk"
     src.write_text(
         "fn draw(k : key, logits : ℝ[4]) -> idx[4][] uses Rand =\n  sample(k, logits)\n",
         encoding="utf-8",
     )
     with pytest.raises(ExportError, match="`sample` has no PyTorch export"):
-        export_pytorch(load_program(str(src), {}, SourceMap()), Options())
+        export_pytorch(load_program(str(src), {}, SourceMap()), Options(), "draw")
     out = tmp_path / "out"
     done = subprocess.run(
-        [*PRESK, "export", str(src), "--target", "pytorch", "-o", str(out)],
+        [*PRESK, "export", str(src), "--target", "pytorch", "--conformance-entry", "draw"]
+        + ["-o", str(out)],
         capture_output=True,
         text=True,
         env={**os.environ, "NO_COLOR": "1"},

@@ -72,7 +72,10 @@ def export(file, target, mode, shapes, stack, entry, dims, data_file, consts, se
     options = Options(check_shapes=shapes == "check", unroll=stack == "unroll")
     try:
         program = load_program(file, _consts(consts), sources)
-        files = export_pytorch(program, options, entry, _dims(dims), seed, out=out, data=data_file)
+        notes: list[ExportError] = []  # what is left out (W8001)
+        files = export_pytorch(
+            program, options, entry, _dims(dims), seed, out=out, data=data_file, notes=notes
+        )
     except DiagnosticError as e:
         _fail(e, sources)
     except ExportError as e:
@@ -81,6 +84,15 @@ def export(file, target, mode, shapes, stack, entry, dims, data_file, consts, se
         sys.exit(1)
     except (EntryError, RunError) as e:
         entry_fail("export", e, sources)
+    emit(
+        [
+            Diagnostic(n.code, Severity.WARNING, str(n), (Label(n.span, "not exported"),))
+            if n.span is not None
+            else Diagnostic(n.code, Severity.WARNING, str(n))
+            for n in notes
+        ],
+        sources,
+    )
     try:
         written = write_files(out, files)
     except OSError as e:

@@ -285,6 +285,11 @@ class Body:
 
     def call(self, ins: Instr) -> Expr:
         name = ins.attr("fn")
+        left_out = self.writer.export.left_out.get(name)
+        if left_out is not None:
+            raise ExportError(
+                f"`{name}` is not exported ({left_out}), and this calls it", span=ins.span
+            )
         callee = self.writer.core.function(name)
         info = self.writer.infos.get(name)
         if info is not None and info.module is not None:
@@ -410,6 +415,10 @@ class Body:
         sub = Body(self.writer, lam, bound, dict(self.dims), self.indent + "    ")
         sub.taken |= self.taken | {pname}
         result = sub.run()
+        for d in sub.needed:  # a dimension the λ reads (`(N : ℝ)`): the function's too
+            if d not in self.dims:
+                self.needed.append(d)
+                self.dims[d] = d
         if not isinstance(result, Expr):
             raise ExportError("a λ under grad must return a tensor", span=ins.span)
         if not sub.lines:

@@ -101,7 +101,20 @@ class Test:
                 ) from None
         return f"{self.use(inst.name + '.init')}({', '.join(args)})"
 
+    def dim_arguments(self, name: str) -> list[str]:
+        """`T=3`: the dimensions the exported function takes by keyword, at the entry's."""
+        out = []
+        for d in self.export.dim_params(name):
+            if d not in self.values:
+                raise ExportError(
+                    f"the conformance test needs the dimension `{d}` of `{name}`:"
+                    f" give it with --dim {d}=N"
+                )
+            out.append(f"{d}={self.values[d]}")
+        return out
+
     def lines(self, name: str) -> list[str]:
+        self.export.refuse_if_left_out(name)
         info = self.export.infos[name]
         fn = self.export.core.function(name)
         defaults = dict(fn.defaults)
@@ -112,6 +125,7 @@ class Test:
             out.append(f"model = {self.build(theta.type.instance)}")
             out.append(f'model.load_state_dict(state_of(model, inputs["{theta.name}"]))')
             args = [_read(p.name, p.type) for p in fn.params[1:] if p.name not in defaults]
+            args += self.dim_arguments(name)
             target = "model" if method == "apply" else f"model.{identifier(method)}"
             out.append(f"got = {target}({', '.join(args)})")
             out.append("assert_close(got, expected)")
@@ -136,6 +150,7 @@ class Test:
             elif pname not in defaults:
                 args.append(_read(pname, t))
         self.use(name)
+        args += self.dim_arguments(name)
         out.append(f"got = {identifier(name)}({', '.join(args)})")
         if isinstance(fn.result, ParamsT):
             owner = modules.get(fn.result.instance)

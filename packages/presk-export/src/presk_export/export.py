@@ -22,16 +22,20 @@ def export_pytorch(
     bits: int = 256,
     out: str | None = None,
     data: str | None = None,
+    notes: list | None = None,
 ) -> dict[str, str]:
     """Relative path -> text of every file of the export: one Python file per Presk file,
     and with an entry its conformance test and data; with the entry `train:K`, the training
     run as train.py and its K-step conformance test (presk_export.train_export), naming the
     data file relative to `out`, the export's folder, when given. DiagnosticError for a
     program with errors, ExportError for a construct the export cannot write, EntryError for
-    a bad entry."""
+    a bad entry. A function the export cannot write is left out, with whatever calls it (a
+    comment in its place, and a W8001 in `notes`); an entry that reaches one is E8001."""
     core, infos = lower_checked(program)
     export = Export(program, core, infos, options)
     files = export.files()
+    if notes is not None:
+        notes.extend(export.notes())
     if entry is not None and (steps := train_steps(entry)) is not None:
         files.update(train_files(export, steps, dims or {}, seed, bits, out, data))
     elif entry is not None:

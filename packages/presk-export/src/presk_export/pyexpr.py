@@ -53,8 +53,13 @@ def method(x: Expr, name: str, *args: object) -> Expr:
 RESERVED = {"torch", "nn", "F", "math", "self"}
 
 
+PRIME = "\u02b9"  # ʹ, MODIFIER LETTER PRIME: a letter to Python, and it reads as a prime
+
+
 def identifier(name: str) -> str:
-    """A Presk name as a Python identifier: keywords and the export's own names get a `_`."""
+    """A Presk name as a Python identifier: a prime (`x'`, `x''`) becomes `ʹ` (`xʹ`, `xʹʹ`),
+    a letter to Python; keywords and the export's own names get a `_`."""
+    name = name.replace("'", PRIME)
     return f"{name}_" if keyword.iskeyword(name) or name in RESERVED else name
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import textwrap
 from dataclasses import dataclass, field
 
 import jinja2
@@ -35,6 +36,12 @@ TEMPLATES = jinja2.Environment(
     lstrip_blocks=True,
     undefined=jinja2.StrictUndefined,
 )
+
+
+# Python modules an exported file must not be named after: the export's own files (a source
+# `test_conformance.psk` next to the generated test) and what they import.
+TAKEN_MODULES = ("test_conformance", "train", "conformance", "torch", "numpy", "math", "json")
+TAKEN_MODULES += ("pytest", "pathlib", "struct", "argparse", "time", "os", "sys")
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,9 +77,13 @@ class Export:
     sources: dict[str, str] = field(default_factory=dict)
     needs: dict[str, list[str]] = field(default_factory=dict)  # function -> dims it takes
     kept: dict[str, list[str]] = field(default_factory=dict)  # module -> dims it keeps
+    # functions, methods and modules the export cannot write, and why: each is left out
+    # (a comment in its place), and so is whatever calls it; an entry that reaches one is
+    # refused (E8001) by its conformance test
+    left_out: dict[str, ExportError] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        taken: set[str] = set()
+        taken: set[str] = set(TAKEN_MODULES)
         for env in self.program.files:
             name = python_module(env.path)
             while name in taken:
@@ -128,11 +139,37 @@ class Export:
         return next(env.modules[name] for env in self.program.files if name in env.modules)
 
     def files(self) -> dict[str, str]:
-        """Python file name -> its text, for every Presk file the program reaches."""
-        out = {}
-        for env in self.program.files:
-            out[f"{self.modules[env.path]}.py"] = FileWriter(self, env).render()
-        return out
+        """Python file name -> its text, for every Presk file the program reaches; again
+        while a pass leaves out more (a caller written before its callee was left out)."""
+        while True:
+            known = len(self.left_out)
+            out = {}
+            for env in self.program.files:
+                out[f"{self.modules[env.path]}.py"] = FileWriter(self, env).render()
+            if len(self.left_out) == known:
+                return out
+
+    def leave_out(self, name: str, error: ExportError, span) -> str:
+        """Record `name` as not exported; the comment that stands in its place."""
+        if error.span is None:
+            error.span = span
+        self.left_out.setdefault(name, error)
+        at = where(span, self.sources) if span is not None else "?"
+        text = f"`{name}` ({at}) is not exported: {_one_line(str(error))}"
+        return "\n".join("# " + line for line in textwrap.wrap(text, 86))
+
+    def notes(self) -> list[ExportError]:
+        """What was left out, each as its warning (W8001), where it could not be written."""
+        return [
+            ExportError(f"`{name}` is left out of the export: {e}", "W8001", e.span)
+            for name, e in self.left_out.items()
+            if name in self.infos or name in self.owner
+        ]
+
+    def refuse_if_left_out(self, name: str) -> None:
+        """E8001 for an entry the export could not write (or that calls what it could not)."""
+        if name in self.left_out:
+            raise self.left_out[name]
 
 
 class FileWriter:
@@ -161,14 +198,25 @@ class FileWriter:
     def render(self) -> str:
         blocks = []
         for name, info in self.env.modules.items():
-            blocks.append(self.module_class(name, info))
+            try:
+                blocks.append(self.module_class(name, info))
+            except ExportError as e:
+                note = self.export.leave_out(name, e, info.decl.span)
+                for method in self._methods(name):
+                    self.export.left_out.setdefault(method, e)
+                blocks.append(note)
         for fn in self.core.functions:
             info = self.infos.get(fn.name)
             if info is None or info.module is not None or info.decl is None:
                 continue
             if info.file is not self.env or ".lambda" in fn.name:
                 continue
-            blocks.append(self.function(fn, info))
+            try:
+                if fn.name in self.export.left_out:
+                    raise self.export.left_out[fn.name]
+                blocks.append(self.function(fn, info))
+            except ExportError as e:
+                blocks.append(self.export.leave_out(fn.name, e, fn.span))
         imports = ["import math", ""] if "math" in self.imports else []
         imports.append("import torch")
         if "F" in self.imports:
@@ -193,21 +241,26 @@ class FileWriter:
         for key, value in keys.items():
             ins = made[value.id]
             lines.append(f"self.{key} = {self.member(ins, name)}")
-        methods = []
+        methods, notes = [], []
         for fn in self.core.functions:
             if fn.name.startswith(f"{name}.") and fn.name in self.infos:
-                methods.append(self.method(fn, self.infos[fn.name]))
-        kept = [
-            d for d in info.dims if any(d in self.export.needed(f) for f in self._methods(name))
-        ]
+                try:
+                    if fn.name in self.export.left_out:
+                        raise self.export.left_out[fn.name]
+                    methods.append(self.method(fn, self.infos[fn.name]))
+                except ExportError as e:
+                    notes.append(self.export.leave_out(fn.name, e, fn.span))
+        written = [f for f in self._methods(name) if f not in self.export.left_out]
+        kept = [d for d in info.dims if any(d in self.export.needed(f) for f in written)]
         lines = [f"self.{d} = {d}" for d in kept] + lines
-        return TEMPLATES.get_template("class.py.j2").render(
+        text = TEMPLATES.get_template("class.py.j2").render(
             name=name,
             where=where(info.decl.span, self.export.sources),
             ctor=ctor,
             init=lines,
             methods=methods,
         )
+        return text + "".join(f"\n\n{note}" for note in notes)
 
     def _methods(self, module: str) -> list[str]:
         return [
@@ -221,6 +274,8 @@ class FileWriter:
         if ins.op == "init":
             return f"nn.Parameter({self.initializer(ins)})"
         callee = ins.attr("fn").rsplit(".", 1)[0]
+        if callee in self.export.left_out:
+            raise ExportError(f"its sub-module `{callee}` is not exported", span=ins.span)
         binds = dict(ins.attr("dims"))
         args = ", ".join(
             lin(binds.get(d, Lin(((d, 1),), 0))) for d in self.export.ctor_dims(callee)
@@ -232,7 +287,7 @@ class FileWriter:
 
     def initializer(self, ins: Instr) -> str:
         shape = shape_of(ins.out.type)
-        dims = ", ".join(lin(a.length) for a in shape.axes)
+        dims = ", ".join(lin(a.length) for a in shape.axes) or "()"  # a scalar: torch.ones(())
         kind = ins.attr("init")
         match kind:
             case "zeros" | "ones":
@@ -306,6 +361,16 @@ class FileWriter:
                     if d is not None and d in fn.dims and d not in dims:
                         dims[d] = d
                         head.append(f"{d} = {path}.shape[{axis_index(s, i)}]")
+        for name, t in params:  # then `seq: P*N`, P constant: N = x.shape[0] // P
+            for path, s in _tensors(identifier(name), t):
+                for i, a in enumerate(s.axes):
+                    scaled = _scaled(a.length)
+                    if scaled is not None and scaled[0] in fn.dims and scaled[0] not in dims:
+                        d, c, k = scaled
+                        dims[d] = d
+                        read = f"{path}.shape[{axis_index(s, i)}]"
+                        read = f"({read} - {k})" if k > 0 else f"({read} + {-k})" if k else read
+                        head.append(f"{d} = {read} // {c}" if c != 1 else f"{d} = {read}")
         for p in fn.params:
             if p.id not in bound:
                 bound[p.id] = Expr(identifier(p.name))
@@ -317,6 +382,10 @@ class FileWriter:
             raise ExportError(f"`{fn.name}` returns a parameter tree", span=fn.span)
         ret = _tuple_text(result) if isinstance(result, tuple) else str(result)
         return [*head, *b.lines, f"return {ret}"]
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def _keyword_only(dims: list[str]) -> list[str]:
@@ -345,6 +414,13 @@ def _tensors(py: str, t: Type):
     s = shape_of(t)
     if s is not None:
         yield py, s
+
+
+def _scaled(e: Lin) -> tuple[str, int, int] | None:
+    """(d, c, k) for a length c·d + k of one dimension, c positive."""
+    if len(e.coeffs) == 1 and e.coeffs[0][1] > 0:
+        return e.coeffs[0][0], e.coeffs[0][1], e.constant
+    return None
 
 
 def _single(e: Lin) -> str | None:

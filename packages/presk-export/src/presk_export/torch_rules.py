@@ -107,9 +107,16 @@ def _unary(torch_fn: str, math_fn: str | None = None) -> Rule:
     return rule
 
 
-def _pair(torch_fn: str) -> Rule:
+def _pair(torch_fn: str, number_fn: str) -> Rule:
+    """`max(a, b)`: torch.maximum of two tensors; a number (`max(z, 0)`) made a tensor
+    (torch.maximum takes no number, and clamp splits no gradient at a tie as the interpreter
+    does); two numbers, Python's `max`."""
+
     def rule(b: Body, ins: Instr) -> Expr:
         x, y = b.aligned(ins)
+        if x.scalar and y.scalar:
+            return call(number_fn, x, y, scalar=True)
+        x, y = (call("torch.tensor", v) if v.scalar else v for v in (x, y))
         return call(torch_fn, x, y)
 
     return rule
@@ -125,17 +132,34 @@ def _reduce(name: str, whole: str) -> Rule:
     return rule
 
 
-def _softmax(torch_fn: str) -> Rule:
+def _softmax(torch_fn: str, empty: str) -> Rule:
+    """A masked softmax excludes the masked positions; a row that allows nothing is 0 (and
+    its log_softmax −inf), as the interpreter and PyTorch's scaled_dot_product_attention
+    (`_safe_softmax`) make it, not the NaN of softmax over −infs. A causal mask always
+    allows the diagonal: no second fill."""
+
     def rule(b: Body, ins: Instr) -> Expr:
         xs = b.operands(ins)
         x = xs[0]
-        if ins.attr("where"):
-            b.imports.add("math")
-            mask = b.placed(xs[-1], ins.args[-1], ins.args[0])
-            x = method(x, "masked_fill", f"~{mask.at(UNARY)}", "-math.inf")
-        return call(torch_fn, x, f"dim={b.axis(ins)}")
+        if not ins.attr("where"):
+            return call(torch_fn, x, f"dim={b.axis(ins)}")
+        b.imports.add("math")
+        mask = b.placed(xs[-1], ins.args[-1], ins.args[0])
+        causal = _made_by(b, ins.args[-1]) == "causal_mask"
+        if not causal and mask.prec < ATOM:
+            name = b.fresh("_mask")
+            b.emit(f"{name} = {mask}")
+            mask = Expr(name)
+        x = method(x, "masked_fill", f"~{mask.at(UNARY)}", "-math.inf")
+        out = call(torch_fn, x, f"dim={b.axis(ins)}")
+        return out if causal else method(out, "masked_fill", f"~{mask.at(UNARY)}", empty)
 
     return rule
+
+
+def _made_by(b: Body, a) -> str | None:
+    """The operation that computed operand `a` in the function (None: an argument)."""
+    return next((ins.op for ins in b.fn.body if ins.out == a), None)
 
 
 def _causal_mask(b: Body, ins: Instr) -> Expr:
@@ -226,14 +250,14 @@ RULES: dict[str, Rule] = {
     "cos": _unary("torch.cos", "math.cos"),
     "relu": _unary("torch.relu"),
     "abs": _unary("torch.abs", "abs"),
-    "maximum": _pair("torch.maximum"),
-    "minimum": _pair("torch.minimum"),
+    "maximum": _pair("torch.maximum", "max"),
+    "minimum": _pair("torch.minimum", "min"),
     "sum": _reduce("sum", "sum"),
     "mean": _reduce("mean", "mean"),
     "max": _reduce("amax", "max"),
     "min": _reduce("amin", "min"),
-    "softmax": _softmax("torch.softmax"),
-    "log_softmax": _softmax("torch.log_softmax"),
+    "softmax": _softmax("torch.softmax", "0.0"),
+    "log_softmax": _softmax("torch.log_softmax", "-math.inf"),
     "causal_mask": _causal_mask,
     "compare": _compare,
     "select": _select,
