@@ -156,17 +156,26 @@ def fma(a, b, c, dtype) -> np.ndarray:
     a64, b64, c64 = (np.asarray(x, dtype=np.float64) for x in (a, b, c))
     p = a64 * b64  # exact: two 24-bit significands
     s = p + c64
+    r = s.astype(np.float32)
+    # Rounding s (binary64) to binary32 rounds a·b + c once, unless s is a binary32
+    # midpoint that the addition reached by rounding: the 29 bits below a normal binary32's
+    # last are then 1 followed by zeros. Those (and the subnormal range) are checked.
+    low = np.asarray(s).view(np.uint64) & np.uint64(0x1FFFFFFF)
+    maybe = (low == np.uint64(0x10000000)) | (np.abs(s) < 2.0**-125)
+    if not np.any(maybe):
+        return r
+    return np.where(maybe, _fma32_ties(p, c64, s, r), r)
+
+
+def _fma32_ties(p, c64, s, r):
     bb = s - p
     t = (p - (s - bb)) + (c64 - bb)  # s + t = p + c exactly (TwoSum)
-    r = s.astype(np.float32)
     rd = r.astype(np.float64)
     up = np.where(s > rd, np.float32(np.inf), np.float32(-np.inf))
     other = np.nextafter(r, up)
     tie = (s != rd) & (s == (rd + other.astype(np.float64)) / 2) & (t != 0) & np.isfinite(s)
-    if np.any(tie):  # s + t is off the midpoint s: round toward t's side
-        side = np.where((other > r) == (t > 0), other, r)
-        r = np.where(tie, side, r)
-    return r
+    side = np.where((other > r) == (t > 0), other, r)  # off the midpoint: toward t's side
+    return np.where(tie, side, r)
 
 
 def pow_int(x, k: int, one):
