@@ -89,7 +89,9 @@ class CompileError(Exception):
 
 
 def _run(argv: list[str], stdin: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, input=stdin, capture_output=True, text=True, check=False)
+    # the compiler runs without what `make sanitize` preloads into Python
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    return subprocess.run(argv, input=stdin, capture_output=True, text=True, check=False, env=env)
 
 
 def _no_compiler(why: str) -> DiagnosticError:
