@@ -168,22 +168,25 @@ def run_pipeline(
     if first is not None:
         passes = passes[[p.name for p in passes].index(first) + 1 :]
         value = start
+    lowered = None  # the first PSK-Core program: its modules' `.init`s give the trees
     for p in passes:
         value = runner(p)(value, ctx)
         if p.gives == "core":
-            verified(value, p.name)
+            verified(value, p.name, lowered)
+            lowered = lowered or value
     return value
 
 
-def verified(program: Program, after: str) -> Program:
+def verified(program: Program, after: str, made_from: Program | None = None) -> Program:
     """The program, verified (presk_core.verify) when `PRESK_VERIFY=1`: a pass that makes
-    an ill-typed program is stopped there, the instruction named."""
+    an ill-typed program is stopped there, the instruction named. `made_from`: the program
+    before the passes that dropped the modules' `.init`s (specialize)."""
     if os.environ.get("PRESK_VERIFY", "") in ("", "0"):
         return program
     from presk_core.verify import VerifyError, verify
 
     try:
-        return verify(program)
+        return verify(program, made_from)
     except VerifyError as e:
         raise VerifyError([f"after the pass `{after}`: {p}" for p in e.problems]) from None
 
