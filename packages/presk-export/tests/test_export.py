@@ -13,6 +13,7 @@ from presk_export import ExportError, Options, export_pytorch, ruff_format
 from presk_export.torch_rules import RULES, STRUCTURAL
 from presk_syntax.span import SourceMap
 from presk_types.elab import load_program
+from presk_types.ops import ADJOINT_OPS
 from presk_types.rules import PRIMITIVES
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -68,7 +69,7 @@ def export(path: str, consts=None, options=PLAIN, **kw) -> dict[str, str]:
 
 
 def test_every_primitive_has_a_pytorch_rule():
-    assert set(RULES) | STRUCTURAL == set(PRIMITIVES)
+    assert set(RULES) | STRUCTURAL == set(PRIMITIVES) | ADJOINT_OPS
 
 
 def test_the_tower_class_reads_as_step_8():

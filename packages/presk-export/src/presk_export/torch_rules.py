@@ -1,5 +1,7 @@
 """The PyTorch of each primitive: one rule per name of the registry
-(`presk_types.rules.PRIMITIVES`), as the interpreter has one MPFR rule per name.
+(`presk_types.rules.PRIMITIVES`) and of the operations differentiation writes
+(`presk_types.ops.ADJOINT_OPS`, presk_export.adjoint_rules), as the interpreter has one
+MPFR rule per name.
 
 A rule takes the function's `Body` (for its operands, laid out for broadcasting, and the
 imports it needs) and the instruction, and returns the Python expression of its value.
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING
 from presk_core.ir import Instr
 from presk_types.types import Machine
 
+from presk_export.adjoint_rules import ADJOINT_RULES
 from presk_export.pyexpr import (
     ADD,
     ATOM,
@@ -270,6 +273,7 @@ RULES: dict[str, Rule] = {
     "split": _split,
     "sample": _unsupported("sampling is a serving construct (randomness inside a model)"),
     "split_key": _unsupported("keys are a serving construct (randomness inside a model)"),
+    **ADJOINT_RULES,  # what differentiation writes (presk_export.adjoint_rules)
 }
 
 # Primitives the function body writes itself, not through a rule.

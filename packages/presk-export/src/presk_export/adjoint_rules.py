@@ -1,0 +1,235 @@
+"""The PyTorch of the operations differentiation writes (`presk_types.ops.ADJOINT_OPS`), one
+rule per name as in `torch_rules` (which merges them into `RULES`), following the
+interpreter's semantics (`presk_core.adjoints`): the gradient of `max` over an axis goes to
+its first maximum, `maximum(a, b)` gives half to each operand at a tie, relu'(0) = 0.
+
+An export of a source program never meets them (train.py differentiates with
+torch.autograd); they make a differentiated PSK-Core program exportable like any other,
+and tests/test_adjoint_rules.py checks each against the interpreter. The adjoints of
+parameter trees (`put`, `put_slice`, `put_item`) have no PyTorch form: an exported module's
+parameters are its attributes, not a value a function returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from presk_core.ir import Instr
+
+from presk_export.pyexpr import ADD, ATOM, MUL, UNARY, ExportError, Expr, binary, call, method
+
+if TYPE_CHECKING:
+    from presk_export.body import Body
+
+Rule = Callable[["Body", Instr], Expr]
+
+
+def _text(fmt: str, **parts: Expr) -> Expr:
+    """An expression from a template whose parts are atoms (`ct * torch.sign(x)`)."""
+    return Expr(fmt.format(**{k: v.at(ATOM) for k, v in parts.items()}), ADD)
+
+
+def _zeros_like(b: Body, ins: Instr) -> Expr:
+    (x,) = b.operands(ins)
+    return call("torch.zeros_like", x)
+
+
+def _accum(b: Body, ins: Instr) -> Expr:
+    x, y = b.operands(ins)
+    return binary(x, "+", y, ADD)
+
+
+def _sum_to(b: Body, ins: Instr) -> Expr:
+    """ct summed back to x's shape: over ct's axes x does not have, x's axes put in x's order,
+    then `sum_to_size` (the prefix's extra axes, the axes where x has length 1)."""
+    ct, x = b.operands(ins)
+    if b.shape(ins.args[1]).is_scalar and not b.shape(ins.args[1]).prefix:
+        return method(ct, "sum")
+    where = list(ins.attr("_align"))
+    others = [p for p in range(-b.rank(ins.args[0]), 0) if p not in where]
+    if others:
+        ct = method(ct, "sum", f"dim={tuple(others)}")
+    k, kept = len(where), sorted(where)
+    order = [kept.index(p) for p in where]
+    if order != sorted(order):
+        ct = method(ct, "movedim", [i - k for i in order], list(range(-k, 0)))
+    return method(ct, "sum_to_size", f"{x.at(ATOM)}.shape")
+
+
+def _expand(b: Body, ins: Instr) -> Expr:
+    ct, x = b.operands(ins)
+    if ins.attr("axes"):
+        d = b.axis(ins, k=1)
+        out = method(method(ct, "unsqueeze", d), "expand_as", x)
+        count = f"{x.at(ATOM)}.shape[{d}]"
+    else:
+        out = method(call("torch.as_tensor", ct), "expand_as", x)
+        count = f"{x.at(ATOM)}.numel()"
+    return binary(out, "/", Expr(count, ATOM), MUL) if ins.attr("mean") else out
+
+
+def _dot_left(b: Body, ins: Instr) -> Expr:
+    """∂(a·b)/∂a: ct[..., t…] against b[n, t…] over b's axes after the first."""
+    ct, w = b.operands(ins)
+    k = b.rank(ins.args[1]) - 1
+    dims = f"dims=({list(range(-k, 0))}, {list(range(1, k + 1))})"
+    return call("torch.tensordot", ct, w, dims)
+
+
+def _dot_right(b: Body, ins: Instr) -> Expr:
+    """∂(a·b)/∂b: a[..., n] against ct[..., t…] over a's axes before the last."""
+    a, ct = b.operands(ins)
+    lead = f"list(range({a.at(ATOM)}.dim() - 1))"
+    return call("torch.tensordot", a, ct, f"dims=({lead}, {lead})")
+
+
+def _gelu_grad(b: Body, ins: Instr) -> Expr:
+    ct, x = b.operands(ins)
+    b.imports.add("math")
+    return _text(
+        "{ct} * (0.5 * (1 + torch.erf({x} / math.sqrt(2)))"
+        " + {x} * torch.exp(-{x} * {x} / 2) / math.sqrt(2 * math.pi))",
+        ct=ct,
+        x=x,
+    )
+
+
+def _silu_grad(b: Body, ins: Instr) -> Expr:
+    ct, x = b.operands(ins)
+    return _text("{ct} * (torch.sigmoid({x}) * (1 + {x} * (1 - torch.sigmoid({x}))))", ct=ct, x=x)
+
+
+def _relu_grad(b: Body, ins: Instr) -> Expr:
+    ct, x = b.operands(ins)
+    return _text("torch.where({x} > 0, {ct}, torch.zeros_like({ct}))", ct=ct, x=x)
+
+
+def _abs_grad(b: Body, ins: Instr) -> Expr:
+    ct, x = b.operands(ins)
+    return _text("{ct} * torch.sign({x})", ct=ct, x=x)
+
+
+def _softmax_grad(b: Body, ins: Instr) -> Expr:
+    ct, y = b.operands(ins)
+    d = b.axis(ins, k=1)
+    return _text(f"{{y}} * ({{ct}} - ({{ct}} * {{y}}).sum({d}, keepdim=True))", ct=ct, y=y)
+
+
+def _log_softmax_grad(b: Body, ins: Instr) -> Expr:
+    ct, y = b.operands(ins)
+    d = b.axis(ins, k=1)
+    return _text(f"{{ct}} - torch.exp({{y}}) * {{ct}}.sum({d}, keepdim=True)", ct=ct, y=y)
+
+
+def _embed_grad(b: Body, ins: Instr) -> Expr:
+    """Each row of ct added to the row of the table its index read."""
+    ct, table, ids = b.operands(ins)
+    return _text(
+        "torch.zeros_like({t}).index_add(0, {i}.reshape(-1), {ct}.reshape(-1, *{t}.shape[1:]))",
+        ct=ct,
+        t=table,
+        i=ids,
+    )
+
+
+def _take_grad(b: Body, ins: Instr) -> Expr:
+    ct, x, ids = b.operands(ins)
+    if b.rank(ins.args[2]) != b.rank(ins.args[1]) - 1:
+        raise ExportError("`take_grad` with indices that broadcast", span=ins.span)
+    d = b.axis(ins, k=1)
+    return _text(
+        f"torch.zeros_like({{x}}).scatter_add({d}, {{i}}.unsqueeze({d}), {{ct}}.unsqueeze({d}))",
+        ct=ct,
+        x=x,
+        i=ids,
+    )
+
+
+def _reduce_pick(b: Body, ins: Instr) -> Expr:
+    """ct at the first extremum, as `argmax` finds it (torch's argmax: the first)."""
+    ct, x = b.operands(ins)
+    key = x if ins.attr("kind") == "max" else Expr(f"-{x.at(UNARY)}", UNARY)
+    if not ins.attr("axes"):
+        return _text(
+            "torch.zeros_like({x}).flatten().scatter(0, {k}.flatten().argmax().unsqueeze(0),"
+            " torch.as_tensor({ct}).reshape(1)).reshape({x}.shape)",
+            ct=ct,
+            x=x,
+            k=key,
+        )
+    d = b.axis(ins, k=1)
+    return _text(
+        f"torch.zeros_like({{x}}).scatter({d}, {{k}}.argmax({d}, keepdim=True),"
+        f" {{ct}}.unsqueeze({d}))",
+        ct=ct,
+        x=x,
+        k=key,
+    )
+
+
+def _pick2(b: Body, ins: Instr) -> Expr:
+    """ct where operand `which` wins, half of it at a tie, else 0."""
+    ct, x, y = b.aligned(ins)
+    mine, other = (x, y) if ins.attr("which") == 0 else (y, x)
+    wins = ">" if ins.attr("kind") == "max" else "<"
+    return _text(
+        f"torch.where({{m}} {wins} {{o}}, {{ct}},"
+        " torch.where({m} == {o}, {ct} / 2, torch.zeros_like({ct})))",
+        ct=ct,
+        m=mine,
+        o=other,
+    )
+
+
+def _spread(b: Body, ins: Instr) -> Expr:
+    """ct laid out on x's axes, repeated along those it lacks."""
+    ct, x = b.operands(ins)
+    ct_names, x_names = ins.attr("_names")
+    order = [ct_names.index(n) for n in x_names if n in ct_names]
+    if order != sorted(order):
+        if b.shape(ins.args[1]).prefix:
+            raise ExportError("`spread` reordering axes after an open prefix", span=ins.span)
+        ct = method(ct, "permute", *order)
+    index = ", ".join(":" if n in ct_names else "None" for n in x_names)
+    return method(Expr(f"{ct.at(ATOM)}[..., {index}]"), "expand_as", x)
+
+
+def _reshape_like(b: Body, ins: Instr) -> Expr:
+    ct, x = b.operands(ins)
+    return method(ct, "reshape", f"{x.at(ATOM)}.shape")
+
+
+def _no_tree(b: Body, ins: Instr) -> Expr:
+    raise ExportError(
+        f"`{ins.op}` has no PyTorch export: the adjoint of a parameter tree (an exported"
+        " module differentiates with torch.autograd)",
+        span=ins.span,
+    )
+
+
+ADJOINT_RULES: dict[str, Rule] = {
+    "zeros_like": _zeros_like,
+    "accum": _accum,
+    "sum_to": _sum_to,
+    "expand": _expand,
+    "put": _no_tree,
+    "put_slice": _no_tree,
+    "put_item": _no_tree,
+    "dot_left": _dot_left,
+    "dot_right": _dot_right,
+    "gelu_grad": _gelu_grad,
+    "silu_grad": _silu_grad,
+    "relu_grad": _relu_grad,
+    "abs_grad": _abs_grad,
+    "softmax_grad": _softmax_grad,
+    "log_softmax_grad": _log_softmax_grad,
+    "embed_grad": _embed_grad,
+    "take_grad": _take_grad,
+    "spread": _spread,
+    "reduce_pick": _reduce_pick,
+    "pick2": _pick2,
+    "reshape_like": _reshape_like,
+}
+
+__all__ = ["ADJOINT_RULES"]
