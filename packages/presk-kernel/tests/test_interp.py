@@ -171,3 +171,20 @@ def test_integer_powers_round_each_product():
     run_kernel(k, [x, out])
     assert same(out, (x * x) * x)
     assert Const(1.0, "f64")  # constants are plain data
+
+
+@given(st.floats(width=32), st.floats(width=32), st.floats(width=32))
+def test_fma32_on_any_floats(a, b, c):
+    got = fma(
+        np.array([a], np.float32), np.array([b], np.float32), np.array([c], np.float32), np.float32
+    )
+    assert same(got, [np.float32(exact_fma(a, b, c, F32))])
+
+
+def test_fma_signs_of_zero():
+    for dtype, context in [(np.float64, F64), (np.float32, F32)]:
+        a = np.array([-0.0, 0.0, 1.0, -1.0, 0.0], dtype)
+        b = np.array([1.0, -1.0, -0.0, 0.0, 0.0], dtype)
+        c = np.array([0.0, -0.0, -0.0, -0.0, -0.0], dtype)
+        want = [exact_fma(*t, context) for t in zip(a, b, c, strict=True)]
+        assert same(fma(a, b, c, dtype), np.array(want, dtype))

@@ -159,12 +159,18 @@ def fma(a, b, c, dtype) -> np.ndarray:
     r = s.astype(np.float32)
     # Rounding s (binary64) to binary32 rounds a·b + c once, unless s is a binary32
     # midpoint that the addition reached by rounding: the 29 bits below a normal binary32's
-    # last are then 1 followed by zeros. Those (and the subnormal range) are checked.
+    # last are then 1 followed by zeros. Those (and the subnormal range) are checked; a zero
+    # s is the exact sum, with IEEE's sign.
     low = np.asarray(s).view(np.uint64) & np.uint64(0x1FFFFFFF)
-    maybe = (low == np.uint64(0x10000000)) | (np.abs(s) < 2.0**-125)
+    maybe = (low == np.uint64(0x10000000)) | ((np.abs(s) < 2.0**-125) & (s != 0))
     if not np.any(maybe):
         return r
-    return np.where(maybe, _fma32_ties(p, c64, s, r), r)
+    r = np.array(r, dtype=np.float32)
+    shape = np.shape(s)
+    r[maybe] = _fma32_ties(
+        np.broadcast_to(p, shape)[maybe], np.broadcast_to(c64, shape)[maybe], s[maybe], r[maybe]
+    )
+    return r
 
 
 def _fma32_ties(p, c64, s, r):
