@@ -153,6 +153,11 @@ def fma(a, b, c, dtype) -> np.ndarray:
     """a·b + c rounded once to `dtype` (float64 or float32)."""
     if dtype == np.float64:
         return fma64(a, b, c)
+    with np.errstate(all="ignore"):
+        return _fma32(a, b, c)
+
+
+def _fma32(a, b, c) -> np.ndarray:
     a64, b64, c64 = (np.asarray(x, dtype=np.float64) for x in (a, b, c))
     p = a64 * b64  # exact: two 24-bit significands
     s = p + c64
