@@ -63,8 +63,8 @@ class Builder(Emitter):
     def prim(self, op: str, args: list, t: Type, attrs: dict, span) -> Value:
         return self.emit(op, args, t, attrs, span)
 
-    def field(self, tree: Operand, path: str, t: Type) -> Value:
-        return self.emit("field", [tree], t, {"path": path})
+    def field(self, tree: Operand, path: str, t: Type, span=None) -> Value:
+        return self.emit("field", [tree], t, {"path": path}, span)
 
     def call(self, fn: FnInfo, bindings: dict, args: list, t: Type, span) -> Value:
         return self.emit("call", args, t, {"fn": fn.key, "dims": tuple(bindings.items())}, span)
@@ -177,13 +177,13 @@ def lower_init(info: ModuleInfo) -> Function:
     keys, leaves = [], []
     for item in info.decl.items:
         if isinstance(item, A.Param):
-            k = b.emit("fold_key", [key], KeyT(), {"name": item.name})
+            k = b.emit("fold_key", [key], KeyT(), {"name": item.name}, item.span)
             kind, attrs = _init_of(item.init)
             t = resolve_type(item.type, scope)
-            leaves.append(b.emit("init", [k], t, {"init": kind, **attrs}))
+            leaves.append(b.emit("init", [k], t, {"init": kind, **attrs}, item.span))
             keys.append(item.name)
         elif isinstance(item, A.Use):
-            k = b.emit("fold_key", [key], KeyT(), {"name": item.name})
+            k = b.emit("fold_key", [key], KeyT(), {"name": item.name}, item.span)
             sub = instance_of(item.module, scope)
             inner = sub.inner if sub.stack is not None else sub
             callee = _module_info(inner, info)
@@ -192,11 +192,11 @@ def lower_init(info: ModuleInfo) -> Function:
             attrs = {"fn": f"{inner.name}.init", "dims": bindings}
             if sub.stack is not None:
                 attrs["count"] = sub.stack
-                leaves.append(b.emit("fold_init", [k], ParamsT(sub), attrs))
+                leaves.append(b.emit("fold_init", [k], ParamsT(sub), attrs, item.span))
             else:
-                leaves.append(b.emit("call", [k], ParamsT(sub), attrs))
+                leaves.append(b.emit("call", [k], ParamsT(sub), attrs, item.span))
             keys.append(item.name)
-    tree = b.emit("record", leaves, ParamsT(inst), {"keys": tuple(keys)})
+    tree = b.emit("record", leaves, ParamsT(inst), {"keys": tuple(keys)}, info.decl.span)
     body = tuple(b.body)
     return Function(
         f"{info.decl.name}.init", dims, (key,), ParamsT(inst), body, tree, ("Rand",), info.decl.span

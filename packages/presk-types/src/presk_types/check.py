@@ -373,11 +373,13 @@ class Body(Calls):
             for p in module.params:
                 if p.name == name:
                     t = resolve_type(p.type, scope)
-                    return Val(t, {"θ": (Cls.SMOOTH, None)}, (), self.emit.field(theta, name, t))
+                    return Val(
+                        t, {"θ": (Cls.SMOOTH, None)}, (), self.emit.field(theta, name, t, span)
+                    )
             for u in module.uses:
                 if u.name == name:
                     inst = instance_of(u.module, scope)
-                    return ModuleVal(inst, True, self.emit.field(theta, name, ParamsT(inst)))
+                    return ModuleVal(inst, True, self.emit.field(theta, name, ParamsT(inst), span))
             if name in module.fns:
                 fn = self.checker.info(module.file, module.fns[name], module)
                 return FnRef(fn, implicit=True, tree=theta)

@@ -57,7 +57,7 @@ class Emitter:
     def prim(self, op: str, args: list, t: Type, attrs: dict, span: Span) -> object:
         return None
 
-    def field(self, tree: object, path: str, t: Type) -> object:
+    def field(self, tree: object, path: str, t: Type, span: Span | None = None) -> object:
         return None
 
     def call(self, fn: FnInfo, bindings: dict, args: list, t: Type, span: Span) -> object:
