@@ -97,7 +97,7 @@ class Builder(Emitter):
         t = info.declared if info.declared is not None else result.type
         effects = tuple(info.decl.effects) if info.decl is not None else ()
         dims = tuple(getattr(info, "generic", info.dims))
-        span = info.decl.span if info.decl is not None else None
+        span = info.decl.span if info.decl is not None else getattr(info, "span", None)
         defaults = tuple(
             (name, e.text if isinstance(e, A.FloatLit) else str(getattr(e, "value", "")))
             for name, e in info.defaults.items()

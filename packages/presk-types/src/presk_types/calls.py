@@ -279,6 +279,7 @@ class Calls:
                 captured.append("θ")  # the λ reads the module's parameters: it captures θ
         info = FnInfo(key, self.env, None, self.info.module, context=self.info.context)
         info.dims, info.generic = self.info.dims, self.info.generic
+        info.span = lam.span  # a λ's function is where the λ is written
         inner = type(self)(self.checker, info)
         inner.vars = {}
         inner.scope = self.scope
