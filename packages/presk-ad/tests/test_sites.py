@@ -151,3 +151,10 @@ def test_differentiation_writes_only_declared_operations(path, remat):
 def test_every_operation_has_an_adjoint_rule_or_is_declared_without_one():
     assert set(vjp_rules) | NO_ADJOINT == set(OPS)
     assert not set(vjp_rules) & NO_ADJOINT
+
+
+@pytest.mark.parametrize("path", ["tutorial/04_grad.psk", "tutorial/06_tower.psk"])
+def test_every_instruction_after_differentiation_points_into_the_source(path):
+    core, _ = lowered(path)
+    program = differentiate(core)
+    assert not [i.site for f in program.functions for i in f.body if i.span is None]
