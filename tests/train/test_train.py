@@ -150,7 +150,8 @@ def test_a_step_is_one_call_of_the_value_vjp(tmp_path, monkeypatch):
     monkeypatch.setattr(Interpreter, "call", counting_call)
     lines = []
     core = lower_program(checked.program)
-    train(core, checked.program, checked.runs[0], 3, 1, str(tmp_path), 0, 256, lines.append)
+    folder = str(ROOT / "tutorial")  # the core program's run, its data file opened by the trainer
+    train(core, core.trainings[0], folder, 3, 1, str(tmp_path), 0, 256, lines.append)
     steps = {"loss.train_value_grad": 3, "adamw.lr": 3, "adamw.step": 3}
     assert {k: n for k, n in runs.items() if k in steps or k.startswith("loss")} == steps
     assert calls["loss.train.value_vjp"] == 3 and calls["loss.train.fwd"] == 3

@@ -70,3 +70,13 @@ def test_presk_run_needs_only_the_core_program(monkeypatch):
     alone = run_entry(core, None, "Linear{3, 2}.apply", dims, digits=6)
     assert alone == run_entry(core, elab, "Linear{3, 2}.apply", dims, digits=6)
     assert alone.startswith("ℝ[batch: 4, 2] = ")
+
+
+def test_the_training_run_travels_with_the_program(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    core, sources = _lowered("tutorial/07_train.psk")
+    (run,) = core.trainings
+    assert (run.model, run.objective, run.optimizer) == ("Tower", "loss", "adamw")
+    assert run.data.endswith(".psk.d") and dict(run.batch) and run.file_type is None
+    back, _ = decode_core(encode_core(core, sources))
+    assert back.trainings == core.trainings

@@ -18,13 +18,12 @@ from presk_core import mpfr as M
 from presk_core import random as R
 from presk_core.build import FunctionBuilder
 from presk_core.interp import Interpreter, RunError
-from presk_core.ir import Function, Origin, Program, Value
+from presk_core.ir import Function, Origin, Program, Training, Value
 from presk_core.passes import verified
 from presk_core.run import parse_entry, stack_samples, synthesize
-from presk_types.elab import Program as Elab
 from presk_types.elab import type_from_text
 from presk_types.presburger import Lin
-from presk_types.training import Run
+from presk_types.training import match_sample
 from presk_types.types import TupleT
 
 from presk_ad.vjp import differentiate
@@ -79,6 +78,25 @@ class Step:
     theta: dict
 
 
+def opened(run: Training, folder: str) -> Training:
+    """The run with what its data file holds and the dimensions that fixes (T = 256), read
+    from the file's header, as the checker's `open_data` reads them (TrainError when the
+    file does not fit the objective)."""
+    try:
+        text = D.read_header(os.path.join(folder, run.data)).type_text
+    except D.DataError as e:
+        raise TrainError(str(e)) from None
+    bound = match_sample(run.sample_type, type_from_text(text), dict(run.batch))
+    if bound is None:
+        raise TrainError(
+            f"`{run.data}` holds `{text}`, and the objective's sample is `{run.sample_type}`"
+        )
+    batch = dict(run.batch)
+    return replace(
+        run, file_type=text, bound=tuple((k, v) for k, v in bound.items() if k not in batch)
+    )
+
+
 class Trainer:
     """The steps of a `training run` on the reference interpreter: each one call of the
     objective's value_vjp on a batch (samples in the run's shuffled order, epoch by epoch)
@@ -86,23 +104,26 @@ class Trainer:
     runs them; the export of a run records them for its conformance test."""
 
     def __init__(
-        self, core: Program, elab: Elab, run: Run, seed: int, bits: int, horizon: int | None
+        self, core: Program, run: Training, folder: str, seed: int, bits: int, horizon: int | None
     ) -> None:
+        """`run`: one of `core.trainings`; `folder`: the main file's, where its data are."""
+        if run.file_type is None:  # the checker did not open the data file: open it here
+            run = opened(run, folder)
         self.run, self.bits = run, bits
-        self.objective = run.objective.key
+        self.objective = run.objective
         program = verified(training_step(core, self.objective), "training step")
         if not {"adamw.lr", "adamw.step"} <= {f.name for f in program.functions}:
             raise TrainError(
                 "the run's optimizer has no step (its model needs dimension arguments)"
             )
         self.interp = Interpreter(program, bits)
-        self.folder = os.path.dirname(elab.main.path)
-        held = type_from_text(run.file_type) if run.file_type else run.sample_type
+        self.folder = folder
+        held = type_from_text(run.file_type)
         try:
             self.samples = D.read(os.path.join(self.folder, run.data), held)
         except D.DataError as e:
             raise TrainError(str(e)) from None
-        (b,) = run.batch.values() if len(run.batch) == 1 else (None,)
+        (b,) = dict(run.batch).values() if len(run.batch) == 1 else (None,)
         if b is None or b <= 0:
             raise TrainError("the run's `batch(B = n)` must give one batch size")
         self.batch_size = b
@@ -114,7 +135,7 @@ class Trainer:
         self.epochs_horizon = self.per_epoch * (run.epochs or 1)
         self.horizon = horizon if horizon is not None else self.epochs_horizon
         self.dims = run.dims()
-        self.entry = parse_entry(self.objective, program, elab, self.dims)
+        self.entry = parse_entry(self.objective, program, None, self.dims)
         self.theta = synthesize(self.entry, self.interp, seed, skip_last=True)[0][2]
         with M.precision(bits):
             self.m = {k: M.zeros(np.shape(x)) for k, x in self.theta.items()}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING, NoReturn
 
@@ -561,10 +562,10 @@ def train(file, steps, log_every, ckpt, seed, bits, data_file, consts) -> None:
         core = run_pipeline(TRAIN, file, ctx, start=program, first="elab")
         terminal = sys.stdout.isatty()
         progress = (lambda text: click.echo(text, nl=False)) if terminal else None
-        run_training(
+        run_training(  # from the core program: its training run, its data by the file's folder
             core,
-            program,
-            runs[0],
+            core.trainings[0],
+            os.path.dirname(file),
             steps,
             log_every,
             ckpt,

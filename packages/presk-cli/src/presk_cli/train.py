@@ -24,16 +24,14 @@ import numpy as np
 from presk_ad.step import Trainer, TrainError
 from presk_core import data as D
 from presk_core import mpfr as M
-from presk_core.ir import Program
+from presk_core.ir import Program, Training
 from presk_core.show import format_exp
-from presk_types.elab import Program as Elab
-from presk_types.training import Run
 
 
 def train(
     core: Program,
-    elab: Elab,
-    run: Run,
+    run: Training,
+    folder: str,
     steps: int | None,
     log_every: int,
     ckpt: str | None,
@@ -42,15 +40,16 @@ def train(
     echo,
     progress=None,
 ) -> None:
-    """Train; `echo` prints a line, `progress` (on a terminal) writes without a newline."""
-    trainer = Trainer(core, elab, run, seed, bits, steps)
-    horizon, folder = trainer.horizon, trainer.folder
+    """Train the run (one of `core.trainings`; its data in `folder`, the main file's);
+    `echo` prints a line, `progress` (on a terminal) writes without a newline."""
+    trainer = Trainer(core, run, folder, seed, bits, steps)
+    horizon = trainer.horizon
     ckpt_dir = (
         ckpt
         if ckpt is not None
-        else (os.path.join(folder, run.checkpoint.dir) if run.checkpoint is not None else None)
+        else (os.path.join(folder, run.checkpoint[0]) if run.checkpoint is not None else None)
     )
-    every = run.checkpoint.every if run.checkpoint is not None else None
+    every = run.checkpoint[1] if run.checkpoint is not None else None
     times: list[float] = []
     loss_value = None
     start = time.perf_counter()

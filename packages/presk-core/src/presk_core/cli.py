@@ -10,10 +10,17 @@ from presk_core.passes import stage_main
 
 def lower_pass(program, ctx):
     """The pass `core`: PSK-Core of an elaborated program; DiagnosticError if it has errors."""
+    from dataclasses import replace
+
+    from presk_core.layout import training_of
     from presk_core.lower import lower_program
 
     ctx.files = [env.source for env in program.files]
-    return lower_program(program)
+    core = lower_program(program)
+    runs = ctx.options.get("runs")
+    if runs:  # the checker opened their data files (and `--data` may have replaced one)
+        core = replace(core, trainings=tuple(training_of(r) for r in runs))
+    return core
 
 
 def lower_main(argv: list[str] | None = None) -> int:

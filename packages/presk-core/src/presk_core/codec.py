@@ -27,11 +27,11 @@ from presk_types.types import (
     TupleT,
 )
 
-from presk_core.ir import Function, Instr, Layout, Leaf, Lit, Origin, Program, Value
+from presk_core.ir import Function, Instr, Layout, Leaf, Lit, Origin, Program, Training, Value
 
-CORE_VERSION = 3  # 2: the sites and origins of instructions; 3: layouts and bounds
+CORE_VERSION = 3  # 2: the sites and origins of instructions; 3: layouts, bounds, trainings
 TYPES = (Lin, AxisT, Shape, Real, Idx, Bool, Machine, KeyT, Instance, ParamsT, ModuleT, TupleT, FnT)
-CORE_CODEC = Codec((*TYPES, Value, Lit, Origin, Instr, Function, Leaf, Layout, Program))
+CORE_CODEC = Codec((*TYPES, Value, Lit, Origin, Instr, Function, Leaf, Layout, Training, Program))
 
 
 def encode_core(program: Program, sources: list[Source]) -> bytes:

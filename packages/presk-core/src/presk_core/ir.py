@@ -129,14 +129,40 @@ class Layout:
 
 
 @dataclass(frozen=True, slots=True)
+class Training:
+    """A checked `training run` of the main file (docs/training.md), as `presk train` runs
+    it from the core program: `data` is relative to the main file's folder; `file_type` and
+    `bound` are what the data file holds and the dimensions it fixes (T = 256) once the
+    checker opened it (else None and empty: the trainer opens it)."""
+
+    model: str  # the model's module, as written
+    objective: str  # the objective's function
+    optimizer: str
+    data: str
+    shuffle: int | None
+    batch: tuple[tuple[str, int], ...]  # `batch(B = 32)`
+    epochs: int | None
+    checkpoint: tuple[str, int] | None  # its folder and every how many steps
+    batch_type: Type
+    sample_type: Type
+    file_type: str | None = None
+    bound: tuple[tuple[str, int], ...] = ()
+
+    def dims(self) -> dict[str, int]:
+        return {**dict(self.batch), **dict(self.bound)}
+
+
+@dataclass(frozen=True, slots=True)
 class Program:
     """The functions, and what the program's consumers need besides them (the checker's
-    knowledge, kept): each module's parameter tree and the bounds of the dimensions
-    (`dim T <= 1024`; None for none), so that a core document is self-contained."""
+    knowledge, kept): each module's parameter tree, the bounds of the dimensions (`dim T
+    <= 1024`; None for none) and the main file's training runs, so that a core document
+    is self-contained."""
 
     functions: tuple[Function, ...]
     layouts: tuple[Layout, ...] = ()
     bounds: tuple[tuple[str, int | None], ...] = ()
+    trainings: tuple[Training, ...] = ()
 
     def function(self, name: str) -> Function:
         for f in self.functions:
@@ -262,7 +288,11 @@ def format_instr(ins: Instr, sites: bool = False) -> str:
 
 def format_function(fn: Function, sites: bool = False) -> str:
     dims = f"{{{' '.join(fn.dims)}}}" if fn.dims else ""
-    params = ", ".join(f"{p} : {p.type}" for p in fn.params)
+    defaults = dict(fn.defaults)  # a hyperparameter's default, as the source writes it
+    params = ", ".join(
+        f"{p} : {p.type}" + (f" = {defaults[p.name]}" if p.name in defaults else "")
+        for p in fn.params
+    )
     uses = f" uses {', '.join(fn.effects)}" if fn.effects else ""
     lines = [f"fn {fn.name}{dims}({params}) -> {fn.result}{uses} {{"]
     lines.extend(format_instr(i, sites) for i in fn.body)

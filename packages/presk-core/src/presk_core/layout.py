@@ -1,7 +1,8 @@
 """The program's metadata, from the elaborated source: each module's parameter tree (its
-leaves' paths, types and stacks) and the dimensions' bounds (`Program.layouts`,
-`Program.bounds`), written once by lowering so that the consumers of a core document
-(`presk run`, `presk train`, the export, `flatten`) need not go back to the source."""
+leaves' paths, types and stacks), the dimensions' bounds and the main file's training
+runs (`Program.layouts`, `Program.bounds`, `Program.trainings`), written once by lowering
+so that the consumers of a core document (`presk run`, `presk train`, the export,
+`flatten`) need not go back to the source."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from presk_types.elab import (
 )
 from presk_types.types import subst, subst_lin
 
-from presk_core.ir import Layout, Leaf
+from presk_core.ir import Layout, Leaf, Training
 
 
 def module_layout(info: ModuleInfo, program: Program) -> Layout:
@@ -54,3 +55,30 @@ def bounds(program: Program) -> tuple[tuple[str, int | None], ...]:
     for env in program.files:
         out.update(env.dim_bounds)
     return tuple(out.items())
+
+
+def training_of(run) -> Training:
+    """A checked run (`presk_types.training.Run`) as the program's `Training`."""
+    ckpt = (run.checkpoint.dir, run.checkpoint.every) if run.checkpoint is not None else None
+    return Training(
+        run.model,
+        run.objective.key,
+        run.optimizer,
+        run.data,
+        run.shuffle,
+        tuple(run.batch.items()),
+        run.epochs,
+        ckpt,
+        run.batch_type,
+        run.sample_type,
+        run.file_type,
+        tuple(run.bound.items()),
+    )
+
+
+def trainings(program: Program, checker) -> tuple[Training, ...]:
+    """The main file's training runs that check (their data files not opened)."""
+    from presk_types.training import Run, check_training
+
+    runs = [check_training(block, program.main, checker) for block in program.main.trainings]
+    return tuple(training_of(r) for r in runs if isinstance(r, Run))

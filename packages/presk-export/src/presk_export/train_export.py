@@ -23,6 +23,7 @@ import re
 import numpy as np
 from presk_ad.step import Trainer
 from presk_core import data as D
+from presk_core.layout import training_of
 from presk_core.optim import adamw_of
 from presk_core.run import EntryError
 from presk_syntax.diagnostics import DiagnosticError
@@ -283,7 +284,8 @@ def _schedule_points(k: int, horizon: int, warmup: int | None) -> list[int]:
 def replay(export: Export, run: Run, steps: int, seed: int, bits: int) -> dict:
     """K steps of presk train's loop on the interpreter, as the test's JSON document."""
     main = export.program.main
-    trainer = Trainer(export.core, export.program, run, seed, bits, None)
+    folder = os.path.dirname(main.path)
+    trainer = Trainer(export.core, training_of(run), folder, seed, bits, None)
     horizon = trainer.horizon
     if steps > horizon:
         raise EntryError(
