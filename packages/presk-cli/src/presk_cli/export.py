@@ -6,7 +6,6 @@ import sys
 
 import click
 from presk_syntax.diagnostics import Diagnostic, DiagnosticError, Label, Severity, emit
-from presk_syntax.span import SourceMap
 
 from presk_cli.commands import CONST, _consts, _dims, _fail, entry_fail
 
@@ -61,17 +60,19 @@ from presk_cli.commands import CONST, _consts, _dims, _fail, entry_fail
 def export(file, target, mode, shapes, stack, entry, dims, data_file, consts, seed, out) -> None:
     """Export FILE to PyTorch: one Python file per Presk file it reaches, and with
     --conformance-entry a test that runs the export on the interpreter's inputs."""
+    from presk_core.passes import Context, run_pipeline
     from presk_core.run import EntryError, RunError
     from presk_export import ExportError, Options, export_pytorch, write_files
-    from presk_types.elab import load_program
 
     if target != "pytorch":
         click.echo("presk export: --target c is not built yet; use --target pytorch", err=True)
         sys.exit(2)
-    sources = SourceMap()
+    ctx = Context(consts=_consts(consts))
+    sources = ctx.sources
     options = Options(check_shapes=shapes == "check", unroll=stack == "unroll")
-    try:
-        program = load_program(file, _consts(consts), sources)
+    try:  # the list's passes up to elaboration; the export lowers with the checker's
+        # signatures (module arguments, which PSK-Core erases: presk_core.lower.lower_checked)
+        program = run_pipeline("elab", file, ctx)
         notes: list[ExportError] = []  # what is left out (W8001)
         files = export_pytorch(
             program, options, entry, _dims(dims), seed, out=out, data=data_file, notes=notes
