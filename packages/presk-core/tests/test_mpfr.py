@@ -173,6 +173,21 @@ def test_gelu_keeps_its_accuracy_far_below_zero():
     assert same(M.gelu(M.real("-0"))[()], mpfr("-0"))
 
 
+def test_gelus_derivative_rounds_phi_as_gelu_does():
+    """`gelu_grad` (presk_core.adjoints) reads Φ from `M.gelu_phi`, which is gelu's own: gelu(x)
+    is ∘(x · 2Φ) / 2 bit for bit; and Φ + x·φ is within a few ulps away from its zero."""
+    from presk_core.adjoints import gelu_grad
+
+    xs = M.real([-30, -20.5, -9.25, -3, 0.5, 2, 7.75])
+    twice = M.mul(M.gelu_phi(xs), 2)
+    assert all(same(a, b) for a, b in zip(M.gelu(xs), M.div(M.mul(xs, twice), 2), strict=True))
+    got = gelu_grad(M.real(np.ones(len(xs))), xs)
+    with mpmath.workprec(512):
+        for r, x in zip(got, xs, strict=True):
+            v = to_mp(x)
+            assert ulps(r, mpmath.ncdf(v) + v * mpmath.npdf(v)) <= 4, x
+
+
 def test_piecewise_functions_and_signed_zeros():
     z, nz, nan = mpfr(0), mpfr("-0"), mpfr("nan")
     r = M.relu(M.real(["-0", "-1", "2", "nan"]))
