@@ -11,6 +11,9 @@ from presk_core.passes import PASSES
 from presk_syntax.diagnostics import Diagnostic, DiagnosticError, Severity, emit
 from presk_syntax.span import SourceMap
 
+from presk_cli.native import NativeError, backend_options
+from presk_cli.native import fail as native_fail
+
 if TYPE_CHECKING:
     from presk_core.run import EntryError, RunError
 
@@ -186,7 +189,7 @@ def _dims(values: tuple[str, ...]) -> dict[str, int]:
     return out
 
 
-@click.command(short_help="Evaluate an entry point on the reference interpreter")
+@click.command(short_help="Evaluate an entry point on the reference interpreter or natively")
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--entry", help="The function to run: `f`, `M.f` or `M{3, 2}.f`.")
 @click.option(
@@ -223,9 +226,13 @@ def _dims(values: tuple[str, ...]) -> dict[str, int]:
     help="Fill the entry's last argument from a .psk.d file, its samples on the `batch` axis.",
 )
 @REMAT
-def run(file, entry, dims, consts, seed, bits, digits, verbose, as_json, data_file, remat) -> None:
+@backend_options
+def run(
+    file, entry, dims, consts, seed, bits, digits, verbose, as_json, data_file, remat, **native
+) -> None:
     """Evaluate an entry of FILE on the reference interpreter: exact arithmetic (MPFR at
-    --bits), inputs synthesized from the types and --seed."""
+    --bits), inputs synthesized from the types and --seed; or, with --backend, on the
+    kernels of the entry, interpreted or compiled (docs/native.md)."""
     from presk_core.passes import Context, run_pipeline
     from presk_core.run import EntryError, RunError, entry_names, run_entry
 
@@ -248,6 +255,13 @@ def run(file, entry, dims, consts, seed, bits, digits, verbose, as_json, data_fi
             names = ", ".join(entry_names(core))
             click.echo(f"presk run: --entry is required; functions: {names}", err=True)
         sys.exit(2)
+    if native["backend"] != "interp":
+        from presk_cli.native import run_native
+
+        args = (entry, dim_values, seed, bits, digits, verbose, as_json, data_file)
+        text = run_native(core, args, native, sources)
+        click.echo(text, nl=False)
+        return
     try:
         text = run_entry(  # the core program alone: its metadata says what the source did
             core, None, entry, dim_values, seed, bits, digits, verbose, as_json, data_file
@@ -505,7 +519,9 @@ def data_lm_windows(tokens: str, vocab_size: int, seq: int, out: str) -> None:
     )
 
 
-@click.command(short_help="Run the `training run` of a file, on the reference interpreter")
+@click.command(
+    short_help="Run the `training run` of a file, on the reference interpreter or natively"
+)
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--steps", type=click.IntRange(1), help="The horizon (default: the run's epochs).")
 @click.option(
@@ -529,9 +545,11 @@ def data_lm_windows(tokens: str, vocab_size: int, seq: int, out: str) -> None:
     help="Train on this .psk.d file instead of the run's.",
 )
 @CONST
-def train(file, steps, log_every, ckpt, seed, bits, data_file, consts) -> None:
+@backend_options
+def train(file, steps, log_every, ckpt, seed, bits, data_file, consts, **native) -> None:
     """Train the model of FILE's `training run`: each step the objective and its gradient on
-    a batch, then an AdamW step, on the reference interpreter (docs/training.md)."""
+    a batch, then an AdamW step, on the reference interpreter (docs/training.md), or with
+    --backend native as one call of compiled kernels (docs/native.md)."""
     from presk_ad import ADError
     from presk_core.passes import Context, run_pipeline
     from presk_core.run import EntryError, RunError
@@ -562,6 +580,13 @@ def train(file, steps, log_every, ckpt, seed, bits, data_file, consts) -> None:
         core = run_pipeline(TRAIN, file, ctx, start=program, first="elab")
         terminal = sys.stdout.isatty()
         progress = (lambda text: click.echo(text, nl=False)) if terminal else None
+        if native["backend"] != "interp":
+            from presk_cli.native_train import train_native
+
+            where = (core, core.trainings[0], os.path.dirname(file))
+            options = (native["backend"], native["realize"], native["threads"])
+            train_native(*where, steps, log_every, ckpt, seed, bits, click.echo, options)
+            return
         run_training(  # from the core program: its training run, its data by the file's folder
             core,
             core.trainings[0],
@@ -578,6 +603,8 @@ def train(file, steps, log_every, ckpt, seed, bits, data_file, consts) -> None:
         # checkpoints are written whole or not at all: the last one is intact
         click.echo("\npresk train: interrupted; the checkpoints written so far are whole", err=True)
         sys.exit(130)
+    except NativeError as e:
+        native_fail(e, sources)
     except (TrainError, ADError, RunError, EntryError) as e:
         emit([Diagnostic("E7008", Severity.ERROR, f"training stopped: {e}")], sources)
         sys.exit(1)

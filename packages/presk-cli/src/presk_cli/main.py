@@ -19,14 +19,13 @@ COMMANDS = {
     "run": "presk_cli.commands:run",
     "train": "presk_cli.commands:train",
     "dump": "presk_cli.commands:dump",
+    "bench": "presk_cli.bench:bench",
     "export": "presk_cli.export:export",
     "data": "presk_cli.commands:data",
 }
 """The commands, in the order of the help: each imported when it is used (or listed)."""
 
-DESCRIPTION = (
-    f"Presk compiler ({__version__}: front-end, reference interpreter, training, PyTorch export)"
-)
+DESCRIPTION = f"Presk compiler ({__version__}: front-end, reference interpreter, native backend, training, PyTorch export)"
 
 
 class PreskGroup(click.Group):

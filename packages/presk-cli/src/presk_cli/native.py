@@ -1,0 +1,278 @@
+"""`--backend native|kernel` for `presk run` (and what `presk train` and `presk bench` share):
+an entry lowered to kernels (presk-kernel), fused, given the layouts of a run (threads,
+contractions through the GEMM), and executed by the kernel interpreter or compiled to C
+(presk-cback); its outputs put back into the shape of the entry's result and printed by the
+interpreter's printer.
+
+Nothing here is imported by `presk run` on the interpreter: numpy, the kernels and cffi are
+loaded when a native backend is asked for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Callable, Iterator
+from typing import NoReturn
+
+import click
+
+BACKENDS = ("interp", "kernel", "native")
+REALIZES = ("f64", "f32", "bf16")
+PACK_AT = 1 << 15
+"""Multiply-adds from which a contraction's layout packs its operands (the generated GEMM)."""
+
+
+def backend_options(command: Callable) -> Callable:
+    """`--backend`, `--realize` and `--threads`, as `presk run` and `presk train` take them."""
+    for option in reversed(
+        [
+            click.option(
+                "--backend",
+                type=click.Choice(BACKENDS),
+                default="interp",
+                show_default=True,
+                help="The reference interpreter, the kernel interpreter, or compiled C.",
+            ),
+            click.option(
+                "--realize",
+                type=click.Choice(REALIZES),
+                default="f64",
+                show_default=True,
+                help="With --backend kernel|native: the type of every real.",
+            ),
+            click.option(
+                "--threads",
+                type=click.IntRange(1, 256),
+                default=1,
+                show_default=True,
+                help="With --backend native: threads for the large launches (no bit changes).",
+            ),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
+class NativeError(Exception):
+    """An entry the kernel backends cannot run: its diagnostic's code and message."""
+
+    def __init__(self, code: str, message: str, help: str | None = None) -> None:
+        super().__init__(message)
+        self.code, self.help = code, help
+
+
+# ---- schedules -----------------------------------------------------------------------------
+
+
+def run_layouts(schedule, threads: int = 1):
+    """The schedule with the layouts of a run: the default layout at `threads`, and the
+    operands of a contraction of at least PACK_AT multiply-adds packed (the GEMM)."""
+    from presk_cback.contract import contraction
+    from presk_kernel.layout import default_layout
+
+    launches = []
+    for launch in schedule.launches:
+        k = launch.kernel
+        layout = default_layout(k, threads)
+        g = contraction(k)
+        if g is not None and g.m.extent * g.n.extent * g.k >= PACK_AT:
+            layout = dataclasses.replace(layout, pack=(g.a, g.b))
+        k = dataclasses.replace(k, layout=layout)
+        launches.append(dataclasses.replace(launch, kernel=k))
+    return dataclasses.replace(schedule, launches=tuple(launches))
+
+
+def lower(core, name: str, dims: dict, args: list, realize: str, threads: int = 1):
+    """(the schedule before fusion, the schedule a run executes: fused, with its layouts)."""
+    from presk_kernel.fuse import fuse
+    from presk_kernel.lower import LowerError, lower_entry
+
+    try:
+        schedule = lower_entry(core, name, dims, args, realize)
+    except LowerError as e:
+        raise NativeError(e.code, f"cannot lower `{name}` to kernels: {e}") from None
+    return schedule, run_layouts(fuse(schedule)[0], threads)
+
+
+def executor(schedule, backend: str, lanes: bool = True) -> Callable[[list], list]:
+    """A function from the entry's input leaves to its output leaves: the kernel interpreter
+    (`kernel`) or the compiled entry (`native`, with or without vector lanes)."""
+    from presk_kernel.interp import KernelError, run_schedule
+
+    if backend == "kernel":
+        run = lambda inputs: run_schedule(schedule, inputs)  # noqa: E731
+    else:
+        run = compiled(schedule, lanes).run
+
+    def call(inputs: list) -> list:
+        try:
+            return run(inputs)
+        except KernelError as e:
+            raise NativeError("E7003", str(e)) from None
+
+    return call
+
+
+def compiled(schedule, lanes: bool = True):
+    """presk_cback's NativeEntry, its compiler's diagnostics (E9001) as NativeError."""
+    from presk_cback.native import NativeEntry
+    from presk_syntax.diagnostics import DiagnosticError
+
+    try:
+        return NativeEntry(schedule, lanes=lanes)
+    except DiagnosticError as e:
+        d = e.diagnostics[0]
+        raise NativeError(d.code, d.message, getattr(d, "help", None)) from None
+
+
+def storage(schedule, leaves: list) -> list:
+    """The input leaves as numpy arrays the executors take without a conversion of each
+    element (done once, outside any timing): reals as doubles, which each executor rounds to
+    its buffers' type."""
+    from presk_kernel.interp import to_storage
+
+    types = {b.id: b.dtype for b in schedule.buffers}
+    real = ("f64", "f32", "bf16")
+    return [
+        to_storage(v, "f64" if types[b] in real else types[b])
+        for b, v in zip(schedule.inputs, leaves, strict=True)
+    ]
+
+
+# ---- results -------------------------------------------------------------------------------
+
+
+def rebuild(core, t, outputs: Iterator):
+    """The entry's result, of type `t`, from its output leaves in order: trees as dicts of
+    their leaves' paths, tuples, tensors (reals as exact mpfr, as the interpreter gives)."""
+    import numpy as np
+    from presk_core.run import interp_real
+    from presk_types.types import ParamsT, Real, TupleT
+
+    match t:
+        case ParamsT(inst):
+            layout = core.layout(inst.module) or core.layout(inst.name)
+            if layout is None:
+                raise NativeError("E7002", f"no parameter tree for `{t}` in the program")
+            return {leaf.path: rebuild(core, leaf.type, outputs) for leaf in layout.leaves}
+        case TupleT(elements):
+            return tuple(rebuild(core, e, outputs) for e in elements)
+    value = next(outputs, None)
+    if value is None:
+        raise NativeError("E7002", f"the kernels give no value for a `{t}` of the result")
+    if isinstance(t, Real):
+        return interp_real(np.asarray(value, dtype=np.float64), 53)
+    return np.asarray(value)
+
+
+# ---- presk run --backend kernel|native -----------------------------------------------------
+
+
+def run_text(core, entry_text, dims, seed, bits, digits, verbose, as_json, data, options):
+    """The text `presk run --backend kernel|native` prints: as presk_core.run.run_entry
+    prints the interpreter's result, from the kernels' outputs. `options`: (backend,
+    realize, threads)."""
+    import json
+
+    from presk_core.run import data_argument, header, parse_entry, show, to_json
+    from presk_kernel.lower import argument_leaves
+
+    backend, realize, threads = options
+    given = None
+    if data is not None:
+        bound, given = data_argument(core, entry_text, data)
+        dims = {**bound, **dims}
+    entry = parse_entry(entry_text, core, None, dims)
+    inputs = entry_inputs(core, entry, seed, bits, given)
+    args = [v for _, _, v in inputs]
+    all_dims = dict(entry.dims) | dict(entry.prefix)
+    _, schedule = lower(core, entry.function.name, all_dims, args, realize, threads)
+    outputs = executor(schedule, backend)(storage(schedule, argument_leaves(args)))
+    it = iter(outputs)
+    result = rebuild(core, entry.function.result, it)
+    if next(it, None) is not None:
+        raise NativeError(
+            "E7002", f"the kernels of `{entry.shown}` give more values than it returns"
+        )
+    rtype = entry.function.result
+    if as_json:
+        doc = {
+            "entry": entry.shown,
+            "dims": entry.dims,
+            "prefix": dict(entry.prefix),
+            "backend": backend,
+            "realize": realize,
+            "seed": seed,
+            "inputs": {n: to_json(entry, t, v) for n, t, v in inputs},
+            "result": to_json(entry, rtype, result),
+        }
+        return json.dumps(doc, ensure_ascii=False, indent=1) + "\n"
+    lines = []
+    if verbose:
+        lines.append(header(entry, bits, seed) + f", {backend} {realize}")
+        lines.extend(show(entry, t, v, digits, label=n) for n, t, v in inputs)
+        lines.append("-- result")
+    lines.append(show(entry, rtype, result, digits))
+    return "\n".join(lines) + "\n"
+
+
+def fail(e: NativeError, sources=None) -> NoReturn:
+    """The diagnostic of a NativeError on standard error, exit 1."""
+    from presk_syntax.diagnostics import emit, error
+    from presk_syntax.span import SourceMap
+
+    emit([error(e.code, str(e), help=e.help)], sources or SourceMap())
+    sys.exit(1)
+
+
+def run_native(core, args: tuple, native: dict, sources) -> str:
+    """`presk run --backend kernel|native`: `args` are run_entry's (entry, dims, seed, bits,
+    digits, verbose, as_json, data), `native` the options of backend_options."""
+    from presk_core.run import EntryError, RunError
+
+    from presk_cli.commands import entry_fail
+
+    options = (native["backend"], native["realize"], native["threads"])
+    try:
+        return run_text(core, *args, options)
+    except (EntryError, RunError) as e:
+        entry_fail("run", e, sources)
+    except NativeError as e:
+        fail(e, sources)
+
+
+def entry_inputs(core, entry, seed: int, bits: int, given=None) -> list:
+    """The entry's arguments as `presk run` synthesizes them (DESIGN §5), the last one from
+    `--data` when given: (name, type, value)."""
+    import numpy as np
+    from presk_core.interp import Interpreter
+    from presk_core.run import interp_real, synthesize
+
+    interp = Interpreter(core, bits)
+    inputs = synthesize(entry, interp, seed, skip_last=given is not None)
+    if given is not None:
+        name, t, _ = inputs[-1]
+        reals = tuple(
+            interp_real(v, bits) if v.dtype == np.float64 else v
+            for v in (given if isinstance(given, tuple) else (given,))
+        )
+        inputs[-1] = (name, t, reals if isinstance(given, tuple) else reals[0])
+    return inputs
+
+
+__all__ = [
+    "BACKENDS",
+    "NativeError",
+    "backend_options",
+    "compiled",
+    "entry_inputs",
+    "executor",
+    "fail",
+    "lower",
+    "rebuild",
+    "run_layouts",
+    "run_native",
+    "run_text",
+    "storage",
+]

@@ -1,0 +1,220 @@
+"""`presk train --backend native|kernel`: a training step as one call of compiled kernels.
+
+The step is one PSK-Core function written here over the training step program of
+presk_ad.step (`obj.train_value_grad`) and the optimizer's `adamw.step`:
+
+    obj.native_step(batch, θ, m, v, t, lr) -> (loss, g, θ', m', v')
+
+lowered to kernels at the run's shapes (objective, reverse sweep and AdamW in one
+schedule), fused, compiled: one native call a step. θ, m and v stay in the entry's arena
+between steps (each step's outputs copied onto its inputs); the batches, the step number
+and the rate (`adamw.lr`, on the reference interpreter) are fed from the host. The log is
+the interpreter's (presk_cli.train), its numbers from the native outputs; then the kernel
+launches a step, with and without fusion, and the step's time.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import time
+
+import numpy as np
+from presk_ad.step import STEP, Trainer
+from presk_core import random as R
+from presk_core.build import FunctionBuilder
+from presk_core.ir import Function, Origin, Program, Training, Value
+from presk_core.run import stack_samples
+from presk_core.show import format_exp
+from presk_kernel.fuse import launch_counts
+from presk_kernel.lower import argument_leaves
+from presk_types.presburger import Lin
+from presk_types.types import SCALAR, Real, TupleT
+
+from presk_cli.native import compiled, lower, storage
+from presk_cli.train import save
+
+NATIVE_STEP = "{}.native_step"
+"""The function a native step calls: value and gradient, then AdamW, in one call."""
+
+
+def native_step(program: Program, objective: str) -> Program:
+    """The program with `obj.native_step(batch, θ, m, v, t, lr) -> (loss, g, θ', m', v')`:
+    a call of the training step's value and gradient, then of `adamw.step`."""
+    step = program.function(STEP.format(objective))
+    adam = program.function("adamw.step")
+    batch, theta = step.params
+    r0 = Real(SCALAR)
+    names = (("batch", batch.type), ("θ", theta.type), ("m", theta.type), ("v", theta.type))
+    params = tuple(Value(i, t, n) for i, (n, t) in enumerate(names)) + (
+        Value(4, r0, "t"),
+        Value(5, r0, "lr"),
+    )
+    dims = tuple(dict.fromkeys(step.dims + adam.dims))
+    made = Origin(objective, f"native training step of {objective}")
+    b = FunctionBuilder(NATIVE_STEP.format(objective), len(params))
+
+    def call(fn: Function, args) -> Value:
+        bound = {"fn": fn.name, "dims": tuple((d, Lin.var(d)) for d in fn.dims)}
+        return b.emit("call", args, fn.result, bound, None, made)
+
+    p_batch, p_theta, p_m, p_v, p_t, p_lr = params
+    pair = call(step, (p_batch, p_theta))
+    loss_type, grad_type = step.result.elements
+    loss = b.emit("get", (pair,), loss_type, {"index": 0}, None, made)
+    grads = b.emit("get", (pair,), grad_type, {"index": 1}, None, made)
+    triple = call(adam, (p_theta, p_m, p_v, grads, p_t, p_lr))
+    trees = [b.emit("get", (triple,), theta.type, {"index": i}, None, made) for i in range(3)]
+    result = TupleT((loss_type, grad_type, theta.type, theta.type, theta.type))
+    out = b.emit("tuple", (loss, grads, *trees), result, (), None, made)
+    fn = Function(b.name, dims, params, result, tuple(b.body), out)
+    return Program(program.functions + (fn,), program.layouts, program.bounds, program.trainings)
+
+
+class NativeTrainer:
+    """The steps of a training run on the kernels: the batches, rates and initial θ of
+    presk_ad.step.Trainer (the same order of samples), each step one call."""
+
+    def __init__(self, trainer: Trainer, backend: str, realize: str, threads: int) -> None:
+        self.trainer = trainer
+        objective = trainer.objective
+        program = native_step(trainer.interp.program, objective)
+        self.keys = list(trainer.theta)
+        first = self.batch(1)[1]
+        zero = np.zeros((), dtype=np.float64)
+        args = [first, trainer.theta, trainer.m, trainer.v, zero, zero]
+        name = NATIVE_STEP.format(objective)
+        self.unfused, self.schedule = lower(program, name, trainer.dims, args, realize, threads)
+        leaves = storage(self.schedule, argument_leaves(args))
+        n = len(self.keys)
+        self.n_batch = len(leaves) - 3 * n - 2
+        self.backend = backend
+        types = {buf.id: buf.dtype for buf in self.schedule.buffers}
+        self.in_types = [types[buf] for buf in self.schedule.inputs]
+        self.out_types = [types[buf] for buf in self.schedule.outputs]
+        if len(self.schedule.outputs) != 1 + 4 * n:
+            raise ValueError("the native step's outputs are not (loss, g, θ, m, v)")
+        if backend == "native":
+            self.entry = compiled(self.schedule)
+            self.ins = [self.entry.view(buf) for buf in self.schedule.inputs]
+            self.outs = [self.entry.view(buf) for buf in self.schedule.outputs]
+            self.feed(range(len(leaves)), leaves)
+        else:
+            self.values = leaves
+
+    def feed(self, at, values) -> None:
+        """Host values into the arena's input buffers `at`, in their storage types."""
+        from presk_kernel.interp import to_storage
+
+        for i, value in zip(at, values, strict=True):
+            view = self.ins[i]
+            view[...] = to_storage(np.asarray(value), self.in_types[i]).reshape(view.shape)
+
+    def widen(self, j: int) -> np.ndarray:
+        from presk_kernel.interp import from_storage
+
+        return np.array(from_storage(self.outs[j], self.out_types[j]), dtype=np.float64)
+
+    def batch(self, t: int) -> tuple[list[int], object]:
+        """The indices and stacked doubles of step t's batch, as Trainer.steps draws them."""
+        tr = self.trainer
+        epoch, k = divmod(t - 1, tr.per_epoch)
+        if k == 0 or getattr(self, "_epoch", None) != epoch:
+            self._order = R.permutation(tr.run.shuffle or 0, epoch, len(tr.samples))
+            self._epoch = epoch
+        b = tr.batch_size
+        indices = [int(i) for i in self._order[k * b : (k + 1) * b]]
+        return indices, stack_samples(tr.run.batch_type, [tr.samples[i] for i in indices])
+
+    def step(self, batch, t: int, lr: float) -> tuple[float, list, list]:
+        """One step: (loss, the gradient's leaves, θ's leaves after the update)."""
+        n = len(self.keys)
+        parts = list(batch) if isinstance(batch, tuple) else [batch]
+        scalars = [np.asarray(float(t)), np.asarray(lr)]
+        if self.backend == "native":
+            from presk_cback.load import pointer
+
+            self.feed(range(self.n_batch), parts)
+            self.feed(range(len(self.ins) - 2, len(self.ins)), scalars)
+            if self.entry.module.lib.presk_entry(pointer(self.entry.arena, "char")):
+                raise ValueError(f"an index out of range in `{self.schedule.entry}`")
+            state = self.ins[self.n_batch : self.n_batch + 3 * n]
+            for view, new in zip(state, self.outs[1 + n :], strict=True):
+                view[...] = new
+            loss = float(self.widen(0))
+            grads = [self.widen(1 + i) for i in range(n)]
+            return loss, grads, [self.widen(1 + n + i) for i in range(n)]
+        from presk_kernel.interp import run_schedule
+
+        self.values = parts + self.values[self.n_batch : -2] + scalars
+        outs = run_schedule(self.schedule, self.values)
+        self.values[self.n_batch : -2] = [np.asarray(x, np.float64) for x in outs[1 + n :]]
+        return float(outs[0]), outs[1 : 1 + n], outs[1 + n : 1 + 2 * n]
+
+
+def train_native(
+    core: Program,
+    run: Training,
+    folder: str,
+    steps: int | None,
+    log_every: int,
+    ckpt: str | None,
+    seed: int,
+    bits: int,
+    echo,
+    options: tuple[str, str, int],
+) -> None:
+    """presk_cli.train.train on the kernels: `options` is (backend, realize, threads)."""
+    backend, realize, threads = options
+    trainer = Trainer(core, run, folder, seed, bits, steps)
+    native = NativeTrainer(trainer, backend, realize, threads)
+    horizon = trainer.horizon
+    ckpt_dir = (
+        ckpt
+        if ckpt is not None
+        else (os.path.join(folder, run.checkpoint[0]) if run.checkpoint is not None else None)
+    )
+    every = run.checkpoint[1] if run.checkpoint is not None else None
+    rates = [float(trainer.lr(t)) for t in range(1, horizon + 1)]
+    times: list[float] = []
+    loss = 0.0
+    theta: list = []
+    for t in range(1, horizon + 1):
+        epoch = (t - 1) // trainer.per_epoch
+        start = time.perf_counter()
+        _, batch = native.batch(t)
+        loss, grads, theta = native.step(batch, t, rates[t - 1])
+        times.append(time.perf_counter() - start)
+        if log_every and t % log_every == 0:
+            norm = math.sqrt(math.fsum(float(x) ** 2 for g in grads for x in np.ravel(g)))
+            echo(
+                f"step {t}  epoch {epoch + 1}  loss {loss:.6f}  lr {format_exp(rates[t - 1], 3)}"
+                f"  |g| {format_exp(norm, 4)}"
+            )
+        if ckpt_dir is not None and every and t % every == 0 and t != horizon:
+            save(os.path.join(ckpt_dir, f"step_{t}.psk.d"), run.model, _tree(native, theta))
+    fused, unfused = launch_counts(native.unfused)
+    removed = round(100 * (unfused - fused) / unfused) if unfused else 0
+    echo(
+        f"presk train: {fused} kernel launches a step, {unfused} without fusion"
+        f" ({removed}% removed)"
+    )
+    if len(times) > 1:
+        median = statistics.median(times[1:]) * 1000
+        shown = f"{median:.1f}" if median >= 0.1 else f"{median:.2g}"
+        echo(f"presk train: {shown} ms a step, median of {len(times) - 1} (the first excluded)")
+    final = os.path.join(ckpt_dir or folder, "final.psk.d")
+    save(final, run.model, _tree(native, theta))
+    echo(f"presk train: {horizon} steps of {run.model}, final loss {loss:.6f}, weights in {final}")
+
+
+def _tree(native: NativeTrainer, theta: list) -> dict:
+    shapes = {k: np.shape(v) for k, v in native.trainer.theta.items()}
+    return {
+        k: np.asarray(x, np.float64).reshape(shapes[k])
+        for k, x in zip(native.keys, theta, strict=True)
+    }
+
+
+__all__ = ["NATIVE_STEP", "NativeTrainer", "native_step", "train_native"]
