@@ -65,13 +65,13 @@ def call(capfd, monkeypatch):
     return go
 
 
-def test_parse_then_dump_equals_dump_stage_ast():
+def test_parse_then_dump_equals_dump_stage_ast(call):
     parsed = run("presk-parse", "tutorial/06_tower.psk")
     assert parsed.returncode == 0, parsed.stderr
     assert parsed.stdout and not parsed.stderr
     dumped = run("presk-dump", stdin=parsed.stdout)
     assert dumped.returncode == 0, dumped.stderr
-    direct = run("presk", "dump", "--stage", "ast", "tutorial/06_tower.psk")
+    direct = call(main, "dump", "--stage", "ast", "tutorial/06_tower.psk")
     assert direct.returncode == 0, direct.stderr
     assert dumped.stdout == direct.stdout
     assert direct.stdout.startswith(b'SourceFile path="tutorial/06_tower.psk" @ 0..605\n')
@@ -89,7 +89,8 @@ def test_help():
     assert result.returncode == 0
     lines = result.stdout.decode().splitlines()
     assert lines[0] == (
-        "Presk compiler (0.1.0: front-end, reference interpreter, training, PyTorch export)"
+        "Presk compiler (0.1.0: front-end, reference interpreter, native backend, training,"
+        " PyTorch export)"
     )
     assert lines[1:3] == ["", "Usage: presk <COMMAND>"]
     assert any(line.startswith("  check ") for line in lines)
@@ -156,7 +157,7 @@ def test_presk_dump_refuses_garbage_in_one_line(call, garbage: bytes):
     assert "Traceback" not in message
 
 
-def test_the_pipeline_of_stage_programs_prints_the_elab_dump():
+def test_the_pipeline_of_stage_programs_prints_the_elab_dump(call):
     bin_ = BIN
     pipeline = subprocess.run(
         f"{bin_}/presk-parse tutorial/06_tower.psk | {bin_}/presk-elab | {bin_}/presk-dump",
@@ -165,14 +166,9 @@ def test_the_pipeline_of_stage_programs_prints_the_elab_dump():
         capture_output=True,
         text=True,
     )
-    direct = subprocess.run(
-        [str(bin_ / "presk"), "dump", "tutorial/06_tower.psk", "--stage", "elab"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-    )
+    direct = call(main, "dump", "tutorial/06_tower.psk", "--stage", "elab")
     assert pipeline.returncode == 0, pipeline.stderr
-    assert pipeline.stdout == direct.stdout
+    assert pipeline.stdout == direct.stdout.decode()
     assert "== instances" in pipeline.stdout
 
 
