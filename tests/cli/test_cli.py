@@ -241,3 +241,23 @@ def test_dump_specialize_and_flat(call):
     assert missing.stderr.decode() == (
         "[E7001] Error: the pass `specialize` needs an entry: give `--entry F`\n"
     )
+
+
+HEAVY = ("numpy", "islpy", "jinja2", "torch", "cffi", "presk_ad", "presk_export")
+
+
+@pytest.mark.parametrize(
+    "args", [["--help"], ["check", "tutorial/01_linear.psk"]], ids=["help", "check"]
+)
+def test_start_up_imports_nothing_heavy(args):
+    """`presk --help` and `presk check` load no module they do not need (issue 12, item 8):
+    their time is in docs/development.md, "Start-up" (tools/bench_startup.py)."""
+    code = (
+        "import sys\nfrom presk_cli.main import main\nmain(sys.argv[1:])\n"
+        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)"
+    )
+    python = BIN / "python"
+    result = subprocess.run(
+        [str(python), "-c", code, *args], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert result.stderr.splitlines()[-1] == "[]", result.stderr
