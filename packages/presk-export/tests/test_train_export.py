@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from presk_core.run import EntryError
-from presk_export import ExportError, Options, export_pytorch, write_files
+from presk_export import Options, export_pytorch, write_files
 from presk_export.train_export import train_steps
 from presk_syntax.diagnostics import DiagnosticError
 from presk_types.elab import load_program
@@ -164,13 +164,13 @@ def test_a_run_whose_data_do_not_fit_is_its_diagnostic():
     assert [d.code for d in e.value.diagnostics] == ["E1011"]
 
 
-def test_a_file_named_train_is_refused(tmp_path):
+def test_a_file_named_train_is_exported_as_train_(tmp_path):
     source = (ROOT / "tutorial/07_train.psk").read_text(encoding="utf-8")
     source = source.replace('"06_tower.psk"', f'"{ROOT / "tutorial/06_tower.psk"}"')
     source = source.replace('"data/pairs.psk.d"', f'"{ROOT / "tutorial/data/pairs.psk.d"}"')
     (tmp_path / "train.psk").write_text(source, encoding="utf-8")
-    with pytest.raises(ExportError, match="the name of the training script"):
-        export_pytorch(load_program(str(tmp_path / "train.psk")), Options(), "train:1")
+    files = export_pytorch(load_program(str(tmp_path / "train.psk")), Options(), "train:1")
+    assert "train_.py" in files and "from train_ import loss" in files["train.py"]
 
 
 def test_minigpt_takes_T_from_its_data_and_a_constant_schedule(tmp_path):

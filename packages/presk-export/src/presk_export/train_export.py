@@ -163,11 +163,6 @@ class Script:
         self.out = out
         main = export.program.main
         self.source = os.path.basename(main.path)
-        if "train" in export.modules.values():
-            raise ExportError(
-                f"the export of `{self.source}` is train.py, the name of the training script:"
-                " rename the file"
-            )
         block = main.optimizers.get(run.optimizer)
         if block is None or block.name != "adamw":
             raise ExportError("the optimizer of the training run is not an `adamw` block")
