@@ -188,6 +188,16 @@ def test_a_batched_contraction_with_a_transposed_operand(dtype):
     assert same_bits(got, run_schedule(s, args))
 
 
+def test_one_loop_in_threads_and_in_lanes():
+    s = _gather()
+    k = s.launches[0].kernel
+    both = relayout(s, lambda k: Layout(order=("i0",), lanes="i0", width=4, split="i0", threads=2))
+    assert "#pragma omp parallel for simd num_threads(2)" in entry_source(both)
+    x, idx = np.array([1.0, 2.0, 3.0, 4.0]), np.array([2, 1])
+    assert same_bits(NativeEntry(both).run([x, idx]), run_schedule(s, [x, idx]))
+    assert k.layout == Layout()
+
+
 def _gather() -> Schedule:
     vec = (Axis(None, 4),)
     two = (Axis(None, 2),)

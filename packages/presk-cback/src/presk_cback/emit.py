@@ -399,10 +399,14 @@ class KernelC:
         for at, (kind, v) in enumerate(heads):
             lp = by_var[v]
             name = _name(v)
+            simd = kind == "point" and self.lanes and lay.lanes == v
             if at == 0 and lay.split == v and lay.threads > 1:  # threads on the outermost
+                both = " simd" if simd else ""  # one loop in threads and in lanes
                 self.emit(
-                    f"#pragma omp parallel for num_threads({lay.threads}) schedule(static)", 0
+                    f"#pragma omp parallel for{both} num_threads({lay.threads}) schedule(static)",
+                    0,
                 )
+                simd = False
             if kind == "tile":
                 step = tiles[v]
                 self.emit(
@@ -410,7 +414,7 @@ class KernelC:
                     depth,
                 )
             else:
-                if self.lanes and lay.lanes == v:
+                if simd:
                     self.emit("#pragma omp simd", 0)
                 if v in tiles:
                     end = (
