@@ -1,0 +1,238 @@
+"""`presk run --backend native|kernel` against the reference interpreter on every entry
+`tests/run` runs and the tutorial's: f64 and f32 within the tolerance docs/native.md derives
+from the entry's sizes ("Running natively"), the kernel interpreter and the compiled
+kernels bit for bit, lanes on and off and one or two threads bit for bit, the result printed
+by the interpreter's printer, and the diagnostics of what the kernels cannot run."""
+
+import functools
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from presk_cli.native import entry_inputs, executor, lower, run_text, storage
+from presk_core.passes import Context, run_pipeline
+from presk_core.run import parse_entry, run_entry
+from presk_kernel.ir import Loop, Reduce
+from presk_kernel.lower import argument_leaves
+
+ROOT = Path(__file__).resolve().parents[2]
+PRESK = ROOT / ".venv" / "bin" / "presk"
+TINY = (("V", "64"), ("D", "16"), ("H", "2"), ("L", "2"))
+BERT = (("V", "32"), ("D", "8"), ("H", "2"), ("L", "2"))
+LLAMA = (("D", "8"), ("H", "2"), ("F", "12"))
+
+CASES = [  # (file, entry, dims, constants): tests/run's entries and the tutorial's
+    ("tutorial/01_linear.psk", "Linear{3, 2}.apply", (("batch", 4),), ()),
+    ("tutorial/02_norm.psk", "RMSNorm{4}.apply", (("batch", 2),), ()),
+    ("tutorial/03_attention.psk", "attend", (("B", 2), ("T", 5)), ()),
+    ("tutorial/04_grad.psk", "loss", (("D", 3), ("B", 2)), ()),
+    ("tutorial/04_grad.psk", "loss_grad", (("D", 3), ("B", 2)), ()),
+    ("tutorial/06_tower.psk", "Tower.apply", (("batch", 3),), ()),
+    ("tutorial/07_train.psk", "loss", (("B", 8),), ()),
+    ("tests/examples/mlp/mlp.psk", "mse", (("D", 3), ("B", 2)), ()),
+    ("tests/examples/mlp/mlp.psk", "mse_grad", (("D", 3), ("B", 2)), ()),
+    ("tests/examples/minigpt/minigpt.psk", "MiniGPT.apply", (("B", 2), ("T", 8)), TINY),
+    ("tests/examples/minigpt/train_minigpt.psk", "loss", (("B", 2), ("T", 8)), TINY),
+    ("tests/examples/bert/bert.psk", "MaskedLM.apply", (("B", 1), ("T", 4)), BERT),
+    ("tests/examples/llama/llama.psk", "block", (("B", 1), ("T", 3)), LLAMA),
+]
+IDS = [f"{Path(f).stem}:{e}" for f, e, _, _ in CASES]
+UNIT = {"f64": 2.0**-53, "f32": 2.0**-24}
+
+
+@functools.cache
+def core(file: str, consts: tuple):
+    return run_pipeline("core-after-ad", str(ROOT / file), Context(consts=dict(consts)))
+
+
+def leaves(doc) -> list[np.ndarray]:
+    """A JSON result's tensors (trees and tuples flattened), as doubles."""
+    match doc:
+        case dict():
+            return [x for v in doc.values() for x in leaves(v)]
+        case list() if doc and isinstance(doc[0], dict | list) and not _tensor(doc):
+            return [x for v in doc for x in leaves(v)]
+    return [np.asarray(np.asarray(doc, dtype=object).astype(float), dtype=np.float64)]
+
+
+def _tensor(doc) -> bool:
+    while isinstance(doc, list) and doc:
+        doc = doc[0]
+    return not isinstance(doc, dict)
+
+
+@functools.cache
+def reference(case) -> list[np.ndarray]:
+    file, entry, dims, consts = case
+    text = run_entry(core(file, consts), None, entry, dict(dims), as_json=True)
+    return leaves(json.loads(text)["result"])
+
+
+@functools.cache
+def kernels(case, backend: str, realize: str) -> list[np.ndarray]:
+    file, entry, dims, consts = case
+    options = (backend, realize, 1)
+    text = run_text(core(file, consts), entry, dict(dims), 0, 256, 12, False, True, None, options)
+    return leaves(json.loads(text)["result"])
+
+
+@functools.cache
+def sizes(case) -> tuple[int, int]:
+    """(the schedule's launches, its longest fold): what the tolerance is made of."""
+    file, entry, dims, consts = case
+    c = core(file, consts)
+    e = parse_entry(entry, c, None, dict(dims))
+    args = [v for _, _, v in entry_inputs(c, e, 0, 53)]
+    _, s = lower(c, e.function.name, dict(e.dims) | dict(e.prefix), args, "f64")
+    longest = 1
+
+    def walk(body):
+        nonlocal longest
+        for st in body:
+            if isinstance(st, Reduce):
+                n = 1
+                for v in st.vars:
+                    n *= v[2]
+                longest = max(longest, n)
+                walk(st.body)
+            elif isinstance(st, Loop):
+                walk(st.body)
+
+    for launch in s.launches:
+        walk(launch.kernel.body)
+    return len(s.launches), longest
+
+
+def tolerance(case, realize: str) -> float:
+    """docs/native.md: launches × longest fold × the unit roundoff, relative to the largest
+    magnitude of each output."""
+    launches, longest = sizes(case)
+    return launches * longest * UNIT[realize]
+
+
+def close(got, want, tol) -> bool:
+    if len(got) != len(want):
+        return False
+    for g, w in zip(got, want, strict=True):
+        scale = float(np.max(np.abs(w), initial=0.0)) or 1.0
+        if g.shape != w.shape or not np.all(np.abs(g - w) <= tol * scale):
+            return False
+    return True
+
+
+@pytest.mark.parametrize("realize", ["f64", "f32"])
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_native_is_the_interpreter_within_the_tolerance(compiler, case, realize):
+    got, want = kernels(case, "native", realize), reference(case)
+    assert close(got, want, tolerance(case, realize))
+
+
+def test_the_tolerance_can_fail(compiler):
+    # f32's outputs are outside f64's tolerance: the comparison sees a change of type
+    case = CASES[6]
+    assert not close(kernels(case, "native", "f32"), reference(case), tolerance(case, "f64"))
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_the_kernel_interpreter_gives_the_native_bits(compiler, case):
+    native, kernel = kernels(case, "native", "f64"), kernels(case, "kernel", "f64")
+    assert [x.tobytes() for x in native] == [x.tobytes() for x in kernel]
+
+
+def test_bf16_runs_and_rounds(compiler):
+    case = CASES[2]
+    got, want = kernels(case, "native", "bf16"), reference(case)
+    assert close(got, want, 2.0**-6) and not close(got, want, 2.0**-20)
+    as_bf16 = [x.astype(np.float32).view(np.uint32) & 0xFFFF for x in got]
+    assert all(not np.any(x) for x in as_bf16)  # every output a bf16
+
+
+BIG = [  # launches of at least 2**15 elements: split among threads; a contraction packed
+    ("tutorial/01_linear.psk", "Linear{64, 64}.apply", {"batch": 600}),
+    ("tutorial/02_norm.psk", "RMSNorm{64}.apply", {"batch": 600}),
+]
+
+
+@pytest.mark.parametrize("realize", ["f64", "f32"])
+@pytest.mark.parametrize("big", BIG, ids=lambda b: b[1])
+def test_lanes_and_threads_change_no_bit(compiler, big, realize):
+    file, entry, dims = big
+    c = core(file, ())
+    e = parse_entry(entry, c, None, dims)
+    args = [v for _, _, v in entry_inputs(c, e, 0, 53)]
+    runs = []
+    for threads in (1, 2):
+        _, s = lower(c, e.function.name, dict(e.dims) | dict(e.prefix), args, realize, threads)
+        split = [lc.kernel.layout.threads for lc in s.launches if lc.kernel.layout.split]
+        assert split == ([] if threads == 1 else [2] * len(split)) and (threads == 1 or split)
+        inputs = storage(s, argument_leaves(args))
+        for lanes in (False, True):
+            runs.append([x.tobytes() for x in executor(s, "native", lanes)(inputs)])
+    assert runs[0] == runs[1] == runs[2] == runs[3]
+
+
+# ---- through the command ---------------------------------------------------------------------
+
+
+def presk(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(PRESK), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_COLOR": "1", **(env or {})},
+        timeout=300,
+    )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("tutorial/04_grad.psk", "--entry", "loss_grad", "--dim", "D=3", "--dim", "B=2"),
+        ("tutorial/06_tower.psk", "--entry", "Tower.apply", "--dim", "batch=2", "--digits", "6"),
+    ],
+)
+def test_the_result_is_printed_as_the_interpreter_prints_it(compiler, args):
+    interp = presk("run", *args)
+    native = presk("run", *args, "--backend", "native")
+    assert native.returncode == 0, native.stderr
+    assert native.stdout == interp.stdout and native.stderr == ""
+
+
+def test_data_feeds_the_last_argument(compiler):
+    args = ("tutorial/07_train.psk", "--entry", "loss", "--data", "tutorial/data/pairs.psk.d")
+    interp, native = (
+        presk("run", *args, "--digits", "9"),
+        presk("run", *args, "--digits", "9", "--backend", "native"),
+    )
+    assert native.returncode == 0, native.stderr
+    assert native.stdout == interp.stdout
+
+
+def test_an_entry_that_draws_is_e7002():
+    r = presk(
+        "run", "tutorial/05_sample.psk", "--entry", "pick", "--dim", "B=5", "--backend", "native"
+    )
+    assert (r.returncode, r.stdout) == (1, "")
+    assert r.stderr == (
+        "[E7002] Error: cannot lower `pick` to kernels: `sample` (random) has no loop nest in"
+        " this presk-kernel\n"
+    )
+
+
+def test_no_compiler_is_e9001(tmp_path):
+    r = presk(
+        "run", "tutorial/04_grad.psk", "--entry", "loss", "--dim", "D=3", "--dim", "B=2",
+        "--backend", "native", env={"CC": str(tmp_path / "no-cc"), "PRESK_CACHE": str(tmp_path)},
+    )  # fmt: skip
+    assert (r.returncode, r.stdout) == (1, "")
+    assert r.stderr.startswith("[E9001] Error: no C compiler for the native backend: ")
+    assert "Help: install a C compiler" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_an_unknown_backend_is_a_usage_error():
+    r = presk("run", "tutorial/04_grad.psk", "--entry", "loss", "--backend", "gpu")
+    assert r.returncode == 2 and "--backend" in r.stderr
