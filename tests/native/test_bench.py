@@ -1,0 +1,84 @@
+"""`presk bench`: the specification's table, its rows and columns (not its times); `--realize`
+keeps the native rows of one type, without the speedup column; the diagnostics of what it
+cannot time."""
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+from presk_cli.bench import ROWS, format_table, row_name
+
+ROOT = Path(__file__).resolve().parents[2]
+PRESK = ROOT / ".venv" / "bin" / "presk"
+LOSS = ("tutorial/04_grad.psk", "--entry", "loss", "--dim", "D=3", "--dim", "B=2")
+HEAD = "backend               median ms      best ms   speedup"
+ROW = re.compile(r"(.{18})( {0,12}\d+\.\d{3})( {0,12}\d+\.\d{3})( {0,8}\d+\.\dx)?")
+
+
+def presk(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(PRESK), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_COLOR": "1"},
+        timeout=300,
+    )
+
+
+def test_the_table_has_the_specifications_rows_and_columns(compiler):
+    r = presk("bench", *LOSS, "--repeat", "3")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == HEAD
+    names = [
+        "interp 64 bits",
+        "kernel f64",
+        "native f64",
+        "native f64 +lanes",
+        "native f32",
+        "native f32 +lanes",
+        "native bf16",
+    ]
+    assert [line[:18].rstrip() for line in lines[1:]] == names
+    for line in lines[1:]:
+        m = ROW.fullmatch(line)
+        assert m and m.group(4), line
+        assert len(m.group(2)) == len(m.group(3)) == 13 and len(m.group(4)) == 10
+        assert float(m.group(3)) <= float(m.group(2))  # best ≤ median
+    assert lines[1].endswith("      1.0x")
+
+
+def test_realize_keeps_the_native_rows_of_one_type(compiler):
+    r = presk("bench", *LOSS, "--repeat", "2", "--realize", "f32", "--threads", "2", "--bits", "53")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == HEAD[: 18 + 26]
+    assert [line[:18].rstrip() for line in lines[1:]] == ["native f32", "native f32 +lanes"]
+    assert all(ROW.fullmatch(line) and not ROW.fullmatch(line).group(4) for line in lines[1:])
+
+
+def test_bits_names_the_reference_row():
+    assert row_name("interp", "f64", False, 53) == "interp 53 bits"
+    assert [row_name(*r, 64) for r in ROWS][3] == "native f64 +lanes"
+
+
+def test_the_speedup_is_over_the_first_rows_median():
+    table = format_table([("interp 64 bits", 2.0, 1.0), ("native f64", 0.5, 0.25)], True)
+    assert table.splitlines()[1:] == [
+        "interp 64 bits            2.000        1.000      1.0x",
+        "native f64                0.500        0.250      4.0x",
+    ]
+
+
+def test_an_entry_that_draws_is_e7002():
+    r = presk("bench", "tutorial/05_sample.psk", "--entry", "pick", "--dim", "B=5", "--repeat", "1")
+    assert (r.returncode, r.stdout) == (1, "")
+    assert r.stderr.startswith("[E7002] Error: cannot lower `pick` to kernels: `sample`")
+
+
+def test_an_unknown_entry_is_e7001():
+    r = presk("bench", "tutorial/04_grad.psk", "--entry", "nope", "--realize", "f64")
+    assert r.returncode in (1, 2) and r.stdout == "" and "nope" in r.stderr
+    assert "Traceback" not in r.stderr
