@@ -41,7 +41,8 @@ from presk_core.build import FunctionBuilder
 from presk_core.ir import Function, Instr, Lit, Operand, Origin, Value
 from presk_types.types import Shape, TupleT, shape_of, subst
 
-from presk_ad.vjp import AD, Sweep, _var, dead_code
+from presk_ad.dataflow import dead_code
+from presk_ad.vjp import AD, Sweep, _var
 
 VIEWS = frozenset({"field", "slice", "get", "cast"})
 """Operations whose result is a part of their operand or the operand itself: free to read

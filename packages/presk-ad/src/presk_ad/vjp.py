@@ -34,6 +34,8 @@ from presk_core.unroll import unroll_stack
 from presk_types.ops import ADJOINT_OPS
 from presk_types.types import SCALAR, Bool, Idx, ParamsT, Real, Shape, TupleT, Type, subst
 
+from presk_ad.dataflow import active_values, dead_code
+
 
 class ADError(Exception):
     """A program this differentiation cannot handle (yet): the operation is named."""
@@ -233,26 +235,6 @@ class AD:
                 out = b.emit("get", [r], theta, {"index": index})
             self.made[key] = Function(key, fn.dims, fn.params, out.type, tuple(b.body), out)
         return self.made[key]
-
-
-def active_values(fn: Function, needed: set[int]) -> set[int]:
-    """The values of fn that depend on its needed parameters."""
-    active = {fn.params[i].id for i in needed}
-    for ins in fn.body:
-        if any(isinstance(a, Value) and a.id in active for a in ins.args):
-            active.add(ins.out.id)
-    return active
-
-
-def dead_code(body: tuple[Instr, ...], ret: Operand) -> tuple[Instr, ...]:
-    """The instructions whose values the result reads, directly or not (all are pure)."""
-    live = {ret.id} if isinstance(ret, Value) else set()
-    kept = []
-    for ins in reversed(body):
-        if ins.out.id in live:
-            kept.append(ins)
-            live.update(a.id for a in ins.args if isinstance(a, Value))
-    return tuple(reversed(kept))
 
 
 def _var(d: str):
