@@ -1,6 +1,7 @@
 """The generated GEMM gives the bits of the naive fused fold (c = a₀b₀, then fma in increasing
 k) for every size, blocking and thread count, in f64 and f32."""
 
+import dataclasses
 import subprocess
 
 import numpy as np
@@ -132,3 +133,17 @@ def test_generated_c_is_warning_free(tmp_path, tag):
         text=True,
     )
     assert p.returncode == 0, p.stderr
+
+
+@pytest.mark.parametrize("target", ["-march=haswell -mavx2 -mfma", "-march=x86-64"])
+def test_the_narrower_vector_paths_keep_the_bits(target):
+    # AVX2 intrinsics (32 bytes) and the generic vector_size(16) path with a lane loop of
+    # fma, as other machines would build them (compiled here for this one)
+    tc = dataclasses.replace(find_toolchain(), target=target)
+    assert tc.vector_bytes == (32 if "avx2" in target else 16)
+    for dtype in (np.float64, np.float32):
+        a, b = operands(33, 400, 70, dtype, seed=4)
+        got = G.gemm(a, b, threads=2, toolchain=tc)
+        assert same_bits(got, reference(a, b))
+        source = G.source(G.TAGS[np.dtype(dtype)], G.default_blocking("f64", tc), tc)
+        assert ("_mm256_fmadd" in source) == ("avx2" in target)

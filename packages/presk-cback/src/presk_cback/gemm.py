@@ -289,18 +289,22 @@ def gemm(
     *,
     threads: int = 1,
     blocking: Blocking | None = None,
+    toolchain: Toolchain | None = None,
 ) -> np.ndarray:
     """a @ b through the generated GEMM (both f64 or both f32; 2-D; any row/column strides of
-    a C- or Fortran-ordered array). `out`, if given, is C-contiguous and overwritten."""
+    a C- or Fortran-ordered array). `out`, if given, is C-contiguous and overwritten.
+    `toolchain` (tests): another target's vector width, compiled for this machine."""
     if a.dtype != b.dtype or a.dtype not in TAGS or a.ndim != 2 or b.ndim != 2:
         raise TypeError("gemm takes two 2-D arrays, both float64 or both float32")
     (m, k), (k2, n) = a.shape, b.shape
     if k != k2:
         raise ValueError(f"gemm: shapes {a.shape} and {b.shape} do not contract")
     tag = TAGS[a.dtype]
-    tc = find_toolchain()
+    tc = toolchain or find_toolchain()
     blocking = blocking or default_blocking(tag, tc)
-    module = load(source(tag, blocking, tc), CDEF, (f"presk_gemm_{tag}",), threads=True)
+    module = load(
+        source(tag, blocking, tc), CDEF, (f"presk_gemm_{tag}",), threads=True, toolchain=tc
+    )
     out = np.empty((m, n), a.dtype) if out is None else out
     if out.shape != (m, n) or out.dtype != a.dtype or not out.flags.c_contiguous:
         raise ValueError("gemm: out must be a C-contiguous array of the result's shape and type")
