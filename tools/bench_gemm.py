@@ -1,6 +1,6 @@
 """presk-cback's generated GEMM against numpy's matmul (OpenBLAS) in the same process.
 
-    .venv/bin/python tools/bench_gemm.py [--n 1024] [--pairs 15] [--threads 1 2] [--tune]
+    .venv/bin/python tools/bench_gemm.py [--n 1024] [--pairs 15] [--threads 1 2] [--tune [--save]]
 
 For each type (f32, f64) and thread count: R paired runs, the order inside a pair
 alternating, both writing into preallocated outputs; prints each side's best GFLOP/s and
@@ -11,7 +11,9 @@ OpenBLAS runs with the same number of threads (set through its own API). The hos
 noisy and shared, so only the paired ratio means anything. OPENBLAS_CORETYPE and
 OPENBLAS_L2_SIZE, where the machine sets them, slow a current OpenBLAS: the script runs
 itself again without both, and prints the kernel OpenBLAS then uses. `--tune` also times
-the other register blockings measured on this kind of machine.
+the other register blockings measured on this kind of machine; `--save` keeps the best
+one-thread blocking of each type for this host (the cache folder's gemm-blocking.json),
+which the GEMM and the native entries then use.
 """
 
 from __future__ import annotations
@@ -51,9 +53,9 @@ from presk_kernel.ir import (  # noqa: E402
     Var,
 )
 
-CANDIDATES = {  # the other start points of the measurements (../shared notes, §A)
-    "f32": [G.Blocking(6, 4, 384, 192)],
-    "f64": [G.Blocking(8, 3, 384, 192)],
+CANDIDATES = {  # the other start points of the measurements, and other KC
+    "f32": [G.Blocking(6, 4, 384, 192), G.Blocking(12, 2, 256, 96)],
+    "f64": [G.Blocking(8, 3, 384, 192), G.Blocking(6, 4, 256, 192)],
 }
 
 
@@ -152,6 +154,9 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=15)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--tune", action="store_true")
+    parser.add_argument(
+        "--save", action="store_true", help="with --tune: keep the best one-thread blocking"
+    )
     args = parser.parse_args()
     lib = openblas()
     corename = blas_call(lib, "scipy_openblas_get_corename64_", "openblas_get_corename")
@@ -169,15 +174,27 @@ def main() -> None:
         f"{'numpy GF/s':>10} {'ratio':>6}"
     )
     for tag, dtype in (("f32", np.float32), ("f64", np.float64)):
-        blockings = [G.default_blocking(tag, tc)] + (CANDIDATES[tag] if args.tune else [])
+        first = G.host_blocking(tag, tc)
+        blockings = [first] + (
+            [b for b in [G.default_blocking(tag, tc), *CANDIDATES[tag]] if b != first]
+            if args.tune
+            else []
+        )
+        best: dict = {}
         for threads in args.threads:
             for bl in blockings:
                 ours, theirs, ratio = measure(args.n, dtype, threads, args.pairs, bl, set_threads)
+                if threads == 1:
+                    best[bl] = ratio
                 shown = f"{bl.mr}x{bl.nv * G.lanes(tag, tc)} kc{bl.kc} mc{bl.mc}"
                 print(
                     f"{tag:5} {threads:7d} {shown:>24} {ours:10.1f} {theirs:10.1f} {ratio:6.2f}",
                     flush=True,
                 )
+            if args.tune and args.save and best and threads == args.threads[-1]:
+                winner = max(best, key=best.get)
+                path = G.save_blocking(tag, tc, winner)
+                print(f"{tag}: kept {winner} for this host in {path}", flush=True)
             ours, theirs, ratio = measure_entry(
                 args.n, tag, dtype, threads, args.pairs, set_threads
             )

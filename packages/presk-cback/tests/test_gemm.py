@@ -147,3 +147,19 @@ def test_the_narrower_vector_paths_keep_the_bits(target):
         assert same_bits(got, reference(a, b))
         source = G.source(G.TAGS[np.dtype(dtype)], G.default_blocking("f64", tc), tc)
         assert ("_mm256_fmadd" in source) == ("avx2" in target)
+
+
+def test_a_blocking_kept_for_the_host_is_used(monkeypatch, tmp_path):
+    monkeypatch.setenv("PRESK_CACHE", str(tmp_path))
+    tc = find_toolchain()
+    assert G.host_blocking("f64", tc) == G.default_blocking("f64", tc)
+    G.save_blocking("f64", tc, SMALL)
+    assert G.host_blocking("f64", tc) == SMALL
+    assert G.host_blocking("f32", tc) == G.default_blocking("f32", tc)
+    other = dataclasses.replace(tc, target="-march=znver4")
+    assert G.host_blocking("f64", other) == G.default_blocking("f64", other)
+    a, b = operands(20, 30, 40, np.float64)
+    assert same_bits(G.gemm(a, b), reference(a, b))
+    assert any("MR 3 × NR 8" in p.read_text() for p in tmp_path.rglob("*.c"))
+    (tmp_path / "gemm-blocking.json").write_text("not json")
+    assert G.host_blocking("f64", tc) == G.default_blocking("f64", tc)

@@ -480,7 +480,7 @@ def entry_source(schedule: Schedule, lanes: bool = True, toolchain: Toolchain | 
             if size:
                 zero.append(f"    memset(arena + {offsets[b.id]}, 0, {size});")
     for tag in sorted(tags):  # before the kernels that call them
-        parts.insert(3, gemm.embedded_source(tag, gemm.default_blocking(tag, tc), tc))
+        parts.insert(3, gemm.embedded_source(tag, gemm.host_blocking(tag, tc), tc))
     parts.append("int presk_entry(char *arena) {\n    int err = 0;")
     parts += zero + calls
     parts.append("    return err;\n}\n")

@@ -16,11 +16,17 @@ panels of n (or m), never k: each element is computed by one thread, in one orde
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import re
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
+from presk_cback.cache import cache_dir
 from presk_cback.load import load, pointer
 from presk_cback.toolchain import Toolchain, find_toolchain
 
@@ -60,6 +66,41 @@ def default_blocking(tag: str, tc: Toolchain) -> Blocking:
             return Blocking(6, 2, 256, 96)  # 12 accumulators of 16 ymm registers
         case _:
             return Blocking(4, 2, 256, 64)
+
+
+def _tuned_path() -> Path:
+    return cache_dir() / "gemm-blocking.json"
+
+
+def _host(tc: Toolchain) -> str:
+    return hashlib.sha256(f"{tc.identity}\0{tc.target}".encode()).hexdigest()[:16]
+
+
+def host_blocking(tag: str, tc: Toolchain) -> Blocking:
+    """The blocking tuned on this host (`tools/bench_gemm.py --tune --save`), else the
+    default. Any blocking gives the same bits: this is speed only."""
+    try:
+        saved = json.loads(_tuned_path().read_text())[_host(tc)][tag]
+        return Blocking(*(int(v) for v in saved))
+    except (OSError, ValueError, KeyError, TypeError):
+        return default_blocking(tag, tc)
+
+
+def save_blocking(tag: str, tc: Toolchain, blocking: Blocking) -> Path:
+    """Keep `blocking` as this host's for `tag` (in the cache folder, written atomically)."""
+    path = _tuned_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        table = json.loads(path.read_text())
+    except (OSError, ValueError):
+        table = {}
+    b = blocking
+    table.setdefault(_host(tc), {})[tag] = [b.mr, b.nv, b.kc, b.mc, b.nc]
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".gemm-blocking.", suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(table, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+    return path
 
 
 def _vector_ops(tag: str, tc: Toolchain) -> str:
@@ -301,7 +342,7 @@ def gemm(
         raise ValueError(f"gemm: shapes {a.shape} and {b.shape} do not contract")
     tag = TAGS[a.dtype]
     tc = toolchain or find_toolchain()
-    blocking = blocking or default_blocking(tag, tc)
+    blocking = blocking or host_blocking(tag, tc)
     module = load(
         source(tag, blocking, tc), CDEF, (f"presk_gemm_{tag}",), threads=True, toolchain=tc
     )
