@@ -69,21 +69,24 @@ def _one_hot(step: Step) -> Tensor:
     return k.finish(nest(v, axes, [Store(out, at(v), value)]))
 
 
-def _scatter(step: Step, ct: Tensor, ids: Tensor, x_axes, axis: int, name: str) -> Tensor:
-    """Zeros of x's shape, then each element of ct added at its index, in index order."""
+def _scatter(
+    step: Step, ct: Tensor, ids: Tensor, x_axes, axis: int, name: str, after: int | None = None
+) -> Tensor:
+    """Zeros of x's shape, then each element of ct added at its index, in index order: ct's
+    element at v goes to x[v[:axis], ids[v[:len(ids.axes)]], v[after:]] (after = axis when
+    ids has ct's shape, as for take_grad; 1 for embed_grad's rows of a table)."""
     full = step.lowering.alloc(x_axes, step.out_dtype(), step.site)
-    rest = [a for i, a in enumerate(x_axes) if i != axis]
     k = step.nest(name)
     ci, ii = k.input(ct), k.input(ids)
     out = k.output_into(full)
     z = k.vars(len(x_axes))
     fill = nest(z, x_axes, [Store(out, at(z), k.const(0))])
-    v = k.vars(len(rest))
+    v = k.vars(len(ct.axes))
     row = Load(ii, at(v[: len(ids.axes)]))
-    idx = at(v[:axis]) + (row,) + at(v[axis:])
+    idx = at(v[:axis]) + (row,) + at(v[axis if after is None else after :])
     value = op("add", Load(out, idx), Load(ci, at(v)))
     scatter = [Store(out, idx, value)]
-    for w, a in reversed(list(zip(v, rest, strict=True))):
+    for w, a in reversed(list(zip(v, ct.axes, strict=True))):
         scatter = [Loop(w, a.name, a.length, tuple(scatter), serial=True)]
     k.finish([*fill, *scatter])
     return full
@@ -94,7 +97,7 @@ def _embed_grad(step: Step) -> Tensor:
     rows = ids.size
     flat_ids = ids.named((Axis(None, rows),))
     flat_ct = ct.named((Axis(None, rows), *table.axes[1:]))
-    return _scatter(step, flat_ct, flat_ids, step.out_axes(), 0, "embed_grad")
+    return _scatter(step, flat_ct, flat_ids, step.out_axes(), 0, "embed_grad", after=1)
 
 
 def _take_grad(step: Step) -> Tensor:
