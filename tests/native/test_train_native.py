@@ -85,3 +85,19 @@ def test_f32_prints_the_same_digits_within_one_unit(compiler, interp, tmp_path):
             assert abs(float(x) - float(y)) <= 1.01 * last * scale
         same += a == b
     assert same >= 4  # the lines differ only where a value lies near a rounding boundary
+
+
+def test_a_tiny_minigpt_step_is_the_interpreters(compiler, tmp_path):
+    # an embedding's gradient scattered over 16 rows of a 64-row table with 16 columns: the
+    # rows and the columns must not be confused (two steps: the interpreter takes seconds)
+    args = (
+        "train", "tests/examples/minigpt/train_minigpt.psk", "--const", "V=64", "--const",
+        "D=16", "--const", "H=2", "--const", "L=2", "--data",
+        "tests/examples/minigpt/data/tiny_T8.psk.d", "--steps", "2", "--log-every", "1",
+    )  # fmt: skip
+    interp = presk(*args, "--ckpt", str(tmp_path / "i")).stdout.splitlines()
+    native = presk(*args, "--ckpt", str(tmp_path / "n"), "--backend", "native")
+    assert log(native.stdout.splitlines()) == log(interp) and len(log(interp)) == 2
+    x = read_reals(str(tmp_path / "n" / "final.psk.d"))
+    y = read_reals(str(tmp_path / "i" / "final.psk.d"))
+    assert np.allclose(x, y, rtol=1e-12, atol=1e-15)
