@@ -37,23 +37,6 @@ PROGRAMS = sorted(
 )
 PASSES = ["lowering", "--unroll-stack", *(f"--remat {r}" for r in REMATS), "training step"]
 
-_RETURN = "a body is returned under other axis names than its declared result, with no cast"
-_CALL = (
-    "the adjoint of a call is typed without the callee's `...` (and its `get`s as the arguments)"
-)
-_DOT = "dot_left/dot_right results name axes their operands do not give"
-KNOWN = {
-    ("tests/examples/bert/bert.psk", "*"): _RETURN,
-    ("tests/examples/mlp/mlp.psk", "lowering"): _RETURN,
-    ("tests/examples/mlp/mlp.psk", "--unroll-stack"): _RETURN,
-    ("tests/examples/mlp/mlp.psk", "--remat residuals"): f"{_RETURN}; {_DOT}",
-    ("tests/examples/mlp/mlp.psk", "--remat recompute"): f"{_RETURN}; {_DOT}",
-    ("tests/examples/minigpt/train_minigpt.psk", "training step"): f"{_CALL}; {_DOT}; the"
-    " adjoint `ein` names its result with the operand's axes, not its output's",
-    ("tutorial/07_train.psk", "training step"): _CALL,
-}
-"""IR faults the verifier finds today (issue 12), by program and pass."""
-
 
 @functools.cache
 def _passes(path: str) -> dict[str, Program]:
@@ -66,14 +49,7 @@ def _passes(path: str) -> dict[str, Program]:
     return out
 
 
-def _case(path: str, name: str):
-    reason = KNOWN.get((path, name)) or KNOWN.get((path, "*"))
-    if reason is None:
-        return pytest.param(path, name)
-    return pytest.param(path, name, marks=pytest.mark.xfail(strict=True, reason=reason))
-
-
-@pytest.mark.parametrize(("path", "name"), [_case(p, n) for p in PROGRAMS for n in PASSES])
+@pytest.mark.parametrize(("path", "name"), [(p, n) for p in PROGRAMS for n in PASSES])
 def test_every_pass_verifies(path: str, name: str) -> None:
     program = _passes(path).get(name)
     if program is None:
@@ -83,25 +59,13 @@ def test_every_pass_verifies(path: str, name: str) -> None:
 
 
 AD_PROGRAMS = ROOT / "packages/presk-ad/tests/programs"
-_GET = "a call's adjoint is read as the argument's type, which names axes the callee's does not"
-_EIN = "the adjoint `ein` names its result with the operand's axes, not its output's"
-AD_KNOWN = {
-    "bert_grad.psk": f"{_RETURN}; {_CALL}; {_EIN}",
-    "cast.psk": _GET,
-    "ein.psk": _EIN,
-    "llama_grad.psk": f"{_CALL}; {_EIN}",
-    "minigpt_grad.psk": f"{_CALL}; {_DOT}; {_EIN}",
-    "tower.psk": _GET,
-}
 AD_UNSUPPORTED = {"second_order.psk", "second_order_lambda.psk", "stack_dim.psk"}
 
 
 @pytest.mark.parametrize(
     "name",
     [
-        pytest.param(p.name, marks=pytest.mark.xfail(strict=True, reason=AD_KNOWN[p.name]))
-        if p.name in AD_KNOWN
-        else p.name
+        p.name
         for p in sorted(AD_PROGRAMS.glob("*.psk"))
         if p.name not in AD_UNSUPPORTED and not p.name.endswith("_lib.psk")
     ],

@@ -1,8 +1,10 @@
-"""What a differentiated function's values depend on and what its result reads."""
+"""What a differentiated function's values depend on, what its result reads, and the
+prefix a call binds its callee's `...` to."""
 
 from __future__ import annotations
 
 from presk_core.ir import Function, Instr, Operand, Value
+from presk_types.types import Shape, shape_of
 
 
 def active_values(fn: Function, needed: set[int]) -> set[int]:
@@ -23,3 +25,13 @@ def dead_code(body: tuple[Instr, ...], ret: Operand) -> tuple[Instr, ...]:
             kept.append(ins)
             live.update(a.id for a in ins.args if isinstance(a, Value))
     return tuple(reversed(kept))
+
+
+def call_prefix(callee: Function, ins: Instr) -> Shape | None:
+    """The axes a call binds the callee's open prefix `...` to (None if it has none): those
+    of the first argument for a parameter with a prefix, before the parameter's own axes."""
+    for p, a in zip(callee.params, ins.args, strict=True):
+        ps, s = shape_of(p.type), shape_of(a.type)
+        if ps is not None and ps.prefix and s is not None:
+            return Shape(s.prefix, s.axes[: s.rank - ps.rank])
+    return None

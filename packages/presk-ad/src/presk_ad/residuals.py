@@ -39,9 +39,9 @@ from dataclasses import dataclass
 
 from presk_core.build import FunctionBuilder
 from presk_core.ir import Function, Instr, Lit, Operand, Origin, Value
-from presk_types.types import Shape, TupleT, shape_of, subst
+from presk_types.types import TupleT, subst
 
-from presk_ad.dataflow import dead_code
+from presk_ad.dataflow import call_prefix, dead_code
 from presk_ad.vjp import AD, Sweep, _var
 
 VIEWS = frozenset({"field", "slice", "get", "cast"})
@@ -93,21 +93,10 @@ class ResidualSweep(Sweep):
             self.pending[ins.out.id] = Instr(res, RESIDUALS_OP, ins.args, attrs, ins.span, ins.site)
             args.append(res)
         attrs = {"fn": f"{name}.bwd", "dims": dims}
-        r = self.emit("call", [*args, ct], subst(plan.ret.type, values), attrs)
-        for k, j in enumerate(plan.needed):
-            x = ins.args[j]
-            if isinstance(x, Value):
-                self.add(x, self.emit("get", [r], x.type, {"index": k}))
-
-
-def call_prefix(callee: Function, ins: Instr) -> Shape | None:
-    """The axes a call binds the callee's open prefix `...` to (None if it has none): those
-    of the first argument for a parameter with a prefix, before the parameter's own axes."""
-    for p, a in zip(callee.params, ins.args, strict=True):
-        ps, s = shape_of(p.type), shape_of(a.type)
-        if ps is not None and ps.prefix and s is not None:
-            return Shape(s.prefix, s.axes[: s.rank - ps.rank])
-    return None
+        r = self.emit(
+            "call", [*args, ct], subst(plan.ret.type, values, call_prefix(plan.fn, ins)), attrs
+        )
+        self.read_adjoints(ins, r, plan.needed)
 
 
 class ResidualAD(AD):

@@ -32,9 +32,10 @@ from presk_core.build import FunctionBuilder, made_from
 from presk_core.ir import Function, Instr, Lit, Operand, Origin, Program, Value
 from presk_core.unroll import unroll_stack
 from presk_types.ops import ADJOINT_OPS
-from presk_types.types import SCALAR, Bool, Idx, ParamsT, Real, Shape, TupleT, Type, subst
+from presk_types.types import SCALAR, Bool, Idx, ParamsT, Real, TupleT, Type, subst
 
-from presk_ad.dataflow import active_values, dead_code
+from presk_ad import contractions
+from presk_ad.dataflow import active_values, call_prefix, dead_code
 
 
 class ADError(Exception):
@@ -114,12 +115,19 @@ class Sweep:
         name = ins.attr("fn")
         vjp = self.ad.vjp(name)
         dims = ins.attr("dims", ())
-        attrs = {"fn": vjp.name, "dims": dims}
-        r = self.emit("call", [*ins.args, ct], subst(vjp.result, dict(dims)), attrs)
-        for k, j in enumerate(sorted(self.ad.needed[name])):
+        t = subst(vjp.result, dict(dims), call_prefix(self.ad.program.function(name), ins))
+        r = self.emit("call", [*ins.args, ct], t, {"fn": vjp.name, "dims": dims})
+        self.read_adjoints(ins, r, sorted(self.ad.needed[name]))
+
+    def read_adjoints(self, ins: Instr, r: Value, needed) -> None:
+        """The adjoints `r` of a call's `.vjp` or `.bwd` returns, read as the callee types
+        them and added to its arguments', cast where an argument names its axes otherwise."""
+        for k, j in enumerate(needed):
             x = ins.args[j]
             if isinstance(x, Value):
-                self.add(x, self.emit("get", [r], x.type, {"index": k}))
+                t = r.type.elements[k]
+                a = self.emit("get", [r], t, {"index": k})
+                self.add(x, a if t == x.type else self.emit("cast", [a], x.type))
 
     def run(self, ct: Value) -> Operand:
         fn = self.fn
@@ -406,39 +414,6 @@ def _softmax(op: str) -> Rule:
     return rule
 
 
-def _dot(s: Sweep, ins: Instr, ct: Operand) -> None:
-    a, b = ins.args
-    s.add(a, s.emit("dot_left", [ct, b], a.type))
-    s.add(b, s.emit("dot_right", [a, ct], b.type))
-
-
-def _ein(s: Sweep, ins: Instr, ct: Operand) -> None:
-    """Each operand's adjoint is an `ein` of ct and the other operand onto its axes; the
-    axes it summed alone (in neither the other operand nor the output) are spread back."""
-    out = ins.attr("axes")
-    names = ins.attr("_names")
-    pairs = (
-        [(ins.args[0], names[0], None, ())]
-        if len(ins.args) == 1
-        else [
-            (ins.args[0], names[0], ins.args[1], names[1]),
-            (ins.args[1], names[1], ins.args[0], names[0]),
-        ]
-    )
-    for x, nx, other, no in pairs:
-        if not isinstance(x, Value) or x.id not in s.active:
-            continue
-        alone = [n for n in nx if n not in out and n not in no]
-        kept = tuple(n for n in nx if n not in alone)
-        shape = x.type.shape
-        kept_type = Real(Shape(shape.prefix, tuple(a for a in shape.axes if a.name not in alone)))
-        operands, known = ([ct], (out,)) if other is None else ([ct, other], (out, no))
-        adj = s.emit("ein", operands, kept_type, {"axes": kept, "_names": known})
-        if alone:
-            adj = s.emit("spread", [adj, x], x.type, {"_names": (kept, nx)})
-        s.add(x, adj)
-
-
 def _select(s: Sweep, ins: Instr, ct: Operand) -> None:
     c, a, b = ins.args
     zero = Lit("0", Real(SCALAR))
@@ -539,8 +514,8 @@ vjp_rules: dict[str, Rule] = {
     "div": _div,
     "pow": _pow,
     "neg": _neg,
-    "dot": _dot,
-    "ein": _ein,
+    "dot": contractions.dot,
+    "ein": contractions.ein,
     "sqrt": _unary(_sqrt_d),
     "exp": _unary(_exp_d),
     "log": _unary(_log_d),

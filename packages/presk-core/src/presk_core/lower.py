@@ -102,6 +102,9 @@ class Builder(Emitter):
             (name, e.text if isinstance(e, A.FloatLit) else str(getattr(e, "value", "")))
             for name, e in info.defaults.items()
         )
+        if result.type != t:  # the body under other axis names than declared: a cast
+            at = info.decl.body.result.span if isinstance(info.decl, A.Fn) else span
+            result = self.emit("cast", [result], t, {}, at)
         body = tuple(self.body)
         fn = Function(info.key, dims, tuple(self.params), t, body, result, effects, span, defaults)
         self.lowering.functions[info.key] = fn
