@@ -18,7 +18,7 @@ from presk_ad import differentiate
 from presk_ad.step import training_step
 from presk_ad.vjp import REMATS
 from presk_core.interp import eval_rules
-from presk_core.ir import Instr, Program, Value
+from presk_core.ir import Instr, Program, Value, format_instr
 from presk_core.lower import lower_program
 from presk_core.passes import unroll_stack
 from presk_core.specialize import specialize
@@ -221,3 +221,24 @@ def test_the_pipeline_verifies_with_presk_verify(monkeypatch: pytest.MonkeyPatch
         verified(bad, "core-after-ad")
     program = run_pipeline("core-after-ad", str(ROOT / "tutorial/04_grad.psk"), Context())
     assert any(f.name.endswith(".grad") for f in program.functions)
+
+
+def test_the_printer_prints_an_instruction_its_alignment_does_not_fit() -> None:
+    """An `add` retyped as a scalar: its `_align` places axes the result does not have;
+    the printer prints it all the same, and the verifier says what is wrong."""
+    program = _program()
+    name, body, i = _first(program, "add")
+    ins = body[i]
+    body[i] = replace(ins, out=Value(ins.out.id, Real(SCALAR), ins.out.name))
+    line = format_instr(body[i])
+    assert line.startswith(f"  {ins.out} : ℝ[] = add ") and "@-1?" in line, line
+    _fails(_edit(program, name, body), f"in `{name}`", line)
+
+
+def test_the_printer_prints_a_malformed_instruction() -> None:
+    """A `record` whose keys are not a tuple: printed as its operation, operands and
+    attributes as they are."""
+    _, body, i = _first(_program(), "record")
+    ins = replace(body[i], attrs=(("keys", 3),))
+    args = ", ".join(str(a) for a in ins.args)
+    assert format_instr(ins) == f"  {ins.out} : {ins.out.type} = record {args} keys=3"

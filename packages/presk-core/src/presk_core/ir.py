@@ -219,14 +219,30 @@ def _placed(ins: Instr) -> str:
         operands = ins.args
     labels = [x.name or str(x.length) for x in axes]
     labels = [n if labels.count(n) == 1 else f"@{i}" for i, n in enumerate(labels)]
+    if not isinstance(maps, tuple) or len(maps) != len(operands):
+        return f" _align {maps!r}"  # malformed (the verifier says so): printed as it is
     shown, trivial = [], True
     for a, where in zip(operands, maps, strict=True):
         own_prefix, own = _axes_of(a.type)
+        if where is None or not isinstance(where, tuple):
+            shown.append(repr(where))
+            trivial = False
+            continue
         if own and (own_prefix != prefix or tuple(where) != tuple(range(-len(axes), 0))):
             trivial = False
-        names = [labels[p] for p in where]
+        names = [_label(labels, p) for p in where]
+        if len(where) != len(own):
+            trivial = False
         shown.append("[" + ", ".join((["..."] if own_prefix else []) + names) + "]")
     return "" if trivial else " on " + ", ".join(shown)
+
+
+def _label(labels: list[str], p: object) -> str:
+    """The result's axis at placement p; `@p?` where p is not one (an ill-typed instruction,
+    which the printer prints all the same)."""
+    if isinstance(p, int) and -len(labels) <= p < 0:
+        return labels[p]
+    return f"@{p}?"
 
 
 def _relabelled(ins: Instr) -> str:
@@ -243,7 +259,21 @@ def _relabelled(ins: Instr) -> str:
 
 def format_instr(ins: Instr, sites: bool = False) -> str:
     """One instruction as `presk dump --stage core` prints it; with `sites`, followed by a
-    comment with its site and origin (`-- loss.bwd/%9 (vjp of pow, from loss/%5)`)."""
+    comment with its site and origin (`-- loss.bwd/%9 (vjp of pow, from loss/%5)`). Any
+    instruction prints: one whose attributes do not fit its operation (which the verifier
+    refuses) as `op operands` then each attribute as it is."""
+    try:
+        rhs = _rhs(ins)
+    except (IndexError, KeyError, TypeError, ValueError, AttributeError):
+        args = ", ".join(str(a) for a in ins.args)
+        rhs = f"{ins.op} {args}".rstrip() + "".join(f" {k}={v!r}" for k, v in ins.attrs)
+    line = f"  {ins.out} : {ins.out.type} = {rhs}"
+    if sites:
+        line += f"  -- {ins.site}" + (f" ({ins.origin})" if ins.origin is not None else "")
+    return line
+
+
+def _rhs(ins: Instr) -> str:
     args = ", ".join(str(a) for a in ins.args)
     match ins.op:
         case "call" | "grad" | "value_grad":
@@ -280,10 +310,7 @@ def format_instr(ins: Instr, sites: bool = False) -> str:
             head = " ".join([ins.op, *shown])
             rhs = f"{head} {', '.join(shapes + operands)}".rstrip() + _placed(ins)
             rhs += _relabelled(ins) if ins.op == "spread" else ""
-    line = f"  {ins.out} : {ins.out.type} = {rhs}"
-    if sites:
-        line += f"  -- {ins.site}" + (f" ({ins.origin})" if ins.origin is not None else "")
-    return line
+    return rhs
 
 
 def format_function(fn: Function, sites: bool = False) -> str:

@@ -107,7 +107,7 @@ def _function(fn: Function, ctx: CoreContext, sites: dict[object, str] | None) -
     defined: dict[int, Value] = {}
 
     def fail(ins: Instr | None, what: str) -> None:
-        where = f"\n{_shown(ins)}" if ins is not None else ""
+        where = f"\n{format_instr(ins)}" if ins is not None else ""
         out.append(f"in `{fn.name}`:{where}\n  {what}")
 
     for p in fn.params:
@@ -152,16 +152,6 @@ def _function(fn: Function, ctx: CoreContext, sites: dict[object, str] | None) -
     elif isinstance(ret, Value | Lit) and ret.type != fn.result:
         fail(None, f"returns `{ret} : {ret.type}`, and is declared `-> {fn.result}`")
     return out
-
-
-def _shown(ins: Instr) -> str:
-    """The instruction as printed; plainer if the printer cannot print it (ill-typed)."""
-    try:
-        return format_instr(ins)
-    except (IndexError, KeyError, TypeError, ValueError, AttributeError):
-        args = ", ".join(str(a) for a in ins.args)
-        attrs = "".join(f" {k}={v!r}" for k, v in ins.attrs)
-        return f"  {ins.out} : {ins.out.type} = {ins.op} {args}{attrs}"
 
 
 def _schema(ins: Instr) -> str | None:
