@@ -1,0 +1,414 @@
+"""Preparing one instruction for the interpreter (presk_core.interp): a rule per operation
+turns an instruction, at its function's dimensions, into a step, a closure of the
+environment (`env[out] = step(env)`), with what the instruction says worked out once:
+its operands' readers and literals, the places of an elementwise operation's operands
+among the result's axes, the axes its attributes name, the lengths its dimensions give.
+The rank of an open prefix is known only at run time: placements are worked out once for
+each (data rank, prefix) they meet. This module holds the primitives' rules; the interpreter
+adds the structural ones and those of differentiation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from operator import itemgetter
+from typing import TYPE_CHECKING
+
+import gmpy2
+import numpy as np
+from presk_types.presburger import Lin
+from presk_types.types import Shape, Type, shape_of
+
+from presk_core import mpfr as M
+from presk_core import random as R
+from presk_core.ir import Instr, Lit, Value
+
+if TYPE_CHECKING:
+    from presk_core.interp import Interpreter
+
+Env = dict[int, object]
+Step = Callable[[Env], object]
+
+
+class RunError(Exception):
+    """An error of the program at run time (E7…): an index out of range, a missing rule."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def literal(a: Lit, dims: dict[str, int]) -> object:
+    if a.text in dims:
+        return dims[a.text]
+    if a.text == "π":
+        return gmpy2.const_pi()
+    return gmpy2.mpfr(gmpy2.mpq(a.text)) if "/" in a.text else gmpy2.mpfr(a.text)
+
+
+# ---- preparing an instruction ------------------------------------------------------------
+
+
+def constant(value: object) -> Step:
+    return lambda env: value
+
+
+def explicit(t: Type) -> Shape:
+    s = shape_of(t)
+    return s if s is not None else Shape(False, ())
+
+
+class Prep:
+    """What a rule reads to prepare an instruction: its operands' readers, its lengths."""
+
+    def __init__(self, interp: Interpreter, ins: Instr, dims: dict[str, int]) -> None:
+        self.interp, self.ins, self.dims = interp, ins, dims
+        self.args = [Prep.reader(a, dims) for a in ins.args]
+
+    @staticmethod
+    def reader(a: Value | Lit, dims: dict[str, int]) -> Step:
+        return constant(literal(a, dims)) if isinstance(a, Lit) else itemgetter(a.id)
+
+    def attr(self, name: str, default: object = None) -> object:
+        return self.ins.attr(name, default)
+
+    def length(self, e: Lin) -> int:
+        return e.value(self.dims)
+
+    def bound(self) -> dict[str, int]:
+        """The callee's dimensions, as the instruction binds them."""
+        return {d: self.length(e) for d, e in self.attr("dims", ())}
+
+    def back(self, i: int, name: str) -> int:
+        """How far from the data's last axis the axis `name` of operand i is."""
+        s = explicit(self.ins.args[i].type)
+        return s.rank - s.axis(name)
+
+    def axis(self, i: int, key: str = "axes") -> Callable[[object], int | None]:
+        """The data axis of operand i named by the attribute `key` (None if it has none)."""
+        axes = self.attr(key, ())
+        if not axes:
+            return lambda x: None
+        back = self.back(i, axes[0])
+        return lambda x: np.ndim(x) - back
+
+    def placed(self) -> Callable[[Env], list[np.ndarray]]:
+        """The operands of an elementwise instruction, each laid out on the result's axes."""
+        ins = self.ins
+        maps = self.attr("_align")
+        if maps is None:  # the builder gives every elementwise instruction its placement
+            raise RunError("E7002", f"`{ins.op}` ({ins.site}) does not say where its operands go")
+        rank = explicit(ins.out.type).rank
+        ranks = [explicit(a.type).rank for a in ins.args]
+        places = [Placement(r, rank, pos) for r, pos in zip(ranks, maps, strict=True)]
+        reads = [
+            constant(M.real(literal(a, self.dims))) if isinstance(a, Lit) else get
+            for a, get in zip(ins.args, self.args, strict=True)
+        ]
+        pairs = list(zip(reads, places, ranks, strict=True))
+
+        def operands(env: Env) -> list[np.ndarray]:
+            values = []
+            for read, _, _ in pairs:
+                v = read(env)
+                values.append(v if type(v) is np.ndarray else M.real(v))
+            prefix = max(v.ndim - r for v, (_, _, r) in zip(values, pairs, strict=True))
+            return [p.place(v, prefix) for v, (_, p, _) in zip(values, pairs, strict=True)]
+
+        return operands
+
+
+class Placement:
+    """Where an operand of explicit rank `rank` goes among a result's axes, by the
+    checker's alignment `pos` (counted from the result's last axis): its data's prefix on
+    the end of the result's prefix. Worked out once for each (data rank, prefix)."""
+
+    def __init__(self, rank: int, result_rank: int, pos) -> None:
+        self.rank, self.result_rank, self.pos = rank, result_rank, pos
+        self.known: dict[tuple[int, int], tuple | None] = {}
+
+    def targets(self, ndim: int, prefix: int) -> list[int]:
+        if self.pos is None:  # the builder gives every placement (presk_core.build.placement)
+            raise RunError("E7002", "an operand without its placement among the result's axes")
+        own = ndim - self.rank
+        big = prefix + self.result_rank
+        return [prefix - own + i for i in range(own)] + [big + p for p in self.pos]
+
+    def place(self, v: np.ndarray, prefix: int) -> np.ndarray:
+        if v.ndim == 0:
+            return v
+        key = (v.ndim, prefix)
+        how = self.known.get(key, ())
+        if how == ():
+            how = self.known[key] = self._how(v.ndim, prefix)
+        if how is None:
+            return v
+        order, where, big = how
+        moved = v.transpose(order) if order is not None else v
+        shape = [1] * big
+        for axis, target in enumerate(where):
+            shape[target] = moved.shape[axis]
+        return moved.reshape(shape)
+
+    def _how(self, ndim: int, prefix: int) -> tuple | None:
+        targets = self.targets(ndim, prefix)
+        big = prefix + self.result_rank
+        if targets == list(range(big)):
+            return None  # already on the result's axes
+        order = [int(i) for i in np.argsort(targets, kind="stable")]
+        return (None if order == sorted(order) else order), sorted(targets), big
+
+
+# ---- rules -------------------------------------------------------------------------------
+
+Rule = Callable[[Prep], Step]
+
+
+def _real_of(get: Step) -> Step:
+    def read(env: Env) -> np.ndarray:
+        x = get(env)
+        if type(x) is not np.ndarray or x.dtype != object:
+            return M.real(x)
+        return x
+
+    return read
+
+
+def _elementwise(kernel: Callable) -> Rule:
+    def rule(p: Prep) -> Step:
+        operands = p.placed()
+        return lambda env: kernel(*operands(env))
+
+    return rule
+
+
+def _unary(kernel: Callable) -> Rule:
+    def rule(p: Prep) -> Step:
+        read = _real_of(p.args[0])
+        return lambda env: kernel(read(env))
+
+    return rule
+
+
+def _reduce(kernel: Callable) -> Rule:
+    def rule(p: Prep) -> Step:
+        (get,), axis = p.args, p.axis(0)
+
+        def step(env: Env) -> object:
+            x = get(env)
+            return kernel(x, axis(x))
+
+        return step
+
+    return rule
+
+
+def _pow(p: Prep) -> Step:
+    get, y = p.args[0], p.ins.args[1]
+    if isinstance(y, Lit):
+        q = gmpy2.mpq(y.text)
+        e = int(q) if q.denominator == 1 else M.real(gmpy2.mpfr(q))
+        return lambda env: M.pow(get(env), e)
+    get_y = p.args[1]
+    return lambda env: M.pow(get(env), get_y(env))
+
+
+def _softmax(kernel: Callable) -> Rule:
+    def rule(p: Prep) -> Step:
+        get, axis = p.args[0], p.axis(0)
+        if not p.attr("where"):
+
+            def plain(env: Env) -> object:
+                x = get(env)
+                return kernel(x, axis(x), None)
+
+            return plain
+        rank = explicit(p.ins.args[0].type).rank
+        mask_rank = explicit(p.ins.args[-1].type).rank
+        place, get_mask = Placement(mask_rank, rank, p.attr("_align")), p.args[-1]
+
+        def step(env: Env) -> object:
+            x = get(env)
+            mask = place.place(np.asarray(get_mask(env)), np.ndim(x) - rank)
+            return kernel(x, axis(x), np.broadcast_to(mask, np.shape(x)))
+
+        return step
+
+    return rule
+
+
+def _compare(p: Prep) -> Step:
+    operands, op = p.placed(), p.attr("op")
+    return lambda env: M.compare(op, *operands(env))
+
+
+def _select(p: Prep) -> Step:
+    operands = p.placed()
+    return lambda env: M.select(*operands(env))
+
+
+def _causal_mask(p: Prep) -> Step:
+    ((_, length),) = p.attr("shapes")
+    n = p.length(length)
+    return lambda env: np.tril(np.ones((n, n), dtype=bool))
+
+
+def _ein(p: Prep) -> Step:
+    out, names = p.attr("axes"), p.attr("_names")
+    gets = p.args
+    if len(gets) == 1:
+        (get,), (nx,) = gets, names
+        summed_names = [i for i, n in enumerate(nx) if n not in out]
+        keep_names = [nx.index(n) for n in out]
+
+        def one(env: Env) -> object:
+            x = get(env)
+            q = np.ndim(x) - len(nx)
+            keep, summed = [q + i for i in keep_names], [q + i for i in summed_names]
+            moved = np.transpose(x, list(range(q)) + keep + summed)
+            flat = moved.reshape(moved.shape[: q + len(keep)] + (-1,))
+            return M.sum(flat, flat.ndim - 1) if summed else moved
+
+        return one
+    (get_a, get_b), (na0, nb0) = gets, names
+    na1 = tuple(n for n in na0 if n in nb0 or n in out)
+    nb1 = tuple(n for n in nb0 if n in na1 or n in out)
+    batch = [n for n in out if n in na1 and n in nb1]
+    summed = [n for n in na1 if n in nb1 and n not in out]
+    got = batch + [n for n in na1 if n not in nb1] + [n for n in nb1 if n not in na1]
+    where = [got.index(n) for n in out]
+
+    def two(env: Env) -> object:
+        a, b = get_a(env), get_b(env)
+        pa, pb = np.ndim(a) - len(na0), np.ndim(b) - len(nb0)
+        a, na = _sum_alone(a, na0, pa, nb0, out)
+        b, nb = _sum_alone(b, nb0, pb, na, out)
+        if pa != pb:
+            raise RunError("E7003", "`ein` operands with different prefixes")
+        bat_a = list(range(pa)) + [pa + na.index(n) for n in batch]
+        bat_b = list(range(pb)) + [pb + nb.index(n) for n in batch]
+        sum_a, sum_b = [pa + na.index(n) for n in summed], [pb + nb.index(n) for n in summed]
+        r = M.contract(a, b, sum_a, sum_b, bat_a, bat_b)
+        # batch first (after the prefix), then a's free axes, then b's: reorder as `out`
+        return np.transpose(r, list(range(pa)) + [pa + i for i in where])
+
+    return two
+
+
+def _sum_alone(x, names, p, other, out):
+    """Sum first the axes of one operand that are neither in the other nor in the output."""
+    names = list(names)
+    for n in [n for n in names if n not in other and n not in out][::-1]:
+        x = M.sum(x, p + names.index(n))
+        names.remove(n)
+    return x, tuple(names)
+
+
+def _argmax(p: Prep) -> Step:
+    get, axis = p.args[0], p.axis(0)
+
+    def step(env: Env) -> object:
+        x = get(env)
+        a = axis(x)
+        return M.argmax(x, np.ndim(x) - 1 if a is None else a)
+
+    return step
+
+
+def _one_hot(p: Prep) -> Step:
+    get, n = p.args[0], p.length(p.ins.args[0].type.bound)
+    return lambda env: M.one_hot(get(env), n)
+
+
+def _take(p: Prep) -> Step:
+    (get, get_ids), axis = p.args, p.axis(0)
+
+    def step(env: Env) -> object:
+        x = get(env)
+        return M.take(x, get_ids(env), axis(x))
+
+    return step
+
+
+def _merge(p: Prep) -> Step:
+    get, axis = p.args[0], p.axis(0)
+
+    def step(env: Env) -> object:
+        x = get(env)
+        i = axis(x)
+        return x.reshape(x.shape[:i] + (x.shape[i] * x.shape[i + 1],) + x.shape[i + 2 :])
+
+    return step
+
+
+def _split(p: Prep) -> Step:
+    get, axis = p.args[0], p.axis(0)
+    (_, la), (_, lb) = p.attr("shapes")
+    lengths = (p.length(la), p.length(lb))
+
+    def step(env: Env) -> object:
+        x = get(env)
+        i = axis(x)
+        return x.reshape(x.shape[:i] + lengths + x.shape[i + 1 :])
+
+    return step
+
+
+def apply(kernel: Callable) -> Rule:
+    """`kernel` of the operands as they are."""
+
+    def rule(p: Prep) -> Step:
+        gets = p.args
+        if len(gets) == 1:
+            (get,) = gets
+            return lambda env: kernel(get(env))
+        if len(gets) == 2:
+            get_a, get_b = gets
+            return lambda env: kernel(get_a(env), get_b(env))
+        return lambda env: kernel(*[g(env) for g in gets])
+
+    return rule
+
+
+PRIMITIVE_RULES: dict[str, Rule] = {
+    "add": _elementwise(M.add),
+    "sub": _elementwise(M.sub),
+    "mul": _elementwise(M.mul),
+    "div": _elementwise(M.div),
+    "maximum": _elementwise(M.maximum),
+    "minimum": _elementwise(M.minimum),
+    "pow": _pow,
+    "neg": _unary(M.neg),
+    "dot": apply(M.dot),
+    "ein": _ein,
+    "sqrt": _unary(M.sqrt),
+    "exp": _unary(M.exp),
+    "log": _unary(M.log),
+    "tanh": _unary(M.tanh),
+    "sigmoid": _unary(M.sigmoid),
+    "gelu": _unary(M.gelu),
+    "silu": _unary(M.silu),
+    "sin": _unary(M.sin),
+    "cos": _unary(M.cos),
+    "relu": _unary(M.relu),
+    "abs": _unary(M.abs),
+    "sum": _reduce(M.sum),
+    "mean": _reduce(M.mean),
+    "max": _reduce(M.max),
+    "min": _reduce(M.min),
+    "softmax": _softmax(M.softmax),
+    "log_softmax": _softmax(M.log_softmax),
+    "causal_mask": _causal_mask,
+    "compare": _compare,
+    "select": _select,
+    "real": apply(M.real),
+    "argmax": _argmax,
+    "one_hot": _one_hot,
+    "embed": apply(M.embed),
+    "take": _take,
+    "merge": _merge,
+    "split": _split,
+    "sample": apply(R.sample),
+    "split_key": apply(lambda key: tuple(R.split(key, 2))),
+}
+"""The rules of the primitives of the language (`presk_types.rules.PRIMITIVES`) but `grad`."""
