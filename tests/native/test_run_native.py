@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from presk_cli.native import entry_inputs, executor, lower, run_text, storage
+from presk_cli.native import NativeError, entry_inputs, executor, lower, run_text, storage
 from presk_core.passes import Context, run_pipeline
 from presk_core.run import parse_entry, run_entry
 from presk_kernel.ir import Loop, Reduce
@@ -236,3 +236,19 @@ def test_no_compiler_is_e9001(tmp_path):
 def test_an_unknown_backend_is_a_usage_error():
     r = presk("run", "tutorial/04_grad.psk", "--entry", "loss", "--backend", "gpu")
     assert r.returncode == 2 and "--backend" in r.stderr
+
+
+@pytest.mark.parametrize("backend", ["kernel", "native"])
+def test_a_gather_out_of_range_is_e7003(compiler, backend):
+    file, entry, dims, consts = CASES[9]  # MiniGPT.apply: an embedding reads token ids
+    c = core(file, consts)
+    e = parse_entry(entry, c, None, dict(dims))
+    args = [v for _, _, v in entry_inputs(c, e, 0, 53)]
+    _, s = lower(c, e.function.name, dict(e.dims) | dict(e.prefix), args, "f64")
+    inputs = storage(s, argument_leaves(args))
+    ids = [i for i, b in enumerate(s.inputs) if s.buffers[b].dtype == "i64"]
+    assert ids
+    inputs[ids[0]] = np.full_like(inputs[ids[0]], 64)  # V = 64: one past the last token
+    with pytest.raises(NativeError) as err:
+        executor(s, backend)(inputs)
+    assert err.value.code == "E7003"

@@ -101,3 +101,12 @@ def test_a_tiny_minigpt_step_is_the_interpreters(compiler, tmp_path):
     x = read_reals(str(tmp_path / "n" / "final.psk.d"))
     y = read_reals(str(tmp_path / "i" / "final.psk.d"))
     assert np.allclose(x, y, rtol=1e-12, atol=1e-15)
+
+
+def test_the_kernel_interpreter_trains_as_the_native_code(compiler, tmp_path):
+    short = ("train", "tutorial/07_train.psk", "--steps", "20", "--log-every", "10")
+    kernel = presk(*short, "--ckpt", str(tmp_path / "k"), "--backend", "kernel")
+    native = presk(*short, "--ckpt", str(tmp_path / "n"), "--backend", "native")
+    assert log(kernel.stdout.splitlines()) == log(native.stdout.splitlines())
+    x = read_reals(str(tmp_path / "k" / "final.psk.d"))
+    assert x.tobytes() == read_reals(str(tmp_path / "n" / "final.psk.d")).tobytes()

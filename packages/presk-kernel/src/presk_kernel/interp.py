@@ -11,7 +11,8 @@ rounded to nearest even at each store, NaN written as 0x7FC0).
 The transcendentals (exp, log, tanh, erf, erfc, sin, cos) are presk libm's, through its
 Python helper (presk_cback.libm), so that the interpreter gives the native backend's bits;
 where that helper cannot be loaded (no C compiler) numpy's stand in, and the bits of those
-functions are then numpy's. `powf` (a real exponent) is numpy's `power`.
+functions are then numpy's. `powf` (a real exponent) is the C library's `pow` through the
+same helper (numpy's `power` without it).
 """
 
 from __future__ import annotations
@@ -425,7 +426,12 @@ class Run:
                 return pow_int(a[0], attr, dt(1))
             case "bf16":
                 return round_bf16(a[0])
-            case "powf":
+            case "powf":  # the C library's pow, as the emitter's, where presk libm loads
+                x, y = np.asarray(a[0]), np.asarray(a[1])
+                t = np.result_type(a[0], a[1])
+                libm = presk_libm()
+                if libm is not None and hasattr(libm, "power") and t in (np.float64, np.float32):
+                    return libm.power(x.astype(t), y.astype(t)).astype(dt)
                 return np.power(a[0], a[1]).astype(dt)
         if name in ("exp", "log", "tanh", "erf", "erfc", "sin", "cos"):
             return _libm(name, a[0], dt)
