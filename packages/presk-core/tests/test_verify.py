@@ -2,7 +2,7 @@
 `tutorial/` and `tests/examples/`; its failures on broken programs; the rule table's coverage.
 
 Passes: lowering, `--unroll-stack`, differentiation in both remat forms, a training run's
-step (`presk train`), and `specialize` at the entries `presk run` is tested on. Programs
+step (`presk train`), and `specialize` then `flatten` at an entry of each program. Programs
 that do not verify today are strict xfails whose reason is the IR's fault the verifier
 finds: when it is fixed the test says so.
 """
@@ -17,6 +17,7 @@ import pytest
 from presk_ad import differentiate
 from presk_ad.step import training_step
 from presk_ad.vjp import REMATS
+from presk_core.flatten import flatten
 from presk_core.interp import eval_rules
 from presk_core.ir import Instr, Program, Value, format_instr
 from presk_core.lower import lower_program
@@ -77,24 +78,43 @@ def test_differentiation_of_each_operation_verifies(name: str) -> None:
     assert not found, "\n".join(found)
 
 
-# (file, constants, entry, dims): specialized as `presk run` runs them
+TINY = {"V": "64", "D": "16", "H": "2", "L": "2"}
+# (file, constants, entry, dims): an entry of every program, specialized as `presk run` runs it
 ENTRIES = [
     ("tutorial/01_linear.psk", {}, "Linear.apply", {"In": 3, "Out": 2, "batch": 4}),
+    ("tutorial/01_linear_ascii.psk", {}, "Linear.apply", {"In": 3, "Out": 2, "batch": 4}),
+    ("tutorial/02_norm.psk", {}, "RMSNorm.apply", {"D": 4, "batch": 2}),
+    ("tutorial/03_attention.psk", {}, "attend", {"B": 2, "T": 5}),
     ("tutorial/04_grad.psk", {}, "loss_grad", {"D": 3, "B": 2}),
+    ("tutorial/05_sample.psk", {}, "pick", {"B": 5}),
     ("tutorial/06_tower.psk", {}, "Tower.apply", {"batch": 3}),
+    ("tutorial/07_train.psk", {}, "loss", {"B": 4}),
+    ("tests/examples/mlp/mlp.psk", {}, "mse_grad", {"D": 3, "B": 2}),
+    ("tests/examples/minigpt/minigpt.psk", TINY, "MiniGPT.apply", {"B": 2, "T": 8}),
+    ("tests/examples/minigpt/train_minigpt.psk", TINY, "loss", {"B": 2, "T": 8}),
+    ("tests/examples/llama/llama.psk", {"D": "8", "H": "2", "F": "12"}, "block", {"B": 1, "T": 3}),
     (
-        "tests/examples/minigpt/train_minigpt.psk",
-        {"V": "64", "D": "16", "H": "2", "L": "2"},
-        "loss",
-        {"B": 2, "T": 8},
+        "tests/examples/bert/bert.psk",
+        {"V": "32", "D": "8", "H": "2", "L": "2"},
+        "MaskedLM.apply",
+        {"B": 1, "T": 4},
     ),
 ]
 
+_FILE_DIM = (
+    "a module's type does not say the file's dimension its leaf has (`params MiniGPT`, whose"
+    " `pos` is `ℝ[seq: T, D]`; bert's `positions`): its layout keeps `T` where the"
+    " specialized function has its number"
+)
+SPECIALIZE_KNOWN = {
+    "tests/examples/minigpt/minigpt.psk": _FILE_DIM,
+    "tests/examples/minigpt/train_minigpt.psk": _FILE_DIM,
+    "tests/examples/bert/bert.psk": _FILE_DIM,
+}
 
-_FILE_DIM = "`params MiniGPT` does not say the file's `T` its leaf `pos` has"
 
-
-SPECIALIZE_KNOWN = {"tests/examples/minigpt/train_minigpt.psk": _FILE_DIM}
+def test_every_program_has_an_entry() -> None:
+    assert {e[0] for e in ENTRIES} == set(PROGRAMS)
 
 
 @pytest.mark.parametrize(
@@ -106,9 +126,14 @@ SPECIALIZE_KNOWN = {"tests/examples/minigpt/train_minigpt.psk": _FILE_DIM}
         for e in ENTRIES
     ],
 )
-def test_specialized_programs_verify(path: str, consts: dict, entry: str, dims: dict) -> None:
+def test_specialized_and_flattened_programs_verify(
+    path: str, consts: dict, entry: str, dims: dict
+) -> None:
+    """After differentiation, `specialize` at the entry, then `flatten`."""
     core = differentiate(lower_program(load_program(str(ROOT / path), consts)))
-    assert problems(specialize(core, entry, dims), made_from=core) == []
+    special = specialize(core, entry, dims)
+    assert problems(special, made_from=core) == []
+    assert problems(flatten(special), made_from=core) == []
 
 
 def test_the_rules_cover_the_operation_set() -> None:
