@@ -32,7 +32,7 @@ from presk_kernel.lower import argument_leaves
 from presk_types.presburger import Lin
 from presk_types.types import SCALAR, Real, TupleT
 
-from presk_cli.native import compiled, lower, storage
+from presk_cli.native import NativeError, compiled, lower, storage
 from presk_cli.train import save
 
 NATIVE_STEP = "{}.native_step"
@@ -78,6 +78,8 @@ class NativeTrainer:
 
     def __init__(self, trainer: Trainer, backend: str, realize: str, threads: int) -> None:
         self.trainer = trainer
+        self._epoch: int | None = None
+        self._order = None
         objective = trainer.objective
         program = native_step(trainer.interp.program, objective)
         self.keys = list(trainer.theta)
@@ -120,7 +122,7 @@ class NativeTrainer:
         """The indices and stacked doubles of step t's batch, as Trainer.steps draws them."""
         tr = self.trainer
         epoch, k = divmod(t - 1, tr.per_epoch)
-        if k == 0 or getattr(self, "_epoch", None) != epoch:
+        if k == 0 or self._epoch != epoch:
             self._order = R.permutation(tr.run.shuffle or 0, epoch, len(tr.samples))
             self._epoch = epoch
         b = tr.batch_size
@@ -138,17 +140,20 @@ class NativeTrainer:
             self.feed(range(self.n_batch), parts)
             self.feed(range(len(self.ins) - 2, len(self.ins)), scalars)
             if self.entry.module.lib.presk_entry(pointer(self.entry.arena, "char")):
-                raise ValueError(f"an index out of range in `{self.schedule.entry}`")
+                raise NativeError("E7003", f"an index out of range in `{self.schedule.entry}`")
             state = self.ins[self.n_batch : self.n_batch + 3 * n]
             for view, new in zip(state, self.outs[1 + n :], strict=True):
                 view[...] = new
             loss = float(self.widen(0))
             grads = [self.widen(1 + i) for i in range(n)]
             return loss, grads, [self.widen(1 + n + i) for i in range(n)]
-        from presk_kernel.interp import run_schedule
+        from presk_kernel.interp import KernelError, run_schedule
 
         self.values = parts + self.values[self.n_batch : -2] + scalars
-        outs = run_schedule(self.schedule, self.values)
+        try:
+            outs = run_schedule(self.schedule, self.values)
+        except KernelError as e:
+            raise NativeError("E7003", str(e)) from None
         self.values[self.n_batch : -2] = [np.asarray(x, np.float64) for x in outs[1 + n :]]
         return float(outs[0]), outs[1 : 1 + n], outs[1 + n : 1 + 2 * n]
 
