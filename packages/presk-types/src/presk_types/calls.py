@@ -251,7 +251,7 @@ class Calls:
         return Val(t, join(*regs), effects, out)
 
     def grad_type(self, lam: FnInfo, types: list[Type], span: Span) -> Type:
-        """The type of `grad F(args)` by its shape rule (core_rules): F's last argument's."""
+        """The type of `grad F(args)` by its shape rule (core_rules): F's last parameter's."""
         sig = Signature(tuple(lam.generic), tuple(t for _, t in lam.params), lam.result)
         ctx = CheckContext(self.lengths, span, functions={lam.key: sig})
         dims = tuple((d, Lin.var(d)) for d in lam.generic)

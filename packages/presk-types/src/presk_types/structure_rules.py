@@ -180,15 +180,16 @@ def cast(o: Operands, ctx: Context) -> Type:
 
 
 def grad(o: Operands, ctx: Context) -> Type:
-    """`grad F(args)`: F's gradient in its last argument, which has that argument's type;
-    F returns a real scalar."""
+    """`grad F(args)`: F's gradient in its last parameter, a value of that parameter's
+    type (the language chapter), its dimensions bound and its `...` the arguments' — the
+    result of the `F.grad` differentiation calls in its place; F returns a real scalar."""
     name, sig, bound = _fn(o, ctx)
     params, _ = instantiate(ctx, sig, bound, o.positional, name)
     if sig.result != Real(SCALAR):
         raise err("E2008", f"`grad` of `{name}`, which returns `{sig.result}`", Label(None))
     if not params:
         raise err("E2004", f"`grad` of `{name}`, which takes no argument", Label(None))
-    return o.positional[-1]
+    return params[-1]
 
 
 def value_grad(o: Operands, ctx: Context) -> Type:
