@@ -25,7 +25,6 @@ tie.
 from __future__ import annotations
 
 import numpy as np
-from gmpy2 import mpfr
 
 from presk_core import mpfr as M
 
@@ -110,15 +109,8 @@ def _map(fn, *arrays) -> np.ndarray:
 
 def gelu_grad(ct: np.ndarray, x: np.ndarray) -> np.ndarray:
     """ct · (Φ(x) + x·φ(x)), Φ rounded as `gelu` rounds it (presk_core.mpfr's docstring)."""
-    import gmpy2
-
-    half = mpfr(1) / 2
-
-    def density(v):
-        return gmpy2.exp(-(v * v) * half) / gmpy2.sqrt(2 * gmpy2.const_pi())
-
     x = M.real(x)
-    return M.mul(ct, M.add(M.gelu_phi(x), M.mul(x, _map(density, x))))
+    return M.mul(ct, M.add(M.gelu_phi(x), M.mul(x, M.gelu_density(x))))
 
 
 def silu_grad(ct: np.ndarray, x: np.ndarray) -> np.ndarray:

@@ -48,6 +48,8 @@ import gmpy2
 import numpy as np
 from gmpy2 import mpfr
 
+from presk_core import fold_c
+
 Array = np.ndarray
 _MPQ, _MPZ = type(gmpy2.mpq(0)), type(gmpy2.mpz(0))
 
@@ -83,6 +85,8 @@ def _full(shape: tuple[int, ...], value: object) -> Array:
 
 
 def _to_mpfr(v: object) -> mpfr:
+    if type(v) is mpfr:
+        return mpfr(v)  # itself at the context's precision, else rounded to it
     if isinstance(v, bool | np.bool_ | int | np.integer):
         return mpfr(int(v))
     if isinstance(v, float | np.floating):
@@ -95,11 +99,14 @@ def _to_mpfr(v: object) -> mpfr:
 
 
 _REAL = np.frompyfunc(_to_mpfr, 1, 1)
+_MPFR = np.frompyfunc(mpfr, 1, 1)
 
 
 def real(x: object) -> Array:
     """`x` (bools, ints, floats, Fractions, gmpy2 numbers, decimal strings, or arrays of
     them) as an mpfr array, each element correctly rounded to the current precision."""
+    if isinstance(x, np.ndarray) and x.dtype.kind in "biuf":  # Python bools, ints, floats
+        return _arr(_MPFR(x.astype(object)))
     return _arr(_REAL(np.asarray(x, dtype=object)))
 
 
@@ -199,13 +206,34 @@ def gelu_phi(x: Array) -> Array:
     return div(_twice_phi(x), 2)
 
 
+def gelu_density(x: Array) -> Array:
+    """φ(x) as `gelu_grad` rounds it: ∘(∘(exp(−∘(x·x)/2)) / ∘(√(2·∘(π))))."""
+    root = gmpy2.sqrt(2 * gmpy2.const_pi())
+    return div(_EXP(np.multiply(np.negative(np.multiply(x, x)), mpfr(1) / 2)), root)
+
+
 def _twice_phi(x: Array) -> Array:
-    with precision(current_bits() + 64):  # −t here: a negation rounds to its context
+    context = gmpy2.get_context()
+    bits = context.precision
+    known = _PHI.setdefault((bits, context.round), {})
+    if len(known) > _PHI_SIZE:
+        known.clear()
+    with precision(bits + 64):  # −t here: a negation rounds to its context
         minus_t = np.negative(np.multiply(x, gmpy2.sqrt(mpfr(1) / 2)))
-    return _ERFC(minus_t)  # rounded once, to the context's precision
+
+    def twice_phi(v: mpfr, minus_t: mpfr) -> mpfr:
+        y = known.get(v)
+        if y is None:
+            y = known[v] = gmpy2.erfc(minus_t)  # rounded once, to the context's precision
+        return y
+
+    return _arr(np.frompyfunc(twice_phi, 2, 1)(x, minus_t))
 
 
-_ERFC = np.frompyfunc(gmpy2.erfc, 1, 1)
+_PHI: dict[tuple[int, int], dict[mpfr, mpfr]] = {}
+"""2Φ(x) = erfc(−t) by the value of x, for each precision and rounding: a function of x alone, so that
+`gelu_grad` finds what `gelu` computed on the same x (erfc is most of their cost)."""
+_PHI_SIZE = 1 << 17
 
 
 def _max2(a: mpfr, b: mpfr) -> mpfr:
@@ -411,7 +439,10 @@ def contract(
         return zeros(out)  # np.matmul would give the int 0
     a2 = a.transpose(batch_a + free_a + sum_a).reshape(batch + (m, k))
     b2 = b.transpose(batch_b + sum_b + free_b).reshape(batch + (k, n))
-    return _arr(np.matmul(a2, b2)).reshape(out)  # each output a left fold (DESIGN §10)
+    folded = fold_c.fold(a2, b2)  # the same fold in C, where it can run
+    if folded is None:
+        folded = np.matmul(a2, b2)  # each output a left fold (DESIGN §10)
+    return _arr(folded).reshape(out)
 
 
 def dot(a: Array, b: Array) -> Array:

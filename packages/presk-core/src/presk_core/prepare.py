@@ -106,6 +106,19 @@ class Prep:
             for a, get in zip(ins.args, self.args, strict=True)
         ]
         pairs = list(zip(reads, places, ranks, strict=True))
+        if len(pairs) == 2:  # most elementwise operations: the same, unrolled
+            (read_a, place_a, rank_a), (read_b, place_b, rank_b) = pairs
+
+            def two(env: Env) -> tuple[np.ndarray, np.ndarray]:
+                a, b = read_a(env), read_b(env)
+                if type(a) is not np.ndarray:
+                    a = M.real(a)
+                if type(b) is not np.ndarray:
+                    b = M.real(b)
+                prefix = max(a.ndim - rank_a, b.ndim - rank_b)
+                return place_a.place(a, prefix), place_b.place(b, prefix)
+
+            return two
 
         def operands(env: Env) -> list[np.ndarray]:
             values = []
@@ -135,14 +148,16 @@ class Placement:
         return [prefix - own + i for i in range(own)] + [big + p for p in self.pos]
 
     def place(self, v: np.ndarray, prefix: int) -> np.ndarray:
-        if v.ndim == 0:
+        ndim = v.ndim
+        if ndim == 0:
             return v
-        key = (v.ndim, prefix)
-        how = self.known.get(key, ())
-        if how == ():
-            how = self.known[key] = self._how(v.ndim, prefix)
+        how = self.known.get((ndim, prefix), ())
         if how is None:
             return v
+        if how == ():
+            how = self.known[ndim, prefix] = self._how(ndim, prefix)
+            if how is None:
+                return v
         order, where, big = how
         moved = v.transpose(order) if order is not None else v
         shape = [1] * big

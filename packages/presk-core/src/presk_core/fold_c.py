@@ -1,0 +1,199 @@
+"""The fold of a contraction in C, on the interpreter's own `gmpy2.mpfr` objects.
+
+`presk_core.mpfr.contract` folds each output left to right from the first product,
+∘(…∘(∘(a0·b0) + ∘(a1·b1))…), in the precision of the context, round to nearest even
+(DESIGN §4). numpy's `matmul` on object arrays does that fold with one gmpy2 call per
+operation, about 0.2 µs a multiply-add at 256 bits, most of it Python's objects around
+MPFR's work. `fold` does the same MPFR calls (`mpfr_mul`, `mpfr_add`, RNDN, into results
+of the context's precision) in one C loop, with the MPFR library gmpy2 itself loaded, on
+the `mpfr_t` inside each gmpy2 object: the same bits, several times faster.
+
+The C is compiled once per machine with `cc` into the user's cache
+(`$XDG_CACHE_HOME/presk`, else `~/.cache/presk`), named by a hash of its source and of
+the MPFR library; where that cannot be done (no compiler, another object layout, or
+`PRESK_INTERP_C=0`), `available()` is False and the interpreter keeps numpy's loop.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import gmpy2
+import numpy as np
+
+SOURCE = r"""
+#include <stdlib.h>
+#include <stddef.h>
+#include <gmp.h>
+#include <mpfr.h>
+
+/* Copies of x[0..count) at their own precisions (exact), next to each other; `stride`
+   and `step` pick x[r * stride + c * step] for r < rows, c < cols, row-major. */
+static mpfr_t *copy(mpfr_ptr *x, size_t rows, size_t cols, size_t stride, size_t step)
+{
+    mpfr_t *c = malloc(rows * cols * sizeof(mpfr_t));
+    if (c == NULL)
+        return NULL;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t q = 0; q < cols; q++) {
+            mpfr_ptr v = x[r * stride + q * step];
+            mpfr_init2(c[r * cols + q], mpfr_get_prec(v));
+            mpfr_set(c[r * cols + q], v, MPFR_RNDN);
+        }
+    return c;
+}
+
+static void release(mpfr_t *c, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        mpfr_clear(c[i]);
+    free(c);
+}
+
+/* For each of `batch` items: out[i][j] = the fold over l of a[i][l] * b[l][j], each
+   product and each sum rounded to nearest even to `prec` bits (k >= 1). 0 if done. */
+int presk_fold(size_t batch, size_t m, size_t k, size_t n, mpfr_ptr *a, mpfr_ptr *b,
+               mpfr_ptr *out, long prec)
+{
+    mpfr_t t;
+    mpfr_init2(t, (mpfr_prec_t)prec);
+    for (size_t q = 0; q < batch; q++) {
+        mpfr_t *A = copy(a + q * m * k, m, k, k, 1);
+        mpfr_t *B = copy(b + q * k * n, n, k, 1, n); /* b's columns as rows */
+        if (A == NULL || B == NULL) {
+            if (A != NULL) release(A, m * k);
+            if (B != NULL) release(B, n * k);
+            mpfr_clear(t);
+            return 1;
+        }
+        mpfr_ptr *O = out + q * m * n;
+        for (size_t i = 0; i < m; i++) {
+            mpfr_t *row = A + i * k;
+            for (size_t j = 0; j < n; j++) {
+                mpfr_t *col = B + j * k;
+                mpfr_ptr o = O[i * n + j];
+                mpfr_mul(o, row[0], col[0], MPFR_RNDN);
+                for (size_t l = 1; l < k; l++) {
+                    mpfr_mul(t, row[l], col[l], MPFR_RNDN);
+                    mpfr_add(o, o, t, MPFR_RNDN);
+                }
+            }
+        }
+        release(A, m * k);
+        release(B, n * k);
+    }
+    mpfr_clear(t);
+    return 0;
+}
+"""
+
+_MPFR = type(gmpy2.mpfr(0))
+_ZERO = gmpy2.mpfr(0)
+_OFFSET = object.__basicsize__  # PyObject_HEAD: the mpfr_t follows it (gmpy2.h, MPFR_Object)
+_lib: ctypes.CDLL | None | bool = False  # False: not tried yet
+
+
+def _mpfr_library() -> Path | None:
+    libs = Path(gmpy2.__file__).resolve().parent.parent / "gmpy2.libs"
+    found = sorted(libs.glob("libmpfr*.so*")) if libs.is_dir() else []
+    return found[0] if found else None
+
+
+def _cache() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "presk"
+
+
+def _build(library: Path) -> Path:
+    include = Path(gmpy2.__file__).resolve().parent  # gmpy2 ships gmp.h and mpfr.h
+    key = hashlib.sha256((SOURCE + str(library) + sys.version).encode()).hexdigest()[:16]
+    target = _cache() / f"presk_fold_{key}.so"
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        c = Path(tmp) / "fold.c"
+        c.write_text(SOURCE)
+        built = Path(tmp) / "fold.so"
+        cmd = ["cc", "-O2", "-shared", "-fPIC", f"-I{include}", str(c), "-o", str(built)]
+        cmd += [str(library), f"-Wl,-rpath,{library.parent}"]
+        subprocess.run(cmd, check=True, capture_output=True, timeout=120)
+        os.replace(built, target)  # whole or not at all
+    return target
+
+
+def _layout_holds(lib: ctypes.CDLL) -> bool:
+    """The mpfr_t of a gmpy2 object is where `_OFFSET` says: its precision reads back."""
+    probe = gmpy2.mpfr(1, 77)
+    prec = ctypes.c_long.from_address(id(probe) + _OFFSET).value
+    return prec == 77 and lib is not None
+
+
+def _load() -> ctypes.CDLL | None:
+    if os.environ.get("PRESK_INTERP_C", "1") == "0":
+        return None
+    library = _mpfr_library()
+    if library is None:
+        return None
+    try:
+        ctypes.CDLL(str(library), mode=ctypes.RTLD_GLOBAL)  # the instance gmpy2 uses
+        lib = ctypes.CDLL(str(_build(library)))
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if not _layout_holds(lib):
+        return None
+    lib.presk_fold.restype = ctypes.c_int
+    lib.presk_fold.argtypes = [ctypes.c_size_t] * 4 + [ctypes.c_void_p] * 3 + [ctypes.c_long]
+    return lib
+
+
+def available() -> bool:
+    global _lib
+    if _lib is False:
+        _lib = _load()
+    return _lib is not None
+
+
+def _addresses(x: np.ndarray) -> np.ndarray | None:
+    """The address of the mpfr_t of each element (row-major), or None if one is not an mpfr."""
+    flat = x.reshape(-1)
+    if not all(type(v) is _MPFR for v in flat):
+        return None
+    return np.fromiter(map(id, flat), dtype=np.uintp, count=flat.size) + _OFFSET
+
+
+def fold(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """a[..., m, k] @ b[..., k, n] (the same batch shape, k ≥ 1) as numpy's matmul folds it,
+    in the current context; None where the C loop does not apply (then use matmul)."""
+    if not available():
+        return None
+    *batch, m, k = a.shape
+    n = b.shape[-1]
+    context = gmpy2.get_context()
+    if context.round != gmpy2.RoundToNearest or context.subnormalize:
+        return None
+    pa, pb = _addresses(a), _addresses(b)
+    if pa is None or pb is None:
+        return None
+    count = int(np.prod(batch, dtype=np.int64)) * m * n
+    prec = context.precision
+    # fresh objects of the context's precision (each the result of a negation), written below
+    out = np.negative(np.full(count, _ZERO, dtype=object))
+    po = np.fromiter(map(id, out), dtype=np.uintp, count=count) + _OFFSET
+    failed = _lib.presk_fold(
+        count // (m * n) if m * n else 0,
+        m,
+        k,
+        n,
+        pa.ctypes.data,
+        pb.ctypes.data,
+        po.ctypes.data,
+        prec,
+    )
+    return None if failed else out.reshape((*batch, m, n))
