@@ -1,0 +1,1 @@
+"""The e-graph optimizer: PSK-Core through egglog and back (docs/optimizer.md)."""
