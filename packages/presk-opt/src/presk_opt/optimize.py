@@ -1,0 +1,198 @@
+"""Equality saturation of each function, bounded, then extraction (docs/optimizer.md).
+
+`optimize(program)` puts each function's terms in an e-graph of its own, runs the typing
+rules then one iteration of the rules at a time until nothing changes (saturated) or a
+bound stops it (iterations, e-nodes, seconds: `Bounds`), extracts the cheapest term of the
+returned value and writes it back as PSK-Core (`presk_opt.terms`). A function is
+rewritten when its body changes. `Report` holds what `presk run --opt` prints.
+
+The cost model is a parameter (`CostModel`): the extraction minimises it, the report
+prints it. The default counts operations; the roofline of a machine profile is the next
+one (issue 14).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from egglog import EGraph, set_, union
+from presk_core.ir import Function, Instr, Program
+from presk_types.types import ParamsT, Real, Shape
+
+from presk_opt.rules import REWRITES, SCALAR, TYPING, record_of
+from presk_opt.terms import OP_COST, Tables, to_terms
+from presk_opt.terms import from_term as _from_term
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """When saturation stops short of saturating: the first bound reached, per function."""
+
+    iterations: int = 30
+    enodes: int = 20_000
+    seconds: float = 2.0
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """What extraction minimises and the report prints: `name` (`operation counts`), the
+    cost of one instruction, and the egglog cost of an operation's term (the constructors'
+    `cost`: `None` for the constructors' own, one an operation)."""
+
+    name: str
+    instr: Callable[[Instr], float]
+    term_cost: int | None = None
+
+
+OPERATION_COUNTS = CostModel("operation counts", lambda ins: float(OP_COST))
+
+
+@dataclass
+class FunctionReport:
+    name: str
+    lets: tuple[int, int]
+    cost: tuple[float, float]
+    stop: str  # saturated, or the bound that stopped it
+    iterations: int
+    enodes: int
+
+    @property
+    def rewritten(self) -> bool:
+        return self.lets[0] != self.lets[1] or self.cost[0] != self.cost[1] or self.changed
+
+    changed: bool = False
+
+
+@dataclass
+class Report:
+    model: str
+    functions: list[FunctionReport] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def lines(self) -> list[str]:
+        """`presk-opt: R of F functions rewritten, L₀ → L₁ lets, cost C₀ → C₁ (MODEL)`, then
+        a line per rewritten function."""
+        fs = self.functions
+        done = [f for f in fs if f.changed]
+        l0, l1 = sum(f.lets[0] for f in fs), sum(f.lets[1] for f in fs)
+        c0, c1 = sum(f.cost[0] for f in fs), sum(f.cost[1] for f in fs)
+        out = [
+            f"presk-opt: {len(done)} of {len(fs)} functions rewritten, {l0} → {l1} lets, "
+            f"cost {_num(c0)} → {_num(c1)} ({self.model})"
+        ]
+        for f in done:
+            how = f"{f.stop}, {f.iterations} iterations"
+            out.append(
+                f"  {f.name}: {f.lets[0]} → {f.lets[1]} lets, cost {_num(f.cost[0])} → "
+                f"{_num(f.cost[1])} ({how})"
+            )
+        return out
+
+
+def _num(c: float) -> str:
+    return f"{c:g}"
+
+
+def cost_of(fn: Function, model: CostModel) -> float:
+    return sum(model.instr(ins) for ins in fn.body)
+
+
+def optimize(
+    program: Program, bounds: Bounds = Bounds(), model: CostModel = OPERATION_COUNTS
+) -> tuple[Program, Report]:
+    """The program with every function saturated and extracted; the report."""
+    start = time.perf_counter()
+    report = Report(model.name)
+    functions = []
+    for fn in program.functions:
+        new, fr = optimize_function(fn, program, bounds, model)
+        functions.append(new)
+        report.functions.append(fr)
+    report.seconds = time.perf_counter() - start
+    return replace(program, functions=tuple(functions)), report
+
+
+def optimize_function(
+    fn: Function, program: Program, bounds: Bounds, model: CostModel
+) -> tuple[Function, FunctionReport]:
+    tables = Tables()
+    assert tables.type_key(Real(Shape(False, ()))) == SCALAR
+    enc = to_terms(fn, tables)
+    egraph = EGraph()
+    root = egraph.let("root", enc.ret)
+    for lit, num in enc.rationals:
+        egraph.register(union(lit).with_(num))
+    for fact in _records(tables, program):
+        egraph.register(fact)
+    start = time.perf_counter()
+    iterations, stop = 0, "saturated"
+    while True:
+        egraph.run(TYPING.saturate())
+        if iterations >= bounds.iterations:
+            stop = f"stopped at {bounds.iterations} iterations"
+            break
+        enodes = _enodes(egraph)
+        if enodes >= bounds.enodes:
+            stop = f"stopped at {enodes} e-nodes"
+            break
+        if time.perf_counter() - start >= bounds.seconds:
+            stop = f"stopped at {bounds.seconds:g} s"
+            break
+        iterations += 1
+        if not egraph.run(REWRITES).updated:
+            break
+    best = egraph.extract(root)
+    new = _from_term(fn, best, tables)
+    changed = new.body != fn.body or new.ret != fn.ret
+    if not changed:
+        new = fn
+    fr = FunctionReport(
+        fn.name,
+        (len(fn.body), len(new.body)),
+        (cost_of(fn, model), cost_of(new, model)),
+        stop,
+        iterations,
+        _enodes(egraph),
+        changed,
+    )
+    return new, fr
+
+
+def _enodes(egraph: EGraph) -> int:
+    return sum(n for _, n in egraph.all_function_sizes())
+
+
+def _records(tables: Tables, program: Program) -> list:
+    """`record_of(T, path=a, path=b) = keys=…` for each tree type T of the function whose
+    module's tree has two entries, a then b (`put`s of both summed make its record)."""
+    facts = []
+    for key, t in list(tables.types.items()):
+        if not isinstance(t, ParamsT) or t.instance.stack is not None:
+            continue
+        if getattr(t.instance, "inner", None) is not None:
+            continue
+        layout = next((lay for lay in program.layouts if lay.module == t.instance.module), None)
+        if layout is None:
+            continue
+        names: list[str] = []
+        for leaf in layout.leaves:
+            head = leaf.path.split(".")[0]
+            if head not in names:
+                names.append(head)
+        if len(names) != 2 or any(leaf.stack for leaf in layout.leaves):
+            continue
+        a, b = names
+        keys = tables.attrs_key((("keys", (a, b)),))
+        first, second = tables.attrs_key((("path", a),)), tables.attrs_key((("path", b),))
+        facts.append(set_(record_of(key, first, second)).to(keys))
+    return facts
+
+
+def opt_pass(program: Program, ctx) -> Program:
+    """The pass `core-opt`: the program after `optimize`; the report in
+    `ctx.options["opt_report"]`."""
+    out, report = optimize(program)
+    ctx.options["opt_report"] = report
+    return out

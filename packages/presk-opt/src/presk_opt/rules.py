@@ -1,0 +1,205 @@
+"""The rules, exact over ℝ, each written once with its name (docs/optimizer.md, "Rules").
+
+A rule is a `Rule`: the name an instruction it makes carries as its origin's rule, a line
+saying why it is exact, and its egglog rewrites. A rewrite's left side matches operations
+by name and attribute key, whatever their site and the rule that made them (`s`, `r`); its
+right side writes new operations at the matched site `s`, made by this rule, with a type
+the shape rules give (a condition on `type_of` where the operands' types decide it).
+
+`TYPING` gives every term its type; `RULES` are the rewrites; `SCALAR` is the type key of a
+literal (`ℝ[]`), registered first in every function's tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from egglog import BigRat, String, Vec, eq, function, ne, rewrite, rule, ruleset, set_, vars_
+
+from presk_opt.terms import Term, type_of
+
+SCALAR = "t0"  # the type key of ℝ[], a literal's type (Tables registers it first)
+
+op, at, at2, t, t2, t3, s, r, r2, s2, n, k = vars_("op at at2 t t2 t3 s r r2 s2 n k", String)
+s3, r3, rk = vars_("s3 r3 rk", String)
+x, y, z, w = vars_("x y z w", Term)
+(vs,) = vars_("vs", Vec[Term])
+p, q = vars_("p q", BigRat)
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str  # the origin's rule of what it makes: `x ^ 1 = x`
+    why: str  # why it is exact over ℝ
+    rewrites: tuple
+
+
+def _zero() -> Term:
+    return Term.num(BigRat(0, 1), t3)
+
+
+def _one() -> Term:
+    return Term.num(BigRat(1, 1), t3)
+
+
+def _n2(name: str, o: str, a: Term, b: Term, ty=t) -> Term:
+    return Term.n2(o, "", ty, s, name, a, b)
+
+
+def _rules() -> list[Rule]:
+    out: list[Rule] = []
+
+    def add(name: str, why: str, *rws) -> None:
+        out.append(Rule(name, why, rws))
+
+    same = eq(type_of(x)).to(t)  # x has the result's type: replacing the result by x types
+    add(
+        "x + 0 = x",
+        "0 is the neutral element of addition (either side)",
+        rewrite(Term.n2("add", at, t, s, r, x, _zero())).to(x, same),
+        rewrite(Term.n2("add", at, t, s, r, _zero(), x)).to(x, same),
+    )
+    add(
+        "x - 0 = x",
+        "subtracting 0 is the identity",
+        rewrite(Term.n2("sub", at, t, s, r, x, _zero())).to(x, same),
+    )
+    add(
+        "x · 1 = x",
+        "1 is the neutral element of multiplication (either side)",
+        rewrite(Term.n2("mul", at, t, s, r, x, _one())).to(x, same),
+        rewrite(Term.n2("mul", at, t, s, r, _one(), x)).to(x, same),
+    )
+    add(
+        "x / 1 = x",
+        "dividing by 1 is the identity",
+        rewrite(Term.n2("div", at, t, s, r, x, _one())).to(x, same),
+    )
+    add(
+        "x ^ 1 = x",
+        "the first power is the identity",
+        rewrite(Term.n2("pow", at, t, s, r, x, _one())).to(x, same),
+    )
+    name = "x ^ 2 = x · x"
+    add(
+        name,
+        "the square is the product with itself (both directions: the cost model chooses)",
+        rewrite(Term.n2("pow", at, t, s, r, x, Term.num(BigRat(2, 1), t3))).to(
+            _n2(name, "mul", x, x), same
+        ),
+        rewrite(Term.n2("mul", at, t, s, r, x, x)).to(
+            _n2(name, "pow", x, Term.num(BigRat(2, 1), SCALAR)), same
+        ),
+    )
+    fold = "constant folding"
+    add(
+        fold,
+        "two rational literals computed in exact ℚ (ℚ ⊂ ℝ: no rounding)",
+        rewrite(Term.n2("add", at, t, s, r, Term.num(p, t2), Term.num(q, t3))).to(
+            Term.num(p + q, t)
+        ),
+        rewrite(Term.n2("sub", at, t, s, r, Term.num(p, t2), Term.num(q, t3))).to(
+            Term.num(p - q, t)
+        ),
+        rewrite(Term.n2("mul", at, t, s, r, Term.num(p, t2), Term.num(q, t3))).to(
+            Term.num(p * q, t)
+        ),
+        rewrite(Term.n2("div", at, t, s, r, Term.num(p, t2), Term.num(q, t3))).to(
+            Term.num(p / q, t), ne(q).to(BigRat(0, 1))
+        ),
+        rewrite(Term.n1("neg", at, t, s, r, Term.num(p, t2))).to(Term.num(-p, t)),
+    )
+    name = "scales multiplied"
+    add(
+        name,
+        "(p · x) · q = (p q) · x for rational p, q: associativity and commutativity of ·",
+        rewrite(
+            Term.n2("mul", at, t, s, r, Term.n2("mul", at2, t2, s2, r2, x, Term.num(p, t3)),
+                    Term.num(q, t3))
+        ).to(_n2(name, "mul", x, Term.num(p * q, SCALAR)), same),
+        rewrite(
+            Term.n2("mul", at, t, s, r, Term.num(q, t3),
+                    Term.n2("mul", at2, t2, s2, r2, Term.num(p, t3), x))
+        ).to(_n2(name, "mul", Term.num(p * q, SCALAR), x), same),
+    )
+    name = "a · x + a · y = a · (x + y)"
+    add(
+        name,
+        "distributivity, factoring a rational scale (the sum is rounded once; the docs bound it)",
+        rewrite(
+            Term.n2("add", at, t, s, r, Term.n2("mul", at2, t2, s2, r2, x, Term.num(p, t3)),
+                    Term.n2("mul", k, n, s3, r3, y, Term.num(p, t3)))
+        ).to(
+            _n2(name, "mul", _n2(name, "add", x, y), Term.num(p, SCALAR)),
+            eq(type_of(x)).to(t),
+            eq(type_of(y)).to(t),
+        ),
+    )
+    add(
+        "cast of cast = cast",
+        "a relabelling of a relabelling is one relabelling: the data is the same",
+        rewrite(Term.n1("cast", at, t, s, r, Term.n1("cast", at2, t2, s2, r2, x))).to(
+            Term.n1("cast", "", t, s, "cast of cast = cast", x)
+        ),
+    )
+    add(
+        "layout between equal types = identity",
+        "a cast, or a sum_to, to the type its operand already has changes nothing",
+        rewrite(Term.n1("cast", at, t, s, r, x)).to(x, same),
+        rewrite(Term.n2("sum_to", at, t, s, r, x, y)).to(x, same),
+    )
+    add(
+        "x + zeros = x",
+        "adding a tree, or a tensor, of zeros is the identity",
+        rewrite(Term.n2("accum", at, t, s, r, x, Term.n1("zeros_like", at2, t2, s2, r2, y))).to(
+            x, same
+        ),
+        rewrite(Term.n2("accum", at, t, s, r, Term.n1("zeros_like", at2, t2, s2, r2, y), x)).to(
+            x, same
+        ),
+        rewrite(Term.n2("add", at, t, s, r, x, Term.n1("zeros_like", at2, t2, s2, r2, y))).to(
+            x, same
+        ),
+        rewrite(Term.n2("add", at, t, s, r, Term.n1("zeros_like", at2, t2, s2, r2, y), x)).to(
+            x, same
+        ),
+    )
+    name = "puts of zeros summed = record"
+    add(
+        name,
+        "two trees of zeros but for one leaf each, the two leaves of the tree: their sum is "
+        "the record of the two leaves (`record_of`, from the program's layouts)",
+        rewrite(
+            Term.n2("accum", at, t, s, r, Term.n2("put", at2, t, s2, r2, x, y),
+                    Term.n2("put", k, t, s3, r3, w, z))
+        ).to(Term.nv("record", rk, t, s, name, Vec[Term](y, z)), eq(record_of(t, at2, k)).to(rk)),
+        rewrite(
+            Term.n2("accum", at, t, s, r, Term.n2("put", at2, t, s2, r2, x, y),
+                    Term.n2("put", k, t, s3, r3, w, z))
+        ).to(Term.nv("record", rk, t, s, name, Vec[Term](z, y)), eq(record_of(t, k, at2)).to(rk)),
+    )
+    return out
+
+
+@function
+def record_of(ty: String, first: String, second: String) -> String:
+    """The attribute key of the record {a, b} of tree type `ty` when `first` and `second`
+    are `put`s of its two leaves in its order (set per function from the layouts)."""
+    ...
+
+
+RULES: list[Rule] = _rules()
+
+TYPING = ruleset(
+    rule(eq(x).to(Term.param(n, t))).then(set_(type_of(x)).to(t)),
+    rule(eq(x).to(Term.lit(n, t))).then(set_(type_of(x)).to(t)),
+    rule(eq(x).to(Term.num(p, t))).then(set_(type_of(x)).to(t)),
+    rule(eq(x).to(Term.n0(op, at, t, s, r))).then(set_(type_of(x)).to(t)),
+    rule(eq(x).to(Term.n1(op, at, t, s, r, y))).then(set_(type_of(x)).to(t)),
+    rule(eq(x).to(Term.n2(op, at, t, s, r, y, z))).then(set_(type_of(x)).to(t)),
+    rule(eq(x).to(Term.n3(op, at, t, s, r, y, z, w))).then(set_(type_of(x)).to(t)),
+    rule(eq(x).to(Term.nv(op, at, t, s, r, vs))).then(set_(type_of(x)).to(t)),
+    name="typing",
+)
+
+REWRITES = ruleset(*(rw for ru in RULES for rw in ru.rewrites), name="rules")
