@@ -60,6 +60,14 @@ def _consts(values: tuple[str, ...]) -> dict[str, str]:
         name, eq, value = item.partition("=")
         if not eq or not name.strip() or not value.strip():
             raise click.BadParameter(f"`{item}` is not NAME=VALUE", param_hint="--const")
+        try:  # V is a number, exactly: `8`, `1/2`, `0.02`
+            import gmpy2
+
+            gmpy2.mpq(value.strip())
+        except ValueError:
+            raise click.BadParameter(
+                f"`{item}`: `{value.strip()}` is not a number", param_hint="--const"
+            ) from None
         out[name.strip()] = value.strip()
     return out
 

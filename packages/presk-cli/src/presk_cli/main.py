@@ -2,13 +2,16 @@
 
 The help follows the specification's layout (clap's): `Usage: presk <COMMAND>`, the
 commands with their one-line descriptions, the options. A command appears here when it is
-implemented; exit codes are 0 success, 1 an error diagnostic, 2 usage.
+implemented; exit codes are 0 success, 1 an error diagnostic, 2 usage, 101 an internal
+error (a bug of presk's; `PRESK_DEBUG=1` prints its traceback), 130 interrupted.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
+import traceback
 
 import click
 
@@ -104,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except Exception as e:  # a bug of presk's: one line, and how to report it
+        if os.environ.get("PRESK_DEBUG"):  # PRESK_DEBUG=1: the traceback as well
+            traceback.print_exc()
         click.echo(
             f"presk: internal error: {type(e).__name__}: {e} (please report it with the command"
             " and the file that caused it)",

@@ -31,6 +31,7 @@ from presk_types.elab import (
     module_scope,
     resolve_type,
 )
+from presk_types.modules import check_modules
 from presk_types.operands import Operands
 from presk_types.presburger import Dim, DimContext, Lin
 from presk_types.rules import (
@@ -82,6 +83,7 @@ class Checker:
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
     def run(self) -> None:
+        self.diagnostics.extend(check_modules(self.program))
         for env in self.program.files:
             for decl in env.ast.decls:
                 if isinstance(decl, A.Module):

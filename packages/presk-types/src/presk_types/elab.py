@@ -220,8 +220,31 @@ def eval_const(e: A.Expr, env: FileEnv) -> gmpy2.mpq:
             if op == "^":
                 if b.denominator != 1:
                     raise ConstError(error("E1003", "a non-integer power", Label(span, "")))
+                if b < 0 and a == 0:
+                    raise ConstError(
+                        error("E1003", "division by zero in a constant", Label(span, "0^-n"))
+                    )
+                if (
+                    abs(b) > 1
+                    and abs(a) != 1
+                    and a != 0
+                    and _bits(a) * abs(int(b)) > MAX_CONST_BITS
+                ):
+                    raise ConstError(
+                        error(
+                            "E1003",
+                            "a constant too large to compute",
+                            Label(span, f"over 2^{MAX_CONST_BITS}"),
+                        )
+                    )
                 return a ** int(b)
-            return {"+": a + b, "-": a - b, "*": a * b, "/": a / b}[op]
+            if op == "+":
+                return a + b
+            if op == "-":
+                return a - b
+            if op == "*":
+                return a * b
+            return a / b
     raise ConstError(
         error(
             "E1003",
@@ -229,6 +252,14 @@ def eval_const(e: A.Expr, env: FileEnv) -> gmpy2.mpq:
             Label(e.span, "constants are built from numbers and constants"),
         )
     )
+
+
+MAX_CONST_BITS = 4096
+"""The largest constant's numerator or denominator, in bits: `2^2^31` is refused, not computed."""
+
+
+def _bits(q: gmpy2.mpq) -> int:
+    return max(int(q.numerator).bit_length(), int(q.denominator).bit_length())
 
 
 def format_q(q: gmpy2.mpq) -> str:
@@ -323,7 +354,7 @@ def check_assert(decl: A.StaticAssert, env: FileEnv) -> Diagnostic | None:
         formula = formula_of(decl.condition, lambda e: length_of(e, env, set(env.dims)))
         counter = holds_for_all(file_context(env), formula)
     except ConstError as e:
-        return e.diagnostic
+        return None if e.diagnostic is _REPORTED else e.diagnostic
     except Undecidable:
         return error(
             "E1004",
@@ -385,7 +416,15 @@ def length_of(e: A.Expr, env: FileEnv, dims: set[str]) -> Lin:
                 return a - b
             if op == "*" and (a.is_const or b.is_const):
                 return a * b.constant if b.is_const else b * a.constant
-            if op in "/%" and a.is_const and b.is_const and b.constant != 0:
+            if op in "/%" and b.is_const and b.constant == 0:
+                raise ConstError(
+                    error(
+                        "E1003",
+                        f"division by zero in the length `{env_text(env, span)}`",
+                        Label(right.span, "is 0"),
+                    )
+                )
+            if op in "/%" and a.is_const and b.is_const:
                 if op == "%":
                     return Lin.const(a.constant % b.constant)
                 if a.constant % b.constant == 0:
@@ -423,9 +462,23 @@ def lookup_module(name: A.QualName, env: FileEnv) -> ModuleInfo | None:
     return None
 
 
+MAX_STACK = 65536
+"""The most blocks a `stack{L}` holds: a count past it is refused, not allocated."""
+
+
 def instance_of(ref: A.ModuleRef | A.StackRef, scope: TypeScope) -> Instance:
     if isinstance(ref, A.StackRef):
         count = scope_length(ref.count, scope)
+        if count.is_const and not 1 <= count.constant <= MAX_STACK:
+            text = env_text(scope.env, ref.count.span)
+            raise ConstError(
+                error(
+                    "E2002",
+                    f"a stack of {count.constant} blocks",
+                    Label(ref.count.span, f"`{text}` is {count.constant}"),
+                    note=f"a stack holds from 1 to {MAX_STACK} blocks",
+                )
+            )
         inner = instance_of(ref.module, scope)
         return Instance(inner.module, inner.name, (), count, inner)
     info = lookup_module(ref.name, scope.env)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from presk_syntax import ast as A
+from presk_syntax.diagnostics import Label
 
 from presk_types.presburger import Eq, Formula, Ge, Gt, Le, Lin, Lt, ModZero, Ne, Not
 
@@ -22,4 +23,13 @@ def formula_of(e: A.Expr, length: Callable[[A.Expr], Lin]) -> Formula:
             return divides if op == "==" else Not(divides)
         case A.Binary(op, left, right) if op in _COMPARISONS:
             return _COMPARISONS[op](length(left), length(right))
-    raise ValueError("not a comparison of lengths")
+    from presk_types.elab import ConstError, error  # elab imports this module when it runs
+
+    raise ConstError(
+        error(
+            "E1004",
+            "a static assertion is a comparison of lengths",
+            Label(e.span, "not a comparison"),
+            help="compare two lengths (`D <= 1024`), or test divisibility (`D % H == 0`)",
+        )
+    )
