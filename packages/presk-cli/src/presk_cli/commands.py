@@ -234,9 +234,10 @@ def _dims(values: tuple[str, ...]) -> dict[str, int]:
     help="Fill the entry's last argument from a .psk.d file, its samples on the `batch` axis.",
 )
 @REMAT
+@click.option("--opt", is_flag=True, help="Rewrite by the exact rules first (docs/optimizer.md).")
 @backend_options
 def run(
-    file, entry, dims, consts, seed, bits, digits, verbose, as_json, data_file, remat, **native
+    file, entry, dims, consts, seed, bits, digits, verbose, as_json, data_file, remat, opt, **native
 ) -> None:
     """Evaluate an entry of FILE on the reference interpreter: exact arithmetic (MPFR at
     --bits), inputs synthesized from the types and --seed; or, with --backend, on the
@@ -250,6 +251,10 @@ def run(
     try:  # the passes of the list up to differentiation (presk_core.passes.PASSES)
         program = run_pipeline("elab", file, ctx)
         core = run_pipeline(RUN, file, ctx, start=program, first="elab")
+        if opt:  # the pass core-opt, its report on standard error
+            from presk_opt.cli import optimized
+
+            core = optimized(core, file, ctx, RUN)
     except DiagnosticError as e:
         _fail(e, sources)
     if entry is None:

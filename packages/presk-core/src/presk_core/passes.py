@@ -87,6 +87,14 @@ PASSES: tuple[Pass, ...] = (
         ("--remat",),
     ),
     Pass(
+        "core-opt",
+        "core",
+        "core",
+        "core-after-ad",
+        "PSK-Core after the e-graph optimizer (--opt): exact rules, the cheapest program",
+        "presk_opt.optimize:opt_pass",
+    ),
+    Pass(
         "specialize",
         "core",
         "core",

@@ -31,8 +31,8 @@ class Bounds:
     """When saturation stops short of saturating: the first bound reached, per function."""
 
     iterations: int = 30
-    enodes: int = 20_000
-    seconds: float = 2.0
+    enodes: int = 200_000
+    seconds: float = 3.0
 
 
 @dataclass(frozen=True)
@@ -56,12 +56,6 @@ class FunctionReport:
     cost: tuple[float, float]
     stop: str  # saturated, or the bound that stopped it
     iterations: int
-    enodes: int
-
-    @property
-    def rewritten(self) -> bool:
-        return self.lets[0] != self.lets[1] or self.cost[0] != self.cost[1] or self.changed
-
     changed: bool = False
 
 
@@ -102,62 +96,60 @@ def cost_of(fn: Function, model: CostModel) -> float:
 def optimize(
     program: Program, bounds: Bounds = Bounds(), model: CostModel = OPERATION_COUNTS
 ) -> tuple[Program, Report]:
-    """The program with every function saturated and extracted; the report."""
+    """The program with its functions saturated together in one e-graph (their terms never
+    meet: sites and parameters are the function's), each extracted; the report."""
     start = time.perf_counter()
+    tables = Tables()
+    assert tables.type_key(Real(Shape(False, ()))) == SCALAR
+    egraph = EGraph()
+    roots = []
+    for i, fn in enumerate(program.functions):
+        enc = to_terms(fn, tables)
+        roots.append(egraph.let(f"root{i}", enc.ret))
+        for lit, num in enc.rationals:
+            egraph.register(union(lit).with_(num))
+    for fact in _records(tables, program):
+        egraph.register(fact)
+    iterations, stop = _saturate(egraph, bounds)
     report = Report(model.name)
     functions = []
-    for fn in program.functions:
-        new, fr = optimize_function(fn, program, bounds, model)
+    for fn, root in zip(program.functions, roots, strict=True):
+        new = _from_term(fn, egraph.extract(root), tables)
+        changed = new.body != fn.body or new.ret != fn.ret
+        if not changed:
+            new = fn
         functions.append(new)
-        report.functions.append(fr)
+        report.functions.append(
+            FunctionReport(
+                fn.name,
+                (len(fn.body), len(new.body)),
+                (cost_of(fn, model), cost_of(new, model)),
+                stop,
+                iterations,
+                changed,
+            )
+        )
     report.seconds = time.perf_counter() - start
     return replace(program, functions=tuple(functions)), report
 
 
-def optimize_function(
-    fn: Function, program: Program, bounds: Bounds, model: CostModel
-) -> tuple[Function, FunctionReport]:
-    tables = Tables()
-    assert tables.type_key(Real(Shape(False, ()))) == SCALAR
-    enc = to_terms(fn, tables)
-    egraph = EGraph()
-    root = egraph.let("root", enc.ret)
-    for lit, num in enc.rationals:
-        egraph.register(union(lit).with_(num))
-    for fact in _records(tables, program):
-        egraph.register(fact)
+def _saturate(egraph: EGraph, bounds: Bounds) -> tuple[int, str]:
+    """The typing rules, then one iteration of the rules at a time, until an iteration
+    changes nothing or a bound is reached: the iterations run and what stopped them."""
     start = time.perf_counter()
-    iterations, stop = 0, "saturated"
+    iterations = 0
     while True:
         egraph.run(TYPING.saturate())
         if iterations >= bounds.iterations:
-            stop = f"stopped at {bounds.iterations} iterations"
-            break
+            return iterations, f"stopped at {bounds.iterations} iterations"
         enodes = _enodes(egraph)
         if enodes >= bounds.enodes:
-            stop = f"stopped at {enodes} e-nodes"
-            break
+            return iterations, f"stopped at {enodes} e-nodes"
         if time.perf_counter() - start >= bounds.seconds:
-            stop = f"stopped at {bounds.seconds:g} s"
-            break
+            return iterations, f"stopped at {bounds.seconds:g} s"
         iterations += 1
         if not egraph.run(REWRITES).updated:
-            break
-    best = egraph.extract(root)
-    new = _from_term(fn, best, tables)
-    changed = new.body != fn.body or new.ret != fn.ret
-    if not changed:
-        new = fn
-    fr = FunctionReport(
-        fn.name,
-        (len(fn.body), len(new.body)),
-        (cost_of(fn, model), cost_of(new, model)),
-        stop,
-        iterations,
-        _enodes(egraph),
-        changed,
-    )
-    return new, fr
+            return iterations, "saturated"
 
 
 def _enodes(egraph: EGraph) -> int:

@@ -114,12 +114,26 @@ def _rules() -> list[Rule]:
         name,
         "(p · x) · q = (p q) · x for rational p, q: associativity and commutativity of ·",
         rewrite(
-            Term.n2("mul", at, t, s, r, Term.n2("mul", at2, t2, s2, r2, x, Term.num(p, t3)),
-                    Term.num(q, t3))
+            Term.n2(
+                "mul",
+                at,
+                t,
+                s,
+                r,
+                Term.n2("mul", at2, t2, s2, r2, x, Term.num(p, t3)),
+                Term.num(q, t3),
+            )
         ).to(_n2(name, "mul", x, Term.num(p * q, SCALAR)), same),
         rewrite(
-            Term.n2("mul", at, t, s, r, Term.num(q, t3),
-                    Term.n2("mul", at2, t2, s2, r2, Term.num(p, t3), x))
+            Term.n2(
+                "mul",
+                at,
+                t,
+                s,
+                r,
+                Term.num(q, t3),
+                Term.n2("mul", at2, t2, s2, r2, Term.num(p, t3), x),
+            )
         ).to(_n2(name, "mul", Term.num(p * q, SCALAR), x), same),
     )
     name = "a · x + a · y = a · (x + y)"
@@ -127,8 +141,15 @@ def _rules() -> list[Rule]:
         name,
         "distributivity, factoring a rational scale (the sum is rounded once; the docs bound it)",
         rewrite(
-            Term.n2("add", at, t, s, r, Term.n2("mul", at2, t2, s2, r2, x, Term.num(p, t3)),
-                    Term.n2("mul", k, n, s3, r3, y, Term.num(p, t3)))
+            Term.n2(
+                "add",
+                at,
+                t,
+                s,
+                r,
+                Term.n2("mul", at2, t2, s2, r2, x, Term.num(p, t3)),
+                Term.n2("mul", k, n, s3, r3, y, Term.num(p, t3)),
+            )
         ).to(
             _n2(name, "mul", _n2(name, "add", x, y), Term.num(p, SCALAR)),
             eq(type_of(x)).to(t),
@@ -170,12 +191,26 @@ def _rules() -> list[Rule]:
         "two trees of zeros but for one leaf each, the two leaves of the tree: their sum is "
         "the record of the two leaves (`record_of`, from the program's layouts)",
         rewrite(
-            Term.n2("accum", at, t, s, r, Term.n2("put", at2, t, s2, r2, x, y),
-                    Term.n2("put", k, t, s3, r3, w, z))
+            Term.n2(
+                "accum",
+                at,
+                t,
+                s,
+                r,
+                Term.n2("put", at2, t, s2, r2, x, y),
+                Term.n2("put", k, t, s3, r3, w, z),
+            )
         ).to(Term.nv("record", rk, t, s, name, Vec[Term](y, z)), eq(record_of(t, at2, k)).to(rk)),
         rewrite(
-            Term.n2("accum", at, t, s, r, Term.n2("put", at2, t, s2, r2, x, y),
-                    Term.n2("put", k, t, s3, r3, w, z))
+            Term.n2(
+                "accum",
+                at,
+                t,
+                s,
+                r,
+                Term.n2("put", at2, t, s2, r2, x, y),
+                Term.n2("put", k, t, s3, r3, w, z),
+            )
         ).to(Term.nv("record", rk, t, s, name, Vec[Term](z, y)), eq(record_of(t, k, at2)).to(rk)),
     )
     return out

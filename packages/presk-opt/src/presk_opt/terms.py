@@ -175,7 +175,7 @@ def to_terms(fn: Function, tables: Tables) -> Encoded:
         return term
 
     for p in fn.params:
-        terms[p.id] = Term.param(str(p.id), tables.type_key(p.type))
+        terms[p.id] = Term.param(f"{fn.name}/{p.id}", tables.type_key(p.type))
     for ins in fn.body:
         args = [operand(a) for a in ins.args]
         head = (ins.op, tables.attrs_key(ins.attrs), tables.type_key(ins.out.type), ins.site, "")
@@ -209,7 +209,7 @@ class _Node:
 
 
 def _decode(term: Term, params: dict[str, Value], tables: Tables, memo: dict) -> object:
-    key = str(term)
+    key = term.__egg_typed_expr__
     if key in memo:
         return memo[key]
     fn = get_callable_fn(term)
@@ -233,7 +233,7 @@ def _decode(term: Term, params: dict[str, Value], tables: Tables, memo: dict) ->
 
 def from_term(fn: Function, ret: Term, tables: Tables) -> Function:
     """The function whose body computes `ret`, an extracted term (module docstring)."""
-    params = {str(p.id): p for p in fn.params}
+    params = {f"{fn.name}/{p.id}": p for p in fn.params}
     original = {ins.site: (i, ins) for i, ins in enumerate(fn.body)}
     root = _decode(ret, params, tables, {})
     nodes: list[_Node] = []  # every operation the result reads, each once
@@ -248,9 +248,7 @@ def from_term(fn: Function, ret: Term, tables: Tables) -> Function:
         stack.extend(n.args)
     # a topological order that is the body's own where it can be: ready nodes by the
     # position of the instruction they stand for (a rule's node just before its site's)
-    position = {
-        id(n): (original[n.site][0], 0 if n.rule else 1, k) for k, n in enumerate(nodes)
-    }
+    position = {id(n): (original[n.site][0], 0 if n.rule else 1, k) for k, n in enumerate(nodes)}
     users: dict[int, list[_Node]] = {id(n): [] for n in nodes}
     waiting = {}
     for n in nodes:
