@@ -170,3 +170,9 @@ def test_the_diagnostic_is_rendered_on_the_source(tmp_path: Path) -> None:
     c = check_file(str(path), None, sources)
     text = render(c.diagnostics[0], sources, color=False)
     assert "unknown initializer `foo`" in text and "init = foo" in text
+
+
+@pytest.mark.parametrize("body", ["ein[a, a](x)", "ein[a, a](x * x)", "ein[a, b, a](x * x)"])
+def test_an_ein_naming_an_output_axis_twice_is_e2013(tmp_path: Path, body: str) -> None:
+    c = check(tmp_path, f"fn f{{N : dim}}(x : ℝ[a: N, b: N]) = {body}\n")
+    assert errors(c) == [("E2013", "the axis `a` appears twice in the output of `ein`")]

@@ -12,6 +12,7 @@ import importlib
 import os
 import sys
 import traceback
+import warnings
 
 import click
 
@@ -91,6 +92,9 @@ def help_command(ctx: click.Context, command: str | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """The console script: exit codes 0, 1, 2; never a traceback."""
+    # numpy's RuntimeWarnings (an overflow to inf, 0/0 to NaN) are values of IEEE arithmetic:
+    # presk prints them as results, never as warnings
+    warnings.simplefilter("ignore", RuntimeWarning)
     try:
         result = cli.main(args=argv, prog_name="presk", standalone_mode=False)
     except click.exceptions.Exit as e:

@@ -154,6 +154,13 @@ def ein(
     The right operand's axis `n` is relabeled `n2` when `n2` is an axis of the left operand
     or of the output and not of the right one (`seq` to `seq2`): attention's keys axis.
     """
+    twice = [n for i, n in enumerate(out) if n in out[:i]]
+    if twice:
+        raise err(
+            "E2013",
+            f"the axis `{twice[0]}` appears twice in the output of `ein`",
+            Label(span, "the output's axes are distinct names"),
+        )
     operands = [left] if right is None else [left, right]
     for s in operands:
         if any(not x.name for x in s.axes):
