@@ -115,6 +115,20 @@ def test_layouts_lanes_and_threads_change_no_bit():
     assert same_bits(NativeEntry(fused, lanes=False).run(args), base)
 
 
+def test_units_and_the_timed_entry_change_no_bit():
+    schedule, args, _ = lowered(*TRAIN, "f32", True)
+    fused, _ = fuse(schedule)
+    one = NativeEntry(fused, units=1)
+    three = NativeEntry(fused, units=3, timed=True)
+    assert len(one.source) == 1 and len(three.source) == 3
+    assert one.module.path != three.module.path
+    ns = np.zeros(len(fused.launches) + 1)
+    base = one.run(args)
+    assert same_bits(three.run(args), base)
+    assert same_bits(three.run_timed(args, ns), base)
+    assert (ns > 0).all()  # every launch and the zeroing timed
+
+
 def test_a_near_miss_is_seen():
     # the same entry at another realization differs: the comparison can fail
     s64, args, _ = lowered(*TRAIN, "f64", True)

@@ -20,10 +20,11 @@ import fcntl
 import hashlib
 import os
 import struct
+import subprocess
 import tempfile
 from pathlib import Path
 
-from presk_cback.toolchain import Toolchain, compile_shared
+from presk_cback.toolchain import CompileError, Toolchain, compile_shared
 
 # Bump when the generated C or its calling convention changes meaning.
 CODEGEN_VERSION = "presk-cback 1"
@@ -38,10 +39,11 @@ def cache_dir() -> Path:
     return base / "presk"
 
 
-def entry_key(tc: Toolchain, flags: tuple[str, ...], source: str) -> str:
-    """The content key of one compiled object."""
+def entry_key(tc: Toolchain, flags: tuple[str, ...], source: str | tuple[str, ...]) -> str:
+    """The content key of one compiled object (of one source, or of several units linked)."""
     h = hashlib.sha256()
-    for part in (CODEGEN_VERSION, tc.identity, tc.target, " ".join(flags), source):
+    units = (source,) if isinstance(source, str) else source
+    for part in (CODEGEN_VERSION, tc.identity, tc.target, " ".join(flags), *units):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
@@ -93,8 +95,42 @@ def _write_atomic(path: Path, data: str) -> None:
         raise
 
 
-def build(tc: Toolchain, flags: tuple[str, ...], source: str, *, rebuild: bool = False) -> Path:
+def compile_units(tc: Toolchain, c_paths: list[str], so_path: str, flags: tuple[str, ...]) -> None:
+    """Compile several translation units at once (one compiler process each, in parallel),
+    then link them into the shared object `so_path`."""
+    objs = [c[: -len(".c")] + ".o" for c in c_paths]
+    procs = [
+        subprocess.Popen(
+            [*tc.cc, *flags, "-c", c, "-o", o],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for c, o in zip(c_paths, objs, strict=True)
+    ]
+    try:
+        errors = [p.communicate()[1] for p in procs]
+        failed = [(c, e) for c, e, p in zip(c_paths, errors, procs, strict=True) if p.returncode]
+        if failed:
+            c, e = failed[0]
+            raise CompileError(f"{' '.join(tc.cc)} failed on {c}:\n{e.strip()}")
+        p = subprocess.run(
+            [*tc.cc, *flags, *objs, "-o", so_path, "-lm"], capture_output=True, text=True
+        )
+        if p.returncode != 0:
+            raise CompileError(f"{' '.join(tc.cc)} failed to link {so_path}:\n{p.stderr.strip()}")
+    finally:
+        for o in objs:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(o)
+
+
+def build(
+    tc: Toolchain, flags: tuple[str, ...], source: str | tuple[str, ...], *, rebuild: bool = False
+) -> Path:
     """The object of `source` compiled with `flags`: from the cache, or compiled into it.
+    Several sources are translation units compiled in parallel and linked into one object
+    (their C beside it as `<key>.<i>.c`).
 
     `rebuild` says the entry on disk was found corrupt by its user (it failed to load):
     it is removed and compiled again."""
@@ -109,12 +145,20 @@ def build(tc: Toolchain, flags: tuple[str, ...], source: str, *, rebuild: bool =
                 os.unlink(so)
         elif looks_complete(so):  # another process built it while we waited
             return so
-        c_path = so.with_suffix(".c")
-        _write_atomic(c_path, source)
+        if isinstance(source, str):
+            c_paths = [so.with_suffix(".c")]
+            _write_atomic(c_paths[0], source)
+        else:
+            c_paths = [so.with_suffix(f".{i}.c") for i in range(len(source))]
+            for c_path, text in zip(c_paths, source, strict=True):
+                _write_atomic(c_path, text)
         fd, tmp = tempfile.mkstemp(dir=so.parent, prefix=f".{key}.", suffix=".so.tmp")
         os.close(fd)
         try:
-            compile_shared(tc, str(c_path), tmp, flags)
+            if len(c_paths) == 1:
+                compile_shared(tc, str(c_paths[0]), tmp, flags)
+            else:
+                compile_units(tc, [str(c) for c in c_paths], tmp, flags)
             os.replace(tmp, so)
         finally:
             with contextlib.suppress(FileNotFoundError):

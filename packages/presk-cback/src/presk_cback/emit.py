@@ -40,6 +40,15 @@ from presk_cback.contract import Contraction, contraction, perfect_nest
 from presk_cback.toolchain import Toolchain, find_toolchain
 
 ENTRY_CDEF = "int presk_entry(char *arena);"
+TIMED_CDEF = "int presk_entry_timed(char *arena, double *ns);"
+TIMED_PRELUDE = r"""
+static double presk_clock(void) {
+    struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+"""
+# The C size a GEMM's embedded source counts for when kernels are spread over units.
+GEMM_WEIGHT = 40_000
 CTYPE = {"f64": "double", "f32": "float", "bf16": "uint16_t", "i64": "int64_t", "bool": "uint8_t"}
 ITEMSIZE = {"f64": 8, "f32": 4, "bf16": 2, "i64": 8, "bool": 1}
 SUFFIX = {"f64": "", "f32": "f"}
@@ -445,43 +454,83 @@ def arena_layout(schedule: Schedule) -> tuple[dict[int, int], int]:
 
 
 def entry_source(schedule: Schedule, lanes: bool = True, toolchain: Toolchain | None = None) -> str:
-    """The C of an entry: presk libm, the kernels, and `presk_entry` launching them."""
+    """The C of an entry as one translation unit: presk libm, the kernels, and
+    `presk_entry` launching them."""
+    return entry_units(schedule, lanes, toolchain, units=1)[0]
+
+
+def entry_units(
+    schedule: Schedule,
+    lanes: bool = True,
+    toolchain: Toolchain | None = None,
+    units: int = 1,
+    timed: bool = False,
+) -> tuple[str, ...]:
+    """The C of an entry in at most `units` translation units, compiled apart (in parallel)
+    and linked into one object: the kernels spread over them by the size of their C, the
+    GEMMs and the kernels that call them in the first, `presk_entry` in the last. Each unit
+    has its own copy of presk libm and the prelude (static inline: only what it uses is
+    compiled). `timed` adds `presk_entry_timed(arena, ns)`, which also adds each launch's
+    nanoseconds (a monotonic clock around its call) into `ns[launch]` and the zeroing's
+    into `ns[launches]` (TIMED_CDEF)."""
     tc = toolchain or find_toolchain()
-    tags: set[str] = set()
-    parts = [
-        "#include <math.h>\n#include <stdint.h>\n#include <string.h>\n",
-        libm.header(),
-        PRELUDE,
-    ]
     offsets, _ = arena_layout(schedule)
     byid = {b.id: b for b in schedule.buffers}
     seen: dict[str, str] = {}
+    bodies: list[tuple[str, str | None, str]] = []  # (function text, gemm tag, its prototype)
     calls = []
     for i, launch in enumerate(schedule.launches):
         kc = KernelC(launch.kernel, "KERNEL", lanes)
         text = "\n".join(kc.function())
-        if kc.gemm:
-            tags.add(kc.gemm)
         if text not in seen:  # identical kernels share one function
             fname = f"presk_kernel_{len(seen)}"
             seen[text] = fname
-            parts.append(f"/* {launch.kernel.name} at {launch.kernel.site} */")
-            parts.append(text.replace("KERNEL", fname, 1))
+            body = text.replace("KERNEL", fname, 1)
+            head = f"/* {launch.kernel.name} at {launch.kernel.site} */\n"
+            bodies.append((head + body, kc.gemm, body[: body.index("{")].rstrip() + ";"))
         args = []
         for buf, arg in zip(launch.kernel.buffers, launch.args, strict=True):
             ct = CTYPE[byid[arg.buf].dtype]
             assert byid[arg.buf].dtype == buf.dtype, (launch.kernel.name, arg, buf)
             args.append(f"({ct} *)(arena + {offsets[arg.buf]}) + {arg.offset}")
-        calls.append(f"    {seen[text]}({', '.join([*args, '&err'])}); /* launch {i} */")
+        calls.append(f"{seen[text]}({', '.join([*args, '&err'])}); /* launch {i} */")
     zero = []
     for b in schedule.buffers:
         if b.id not in schedule.inputs:
             size = math.prod(a.length for a in b.axes) * ITEMSIZE[b.dtype]
             if size:
-                zero.append(f"    memset(arena + {offsets[b.id]}, 0, {size});")
-    for tag in sorted(tags):  # before the kernels that call them
-        parts.insert(3, gemm.embedded_source(tag, gemm.host_blocking(tag, tc), tc))
-    parts.append("int presk_entry(char *arena) {\n    int err = 0;")
-    parts += zero + calls
-    parts.append("    return err;\n}\n")
-    return "\n".join(parts)
+                zero.append(f"memset(arena + {offsets[b.id]}, 0, {size});")
+    n = max(1, min(units, len(bodies)))
+    tags = sorted({tag for _, tag, _ in bodies if tag})
+    blocks: list[list[str]] = [[] for _ in range(n)]
+    weight = [0] * n
+    for tag in tags:  # before the kernels that call them
+        blocks[0].append(gemm.embedded_source(tag, gemm.host_blocking(tag, tc), tc))
+        weight[0] += GEMM_WEIGHT
+    spread = bodies if n == 1 else sorted(bodies, key=lambda b: (b[1] is None, -len(b[0])))
+    for text, tag, _ in spread:
+        u = 0 if tag else min(range(n), key=weight.__getitem__)
+        blocks[u].append(text if n == 1 else text.replace("static void ", "void ", 1))
+        weight[u] += len(text)
+    common = "\n".join(
+        ["#include <math.h>\n#include <stdint.h>\n#include <string.h>\n", libm.header(), PRELUDE]
+    )
+    if timed:  # clock_gettime under -std=c11
+        common = "#define _POSIX_C_SOURCE 199309L\n#include <time.h>\n" + common
+    host = ["int presk_entry(char *arena) {\n    int err = 0;"]
+    host += [f"    {z}" for z in zero] + [f"    {c}" for c in calls]
+    host.append("    return err;\n}\n")
+    if timed:
+        host += TIMED_PRELUDE.splitlines()
+        host.append("int presk_entry_timed(char *arena, double *ns) {\n    int err = 0;")
+        host.append("    double t = presk_clock();")
+        host += [f"    {z}" for z in zero]
+        host.append(f"    ns[{len(calls)}] += presk_clock() - t;")
+        for i, c in enumerate(calls):
+            host.append(f"    t = presk_clock(); {c} ns[{i}] += presk_clock() - t;")
+        host.append("    return err;\n}\n")
+    if n > 1:
+        host = [proto for _, _, proto in bodies] + host
+        host = [p.replace("static void ", "void ", 1) for p in host]
+    blocks[-1] += host
+    return tuple("\n".join([common, *b]) for b in blocks)

@@ -3,6 +3,10 @@ called once per run over one arena.
 
     entry = NativeEntry(schedule)          # compiles, or finds the object in the cache
     outputs = entry.run(inputs)            # as presk_kernel.interp.run_schedule returns them
+
+A warm hit costs the C's generation (~0.06 s for the tiny MiniGPT step's 344 launches),
+its hash, and `dlopen`: keying the cache on the schedule's `kernel` document instead was
+measured slower (encoding it takes 0.09–0.2 s).
 """
 
 from __future__ import annotations
@@ -13,24 +17,38 @@ import numpy as np
 from presk_kernel.interp import NUMPY, KernelError, from_storage, to_storage
 from presk_kernel.ir import Schedule
 
-from presk_cback.emit import ENTRY_CDEF, ITEMSIZE, arena_layout, entry_source
-from presk_cback.load import load, pointer
+from presk_cback.emit import ENTRY_CDEF, ITEMSIZE, TIMED_CDEF, arena_layout, entry_units
+from presk_cback.load import declare, load, pointer
+
+UNITS = 2  # translation units an entry's C is split into, compiled in parallel
 
 
 class NativeEntry:
     """A compiled entry and its arena. `lanes=False` ignores the layouts' vector lanes and
-    compiles without vectorization (the tests compare both)."""
+    compiles without vectorization (the tests compare both). `timed=True` also compiles
+    `presk_entry_timed`, for `run_timed` (each launch's time)."""
 
-    def __init__(self, schedule: Schedule, *, lanes: bool = True) -> None:
+    def __init__(
+        self, schedule: Schedule, *, lanes: bool = True, timed: bool = False, units: int = UNITS
+    ) -> None:
         self.schedule = schedule
-        self.source = entry_source(schedule, lanes)
+        self.lanes, self.units, self.timed = lanes, units, timed
         extra = () if lanes else ("-fno-tree-vectorize",)
+        declare(ENTRY_CDEF)
+        cdef = TIMED_CDEF if timed else ENTRY_CDEF
+        symbols = ("presk_entry", "presk_entry_timed") if timed else ("presk_entry",)
+        c = entry_units(schedule, lanes, None, units, timed)
         self.module = load(
-            self.source, ENTRY_CDEF, ("presk_entry",), threads=True, extra_flags=extra
+            c[0] if len(c) == 1 else c, cdef, symbols, threads=True, extra_flags=extra
         )
         self.offsets, size = arena_layout(schedule)
         self.arena = np.zeros(size, np.uint8)
         self.buffers = {b.id: b for b in schedule.buffers}
+
+    @property
+    def source(self) -> tuple[str, ...]:
+        """The C of the entry, its translation units (generated again)."""
+        return entry_units(self.schedule, self.lanes, None, self.units, self.timed)
 
     def view(self, buf: int) -> np.ndarray:
         """Host buffer `buf` as an array of its storage type and shape, inside the arena."""
@@ -40,15 +58,30 @@ class NativeEntry:
         flat = self.arena[at : at + n * ITEMSIZE[b.dtype]].view(NUMPY[b.dtype])
         return flat.reshape(tuple(a.length for a in b.axes))
 
-    def run(self, inputs: list) -> list[np.ndarray]:
-        """The entry's outputs (bf16 widened to float32, copies), from its inputs in the
-        order of `schedule.inputs`."""
+    def _write(self, inputs: list) -> None:
         for buf, value in zip(self.schedule.inputs, inputs, strict=True):
             b = self.buffers[buf]
             self.view(buf).reshape(-1)[...] = to_storage(value, b.dtype).reshape(-1)
-        if self.module.lib.presk_entry(pointer(self.arena, "char")):
-            raise KernelError(f"an index out of range in `{self.schedule.entry}`")
+
+    def _outputs(self) -> list[np.ndarray]:
         return [
             np.array(from_storage(self.view(buf), self.buffers[buf].dtype))
             for buf in self.schedule.outputs
         ]
+
+    def run(self, inputs: list) -> list[np.ndarray]:
+        """The entry's outputs (bf16 widened to float32, copies), from its inputs in the
+        order of `schedule.inputs`."""
+        self._write(inputs)
+        if self.module.lib.presk_entry(pointer(self.arena, "char")):
+            raise KernelError(f"an index out of range in `{self.schedule.entry}`")
+        return self._outputs()
+
+    def run_timed(self, inputs: list, ns: np.ndarray) -> list[np.ndarray]:
+        """`run`, adding each launch's nanoseconds into `ns[i]` and the zeroing of the
+        buffers that are not inputs into `ns[-1]` (`ns`: float64, launches + 1)."""
+        assert self.timed and ns.dtype == np.float64 and ns.size == len(self.schedule.launches) + 1
+        self._write(inputs)
+        if self.module.lib.presk_entry_timed(pointer(self.arena, "char"), pointer(ns)):
+            raise KernelError(f"an index out of range in `{self.schedule.entry}`")
+        return self._outputs()
