@@ -33,20 +33,15 @@ SOURCE = r"""
 #include <gmp.h>
 #include <mpfr.h>
 
-/* Copies of x[0..count) at their own precisions (exact), next to each other; `stride`
-   and `step` pick x[r * stride + c * step] for r < rows, c < cols, row-major. */
-static mpfr_t *copy(mpfr_ptr *x, size_t rows, size_t cols, size_t stride, size_t step)
+/* Where the objects are: each object's type at `at_type` bytes, its mpfr_t at `at_value`. */
+static const void *mpfr_type;
+static size_t at_type, at_value;
+
+void presk_fold_layout(const void *type, size_t type_offset, size_t value_offset)
 {
-    mpfr_t *c = malloc(rows * cols * sizeof(mpfr_t));
-    if (c == NULL)
-        return NULL;
-    for (size_t r = 0; r < rows; r++)
-        for (size_t q = 0; q < cols; q++) {
-            mpfr_ptr v = x[r * stride + q * step];
-            mpfr_init2(c[r * cols + q], mpfr_get_prec(v));
-            mpfr_set(c[r * cols + q], v, MPFR_RNDN);
-        }
-    return c;
+    mpfr_type = type;
+    at_type = type_offset;
+    at_value = value_offset;
 }
 
 static void release(mpfr_t *c, size_t count)
@@ -56,9 +51,31 @@ static void release(mpfr_t *c, size_t count)
     free(c);
 }
 
+/* Copies of the objects x[r * stride + c * step], r < rows, c < cols (row-major), at their
+   own precisions (exact), next to each other; NULL if one is not an mpfr. */
+static mpfr_t *copy(char **x, size_t rows, size_t cols, size_t stride, size_t step)
+{
+    mpfr_t *c = malloc(rows * cols * sizeof(mpfr_t));
+    if (c == NULL)
+        return NULL;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t q = 0; q < cols; q++) {
+            char *object = x[r * stride + q * step];
+            if (*(const void **)(object + at_type) != mpfr_type) {
+                release(c, r * cols + q);
+                return NULL;
+            }
+            mpfr_ptr v = (mpfr_ptr)(object + at_value);
+            mpfr_init2(c[r * cols + q], mpfr_get_prec(v));
+            mpfr_set(c[r * cols + q], v, MPFR_RNDN);
+        }
+    return c;
+}
+
 /* For each of `batch` items: out[i][j] = the fold over l of a[i][l] * b[l][j], each
-   product and each sum rounded to nearest even to `prec` bits (k >= 1). 0 if done. */
-int presk_fold(size_t batch, size_t m, size_t k, size_t n, mpfr_ptr *a, mpfr_ptr *b,
+   product and each sum rounded to nearest even to `prec` bits (k >= 1); a and b hold
+   objects, out the mpfr_t of fresh ones. 0 if done, 1 if an operand is not an mpfr. */
+int presk_fold(size_t batch, size_t m, size_t k, size_t n, char **a, char **b,
                mpfr_ptr *out, long prec)
 {
     mpfr_t t;
@@ -96,7 +113,10 @@ int presk_fold(size_t batch, size_t m, size_t k, size_t n, mpfr_ptr *a, mpfr_ptr
 _MPFR = type(gmpy2.mpfr(0))
 _ZERO = gmpy2.mpfr(0)
 _OFFSET = object.__basicsize__  # PyObject_HEAD: the mpfr_t follows it (gmpy2.h, MPFR_Object)
-_lib: ctypes.CDLL | None | bool = False  # False: not tried yet
+_AT_TYPE = ctypes.sizeof(ctypes.c_ssize_t)  # ob_type, after ob_refcnt
+_lib: ctypes.CDLL | None | bool = False
+SMALL = 512
+"""Below this many multiply-adds, numpy's loop is the faster (the C call costs ~25 µs)."""  # False: not tried yet
 
 
 def _mpfr_library() -> Path | None:
@@ -129,10 +149,12 @@ def _build(library: Path) -> Path:
 
 
 def _layout_holds(lib: ctypes.CDLL) -> bool:
-    """The mpfr_t of a gmpy2 object is where `_OFFSET` says: its precision reads back."""
+    """The type of a gmpy2 object and its mpfr_t are where `_AT_TYPE` and `_OFFSET` say:
+    they read back."""
     probe = gmpy2.mpfr(1, 77)
     prec = ctypes.c_long.from_address(id(probe) + _OFFSET).value
-    return prec == 77 and lib is not None
+    kind = ctypes.c_void_p.from_address(id(probe) + _AT_TYPE).value
+    return prec == 77 and kind == id(_MPFR) and lib is not None
 
 
 def _load() -> ctypes.CDLL | None:
@@ -148,6 +170,9 @@ def _load() -> ctypes.CDLL | None:
         return None
     if not _layout_holds(lib):
         return None
+    lib.presk_fold_layout.restype = None
+    lib.presk_fold_layout.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t]
+    lib.presk_fold_layout(id(_MPFR), _AT_TYPE, _OFFSET)
     lib.presk_fold.restype = ctypes.c_int
     lib.presk_fold.argtypes = [ctypes.c_size_t] * 4 + [ctypes.c_void_p] * 3 + [ctypes.c_long]
     return lib
@@ -160,27 +185,23 @@ def available() -> bool:
     return _lib is not None
 
 
-def _addresses(x: np.ndarray) -> np.ndarray | None:
-    """The address of the mpfr_t of each element (row-major), or None if one is not an mpfr."""
+def _addresses(x: np.ndarray) -> np.ndarray:
+    """The address of each element (row-major): the C checks that each is an mpfr."""
     flat = x.reshape(-1)
-    if not all(type(v) is _MPFR for v in flat):
-        return None
-    return np.fromiter(map(id, flat), dtype=np.uintp, count=flat.size) + _OFFSET
+    return np.fromiter(map(id, flat), dtype=np.uintp, count=flat.size)
 
 
 def fold(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     """a[..., m, k] @ b[..., k, n] (the same batch shape, k ≥ 1) as numpy's matmul folds it,
     in the current context; None where the C loop does not apply (then use matmul)."""
-    if not available():
-        return None
     *batch, m, k = a.shape
     n = b.shape[-1]
+    if a.size * n < SMALL or not available():
+        return None
     context = gmpy2.get_context()
     if context.round != gmpy2.RoundToNearest or context.subnormalize:
         return None
     pa, pb = _addresses(a), _addresses(b)
-    if pa is None or pb is None:
-        return None
     count = int(np.prod(batch, dtype=np.int64)) * m * n
     prec = context.precision
     # fresh objects of the context's precision (each the result of a negation), written below

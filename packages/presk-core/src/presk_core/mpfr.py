@@ -218,18 +218,21 @@ def _twice_phi(x: Array) -> Array:
     known = _PHI.setdefault((bits, context.round), {})
     if len(known) > _PHI_SIZE:
         known.clear()
-    with precision(bits + 64):  # −t here: a negation rounds to its context
-        minus_t = np.negative(np.multiply(x, gmpy2.sqrt(mpfr(1) / 2)))
+    x = _arr(x)
+    out = np.frompyfunc(known.get, 1, 1)(x)  # None where not known yet
+    missing = np.equal(out, None)
+    if missing.any():
+        fresh = x[missing]
+        with precision(bits + 64):  # −t here: a negation rounds to its context
+            minus_t = np.negative(np.multiply(fresh, gmpy2.sqrt(mpfr(1) / 2)))
+        values = _ERFC(minus_t)  # rounded once, to the context's precision
+        known.update(zip(fresh, values, strict=True))
+        out = _arr(out)
+        out[missing] = values
+    return _arr(out)
 
-    def twice_phi(v: mpfr, minus_t: mpfr) -> mpfr:
-        y = known.get(v)
-        if y is None:
-            y = known[v] = gmpy2.erfc(minus_t)  # rounded once, to the context's precision
-        return y
 
-    return _arr(np.frompyfunc(twice_phi, 2, 1)(x, minus_t))
-
-
+_ERFC = np.frompyfunc(gmpy2.erfc, 1, 1)
 _PHI: dict[tuple[int, int], dict[mpfr, mpfr]] = {}
 """2Φ(x) = erfc(−t) by the value of x, for each precision and rounding: a function of x alone, so that
 `gelu_grad` finds what `gelu` computed on the same x (erfc is most of their cost)."""
