@@ -2,10 +2,11 @@
 the reference interpreter (`presk train`, 256 bits) and in PyTorch (the exported train.py,
 float32), side by side.
 
-    .venv/bin/python tools/bench_train.py [--steps N] [--threads T]
+    .venv/bin/python tools/bench_train.py [--steps N] [--threads T] [--minigpt N]
 
 Each number is the median step time the loop itself prints (the first step, which pays for
-warm-ups, left out). The two loops run one after the other, each in its own process, so
+warm-ups, left out). With `--minigpt N`, also the median of N steps of tiny MiniGPT on the
+interpreter (`make train-examples`'s second run: V=64, D=16, H=2, L=2, windows of 8). The two loops run one after the other, each in its own process, so
 that neither slows the other; the export (`--conformance-entry train:1`) and the weights
 go to a temporary folder. Both include making the batch, the loss and its gradient, and
 the AdamW step.
@@ -22,6 +23,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "tutorial" / "07_train.psk"
+MINIGPT = ROOT / "tests" / "examples" / "minigpt"
+TINY = ["--const", "V=64", "--const", "D=16", "--const", "H=2", "--const", "L=2"]
 PRESK = [sys.executable, "-m", "presk_cli.main"]
 MEDIAN = re.compile(r"^(presk train|train\.py): (\d+(?:\.\d+)?) ms a step, median of", re.M)
 
@@ -44,6 +47,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=100, help="steps of each loop (100)")
     parser.add_argument("--threads", type=int, help="torch's threads for train.py")
+    parser.add_argument("--minigpt", type=int, default=0, help="steps of tiny MiniGPT (0: none)")
     args = parser.parse_args()
     steps = ["--steps", str(args.steps), "--log-every", "0"]
     with tempfile.TemporaryDirectory(prefix="bench-train-") as tmp:
@@ -63,12 +67,21 @@ def main() -> None:
         )
         torch = _median(out)
         header = out.splitlines()[0].removeprefix("train.py: ")
+        minigpt = None
+        if args.minigpt:
+            data = ["--data", str(MINIGPT / "data" / "tiny_T8.psk.d")]
+            steps = ["--steps", str(args.minigpt), "--log-every", "0"]
+            cmd = [*PRESK, "train", str(MINIGPT / "train_minigpt.psk"), *TINY, *data, *steps]
+            minigpt = _median(_run([*cmd, "--ckpt", str(folder / "minigpt")], ROOT))
     rows = [("presk train (interpreter, 256 bits)", presk), (f"train.py ({header})", torch)]
     width = max(len(label) for label, _ in rows)
     print(f"07_train.psk (Tower, batches of 8), {args.steps} steps: the median step")
     for label, ms in rows:
         print(f"  {label:<{width}}  {ms:7.1f} ms")
     print(f"  {'the interpreter / train.py':<{width}}  {presk / torch:7.1f}")
+    if minigpt is not None:
+        print(f"tiny MiniGPT (V=64, D=16, H=2, L=2, T=8), {args.minigpt} steps: the median step")
+        print(f"  {'presk train (interpreter, 256 bits)':<{width}}  {minigpt:7.1f} ms")
 
 
 if __name__ == "__main__":

@@ -162,7 +162,10 @@ def pow(x: Array, y: object) -> Array:
     rounded to the current precision. An array exponent is taken elementwise."""
     if isinstance(y, np.ndarray) and y.ndim > 0:
         return _arr(np.power(x, y))
-    return _arr(np.power(x, _exponent(y)))
+    e = _exponent(y)
+    if type(e) is int and e == 2:  # ∘(x²) either way; MPFR's mul is the faster
+        return _arr(np.multiply(x, x))
+    return _arr(np.power(x, e))
 
 
 def _unary(fn: Callable[[mpfr], mpfr], doc: str) -> Callable[[Array], Array]:
