@@ -157,3 +157,60 @@ def test_flattened_programs_verify(path, entry, dims):
 
     core, _ = _core(path, {})
     assert problems(flatten(specialize(core, entry, dims)), made_from=core) == []
+
+
+def test_specialize_binds_a_modules_file_dimensions():
+    """`params MiniGPT` does not carry the file's `T` its leaf `pos : ℝ[seq: T, D]` has:
+    specialize binds it in the layouts at the value the functions that read the tree
+    give it, a sub-module's at its parent's (bert's `Embeddings` in `MaskedLM`)."""
+    from presk_core.layout import free_dims
+
+    core, _ = _core("tests/examples/minigpt/minigpt.psk", TINY)
+    assert free_dims(core.layout("MiniGPT")) == {"T"}
+    assert free_dims(core.layout("Linear")) == frozenset()
+    special = specialize(core, "MiniGPT.apply", {"B": 2, "T": 8})
+    pos = {x.path: str(x.type) for x in special.layout("MiniGPT").leaves}["pos"]
+    assert pos == "ℝ[seq: 8, 16]"
+    assert special.layout("Linear") == core.layout("Linear")
+    flat = flatten(special)
+    assert "θ.pos : ℝ[seq: 8, 16]" in [f"{p} : {p.type}" for p in flat.functions[0].params]
+
+    core, _ = _core("tests/examples/bert/bert.psk", {"V": "32", "D": "8", "H": "2", "L": "2"})
+    special = specialize(core, "MaskedLM.loss", {"B": 1, "T": 4})
+    for name, path in [("MaskedLM", "encoder.embeddings.positions"), ("Embeddings", "positions")]:
+        leaf = {x.path: str(x.type) for x in special.layout(name).leaves}[path]
+        assert leaf == "ℝ[seq: 4, 8]", name
+
+
+NEST = """dim T
+
+module Inner {
+  param p : ℝ[seq: T, 2]  init = zeros
+}
+
+module Outer {
+  use inner : Inner
+  param s : ℝ[2]  init = ones
+
+  fn apply(x : ℝ[seq: T, 2]) -> ℝ[seq: T, 2] =
+    x * s
+}
+
+fn both(θ : params Outer, x : ℝ[seq: 3, 2], y : ℝ[seq: 5, 2]) -> ℝ[seq: 5, 2] =
+  Outer.apply(θ, y) + sum(axis seq, Outer.apply(θ, x))
+"""
+
+
+def test_specialize_binds_a_sub_modules_file_dimensions_at_its_parents(tmp_path):
+    """`Inner`'s tree is never read by itself: its `T` is its parent's. A tree read at two
+    values of `T` keeps the name (its leaf has no one length)."""
+    from presk_core.verify import problems
+
+    (tmp_path / "nest.psk").write_text(NEST)
+    core = lower_program(load_program(str(tmp_path / "nest.psk")))
+    special = specialize(core, "Outer.apply", {"T": 3})
+    assert [str(x.type) for x in special.layout("Inner").leaves] == ["ℝ[seq: 3, 2]"]
+    assert [str(x.type) for x in special.layout("Outer").leaves] == ["ℝ[seq: 3, 2]", "ℝ[2]"]
+    assert problems(flatten(special), made_from=core) == []
+    both = specialize(core, "both", {"T": 5})
+    assert [str(x.type) for x in both.layout("Outer").leaves] == ["ℝ[seq: T, 2]", "ℝ[2]"]

@@ -2,9 +2,7 @@
 `tutorial/` and `tests/examples/`; its failures on broken programs; the rule table's coverage.
 
 Passes: lowering, `--unroll-stack`, differentiation in both remat forms, a training run's
-step (`presk train`), and `specialize` then `flatten` at an entry of each program. Programs
-that do not verify today are strict xfails whose reason is the IR's fault the verifier
-finds: when it is fixed the test says so.
+step (`presk train`), and `specialize` then `flatten` at an entry of each program.
 """
 
 from __future__ import annotations
@@ -101,35 +99,17 @@ ENTRIES = [
     ),
 ]
 
-_FILE_DIM = (
-    "a module's type does not say the file's dimension its leaf has (`params MiniGPT`, whose"
-    " `pos` is `ℝ[seq: T, D]`; bert's `positions`): its layout keeps `T` where the"
-    " specialized function has its number"
-)
-SPECIALIZE_KNOWN = {
-    "tests/examples/minigpt/minigpt.psk": _FILE_DIM,
-    "tests/examples/minigpt/train_minigpt.psk": _FILE_DIM,
-    "tests/examples/bert/bert.psk": _FILE_DIM,
-}
-
 
 def test_every_program_has_an_entry() -> None:
     assert {e[0] for e in ENTRIES} == set(PROGRAMS)
 
 
-@pytest.mark.parametrize(
-    ("path", "consts", "entry", "dims"),
-    [
-        pytest.param(*e, marks=pytest.mark.xfail(strict=True, reason=SPECIALIZE_KNOWN[e[0]]))
-        if e[0] in SPECIALIZE_KNOWN
-        else pytest.param(*e)
-        for e in ENTRIES
-    ],
-)
+@pytest.mark.parametrize(("path", "consts", "entry", "dims"), ENTRIES)
 def test_specialized_and_flattened_programs_verify(
     path: str, consts: dict, entry: str, dims: dict
 ) -> None:
-    """After differentiation, `specialize` at the entry, then `flatten`."""
+    """After differentiation, `specialize` at the entry, then `flatten`: a module's leaf
+    of a file's dimension (minigpt's `pos : ℝ[seq: T, D]`) at the entry's number."""
     core = differentiate(lower_program(load_program(str(ROOT / path), consts)))
     special = specialize(core, entry, dims)
     assert problems(special, made_from=core) == []

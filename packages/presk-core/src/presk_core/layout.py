@@ -6,6 +6,9 @@ so that the consumers of a core document (`presk run`, `presk train`, the export
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
+
 from presk_syntax import ast as A
 from presk_types.elab import (
     ModuleInfo,
@@ -15,9 +18,15 @@ from presk_types.elab import (
     module_scope,
     resolve_type,
 )
-from presk_types.types import subst, subst_lin
+from presk_types.presburger import Lin
+from presk_types.types import Idx, ParamsT, Type, shape_of, subst, subst_lin
 
-from presk_core.ir import Layout, Leaf, Training
+from presk_core.ir import Layout, Leaf, Training, Value
+from presk_core.ir import Program as Core
+
+Tree = tuple[tuple[str, ...], tuple[tuple[str, Type], ...]]
+"""A module's tree as its `.init` builds it: its dimensions, and (name, type) of each
+parameter and sub-module (a sub-module's type `params …`)."""
 
 
 def module_layout(info: ModuleInfo, program: Program) -> Layout:
@@ -82,3 +91,60 @@ def trainings(program: Program, checker) -> tuple[Training, ...]:
 
     runs = [check_training(block, program.main, checker) for block in program.main.trainings]
     return tuple(training_of(r) for r in runs if isinstance(r, Run))
+
+
+# ---- a module's file dimensions --------------------------------------------------------------
+
+
+def free_dims(layout: Layout) -> frozenset[str]:
+    """The dimensions a module's leaves use beyond its own parameters: its file's (`T` of
+    minigpt's `pos : ℝ[seq: T, D]`), which `params MiniGPT` does not carry."""
+    names: set[str] = set()
+    for leaf in layout.leaves:
+        names.update(_names(leaf.type))
+        for _, count in leaf.stack:
+            names.update(count.names)
+    return frozenset(names - set(layout.dims))
+
+
+def bound_layout(layout: Layout, values: Mapping[str, int]) -> Layout:
+    """The layout with its file dimensions in `values` replaced by their numbers (its own
+    dimensions stay: `params M{…}` binds them)."""
+    lins = {d: Lin.const(v) for d, v in values.items() if d not in layout.dims}
+    if not lins:
+        return layout
+    leaves = tuple(
+        Leaf(
+            leaf.path,
+            subst(leaf.type, lins),
+            tuple((p, subst_lin(c, lins)) for p, c in leaf.stack),
+        )
+        for leaf in layout.leaves
+    )
+    return replace(layout, leaves=leaves)
+
+
+def _names(t: Type) -> set[str]:
+    s = shape_of(t)
+    out = {n for a in s.axes for n in a.length.names} if s is not None else set()
+    if isinstance(t, Idx):
+        out.update(t.bound.names)
+    return out
+
+
+def init_trees(*programs: Core) -> dict[str, Tree]:
+    """Each module's tree as its `.init` builds it (the `record` it returns), by module key,
+    from the first program that has it (a specialized program keeps no `.init`)."""
+    trees: dict[str, Tree] = {}
+    for f in (f for p in programs for f in p.functions):
+        if not isinstance(f.result, ParamsT) or f.result.instance.stack is not None:
+            continue
+        made = {i.out.id: i for i in f.body}
+        last = made.get(f.ret.id) if isinstance(f.ret, Value) else None
+        if last is None or last.op != "record":
+            continue
+        inst = f.result.instance
+        dims = tuple(str(a) for a in inst.args)  # the .init's own dimensions, as variables
+        entries = tuple((k, a.type) for k, a in zip(last.attr("keys"), last.args, strict=True))
+        trees.setdefault(inst.module, (dims, entries))
+    return trees

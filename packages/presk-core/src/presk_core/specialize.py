@@ -22,13 +22,25 @@ origin the site it was copied from, by the rule `specialize`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from presk_types.presburger import Lin
-from presk_types.types import AxisT, Bool, Idx, Real, Shape, TupleT, Type, shape_of, subst
+from presk_types.types import (
+    AxisT,
+    Bool,
+    Idx,
+    ParamsT,
+    Real,
+    Shape,
+    TupleT,
+    Type,
+    shape_of,
+    subst,
+)
 
-from presk_core.ir import Function, Instr, Lit, Operand, Origin, Program, Value, site_of
+from presk_core.ir import Function, Instr, Layout, Lit, Operand, Origin, Program, Value, site_of
+from presk_core.layout import bound_layout, free_dims, init_trees
 
 CALLS = ("call", "fold", "fold_init", "grad", "value_grad")
 """The operations that name a function of the program (attribute `fn`)."""
@@ -109,18 +121,54 @@ class Specializer:
         self.functions = {f.name: f for f in program.functions}
         self.done: dict[str, Function] = {}
         self.order: list[str] = []
+        self.free = {lay.module: free_dims(lay) for lay in program.layouts}
+        self.read: dict[str, dict[str, set[int]]] = {}  # a module's file dimension's values
 
     def run(self, fn: Function, bound, prefix) -> Program:
         self.reach(fn, bound, prefix)
-        return replace(self.program, functions=tuple(self.done[n] for n in self.order))
+        functions = tuple(self.done[n] for n in self.order)
+        return replace(self.program, functions=functions, layouts=self.layouts())
 
     def reach(self, fn: Function, bound, prefix) -> str:
         name = specialized_name(fn, bound, prefix)
         if name not in self.done:
             self.done[name] = fn  # a placeholder while its body is specialized (recursion)
             self.order.append(name)
+            self.note(fn, dict(bound))
             self.done[name] = FunctionAt(self, fn, dict(bound), prefix).build(name)
         return name
+
+    def note(self, fn: Function, values: dict[str, int]) -> None:
+        """The values `fn` binds of the file dimensions of the trees it reads or makes."""
+        types = [p.type for p in fn.params] + [fn.result] + [i.out.type for i in fn.body]
+        for module in _modules(types):
+            for d in self.free.get(module, ()):
+                if d in values:
+                    self.read.setdefault(module, {}).setdefault(d, set()).add(values[d])
+
+    def layouts(self) -> tuple[Layout, ...]:
+        """`Program.layouts` with each module's file dimensions at the values the reached
+        functions bind them to (a sub-module's at its parent's): `params MiniGPT`'s `pos`
+        is `ℝ[seq: 8, 16]` at `T = 8`. A dimension read at two values stays a name."""
+        children = {
+            key: sorted(_modules(t for _, t in entries))
+            for key, (_, entries) in init_trees(self.program).items()
+        }
+        work = list(self.read)
+        while work:
+            key = work.pop()
+            for child in children.get(key, ()):
+                for d in self.free.get(child, ()) & self.read[key].keys():
+                    values = self.read.setdefault(child, {}).setdefault(d, set())
+                    if not self.read[key][d] <= values:
+                        values |= self.read[key][d]
+                        work.append(child)
+        return tuple(
+            bound_layout(
+                lay, {d: min(v) for d, v in self.read.get(lay.module, {}).items() if len(v) == 1}
+            )
+            for lay in self.program.layouts
+        )
 
 
 class FunctionAt:
@@ -237,6 +285,20 @@ class FunctionAt:
         bound = tuple((d, given[d]) for d in fn.dims)
         prefix = _callee_prefix(fn, args) if has_prefix(fn) else None
         return self.sp.reach(fn, bound, prefix)
+
+
+def _modules(types: Iterable[Type]) -> set[str]:
+    """The keys of the modules whose trees the types hold (a stack's block's too)."""
+    out: set[str] = set()
+    for t in types:
+        if isinstance(t, TupleT):
+            out |= _modules(t.elements)
+        elif isinstance(t, ParamsT):
+            inst = t.instance
+            while inst is not None:
+                out.add(inst.module)
+                inst = inst.inner
+    return out
 
 
 def _callee_prefix(fn: Function, args: tuple[Operand, ...]) -> tuple[AxisT, ...]:

@@ -28,6 +28,7 @@ from presk_types.shapes import TypeErr
 from presk_types.types import ParamsT, Type
 
 from presk_core.ir import Function, Instr, Lit, Program, Value, format_instr
+from presk_core.layout import init_trees
 
 DECLARED = frozenset({"cast", "init", "record"})
 """Operations whose type is their annotation: their rules check the operands against it."""
@@ -45,24 +46,23 @@ class VerifyError(Exception):
 def context_of(program: Program, made_from: Program | None = None) -> CoreContext:
     """The functions' signatures and the parameter trees' layouts of a program: a module's
     tree as its `.init` builds it (the `record` it returns), taken from `made_from` too
-    when given (a specialized program keeps no `.init`)."""
+    when given (a specialized program keeps no `.init`), its leaves' types the program's
+    (`Program.layouts`: specialize binds a module's file dimensions there, the `T` of
+    minigpt's `pos : ℝ[seq: T, D]`)."""
     functions = {
         f.name: Signature(f.dims, tuple(p.type for p in f.params), f.result)
         for f in program.functions
     }
-    layouts: dict = {}
-    sources = [program] if made_from is None else [program, made_from]
-    for f in (f for p in sources for f in p.functions):
-        if not isinstance(f.result, ParamsT) or f.result.instance.stack is not None:
-            continue
-        made = {i.out.id: i for i in f.body}
-        last = made.get(f.ret.id) if isinstance(f.ret, Value) else None
-        if last is None or last.op != "record":
-            continue
-        inst = f.result.instance
-        dims = tuple(str(a) for a in inst.args)  # the .init's own dimensions, as variables
-        entries = tuple((k, a.type) for k, a in zip(last.attr("keys"), last.args, strict=True))
-        layouts.setdefault(inst.module, (dims, entries))
+    sources = (program,) if made_from is None else (program, made_from)
+    layouts = {}
+    for key, (dims, entries) in init_trees(*sources).items():
+        layout = program.layout(key)
+        if layout is not None and layout.dims == dims:
+            leaf = {x.path: x.type for x in layout.leaves if not x.stack}
+            entries = tuple(
+                (k, t if isinstance(t, ParamsT) else leaf.get(k, t)) for k, t in entries
+            )
+        layouts[key] = (dims, entries)
     return CoreContext(functions, layouts)
 
 
