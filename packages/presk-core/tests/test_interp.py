@@ -109,10 +109,13 @@ def test_the_fold_in_c_is_numpys_matmul_bit_for_bit(bits):
     a[0, 1, :] = gmpy2.mpfr("-0")
     a[1, 2, 3], b[1, 0, 1] = gmpy2.mpfr("inf"), gmpy2.mpfr("nan")
     a[1, 4, 0], a[1, 4, 1] = gmpy2.mpfr("1e300"), gmpy2.mpfr("-1e300")  # cancellation
+    a[0, 5, 0], b[0, 0, 2] = gmpy2.mpfr("1e200000000"), gmpy2.mpfr("1e200000000")  # overflow
+    a[0, 6, 0], b[0, 0, 3] = gmpy2.mpfr("1e-200000000"), gmpy2.mpfr("-1e-200000000")  # underflow
     with M.precision(bits):
         want, got = np.matmul(a, b), fold_c.fold(a, b)
     assert got is not None and got.shape == want.shape
     assert _bits(got) == _bits(want)
+    assert gmpy2.is_infinite(got[0, 5, 2]) and gmpy2.is_finite(got[0, 6, 3])
     assert len({id(v) for v in got.reshape(-1)}) == got.size  # each output its own object
 
 
