@@ -176,3 +176,72 @@ def test_the_diagnostic_is_rendered_on_the_source(tmp_path: Path) -> None:
 def test_an_ein_naming_an_output_axis_twice_is_e2013(tmp_path: Path, body: str) -> None:
     c = check(tmp_path, f"fn f{{N : dim}}(x : ℝ[a: N, b: N]) = {body}\n")
     assert errors(c) == [("E2013", "the axis `a` appears twice in the output of `ein`")]
+
+
+# ---- lengths, grad, effects, contraction -------------------------------------------------
+
+
+def test_a_length_that_can_be_negative_is_e2002_with_the_smallest_counterexample(
+    tmp_path: Path,
+) -> None:
+    source = "dim T\nconst W : nat = 3\nfn f(x : ℝ[seq: T - W + 1]) -> ℝ[] = sum(x)\n"
+    (d,) = check(tmp_path, source).diagnostics
+    assert (d.code, d.message) == ("E2002", "the length `T - W + 1` can be negative")
+    assert d.labels[0].text == "is -2 for T = 0"
+
+
+def test_a_length_written_from_the_smaller_one_is_accepted(tmp_path: Path) -> None:
+    source = "const W : nat = 3\nfn f{N : dim}(x : ℝ[seq: N + W - 1]) -> ℝ[] = sum(x)\n"
+    assert errors(check(tmp_path, source)) == []
+
+
+def test_grad_with_respect_to_indices_is_e3001(tmp_path: Path) -> None:
+    source = """
+    fn f(i : idx[4][n: 3], x : ℝ[n: 3]) -> ℝ[] = sum(x)
+    fn g(i : idx[4][n: 3], x : ℝ[n: 3]) -> idx[4][n: 3] = grad(λ i. f(i, x))(i)
+    """
+    (d,) = check(tmp_path, source).diagnostics
+    assert d.code == "E3001" and "`idx[4][n: 3]` is not real" in d.message
+
+
+def test_a_second_order_grad_is_e3002_at_check(tmp_path: Path) -> None:
+    source = """
+    fn f(x : ℝ[]) -> ℝ[] = x^3
+    fn d(x : ℝ[]) -> ℝ[] = grad(λ y. f(y))(x)
+    fn dd(x : ℝ[]) -> ℝ[] = grad(λ y. d(y))(x)
+    fn other(x : ℝ[]) -> ℝ[] = x * 2
+    """
+    c = check(tmp_path, source)
+    assert [d.code for d in c.diagnostics] == ["E3002"]
+    assert [i.key for i in c.checker.order if not i.ok] == ["dd"]
+
+
+def test_grad_of_a_function_that_is_not_scalar_labels_the_body(tmp_path: Path) -> None:
+    source = """
+    fn f(x : ℝ[n: 3]) -> ℝ[n: 3] = x * 2
+    fn g(x : ℝ[n: 3]) -> ℝ[n: 3] = grad(λ y. f(y))(x)
+    """
+    (d,) = check(tmp_path, source).diagnostics
+    assert d.code == "E2008" and d.labels[0].text == "returns `ℝ[n: 3]`, not `ℝ[]`"
+
+
+def test_a_declared_effect_is_kept_and_its_callers_must_declare_it(tmp_path: Path) -> None:
+    source = """
+    fn f(k : key, x : ℝ[n: 3]) -> ℝ[n: 3] uses Rand = x
+    fn g(k : key, x : ℝ[n: 3]) -> ℝ[n: 3] = f(k, x)
+    """
+    c = check(tmp_path, source)
+    assert [d.code for d in c.diagnostics] == ["E4001"]
+    (f,) = [i for i in c.checker.order if i.key == "f"]
+    assert list(f.effects) == ["Rand"]
+
+
+def test_a_contraction_of_axes_of_different_names_is_e2003(tmp_path: Path) -> None:
+    source = "fn f(x : ℝ[a: 3], y : ℝ[b: 3]) -> ℝ[] = x · y\n"
+    (d,) = check(tmp_path, source).diagnostics
+    assert d.code == "E2003" and "the axis `a` of `ℝ[a: 3]` with the axis `b`" in d.message
+
+
+@pytest.mark.parametrize("types", ["ℝ[a: 3], y : ℝ[a: 3]", "ℝ[3], y : ℝ[b: 3]"])
+def test_a_contraction_of_one_name_or_positional_is_accepted(tmp_path: Path, types: str) -> None:
+    assert errors(check(tmp_path, f"fn f(x : {types}) -> ℝ[] = x · y\n")) == []

@@ -121,6 +121,8 @@ class Calls:
         callee = self.checker.check(ref.info)
         if not callee.ok:
             raise ConstError(reported())
+        if callee.grad_at is not None and self.info.grad_at is None:
+            self.info.grad_at = span  # the call takes a gradient
         params = list(callee.params)
         bindings: dict[str, Lin] = {}
         inst = ref.instance
@@ -219,9 +221,28 @@ class Calls:
             raise err(
                 "E2008",
                 f"`grad` needs a scalar function, and this one returns `{lam.result}`",
-                Label(f.span, ""),
+                Label(f.body.span, f"returns `{lam.result}`, not `ℝ[]`"),
+            )
+        if lam.grad_at is not None:
+            raise err(
+                "E3002",
+                "`grad` of a function that takes a gradient: derivatives of order two are"
+                " not supported",
+                Label(grad_span, "`grad` here"),
+                Label(lam.grad_at, "takes a gradient"),
+                note=f"in `{self.info.decl.name}`",
             )
         wrt = f.params[0]
+        wrt_type = dict(lam.params).get(wrt)
+        if isinstance(wrt_type, Idx | Bool | KeyT | Machine):
+            raise err(
+                "E3001",
+                f"cannot differentiate with respect to `{wrt}`: `{wrt_type}` is not real",
+                Label(grad_span, f"`grad` here, with respect to `{wrt}`"),
+                help="differentiate with respect to a real argument (ℝ, or params)",
+                note=f"in `{self.info.decl.name}`; the gradient in a discrete argument would"
+                " be a silent zero",
+            )
         cls, cause = next(((c, why) for n, c, why in lam.classes if n == wrt), (Cls.SMOOTH, None))
         if cls > Cls.KINK and cause is not None:
             prim, where = cause
@@ -248,6 +269,8 @@ class Calls:
         refs = [v.ref for v in lam.captured_vals] + [v.ref for v in vals]
         t = self.grad_type(lam, [v.type for v in lam.captured_vals] + [v.type for v in vals], span)
         out = self.emit.grad(lam, refs, t, span)
+        if self.info.grad_at is None:
+            self.info.grad_at = grad_span
         return Val(t, join(*regs), effects, out)
 
     def grad_type(self, lam: FnInfo, types: list[Type], span: Span) -> Type:

@@ -207,6 +207,8 @@ class Body(Calls):
         self.emit.finish(result.ref)
         info.result = result.type
         info.effects = dict(result.effects)
+        for effect in decl.effects:  # declared and not used: still the function's effect
+            info.effects.setdefault(effect, decl.name_span)
         reg = result.reg
         info.classes = [
             (n, reg.get(n, (Cls.SMOOTH, None))[0], reg.get(n, (Cls.SMOOTH, None))[1])

@@ -18,7 +18,7 @@ from presk_syntax.diagnostics import Diagnostic, DiagnosticError, Label, Severit
 from presk_syntax.parse import parse_source, read_source
 from presk_syntax.span import Source, SourceMap, Span
 
-from presk_types.presburger import Dim, DimContext, Lin, Undecidable, holds_for_all
+from presk_types.presburger import Dim, DimContext, Ge, Lin, Undecidable, holds_for_all
 from presk_types.types import (
     F64,
     NAT,
@@ -564,6 +564,8 @@ def resolve_shape(dims: tuple[A.Dim, ...], scope: TypeScope) -> Shape:
             raise ConstError(
                 error("E2002", f"a length of {length}", Label(d.span, "lengths are naturals"))
             )
+        if length.constant < 0 or any(c < 0 for _, c in length.coeffs):
+            _natural(length, d, scope)
         if d.name is not None and d.name in seen:
             raise ConstError(
                 error(
@@ -575,6 +577,23 @@ def resolve_shape(dims: tuple[A.Dim, ...], scope: TypeScope) -> Shape:
         seen.add(d.name)
         axes.append(AxisT(d.name, length))
     return Shape(prefix, tuple(axes))
+
+
+def _natural(length: Lin, d: A.Axis, scope: TypeScope) -> None:
+    """E2002 when a length written with `-` is negative for some allowed dimensions."""
+    bounds = scope.env.dim_bounds
+    ctx = DimContext(tuple(Dim(n, bounds.get(n)) for n in sorted(length.names)))
+    counter = holds_for_all(ctx, Ge(length, Lin.const(0)))
+    if counter is not None:
+        text = env_text(scope.env, d.length.span)
+        raise ConstError(
+            error(
+                "E2002",
+                f"the length `{text}` can be negative",
+                Label(d.length.span, f"is {length.value(counter)} for {counter}"),
+                help="write the other lengths from this one (`seq: N + W - 1` and `win: N`)",
+            )
+        )
 
 
 # ---- instances and parameter trees -------------------------------------------------------

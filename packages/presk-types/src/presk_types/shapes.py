@@ -131,7 +131,15 @@ def contract(a: Shape, b: Shape, lengths: Lengths, span: Span) -> Shape:
             Label(span, "`·` needs an axis on each side, and no prefix on the right"),
             note="`·` contracts the last axis of the left operand with the first of the right",
         )
-    lengths.require_equal(a.axes[-1].length, b.axes[0].length, span)
+    x, y = a.axes[-1], b.axes[0]
+    if x.name and y.name and x.name != y.name:
+        raise err(
+            "E2003",
+            f"cannot contract the axis `{x.name}` of `ℝ{a}` with the axis `{y.name}` of `ℝ{b}`",
+            Label(span, f"`{x.name}` against `{y.name}`"),
+            note="`·` contracts axes of one name, or positional ones; `ein` renames and sums",
+        )
+    lengths.require_equal(x.length, y.length, span)
     return Shape(a.prefix, a.axes[:-1] + b.axes[1:])
 
 

@@ -128,6 +128,7 @@ class FnInfo:
     classes: list[tuple[str, Cls, Cause]] = field(default_factory=list)
     effects: dict[str, Span] = field(default_factory=dict)
     state: str = "new"  # new, checking, done, failed
+    grad_at: Span | None = None  # where it takes a gradient, itself or through a call
     context: DimContext = field(default_factory=DimContext)
 
     @property
