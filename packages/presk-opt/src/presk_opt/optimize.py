@@ -17,12 +17,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from egglog import EGraph, set_, union
+from egglog import EGraph, Ruleset, set_, union
+from egglog.egraph import to_runtime_expr
 from presk_core.ir import Function, Instr, Program
-from presk_types.types import ParamsT, Real, Shape
+from presk_types.types import ParamsT, Real, Shape, Type
 
 from presk_opt.rules import REWRITES, SCALAR, TYPING, record_of
-from presk_opt.terms import OP_COST, Tables, to_terms
+from presk_opt.terms import OP_COST, Tables, Term, to_terms
 from presk_opt.terms import from_term as _from_term
 
 
@@ -37,16 +38,20 @@ class Bounds:
 
 @dataclass(frozen=True)
 class CostModel:
-    """What extraction minimises and the report prints: `name` (`operation counts`), the
-    cost of one instruction, and the egglog cost of an operation's term (the constructors'
-    `cost`: `None` for the constructors' own, one an operation)."""
+    """What extraction minimises and the report prints: `name` (`operation counts`) and
+    the cost of one operation of result type `ty` (`op_cost(op, ty)`). A program's cost is
+    the sum over its instructions. `extract` chooses the term (`native_extract`, by the
+    constructors' costs, when None: operation counts, a value read twice counted twice)."""
 
     name: str
-    instr: Callable[[Instr], float]
-    term_cost: int | None = None
+    op_cost: Callable[[str, Type], float]
+    extract: Callable | None = None  # (egraph, root) -> (term DAG, id): None, by counts
+
+    def instr(self, ins: Instr) -> float:
+        return self.op_cost(ins.op, ins.out.type)
 
 
-OPERATION_COUNTS = CostModel("operation counts", lambda ins: float(OP_COST))
+OPERATION_COUNTS = CostModel("operation counts", lambda op, ty: float(OP_COST))
 
 
 @dataclass
@@ -94,10 +99,14 @@ def cost_of(fn: Function, model: CostModel) -> float:
 
 
 def optimize(
-    program: Program, bounds: Bounds = Bounds(), model: CostModel = OPERATION_COUNTS
+    program: Program,
+    bounds: Bounds = Bounds(),
+    model: CostModel = OPERATION_COUNTS,
+    rules: Ruleset | None = REWRITES,
 ) -> tuple[Program, Report]:
     """The program with its functions saturated together in one e-graph (their terms never
-    meet: sites and parameters are the function's), each extracted; the report."""
+    meet: sites and parameters are the function's), each extracted; the report. `rules`
+    None: no rule (the round trip through the terms)."""
     start = time.perf_counter()
     tables = Tables()
     assert tables.type_key(Real(Shape(False, ()))) == SCALAR
@@ -110,11 +119,13 @@ def optimize(
             egraph.register(union(lit).with_(num))
     for fact in _records(tables, program):
         egraph.register(fact)
-    iterations, stop = _saturate(egraph, bounds)
+    iterations, stop = _saturate(egraph, bounds, rules)
     report = Report(model.name)
     functions = []
+    extract = model.extract or native_extract
     for fn, root in zip(program.functions, roots, strict=True):
-        new = _from_term(fn, egraph.extract(root), tables)
+        dag, term = extract(egraph, root)
+        new = _from_term(fn, dag, term, tables)
         changed = new.body != fn.body or new.ret != fn.ret
         if not changed:
             new = fn
@@ -133,7 +144,7 @@ def optimize(
     return replace(program, functions=tuple(functions)), report
 
 
-def _saturate(egraph: EGraph, bounds: Bounds) -> tuple[int, str]:
+def _saturate(egraph: EGraph, bounds: Bounds, rules: Ruleset | None) -> tuple[int, str]:
     """The typing rules, then one iteration of the rules at a time, until an iteration
     changes nothing or a bound is reached: the iterations run and what stopped them."""
     start = time.perf_counter()
@@ -147,9 +158,21 @@ def _saturate(egraph: EGraph, bounds: Bounds) -> tuple[int, str]:
             return iterations, f"stopped at {enodes} e-nodes"
         if time.perf_counter() - start >= bounds.seconds:
             return iterations, f"stopped at {bounds.seconds:g} s"
-        iterations += 1
-        if not egraph.run(REWRITES).updated:
+        if rules is None:
             return iterations, "saturated"
+        iterations += 1
+        if not egraph.run(rules).updated:
+            return iterations, "saturated"
+
+
+def native_extract(egraph: EGraph, root: Term) -> tuple:
+    """The cheapest term of `root`'s e-class by the constructors' costs (an operation
+    1000, a rule's `Made.by` 1 more: on a tie the program's own), as egglog's term DAG
+    and the root's id in it. egglog-python 13.2.0's decoding of the DAG into expressions,
+    and its Python cost models, mix up the strings they share (values of different sorts
+    compared as numbers), so `presk_opt.terms` reads the DAG itself."""
+    best = egraph._run_extract(to_runtime_expr(root), 0)
+    return best.termdag, best.term
 
 
 def _enodes(egraph: EGraph) -> int:

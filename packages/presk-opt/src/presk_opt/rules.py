@@ -2,8 +2,8 @@
 
 A rule is a `Rule`: the name an instruction it makes carries as its origin's rule, a line
 saying why it is exact, and its egglog rewrites. A rewrite's left side matches operations
-by name and attribute key, whatever their site and the rule that made them (`s`, `r`); its
-right side writes new operations at the matched site `s`, made by this rule, with a type
+by name and attribute key, whatever made them (`m`, a `Made`); its right side writes new
+operations made by this rule from the matched one (`Made.by(m, name)`), with a type
 the shape rules give (a condition on `type_of` where the operands' types decide it).
 
 `TYPING` gives every term its type; `RULES` are the rewrites; `SCALAR` is the type key of a
@@ -16,12 +16,12 @@ from dataclasses import dataclass
 
 from egglog import BigRat, String, Vec, eq, function, ne, rewrite, rule, ruleset, set_, vars_
 
-from presk_opt.terms import Term, type_of
+from presk_opt.terms import Made, Term, type_of
 
 SCALAR = "t0"  # the type key of ℝ[], a literal's type (Tables registers it first)
 
-op, at, at2, t, t2, t3, s, r, r2, s2, n, k = vars_("op at at2 t t2 t3 s r r2 s2 n k", String)
-s3, r3, rk = vars_("s3 r3 rk", String)
+op, at, at2, t, t2, t3, n, k, rk, r1, r2 = vars_("op at at2 t t2 t3 n k rk r1 r2", String)
+m, m2, m3 = vars_("m m2 m3", Made)
 x, y, z, w = vars_("x y z w", Term)
 (vs,) = vars_("vs", Vec[Term])
 p, q = vars_("p q", BigRat)
@@ -43,7 +43,7 @@ def _one() -> Term:
 
 
 def _n2(name: str, o: str, a: Term, b: Term, ty=t) -> Term:
-    return Term.n2(o, "", ty, s, name, a, b)
+    return Term.n2(o, "", ty, Made.by(m, name), a, b)
 
 
 def _rules() -> list[Rule]:
@@ -56,38 +56,38 @@ def _rules() -> list[Rule]:
     add(
         "x + 0 = x",
         "0 is the neutral element of addition (either side)",
-        rewrite(Term.n2("add", at, t, s, r, x, _zero())).to(x, same),
-        rewrite(Term.n2("add", at, t, s, r, _zero(), x)).to(x, same),
+        rewrite(Term.n2("add", at, t, m, x, _zero())).to(x, same),
+        rewrite(Term.n2("add", at, t, m, _zero(), x)).to(x, same),
     )
     add(
         "x - 0 = x",
         "subtracting 0 is the identity",
-        rewrite(Term.n2("sub", at, t, s, r, x, _zero())).to(x, same),
+        rewrite(Term.n2("sub", at, t, m, x, _zero())).to(x, same),
     )
     add(
         "x · 1 = x",
         "1 is the neutral element of multiplication (either side)",
-        rewrite(Term.n2("mul", at, t, s, r, x, _one())).to(x, same),
-        rewrite(Term.n2("mul", at, t, s, r, _one(), x)).to(x, same),
+        rewrite(Term.n2("mul", at, t, m, x, _one())).to(x, same),
+        rewrite(Term.n2("mul", at, t, m, _one(), x)).to(x, same),
     )
     add(
         "x / 1 = x",
         "dividing by 1 is the identity",
-        rewrite(Term.n2("div", at, t, s, r, x, _one())).to(x, same),
+        rewrite(Term.n2("div", at, t, m, x, _one())).to(x, same),
     )
     add(
         "x ^ 1 = x",
         "the first power is the identity",
-        rewrite(Term.n2("pow", at, t, s, r, x, _one())).to(x, same),
+        rewrite(Term.n2("pow", at, t, m, x, _one())).to(x, same),
     )
     name = "x ^ 2 = x · x"
     add(
         name,
         "the square is the product with itself (both directions: the cost model chooses)",
-        rewrite(Term.n2("pow", at, t, s, r, x, Term.num(BigRat(2, 1), t3))).to(
+        rewrite(Term.n2("pow", at, t, m, x, Term.num(BigRat(2, 1), t3))).to(
             _n2(name, "mul", x, x), same
         ),
-        rewrite(Term.n2("mul", at, t, s, r, x, x)).to(
+        rewrite(Term.n2("mul", at, t, m, x, x)).to(
             _n2(name, "pow", x, Term.num(BigRat(2, 1), SCALAR)), same
         ),
     )
@@ -95,19 +95,13 @@ def _rules() -> list[Rule]:
     add(
         fold,
         "two rational literals computed in exact ℚ (ℚ ⊂ ℝ: no rounding)",
-        rewrite(Term.n2("add", at, t, s, r, Term.num(p, t2), Term.num(q, t3))).to(
-            Term.num(p + q, t)
-        ),
-        rewrite(Term.n2("sub", at, t, s, r, Term.num(p, t2), Term.num(q, t3))).to(
-            Term.num(p - q, t)
-        ),
-        rewrite(Term.n2("mul", at, t, s, r, Term.num(p, t2), Term.num(q, t3))).to(
-            Term.num(p * q, t)
-        ),
-        rewrite(Term.n2("div", at, t, s, r, Term.num(p, t2), Term.num(q, t3))).to(
+        rewrite(Term.n2("add", at, t, m, Term.num(p, t2), Term.num(q, t3))).to(Term.num(p + q, t)),
+        rewrite(Term.n2("sub", at, t, m, Term.num(p, t2), Term.num(q, t3))).to(Term.num(p - q, t)),
+        rewrite(Term.n2("mul", at, t, m, Term.num(p, t2), Term.num(q, t3))).to(Term.num(p * q, t)),
+        rewrite(Term.n2("div", at, t, m, Term.num(p, t2), Term.num(q, t3))).to(
             Term.num(p / q, t), ne(q).to(BigRat(0, 1))
         ),
-        rewrite(Term.n1("neg", at, t, s, r, Term.num(p, t2))).to(Term.num(-p, t)),
+        rewrite(Term.n1("neg", at, t, m, Term.num(p, t2))).to(Term.num(-p, t)),
     )
     name = "scales multiplied"
     add(
@@ -118,9 +112,8 @@ def _rules() -> list[Rule]:
                 "mul",
                 at,
                 t,
-                s,
-                r,
-                Term.n2("mul", at2, t2, s2, r2, x, Term.num(p, t3)),
+                m,
+                Term.n2("mul", at2, t2, m2, x, Term.num(p, t3)),
                 Term.num(q, t3),
             )
         ).to(_n2(name, "mul", x, Term.num(p * q, SCALAR)), same),
@@ -129,10 +122,9 @@ def _rules() -> list[Rule]:
                 "mul",
                 at,
                 t,
-                s,
-                r,
+                m,
                 Term.num(q, t3),
-                Term.n2("mul", at2, t2, s2, r2, Term.num(p, t3), x),
+                Term.n2("mul", at2, t2, m2, Term.num(p, t3), x),
             )
         ).to(_n2(name, "mul", Term.num(p * q, SCALAR), x), same),
     )
@@ -145,10 +137,9 @@ def _rules() -> list[Rule]:
                 "add",
                 at,
                 t,
-                s,
-                r,
-                Term.n2("mul", at2, t2, s2, r2, x, Term.num(p, t3)),
-                Term.n2("mul", k, n, s3, r3, y, Term.num(p, t3)),
+                m,
+                Term.n2("mul", at2, t2, m2, x, Term.num(p, t3)),
+                Term.n2("mul", k, n, m3, y, Term.num(p, t3)),
             )
         ).to(
             _n2(name, "mul", _n2(name, "add", x, y), Term.num(p, SCALAR)),
@@ -159,31 +150,23 @@ def _rules() -> list[Rule]:
     add(
         "cast of cast = cast",
         "a relabelling of a relabelling is one relabelling: the data is the same",
-        rewrite(Term.n1("cast", at, t, s, r, Term.n1("cast", at2, t2, s2, r2, x))).to(
-            Term.n1("cast", "", t, s, "cast of cast = cast", x)
+        rewrite(Term.n1("cast", at, t, m, Term.n1("cast", at2, t2, m2, x))).to(
+            Term.n1("cast", "", t, Made.by(m, "cast of cast = cast"), x)
         ),
     )
     add(
         "layout between equal types = identity",
         "a cast, or a sum_to, to the type its operand already has changes nothing",
-        rewrite(Term.n1("cast", at, t, s, r, x)).to(x, same),
-        rewrite(Term.n2("sum_to", at, t, s, r, x, y)).to(x, same),
+        rewrite(Term.n1("cast", at, t, m, x)).to(x, same),
+        rewrite(Term.n2("sum_to", at, t, m, x, y)).to(x, same),
     )
     add(
         "x + zeros = x",
         "adding a tree, or a tensor, of zeros is the identity",
-        rewrite(Term.n2("accum", at, t, s, r, x, Term.n1("zeros_like", at2, t2, s2, r2, y))).to(
-            x, same
-        ),
-        rewrite(Term.n2("accum", at, t, s, r, Term.n1("zeros_like", at2, t2, s2, r2, y), x)).to(
-            x, same
-        ),
-        rewrite(Term.n2("add", at, t, s, r, x, Term.n1("zeros_like", at2, t2, s2, r2, y))).to(
-            x, same
-        ),
-        rewrite(Term.n2("add", at, t, s, r, Term.n1("zeros_like", at2, t2, s2, r2, y), x)).to(
-            x, same
-        ),
+        rewrite(Term.n2("accum", at, t, m, x, Term.n1("zeros_like", at2, t2, m2, y))).to(x, same),
+        rewrite(Term.n2("accum", at, t, m, Term.n1("zeros_like", at2, t2, m2, y), x)).to(x, same),
+        rewrite(Term.n2("add", at, t, m, x, Term.n1("zeros_like", at2, t2, m2, y))).to(x, same),
+        rewrite(Term.n2("add", at, t, m, Term.n1("zeros_like", at2, t2, m2, y), x)).to(x, same),
     )
     name = "puts of zeros summed = record"
     add(
@@ -195,23 +178,27 @@ def _rules() -> list[Rule]:
                 "accum",
                 at,
                 t,
-                s,
-                r,
-                Term.n2("put", at2, t, s2, r2, x, y),
-                Term.n2("put", k, t, s3, r3, w, z),
+                m,
+                Term.n2("put", at2, t, m2, x, y),
+                Term.n2("put", k, t, m3, w, z),
             )
-        ).to(Term.nv("record", rk, t, s, name, Vec[Term](y, z)), eq(record_of(t, at2, k)).to(rk)),
+        ).to(
+            Term.nv("record", rk, t, Made.by(m, name), Vec[Term](y, z)),
+            eq(record_of(t, at2, k)).to(rk),
+        ),
         rewrite(
             Term.n2(
                 "accum",
                 at,
                 t,
-                s,
-                r,
-                Term.n2("put", at2, t, s2, r2, x, y),
-                Term.n2("put", k, t, s3, r3, w, z),
+                m,
+                Term.n2("put", at2, t, m2, x, y),
+                Term.n2("put", k, t, m3, w, z),
             )
-        ).to(Term.nv("record", rk, t, s, name, Vec[Term](z, y)), eq(record_of(t, k, at2)).to(rk)),
+        ).to(
+            Term.nv("record", rk, t, Made.by(m, name), Vec[Term](z, y)),
+            eq(record_of(t, k, at2)).to(rk),
+        ),
     )
     return out
 
@@ -229,12 +216,17 @@ TYPING = ruleset(
     rule(eq(x).to(Term.param(n, t))).then(set_(type_of(x)).to(t)),
     rule(eq(x).to(Term.lit(n, t))).then(set_(type_of(x)).to(t)),
     rule(eq(x).to(Term.num(p, t))).then(set_(type_of(x)).to(t)),
-    rule(eq(x).to(Term.n0(op, at, t, s, r))).then(set_(type_of(x)).to(t)),
-    rule(eq(x).to(Term.n1(op, at, t, s, r, y))).then(set_(type_of(x)).to(t)),
-    rule(eq(x).to(Term.n2(op, at, t, s, r, y, z))).then(set_(type_of(x)).to(t)),
-    rule(eq(x).to(Term.n3(op, at, t, s, r, y, z, w))).then(set_(type_of(x)).to(t)),
-    rule(eq(x).to(Term.nv(op, at, t, s, r, vs))).then(set_(type_of(x)).to(t)),
+    rule(eq(x).to(Term.n0(op, at, t, m))).then(set_(type_of(x)).to(t)),
+    rule(eq(x).to(Term.n1(op, at, t, m, y))).then(set_(type_of(x)).to(t)),
+    rule(eq(x).to(Term.n2(op, at, t, m, y, z))).then(set_(type_of(x)).to(t)),
+    rule(eq(x).to(Term.n3(op, at, t, m, y, z, w))).then(set_(type_of(x)).to(t)),
+    rule(eq(x).to(Term.nv(op, at, t, m, vs))).then(set_(type_of(x)).to(t)),
     name="typing",
 )
 
-REWRITES = ruleset(*(rw for ru in RULES for rw in ru.rewrites), name="rules")
+REWRITES = ruleset(
+    *(rw for ru in RULES for rw in ru.rewrites),
+    # what a rule makes from what a rule made is made by the last rule, at the first site
+    rewrite(Made.by(Made.by(m, r1), r2)).to(Made.by(m, r2)),
+    name="rules",
+)

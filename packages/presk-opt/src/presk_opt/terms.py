@@ -22,12 +22,25 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from egglog import BigRat, BigRatLike, Expr, String, StringLike, Vec, function, method
-from egglog.deconstruct import get_callable_args, get_callable_fn, get_literal_value
 from presk_core.build import FunctionBuilder, placement
 from presk_core.ir import Function, Instr, Lit, Operand, Origin, Value
 from presk_types.types import Type
 
 OP_COST = 1  # each operation; a parameter or a literal costs nothing (docs/optimizer.md)
+
+
+class Made(Expr):
+    """Where a term was made: `at(site)`, an instruction of the program, or `by(m, rule)`,
+    by a rule from the term made at m (costing a little more: on a tie, the extraction
+    keeps the program's own)."""
+
+    @method(cost=0)
+    @classmethod
+    def at(cls, site: StringLike) -> Made: ...
+
+    @method(cost=1)
+    @classmethod
+    def by(cls, made: Made, rule: StringLike) -> Made: ...
 
 
 class Term(Expr):
@@ -45,60 +58,54 @@ class Term(Expr):
     @classmethod
     def num(cls, q: BigRatLike, ty: StringLike) -> Term: ...
 
-    @method(cost=OP_COST)
+    @method(cost=OP_COST * 1000)
     @classmethod
-    def n0(
-        cls, op: StringLike, attrs: StringLike, ty: StringLike, site: StringLike, rule: StringLike
-    ) -> Term: ...
+    def n0(cls, op: StringLike, attrs: StringLike, ty: StringLike, made: Made) -> Term: ...
 
-    @method(cost=OP_COST)
+    @method(cost=OP_COST * 1000)
     @classmethod
     def n1(
         cls,
         op: StringLike,
         attrs: StringLike,
         ty: StringLike,
-        site: StringLike,
-        rule: StringLike,
+        made: Made,
         a: Term,
     ) -> Term: ...
 
-    @method(cost=OP_COST)
+    @method(cost=OP_COST * 1000)
     @classmethod
     def n2(
         cls,
         op: StringLike,
         attrs: StringLike,
         ty: StringLike,
-        site: StringLike,
-        rule: StringLike,
+        made: Made,
         a: Term,
         b: Term,
     ) -> Term: ...
 
-    @method(cost=OP_COST)
+    @method(cost=OP_COST * 1000)
     @classmethod
     def n3(
         cls,
         op: StringLike,
         attrs: StringLike,
         ty: StringLike,
-        site: StringLike,
-        rule: StringLike,
+        made: Made,
         a: Term,
         b: Term,
         c: Term,
     ) -> Term: ...
 
-    @method(cost=OP_COST)
+    @method(cost=OP_COST * 1000)
     @classmethod
     def nv(
         cls,
         op: StringLike,
         attrs: StringLike,
         ty: StringLike,
-        site: StringLike,
-        rule: StringLike,
+        made: Made,
         args: Vec[Term],
     ) -> Term: ...
 
@@ -178,7 +185,8 @@ def to_terms(fn: Function, tables: Tables) -> Encoded:
         terms[p.id] = Term.param(f"{fn.name}/{p.id}", tables.type_key(p.type))
     for ins in fn.body:
         args = [operand(a) for a in ins.args]
-        head = (ins.op, tables.attrs_key(ins.attrs), tables.type_key(ins.out.type), ins.site, "")
+        made = Made.at(ins.site)
+        head = (ins.op, tables.attrs_key(ins.attrs), tables.type_key(ins.out.type), made)
         terms[ins.out.id] = make(head, args)
     return Encoded(tables, terms, operand(fn.ret), rationals)
 
@@ -208,34 +216,51 @@ class _Node:
     args: list  # _Node | Value | Lit
 
 
-def _decode(term: Term, params: dict[str, Value], tables: Tables, memo: dict) -> object:
-    key = term.__egg_typed_expr__
-    if key in memo:
-        return memo[key]
-    fn = get_callable_fn(term)
-    args = get_callable_args(term)
-    if fn == Term.param:
-        out: object = params[get_literal_value(args[0])]
-    elif fn == Term.lit:
-        out = Lit(get_literal_value(args[0]), tables.types[get_literal_value(args[1])])
-    elif fn == Term.num:
-        q = args[0].value
-        out = Lit(rat_text(Fraction(q)), tables.types[get_literal_value(args[1])])
+def _decode(dag, i: int, params: dict[str, Value], tables: Tables, memo: dict) -> object:
+    """The operand or `_Node` of term `i` of an extraction's term DAG (egglog's own terms:
+    `presk_opt_terms_Term_n2`, string literals, `bigrat` of two `from-string`s)."""
+    if i in memo:
+        return memo[i]
+    term = dag.get(i)
+    kind = term.name.rsplit("_", 1)[-1]
+    args = term.args
+
+    def text(j: int) -> str:
+        return dag.get(j).value.value
+
+    if kind == "param":
+        out: object = params[text(args[0])]
+    elif kind == "lit":
+        out = Lit(text(args[0]), tables.types[text(args[1])])
+    elif kind == "num":
+        num, den = (text(dag.get(j).args[0]) for j in dag.get(args[0]).args)
+        out = Lit(rat_text(Fraction(int(num), int(den))), tables.types[text(args[1])])
     else:
-        head = [get_literal_value(a) for a in args[:5]]
-        rest = args[5:]
-        if fn == Term.nv:
-            rest = list(get_callable_args(rest[0]))
-        out = _Node(*head, [_decode(a, params, tables, memo) for a in rest])
-    memo[key] = out
+        site, rule = _made(dag, args[3])
+        head = [text(j) for j in args[:3]] + [site, rule]
+        rest = list(args[4:])
+        if kind == "nv":
+            rest = list(dag.get(rest[0]).args)
+        out = _Node(*head, [_decode(dag, j, params, tables, memo) for j in rest])
+    memo[i] = out
     return out
 
 
-def from_term(fn: Function, ret: Term, tables: Tables) -> Function:
-    """The function whose body computes `ret`, an extracted term (module docstring)."""
+def _made(dag, i: int) -> tuple[str, str]:
+    """The site and the rule (the last one; "" for the program's) of a `Made` term."""
+    term = dag.get(i)
+    if term.name.endswith("_at"):
+        return dag.get(term.args[0]).value.value, ""
+    site, _ = _made(dag, term.args[0])
+    return site, dag.get(term.args[1]).value.value
+
+
+def from_term(fn: Function, dag, ret: int, tables: Tables) -> Function:
+    """The function whose body computes `ret`, a term of an extraction's DAG `dag` (module
+    docstring)."""
     params = {f"{fn.name}/{p.id}": p for p in fn.params}
     original = {ins.site: (i, ins) for i, ins in enumerate(fn.body)}
-    root = _decode(ret, params, tables, {})
+    root = _decode(dag, ret, params, tables, {})
     nodes: list[_Node] = []  # every operation the result reads, each once
     seen: set[int] = set()
     stack = [root]
