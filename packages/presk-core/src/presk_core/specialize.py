@@ -18,6 +18,11 @@ are extended to the prefix's axes, which are explicit afterwards: the interprete
 specialized program to the same bits as the original at the same bindings. Every
 instruction is a copy: its site is its new function's (`Linear.apply{In=3,Out=2}/%5`), its
 origin the site it was copied from, by the rule `specialize`.
+
+`Program.layouts` is kept, each module's file dimensions (a leaf's dimension its `params
+M` does not carry: minigpt's `pos : ℝ[seq: T, D]`) bound at the value the reached
+functions that read or make its tree give them (a sub-module's at its parent's); one read
+at two values stays a name.
 """
 
 from __future__ import annotations
