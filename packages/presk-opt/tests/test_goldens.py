@@ -1,0 +1,88 @@
+"""Every `presk run` of tests/run (and the specification's gradient of step 4) prints the
+same digits under --opt; the report is on standard error, in the specification's form."""
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from presk_core.passes import Context, run_pipeline
+from presk_core.run import run_entry
+from presk_opt.optimize import optimize
+
+ROOT = Path(__file__).resolve().parents[3]
+PRESK = ROOT / ".venv" / "bin" / "presk"
+TINY = {"V": "64", "D": "16", "H": "2", "L": "2"}
+
+RUNS = [  # file, entry, dimensions, constants, seed, digits, verbose: as tests/run runs them
+    ("tutorial/01_linear.psk", "Linear{3, 2}.apply", {"batch": 4}, {}, 0, 12, True),
+    ("tutorial/04_grad.psk", "loss_grad", {"D": 3, "B": 2}, {}, 0, 6, False),
+    ("tutorial/05_sample.psk", "pick", {"B": 5}, {}, 3, 12, False),
+    ("tutorial/06_tower.psk", "Tower.apply", {"batch": 2}, {}, 1, 12, False),
+    ("tests/examples/minigpt/minigpt.psk", "MiniGPT.apply", {"B": 2, "T": 8}, TINY, 0, 12, False),
+    ("tests/examples/minigpt/train_minigpt.psk", "loss", {"B": 2, "T": 8}, TINY, 0, 12, False),
+    ("tests/examples/mlp/mlp.psk", "mse", {"D": 3, "B": 2}, {}, 0, 12, False),
+    ("tests/examples/mlp/mlp.psk", "mse_grad", {"D": 3, "B": 2}, {}, 0, 12, False),
+    (
+        "tests/examples/bert/bert.psk",
+        "MaskedLM.apply",
+        {"B": 1, "T": 4},
+        {"V": "32", "D": "8", "H": "2", "L": "2"},
+        0,
+        12,
+        False,
+    ),
+    (
+        "tests/examples/llama/llama.psk",
+        "block",
+        {"B": 1, "T": 3},
+        {"D": "8", "H": "2", "F": "12"},
+        0,
+        12,
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", RUNS, ids=[f"{c[0]}:{c[1]}" for c in RUNS])
+def test_the_printed_digits_are_the_same_under_opt(case) -> None:
+    path, entry, dims, consts, seed, digits, verbose = case
+    core = run_pipeline("core-after-ad", str(ROOT / path), Context(consts=dict(consts)))
+    if entry not in {f.name for f in core.functions} and "{" not in entry and "." not in entry:
+        pytest.skip(f"no entry {entry}")
+    opt, _ = optimize(core)
+    args = (entry, dims, seed, 256, digits, verbose)
+    assert run_entry(opt, None, *args) == run_entry(core, None, *args)
+
+
+def test_run_opt_reports_then_prints_the_gradient_of_step_4() -> None:
+    args = ["run", "tutorial/04_grad.psk", "--entry", "loss_grad", "--dim", "D=3", "--dim", "B=2"]
+    env = {**os.environ, "NO_COLOR": "1", "PRESK_VERIFY": "1"}
+    plain = subprocess.run(
+        [PRESK, *args, "--digits", "6"], cwd=ROOT, capture_output=True, text=True, env=env
+    )
+    opt = subprocess.run(
+        [PRESK, *args, "--digits", "6", "--opt"], cwd=ROOT, capture_output=True, text=True, env=env
+    )
+    assert opt.returncode == 0, opt.stderr
+    assert opt.stdout == plain.stdout and plain.stderr == ""
+    lines = opt.stderr.splitlines()
+    head = r"presk-opt: (\d+) of (\d+) functions rewritten, (\d+) → (\d+) lets, cost \S+ → \S+ \(operation counts\)"
+    m = re.fullmatch(head, lines[0])
+    assert m and int(m[3]) > int(m[4])
+    names = [
+        re.fullmatch(r"  (\S+): \d+ → \d+ lets, cost \S+ → \S+ \(saturated, \d+ iterations\)", x)[1]
+        for x in lines[1:]
+    ]
+    assert {"Linear.apply.bwd", "loss.bwd"} <= set(names) and len(names) == int(m[1])
+
+
+def test_dump_core_opt_is_a_stage() -> None:
+    r = subprocess.run(
+        [PRESK, "dump", "tutorial/04_grad.psk", "--stage", "core-opt", "--sites"],
+        cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PRESK_VERIFY": "1"},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "= record {w = %10, b = %7}  -- Linear.apply.bwd/" in r.stdout
+    assert "(puts of zeros summed = record, from Linear.apply.bwd/%12)" in r.stdout
