@@ -245,3 +245,57 @@ def test_a_contraction_of_axes_of_different_names_is_e2003(tmp_path: Path) -> No
 @pytest.mark.parametrize("types", ["ℝ[a: 3], y : ℝ[a: 3]", "ℝ[3], y : ℝ[b: 3]"])
 def test_a_contraction_of_one_name_or_positional_is_accepted(tmp_path: Path, types: str) -> None:
     assert errors(check(tmp_path, f"fn f(x : {types}) -> ℝ[] = x · y\n")) == []
+
+
+# ---- diagnostics that misled -------------------------------------------------------------
+
+THETA = """
+module M {
+  param w : ℝ[n: 3]
+  fn apply(x : ℝ[n: 3]) -> ℝ[n: 3] = x * w
+}
+fn f(net : M, θ : params net, x : ℝ[n: 3]) -> ℝ[n: 3] = x * θ.NAME
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("w", "`w` is not reached from outside its module"),
+        ("v", "`params M` has no member `v`"),
+    ],
+)
+def test_a_member_of_a_parameter_tree_outside_its_module(
+    tmp_path: Path, name: str, message: str
+) -> None:
+    (d,) = check(tmp_path, THETA.replace("NAME", name)).diagnostics
+    assert (d.code, d.message) == ("E2001", message)
+
+
+def test_percent_between_reals_is_e2008(tmp_path: Path) -> None:
+    source = "fn f(x : ℝ[n: 3], y : ℝ[n: 3]) -> ℝ[n: 3] = x % y\n"
+    (d,) = check(tmp_path, source).diagnostics
+    assert d.code == "E2008" and d.message.startswith("`%` is an operator of lengths")
+
+
+def test_a_file_dimension_in_caller_and_callee_is_inferred(tmp_path: Path) -> None:
+    source = """
+    dim T
+    fn h(x : ℝ[seq: T + 1]) -> ℝ[] = sum(x)
+    fn g(x : ℝ[seq: T + 1]) -> ℝ[] = h(x)
+    fn h2{N : dim}(x : ℝ[seq: 2 * N]) -> ℝ[] = sum(x) * (N : ℝ)
+    fn g2(x : ℝ[seq: 8]) -> ℝ[] = h2(x)
+    """
+    assert errors(check(tmp_path, source)) == []
+
+
+def test_a_counterexample_gives_lengths_that_are_natural() -> None:
+    from presk_types.presburger import DimContext, Lin
+    from presk_types.shapes import Lengths
+
+    lengths = Lengths(DimContext.of("N"))
+    # `N - 1` against 0: N = 0 would make the length -1; N = 2 is a real mismatch
+    assert lengths.differ(Lin.var("N") - 1, Lin.const(0)) == "N = 2"
+    # `N` against 2 in a broadcast: N = 1 would broadcast, N = 0 is an empty axis
+    assert lengths.differ(Lin.var("N"), Lin.const(2), broadcast=True) == "N = 3"
+    assert lengths.differ(Lin.var("N"), Lin.const(2)) == "N = 0"

@@ -105,7 +105,8 @@ def test_broadcast_of_different_lengths_is_e2006_with_a_counterexample() -> None
         broadcast(sh("[In]"), sh("[Out]"), LENGTHS, SPAN)
     assert code(e) == "E2006"
     assert e.value.diagnostics[0].message == "dimension mismatch: `In` vs `Out`"
-    assert label(e) == "differ for In = 1, Out = 0"
+    # not In = 1, Out = 0: a length 1 would read as a broadcast (issue 16)
+    assert label(e) == "differ for In = 3, Out = 2"
     assert e.value.diagnostics[0].labels[0].span == SPAN
 
 

@@ -475,7 +475,27 @@ class Unify:
             Label(span, f"this is `{at}`"),
         )
 
+    def solve(self) -> None:
+        """Bind a dimension that the pending equations fix alone: `N + 1` against `T + 1` is
+        N = T, `2*N` against 8 is N = 4 (a natural length, or it stays unbound)."""
+        progress = True
+        while progress:
+            progress = False
+            for p, a, _ in self.pending:
+                unbound = [(n, c) for n, c in p.coeffs if n in self.generic - set(self.bindings)]
+                if len(unbound) != 1:
+                    continue
+                name, c = unbound[0]
+                rest = subst_lin(p - Lin(((name, c),)), self.bindings)
+                diff = a - rest
+                terms = [*(k for _, k in diff.coeffs), diff.constant]
+                if all(k % c == 0 and k // c >= 0 for k in terms):
+                    coeffs = tuple((n, k // c) for n, k in diff.coeffs)
+                    self.bindings[name] = Lin(coeffs, diff.constant // c)
+                    progress = True
+
     def finish(self) -> None:
+        self.solve()
         for p, a, span in self.pending:
             unbound = p.names - set(self.bindings)
             if unbound & self.generic:

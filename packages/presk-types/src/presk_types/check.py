@@ -434,7 +434,29 @@ class Body(Calls):
                 if name in info.fns:
                     fn = self.checker.info(info.file, info.fns[name], info)
                     return FnRef(fn, inst, implicit, tree)
-        raise err("E2001", f"unresolved name `{name}`", Label(span, "not a member of this"))
+        if isinstance(obj, Val) and isinstance(obj.type, ParamsT):
+            inst = obj.type.instance
+            while inst.inner is not None:
+                inst = inst.inner
+            info = self._module_info(inst)
+            if name not in {p.name for p in info.params} | {u.name for u in info.uses}:
+                raise err(
+                    "E2001",
+                    f"`{obj.type}` has no member `{name}`",
+                    Label(span, f"not a parameter or `use` of `{info.decl.name}`"),
+                )
+            raise err(
+                "E2001",
+                f"`{name}` is not reached from outside its module",
+                Label(span, f"a parameter tree `{obj.type}`"),
+                help="call a function of the module with the tree: `net.apply(θ, x)`",
+            )
+        what = {
+            Namespace: "an imported file",
+            ModuleVal: "a module",
+            Val: f"a value of type `{getattr(obj, 'type', '')}`",
+        }.get(type(obj), "this")
+        raise err("E2001", f"unresolved name `{name}`", Label(span, f"not a member of {what}"))
 
     def _module_info(self, inst: Instance) -> ModuleInfo:
         from presk_types.elab import module_info
@@ -486,6 +508,12 @@ class Body(Calls):
         ta, tb = a.type, b.type
         if op == "|>":
             raise err("E2008", "`|>` belongs to a training run's data", Label(span, ""))
+        if op not in OPERATORS:
+            raise err(
+                "E2008",
+                f"`{op}` is an operator of lengths and constants, not of `{ta}` and `{tb}`",
+                Label(span, "real tensors have `+ - * / ^ ·`"),
+            )
         name = OPERATORS[op]
         t = self.rule(name, (ta, tb), {}, span, left.span, right.span)
         if name == "dot":

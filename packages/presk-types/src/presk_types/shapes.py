@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from presk_syntax.diagnostics import Diagnostic, Label, Severity
 from presk_syntax.span import Span
 
-from presk_types.presburger import DimContext, Eq, Lin, holds_for_all
+from presk_types.presburger import DimContext, Eq, Lin, Lt, Or, holds_for_all
 from presk_types.types import AxisT, Shape
 
 
@@ -36,8 +36,9 @@ class Lengths:
 
     ctx: DimContext
 
-    def differ(self, a: Lin, b: Lin) -> str | None:
-        """None when a == b for all dimensions, else the counterexample's text."""
+    def differ(self, a: Lin, b: Lin, broadcast: bool = False) -> str | None:
+        """None when a == b for all dimensions, else the counterexample's text: where both
+        are natural (and neither 1, in a broadcast) when there is such a point."""
         if a == b:
             return None
         ctx = self.ctx
@@ -46,11 +47,16 @@ class Lengths:
         counter = holds_for_all(ctx, Eq(a, b))
         if counter is None:
             return None
+        low = 2 if broadcast else 0  # in a broadcast, a length 1 would read as broadcasting
+        if len(counter) and any(x.value(counter) < low for x in (a, b)):
+            # a real mismatch if there is one: the smallest point where both are lengths
+            real = holds_for_all(ctx, Or(Eq(a, b), Lt(a, low), Lt(b, low)))
+            counter = real if real is not None else counter
         return str(counter) if len(counter) else "these constants"
 
-    def require_equal(self, a: Lin, b: Lin, span: Span) -> None:
+    def require_equal(self, a: Lin, b: Lin, span: Span, broadcast: bool = False) -> None:
         """E2006 unless a == b for every value of the dimensions."""
-        where = self.differ(a, b)
+        where = self.differ(a, b, broadcast)
         if where is not None:
             raise err(
                 "E2006",
@@ -91,8 +97,18 @@ def _merge_lengths(x: AxisT, y: AxisT, lengths: Lengths, span: Span) -> AxisT:
     if _one(x.length):
         return AxisT(name, y.length)
     if not _one(y.length):
-        lengths.require_equal(x.length, y.length, span)
+        _require_broadcast(lengths, x.length, y.length, span)
     return AxisT(name, x.length)
+
+
+def _require_broadcast(lengths, a: Lin, b: Lin, span: Span) -> None:
+    """Lengths of a broadcast: equal, the counterexample not a length 1 (it would read as
+    broadcasting) when the checker decides them (`Lengths`, or the rules' context over it)."""
+    inner = lengths if isinstance(lengths, Lengths) else getattr(lengths, "lengths", None)
+    if isinstance(inner, Lengths) and span is not None:
+        inner.require_equal(a, b, span, broadcast=True)
+    else:
+        lengths.require_equal(a, b, span)
 
 
 def _by_name(small: Shape, large: Shape, lengths: Lengths, span: Span) -> Shape | None:
