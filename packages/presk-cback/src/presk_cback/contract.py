@@ -6,6 +6,7 @@ the bits are the same as the loops'."""
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 
 from presk_kernel.ir import Affine, Buffer, Kernel, Load, Loop, Reduce, Store, Var
@@ -49,19 +50,38 @@ class Contraction:
     consts: tuple[int, int, int]
 
 
+def flatten(coefs: dict[str, int], fold: tuple) -> dict[str, int] | None:
+    """An operand's coefficients with the fold's variables (row-major, outermost first) as
+    one, the innermost's, running over all their points in the fold's order: when each
+    variable's stride is the next one's times its extent (`x[b, s, i]` summed over b then s
+    is one run of stride I over B·S terms). None when they do not chain so."""
+    step = coefs.get(fold[-1][0], 0)
+    expect = step
+    for v, _, n in reversed(fold):
+        if not step or coefs.get(v, 0) != expect:
+            return None
+        expect *= n
+    out = {v: c for v, c in coefs.items() if v not in {f[0] for f in fold}}
+    out[fold[-1][0]] = step
+    return out
+
+
 def contraction(k: Kernel) -> Contraction | None:
     """The kernel as a GEMM call, when it is one: a perfect nest whose body folds fma over
-    one variable of two affine loads and stores the fold, C contiguous along n."""
+    one variable — or several that chain into one run in both operands (`flatten`) — of two
+    affine loads and stores the fold, C contiguous along n. The GEMM's k runs over the
+    fold's points in its order, so the fold is the same."""
     loops = perfect_nest(k)
     body = loops[-1].body if len(loops) >= 2 else ()
     if len(body) != 2 or not isinstance(body[0], Reduce) or not isinstance(body[1], Store):
         return None
     r, st = body
-    if r.op != "fma" or len(r.vars) != 1 or r.body or st.expr != Var(r.acc):
+    if r.op != "fma" or not r.vars or r.body or st.expr != Var(r.acc):
         return None
     if not all(isinstance(t, Load) for t in r.terms):
         return None
-    kv, _, kn = r.vars[0]
+    kv, kn = r.vars[-1][0], math.prod(n for _, _, n in r.vars)
+    folded = {v for v, _, _ in r.vars}
     dt = k.compute
     bufs = k.buffers
     if dt not in ("f64", "f32") or r.dtype != dt or bufs[st.buf].dtype != dt:
@@ -72,10 +92,10 @@ def contraction(k: Kernel) -> Contraction | None:
         lin_a, lin_b = linear(bufs[ta.buf], ta.index), linear(bufs[tb.buf], tb.index)
         if None in (lin_a, lin_b, lin_c) or bufs[ta.buf].dtype != dt or bufs[tb.buf].dtype != dt:
             return None
-        ca, cb, cc = lin_a[0], lin_b[0], lin_c[0]
-        if (set(ca) | set(cb) | set(cc)) - set(par) - {kv} or kv in cc:
+        ca, cb, cc = flatten(lin_a[0], r.vars), flatten(lin_b[0], r.vars), lin_c[0]
+        if ca is None or cb is None or folded & set(cc):
             continue
-        if not (ca.get(kv) and cb.get(kv)):
+        if (set(ca) | set(cb) | set(cc)) - set(par) - {kv}:
             continue
         ns = [v for v in par if cc.get(v) == 1 and not ca.get(v) and cb.get(v)]
         ms = [v for v in par if ca.get(v) and not cb.get(v) and cc.get(v) and v not in ns]
