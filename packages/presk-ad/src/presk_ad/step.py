@@ -104,14 +104,24 @@ class Trainer:
     runs them; the export of a run records them for its conformance test."""
 
     def __init__(
-        self, core: Program, run: Training, folder: str, seed: int, bits: int, horizon: int | None
+        self,
+        core: Program,
+        run: Training,
+        folder: str,
+        seed: int,
+        bits: int,
+        horizon: int | None,
+        rewrite=None,
     ) -> None:
-        """`run`: one of `core.trainings`; `folder`: the main file's, where its data are."""
+        """`run`: one of `core.trainings`; `folder`: the main file's, where its data are;
+        `rewrite`: a pass the step's program goes through (`presk train --opt`)."""
         if run.file_type is None:  # the checker did not open the data file: open it here
             run = opened(run, folder)
         self.run, self.bits = run, bits
         self.objective = run.objective
         program = verified(training_step(core, self.objective), "training step")
+        if rewrite is not None:
+            program = rewrite(program)
         if not {"adamw.lr", "adamw.step"} <= {f.name for f in program.functions}:
             raise TrainError(
                 "the run's optimizer has no step (its model needs dimension arguments)"

@@ -54,6 +54,12 @@ def _held_type(path: str) -> str:
     return read_header(path).type_text
 
 
+def _step_rewrite(ctx):
+    from presk_opt.cli import step_rewrite  # `--opt`: the step through core-opt
+
+    return step_rewrite(ctx)
+
+
 def _consts(values: tuple[str, ...]) -> dict[str, str]:
     out = {}
     for item in values:
@@ -558,8 +564,9 @@ def data_lm_windows(tokens: str, vocab_size: int, seq: int, out: str) -> None:
     help="Train on this .psk.d file instead of the run's.",
 )
 @CONST
+@click.option("--opt", is_flag=True, help="Rewrite the step by the exact rules first.")
 @backend_options
-def train(file, steps, log_every, ckpt, seed, bits, data_file, consts, **native) -> None:
+def train(file, steps, log_every, ckpt, seed, bits, data_file, consts, opt, **native) -> None:
     """Train the model of FILE's `training run`: each step the objective and its gradient on
     a batch, then an AdamW step, on the reference interpreter (docs/training.md), or with
     --backend native as one call of compiled kernels (docs/native.md)."""
@@ -593,6 +600,9 @@ def train(file, steps, log_every, ckpt, seed, bits, data_file, consts, **native)
         core = run_pipeline(TRAIN, file, ctx, start=program, first="elab")
         terminal = sys.stdout.isatty()
         progress = (lambda text: click.echo(text, nl=False)) if terminal else None
+        if opt and native["backend"] != "interp":
+            click.echo("presk train: --opt runs on the reference interpreter", err=True)
+            sys.exit(2)
         if native["backend"] != "interp":
             from presk_cli.native_train import train_native
 
@@ -611,6 +621,7 @@ def train(file, steps, log_every, ckpt, seed, bits, data_file, consts, **native)
             bits,
             click.echo,
             progress,
+            _step_rewrite(ctx) if opt else None,
         )
     except KeyboardInterrupt:
         # checkpoints are written whole or not at all: the last one is intact

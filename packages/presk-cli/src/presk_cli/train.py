@@ -39,10 +39,12 @@ def train(
     bits: int,
     echo,
     progress=None,
+    rewrite=None,
 ) -> None:
     """Train the run (one of `core.trainings`; its data in `folder`, the main file's);
-    `echo` prints a line, `progress` (on a terminal) writes without a newline."""
-    trainer = Trainer(core, run, folder, seed, bits, steps)
+    `echo` prints a line, `progress` (on a terminal) writes without a newline; `rewrite`
+    a pass the step's program goes through (`--opt`)."""
+    trainer = Trainer(core, run, folder, seed, bits, steps, rewrite)
     horizon = trainer.horizon
     ckpt_dir = (
         ckpt

@@ -17,3 +17,18 @@ def optimized(core: Program, file: str, ctx, after: str) -> Program:
     report = ctx.options["opt_report"]
     print("\n".join(report.lines()), file=sys.stderr)
     return out
+
+
+def step_rewrite(ctx):
+    """For `presk train --opt`: the training step's program through `core-opt` (verified
+    under PRESK_VERIFY=1), its report printed on standard error."""
+    from presk_core.passes import verified
+
+    from presk_opt.optimize import opt_pass
+
+    def rewrite(program: Program) -> Program:
+        out = verified(opt_pass(program, ctx), "core-opt")
+        print("\n".join(ctx.options["opt_report"].lines()), file=sys.stderr)
+        return out
+
+    return rewrite
