@@ -119,3 +119,18 @@ def test_every_rule_has_a_name_a_reason_and_rewrites() -> None:
     names = [r.name for r in RULES]
     assert len(set(names)) == len(names)
     assert all(r.why and r.rewrites for r in RULES)
+
+
+def test_the_report_names_the_bound_that_stopped_saturation(grad_program) -> None:
+    core, _ = grad_program
+    from presk_opt.optimize import Bounds
+
+    _, report = optimize(core, Bounds(iterations=1))
+    assert {f.stop for f in report.functions} == {"stopped at 1 iterations"}
+    lines = report.lines()
+    assert len(lines) > 1 and all(line.endswith(" (stopped at 1 iterations)") for line in lines[1:])
+    _, report = optimize(core, Bounds(enodes=10))
+    (stop,) = {f.stop for f in report.functions}
+    assert stop.startswith("stopped at ") and stop.endswith(" e-nodes")
+    _, report = optimize(core, Bounds(seconds=0))
+    assert {f.stop for f in report.functions} == {"stopped at 0 s"}

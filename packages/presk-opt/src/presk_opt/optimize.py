@@ -82,7 +82,7 @@ class Report:
             f"cost {_num(c0)} → {_num(c1)} ({self.model})"
         ]
         for f in done:
-            how = f"{f.stop}, {f.iterations} iterations"
+            how = f"saturated, {f.iterations} iterations" if f.stop == "saturated" else f.stop
             out.append(
                 f"  {f.name}: {f.lets[0]} → {f.lets[1]} lets, cost {_num(f.cost[0])} → "
                 f"{_num(f.cost[1])} ({how})"
@@ -196,7 +196,7 @@ def _records(tables: Tables, program: Program) -> list:
             head = leaf.path.split(".")[0]
             if head not in names:
                 names.append(head)
-        if len(names) != 2 or any(leaf.stack for leaf in layout.leaves):
+        if len(names) != 2:
             continue
         a, b = names
         keys = tables.attrs_key((("keys", (a, b)),))
