@@ -72,3 +72,32 @@ def test_checkpoints_of_a_run_beside_its_file_are_ignored_by_git() -> None:
         ["git", "check-ignore", "-q", "tutorial/ckpt/final.psk.d"], cwd=REPO, check=False
     )
     assert result.returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("entry", "dims", "message"),
+    [
+        (
+            "attend",
+            ("B=1", "T=2", "Tt=3"),
+            "`--dim Tt`: `attend` has no dimension `Tt` and no open prefix `...`"
+            " (its dimensions: B, T)",
+        ),
+        ("scores", ("b=1", "B=1", "T=2"), None),
+    ],
+)
+def test_a_mistyped_dim_is_e7001_not_an_extra_axis(capfd, entry, dims, message) -> None:
+    args = [f"--dim={d}" for d in dims]
+    try:
+        code = main(["run", str(REPO / "tutorial/03_attention.psk"), "--entry", entry, *args])
+    except SystemExit as e:
+        code = e.code
+    err = capfd.readouterr().err
+    assert code == 1 and "[E7001]" in err
+    assert (message or "has no dimension `b` and no open prefix") in err
+
+
+def test_a_prefix_axis_by_name_is_still_an_axis(capfd) -> None:
+    tower = str(REPO / "tutorial/06_tower.psk")
+    assert main(["run", tower, "--entry", "Tower.apply", "--dim", "batch=2"]) == 0
+    assert capfd.readouterr().out.startswith("ℝ[batch: 2, model: 4] = ")

@@ -274,6 +274,13 @@ def run(
             names = ", ".join(entry_names(core))
             click.echo(f"presk run: --entry is required; functions: {names}", err=True)
         sys.exit(2)
+    if data_file is None:  # a mistyped --dim is not an axis (the data's dimensions aside)
+        from presk_core.run import check_dim_names, parse_entry
+
+        try:
+            check_dim_names(parse_entry(entry, core, None, dim_values))
+        except EntryError as e:
+            entry_fail("run", e, sources)
     if native["backend"] != "interp":
         from presk_cli.native import run_native
 

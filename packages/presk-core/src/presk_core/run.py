@@ -138,6 +138,26 @@ def parse_entry(text: str, core: Program, elab: Elab | None, dims: dict[str, int
     return Entry(fn, shown, {d: values[d] for d in fn.dims}, prefix, tuple(module_dims), bounds)
 
 
+def check_dim_names(entry: Entry) -> None:
+    """E7001 for a `--dim` that names no dimension of the entry when it has no open prefix
+    `...` to take it, or that looks like one of them (`--dim b=2` for `B`): a mistyped name
+    is not silently an axis (issue 16). `presk run` asks it; a caller of parse_entry that
+    passes one set of dimensions to several entries does not."""
+    fn, name, prefix = entry.function, entry.function.name, entry.prefix
+    given = {d for d, _ in entry.module_dims}
+    known = ", ".join(d for d in fn.dims if d not in given) or "none"
+    open_ = any(getattr(getattr(p.type, "shape", None), "prefix", False) for p in fn.params)
+    for axis, _ in prefix:
+        alike = [d for d in fn.dims if d.lower() == axis.lower()]
+        if not open_ or alike:
+            hint = f"; did you mean `{alike[0]}`?" if alike else ""
+            raise EntryError(
+                f"`--dim {axis}`: `{name}` has no dimension `{axis}`"
+                + ("" if open_ else " and no open prefix `...`")
+                + f" (its dimensions: {known}){hint}"
+            )
+
+
 def _module_dims(core: Program, elab: Elab | None, name: str) -> tuple[str, ...]:
     layout = core.layout(name)
     if layout is not None or elab is None:
