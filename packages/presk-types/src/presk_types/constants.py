@@ -1,0 +1,116 @@
+"""Constants: their exact values in ℚ (numbers, constants, `+ - * / % ^`), the overrides of
+`--const`, and the error of a constant or a length (`ConstError`). Re-exported by elab."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import gmpy2
+from presk_syntax import ast as A
+from presk_syntax.diagnostics import Diagnostic, DiagnosticError, Label, Severity
+
+if TYPE_CHECKING:
+    from presk_types.elab import FileEnv
+
+
+def error(
+    code: str, message: str, *labels: Label, help: str | None = None, note: str | None = None
+):
+    return Diagnostic(code, Severity.ERROR, message, tuple(labels), help, note)
+
+
+class ConstError(Exception):
+    def __init__(self, diagnostic: Diagnostic) -> None:
+        self.diagnostic = diagnostic
+
+
+def eval_const(e: A.Expr, env: FileEnv) -> gmpy2.mpq:
+    """The exact value of a constant expression (numbers, constants, + - * / % ^)."""
+    match e:
+        case A.IntLit(value):
+            return gmpy2.mpq(value)
+        case A.FloatLit(text):
+            return gmpy2.mpq(text)
+        case A.Var(name, span):
+            if name in env.consts:
+                return env.consts[name]
+            raise ConstError(
+                error("E2001", f"unresolved name `{name}`", Label(span, "not a constant in scope"))
+            )
+        case A.FieldAccess(A.Var(alias), name, span) if alias in env.imports:
+            target = env.imports[alias]
+            if name in target.consts:
+                return target.consts[name]
+            raise ConstError(
+                error("E2001", f"unresolved name `{alias}.{name}`", Label(span, "not a constant"))
+            )
+        case A.Unary("-", operand):
+            return -eval_const(operand, env)
+        case A.Binary(op, left, right, span) if op in "+-*/%^":
+            a, b = eval_const(left, env), eval_const(right, env)
+            if op in "/%" and b == 0:
+                raise ConstError(
+                    error("E1003", "division by zero in a constant", Label(span, "divides by 0"))
+                )
+            if op == "%":
+                if a.denominator != 1 or b.denominator != 1:
+                    raise ConstError(
+                        error("E1003", "`%` of constants that are not integers", Label(span, ""))
+                    )
+                return gmpy2.mpq(int(a) % int(b))
+            if op == "^":
+                if b.denominator != 1:
+                    raise ConstError(error("E1003", "a non-integer power", Label(span, "")))
+                if b < 0 and a == 0:
+                    raise ConstError(
+                        error("E1003", "division by zero in a constant", Label(span, "0^-n"))
+                    )
+                if (
+                    abs(b) > 1
+                    and abs(a) != 1
+                    and a != 0
+                    and _bits(a) * abs(int(b)) > MAX_CONST_BITS
+                ):
+                    raise ConstError(
+                        error(
+                            "E1003",
+                            "a constant too large to compute",
+                            Label(span, f"over 2^{MAX_CONST_BITS}"),
+                        )
+                    )
+                return a ** int(b)
+            if op == "+":
+                return a + b
+            if op == "-":
+                return a - b
+            if op == "*":
+                return a * b
+            return a / b
+    raise ConstError(
+        error(
+            "E1003",
+            "not a constant expression",
+            Label(e.span, "constants are built from numbers and constants"),
+        )
+    )
+
+
+MAX_CONST_BITS = 4096
+"""The largest constant's numerator or denominator, in bits: `2^2^31` is refused, not computed."""
+
+
+def _bits(q: gmpy2.mpq) -> int:
+    return max(int(q.numerator).bit_length(), int(q.denominator).bit_length())
+
+
+def format_q(q: gmpy2.mpq) -> str:
+    return str(q.numerator) if q.denominator == 1 else f"{q.numerator}/{q.denominator}"
+
+
+def _parse_override(name: str, text: str) -> gmpy2.mpq:
+    try:
+        return gmpy2.mpq(text)
+    except ValueError:
+        raise DiagnosticError(
+            error("E1006", f"--const {name}={text}: `{text}` is not a number")
+        ) from None
