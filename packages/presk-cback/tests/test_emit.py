@@ -13,9 +13,10 @@ import presk_kernel.interp as KI
 import pytest
 from presk_cback import libm
 from presk_cback.contract import contraction, perfect_nest
-from presk_cback.emit import entry_source
+from presk_cback.emit import arena_layout, entry_source
 from presk_cback.native import NativeEntry
 from presk_cback.toolchain import find_toolchain
+from presk_cback.written import zeroed
 from presk_kernel.fuse import fuse
 from presk_kernel.interp import KernelError, run_schedule
 from presk_kernel.ir import (
@@ -29,6 +30,7 @@ from presk_kernel.ir import (
     Layout,
     Load,
     Loop,
+    Op,
     Reduce,
     Schedule,
     Store,
@@ -127,6 +129,51 @@ def test_units_and_the_timed_entry_change_no_bit():
     assert same_bits(three.run(args), base)
     assert same_bits(three.run_timed(args, ns), base)
     assert (ns > 0).all()  # every launch and the zeroing timed
+
+
+@pytest.mark.parametrize("case", [(*TRAIN, ()), ENTRIES[7]])
+def test_buffers_written_whole_need_no_zeroing(case):
+    # the arena filled with NaN bytes: a buffer whose zeroing was wrongly skipped shows
+    schedule, args, _ = lowered(*case[:3], "f32", True, case[3])
+    fused, _ = fuse(schedule)
+    entry = NativeEntry(fused)
+    src = "".join(entry.source)
+    zeroed = src.count("memset(arena")
+    assert zeroed < len(fused.buffers) - len(fused.inputs)  # not every temporary
+    entry.arena[...] = 0xFF
+    assert same_bits(entry.run(args), run_schedule(fused, args))
+
+
+def test_only_buffers_read_before_written_whole_are_zeroed():
+    vec = (Axis(None, 4),)
+    i = Affine.var("i0")
+
+    def kernel(name, body):
+        ins, outs = (Buffer(0, "f64", vec),), (Buffer(1, "f64", vec),)
+        return Kernel(name=name, site=f"t/{name}", inputs=ins, outputs=outs, body=body)
+
+    acc = kernel(
+        "acc", (Loop("i0", None, 4, (Store(1, (i,), Op("add", (Load(1, (i,)), Load(0, (i,))))),)),)
+    )
+    copy = kernel("copy", (Loop("i0", None, 4, (Store(1, (i,), Load(0, (i,))),)),))
+    buffers = tuple(HostBuffer(j, "f64", vec, n, r) for j, n, r in [
+        (0, "x", "input"), (1, "sum", "output"), (2, "y", "output"), (3, "gone", "temporary")
+    ])  # fmt: skip
+    s = Schedule(
+        "t",
+        (),
+        buffers,
+        (Launch(acc, (Arg(0), Arg(1))), Launch(copy, (Arg(0), Arg(2)))),
+        (0,),
+        (1, 2),
+    )
+    assert zeroed(s) == [1]  # read by `acc` before written; `y` written whole; `gone` unused
+    offsets, size = arena_layout(s)
+    assert size == 3 * 64 and offsets[3] == 0
+    entry = NativeEntry(s)
+    entry.arena[...] = 0xFF  # NaN bytes wherever a zeroing is missing
+    x = np.array([1.0, -0.0, 3.0, 4.0])
+    assert same_bits(entry.run([x]), run_schedule(s, [x]))
 
 
 def test_a_near_miss_is_seen():

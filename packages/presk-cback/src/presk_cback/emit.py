@@ -38,6 +38,7 @@ from presk_kernel.ir import (
 from presk_cback import gemm, libm
 from presk_cback.contract import Contraction, contraction, perfect_nest
 from presk_cback.toolchain import Toolchain, find_toolchain
+from presk_cback.written import used, zeroed
 
 ENTRY_CDEF = "int presk_entry(char *arena);"
 TIMED_CDEF = "int presk_entry_timed(char *arena, double *ns);"
@@ -444,12 +445,15 @@ class KernelC:
 
 
 def arena_layout(schedule: Schedule) -> tuple[dict[int, int], int]:
-    """Each host buffer's byte offset in the arena (64-byte aligned), and the arena's size."""
+    """Each host buffer's byte offset in the arena (64-byte aligned), and the arena's size.
+    A buffer the entry never uses (`written.used`) takes no space (its offset is 0)."""
     offsets, at = {}, 0
+    live = used(schedule)
     for b in schedule.buffers:
-        offsets[b.id] = at
-        size = math.prod(a.length for a in b.axes) * ITEMSIZE[b.dtype]
-        at += (size + 63) // 64 * 64
+        offsets[b.id] = at if b.id in live else 0
+        if b.id in live:
+            size = math.prod(a.length for a in b.axes) * ITEMSIZE[b.dtype]
+            at += (size + 63) // 64 * 64
     return offsets, max(at, 64)
 
 
@@ -495,11 +499,10 @@ def entry_units(
             args.append(f"({ct} *)(arena + {offsets[arg.buf]}) + {arg.offset}")
         calls.append(f"{seen[text]}({', '.join([*args, '&err'])}); /* launch {i} */")
     zero = []
-    for b in schedule.buffers:
-        if b.id not in schedule.inputs:
-            size = math.prod(a.length for a in b.axes) * ITEMSIZE[b.dtype]
-            if size:
-                zero.append(f"memset(arena + {offsets[b.id]}, 0, {size});")
+    for b in (byid[i] for i in zeroed(schedule)):  # those written whole first need none
+        size = math.prod(a.length for a in b.axes) * ITEMSIZE[b.dtype]
+        if size:
+            zero.append(f"memset(arena + {offsets[b.id]}, 0, {size});")
     n = max(1, min(units, len(bodies)))
     tags = sorted({tag for _, tag, _ in bodies if tag})
     blocks: list[list[str]] = [[] for _ in range(n)]
