@@ -8,10 +8,12 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
+from egglog import BigRat, EGraph, eq
 from presk_core.passes import Context, run_pipeline
 from presk_core.run import run_entry
 from presk_opt.optimize import optimize
-from presk_opt.rules import RULES
+from presk_opt.rules import REWRITES, RULES, SCALAR, TYPING
+from presk_opt.terms import Made, Term
 
 ROOT = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent
@@ -64,6 +66,25 @@ def test_an_exact_rule_gives_the_same_bits(rules_program, name: str) -> None:
     for seed in range(3):
         a, b = _run(before, name, {"B": 5}, seed), _run(after, name, {"B": 5}, seed)
         assert a["inputs"] == b["inputs"] and a["result"] == b["result"]
+
+
+def test_distributing_is_in_the_e_graph_but_not_extracted(rules_program) -> None:
+    before, after = rules_program
+    # (x + y) · 0.3 = x · 0.3 + y · 0.3 costs an operation more: the program's form stays
+    assert _function(after, "distribute") == _function(before, "distribute")
+    t, name = "t1", "a · x + a · y = a · (x + y)"
+    x, y = Term.param("f/0", t), Term.param("f/1", t)
+    scale = Term.num(BigRat(3, 10), SCALAR)
+    made = Made.at("f/%3")
+    lhs = Term.n2("mul", "", t, made, Term.n2("add", "", t, Made.at("f/%2"), x, y), scale)
+    by = Made.by(made, name)
+    rhs = Term.n2("add", "", t, by, Term.n2("mul", "", t, by, x, scale),
+                  Term.n2("mul", "", t, by, y, scale))  # fmt: skip
+    egraph = EGraph()
+    egraph.register(lhs)
+    egraph.run(TYPING.saturate())
+    egraph.run(REWRITES)
+    egraph.check(eq(lhs).to(rhs))
 
 
 def test_folding_is_exact_in_q(rules_program) -> None:

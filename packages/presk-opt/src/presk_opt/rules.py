@@ -131,7 +131,8 @@ def _rules() -> list[Rule]:
     name = "a · x + a · y = a · (x + y)"
     add(
         name,
-        "distributivity, factoring a rational scale (the sum is rounded once; the docs bound it)",
+        "distributivity of a rational scale over a sum, factoring and distributing (the "
+        "cost model chooses; it rounds differently: docs/optimizer.md bounds it)",
         rewrite(
             Term.n2(
                 "add",
@@ -143,6 +144,16 @@ def _rules() -> list[Rule]:
             )
         ).to(
             _n2(name, "mul", _n2(name, "add", x, y), Term.num(p, SCALAR)),
+            eq(type_of(x)).to(t),
+            eq(type_of(y)).to(t),
+        ),
+        rewrite(Term.n2("mul", at, t, m, Term.n2("add", at2, t2, m2, x, y), Term.num(p, t3))).to(
+            _n2(
+                name,
+                "add",
+                _n2(name, "mul", x, Term.num(p, SCALAR)),
+                _n2(name, "mul", y, Term.num(p, SCALAR)),
+            ),
             eq(type_of(x)).to(t),
             eq(type_of(y)).to(t),
         ),

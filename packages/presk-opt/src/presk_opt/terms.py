@@ -285,6 +285,7 @@ def from_term(fn: Function, dag, ret: int, tables: Tables) -> Function:
     heapq.heapify(ready)
     builder = FunctionBuilder(fn.name, FunctionBuilder.after(fn.params, fn.body))
     value: dict[int, Value] = {}
+    placed: set[str] = set()
 
     def operand(a: object) -> Operand:
         return value[id(a)] if isinstance(a, _Node) else a
@@ -293,15 +294,18 @@ def from_term(fn: Function, dag, ret: int, tables: Tables) -> Function:
         _, n = heapq.heappop(ready)
         args = tuple(operand(a) for a in n.args)
         _, ins = original[n.site]
-        if not n.rule:  # the program's instruction, its operands as extracted
+        if not n.rule and n.site not in placed:  # the program's, its operands as extracted
             kept = ins if args == ins.args else replace(ins, args=args)
             builder.place(kept, "")
+            placed.add(n.site)
             value[id(n)] = ins.out
-        else:
-            attrs = tables.attrs[n.attrs]
+        else:  # what a rule made; or, rarely, an instruction extracted a second time with
+            # other operands (equivalent ones): a copy at a new value
+            attrs = tables.attrs[n.attrs] if n.rule else ins.attrs
+            attrs = tuple(kv for kv in attrs if kv[0] != "_align")
             t = tables.types[n.ty]
             attrs = attrs + placement(n.op, args, t, attrs)
-            origin = Origin(n.site, n.rule)
+            origin = Origin(n.site, n.rule or "extracted again")
             value[id(n)] = builder.emit(n.op, args, t, attrs, ins.span, origin)
         for u in users[id(n)]:
             waiting[id(u)] -= 1
