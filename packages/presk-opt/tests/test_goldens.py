@@ -86,3 +86,22 @@ def test_dump_core_opt_is_a_stage() -> None:
     assert r.returncode == 0, r.stderr
     assert "= record {w = %10, b = %7}  -- Linear.apply.bwd/" in r.stdout
     assert "(puts of zeros summed = record, from Linear.apply.bwd/%12)" in r.stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("tutorial/04_grad.psk", "--entry", "loss_grad", "--dim", "D=3", "--dim", "B=2"),
+        ("tests/examples/mlp/mlp.psk", "--entry", "mse_grad", "--dim", "D=3", "--dim", "B=2"),
+    ],
+)
+def test_the_kernels_print_the_same_digits_under_opt(args) -> None:
+    def run(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [PRESK, "run", *args, "--backend", "kernel", *extra],
+            cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PRESK_VERIFY": "1"},
+        )  # fmt: skip
+
+    plain, opt = run(), run("--opt")
+    assert plain.returncode == 0 and opt.returncode == 0, opt.stderr
+    assert opt.stdout == plain.stdout and opt.stderr.startswith("presk-opt: ")
