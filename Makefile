@@ -8,7 +8,7 @@ TREE_SITTER ?= ../shared/tools/tree-sitter
 EXAMPLES := tests/examples/mlp/mlp.psk tests/examples/minigpt/minigpt.psk \
 	tests/examples/minigpt/train_minigpt.psk tests/examples/bert/bert.psk tests/examples/llama/llama.psk
 
-.PHONY: setup venv test tutorial grammar bench lint check-examples run-examples train-examples \
+.PHONY: setup venv test tutorial grammar fuzz bench lint check-examples run-examples train-examples \
 	export-examples conformance sanitize
 
 setup:
@@ -25,6 +25,13 @@ tutorial: setup
 grammar:
 	cd packages/presk-syntax/grammar && $(abspath $(TREE_SITTER)) generate --no-bindings
 	$(UV) sync --all-packages --quiet
+
+# The fuzzer of issue 16 (tools/fuzz.py): 10,000 seeded inputs (mutated programs, corrupted
+# data files, garbage stage documents, extreme flags), internal errors and hangs counted by
+# class. Not in `make test`, which runs a short seeded run (tests/tools/test_fuzz.py).
+FUZZ_INPUTS ?= 10000
+fuzz: setup
+	$(PY) tools/fuzz.py --inputs $(FUZZ_INPUTS) --seed 0
 
 bench: setup
 	$(PY) tools/bench_startup.py
