@@ -17,12 +17,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from egglog import EGraph, Ruleset, set_, union
+from egglog import EGraph, Ruleset, union
 from egglog.egraph import to_runtime_expr
 from presk_core.ir import Function, Instr, Program
-from presk_types.types import ParamsT, Real, Shape, Type
+from presk_types.types import Real, Shape, Type
 
-from presk_opt.rules import REWRITES, SCALAR, TYPING, record_of
+from presk_opt import records
+from presk_opt.rules import REWRITES, SCALAR, TYPING
 from presk_opt.terms import OP_COST, Tables, Term, to_terms
 from presk_opt.terms import from_term as _from_term
 
@@ -117,9 +118,10 @@ def optimize(
         roots.append(egraph.let(f"root{i}", enc.ret))
         for lit, num in enc.rationals:
             egraph.register(union(lit).with_(num))
-    for fact in _records(tables, program):
+    facts, extra = records.for_program(tables, program)
+    for fact in facts:
         egraph.register(fact)
-    iterations, stop = _saturate(egraph, bounds, rules)
+    iterations, stop = _saturate(egraph, bounds, rules, extra if rules is not None else None)
     report = Report(model.name)
     functions = []
     extract = model.extract or native_extract
@@ -144,7 +146,9 @@ def optimize(
     return replace(program, functions=tuple(functions)), report
 
 
-def _saturate(egraph: EGraph, bounds: Bounds, rules: Ruleset | None) -> tuple[int, str]:
+def _saturate(
+    egraph: EGraph, bounds: Bounds, rules: Ruleset | None, extra: Ruleset | None = None
+) -> tuple[int, str]:
     """The typing rules, then one iteration of the rules at a time, until an iteration
     changes nothing or a bound is reached: the iterations run and what stopped them."""
     start = time.perf_counter()
@@ -161,7 +165,10 @@ def _saturate(egraph: EGraph, bounds: Bounds, rules: Ruleset | None) -> tuple[in
         if rules is None:
             return iterations, "saturated"
         iterations += 1
-        if not egraph.run(rules).updated:
+        updated = egraph.run(rules).updated
+        if extra is not None:
+            updated = egraph.run(extra).updated or updated
+        if not updated:
             return iterations, "saturated"
 
 
@@ -177,32 +184,6 @@ def native_extract(egraph: EGraph, root: Term) -> tuple:
 
 def _enodes(egraph: EGraph) -> int:
     return sum(n for _, n in egraph.all_function_sizes())
-
-
-def _records(tables: Tables, program: Program) -> list:
-    """`record_of(T, path=a, path=b) = keys=…` for each tree type T of the function whose
-    module's tree has two entries, a then b (`put`s of both summed make its record)."""
-    facts = []
-    for key, t in list(tables.types.items()):
-        if not isinstance(t, ParamsT) or t.instance.stack is not None:
-            continue
-        if getattr(t.instance, "inner", None) is not None:
-            continue
-        layout = next((lay for lay in program.layouts if lay.module == t.instance.module), None)
-        if layout is None:
-            continue
-        names: list[str] = []
-        for leaf in layout.leaves:
-            head = leaf.path.split(".")[0]
-            if head not in names:
-                names.append(head)
-        if len(names) != 2:
-            continue
-        a, b = names
-        keys = tables.attrs_key((("keys", (a, b)),))
-        first, second = tables.attrs_key((("path", a),)), tables.attrs_key((("path", b),))
-        facts.append(set_(record_of(key, first, second)).to(keys))
-    return facts
 
 
 def opt_pass(program: Program, ctx) -> Program:

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from egglog import BigRat, String, Vec, eq, function, ne, rewrite, rule, ruleset, set_, vars_
+from egglog import BigRat, String, Vec, eq, ne, rewrite, rule, ruleset, set_, vars_
 
+from presk_opt import records
 from presk_opt.terms import Made, Term, type_of
 
 SCALAR = "t0"  # the type key of ℝ[], a literal's type (Tables registers it first)
@@ -179,46 +180,8 @@ def _rules() -> list[Rule]:
         rewrite(Term.n2("add", at, t, m, x, Term.n1("zeros_like", at2, t2, m2, y))).to(x, same),
         rewrite(Term.n2("add", at, t, m, Term.n1("zeros_like", at2, t2, m2, y), x)).to(x, same),
     )
-    name = "puts of zeros summed = record"
-    add(
-        name,
-        "two trees of zeros but for one leaf each, the two leaves of the tree: their sum is "
-        "the record of the two leaves (`record_of`, from the program's layouts)",
-        rewrite(
-            Term.n2(
-                "accum",
-                at,
-                t,
-                m,
-                Term.n2("put", at2, t, m2, x, y),
-                Term.n2("put", k, t, m3, w, z),
-            )
-        ).to(
-            Term.nv("record", rk, t, Made.by(m, name), Vec[Term](y, z)),
-            eq(record_of(t, at2, k)).to(rk),
-        ),
-        rewrite(
-            Term.n2(
-                "accum",
-                at,
-                t,
-                m,
-                Term.n2("put", at2, t, m2, x, y),
-                Term.n2("put", k, t, m3, w, z),
-            )
-        ).to(
-            Term.nv("record", rk, t, Made.by(m, name), Vec[Term](z, y)),
-            eq(record_of(t, k, at2)).to(rk),
-        ),
-    )
+    add(records.NAME, records.WHY, *records.REWRITES)
     return out
-
-
-@function
-def record_of(ty: String, first: String, second: String) -> String:
-    """The attribute key of the record {a, b} of tree type `ty` when `first` and `second`
-    are `put`s of its two leaves in its order (set per function from the layouts)."""
-    ...
 
 
 RULES: list[Rule] = _rules()

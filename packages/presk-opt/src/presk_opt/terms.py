@@ -21,7 +21,7 @@ import heapq
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
-from egglog import BigRat, BigRatLike, Expr, String, StringLike, Vec, function, method
+from egglog import BigRat, BigRatLike, Expr, Map, String, StringLike, Vec, function, method
 from presk_core.build import FunctionBuilder, placement
 from presk_core.ir import Function, Instr, Lit, Operand, Origin, Value
 from presk_types.types import Type
@@ -57,6 +57,12 @@ class Term(Expr):
     @method(cost=2)
     @classmethod
     def num(cls, q: BigRatLike, ty: StringLike) -> Term: ...
+
+    @method(unextractable=True)
+    @classmethod
+    def part(cls, ty: StringLike, entries: Map[String, Term]) -> Term:
+        """A sum of `put`s of a tree of type `ty`: the entries they set, by name (the rule
+        `puts of zeros summed = record`, presk_opt.records); never extracted."""
 
     @method(cost=OP_COST * 1000)
     @classmethod

@@ -1,0 +1,92 @@
+"""The rule `puts of zeros summed = record` (docs/optimizer.md, "Rules").
+
+Differentiation writes the adjoint of a module's parameter tree as a sum (`accum`) of
+`put`s, each a tree of zeros but for one entry (`put path b θ, u`). The sum of puts of
+different entries, once it sets every entry of the tree, is the record of those entries
+(`record {w = …, b = …}`): exact, since adding zeros is.
+
+A sum of puts is also a `Term.part(T, entries)`, the entries it sets by name (a `Map`),
+never extracted: a `put` is the part of its one entry (`entry(T, path=b) = b`, set from
+the program's layouts for every tree type of the program), `accum` of a part and a put of
+another entry the part with that entry more (either order). For each tree type, a part
+that sets every entry is its record, its operands in the layout's order.
+"""
+
+from __future__ import annotations
+
+from egglog import Map, String, Vec, eq, function, rewrite, rule, ruleset, set_, union, vars_
+from presk_core.ir import Program
+from presk_types.types import ParamsT
+
+from presk_opt.terms import Made, Tables, Term
+
+NAME = "puts of zeros summed = record"
+WHY = (
+    "puts of zeros but for one entry each, every entry of the tree once: their sum is the "
+    "record of those entries (adding zeros is exact)"
+)
+
+
+@function
+def entry(ty: String, put: String) -> String:
+    """The entry of tree type `ty` that a `put` with attribute key `put` sets."""
+    ...
+
+
+at, at2, t, k = vars_("at at2 t k", String)
+x, y, u = vars_("x y u", Term)
+(mp,) = vars_("mp", Map[String, Term])
+(m,) = vars_("m", Made)
+(mm,) = vars_("mm", Made)
+
+REWRITES = (
+    rewrite(Term.n2("put", at, t, m, x, u)).to(
+        Term.part(t, Map[String, Term].empty().insert(k, u)), eq(entry(t, at)).to(k)
+    ),
+    rewrite(Term.n2("accum", at, t, m, Term.part(t, mp), Term.n2("put", at2, t, mm, x, u))).to(
+        Term.part(t, mp.insert(k, u)), eq(entry(t, at2)).to(k), mp.not_contains(k)
+    ),
+    rewrite(Term.n2("accum", at, t, m, Term.n2("put", at2, t, mm, x, u), Term.part(t, mp))).to(
+        Term.part(t, mp.insert(k, u)), eq(entry(t, at2)).to(k), mp.not_contains(k)
+    ),
+)
+
+
+def entries(t: ParamsT, program: Program) -> list[str] | None:
+    """The entries of tree type t in the layout's order (`w`, `b`), or None."""
+    if t.instance.stack is not None or getattr(t.instance, "inner", None) is not None:
+        return None
+    layout = next((lay for lay in program.layouts if lay.module == t.instance.module), None)
+    if layout is None:
+        return None
+    names: list[str] = []
+    for leaf in layout.leaves:
+        head = leaf.path.split(".")[0]
+        if head not in names:
+            names.append(head)
+    return names
+
+
+def for_program(tables: Tables, program: Program, counter: list[int] = [0]):  # noqa: B006
+    """The `entry` facts and the ruleset making each tree type's full part its record."""
+    facts, rules = [], []
+    for key, t in list(tables.types.items()):
+        if not isinstance(t, ParamsT):
+            continue
+        names = entries(t, program)
+        if not names or len(names) < 2:
+            continue
+        for name in names:
+            facts.append(set_(entry(key, tables.attrs_key((("path", name),)))).to(name))
+        keys = tables.attrs_key((("keys", tuple(names)),))
+        whole = Term.part(key, mp)
+        record = Term.nv("record", keys, key, Made.by(m, NAME), Vec[Term](*(mp[n] for n in names)))
+        rules.append(
+            rule(
+                eq(y).to(whole),
+                eq(y).to(Term.n2("accum", at, key, m, x, u)),
+                *(mp.contains(n) for n in names),
+            ).then(union(y).with_(record))
+        )
+    counter[0] += 1
+    return facts, ruleset(*rules, name=f"records{counter[0]}") if rules else None
