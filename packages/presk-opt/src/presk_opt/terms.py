@@ -2,11 +2,11 @@
 
 A function's body becomes one term per instruction, an operand the term of the value it
 reads. The constructors of `Term` are one per arity (`n0` … `n3`, `nv` for more), each
-holding the operation's name, its attributes and its result type as data (keys into the
-`Tables` of the function: `a3`, `t5`), the site it was made at and the rule that made it
-(`""` for an instruction of the program). A parameter is `param(id, type)`; a literal is
-`lit(text, type)`, and a rational literal is also `num(q, type)`, the same e-class, which
-the folding rules compute with exactly.
+holding the operation's name, its attributes and its result type as data (an attribute
+key, `path=b`, and a type key into the `Tables`, `t5`) and where it was made (`Made.at(site)`
+for an instruction of the program, `Made.by(m, rule)` for what a rule made). A parameter is
+`param("F/id", type)`; a literal is `lit(text, type)`, and a rational literal is also
+`num(q, type)`, the same e-class, which the folding rules compute with exactly.
 
 Every term carries its type: a rule writes only terms whose types the shape rules give, so
 every extracted instruction verifies. Back, an instruction of the program keeps its value,
@@ -122,9 +122,8 @@ def type_of(x: Term) -> String: ...
 
 @dataclass
 class Tables:
-    """The data the terms of one function name: types and attribute tuples by key, both
-    ways. An attribute key is readable (`a3:path=b`) so that a rule can name the one it
-    needs (`Tables.attrs_key`)."""
+    """The data the terms of a program name: types by key (`t3`), both ways, and attribute
+    tuples by a readable key (`path=b`), so that a rule can name the one it needs."""
 
     types: dict[str, Type] = field(default_factory=dict)
     type_keys: dict[Type, str] = field(default_factory=dict)
