@@ -19,10 +19,11 @@ Inputs, all drawn from one seeded generator:
 - `flags`: extreme flags (`--bits 2`, `--digits 0`, `--dim B=0`, `--const L=0`, …).
 
 Each input runs in a worker process (in-process: the stages' functions, not a new Python
-each time), under a per-input timeout. An internal error is what would reach a user as one
-(presk's exit 101, a stage program's traceback): it is counted by class (the exception, its
-message without numbers, and the innermost frame of presk's code); an input still running
-after the timeout is a hang (the worker is killed and restarted). The table printed at the
+each time), under a per-input timeout of CPU time (a busy machine makes no false hang). An
+internal error is what would reach a user as one (presk's exit 101, a stage program's
+traceback): it is counted by class (the exception, its message without numbers, and the
+innermost frame of presk's code); an input still running after the timeout is a hang (a
+worker stuck where the alarm cannot reach is killed and restarted). The table printed at the
 end is the count by input class; then each distinct internal error, with how often and an
 example (`--save DIR` writes every failing input there, to reproduce).
 
@@ -383,7 +384,8 @@ def make_cases(n: int, seed: int, documents: dict[str, bytes], only=CLASSES) -> 
 
 
 class Timeout(BaseException):
-    """Raised by the alarm in the worker: not an Exception, so no `except Exception` eats it."""
+    """Raised by the CPU-time alarm in the worker: not an Exception, so that no
+    `except Exception` of presk's eats it."""
 
 
 def _alarm(signum, frame):
@@ -451,8 +453,10 @@ def signature(e: BaseException) -> str:
 def run_case(case: Case, timeout: float, started=None) -> tuple[str, str]:
     """('ok' | 'skip' | 'internal' | 'hang', signature); `started` is told the argv of a
     run or dump once its mutant checks clean."""
-    signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, timeout)
+    # the timeout counts the worker's CPU time, not the clock's: on a busy machine a slow
+    # input is not a hang, and a real hang spins
+    signal.signal(signal.SIGPROF, _alarm)
+    signal.setitimer(signal.ITIMER_PROF, timeout)
     try:
         argv = case.argv
         if case.remutate is not None:
@@ -466,7 +470,7 @@ def run_case(case: Case, timeout: float, started=None) -> tuple[str, str]:
     except Timeout:
         return "hang", "timeout"
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.setitimer(signal.ITIMER_PROF, 0)
     if escaped is not None:
         return "internal", signature(escaped)
     if "Traceback (most recent call last)" in err:
@@ -558,7 +562,7 @@ def fuzz(n: int, seed: int, timeout: float = 10.0, only=CLASSES, save: str | Non
                 proc.start()
             conn.send(case)
             status, sig, seconds = "hang", "timeout (killed)", timeout
-            while conn.poll(timeout + 20):  # else stuck where the alarm cannot reach
+            while conn.poll(max(60, 6 * timeout)):  # else stuck where the alarm cannot reach
                 try:
                     message = conn.recv()
                 except EOFError:  # the worker died (a crash in C code): an internal error

@@ -57,5 +57,11 @@ def test_an_internal_error_and_a_hang_are_counted(tmp_path, monkeypatch):
     monkeypatch.setattr(data, "read_header", boom)
     status, sig = fuzz.run_case(case, 10)
     assert status == "internal" and sig.startswith("KeyError: 'planted'")
-    monkeypatch.setattr(data, "read_header", lambda *a, **k: time.sleep(5))
+
+    def spin(*args, **kwargs):  # a hang spends CPU time, which the timeout counts
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            pass
+
+    monkeypatch.setattr(data, "read_header", spin)
     assert fuzz.run_case(case, 0.5) == ("hang", "timeout")
