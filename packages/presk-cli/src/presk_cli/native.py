@@ -173,9 +173,7 @@ def run_text(core, entry_text, dims, seed, bits, digits, verbose, as_json, data,
     """The text `presk run --backend kernel|native` prints: as presk_core.run.run_entry
     prints the interpreter's result, from the kernels' outputs. `options`: (backend,
     realize, threads)."""
-    import json
-
-    from presk_core.run import data_argument, header, parse_entry, show, to_json
+    from presk_core.run import data_argument, parse_entry, result_text
     from presk_kernel.lower import argument_leaves
 
     backend, realize, threads = options
@@ -195,26 +193,9 @@ def run_text(core, entry_text, dims, seed, bits, digits, verbose, as_json, data,
         raise NativeError(
             "E7002", f"the kernels of `{entry.shown}` give more values than it returns"
         )
-    rtype = entry.function.result
-    if as_json:
-        doc = {
-            "entry": entry.shown,
-            "dims": entry.dims,
-            "prefix": dict(entry.prefix),
-            "backend": backend,
-            "realize": realize,
-            "seed": seed,
-            "inputs": {n: to_json(entry, t, v) for n, t, v in inputs},
-            "result": to_json(entry, rtype, result),
-        }
-        return json.dumps(doc, ensure_ascii=False, indent=1) + "\n"
-    lines = []
-    if verbose:
-        lines.append(header(entry, bits, seed) + f", {backend} {realize}")
-        lines.extend(show(entry, t, v, digits, label=n) for n, t, v in inputs)
-        lines.append("-- result")
-    lines.append(show(entry, rtype, result, digits))
-    return "\n".join(lines) + "\n"
+    return result_text(
+        entry, inputs, result, seed, bits, digits, verbose, as_json, (backend, realize)
+    )
 
 
 def fail(e: NativeError, sources=None) -> NoReturn:

@@ -386,13 +386,34 @@ def run_entry(
         )
         inputs[-1] = (name, t, reals if isinstance(given, tuple) else reals[0])
     result = interp.run(entry.function.name, [v for _, _, v in inputs], entry.dims)
+    return result_text(entry, inputs, result, seed, bits, digits, verbose, as_json)
+
+
+def result_text(
+    entry: Entry,
+    inputs: list,
+    result: object,
+    seed: int,
+    bits: int,
+    digits: int,
+    verbose: bool,
+    as_json: bool,
+    backend: tuple[str, str] | None = None,
+) -> str:
+    """The text `presk run` prints of an entry's inputs and result, on every backend:
+    `backend`, (backend, realize) of a run on the kernels (None on the interpreter, whose
+    JSON says its `bits` instead)."""
     rtype = entry.function.result
     if as_json:
+        if backend is None:
+            ran = {"bits": bits}
+        else:
+            ran = {"backend": backend[0], "realize": backend[1]}
         doc = {
             "entry": entry.shown,
             "dims": entry.dims,
             "prefix": dict(entry.prefix),
-            "bits": bits,
+            **ran,
             "seed": seed,
             "inputs": {n: to_json(entry, t, v) for n, t, v in inputs},
             "result": to_json(entry, rtype, result),
@@ -400,11 +421,12 @@ def run_entry(
         return json.dumps(doc, ensure_ascii=False, indent=1) + "\n"
     lines = []
     if verbose:
-        lines.append(header(entry, bits, seed))
+        way = "" if backend is None else ", " + " ".join(backend)
+        lines.append(header(entry, bits, seed) + way)
         lines.extend(show(entry, t, v, digits, label=n) for n, t, v in inputs)
         lines.append("-- result")
     lines.append(show(entry, rtype, result, digits))
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["EntryError", "RunError", "entry_names", "run_entry"]
+__all__ = ["EntryError", "RunError", "entry_names", "result_text", "run_entry"]
