@@ -26,14 +26,13 @@ from presk_core import random as R
 from presk_core.build import FunctionBuilder
 from presk_core.ir import Function, Origin, Program, Training, Value
 from presk_core.run import stack_samples
-from presk_core.show import format_exp
 from presk_kernel.fuse import launch_counts
 from presk_kernel.lower import argument_leaves
 from presk_types.presburger import Lin
 from presk_types.types import SCALAR, Real, TupleT
 
 from presk_cli.native import NativeError, compiled, lower, storage
-from presk_cli.train import save
+from presk_cli.train import checkpoints, finish, save, step_line
 
 NATIVE_STEP = "{}.native_step"
 """The function a native step calls: value and gradient, then AdamW, in one call."""
@@ -175,12 +174,7 @@ def train_native(
     trainer = Trainer(core, run, folder, seed, bits, steps)
     native = NativeTrainer(trainer, backend, realize, threads)
     horizon = trainer.horizon
-    ckpt_dir = (
-        ckpt
-        if ckpt is not None
-        else (os.path.join(folder, run.checkpoint[0]) if run.checkpoint is not None else None)
-    )
-    every = run.checkpoint[1] if run.checkpoint is not None else None
+    ckpt_dir, every = checkpoints(run, folder, ckpt)
     rates = [float(trainer.lr(t)) for t in range(1, horizon + 1)]
     times: list[float] = []
     loss = 0.0
@@ -193,10 +187,7 @@ def train_native(
         times.append(time.perf_counter() - start)
         if log_every and t % log_every == 0:
             norm = math.sqrt(math.fsum(float(x) ** 2 for g in grads for x in np.ravel(g)))
-            echo(
-                f"step {t}  epoch {epoch + 1}  loss {loss:.6f}  lr {format_exp(rates[t - 1], 3)}"
-                f"  |g| {format_exp(norm, 4)}"
-            )
+            echo(step_line(t, epoch, loss, rates[t - 1], norm))
         if ckpt_dir is not None and every and t % every == 0 and t != horizon:
             save(os.path.join(ckpt_dir, f"step_{t}.psk.d"), run.model, _tree(native, theta))
     fused, unfused = launch_counts(native.unfused)
@@ -209,9 +200,7 @@ def train_native(
         median = statistics.median(times[1:]) * 1000
         shown = f"{median:.1f}" if median >= 0.1 else f"{median:.2g}"
         echo(f"presk train: {shown} ms a step, median of {len(times) - 1} (the first excluded)")
-    final = os.path.join(ckpt_dir or folder, "final.psk.d")
-    save(final, run.model, _tree(native, theta))
-    echo(f"presk train: {horizon} steps of {run.model}, final loss {loss:.6f}, weights in {final}")
+    finish(run, ckpt_dir or folder, horizon, loss, _tree(native, theta), echo)
 
 
 def _tree(native: NativeTrainer, theta: list) -> dict:

@@ -46,12 +46,7 @@ def train(
     a pass the step's program goes through (`--opt`)."""
     trainer = Trainer(core, run, folder, seed, bits, steps, rewrite)
     horizon = trainer.horizon
-    ckpt_dir = (
-        ckpt
-        if ckpt is not None
-        else (os.path.join(folder, run.checkpoint[0]) if run.checkpoint is not None else None)
-    )
-    every = run.checkpoint[1] if run.checkpoint is not None else None
+    ckpt_dir, every = checkpoints(run, folder, ckpt)
     times: list[float] = []
     loss_value = None
     start = time.perf_counter()
@@ -64,13 +59,9 @@ def train(
         if log_every and t % log_every == 0:
             with M.precision(bits):
                 norm = gmpy2.sqrt(sum(M.sum(M.mul(g, g)).item() for g in s.grads.values()))
-            rate = format_exp(float(s.lr.item()), 3)
             if progress is not None:
                 progress("\r\x1b[K")
-            echo(
-                f"step {t}  epoch {s.epoch + 1}  loss {loss_value:.6f}  lr {rate}"
-                f"  |g| {format_exp(float(norm), 4)}"
-            )
+            echo(step_line(t, s.epoch, loss_value, float(s.lr.item()), float(norm)))
         if ckpt_dir is not None and every and t % every == 0 and t != horizon:
             save(os.path.join(ckpt_dir, f"step_{t}.psk.d"), run.model, s.theta)
         start = time.perf_counter()
@@ -81,11 +72,31 @@ def train(
         echo(
             f"presk train: {median:.1f} ms a step, median of {len(times) - 1} (the first excluded)"
         )
-    final = os.path.join(ckpt_dir or folder, "final.psk.d")
-    save(final, run.model, trainer.theta)
-    echo(
-        f"presk train: {horizon} steps of {run.model}, final loss {loss_value:.6f}, weights in {final}"
+    finish(run, ckpt_dir or folder, horizon, loss_value, trainer.theta, echo)
+
+
+def checkpoints(run: Training, folder: str, ckpt: str | None) -> tuple[str | None, int | None]:
+    """Where a run's checkpoints go (`--ckpt`, else the run's `checkpoint` folder beside the
+    main file, else none) and every how many steps."""
+    if run.checkpoint is None:
+        return ckpt, None
+    name, every = run.checkpoint
+    return (ckpt if ckpt is not None else os.path.join(folder, name)), every
+
+
+def step_line(t: int, epoch: int, loss: float, rate: float, norm: float) -> str:
+    """The line `presk train` logs at step t (`epoch` from 0, `norm` the gradient's |g|)."""
+    return (
+        f"step {t}  epoch {epoch + 1}  loss {loss:.6f}  lr {format_exp(rate, 3)}"
+        f"  |g| {format_exp(norm, 4)}"
     )
+
+
+def finish(run: Training, folder: str, horizon: int, loss: float, theta: dict, echo) -> None:
+    """The final weights saved as `final.psk.d` in `folder`, and the last line of the log."""
+    final = os.path.join(folder, "final.psk.d")
+    save(final, run.model, theta)
+    echo(f"presk train: {horizon} steps of {run.model}, final loss {loss:.6f}, weights in {final}")
 
 
 def save(path: str, model: str, tree: dict) -> None:
