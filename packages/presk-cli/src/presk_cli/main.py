@@ -25,7 +25,7 @@ COMMANDS = {
     "dump": "presk_cli.commands:dump",
     "bench": "presk_cli.bench:bench",
     "export": "presk_cli.export:export",
-    "data": "presk_cli.commands:data",
+    "data": "presk_cli.data:data",
 }
 """The commands, in the order of the help: each imported when it is used (or listed)."""
 
