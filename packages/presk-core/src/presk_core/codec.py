@@ -2,14 +2,7 @@
 
 from __future__ import annotations
 
-from presk_syntax.codec import (
-    Codec,
-    DocumentError,
-    FileTable,
-    check_version,
-    dump_document,
-    load_document,
-)
+from presk_syntax.codec import Codec, FileTable, decode_root, dump_document
 from presk_syntax.span import Source
 from presk_types.presburger import Lin
 from presk_types.types import (
@@ -42,12 +35,4 @@ def encode_core(program: Program, sources: list[Source]) -> bytes:
 
 
 def decode_core(data: bytes) -> tuple[Program, FileTable]:
-    _, doc, files = load_document(data, ["core"])
-    check_version(doc, "core", CORE_VERSION)
-    try:
-        program = CORE_CODEC.decode(doc.get("program"), files)
-    except (RecursionError, TypeError) as e:
-        raise DocumentError(f"the `core` document is malformed ({type(e).__name__})") from None
-    if not isinstance(program, Program):
-        raise DocumentError("the `core` document holds no program")
-    return program, files
+    return decode_root(data, "core", CORE_VERSION, "program", CORE_CODEC, Program, "program")

@@ -2,14 +2,7 @@
 
 from __future__ import annotations
 
-from presk_syntax.codec import (
-    Codec,
-    DocumentError,
-    FileTable,
-    check_version,
-    dump_document,
-    load_document,
-)
+from presk_syntax.codec import Codec, FileTable, decode_root, dump_document
 
 from presk_kernel.ir import NODE_TYPES, Schedule
 
@@ -24,12 +17,6 @@ def encode_kernel(schedule: Schedule) -> bytes:
 
 
 def decode_kernel(data: bytes) -> Schedule:
-    _, doc, files = load_document(data, ["kernel"])
-    check_version(doc, "kernel", KERNEL_VERSION)
-    try:
-        schedule = KERNEL_CODEC.decode(doc.get("schedule"), files)
-    except (RecursionError, TypeError) as e:
-        raise DocumentError(f"the `kernel` document is malformed ({type(e).__name__})") from None
-    if not isinstance(schedule, Schedule):
-        raise DocumentError("the `kernel` document holds no schedule")
-    return schedule
+    return decode_root(
+        data, "kernel", KERNEL_VERSION, "schedule", KERNEL_CODEC, Schedule, "schedule"
+    )[0]

@@ -254,3 +254,20 @@ def check_version(doc: dict, kind: str, version: int) -> None:
             f"this `{kind}` document is of version {doc.get('version')}; this presk reads"
             f" version {version}: produce it again with this presk"
         )
+
+
+def decode_root(
+    data: bytes, kind: str, version: int, key: str, codec: Codec, cls: type, what: str
+) -> tuple[Any, FileTable]:
+    """The node a `kind` document of `version` holds under `key`, an instance of `cls`
+    (`what` names it in the error), and the document's file table; DocumentError when the
+    bytes are no such document (the `core` and `kernel` documents)."""
+    _, doc, files = load_document(data, [kind])
+    check_version(doc, kind, version)
+    try:
+        root = codec.decode(doc.get(key), files)
+    except (RecursionError, TypeError) as e:
+        raise DocumentError(f"the `{kind}` document is malformed ({type(e).__name__})") from None
+    if not isinstance(root, cls):
+        raise DocumentError(f"the `{kind}` document holds no {what}")
+    return root, files
