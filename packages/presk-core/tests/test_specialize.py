@@ -50,6 +50,18 @@ def _core(path: str, consts: dict[str, str]):
     return differentiate(lower_program(program)), program
 
 
+def _specialized(path: str, consts: dict[str, str], entry: str, dims: dict[str, int]):
+    """The core program, the entry, its inputs and the interpreter's result, the dimensions
+    given to `specialize`, and the specialized program."""
+    core, elab = _core(path, consts)
+    e = parse_entry(entry, core, elab, dims)
+    interp = Interpreter(core, 64)
+    inputs = [v for _, _, v in synthesize(e, interp, seed=0)]
+    want = interp.run(e.function.name, inputs, e.dims)
+    given = {**e.dims, **dict(e.prefix)} if has_prefix(e.function) else e.dims
+    return core, e, inputs, want, given, specialize(core, e.function.name, given)
+
+
 def _types(fn):
     yield from (p.type for p in fn.params)
     yield from (i.out.type for i in fn.body)
@@ -58,13 +70,7 @@ def _types(fn):
 
 @pytest.mark.parametrize("path, consts, entry, dims", ENTRIES, ids=[e[2] for e in ENTRIES])
 def test_specialize_runs_to_the_same_bits(path, consts, entry, dims):
-    core, elab = _core(path, consts)
-    e = parse_entry(entry, core, elab, dims)
-    interp = Interpreter(core, 64)
-    inputs = [v for _, _, v in synthesize(e, interp, seed=0)]
-    want = interp.run(e.function.name, inputs, e.dims)
-    given = {**e.dims, **dict(e.prefix)} if has_prefix(e.function) else e.dims
-    special = specialize(core, e.function.name, given)
+    core, e, inputs, want, given, special = _specialized(path, consts, entry, dims)
     entry_fn = special.functions[0]
     assert entry_fn.dims == ()
     for fn in special.functions:
@@ -108,13 +114,7 @@ def _trees(t) -> bool:
 
 @pytest.mark.parametrize("path, consts, entry, dims", ENTRIES, ids=[e[2] for e in ENTRIES])
 def test_flatten_runs_to_the_same_bits(path, consts, entry, dims):
-    core, elab = _core(path, consts)
-    e = parse_entry(entry, core, elab, dims)
-    interp = Interpreter(core, 64)
-    inputs = [v for _, _, v in synthesize(e, interp, seed=0)]
-    want = interp.run(e.function.name, inputs, e.dims)
-    given = {**e.dims, **dict(e.prefix)} if has_prefix(e.function) else e.dims
-    special = specialize(core, e.function.name, given)
+    _, e, inputs, want, _, special = _specialized(path, consts, entry, dims)
     flat = flatten(special)
     entry_fn = flat.functions[0]
     for fn in flat.functions:  # no tree is left: the leaves only
