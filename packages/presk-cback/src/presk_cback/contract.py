@@ -5,6 +5,7 @@ the bits are the same as the loops'."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from dataclasses import dataclass
@@ -66,6 +67,23 @@ def flatten(coefs: dict[str, int], fold: tuple) -> dict[str, int] | None:
     return out
 
 
+def _merge_rows(m: Loop, batch: tuple, ca: dict, cb: dict, cc: dict) -> tuple[Loop, tuple]:
+    """Batch loops whose strides continue m's in A and C (and that B does not see) made part
+    of m: `x[b, s, i]·W[i, o]` is one GEMM of B·S rows, not B of S. Rows are independent
+    outputs, so the bits are the same."""
+    extent, merged = m.extent, set()
+    for lp in reversed(batch):
+        if cb.get(lp.var, 0) or ca.get(lp.var) != ca[m.var] * extent:
+            break
+        if cc.get(lp.var) != cc[m.var] * extent:
+            break
+        extent *= lp.extent
+        merged.add(lp.var)
+    if not merged:
+        return m, batch
+    return dataclasses.replace(m, extent=extent), tuple(lp for lp in batch if lp.var not in merged)
+
+
 def contraction(k: Kernel) -> Contraction | None:
     """The kernel as a GEMM call, when it is one: a perfect nest whose body folds fma over
     one variable — or several that chain into one run in both operands (`flatten`) — of two
@@ -102,6 +120,7 @@ def contraction(k: Kernel) -> Contraction | None:
         if ns and ms:
             n, m = par[ns[-1]], par[ms[-1]]  # the innermost: unit or smallest strides
             batch = tuple(lp for lp in loops if lp.var not in (n.var, m.var))
+            m, batch = _merge_rows(m, batch, ca, cb, cc)
             return Contraction(
                 ta.buf, tb.buf, st.buf, m, n, kn, kv, batch, (ca, cb, cc),
                 (lin_a[1], lin_b[1], lin_c[1]),
