@@ -290,7 +290,7 @@ def select(mask: Array, a: Array, b: Array) -> Array:
     return _arr(np.where(mask, _arr(a), _arr(b)))
 
 
-_COMPARE: dict[str, Callable[[object, object], object]] = {
+COMPARE: dict[str, Callable[[object, object], object]] = {
     "<": np.less,
     "<=": np.less_equal,
     ">": np.greater,
@@ -303,7 +303,7 @@ _COMPARE: dict[str, Callable[[object, object], object]] = {
 def compare(op: str, a: Array, b: Array) -> Array:
     """A mask, a `op` b elementwise (op one of < <= > >= == !=): false with a NaN except for
     !=, and −0 == +0."""
-    return np.asarray(_COMPARE[op](a, b), dtype=bool)
+    return np.asarray(COMPARE[op](a, b), dtype=bool)
 
 
 # ---- reductions

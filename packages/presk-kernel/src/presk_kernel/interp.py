@@ -23,6 +23,7 @@ import math
 
 import gmpy2
 import numpy as np
+from presk_core.mpfr import COMPARE
 
 from presk_kernel.ir import (
     Affine,
@@ -37,6 +38,7 @@ from presk_kernel.ir import (
     Schedule,
     Store,
     Var,
+    elements,
 )
 from presk_kernel.lower import F64_CONTEXT
 
@@ -233,16 +235,6 @@ def _libm(name: str, x, dtype):
         case "erfc":
             return _ERFC(x.astype(np.float64)).astype(dtype)
     return getattr(np, name)(x).astype(dtype)
-
-
-COMPARE = {
-    "<": np.less,
-    "<=": np.less_equal,
-    ">": np.greater,
-    ">=": np.greater_equal,
-    "==": np.equal,
-    "!=": np.not_equal,
-}
 
 
 # ---- a kernel ----------------------------------------------------------------------------
@@ -468,10 +460,7 @@ def from_storage(data: np.ndarray, dtype: str) -> np.ndarray:
 def run_schedule(schedule: Schedule, inputs: list) -> list[np.ndarray]:
     """The entry's outputs (bf16 widened to float32), from its inputs in the order of
     `schedule.inputs`."""
-    memory = {
-        b.id: np.zeros(math.prod(a.length for a in b.axes), dtype=NUMPY[b.dtype])
-        for b in schedule.buffers
-    }
+    memory = {b.id: np.zeros(elements(b.axes), dtype=NUMPY[b.dtype]) for b in schedule.buffers}
     for buf, value in zip(schedule.inputs, inputs, strict=True):
         b = schedule.buffers[buf]
         memory[buf][...] = to_storage(value, b.dtype).reshape(-1)

@@ -25,6 +25,8 @@ split over threads, packed operands); it never changes a bit (DESIGN §11).
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 DTYPES = ("f64", "f32", "bf16", "i64", "bool")
@@ -73,6 +75,11 @@ class Axis:
         return f"{self.name}: {self.length}" if self.name else str(self.length)
 
 
+def elements(axes: Iterable[Axis]) -> int:
+    """The number of elements of a tensor of these axes (1 of none)."""
+    return math.prod(a.length for a in axes)
+
+
 @dataclass(frozen=True, slots=True)
 class Buffer:
     """A kernel's operand: its number in the kernel, element type and static shape."""
@@ -87,10 +94,7 @@ class Buffer:
 
     @property
     def size(self) -> int:
-        n = 1
-        for a in self.axes:
-            n *= a.length
-        return n
+        return elements(self.axes)
 
     def __str__(self) -> str:
         return f"%{self.id} : {self.dtype}[{', '.join(str(a) for a in self.axes)}]"

@@ -38,6 +38,7 @@ from presk_kernel.ir import (
     Load,
     Schedule,
     Store,
+    elements,
 )
 from presk_kernel.layout import default_layout
 
@@ -65,10 +66,7 @@ class Tensor:
 
     @property
     def size(self) -> int:
-        n = 1
-        for a in self.axes:
-            n *= a.length
-        return n
+        return elements(self.axes)
 
     def named(self, axes: tuple[Axis, ...]) -> Tensor:
         return Tensor(self.buf, self.offset, axes, self.dtype)
