@@ -46,3 +46,20 @@ def test_type_of_names_a_checkpoint_and_hints_a_scalar_index():
         D.type_of("params Tower", "c.psk.d")
     with pytest.raises(D.DataError, match=r"a scalar index is `idx\[3\]\[\]`"):
         D.type_of("idx[3]")
+
+
+def test_a_type_length_beyond_the_file_is_e7005_without_reading_it(tmp_path, monkeypatch):
+    import resource
+
+    path = _file(tmp_path, "ℝ[]".encode(), 0, 8, 40)
+    raw = bytearray(open(path, "rb").read())
+    raw[28:32] = struct.pack("<I", 2**32 - 1)  # a type's text of 4 GB
+    open(path, "wb").write(bytes(raw))
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (2**31, hard))  # reading 4 GB would fail here
+    try:
+        with pytest.raises(D.DataError) as e:
+            D.read_header(path)
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    assert e.value.code == "E7005"

@@ -239,6 +239,8 @@ def read_header(path: str) -> Header:
                     "E7006",
                     f"`{path}` is a .psk.d file of version {version}; this presk reads {VERSION}",
                 )
+            if _FIXED.size + tlen > os.fstat(f.fileno()).st_size:  # not read: up to 4 GB
+                raise DataError("E7005", f"`{path}` is truncated: its header is cut short")
             text = f.read(tlen)
     except OSError as e:
         raise DataError(
