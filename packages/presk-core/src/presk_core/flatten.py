@@ -26,6 +26,7 @@ from presk_types.types import ParamsT, TupleT, Type, subst, subst_lin
 
 from presk_core.build import FunctionBuilder, made_from
 from presk_core.ir import Function, Instr, Lit, Operand, Program, Value
+from presk_core.trees import record, under
 from presk_core.unroll import unroll_stack
 
 
@@ -181,18 +182,11 @@ class Body:
         match op:
             case "field":
                 tree, path = self.tree(args[0]), ins.attr("path")
-                self.env[ins.out.id] = tree[path] if path in tree else _under(tree, path)
+                self.env[ins.out.id] = tree[path] if path in tree else under(tree, path)
             case "record":
-                out: Tree = {}
-                for key, a in zip(ins.attr("keys"), args, strict=True):
-                    r = self.rep(a)
-                    if isinstance(r, dict):
-                        out.update({f"{key}.{k}": v for k, v in r.items()})
-                    else:
-                        out[key] = r
-                self.env[ins.out.id] = out
+                self.env[ins.out.id] = record(ins.attr("keys"), [self.rep(a) for a in args])
             case "slice":
-                self.env[ins.out.id] = _under(self.tree(args[0]), str(ins.attr("index")))
+                self.env[ins.out.id] = under(self.tree(args[0]), str(ins.attr("index")))
             case "zeros_like" | "accum" if isinstance(self.rep(args[0]), dict):
                 trees = [self.tree(a) for a in args]
                 self.env[ins.out.id] = {
@@ -239,12 +233,6 @@ class Body:
         if isinstance(a, dict) and key.startswith(path + "."):
             return a[key[len(path) + 1 :]]
         return self.b.emit("zeros_like", [leaf], leaf.type)
-
-
-def _under(tree: Tree, path: str) -> Tree:
-    """The subtree at `path`: its leaves, their paths relative to it."""
-    n = len(path) + 1
-    return {k[n:]: v for k, v in tree.items() if k.startswith(path + ".")}
 
 
 def _count(e: Lin, inst) -> int:

@@ -43,6 +43,7 @@ from presk_core.prepare import (
     apply,
     explicit,
 )
+from presk_core.trees import record, under
 
 ABS_SUMS = frozenset({"sum", "mean", "dot", "ein", "dot_left", "dot_right", "sum_to"})
 """The sums and contractions: where an observer that wants them gets Σ|terms|."""
@@ -170,31 +171,17 @@ def _slice(p: Prep) -> Step:
 
 def _field(p: Prep) -> Step:
     get, path = p.args[0], p.attr("path")
-    dotted = path + "."
 
     def step(env: Env) -> object:
         tree = get(env)
-        if path in tree:
-            return tree[path]
-        return {k[len(dotted) :]: v for k, v in tree.items() if k.startswith(dotted)}
+        return tree[path] if path in tree else under(tree, path)
 
     return step
 
 
 def _record(p: Prep) -> Step:
     pairs = list(zip(p.attr("keys"), p.args, strict=True))
-
-    def step(env: Env) -> object:
-        tree: dict[str, object] = {}
-        for key, get in pairs:
-            v = get(env)
-            if isinstance(v, dict):
-                tree.update({f"{key}.{k}": x for k, x in v.items()})
-            else:
-                tree[key] = v
-        return tree
-
-    return step
+    return lambda env: record([k for k, _ in pairs], [get(env) for _, get in pairs])
 
 
 def _get(p: Prep) -> Step:

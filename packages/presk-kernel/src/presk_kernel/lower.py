@@ -20,6 +20,7 @@ import gmpy2
 import numpy as np
 from presk_core.ir import Function, Instr, Lit, Program, Value
 from presk_core.specialize import SpecializeError, specialize
+from presk_core.trees import record, under
 from presk_types.ops import OPS
 from presk_types.shapes import alignment
 from presk_types.types import SCALAR, Bool, Idx, Real, Shape, Type, shape_of
@@ -321,17 +322,11 @@ def _field(lw: Lowering, ins: Instr, values: list) -> object:
     tree, path = values[0], ins.attr("path")
     if path in tree:
         return _rename(ins, tree[path])
-    return {k[len(path) + 1 :]: v for k, v in tree.items() if k.startswith(path + ".")}
+    return under(tree, path)
 
 
 def _record(lw: Lowering, ins: Instr, values: list) -> object:
-    tree: dict[str, object] = {}
-    for key, v in zip(ins.attr("keys"), values, strict=True):
-        if isinstance(v, dict):
-            tree.update({f"{key}.{k}": x for k, x in v.items()})
-        else:
-            tree[key] = v
-    return tree
+    return record(ins.attr("keys"), values)
 
 
 def _slice(lw: Lowering, ins: Instr, values: list) -> object:
