@@ -226,20 +226,10 @@ def run_native(core, args: tuple, native: dict, sources) -> str:
 def entry_inputs(core, entry, seed: int, bits: int, given=None) -> list:
     """The entry's arguments as `presk run` synthesizes them (DESIGN §5), the last one from
     `--data` when given: (name, type, value)."""
-    import numpy as np
+    from presk_core import run
     from presk_core.interp import Interpreter
-    from presk_core.run import interp_real, synthesize
 
-    interp = Interpreter(core, bits)
-    inputs = synthesize(entry, interp, seed, skip_last=given is not None)
-    if given is not None:
-        name, t, _ = inputs[-1]
-        reals = tuple(
-            interp_real(v, bits) if v.dtype == np.float64 else v
-            for v in (given if isinstance(given, tuple) else (given,))
-        )
-        inputs[-1] = (name, t, reals if isinstance(given, tuple) else reals[0])
-    return inputs
+    return run.entry_inputs(entry, Interpreter(core, bits), seed, bits, given)
 
 
 __all__ = [

@@ -212,6 +212,23 @@ def synthesize(
     return out
 
 
+def entry_inputs(
+    entry: Entry, interp: Interpreter, seed: int, bits: int, given: object = None
+) -> list[tuple[str, Type, object]]:
+    """The entry's arguments as `presk run` makes them (name, type, value): drawn from `seed`
+    by `interp` (at `bits`), the last one `given` (a `--data` sample's doubles) when not
+    None, rounded to `bits`."""
+    inputs = synthesize(entry, interp, seed, skip_last=given is not None)
+    if given is not None:
+        name, t, _ = inputs[-1]
+        reals = tuple(
+            interp_real(v, bits) if v.dtype == np.float64 else v
+            for v in (given if isinstance(given, tuple) else (given,))
+        )
+        inputs[-1] = (name, t, reals if isinstance(given, tuple) else reals[0])
+    return inputs
+
+
 def _draw(entry: Entry, interp: Interpreter, root, name: str, t: Type, defaults: dict) -> object:
     key = R.fold_path(root, name)
     match t:
@@ -377,14 +394,7 @@ def run_entry(
         dims = {**bound, **dims}
     entry = parse_entry(entry_text, core, elab, dims)
     interp = Interpreter(core, bits)
-    inputs = synthesize(entry, interp, seed, skip_last=given is not None)
-    if given is not None:
-        name, t, _ = inputs[-1]
-        reals = tuple(
-            interp_real(v, bits) if v.dtype == np.float64 else v
-            for v in (given if isinstance(given, tuple) else (given,))
-        )
-        inputs[-1] = (name, t, reals if isinstance(given, tuple) else reals[0])
+    inputs = entry_inputs(entry, interp, seed, bits, given)
     result = interp.run(entry.function.name, [v for _, _, v in inputs], entry.dims)
     return result_text(entry, inputs, result, seed, bits, digits, verbose, as_json)
 
@@ -429,4 +439,4 @@ def result_text(
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["EntryError", "RunError", "entry_names", "result_text", "run_entry"]
+__all__ = ["EntryError", "RunError", "entry_inputs", "entry_names", "result_text", "run_entry"]
