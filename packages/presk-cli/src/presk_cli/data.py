@@ -15,6 +15,11 @@ def _data_fail(e: Exception, code: str | None = None) -> None:
     sys.exit(1)
 
 
+def _os_fail(verb: str, path: str, e: OSError) -> None:
+    """E7004: the system refused to read or write `path`."""
+    _data_fail(Exception(f"cannot {verb} `{path}`: {(e.strerror or str(e)).lower()}"))
+
+
 def _type_of(text: str, where: str | None = None):
     from presk_core.data import DataError
     from presk_core.data import type_of as data_type_of
@@ -55,7 +60,7 @@ def data_pack(text: str, type_text: str, out: str) -> None:
     try:
         write_data(out, str(t), t, samples)
     except OSError as e:
-        _data_fail(Exception(f"cannot write `{out}`: {(e.strerror or str(e)).lower()}"))
+        _os_fail("write", out, e)
     click.echo(f"presk data: wrote {out} ({len(samples)} samples of type {t})")
 
 
@@ -150,7 +155,7 @@ def _read_text(path: str) -> str:
     try:
         blob = open(path, "rb").read()
     except OSError as e:
-        _data_fail(DataError("E7004", f"cannot read `{path}`: {(e.strerror or str(e)).lower()}"))
+        _os_fail("read", path, e)
     try:
         return blob.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -165,12 +170,12 @@ def _read_text(path: str) -> str:
 
 
 def _write_text(path: str, text: str) -> None:
-    from presk_core.data import DataError, write_bytes
+    from presk_core.data import write_bytes
 
     try:
         write_bytes(path, text.encode("utf-8"))
     except OSError as e:
-        _data_fail(DataError("E7004", f"cannot write `{path}`: {(e.strerror or str(e)).lower()}"))
+        _os_fail("write", path, e)
 
 
 OUT = click.option(
@@ -248,7 +253,7 @@ def data_lm_windows(tokens: str, vocab_size: int, seq: int, out: str) -> None:
     try:
         write_data(out, str(t), t, samples)
     except OSError as e:
-        _data_fail(DataError("E7004", f"cannot write `{out}`: {(e.strerror or str(e)).lower()}"))
+        _os_fail("write", out, e)
     click.echo(
         f"presk data: wrote {out} ({count(len(samples), 'window')} of type {t}"
         f" from {count(len(stream), 'token')})"
