@@ -2,6 +2,7 @@
 compiled once per run of the tests, and nothing is left in the user's cache."""
 
 import os
+import subprocess
 
 import pytest
 
@@ -16,3 +17,20 @@ def session_cache(tmp_path_factory):
         os.environ.pop("PRESK_CACHE", None)
     else:
         os.environ["PRESK_CACHE"] = old
+
+
+def _strict_cc(tc, c, out, flags, *extra) -> subprocess.CompletedProcess:
+    """The toolchain `tc` compiling the C file `c` to `out` with `flags`, every warning an
+    error, then `extra` flags."""
+    return subprocess.run(
+        [*tc.cc, *flags, "-Wall", "-Wextra", "-Werror", *extra, str(c), "-o", str(out)],
+        capture_output=True,
+        text=True,
+    )
+
+
+@pytest.fixture(scope="session")
+def strict_cc():
+    """`strict_cc(tc, c, out, flags, *extra)`: the compiler's run, warnings as errors (the
+    tests that the generated C is warning-free)."""
+    return _strict_cc

@@ -4,7 +4,6 @@ entries and its training step, in f64, f32 and bf16, fused or not, whatever the 
 clean."""
 
 import dataclasses
-import subprocess
 import sys
 from pathlib import Path
 
@@ -302,24 +301,11 @@ def test_a_gather_out_of_range_is_caught():
             run_schedule(s, [x, np.array(bad)])
 
 
-def test_the_c_is_warning_free(tmp_path):
+def test_the_c_is_warning_free(tmp_path, strict_cc):
     schedule, _, _ = lowered(*TRAIN, "bf16", True)
     fused, _ = fuse(schedule)
     tc = find_toolchain()
     c = tmp_path / "entry.c"
     c.write_text(entry_source(relayout(fused, turned)))
-    p = subprocess.run(
-        [
-            *tc.cc,
-            *tc.flags(threads=True),
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            str(c),
-            "-o",
-            str(tmp_path / "entry.so"),
-        ],
-        capture_output=True,
-        text=True,
-    )
+    p = strict_cc(tc, c, tmp_path / "entry.so", tc.flags(threads=True))
     assert p.returncode == 0, p.stderr[:3000]

@@ -2,7 +2,6 @@
 k) for every size, blocking and thread count, in f64 and f32."""
 
 import dataclasses
-import subprocess
 
 import numpy as np
 import pytest
@@ -114,24 +113,11 @@ def test_strided_operands_and_an_empty_sum():
 
 
 @pytest.mark.parametrize("tag", ["f64", "f32"])
-def test_generated_c_is_warning_free(tmp_path, tag):
+def test_generated_c_is_warning_free(tmp_path, tag, strict_cc):
     tc = find_toolchain()
     c = tmp_path / "gemm.c"
     c.write_text(G.source(tag, G.default_blocking(tag, tc), tc))
-    p = subprocess.run(
-        [
-            *tc.cc,
-            *tc.flags(threads=True),
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            str(c),
-            "-o",
-            str(tmp_path / "gemm.so"),
-        ],
-        capture_output=True,
-        text=True,
-    )
+    p = strict_cc(tc, c, tmp_path / "gemm.so", tc.flags(threads=True))
     assert p.returncode == 0, p.stderr
 
 

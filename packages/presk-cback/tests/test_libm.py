@@ -3,7 +3,6 @@ states, its specials exact, and the same bits with and without vector lanes."""
 
 import dataclasses
 import math
-import subprocess
 
 import numpy as np
 import pytest
@@ -103,27 +102,12 @@ def test_any_shape_and_a_strided_input():
         libm.apply("exp", np.arange(3))
 
 
-def test_the_helper_vectorizes_every_loop_and_is_warning_free(tmp_path):
+def test_the_helper_vectorizes_every_loop_and_is_warning_free(tmp_path, strict_cc):
     tc = dataclasses.replace(find_toolchain(), sanitize="")  # sanitizers block vectorizing
     c = tmp_path / "libm.c"
     c.write_text(libm.source(lanes=True))
     flags = [f for f in tc.flags() if f not in ("-shared", "-fPIC")]
-    p = subprocess.run(
-        [
-            *tc.cc,
-            *flags,
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-fopt-info-vec-optimized",
-            "-S",
-            str(c),
-            "-o",
-            str(tmp_path / "libm.s"),
-        ],
-        capture_output=True,
-        text=True,
-    )
+    p = strict_cc(tc, c, tmp_path / "libm.s", flags, "-fopt-info-vec-optimized", "-S")
     assert p.returncode == 0, p.stderr
     vectorized = {ln.split(":")[1] for ln in p.stderr.splitlines() if "loop vectorized" in ln}
     assert len(vectorized) == 2 * len(libm.FUNCTIONS)
