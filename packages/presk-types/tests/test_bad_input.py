@@ -299,3 +299,10 @@ def test_a_counterexample_gives_lengths_that_are_natural() -> None:
     # `N` against 2 in a broadcast: N = 1 would broadcast, N = 0 is an empty axis
     assert lengths.differ(Lin.var("N"), Lin.const(2), broadcast=True) == "N = 3"
     assert lengths.differ(Lin.var("N"), Lin.const(2)) == "N = 0"
+
+
+def test_a_long_ein_naming_an_axis_twice_is_refused_in_linear_time(tmp_path: Path) -> None:
+    # the fuzzer's `ein[batch, x, x, …]` of 100,000 names: a quadratic test of names hung
+    names = ", ".join(["a"] + ["x"] * 30_000)
+    c = check(tmp_path, f"fn f{{N : dim}}(x : ℝ[a: N, x: N]) = ein[{names}](x)\n")
+    assert errors(c) == [("E2013", "the axis `x` appears twice in the output of `ein`")]

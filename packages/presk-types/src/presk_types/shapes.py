@@ -178,7 +178,8 @@ def ein(
     The right operand's axis `n` is relabeled `n2` when `n2` is an axis of the left operand
     or of the output and not of the right one (`seq` to `seq2`): attention's keys axis.
     """
-    twice = [n for i, n in enumerate(out) if n in out[:i]]
+    seen: set[str] = set()
+    twice = [n for n in out if n in seen or seen.add(n)]  # linear: `ein[` may be long
     if twice:
         raise err(
             "E2013",
