@@ -483,7 +483,12 @@ def run_case(case: Case, timeout: float, started=None) -> tuple[str, str]:
 def worker(conn, folder: str, timeout: float) -> None:
     import resource
 
-    limit = 3 * 2**30  # 3 GB: an input that asks for more fails here, not the machine
+    # 3 GB beyond what the process already maps: an input that asks for more fails here, not
+    # the machine. Relative, because a parent that loaded torch (the test suite) already maps
+    # several GB of address space; an absolute limit below that made every malloc fail.
+    with open("/proc/self/statm") as statm:
+        mapped = int(statm.read().split()[0]) * resource.getpagesize()
+    limit = mapped + 3 * 2**30
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     os.chdir(folder)
     import warnings
@@ -560,6 +565,7 @@ def fuzz(n: int, seed: int, timeout: float = 10.0, only=CLASSES, save: str | Non
                 conn, child = ctx.Pipe()
                 proc = ctx.Process(target=worker, args=(child, folder, timeout), daemon=True)
                 proc.start()
+                child.close()  # the worker's end: a worker that dies is then an EOF here
             conn.send(case)
             status, sig, seconds = "hang", "timeout (killed)", timeout
             while conn.poll(max(60, 6 * timeout)):  # else stuck where the alarm cannot reach
