@@ -7,8 +7,11 @@ alternating, both writing into preallocated outputs; prints each side's best GFL
 the median of the per-pair ratios (presk's GFLOP/s over numpy's: ≥ 0.8 is the goal);
 then the same product as a PSK-Kernel contraction run by the native backend (one call of
 an entry's host function, its operands packed: the GEMM inside).
-OpenBLAS runs with the same number of threads (set through its own API). The host is
-noisy and shared, so only the paired ratio means anything. OPENBLAS_CORETYPE and
+OpenBLAS runs with the same number of threads (set through its own API). Each timed call
+waits first until the process's other threads are idle (`settle`): OpenBLAS's workers spin
+~0.1–0.3 s after each call and would hold the second core while presk runs (which then ran
+its two threads at one-thread speed). The host is noisy and shared, so only the paired
+ratio means anything. OPENBLAS_CORETYPE and
 OPENBLAS_L2_SIZE, where the machine sets them, slow a current OpenBLAS: the script runs
 itself again without both, and prints the kernel OpenBLAS then uses. `--tune` also times
 the other register blockings measured on this kind of machine; `--save` keeps the best
@@ -23,6 +26,7 @@ import ctypes
 import os
 import statistics
 import sys
+import threading
 import time
 
 CAVEAT = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
@@ -93,15 +97,40 @@ def measure_entry(n: int, tag: str, dtype, threads: int, pairs: int, set_threads
                    lambda: np.matmul(a, b, out=c2), n, pairs)  # fmt: skip
 
 
+def thread_cpu(tid: int) -> float:
+    """The CPU seconds thread `tid` of this process has used (Linux's per-thread clock)."""
+    try:
+        return time.clock_gettime((~tid << 3) | 6)  # CPUCLOCK_SCHED | CPUCLOCK_PERTHREAD
+    except OSError:  # the thread has ended
+        return 0.0
+
+
+def settle(window: float = 0.01, limit: float = 2.0) -> float:
+    """Wait until the other threads of this process are idle: less than a tenth of a
+    window's CPU in a window. After a call OpenBLAS's workers spin for ~0.1–0.3 s (their
+    THREAD_TIMEOUT) and libgomp's for a few ms: a side timed while the other side's
+    threads still spin gets one core fewer. Returns the seconds waited."""
+    start = time.perf_counter()
+    me = threading.get_native_id()
+    while time.perf_counter() - start < limit:
+        tids = [int(t) for t in os.listdir("/proc/self/task") if int(t) != me]
+        before = [thread_cpu(t) for t in tids]
+        time.sleep(window)
+        used = sum(thread_cpu(t) - b for t, b in zip(tids, before, strict=True))
+        if used < window / 10:
+            break
+    return time.perf_counter() - start
+
+
 def pair_up(ours, theirs, n: int, pairs: int):
     ours(), theirs(), ours(), theirs()  # compile, warm caches and thread pools
     flop = 2.0 * n**3
     t_ours, t_theirs, ratios = [], [], []
     for i in range(pairs):
         if i % 2:
-            t2, t1 = time_once(theirs), time_once(ours)
+            t2, t1 = timed(theirs), timed(ours)
         else:
-            t1, t2 = time_once(ours), time_once(theirs)
+            t1, t2 = timed(ours), timed(theirs)
         t_ours.append(t1)
         t_theirs.append(t2)
         ratios.append(t2 / t1)
@@ -122,7 +151,10 @@ def blas_call(lib, *names):
     return None
 
 
-def time_once(fn) -> float:
+def timed(fn) -> float:
+    """One call of `fn` once the other side's threads are idle (both sides then start from
+    a sleeping pool: a wake-up of some µs against the ~10 ms of a call)."""
+    settle()
     t = time.perf_counter()
     fn()
     return time.perf_counter() - t
