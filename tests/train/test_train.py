@@ -157,3 +157,45 @@ def test_a_step_is_one_call_of_the_value_vjp(tmp_path, monkeypatch):
     assert calls["loss.train.value_vjp"] == 3 and calls["loss.train.fwd"] == 3
     assert calls["loss.train"] == calls["loss"] == calls["loss.train.vjp"] == 0
     assert all(LINE.match(line) for line in lines[:3]), lines
+
+
+def test_a_nan_in_the_data_stops_the_run_at_its_step(tmp_path):
+    from presk_core import data as D
+    from presk_core import random as R
+
+    for path in (ROOT / "tutorial").glob("*.psk"):
+        text = path.read_text()
+        (tmp_path / path.name).write_text(text.replace("every 50 steps", "every 2 steps"))
+    (tmp_path / "data").mkdir()
+    source = ROOT / "tutorial" / "data" / "pairs.psk.d"
+    type_text = D.read_header(str(source)).type_text
+    t = D.type_of(type_text)
+    samples = D.read(str(source), t)
+    bad = int(R.permutation(3, 0, len(samples))[4 * 8 + 3])  # in the batch of step 5
+    samples[bad][0] = np.array(samples[bad][0], dtype=np.float64)
+    samples[bad][0][1] = np.nan
+    D.write(str(tmp_path / "data" / "pairs.psk.d"), type_text, t, samples)
+    r = subprocess.run(
+        [str(PRESK), "train", "07_train.psk", "--steps", "8", "--ckpt", "ck"],
+        cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"},
+    )  # fmt: skip
+    assert r.returncode == 1, r.stderr
+    assert "[E7008]" in r.stderr and "step 5 (samples " in r.stderr, r.stderr
+    assert f"{bad}" in r.stderr and "not finite" in r.stderr and "Traceback" not in r.stderr
+    ck = tmp_path / "ck"
+    assert sorted(os.listdir(ck)) == ["step_2.psk.d", "step_4.psk.d"]
+    assert np.isfinite(D.read_reals(str(ck / "step_4.psk.d"))).all()
+
+
+def test_a_gradient_not_finite_stops_the_step():
+    import pytest
+    from presk_ad.step import TrainError, finite
+
+    with M.precision(64):
+        loss = M.real(np.float64(0.5))
+    w = np.array([gmpy2.mpfr(1), gmpy2.mpfr("inf"), gmpy2.mpfr("nan")], dtype=object)
+    finite(3, [0, 1], loss, {"w": M.real(np.array([1.0]))})  # finite: no error
+    with pytest.raises(
+        TrainError, match=r"step 3 \(samples 0, 1\): the gradient of `w` holds 2 of 3"
+    ):
+        finite(3, [0, 1], loss, {"w": w})

@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
+import gmpy2
 import numpy as np
 from presk_core import data as D
 from presk_core import mpfr as M
@@ -173,6 +174,7 @@ class Trainer:
             batch = exact if isinstance(value, tuple) else exact[0]
             step_fn = STEP.format(self.objective)
             loss, grads = self.interp.run(step_fn, [batch, self.theta], self.entry.dims)
+            finite(t, indices, loss, grads)
             lr = self.lr(t)
             self.theta, self.m, self.v = self.interp.run(
                 "adamw.step", [self.theta, self.m, self.v, grads, step, lr], self.dims
@@ -180,4 +182,30 @@ class Trainer:
             yield Step(t, epoch, indices, value, loss, grads, lr, self.theta)
 
 
-__all__ = ["STEP", "Step", "TrainError", "Trainer", "training_step"]
+def _bad(x: object) -> bool:
+    return not gmpy2.is_finite(gmpy2.mpfr(x))
+
+
+def finite(t: int, indices: list[int], loss: object, grads: dict) -> None:
+    """TrainError (E7008) at step t when the loss or a leaf of its gradient is not finite (a
+    NaN or an infinity, from the data or an overflow): θ would become NaN, so the run stops
+    before the update, its last checkpoint whole."""
+    where = f"step {t} (samples {', '.join(map(str, indices))})"
+    stop = (
+        "not finite (a NaN or an infinity in the batch, or an overflow);"
+        f" θ stays as step {t - 1} left it"
+    )
+    if any(_bad(x) for x in np.asarray(loss, dtype=object).flat):
+        value = float(np.asarray(loss, dtype=object).flat[0])
+        raise TrainError(f"{where}: the loss is {value}, {stop}")
+    for name, g in grads.items():
+        flat = np.asarray(g, dtype=object).ravel()
+        bad = [i for i, x in enumerate(flat) if _bad(x)]
+        if bad:
+            raise TrainError(
+                f"{where}: the gradient of `{name}` holds {len(bad)} of {flat.size} values"
+                f" (the first {float(flat[bad[0]])}, at {bad[0]}) {stop}"
+            )
+
+
+__all__ = ["STEP", "Step", "TrainError", "Trainer", "finite", "training_step"]
