@@ -101,3 +101,19 @@ def test_a_prefix_axis_by_name_is_still_an_axis(capfd) -> None:
     tower = str(REPO / "tutorial/06_tower.psk")
     assert main(["run", tower, "--entry", "Tower.apply", "--dim", "batch=2"]) == 0
     assert capfd.readouterr().out.startswith("ℝ[batch: 2, model: 4] = ")
+
+
+@pytest.mark.parametrize("seed", [str(2**70), str(2**64), str(-(2**63) - 1)])
+@pytest.mark.parametrize("command", ["run", "train", "bench", "export"])
+def test_a_seed_outside_64_bits_is_a_usage_error_with_the_range(capfd, command, seed) -> None:
+    code = main([command, str(REPO / "tutorial/01_linear.psk"), "--seed", seed])
+    err = capfd.readouterr().err
+    assert code == 2, err
+    assert f"{seed} is not in the range -9223372036854775808<=x<=18446744073709551615" in err
+
+
+def test_the_seeds_at_the_ends_of_the_range_run(capfd) -> None:
+    for seed in (-(2**63), 2**64 - 1):
+        code = main(["run", str(REPO / "tutorial/01_linear.psk"), "--entry", "Linear{3, 2}.apply",
+                     "--dim", "batch=1", "--seed", str(seed)])  # fmt: skip
+        assert code == 0, capfd.readouterr().err

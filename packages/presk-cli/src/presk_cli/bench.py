@@ -25,7 +25,7 @@ from collections.abc import Callable
 import click
 from presk_syntax.diagnostics import DiagnosticError
 
-from presk_cli.commands import CONST, _consts, _dims, _fail, entry_fail
+from presk_cli.commands import CONST, SEED, _consts, _dims, _fail, entry_fail
 from presk_cli.native import REALIZES, NativeError, fail
 
 ROWS = (
@@ -109,7 +109,13 @@ def bench_rows(core, entry, args, rows, bits: int, repeat: int, threads: int) ->
 @click.option("--entry", required=True, help="The function to time, as `presk run` takes it.")
 @click.option("--dim", "dims", multiple=True, metavar="NAME=N", help="A dimension.")
 @CONST
-@click.option("--seed", type=int, default=0, show_default=True, help="The inputs' seed.")
+@click.option(
+    "--seed",
+    type=SEED,
+    default=0,
+    show_default=True,
+    help="The inputs' seed.",
+)
 @click.option(
     "--bits",
     type=click.IntRange(2, 100000),

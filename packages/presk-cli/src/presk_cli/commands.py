@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 # The stages `presk dump` prints: the list of passes (presk_core.passes.PASSES).
 STAGES = {p.name: p.line for p in PASSES}
+SEED = click.IntRange(-(2**63), 2**64 - 1)  # --seed: a 64-bit integer (docs/randomness.md)
 
 
 def _fail(error: DiagnosticError, sources: SourceMap) -> None:
@@ -215,7 +216,11 @@ def _dims(values: tuple[str, ...]) -> dict[str, int]:
 )
 @CONST
 @click.option(
-    "--seed", type=int, default=0, show_default=True, help="The root of every random draw."
+    "--seed",
+    type=SEED,
+    default=0,
+    show_default=True,
+    help="The root of every random draw.",
 )
 @click.option(
     "--bits", type=click.IntRange(2, 100000), default=256, show_default=True, help="MPFR precision."
@@ -312,7 +317,13 @@ def run(
 @click.option(
     "--ckpt", type=click.Path(file_okay=False), help="Where checkpoints go (default: the block's)."
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="The root of θ's draws.")
+@click.option(
+    "--seed",
+    type=SEED,
+    default=0,
+    show_default=True,
+    help="The root of θ's draws.",
+)
 @click.option(
     "--bits", type=click.IntRange(2, 100000), default=256, show_default=True, help="MPFR precision."
 )

@@ -7,7 +7,7 @@ import sys
 import click
 from presk_syntax.diagnostics import Diagnostic, DiagnosticError, Label, Severity, emit
 
-from presk_cli.commands import CONST, _consts, _dims, _fail, entry_fail
+from presk_cli.commands import CONST, SEED, _consts, _dims, _fail, entry_fail
 
 
 @click.command(
@@ -55,7 +55,13 @@ from presk_cli.commands import CONST, _consts, _dims, _fail, entry_fail
     help="With --conformance-entry train:K: this .psk.d file instead of the run's data.",
 )
 @CONST
-@click.option("--seed", type=int, default=0, show_default=True, help="The root of the inputs.")
+@click.option(
+    "--seed",
+    type=SEED,
+    default=0,
+    show_default=True,
+    help="The root of the inputs.",
+)
 @click.option("-o", "--out", required=True, type=click.Path(file_okay=False), help="The folder.")
 def export(file, target, mode, shapes, stack, entry, dims, data_file, consts, seed, out) -> None:
     """Export FILE to PyTorch: one Python file per Presk file it reaches, and with
