@@ -284,3 +284,25 @@ def test_the_pipeline_through_presk_ad_prints_the_derivatives():
     )  # fmt: skip
     assert piped.returncode == 0, piped.stderr
     assert piped.stdout == presk("dump", "tutorial/04_grad.psk", "--stage", "core-after-ad").stdout
+
+
+@pytest.mark.parametrize(
+    ("entry", "dim", "message"),
+    [
+        (
+            "Linear{3, 2}.apply",
+            "batch=1000000000000",
+            "[E7011] Error: cannot synthesize `x`: a tensor of 1000000000000 × 3 = 3000000000000"
+            " elements, more than presk draws at once (2^31 = 2147483648)\n",
+        ),
+        (
+            "Linear{100000000, 100000000}.apply",
+            "batch=1",
+            "[E7011] Error: a tensor of 100000000 × 100000000 = 10000000000000000 elements, more"
+            " than presk draws at once (2^31 = 2147483648)\n",
+        ),
+    ],
+)
+def test_a_huge_shape_to_draw_is_e7011_with_its_size(entry, dim, message):
+    r = presk("run", "tutorial/01_linear.psk", "--entry", entry, "--dim", dim)
+    assert (r.returncode, r.stderr, r.stdout) == (1, message, "")

@@ -389,3 +389,18 @@ def test_sample_rejects_bad_logits():
             sample(key, np.array(bad))
     with pytest.raises(ValueError):
         sample(key, np.zeros((3, 0)))
+
+
+def test_a_draw_beyond_max_elements_is_a_size_error_before_any_memory():
+    from presk_core.random import MAX_ELEMENTS, SizeError, uniform
+
+    key = Key(0, 7)
+    with pytest.raises(SizeError, match=r"2 × 1073741825 = 2147483650 elements"):
+        normal(key, (2, MAX_ELEMENTS // 2 + 1))
+    with pytest.raises(SizeError):
+        randint(key, 3, (10**12,))
+    with pytest.raises(SizeError):
+        uniform(key, (2**40, 2**40))
+    with pytest.raises(SizeError):
+        init_param("zeros", key, (2**16, 2**16))
+    assert uniform(key, (0, 2**40)).shape == (0, 2**40)  # an empty draw of any shape

@@ -128,6 +128,8 @@ class Interpreter:
                 return self.call(name, args, dims)
             except IndexError as e:  # an index out of its range: a fault of the data
                 raise RunError("E7003", str(e)) from None
+            except R.SizeError as e:  # an initializer's draw of a huge shape
+                raise RunError("E7011", str(e)) from None
 
 
 def _abs_step(ins: Instr, step: Step) -> Step:

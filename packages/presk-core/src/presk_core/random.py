@@ -22,8 +22,13 @@ BITS = 256  # MPFR precision of Box–Muller, of xavier's bound, of sample's sof
 _PARITY = 0x1BD11BDA  # Threefish's key-schedule parity, truncated to 32 bits (Random123)
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))  # Random123's R_32x2, four rounds each
 _MAX_BOUND = 2**53  # randint: floor(u · bound) reaches every index up to here
+MAX_ELEMENTS = 2**31  # the most elements one draw makes (16 GiB of doubles); SizeError beyond
 
 Shape = tuple[int, ...]
+
+
+class SizeError(ValueError):
+    """A draw of more than MAX_ELEMENTS elements (a huge `--dim` or constant): E7011 to a user."""
 
 
 class Key(NamedTuple):
@@ -156,7 +161,14 @@ def _shape(shape: int | Sequence[int]) -> tuple[Shape, int]:
     dims = tuple(int(d) for d in dims)
     if any(d < 0 for d in dims):
         raise ValueError(f"a shape has natural lengths, not {dims}")
-    return dims, math.prod(dims)
+    n = math.prod(dims)
+    if n > MAX_ELEMENTS:
+        shown = " × ".join(map(str, dims))
+        raise SizeError(
+            f"a tensor of {shown} = {n} elements, more than presk draws at once"
+            f" (2^31 = {MAX_ELEMENTS})"
+        )
+    return dims, n
 
 
 def random_bits(key: Key, n: int) -> np.ndarray:

@@ -208,7 +208,11 @@ def synthesize(
         if skip_last and i == len(params) - 1:
             out.append((p.name, p.type, None))
             continue
-        out.append((p.name, p.type, _draw(entry, interp, root, p.name, p.type, defaults)))
+        try:
+            value = _draw(entry, interp, root, p.name, p.type, defaults)
+        except R.SizeError as e:
+            raise EntryError(f"cannot synthesize `{p.name}`: {e}", code="E7011") from None
+        out.append((p.name, p.type, value))
     return out
 
 
