@@ -306,3 +306,19 @@ def test_the_pipeline_through_presk_ad_prints_the_derivatives():
 def test_a_huge_shape_to_draw_is_e7011_with_its_size(entry, dim, message):
     r = presk("run", "tutorial/01_linear.psk", "--entry", entry, "--dim", dim)
     assert (r.returncode, r.stderr, r.stdout) == (1, message, "")
+
+
+def test_a_chain_of_modules_deeper_than_python_recursion_is_e7012(tmp_path):
+    chain = ["module M0 {\n  param w : ℝ[2] init = ones\n  fn apply(x : ℝ[2]) -> ℝ[2] = x * w\n}\n"]
+    for i in range(1, 400):
+        chain.append(
+            f"module M{i} {{\n  use a : M{i - 1}\n  fn apply(x : ℝ[2]) -> ℝ[2] = a.apply(x)\n}}\n"
+        )
+    (tmp_path / "deep.psk").write_text("".join(chain))
+    r = presk("run", "deep.psk", "--entry", "M399.apply", cwd=tmp_path)
+    assert (r.returncode, r.stdout) == (1, "")
+    assert r.stderr.startswith(
+        "[E7012] Error: `M399.init` nests calls deeper than the interpreter can follow (about "
+    ), r.stderr
+    (tmp_path / "ok.psk").write_text("".join(chain[:50]))  # 50 levels run
+    assert presk("run", "ok.psk", "--entry", "M49.apply", cwd=tmp_path).returncode == 0

@@ -21,6 +21,7 @@ xᵢ/n). Without an observer, the loop is the plain one.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -130,6 +131,13 @@ class Interpreter:
                 raise RunError("E7003", str(e)) from None
             except R.SizeError as e:  # an initializer's draw of a huge shape
                 raise RunError("E7011", str(e)) from None
+            except RecursionError:  # each call of a call is three Python frames
+                raise RunError(
+                    "E7012",
+                    f"`{name}` nests calls deeper than the interpreter can follow (about"
+                    f" {sys.getrecursionlimit() // 3} levels: functions, or modules' `init`s, each"
+                    " calling the next)",
+                ) from None
 
 
 def _abs_step(ins: Instr, step: Step) -> Step:
