@@ -7,6 +7,7 @@ from pathlib import Path
 
 import gmpy2
 import numpy as np
+import pytest
 from presk_core import mpfr as M
 from presk_core.interp import Interpreter
 
@@ -159,7 +160,8 @@ def test_a_step_is_one_call_of_the_value_vjp(tmp_path, monkeypatch):
     assert all(LINE.match(line) for line in lines[:3]), lines
 
 
-def test_a_nan_in_the_data_stops_the_run_at_its_step(tmp_path):
+@pytest.mark.parametrize("backend", ["interp", "native"])
+def test_a_nan_in_the_data_stops_the_run_at_its_step(tmp_path, backend):
     from presk_core import data as D
     from presk_core import random as R
 
@@ -176,7 +178,7 @@ def test_a_nan_in_the_data_stops_the_run_at_its_step(tmp_path):
     samples[bad][0][1] = np.nan
     D.write(str(tmp_path / "data" / "pairs.psk.d"), type_text, t, samples)
     r = subprocess.run(
-        [str(PRESK), "train", "07_train.psk", "--steps", "8", "--ckpt", "ck"],
+        [str(PRESK), "train", "07_train.psk", "--steps", "8", "--ckpt", "ck", "--backend", backend],
         cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"},
     )  # fmt: skip
     assert r.returncode == 1, r.stderr
@@ -188,7 +190,6 @@ def test_a_nan_in_the_data_stops_the_run_at_its_step(tmp_path):
 
 
 def test_a_gradient_not_finite_stops_the_step():
-    import pytest
     from presk_ad.step import TrainError, finite
 
     with M.precision(64):

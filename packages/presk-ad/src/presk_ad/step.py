@@ -8,6 +8,7 @@ so the two see the same batches, rates and θ.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -183,13 +184,13 @@ class Trainer:
 
 
 def _bad(x: object) -> bool:
-    return not gmpy2.is_finite(gmpy2.mpfr(x))
+    return not (gmpy2.is_finite(x) if isinstance(x, gmpy2.mpfr) else math.isfinite(float(x)))
 
 
 def finite(t: int, indices: list[int], loss: object, grads: dict) -> None:
-    """TrainError (E7008) at step t when the loss or a leaf of its gradient is not finite (a
-    NaN or an infinity, from the data or an overflow): θ would become NaN, so the run stops
-    before the update, its last checkpoint whole."""
+    """TrainError (E7008) at step t when the loss or a leaf of its gradient (mpfr or doubles)
+    is not finite (a NaN or an infinity, from the data or an overflow): θ would become NaN,
+    so the run stops before the update, its last checkpoint whole."""
     where = f"step {t} (samples {', '.join(map(str, indices))})"
     stop = (
         "not finite (a NaN or an infinity in the batch, or an overflow);"

@@ -21,7 +21,7 @@ import statistics
 import time
 
 import numpy as np
-from presk_ad.step import STEP, Trainer
+from presk_ad.step import STEP, Trainer, finite
 from presk_core import random as R
 from presk_core.build import FunctionBuilder
 from presk_core.ir import Function, Origin, Program, Training, Value
@@ -182,8 +182,9 @@ def train_native(
     for t in range(1, horizon + 1):
         epoch = (t - 1) // trainer.per_epoch
         start = time.perf_counter()
-        _, batch = native.batch(t)
+        indices, batch = native.batch(t)
         loss, grads, theta = native.step(batch, t, rates[t - 1])
+        finite(t, indices, loss, _tree(native, grads))  # θ updated, but never saved
         times.append(time.perf_counter() - start)
         if log_every and t % log_every == 0:
             norm = math.sqrt(math.fsum(float(x) ** 2 for g in grads for x in np.ravel(g)))
