@@ -187,6 +187,15 @@ def _bad(x: object) -> bool:
     return not (gmpy2.is_finite(x) if isinstance(x, gmpy2.mpfr) else math.isfinite(float(x)))
 
 
+def _bad_positions(value: object) -> list[int]:
+    """The flat positions of `value`'s values that are not finite: numpy's isfinite on machine
+    arrays (the native backend's, a million values a step), one test a value on mpfr ones."""
+    flat = np.asarray(value).ravel()
+    if flat.dtype != object:
+        return np.flatnonzero(~np.isfinite(flat)).tolist()
+    return [i for i, x in enumerate(flat) if _bad(x)]
+
+
 def finite(t: int, indices: list[int], loss: object, grads: dict) -> None:
     """TrainError (E7008) at step t when the loss or a leaf of its gradient (mpfr or doubles)
     is not finite (a NaN or an infinity, from the data or an overflow): θ would become NaN,
@@ -196,12 +205,12 @@ def finite(t: int, indices: list[int], loss: object, grads: dict) -> None:
         "not finite (a NaN or an infinity in the batch, or an overflow);"
         f" θ stays as step {t - 1} left it"
     )
-    if any(_bad(x) for x in np.asarray(loss, dtype=object).flat):
-        value = float(np.asarray(loss, dtype=object).flat[0])
+    if _bad_positions(loss):
+        value = float(np.asarray(loss).ravel()[0])
         raise TrainError(f"{where}: the loss is {value}, {stop}")
     for name, g in grads.items():
-        flat = np.asarray(g, dtype=object).ravel()
-        bad = [i for i, x in enumerate(flat) if _bad(x)]
+        flat = np.asarray(g).ravel()
+        bad = _bad_positions(flat)
         if bad:
             raise TrainError(
                 f"{where}: the gradient of `{name}` holds {len(bad)} of {flat.size} values"
