@@ -33,7 +33,7 @@ module.exports = grammar({
 
   word: ($) => $.identifier,
 
-  conflicts: ($) => [],
+  conflicts: ($) => [[$.dim_decl, $._dim_expr]],
 
   rules: {
     source_file: ($) => repeat($._declaration),
@@ -61,8 +61,20 @@ module.exports = grammar({
 
     static_assert: ($) => seq('static', 'assert', field('condition', $._expr)),
 
+    // `dim T`, `dim T <= 1024`, `dim T >= 2`, both bounds `dim 2 <= T <= 1024`.
     dim_decl: ($) =>
-      seq('dim', field('name', $.identifier), optional(seq($._le, field('bound', $._dim_expr)))),
+      seq(
+        'dim',
+        choice(
+          seq(
+            field('name', $.identifier),
+            optional(
+              choice(seq($._le, field('bound', $._dim_expr)), seq($._ge, field('lower', $._dim_expr))),
+            ),
+          ),
+          seq(field('lower', $._dim_expr), $._le, field('name', $.identifier), $._le, field('bound', $._dim_expr)),
+        ),
+      ),
 
     type_decl: ($) => seq('type', field('name', $.identifier), '=', field('type', $._type)),
 
@@ -318,6 +330,7 @@ module.exports = grammar({
     _lambda: ($) => choice('λ', '\\'),
     _arrow: ($) => choice('->', '→'),
     _le: ($) => choice('<=', '≤'),
+    _ge: ($) => choice('>=', '≥'),
 
     identifier: ($) => /[\p{L}_][\p{L}\p{N}_'\p{Mn}]*/,
 

@@ -329,6 +329,7 @@ class DimDecl:
     name: str
     bound: Expr | None  # `dim T <= 1024`
     span: Span
+    lower: Expr | None = None  # `dim T >= 2`, `dim 2 <= T <= 1024`
 
 
 @dataclass(frozen=True, slots=True)

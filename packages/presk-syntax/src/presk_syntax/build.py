@@ -78,7 +78,9 @@ class Builder:
         return A.StaticAssert(self.opt(node, "condition"), self.span(node))
 
     def dim_decl(self, node: Node) -> A.DimDecl:
-        return A.DimDecl(self.name(node), self.opt(node, "bound"), self.span(node))
+        return A.DimDecl(
+            self.name(node), self.opt(node, "bound"), self.span(node), self.opt(node, "lower")
+        )
 
     def type_decl(self, node: Node) -> A.TypeAliasDecl:
         return A.TypeAliasDecl(self.name(node), self.opt(node, "type"), self.span(node))
