@@ -21,6 +21,7 @@ def elab_pass(parsed: tuple, ctx):
         checked = check_file(tree.path, ctx.consts, ctx.sources, given, ctx.data_header)
         ctx.diagnostics.extend(checked.diagnostics)
         ctx.options["runs"] = checked.runs  # the main file's training runs
+        ctx.options["serves"] = checked.serves  # and its `inference serve`
         program = checked.program
     else:
         from presk_types.elab import load_program

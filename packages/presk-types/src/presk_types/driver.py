@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from presk_syntax.diagnostics import Diagnostic
 from presk_syntax.span import SourceMap
 
 from presk_types.check import Checker, check_program
 from presk_types.elab import Program, load_program
+from presk_types.serving import Serve, check_serves
 from presk_types.training import Run, check_optimizer, check_training, open_data
 
 
@@ -18,6 +19,7 @@ class Checked:
     checker: Checker
     diagnostics: list[Diagnostic]  # in the order of the files, then of the source
     runs: list[Run]  # the main file's training runs
+    serves: list[Serve] = field(default_factory=list)  # its `inference serve` (one at most)
 
     @property
     def ok(self) -> bool:
@@ -38,7 +40,7 @@ def check_file(
 
 
 def checked(program: Program, data_header=None) -> Checked:
-    """Check an elaborated program: its functions, then its training runs."""
+    """Check an elaborated program: its functions, then its training runs and its serve."""
     checker = check_program(program)
     rank = {f.path: i for i, f in enumerate(program.files)}
 
@@ -62,4 +64,6 @@ def checked(program: Program, data_header=None) -> Checked:
                     found.append(problem)
         else:
             found.extend(run)
-    return Checked(program, checker, sorted(found, key=where), runs)
+    serves, problems = check_serves(program.main, checker)
+    found.extend(problems)
+    return Checked(program, checker, sorted(found, key=where), runs, serves)
