@@ -17,6 +17,7 @@ interpreter (a 1024³ GEMM) is timed in seconds.
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import time
@@ -138,7 +139,14 @@ def bench_rows(core, entry, args, rows, bits: int, repeat: int, threads: int) ->
     show_default=True,
     help="Threads of the native rows' large launches.",
 )
-def bench(file, entry, dims, consts, seed, bits, repeat, realize, threads) -> None:
+@click.option(
+    "--calibrate",
+    "calibrate_out",
+    metavar="OUT.json",
+    help="Time every kernel the entry launches natively (in --realize, f64 by default), fit"
+    " the roofline to the times and write the machine profile (docs/optimizer.md).",
+)
+def bench(file, entry, dims, consts, seed, bits, repeat, realize, threads, calibrate_out) -> None:
     """Time an entry of FILE on every executor: the reference interpreter at --bits, the
     kernel interpreter, and the compiled kernels in f64, f32 (with and without vector lanes)
     and bf16; the median and best of --repeat calls, each after one untimed call
@@ -159,6 +167,11 @@ def bench(file, entry, dims, consts, seed, bits, repeat, realize, threads) -> No
         rows = list(ROWS)
     else:
         rows = [r for r in ROWS if r[0] == "native" and r[1] == realize]
+    if calibrate_out is not None:
+        return calibrate_command(
+            core, (file, entry, _dims(dims), seed, bits), realize or "f64", threads, repeat,
+            calibrate_out, sources,
+        )  # fmt: skip
     try:
         e = parse_entry(entry, core, None, _dims(dims))
         args = [v for _, _, v in entry_inputs(core, e, seed, bits)]
@@ -171,4 +184,68 @@ def bench(file, entry, dims, consts, seed, bits, repeat, realize, threads) -> No
     sys.stdout.flush()
 
 
-__all__ = ["ROWS", "bench", "bench_rows", "format_table", "row_name", "timed"]
+def calibrate_command(core, run, realize, threads, repeat, out, sources) -> None:
+    """`presk bench --calibrate OUT.json`: the table and `--` lines of the specification
+    (presk_opt.calibrate), the profile written atomically; an existing profile's samples
+    kept. `run`: (file, entry, dims, seed, bits)."""
+    from presk_core.run import EntryError, RunError, parse_entry
+    from presk_kernel.lower import argument_leaves
+    from presk_opt import roofline
+    from presk_opt.calibrate import calibrate, time_kernels
+
+    from presk_cli.native import entry_inputs, lower, storage
+
+    file, entry, dims, seed, bits = run
+    machine = roofline.machine(realize)
+    old = None
+    try:
+        if os.path.exists(out):
+            old = roofline.read(out)
+            if old.machine != machine:
+                raise roofline.ProfileError(
+                    f"`{out}` profiles another machine or type ({_described(old.machine)}); "
+                    f"this run times {_described(machine)}"
+                )
+    except roofline.ProfileError as err:
+        fail(NativeError("E9002", str(err), "write the profile to another file"), sources)
+    try:
+        e = parse_entry(entry, core, None, dims)
+        args = [v for _, _, v in entry_inputs(core, e, seed, bits)]
+        _, schedule = lower(core, e.function.name, dict(e.dims) | dict(e.prefix), args, realize,
+                            threads)  # fmt: skip
+        if not schedule.launches:
+            raise NativeError("E7002", f"`{e.shown}` launches no kernel: nothing to time")
+        native = timed_entry(schedule)
+        inputs = storage(schedule, argument_leaves(args))
+        samples = time_kernels(native, inputs, repeat, f"{file}:{entry}")
+    except (EntryError, RunError) as err:
+        entry_fail("bench", err, sources)
+    except NativeError as err:
+        fail(err, sources)
+    result = calibrate(samples, machine, old)
+    try:
+        roofline.write(result.profile, out)
+    except OSError as err:
+        fail(NativeError("E7004", f"cannot write `{out}`: {err.strerror or err}"), sources)
+    click.echo(result.text(out, repeat), nl=False)
+    sys.stdout.flush()
+
+
+def _described(m: dict) -> str:
+    return f"{m['os']} {m['arch']} {m['type']}, {m['cpu'] or 'an unnamed CPU'}"
+
+
+def timed_entry(schedule):
+    """The schedule compiled with each launch's clock (`NativeEntry(timed=True)`); the
+    compiler's diagnostics as NativeError."""
+    from presk_cback.native import NativeEntry
+    from presk_syntax.diagnostics import DiagnosticError
+
+    try:
+        return NativeEntry(schedule, timed=True)
+    except DiagnosticError as e:
+        d = e.diagnostics[0]
+        raise NativeError(d.code, d.message, getattr(d, "help", None)) from None
+
+
+__all__ = ["ROWS", "bench", "calibrate_command", "bench_rows", "format_table", "row_name", "timed"]

@@ -1,0 +1,167 @@
+"""The roofline model: work and traffic from a loop nest, the fit, rank correlations, the
+profile file; `presk bench --calibrate` in the specification's form, its diagnostics."""
+
+import json
+import math
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from presk_kernel.ir import Affine, Axis, Buffer, Const, Kernel, Load, Loop, Op, Reduce, Store
+from presk_opt import roofline as R
+
+ROOT = Path(__file__).resolve().parents[3]
+PRESK = ROOT / ".venv" / "bin" / "presk"
+
+
+def _kernel() -> Kernel:
+    """out[i] = exp(Σ_j fma x[i, j]·y[j]) + 1, i < 3, j < 5."""
+    x = Buffer(0, "f64", (Axis("b", 3), Axis("m", 5)))
+    y = Buffer(1, "f32", (Axis("m", 5),))
+    out = Buffer(2, "f64", (Axis("b", 3),))
+    i, j = Affine.var("i"), Affine.var("j")
+    dot = Reduce("acc", "fma", (("j", "m", 5),), (), (Load(0, (i, j)), Load(1, (j,))))
+    store = Store(2, (i,), Op("add", (Op("exp", (Op("neg", (Const(0.0, "f64"),)),)),
+                                     Const(1.0, "f64"))))  # fmt: skip
+    return Kernel("k", "f/%1", (x, y), (out,), (Loop("i", "b", 3, (dot, store)),))
+
+
+def test_work_counts_each_operation_once_an_iteration() -> None:
+    # a row: 5 fma (2 each); add 1, exp 8, neg 1 → 3 × (10 + 10) = 60
+    assert R.work(_kernel()) == 3 * (5 * 2 + 1 + R.TRANSCENDENTAL_WORK + 1)
+
+
+def test_traffic_is_every_buffer_once() -> None:
+    assert R.traffic(_kernel()) == 15 * 8 + 5 * 4 + 3 * 8
+
+
+def test_the_fit_finds_the_constants_of_exact_times() -> None:
+    rng = np.random.default_rng(0)
+    w = 10 ** rng.uniform(1, 6, 60)
+    q = 10 ** rng.uniform(2, 7, 60)
+    truth = R.Roofline(2e9, 3e10, 0.2e-6)
+    f = R.fit(w, q, truth.seconds(w, q))
+    assert abs(math.log10(f.pi / truth.pi)) < 0.02
+    assert abs(math.log10(f.beta / truth.beta)) < 0.02
+    assert abs(f.lam - truth.lam) < 0.01e-6
+
+
+def test_spearman() -> None:
+    assert R.spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert R.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert R.spearman([1, 1, 2], [1, 2, 3]) == pytest.approx(math.sqrt(3) / 2)
+    assert math.isnan(R.spearman([1, 1, 1], [1, 2, 3]))
+    assert list(R.ranks([5, 1, 5, 2])) == [3.5, 1.0, 3.5, 2.0]
+
+
+def test_sci_and_the_column() -> None:
+    assert R.sci(8.321e8) == "8.321e8" and R.sci(9.1624e-3) == "9.162e-3"
+    assert R.kernel_name("kernel pow 2 (%0 : f64[batch: 8, model: 4]) -> %1 : f64[]") == (
+        "kernel pow 2 (%0 : f64[batch: 8, model: 4])…"
+    )
+
+
+def _profile() -> R.Profile:
+    s = R.Sample("kernel k (…)", "f/%1", 1, 60, 164, 0.25, 7, "a.psk:f", "0123")
+    return R.Profile(R.machine("f64"), [s], R.Roofline(1e9, 1e10, 1e-7))
+
+
+def test_a_profile_is_read_back_as_written(tmp_path: Path) -> None:
+    p = _profile()
+    R.write(p, str(tmp_path / "p.json"))
+    assert R.read(str(tmp_path / "p.json")) == p
+    assert [f.name for f in tmp_path.iterdir()] == ["p.json"]  # no temporary left
+    assert p.label() == f"profile {p.machine['os']} {p.machine['arch']} f64"
+
+
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("{", "is not JSON"),
+        ('{"presk_profile": 7}', "is not a presk machine profile"),
+        ('{"presk_profile": 1, "machine": {}}', "malformed profile: no field 'os'"),
+        ("PATCH_US", "a sample's time is not positive"),
+    ],
+)
+def test_a_bad_profile_says_why(tmp_path: Path, text: str, why: str) -> None:
+    path = tmp_path / "p.json"
+    if text == "PATCH_US":
+        doc = json.loads(_profile().to_json())
+        doc["samples"][0]["us"] = 0
+        text = json.dumps(doc)
+    path.write_text(text)
+    with pytest.raises(R.ProfileError, match=re.escape(why)):
+        R.read(str(path))
+
+
+def _bench(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [PRESK, "bench", *args], cwd=ROOT, capture_output=True, text=True,
+        env={**os.environ, "NO_COLOR": "1"},
+    )  # fmt: skip
+
+
+LOSS = ("tutorial/07_train.psk", "--entry", "loss", "--dim", "B=8", "--repeat", "3")
+ROW = r"kernel .{37}.{6}\s+\d+\s+\d+\s+\d+\.\d\d\s+\d+\.\d\d"
+
+
+def test_calibrate_prints_the_table_and_writes_the_profile(tmp_path: Path) -> None:
+    out = tmp_path / "p.json"
+    r = _bench(*LOSS, "--calibrate", str(out))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "kernel" + " " * 47 + "work        bytes measured µs predicted µs"
+    rows = lines[1:-4]
+    assert rows and all(re.fullmatch(ROW, x) and len(x) == 94 for x in rows), rows
+    n = len(rows)
+    assert lines[-4] == f"-- {n} kernels timed (0 kept from {out}), 3 calls, f64"
+    num = r"\d\.\d{3}e-?\d+"
+    assert re.fullmatch(
+        rf"-- roofline: π = {num} ops/s, β = {num} bytes/s, λ = \d+\.\d\d µs per launch", lines[-3]
+    )
+    rho = r"(-?\d\.\d{3}|nan)"
+    assert re.fullmatch(
+        rf"-- Spearman with the measured times: operation counts {rho}, work {rho}, roofline {rho}",
+        lines[-2],
+    )
+    assert lines[-1] == f"-- profile written to {out}"
+    profile = R.read(str(out))
+    assert len(profile.samples) == n and profile.machine == R.machine("f64")
+    assert all(s.source == "tutorial/07_train.psk:loss" and s.calls == 3 for s in profile.samples)
+    # another entry: the first one's kernels not timed again are kept
+    r2 = _bench("tutorial/06_tower.psk", "--entry", "Tower.apply", "--dim", "batch=4",
+                "--repeat", "3", "--calibrate", str(out))  # fmt: skip
+    assert r2.returncode == 0, r2.stderr
+    m = re.search(r"-- (\d+) kernels timed \((\d+) kept from ", r2.stdout)
+    assert m and int(m[2]) > 0 and len(R.read(str(out)).samples) == int(m[1]) + int(m[2])
+
+
+def test_a_bad_profile_file_is_E9002(tmp_path: Path) -> None:
+    out = tmp_path / "p.json"
+    out.write_text("not json")
+    r = _bench(*LOSS, "--calibrate", str(out))
+    assert r.returncode == 1 and "[E9002] Error: " in r.stderr and "is not JSON" in r.stderr
+    assert out.read_text() == "not json"
+
+
+def test_a_profile_of_another_type_is_E9002(tmp_path: Path) -> None:
+    out = tmp_path / "p.json"
+    R.write(_profile(), str(out))
+    r = _bench(*LOSS, "--realize", "f32", "--calibrate", str(out))
+    assert r.returncode == 1 and "[E9002] Error: " in r.stderr
+    assert "profiles another machine or type" in r.stderr
+
+
+def test_an_entry_that_does_not_run_natively_is_E7002(tmp_path: Path) -> None:
+    r = _bench("tutorial/05_sample.psk", "--entry", "pick", "--dim", "B=5", "--calibrate",
+               str(tmp_path / "p.json"))  # fmt: skip
+    assert r.returncode == 1 and "[E7002] Error: cannot lower `pick` to kernels" in r.stderr
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_repeat_0_is_a_usage_error(tmp_path: Path) -> None:
+    r = _bench(*LOSS[:-1], "0", "--calibrate", str(tmp_path / "p.json"))
+    assert r.returncode == 2 and "'--repeat': 0 is not in the range x>=1" in r.stderr
