@@ -260,4 +260,45 @@ def data_lm_windows(tokens: str, vocab_size: int, seq: int, out: str) -> None:
     )
 
 
+@data.command("ngrams", short_help="Contexts of K tokens and the token after each, a .psk.d file")
+@click.argument("tokens", type=click.Path(dir_okay=False))
+@click.option(
+    "--vocab",
+    "vocab_size",
+    required=True,
+    type=click.IntRange(1, 2**63 - 1),
+    help="The vocabulary's size V: every token is below it.",
+)
+@click.option(
+    "--context",
+    required=True,
+    type=click.IntRange(1),
+    help="The tokens K before each target: 1 for pairs.",
+)
+@click.option("--limit", type=click.IntRange(1), help="Keep the first N samples only.")
+@OUT
+def data_ngrams(tokens: str, vocab_size: int, context: int, limit: int | None, out: str) -> None:
+    """The n-grams of a token file: samples (x, y), x the K tokens before a target y, one a
+    position; of type (idx[V][], idx[V][]) for K = 1 (a bigram's pairs), else
+    (idx[V][ctx: K], idx[V][])."""
+    import numpy as np
+    from presk_core.data import DataError, write_rows
+    from presk_core.text import count, ngrams, parse_tokens
+
+    try:
+        stream = parse_tokens(_read_text(tokens), tokens)
+        type_text, x, y = ngrams(stream, vocab_size, context, limit, tokens)
+    except DataError as e:
+        _data_fail(e)
+    t = _type_of(type_text)
+    try:
+        write_rows(out, str(t), t, np.column_stack([x, y]))
+    except OSError as e:
+        _os_fail("write", out, e)
+    what = count(len(y), "pair" if context == 1 else "context") + (
+        "" if context == 1 else f" of {context}"
+    )
+    click.echo(f"presk data: wrote {out} ({what} of type {t} from {count(len(stream), 'token')})")
+
+
 __all__ = ["data"]

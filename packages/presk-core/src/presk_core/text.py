@@ -1,4 +1,5 @@
-"""Text as token windows: what `presk data chars|encode|lm-windows` compute (docs/data.md).
+"""Text as token windows: what `presk data chars|encode|lm-windows|ngrams` compute
+(docs/data.md).
 
 Pure functions over strings and arrays; the commands read and write the files.
 
@@ -9,6 +10,9 @@ Pure functions over strings and arrays; the commands read and write the files.
 - A window is a pair (x, y) of `seq` tokens, y being x shifted by one; from L tokens
   there are ⌊(L − 1) / seq⌋ of them, side by side without overlap, the last tokens that
   do not fill a window dropped.
+- An n-gram is K tokens of context and the token after them; from L tokens there are
+  L − K of them, one a position (`presk data ngrams`: the bigrams' pairs for K = 1, the
+  MLP's contexts of three).
 
 Every problem is a `DataError` with code E7009 (docs/diagnostics.md).
 """
@@ -149,6 +153,58 @@ def lm_windows(
     """The type and the samples of the windows of `tokens`, checked: every token below
     `vocab_size`, at least one window."""
     tokens = np.asarray(tokens, dtype=np.int64)
+    _check_below(tokens, vocab_size, name)
+    if window_count(len(tokens), seq) == 0:
+        raise DataError(
+            CODE,
+            f"`{name}` holds {count(len(tokens), 'token')}: a window of {seq} needs {seq + 1}"
+            " (the window and the token after it)",
+        )
+    return windows_type(vocab_size, seq), windows(tokens, seq)
+
+
+def ngram_count(length: int, context: int) -> int:
+    """How many samples of `context` tokens and the next one `length` tokens give: every
+    position from `context` on is a target once (length − context)."""
+    return max(0, length - context)
+
+
+def ngrams_type(vocab_size: int, context: int) -> str:
+    """The sample type of n-grams: a pair of tokens `(idx[V][], idx[V][])` for a context of
+    one, else `(idx[V][ctx: K], idx[V][])`, the K tokens before a target and the target."""
+    x = "[]" if context == 1 else f"[ctx: {context}]"
+    return f"(idx[{vocab_size}]{x}, idx[{vocab_size}][])"
+
+
+def ngrams(
+    tokens: np.ndarray,
+    vocab_size: int,
+    context: int,
+    limit: int | None = None,
+    name: str = "the tokens",
+) -> tuple[str, np.ndarray, np.ndarray]:
+    """The type and the samples of the n-grams of `tokens`: sample i is x = tokens[i : i + K]
+    (a scalar for K = 1) and y = tokens[i + K], the token after it; one a position, so the
+    samples overlap and every token from the K-th on is a target once. `limit` keeps the
+    first ones. Checked as `lm_windows` is: every token below `vocab_size`, one sample at
+    least. Returns x (count × K, or count for K = 1) and y (count), int64."""
+    tokens = np.asarray(tokens, dtype=np.int64)
+    _check_below(tokens, vocab_size, name)
+    n = ngram_count(len(tokens), context)
+    if n == 0:
+        raise DataError(
+            CODE,
+            f"`{name}` holds {count(len(tokens), 'token')}: a context of {context} and its"
+            f" target need {context + 1}",
+        )
+    if limit is not None:
+        n = min(n, limit)
+    view = np.lib.stride_tricks.sliding_window_view(tokens, context)[:n]
+    x = view[:, 0].copy() if context == 1 else view.copy()
+    return ngrams_type(vocab_size, context), x, tokens[context : context + n].copy()
+
+
+def _check_below(tokens: np.ndarray, vocab_size: int, name: str) -> None:
     bad = np.flatnonzero((tokens < 0) | (tokens >= vocab_size))
     if bad.size:
         i = int(bad[0])
@@ -157,10 +213,3 @@ def lm_windows(
             f"`{name}`: token {i} is {int(tokens[i])}, not below the vocabulary's size"
             f" {vocab_size} ({count(int(bad.size), 'such token')})",
         )
-    if window_count(len(tokens), seq) == 0:
-        raise DataError(
-            CODE,
-            f"`{name}` holds {count(len(tokens), 'token')}: a window of {seq} needs {seq + 1}"
-            " (the window and the token after it)",
-        )
-    return windows_type(vocab_size, seq), windows(tokens, seq)
