@@ -22,6 +22,7 @@ COMMANDS = {
     "check": "presk_cli.commands:check",
     "run": "presk_cli.commands:run",
     "train": "presk_cli.commands:train",
+    "serve": "presk_cli.serve:serve",
     "dump": "presk_cli.commands:dump",
     "bench": "presk_cli.bench:bench",
     "export": "presk_cli.export:export",
