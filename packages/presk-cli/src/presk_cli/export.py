@@ -54,6 +54,9 @@ from presk_cli.commands import CONST, SEED, _consts, _dims, _fail, entry_fail
     type=click.Path(dir_okay=False),
     help="With --conformance-entry train:K: this .psk.d file instead of the run's data.",
 )
+@click.option(
+    "--serve", is_flag=True, help="Also write serve.py: the file's `inference serve` as a loop."
+)
 @CONST
 @click.option(
     "--seed",
@@ -63,7 +66,9 @@ from presk_cli.commands import CONST, SEED, _consts, _dims, _fail, entry_fail
     help="The root of the inputs.",
 )
 @click.option("-o", "--out", required=True, type=click.Path(file_okay=False), help="The folder.")
-def export(file, target, mode, shapes, stack, entry, dims, data_file, consts, seed, out) -> None:
+def export(
+    file, target, mode, shapes, stack, entry, dims, data_file, serve, consts, seed, out
+) -> None:
     """Export FILE to PyTorch: one Python file per Presk file it reaches, and with
     --conformance-entry a test that runs the export on the interpreter's inputs."""
     from presk_core.passes import Context, run_pipeline
@@ -81,7 +86,15 @@ def export(file, target, mode, shapes, stack, entry, dims, data_file, consts, se
         program = run_pipeline("elab", file, ctx)
         notes: list[ExportError] = []  # what is left out (W8001)
         files = export_pytorch(
-            program, options, entry, _dims(dims), seed, out=out, data=data_file, notes=notes
+            program,
+            options,
+            entry,
+            _dims(dims),
+            seed,
+            out=out,
+            data=data_file,
+            notes=notes,
+            serve=serve,
         )
     except DiagnosticError as e:
         _fail(e, sources)

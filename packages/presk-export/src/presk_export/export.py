@@ -10,6 +10,7 @@ from presk_types.elab import Program
 
 from presk_export.conformance import conformance_files
 from presk_export.pytorch import Export, Options, ruff_format
+from presk_export.serve_export import serve_files
 from presk_export.train_export import train_files, train_steps
 
 
@@ -23,6 +24,7 @@ def export_pytorch(
     out: str | None = None,
     data: str | None = None,
     notes: list | None = None,
+    serve: bool = False,
 ) -> dict[str, str]:
     """Relative path -> text of every file of the export: one Python file per Presk file,
     and with an entry its conformance test and data; with the entry `train:K`, the training
@@ -30,7 +32,8 @@ def export_pytorch(
     data file relative to `out`, the export's folder, when given. DiagnosticError for a
     program with errors, ExportError for a construct the export cannot write, EntryError for
     a bad entry. A function the export cannot write is left out, with whatever calls it (a
-    comment in its place, and a W8001 in `notes`); an entry that reaches one is E8001."""
+    comment in its place, and a W8001 in `notes`); an entry that reaches one is E8001. With
+    `serve`, the file's `inference serve` as serve.py (presk_export.serve_export)."""
     core, infos = lower_checked(program)
     export = Export(program, core, infos, options)
     files = export.files()
@@ -40,6 +43,8 @@ def export_pytorch(
         files.update(train_files(export, steps, dims or {}, seed, bits, out, data))
     elif entry is not None:
         files.update(conformance_files(export, entry, dims or {}, seed, bits))
+    if serve:
+        files.update(serve_files(export, out))
     for name, text in files.items():
         if name.endswith(".py"):
             files[name] = ruff_format(text)

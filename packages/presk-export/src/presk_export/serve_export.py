@@ -1,0 +1,130 @@
+"""A file's `inference serve` in PyTorch: `serve.py` (`presk export --serve`, docs/serve.md).
+
+serve.py is presk serve's loop over the exported model: the weights read from the block's
+`.psk.d` (a reader of its own: the script needs torch and numpy, not presk) into the
+model's parameters, the vocabulary from its JSON array, the window of the last T tokens
+padded on the right, the logits at its last real position; greedy decoding is
+`torch.argmax` (the first of equal logits, as presk serve), sampling `torch.multinomial`
+from softmax(logits / temperature) with a seeded `torch.Generator`. Greedy tokens in
+float64 are presk serve's from the same weights; sampled ones are not presk's draws (torch
+has no Threefry): the same distribution, and a seed fixes them for one torch on one device.
+"""
+
+from __future__ import annotations
+
+import os
+
+from presk_core.run import EntryError
+from presk_syntax.diagnostics import DiagnosticError
+from presk_types.driver import checked
+from presk_types.serving import Serve
+
+from presk_export.pyexpr import ExportError, identifier
+from presk_export.pytorch import TEMPLATES, Export
+
+# the names serve.py defines or binds; an imported class or function of the same name is
+# imported as `name_`
+SERVE_NAMES = {
+    "argparse", "json", "struct", "sys", "time", "Path", "np", "torch", "nn", "HERE",
+    "WEIGHTS", "VOCABULARY", "MODEL", "LEAVES", "SIZE0", "SIZE_STEP", "MAX_TOKENS",
+    "TEMPERATURE", "MAGIC", "VERSION", "FIXED", "ServeError", "read_weights",
+    "read_vocabulary", "state_of", "_place", "build_model", "logits_of", "generate", "main",
+    "_positive", "model", "ids", "dims", "window", "text", "tokens",
+}  # fmt: skip
+
+
+def serve_of(export: Export) -> Serve:
+    """The main file's checked `inference serve`."""
+    done = checked(export.program)
+    errors = [d for d in done.diagnostics if d.is_error]
+    if errors:
+        raise DiagnosticError(errors)
+    if not done.serves:
+        name = os.path.basename(export.program.main.path)
+        raise EntryError(f"`{name}` has no `inference serve` to export", usage=True)
+    return done.serves[0]
+
+
+def _relative(export: Export, path: str, out: str | None) -> str:
+    folder = os.path.dirname(os.path.abspath(export.program.main.path))
+    target = os.path.normpath(os.path.join(folder, path))
+    if out is None:
+        return target
+    try:
+        return os.path.relpath(target, os.path.abspath(out))
+    except ValueError:  # another drive (Windows)
+        return target
+
+
+def serve_files(export: Export, out: str | None = None) -> dict[str, str]:
+    """`serve.py` of the main file's `inference serve`, naming the weights and the
+    vocabulary relative to `out` (the export's folder) when given."""
+    block = serve_of(export)
+    layout = export.core.layout(block.model)
+    ctor = export.ctor_dims(block.model)
+    if len(ctor) > 1:
+        raise ExportError(
+            f"serve.py builds `{block.model}` from its weights' size, and its constructor"
+            f" takes {', '.join(ctor)}: one dimension at most"
+        )
+
+    def size(dims: dict[str, int]) -> int:
+        total = 0
+        for leaf in layout.leaves:
+            n = 1
+            for lin in [c for _, c in leaf.stack] + [a.length for a in leaf.type.shape.axes]:
+                n *= lin.value(dims)
+            total += n
+        return total
+
+    names = {n for leaf in layout.leaves for a in leaf.type.shape.axes for n in a.length.names}
+    if names - set(ctor):
+        raise ExportError(f"the parameters of `{block.model}` depend on {sorted(names)}")
+    d = ctor[0] if ctor else None
+    s0 = size({d: 0} if d else {})
+    step = size({d: 1}) - s0 if d else 0
+    owner = export.owner.get(block.model, export.program.main.path)
+    module = export.modules[owner]
+    model_py = identifier(block.model)
+    model_here = f"{model_py}_" if model_py in SERVE_NAMES else model_py
+    imports = [
+        f"from {module} import {model_py}" + ("" if model_here == model_py else f" as {model_here}")
+    ]
+    head, _, method = block.generate.rpartition(".")
+    if head == block.model:  # a function of the model: forward, or a method
+        call = "model(ids)" if method == "apply" else f"model.{identifier(method)}(ids)"
+    else:
+        fn_owner = export.modules[export.owner.get(block.generate, export.program.main.path)]
+        fn_py = identifier(block.generate)
+        fn_here = f"{fn_py}_" if fn_py in SERVE_NAMES else fn_py
+        imports.append(
+            f"from {fn_owner} import {fn_py}" + ("" if fn_here == fn_py else f" as {fn_here}")
+        )
+        call = f"{fn_here}(model, ids)"
+    seq = export.core.function(block.generate).params[1].type.shape.axes[1].length
+    if not seq.is_const and seq.names != {d}:
+        raise ExportError(f"the window of `{block.generate}` is {seq} tokens: not the model's {d}")
+    leaves = [(leaf.path, bool(leaf.stack)) for leaf in layout.leaves]
+    text = TEMPLATES.get_template("serve.py.j2").render(
+        source=os.path.basename(export.program.main.path),
+        model_name=block.model,
+        generate_name=block.generate,
+        imports=imports,
+        build=f"{model_here}({'window' if d else ''})",
+        call=call,
+        weights=repr(_relative(export, block.weights, out)),
+        weights_shown=block.weights,
+        vocabulary=repr(_relative(export, block.vocabulary, out)),
+        vocabulary_shown=block.vocabulary,
+        leaves=repr(leaves),
+        size0=s0,
+        size_step=step,
+        dim=repr(d),
+        window=seq.constant if seq.is_const else None,
+        max_tokens=block.max_tokens or 32,
+        temperature=repr(float(block.temperature or 0)),
+    )
+    return {"serve.py": text}
+
+
+__all__ = ["serve_files", "serve_of"]
