@@ -110,13 +110,13 @@ int presk_fold(size_t batch, size_t m, size_t k, size_t n, char **a, char **b,
 }
 """
 
-_MPFR = type(gmpy2.mpfr(0))
+MPFR_TYPE = type(gmpy2.mpfr(0))
 _ZERO = gmpy2.mpfr(0)
-_OFFSET = object.__basicsize__  # PyObject_HEAD: the mpfr_t follows it (gmpy2.h, MPFR_Object)
-_AT_TYPE = ctypes.sizeof(ctypes.c_ssize_t)  # ob_type, after ob_refcnt
-_lib: ctypes.CDLL | None | bool = False
+OFFSET = object.__basicsize__  # PyObject_HEAD: the mpfr_t follows it (gmpy2.h, MPFR_Object)
+AT_TYPE = ctypes.sizeof(ctypes.c_ssize_t)  # ob_type, after ob_refcnt
+_lib: ctypes.CDLL | None | bool = False  # False: not tried yet
 SMALL = 512
-"""Below this many multiply-adds, numpy's loop is the faster (the C call costs ~25 µs)."""  # False: not tried yet
+"""Below this many multiply-adds, numpy's loop is the faster (the C call costs ~25 µs)."""
 
 
 def _mpfr_library() -> Path | None:
@@ -130,49 +130,62 @@ def _cache() -> Path:
     return Path(base) / "presk"
 
 
-def _build(library: Path) -> Path:
+def _build(name: str, source: str, library: Path) -> Path:
     include = Path(gmpy2.__file__).resolve().parent  # gmpy2 ships gmp.h and mpfr.h
-    key = hashlib.sha256((SOURCE + str(library) + sys.version).encode()).hexdigest()[:16]
-    target = _cache() / f"presk_fold_{key}.so"
+    key = hashlib.sha256((source + str(library) + sys.version).encode()).hexdigest()[:16]
+    target = _cache() / f"{name}_{key}.so"
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        c = Path(tmp) / "fold.c"
-        c.write_text(SOURCE)
-        built = Path(tmp) / "fold.so"
+        c = Path(tmp) / f"{name}.c"
+        c.write_text(source)
+        built = Path(tmp) / f"{name}.so"
         cmd = ["cc", "-O2", "-shared", "-fPIC", f"-I{include}", str(c), "-o", str(built)]
-        cmd += [str(library), f"-Wl,-rpath,{library.parent}"]
+        gmp = sorted(library.parent.glob("libgmp*.so*"))  # mpz_* for presk_core.erfc_c
+        cmd += [str(library), *map(str, gmp[:1]), f"-Wl,-rpath,{library.parent}"]
         subprocess.run(cmd, check=True, capture_output=True, timeout=120)
         os.replace(built, target)  # whole or not at all
     return target
 
 
-def _layout_holds(lib: ctypes.CDLL) -> bool:
-    """The type of a gmpy2 object and its mpfr_t are where `_AT_TYPE` and `_OFFSET` say:
+def _layout_holds() -> bool:
+    """The type of a gmpy2 object and its mpfr_t are where `AT_TYPE` and `OFFSET` say:
     they read back."""
     probe = gmpy2.mpfr(1, 77)
-    prec = ctypes.c_long.from_address(id(probe) + _OFFSET).value
-    kind = ctypes.c_void_p.from_address(id(probe) + _AT_TYPE).value
-    return prec == 77 and kind == id(_MPFR) and lib is not None
+    prec = ctypes.c_long.from_address(id(probe) + OFFSET).value
+    kind = ctypes.c_void_p.from_address(id(probe) + AT_TYPE).value
+    return prec == 77 and kind == id(MPFR_TYPE)
+
+
+def library(name: str, source: str) -> Path | None:
+    """The C `source` compiled against the MPFR (and GMP) that gmpy2 loads, MPFR loaded
+    first, if that can be done here (a compiler, the object layout, `PRESK_INTERP_C` not
+    0); else None."""
+    if os.environ.get("PRESK_INTERP_C", "1") == "0":
+        return None
+    mpfr = _mpfr_library()
+    if mpfr is None or not _layout_holds():
+        return None
+    try:
+        for lib in [mpfr, *sorted(mpfr.parent.glob("libgmp*.so*"))[:1]]:
+            ctypes.CDLL(str(lib), mode=ctypes.RTLD_GLOBAL)  # the instances gmpy2 uses
+        return _build(name, source, mpfr)
+    except (OSError, subprocess.SubprocessError):
+        return None
 
 
 def _load() -> ctypes.CDLL | None:
-    if os.environ.get("PRESK_INTERP_C", "1") == "0":
-        return None
-    library = _mpfr_library()
-    if library is None:
+    path = library("presk_fold", SOURCE)
+    if path is None:
         return None
     try:
-        ctypes.CDLL(str(library), mode=ctypes.RTLD_GLOBAL)  # the instance gmpy2 uses
-        lib = ctypes.CDLL(str(_build(library)))
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if not _layout_holds(lib):
+        lib = ctypes.CDLL(str(path))
+    except OSError:
         return None
     lib.presk_fold_layout.restype = None
     lib.presk_fold_layout.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t]
-    lib.presk_fold_layout(id(_MPFR), _AT_TYPE, _OFFSET)
+    lib.presk_fold_layout(id(MPFR_TYPE), AT_TYPE, OFFSET)
     lib.presk_fold.restype = ctypes.c_int
     lib.presk_fold.argtypes = [ctypes.c_size_t] * 4 + [ctypes.c_void_p] * 3 + [ctypes.c_long]
     return lib
@@ -185,10 +198,21 @@ def available() -> bool:
     return _lib is not None
 
 
-def _addresses(x: np.ndarray) -> np.ndarray:
+def addresses(x: np.ndarray) -> np.ndarray:
     """The address of each element (row-major): the C checks that each is an mpfr."""
     flat = x.reshape(-1)
     return np.fromiter(map(id, flat), dtype=np.uintp, count=flat.size)
+
+
+def fresh(count: int) -> np.ndarray:
+    """`count` new mpfr objects of the context's precision (each the result of a negation),
+    for C to write into before anyone else sees them."""
+    return np.negative(np.full(count, _ZERO, dtype=object))
+
+
+def slots(out: np.ndarray) -> np.ndarray:
+    """The address of the mpfr_t inside each of `fresh`'s objects."""
+    return addresses(out) + OFFSET
 
 
 def fold(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
@@ -201,12 +225,9 @@ def fold(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     context = gmpy2.get_context()
     if context.round != gmpy2.RoundToNearest or context.subnormalize:
         return None
-    pa, pb = _addresses(a), _addresses(b)
+    pa, pb = addresses(a), addresses(b)
     count = int(np.prod(batch, dtype=np.int64)) * m * n
-    prec = context.precision
-    # fresh objects of the context's precision (each the result of a negation), written below
-    out = np.negative(np.full(count, _ZERO, dtype=object))
-    po = np.fromiter(map(id, out), dtype=np.uintp, count=count) + _OFFSET
+    out = fresh(count)
     failed = _lib.presk_fold(
         count // (m * n) if m * n else 0,
         m,
@@ -214,7 +235,7 @@ def fold(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
         n,
         pa.ctypes.data,
         pb.ctypes.data,
-        po.ctypes.data,
-        prec,
+        slots(out).ctypes.data,
+        context.precision,
     )
     return None if failed else out.reshape((*batch, m, n))

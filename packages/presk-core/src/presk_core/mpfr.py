@@ -48,7 +48,7 @@ import gmpy2
 import numpy as np
 from gmpy2 import mpfr
 
-from presk_core import fold_c
+from presk_core import erfc_c, fold_c
 
 Array = np.ndarray
 _MPQ, _MPZ = type(gmpy2.mpq(0)), type(gmpy2.mpz(0))
@@ -228,14 +228,13 @@ def _twice_phi(x: Array) -> Array:
         fresh = x[missing]
         with precision(bits + 64):  # −t here: a negation rounds to its context
             minus_t = np.negative(np.multiply(fresh, gmpy2.sqrt(mpfr(1) / 2)))
-        values = _ERFC(minus_t)  # rounded once, to the context's precision
+        values = erfc_c.erfc(minus_t)  # rounded once, to the context's precision (MPFR's)
         known.update(zip(fresh, values, strict=True))
         out = _arr(out)
         out[missing] = values
     return _arr(out)
 
 
-_ERFC = np.frompyfunc(gmpy2.erfc, 1, 1)
 _PHI: dict[tuple[int, int], dict[mpfr, mpfr]] = {}
 """2Φ(x) = erfc(−t) by the value of x, for each precision and rounding: a function of x alone, so that
 `gelu_grad` finds what `gelu` computed on the same x (erfc is most of their cost)."""
