@@ -19,6 +19,7 @@ import math
 import os
 import statistics
 import time
+from dataclasses import replace
 
 import numpy as np
 from presk_ad.step import STEP, Trainer, finite
@@ -68,7 +69,7 @@ def native_step(program: Program, objective: str) -> Program:
     result = TupleT((loss_type, grad_type, theta.type, theta.type, theta.type))
     out = b.emit("tuple", (loss, grads, *trees), result, (), None, made)
     fn = Function(b.name, dims, params, result, tuple(b.body), out)
-    return Program(program.functions + (fn,), program.layouts, program.bounds, program.trainings)
+    return replace(program, functions=program.functions + (fn,))
 
 
 class NativeTrainer:

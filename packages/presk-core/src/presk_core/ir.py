@@ -163,6 +163,7 @@ class Program:
     layouts: tuple[Layout, ...] = ()
     bounds: tuple[tuple[str, int | None], ...] = ()
     trainings: tuple[Training, ...] = ()
+    lowers: tuple[tuple[str, int], ...] = ()  # `dim T >= 2`: the lower bounds above 0
 
     def function(self, name: str) -> Function:
         for f in self.functions:

@@ -66,6 +66,14 @@ def bounds(program: Program) -> tuple[tuple[str, int | None], ...]:
     return tuple(out.items())
 
 
+def lowers(program: Program) -> tuple[tuple[str, int], ...]:
+    """Each dimension's lower bound above 0 (`dim T >= 2`: 2), over every file."""
+    out: dict[str, int] = {}
+    for env in program.files:
+        out.update(env.dim_lowers)
+    return tuple(out.items())
+
+
 def training_of(run) -> Training:
     """A checked run (`presk_types.training.Run`) as the program's `Training`."""
     ckpt = (run.checkpoint.dir, run.checkpoint.every) if run.checkpoint is not None else None

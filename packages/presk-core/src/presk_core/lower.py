@@ -29,7 +29,7 @@ from presk_types.values import Emitter, FnInfo
 from presk_core.build import FunctionBuilder
 from presk_core.ir import Function, Instr, Lit, Operand, Value
 from presk_core.ir import Program as Core
-from presk_core.layout import bounds, layouts, trainings
+from presk_core.layout import bounds, layouts, lowers, trainings
 from presk_core.optim import optimizer_functions
 
 
@@ -147,7 +147,7 @@ def lower_checked(program: Program) -> tuple[Core, dict[str, FnInfo]]:
     functions.extend(optimizer_functions(program))  # a training run's `adamw.lr`, `adamw.step`
     infos = {i.key: i for i in [*checker.order, *checker.lambdas]}
     metadata = layouts(program), bounds(program), trainings(program, checker)
-    return Core(tuple(functions), *metadata), infos
+    return Core(tuple(functions), *metadata, lowers(program)), infos
 
 
 # ---- initializers ------------------------------------------------------------------------

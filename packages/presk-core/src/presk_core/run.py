@@ -37,6 +37,7 @@ from presk_types.types import (
 from presk_core import random as R
 from presk_core.interp import Interpreter, RunError
 from presk_core.ir import Function, Program
+from presk_core.reach import needed_dims
 from presk_core.show import format_number, format_tensor, format_tree
 
 ENTRY = re.compile(r"^\s*([^\s{}.]+)\s*(?:\{([^}]*)\})?\s*(?:\.\s*([^\s{}.]+))?\s*$")
@@ -123,15 +124,18 @@ def parse_entry(text: str, core: Program, elab: Elab | None, dims: dict[str, int
             values[d] = int(v)
             module_dims.append((d, int(v)))
     shown = f"{head}{{{', '.join(str(v) for _, v in module_dims)}}}.{tail}" if module_dims else name
-    missing = [d for d in fn.dims if d not in values]
+    needed = needed_dims(core, name)
+    missing = [d for d in fn.dims if d not in values and d in needed]
     if missing:
         raise EntryError(
             f"no value for the dimension `{missing[0]}` of `{name}`: give it with"
             f" `--dim {missing[0]}=N`"
         )
     prefix = tuple((k, v) for k, v in dims.items() if k not in fn.dims)
-    bounds = _bounds(core, elab)
-    ctx = DimContext(tuple(Dim(d, bounds.get(d)) for d in fn.dims))
+    bounds, lowers = _bounds(core, elab)
+    for d in fn.dims:  # one the entry does not need: any allowed value, the least
+        values.setdefault(d, lowers.get(d, 0))
+    ctx = DimContext(tuple(Dim(d, bounds.get(d), lowers.get(d, 0)) for d in fn.dims))
     violated = check_assignment(ctx, {d: values[d] for d in fn.dims})
     if violated is not None:
         raise EntryError(f"`dim` bound violated: {violated}")
@@ -168,13 +172,16 @@ def _module_dims(core: Program, elab: Elab | None, name: str) -> tuple[str, ...]
     return ()
 
 
-def _bounds(core: Program, elab: Elab | None) -> dict[str, int | None]:
+def _bounds(core: Program, elab: Elab | None) -> tuple[dict[str, int | None], dict[str, int]]:
+    """The dimensions' upper bounds (None for none) and their lower bounds above 0."""
     if core.layouts or elab is None:
-        return dict(core.bounds)
-    out: dict[str, int | None] = {}
+        return dict(core.bounds), dict(core.lowers)
+    upper: dict[str, int | None] = {}
+    lower: dict[str, int] = {}
     for env in elab.files:
-        out.update(env.dim_bounds)
-    return out
+        upper.update(env.dim_bounds)
+        lower.update(env.dim_lowers)
+    return upper, lower
 
 
 # ---- inputs ------------------------------------------------------------------------------

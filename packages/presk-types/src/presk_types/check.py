@@ -26,6 +26,7 @@ from presk_types.elab import (
     ModuleInfo,
     Program,
     TypeScope,
+    file_dim,
     format_q,
     instance_of,
     module_scope,
@@ -173,7 +174,7 @@ class Checker:
                 )
         info.params = params
         info.dims = tuple(generic) + tuple(n for n, _ in scope.implicit if n not in generic)
-        file_dims = tuple(Dim(n, b) for n, b in env.dim_bounds.items())
+        file_dims = tuple(file_dim(env, n) for n in env.dim_bounds)
         extra = tuple(Dim(n) for n in dict.fromkeys(info.dims) if n not in env.dim_bounds)
         info.context = DimContext(file_dims + extra)
         info.generic = tuple(dict.fromkeys((*info.dims, *env.dims)))  # instantiated at calls

@@ -78,6 +78,7 @@ class FileEnv:
     const_decls: dict[str, A.Const] = field(default_factory=dict)
     dims: dict[str, A.DimDecl] = field(default_factory=dict)
     dim_bounds: dict[str, int | None] = field(default_factory=dict)
+    dim_lowers: dict[str, int] = field(default_factory=dict)  # `dim T >= 2`: {T: 2}
     types: dict[str, A.TypeAliasDecl] = field(default_factory=dict)
     modules: dict[str, ModuleInfo] = field(default_factory=dict)
     fns: dict[str, A.Fn] = field(default_factory=dict)
@@ -205,15 +206,21 @@ def _collect(env: FileEnv, program: Program, overrides: dict[str, str]) -> None:
                     )
                     continue
                 env.consts[name] = q
-            case A.DimDecl(name, bound):
+            case A.DimDecl(name, bound, _, lower):
                 env.dims[name] = decl
-                env.dim_bounds[name] = None
-                if bound is not None:
-                    try:
-                        q = eval_const(bound, env)
-                        env.dim_bounds[name] = int(q) if q.denominator == 1 else None
-                    except ConstError as e:
-                        diags.append(e.diagnostic)
+                env.dim_bounds[name] = _dim_bound(bound, env, diags)
+                low = _dim_bound(lower, env, diags)
+                if low:
+                    env.dim_lowers[name] = low
+                if low is not None and env.dim_bounds[name] is not None:
+                    if low > env.dim_bounds[name]:
+                        diags.append(
+                            error(
+                                "E1005",
+                                f"no value of `{name}` is within its bounds",
+                                Label(decl.span, f"{low} > {env.dim_bounds[name]}"),
+                            )
+                        )
             case A.TypeAliasDecl(name):
                 env.types[name] = decl
             case A.Module(name, type_params, items):
@@ -243,8 +250,34 @@ def _collect(env: FileEnv, program: Program, overrides: dict[str, str]) -> None:
 # ---- static assertions -------------------------------------------------------------------
 
 
+def _dim_bound(bound: A.Expr | None, env: FileEnv, diags: list[Diagnostic]) -> int | None:
+    """A bound of `dim T <= …` or `dim T >= …`: a natural number written with constants."""
+    if bound is None:
+        return None
+    try:
+        q = eval_const(bound, env)
+    except ConstError as e:
+        diags.append(e.diagnostic)
+        return None
+    if q.denominator != 1 or q < 0:
+        diags.append(
+            error(
+                "E1005",
+                "a dimension's bound is not a natural number",
+                Label(bound.span, f"evaluates to {format_q(q)}"),
+            )
+        )
+        return None
+    return int(q)
+
+
+def file_dim(env: FileEnv, name: str) -> Dim:
+    """The file's dimension `name` with its bounds (`dim 2 <= T <= 1024`)."""
+    return Dim(name, env.dim_bounds.get(name), env.dim_lowers.get(name, 0))
+
+
 def file_context(env: FileEnv) -> DimContext:
-    return DimContext(tuple(Dim(n, b) for n, b in env.dim_bounds.items()))
+    return DimContext(tuple(file_dim(env, n) for n in env.dim_bounds))
 
 
 def check_assert(decl: A.StaticAssert, env: FileEnv) -> Diagnostic | None:
@@ -483,8 +516,7 @@ def resolve_shape(dims: tuple[A.Dim, ...], scope: TypeScope) -> Shape:
 
 def _natural(length: Lin, d: A.Axis, scope: TypeScope) -> None:
     """E2002 when a length written with `-` is negative for some allowed dimensions."""
-    bounds = scope.env.dim_bounds
-    ctx = DimContext(tuple(Dim(n, bounds.get(n)) for n in sorted(length.names)))
+    ctx = DimContext(tuple(file_dim(scope.env, n) for n in sorted(length.names)))
     counter = holds_for_all(ctx, Ge(length, Lin.const(0)))
     if counter is not None:
         text = env_text(scope.env, d.length.span)
@@ -493,7 +525,8 @@ def _natural(length: Lin, d: A.Axis, scope: TypeScope) -> None:
                 "E2002",
                 f"the length `{text}` can be negative",
                 Label(d.length.span, f"is {length.value(counter)} for {counter}"),
-                help="write the other lengths from this one (`seq: N + W - 1` and `win: N`)",
+                help="bound the dimension from below (`dim T >= W - 1`), or write the other"
+                " lengths from this one (`seq: N + W - 1` and `win: N`)",
             )
         )
 

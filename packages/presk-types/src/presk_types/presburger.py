@@ -2,7 +2,7 @@
 
 Lengths are affine expressions over the dimensions in scope (`Lin`: `4*D`, `D + 1`, `In`).
 A `DimContext` lists those dimensions in declaration order, each a natural number (>= 0)
-with an optional upper bound (`dim T <= 1024`), and may assume facts (formulas). Formulas
+with optional bounds (`dim T <= 1024`, `dim T >= 2`), and may assume facts (formulas). Formulas
 compare lengths (`Eq`, `Ne`, `Le`, `Lt`, `Ge`, `Gt`, each building a `Cmp`), state
 divisibility (`Divides(k, a)`: `a % k == 0`; `ModZero(a, m)`: `a % m == 0`) and combine with
 `And`, `Or`, `Not`. `holds_for_all` proves a formula for every value of the context or returns
@@ -334,10 +334,11 @@ def _lower_mod(f: ModZero) -> Formula:
 
 @dataclass(frozen=True, slots=True)
 class Dim:
-    """A natural-number dimension, `dim T` or `dim T <= upper`."""
+    """A natural-number dimension, `dim T`, `dim T <= upper`, `dim T >= lower` or both."""
 
     name: str
     upper: int | None = None
+    lower: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,9 +370,9 @@ class DimContext:
         return DimContext(self.dims, (*self.facts, *facts))
 
     def constraints(self) -> Iterator[Formula]:
-        """Each dimension's bounds (`T >= 0`, `T <= 1024`), then the facts, in order."""
+        """Each dimension's bounds (`T >= 0` or `T >= 2`, `T <= 1024`), then the facts."""
         for d in self.dims:
-            yield Ge(Lin.var(d.name), 0)
+            yield Ge(Lin.var(d.name), max(d.lower, 0))
             if d.upper is not None:
                 yield Le(Lin.var(d.name), d.upper)
         yield from self.facts

@@ -26,7 +26,8 @@ from presk_syntax.diagnostics import Diagnostic, DiagnosticError, Label, Severit
 from presk_syntax.span import Span
 
 from presk_types.check import Checker, FnInfo
-from presk_types.elab import ConstError, FileEnv, lookup_module, type_from_text
+from presk_types.elab import ConstError, FileEnv, file_dim, lookup_module, type_from_text
+from presk_types.presburger import DimContext, check_assignment
 from presk_types.types import Bool, Idx, ParamsT, Real, Shape, TupleT, Type
 
 FIELDS = {"model", "objective", "optimizer", "data", "epochs"}
@@ -178,7 +179,23 @@ def open_data(run: Run, env: FileEnv, header: Callable[[str], str]) -> Diagnosti
             (Label(run.span, "this data does not fit the objective"),),
         )
     run.bound = {k: v for k, v in bound.items() if k not in run.batch}
-    return None
+    return _within_bounds(run, env, bound)
+
+
+def _within_bounds(run: Run, env: FileEnv, values: dict[str, int]) -> Diagnostic | None:
+    """E1011 when the data or the batch gives a file dimension a value outside its
+    bounds (`dim T >= 2` and samples of length 1)."""
+    dims = tuple(file_dim(env, n) for n in values if n in env.dims)
+    violated = check_assignment(DimContext(dims), values)
+    if violated is None:
+        return None
+    return Diagnostic(
+        "E1011",
+        Severity.ERROR,
+        f"training run: `{run.data}` and the batch give {violated.at}, outside the"
+        f" bounds: `{violated.constraint}`",
+        (Label(run.span, "the data"),),
+    )
 
 
 OPTIMIZERS = {"adamw": {"lr", "weight_decay", "betas", "eps", "schedule"}}
