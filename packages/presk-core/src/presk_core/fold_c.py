@@ -225,9 +225,9 @@ def fold(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     context = gmpy2.get_context()
     if context.round != gmpy2.RoundToNearest or context.subnormalize:
         return None
-    pa, pb = addresses(a), addresses(b)
     count = int(np.prod(batch, dtype=np.int64)) * m * n
     out = fresh(count)
+    pa, pb, po = addresses(a), addresses(b), slots(out)  # alive through the call
     failed = _lib.presk_fold(
         count // (m * n) if m * n else 0,
         m,
@@ -235,7 +235,7 @@ def fold(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
         n,
         pa.ctypes.data,
         pb.ctypes.data,
-        slots(out).ctypes.data,
+        po.ctypes.data,
         context.precision,
     )
     return None if failed else out.reshape((*batch, m, n))
