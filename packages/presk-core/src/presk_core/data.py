@@ -298,18 +298,8 @@ def read(path: str, t: Type) -> list[list[np.ndarray]]:
     with open(path, "rb") as f:
         f.seek(header.header_size)
         blob = f.read(header.count * header.sample_size)
-    out, at = [], 0
-    for _ in range(header.count):
-        sample = []
-        for leaf in spec:
-            sample.append(
-                np.frombuffer(
-                    blob,
-                    dtype=leaf.dtype,
-                    count=int(np.prod(leaf.shape, dtype=np.int64)),
-                    offset=at,
-                ).reshape(leaf.shape)
-            )
-            at += leaf.size
-        out.append(sample)
-    return out
+    # the samples as one packed record array: each leaf a column, each sample's leaf a view
+    # into it (`[j, ...]`, a 0-d array for a scalar), without a call per leaf and sample
+    record = np.dtype([(f"l{i}", leaf.dtype, leaf.shape) for i, leaf in enumerate(spec)])
+    columns = [np.frombuffer(blob, dtype=record, count=header.count)[n] for n in record.names]
+    return [[c[j, ...] for c in columns] for j in range(header.count)]
