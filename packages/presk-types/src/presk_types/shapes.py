@@ -163,6 +163,8 @@ def relabeled(out: tuple[str, ...], left: Shape, right: Shape) -> Shape:
     """The right operand of `ein[out](left * right)` with its axis `n` renamed `n2` where
     `n2` is an axis of the left operand or of the output and not of the right one."""
     wanted = (set(left.names()) | set(out)) - set(right.names())
+    if not any(n.endswith("2") for n in wanted):
+        return right  # nothing to rename (in linear time: `ein[` may be long)
     axes = []
     for x in right.axes:
         relabel = f"{x.name}2"
@@ -197,13 +199,13 @@ def ein(
     if right is not None:
         right = relabeled(out, left, right)
         operands = [left, right]
-    found: dict[str, Lin] = {}
+    found: dict[str, AxisT] = {}  # each name's first axis: the result reuses it
     for s in operands:
         for x in s.axes:
             if x.name in found:
-                lengths.require_equal(found[x.name], x.length, span)
+                lengths.require_equal(found[x.name].length, x.length, span)
             else:
-                found[x.name] = x.length
+                found[x.name] = x
     missing = [n for n in out if n not in found]
     if missing:
         raise err(
@@ -212,7 +214,7 @@ def ein(
             Label(span, f"the operands have {', '.join(found) or 'no named axes'}"),
         )
     prefix = any(s.prefix for s in operands)
-    return Shape(prefix, tuple(AxisT(n, found[n]) for n in out))
+    return Shape(prefix, tuple(found[n] for n in out))
 
 
 def alignment(operand: Shape, result: Shape) -> tuple[int, ...]:
