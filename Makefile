@@ -9,7 +9,7 @@ EXAMPLES := tests/examples/mlp/mlp.psk tests/examples/minigpt/minigpt.psk \
 	tests/examples/minigpt/train_minigpt.psk tests/examples/bert/bert.psk tests/examples/llama/llama.psk
 
 .PHONY: setup venv test tutorial grammar fuzz bench lint check-examples run-examples train-examples \
-	export-examples conformance sanitize
+	export-examples conformance sanitize serve-examples serve-pt
 
 setup:
 	@command -v uv >/dev/null 2>&1 || test -x "$(UV)" || python3 -m pip install --user --quiet uv
@@ -120,3 +120,30 @@ export-examples: setup
 conformance: export-examples
 	@for d in out/export/*/; do echo "== $$d"; \
 	    (cd $$d && ../../../$(PY) -m pytest -q -p no:cacheprovider test_conformance.py) || exit 1; done
+
+# presk serve on the tiny MiniGPT's checkpoint (trained as train-examples does when it is
+# missing): greedy tokens identical on the reference interpreter, the kernel interpreter
+# and native f64; then the --serve export (docs/serve.md).
+SERVE_TINY := --const V=64 --const D=16 --const H=2 --const L=2
+SERVE_CKPT := out/tiny_minigpt_ckpt/final.psk.d
+SERVE_ARGS := --prompt "Presk serves " --tokens 24 --temperature 0
+
+$(SERVE_CKPT):
+	.venv/bin/presk train tests/examples/minigpt/train_minigpt.psk $(SERVE_TINY) \
+	    --data tests/examples/minigpt/data/tiny_T8.psk.d --steps 20 --log-every 5 \
+	    --ckpt out/tiny_minigpt_ckpt
+
+serve-examples: setup $(SERVE_CKPT)
+	@mkdir -p out/serve
+	@for b in interp kernel native; do \
+	    .venv/bin/presk serve tests/examples/minigpt/minigpt.psk $(SERVE_TINY) $(SERVE_ARGS) \
+	        --backend $$b > out/serve/$$b.txt || exit 1; done
+	@cmp out/serve/interp.txt out/serve/kernel.txt && cmp out/serve/interp.txt out/serve/native.txt
+	@echo "serve-examples: the same greedy tokens on interp, kernel and native f64: $$(cat out/serve/native.txt)"
+	$(EXPORT) tests/examples/minigpt/minigpt.psk $(SERVE_TINY) --serve -o out/export/minigpt_serve
+
+# The exported serve.py (float64, greedy) against presk serve's tokens from the same weights.
+serve-pt: serve-examples
+	cd out/export/minigpt_serve && ../../../$(PY) serve.py $(SERVE_ARGS) > ../../serve/pt.txt
+	@cmp out/serve/native.txt out/serve/pt.txt
+	@echo "serve-pt: serve.py's greedy tokens are presk serve's: $$(cat out/serve/pt.txt)"

@@ -1,0 +1,203 @@
+"""`presk serve` on the tiny MiniGPT (minigpt.psk's `inference serve` at V=64, D=16, H=2,
+L=2) from a checkpoint `presk train --backend native` writes in 2 steps: greedy tokens
+equal on every backend, seeded sampling equal on every backend and different across
+seeds, the sliding context, the diagnostics, and the exported serve.py's greedy tokens."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PRESK = ROOT / ".venv" / "bin" / "presk"
+MINIGPT = "tests/examples/minigpt/minigpt.psk"
+TINY = ("--const", "V=64", "--const", "D=16", "--const", "H=2", "--const", "L=2")
+RATE = re.compile(r"^presk serve: (\d+) tokens in [0-9.]+ s, [0-9.]+ tokens/s \(.*\)$")
+
+
+def presk(*args, cwd=ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(PRESK), *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_COLOR": "1"},
+        timeout=300,
+    )
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("ckpt")
+    r = presk(
+        "train", "tests/examples/minigpt/train_minigpt.psk", *TINY,
+        "--data", "tests/examples/minigpt/data/tiny_T8.psk.d", "--steps", 2,
+        "--log-every", 0, "--ckpt", folder, "--backend", "native",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    return folder / "final.psk.d"
+
+
+def serve(ckpt, *args, ok=True) -> subprocess.CompletedProcess:
+    r = presk("serve", MINIGPT, *TINY, "--weights", ckpt, *args)
+    if ok:
+        assert r.returncode == 0, r.stderr
+        assert RATE.match(r.stderr.splitlines()[-1]), r.stderr
+    return r
+
+
+def test_greedy_tokens_are_the_same_on_every_backend(ckpt):
+    outs = {
+        b: serve(ckpt, "--prompt", "abc", "--tokens", 4, "--backend", b).stdout
+        for b in ("interp", "kernel", "native")
+    }
+    assert outs["interp"].startswith("abc") and len(outs["interp"]) == 3 + 4 + 1
+    assert outs["kernel"] == outs["interp"] and outs["native"] == outs["interp"]
+
+
+def test_a_seed_fixes_the_sampled_text_on_every_backend(ckpt):
+    args = ("--prompt", "abc", "--tokens", 8, "--temperature", 1)
+    interp = serve(ckpt, *args, "--seed", 3).stdout
+    native = serve(ckpt, *args, "--seed", 3, "--backend", "native").stdout
+    other = serve(ckpt, *args, "--seed", 4, "--backend", "native").stdout
+    assert native == interp
+    assert other != native  # 8 draws from ~64 near-equal tokens: another seed, other tokens
+    assert "temperature 1, seed 3" in serve(ckpt, *args, "--seed", 3).stderr
+
+
+def test_the_context_slides_over_the_last_t_tokens(ckpt):
+    long = "ABCDEFGHIJKLmnop"  # 16 characters, the model's T is 8
+    full = serve(ckpt, "--prompt", long, "--tokens", 5, "--backend", "native").stdout
+    last = serve(ckpt, "--prompt", long[-8:], "--tokens", 5, "--backend", "native").stdout
+    assert full[len(long) :] == last[8:]
+    assert "window 8" in serve(ckpt, "--prompt", "a", "--tokens", 1).stderr
+
+
+def test_sampling_draws_as_presk_core_random_sample():
+    """The host's loop: the i-th token drawn by `sample` with the key of token i."""
+    from presk_cli.serve import generate, token_keys
+    from presk_core import random as R
+
+    rng = np.random.default_rng(0)
+    table = rng.normal(size=(5, 8, 6))
+    calls = iter(range(5))
+    logits = lambda ids: table[next(calls)]  # noqa: E731
+    made = generate(logits, [1, 2], 8, 5, 0.5, 11, lambda t: None)
+    key = token_keys(11)
+    want = [int(R.sample(key(i), table[i][1 + i] / 0.5)) for i in range(5)]
+    assert made == want
+    assert key(0) == R.fold_in(R.fold_in_name(R.root_key(11), "serve"), 0)
+    calls = iter(range(5))
+    greedy = generate(logits, [1, 2], 8, 5, 0.0, 11, lambda t: None)
+    assert greedy == [int(np.argmax(table[i][1 + i])) for i in range(5)]
+
+
+# ---- diagnostics ---------------------------------------------------------------------------
+
+
+def test_a_file_without_inference_serve():
+    r = presk("serve", "tutorial/07_train.psk", "--prompt", "a")
+    assert r.returncode == 1 and "[E7020]" in r.stderr and "no `inference serve`" in r.stderr
+
+
+def test_a_character_outside_the_vocabulary_is_named_with_its_position(ckpt):
+    r = serve(ckpt, "--prompt", "abcé", ok=False)
+    assert r.returncode == 1 and r.stdout == ""
+    assert "[E7009]" in r.stderr and "column 4: `é` (U+00E9)" in r.stderr
+
+
+def test_weights_of_another_type(ckpt):
+    r = serve("tests/examples/minigpt/data/tiny_T8.psk.d", "--prompt", "a", ok=False)
+    assert r.returncode == 1 and "[E7021]" in r.stderr and "not one `params MiniGPT`" in r.stderr
+
+
+def test_weights_of_another_size(ckpt, tmp_path):
+    from presk_core.data import read_reals, write_tree
+
+    cut = tmp_path / "cut.psk.d"
+    write_tree(str(cut), "params MiniGPT", [read_reals(str(ckpt))[:-3]])
+    r = serve(cut, "--prompt", "a", ok=False)
+    assert r.returncode == 1 and "[E7021]" in r.stderr and "which no T makes" in r.stderr
+
+
+def test_a_missing_weights_file(tmp_path):
+    r = serve(tmp_path / "none.psk.d", "--prompt", "a", ok=False)
+    assert r.returncode == 1 and "[E7004]" in r.stderr and "no such file" in r.stderr
+
+
+def test_a_vocabulary_that_is_not_the_models(ckpt):
+    r = presk("serve", MINIGPT, "--weights", ckpt, "--prompt", "a")  # V = 50257
+    assert r.returncode == 1 and "[E7009]" in r.stderr and "idx[50257]" in r.stderr
+
+
+def test_zero_tokens_and_an_empty_prompt_are_usage_errors(ckpt):
+    for args in (("--prompt", "a", "--tokens", 0), ("--prompt", ""), ("--temperature", -1)):
+        r = serve(ckpt, *args, ok=False)
+        assert r.returncode == 2 and "Invalid value" in r.stderr, args
+
+
+BLOCK = """
+module M {{
+  param w : ℝ[V, V]
+  fn apply(ids : idx[V][batch: B, seq: T]) -> ℝ[batch: B, seq: T, V] = embed(w, ids)
+  fn bad(x : ℝ[batch: B, seq: T, V]) -> ℝ[batch: B, seq: T, V] = x
+}}
+const V : nat = 4
+dim B
+dim T
+inference serve {{
+{fields}
+}}
+"""
+GOOD = 'model = M\n  weights = "w.psk.d"\n  generate = M.apply\n  vocabulary = "v.json"'
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        (GOOD + "\n  speed = 3", "unknown field `speed` in an inference serve"),
+        ('model = M\n  weights = "w.psk.d"\n  vocabulary = "v.json"', "needs `generate`"),
+        (GOOD.replace("M.apply", "M.bad"), "`M.bad` cannot generate"),
+        (GOOD.replace("model = M", "model = N"), "`model` must name a module"),
+        (GOOD.replace('"w.psk.d"', "3"), "`weights` is a file"),
+        (GOOD + "\n  max_tokens : nat = 0", "`max_tokens` is a natural number from 1"),
+    ],
+)
+def test_the_block_is_checked_against_its_schema(tmp_path, fields, message):
+    src = tmp_path / "s.psk"
+    src.write_text(BLOCK.format(fields="  " + fields), encoding="utf-8")
+    r = presk("check", src)
+    assert r.returncode == 1 and "[E1012]" in r.stderr and message in r.stderr, r.stderr
+
+
+def test_a_good_block_checks(tmp_path):
+    src = tmp_path / "s.psk"
+    src.write_text(BLOCK.format(fields="  " + GOOD), encoding="utf-8")
+    r = presk("check", src)
+    assert r.returncode == 0 and r.stderr == ""
+
+
+# ---- the export ----------------------------------------------------------------------------
+
+
+def test_serve_py_gives_presk_serves_greedy_tokens(ckpt, tmp_path):
+    pytest.importorskip("torch")
+    out = tmp_path / "export"
+    r = presk("export", MINIGPT, "--target", "pytorch", *TINY, "--serve", "-o", out)
+    assert r.returncode == 0, r.stderr
+    args = ("--prompt", "ABCDEFGHIJKLm", "--tokens", 6)
+    mine = serve(ckpt, *args, "--backend", "native").stdout
+    py = subprocess.run(
+        [sys.executable, "serve.py", *map(str, args), "--weights", str(ckpt)],
+        cwd=out,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert py.returncode == 0, py.stderr
+    assert py.stdout == mine
+    assert re.search(r"serve.py: 6 tokens in .* tokens/s", py.stderr)
