@@ -9,7 +9,7 @@ EXAMPLES := tests/examples/mlp/mlp.psk tests/examples/minigpt/minigpt.psk \
 	tests/examples/minigpt/train_minigpt.psk tests/examples/bert/bert.psk tests/examples/llama/llama.psk
 
 .PHONY: setup venv test tutorial grammar fuzz bench lint check-examples run-examples train-examples \
-	export-examples conformance sanitize serve-examples serve-pt
+	export-examples conformance sanitize serve-examples serve-pt corpus-data corpus
 
 setup:
 	@command -v uv >/dev/null 2>&1 || test -x "$(UV)" || python3 -m pip install --user --quiet uv
@@ -147,3 +147,23 @@ serve-pt: serve-examples
 	cd out/export/minigpt_serve && ../../../$(PY) serve.py $(SERVE_ARGS) > ../../serve/pt.txt
 	@cmp out/serve/native.txt out/serve/pt.txt
 	@echo "serve-pt: serve.py's greedy tokens are presk serve's: $$(cat out/serve/pt.txt)"
+
+# The NLP course's ladder on the French civil code (docs/corpus.md): the data from
+# ../shared/data/civil.md into corpus/nlp/data/ (the specification's three commands, then
+# the bigrams' pairs and the MLP's contexts); without the text, one line and nothing done.
+CIVIL := ../shared/data/civil.md
+NLP_DATA := corpus/nlp/data
+CORPUS_V := 86
+corpus-data: setup
+	@if [ ! -f $(CIVIL) ]; then echo "corpus-data: $(CIVIL) is absent: no corpus data (see docs/corpus.md)"; exit 0; fi; \
+	set -e; mkdir -p $(NLP_DATA); \
+	.venv/bin/presk data chars $(CIVIL) -o $(NLP_DATA)/civil_vocab.json; \
+	.venv/bin/presk data encode $(CIVIL) --vocab $(NLP_DATA)/civil_vocab.json -o $(NLP_DATA)/civil_tokens.txt; \
+	.venv/bin/presk data lm-windows --vocab $(CORPUS_V) --seq 256 $(NLP_DATA)/civil_tokens.txt -o $(NLP_DATA)/civil_T256.psk.d; \
+	.venv/bin/presk data lm-windows --vocab $(CORPUS_V) --seq 32 $(NLP_DATA)/civil_tokens.txt -o $(NLP_DATA)/civil_T32.psk.d; \
+	.venv/bin/presk data ngrams --vocab $(CORPUS_V) --context 1 --limit 10000 $(NLP_DATA)/civil_tokens.txt -o $(NLP_DATA)/bigrams.psk.d; \
+	.venv/bin/presk data ngrams --vocab $(CORPUS_V) --context 3 $(NLP_DATA)/civil_tokens.txt -o $(NLP_DATA)/context3.psk.d
+
+# Every rung of the ladder to its check (tools/corpus_ladder.py), natively in f32.
+corpus: corpus-data
+	$(PY) tools/corpus_ladder.py
