@@ -81,7 +81,9 @@ def test_every_operation_has_a_kind_and_every_tensor_operation_a_nest():
     missing = {op for op in ops if op not in RULES and op not in HOST}
     assert {KINDS[op] for op in missing} <= NO_KERNEL | {"structural"}, missing
     assert missing <= {"fold", "fold_init", "fold_key", "grad", "init", "sample", "split_key"} | {
-        "value_grad"
+        "value_grad",
+        "uniform",
+        "bernoulli",
     }
 
 

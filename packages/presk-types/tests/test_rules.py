@@ -139,6 +139,21 @@ TYPINGS: dict[str, tuple[str, str, str, str, str]] = {
         "k C∞, logits Disc",
     ),
     "split_key": ("k : key", "", "split_key(k)", "(key, key)", "k C∞"),
+    "uniform": (
+        "k : key",
+        " uses Rand",
+        "uniform(k, batch: B, model: 4)",
+        "ℝ[batch: B, model: 4]",
+        "k C∞",
+    ),
+    "bernoulli": (
+        "k : key, p : ℝ[]",
+        " uses Rand",
+        "bernoulli(k, p, batch: B)",
+        "ℝ[batch: B]",
+        "k C∞, p Disc",  # a step in p, as sample in its logits
+    ),
+    "stop_grad": (X, "", "stop_grad(relu(x))", "ℝ[batch: B, model: 4]", "x C∞"),
 }
 
 

@@ -547,6 +547,9 @@ vjp_rules: dict[str, Rule] = {
     "argmax": _none,
     "sample": _none,
     "split_key": _none,
+    "uniform": _none,
+    "bernoulli": _none,  # a draw: constant in its probability almost everywhere
+    "stop_grad": _none,  # the identity whose adjoint is zero (issue 16)
     "cast": _identity,
     "call": _call,
     "field": _field,

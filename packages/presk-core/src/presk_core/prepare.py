@@ -268,6 +268,17 @@ def _causal_mask(p: Prep) -> Step:
     return lambda env: np.tril(np.ones((n, n), dtype=bool))
 
 
+def _draw(p: Prep) -> Step:
+    """`uniform(key, n: T, …)` and `bernoulli(key, p, n: T, …)` (issue 16): doubles drawn
+    by presk_core.random, exact at 53 bits or more."""
+    shape = tuple(p.length(length) for _, length in p.attr("shapes", ()))
+    key = p.args[0]
+    if p.ins.op == "uniform":
+        return lambda env: M.real(R.uniform(key(env), shape))
+    prob = _real_of(p.args[1])
+    return lambda env: M.real(R.bernoulli(key(env), prob(env).reshape(()).item(), shape))
+
+
 def _ein(p: Prep) -> Step:
     out, names = p.attr("axes"), p.attr("_names")
     gets = p.args
@@ -425,5 +436,8 @@ PRIMITIVE_RULES: dict[str, Rule] = {
     "split": _split,
     "sample": apply(R.sample),
     "split_key": apply(lambda key: tuple(R.split(key, 2))),
+    "uniform": _draw,
+    "bernoulli": _draw,
+    "stop_grad": _unary(lambda x: x),
 }
 """The rules of the primitives of the language (`presk_types.rules.PRIMITIVES`) but `grad`."""

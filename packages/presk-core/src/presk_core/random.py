@@ -203,6 +203,22 @@ def randint(key: Key, bound: int, shape: int | Sequence[int]) -> np.ndarray:
     return np.asarray((k * bound) >> 53, dtype=np.int64).reshape(dims)
 
 
+def bernoulli(key: Key, p, shape: int | Sequence[int]) -> np.ndarray:
+    """Doubles 0 and 1, row-major: 1 where the 53-bit uniform u = k·2^-53 is below p, decided
+    exactly (k < ⌈p·2^53⌉, clamped to [0, 2^53]): p ≤ 0 gives zeros, p ≥ 1 ones, NaN zeros.
+    `p` is any real gmpy2 reads exactly (a double, an int, a Fraction, an mpfr or mpq)."""
+    dims, n = _shape(shape)
+    if p != p:  # NaN: never below
+        threshold = 0
+    elif p in (float("inf"), float("-inf")):
+        threshold = 1 << 53 if p > 0 else 0
+    else:
+        q = gmpy2.mpq(p)  # exact, from a double, an int, a Fraction or a finite mpfr
+        threshold = 0 if q <= 0 else 1 << 53 if q >= 1 else int(gmpy2.ceil(q * (1 << 53)))
+    k = random_bits(key, n) >> np.uint64(11)
+    return (k < np.uint64(threshold)).astype(np.float64).reshape(dims)
+
+
 # ---- normals, in MPFR --------------------------------------------------------------------------
 
 

@@ -226,6 +226,12 @@ def _split(b: Body, ins: Instr) -> Expr:
     return method(x, "unflatten", b.axis(ins), f"({lengths})")
 
 
+def _stop_grad(b: Body, ins: Instr) -> Expr:
+    """`stop_grad(x)`: `x.detach()`, the same value with no gradient (a number is one)."""
+    (x,) = b.operands(ins)
+    return x if x.scalar else method(x, "detach")
+
+
 def _unsupported(why: str) -> Rule:
     def rule(b: Body, ins: Instr) -> Expr:
         raise ExportError(f"`{ins.op}` has no PyTorch export: {why}", span=ins.span)
@@ -273,6 +279,9 @@ RULES: dict[str, Rule] = {
     "split": _split,
     "sample": _unsupported("sampling is a serving construct (randomness inside a model)"),
     "split_key": _unsupported("keys are a serving construct (randomness inside a model)"),
+    "uniform": _unsupported("a keyed draw is presk's Threefry, which PyTorch does not have"),
+    "bernoulli": _unsupported("a keyed draw is presk's Threefry, which PyTorch does not have"),
+    "stop_grad": _stop_grad,
     **ADJOINT_RULES,  # what differentiation writes (presk_export.adjoint_rules)
 }
 

@@ -350,6 +350,7 @@ HOST: dict[str, Callable] = {
     "tuple": lambda lw, ins, values: tuple(values),
     "get": lambda lw, ins, values: _rename(ins, values[0][ins.attr("index")]),
     "cast": lambda lw, ins, values: _rename(ins, values[0]),
+    "stop_grad": lambda lw, ins, values: _rename(ins, values[0]),  # elided: the identity
 }
 
 

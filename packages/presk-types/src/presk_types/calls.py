@@ -93,6 +93,8 @@ class Calls:
                     effects.extend(v.effects)
         if name in ("max", "min") and len(a.positional) == 2:
             regs = [through(r, Cls.KINK, (name, span)) for r in regs]
+        if name == "stop_grad":  # a constant for `grad` (adjoint 0), whatever its operand's class
+            regs = []
         t = type_rules[name](a)
         effect = PRIMITIVES[name].effect
         if effect is not None:

@@ -365,6 +365,34 @@ def _split_key(o: Operands, ctx: Context) -> Type:
     return TupleT((KeyT(), KeyT()))
 
 
+def _draw(o: Operands, ctx: Context) -> Type:
+    """`uniform(key, n: T, …)` and `bernoulli(key, p, n: T, …)`: reals of the named shape
+    (issue 16: dropout), `p` a real scalar."""
+    arity(o, ctx, 1 if o.op == "uniform" else 2, signature(o.op), shapes=True)
+    k = o.positional[0]
+    if not isinstance(k, KeyT):
+        raise err(
+            "E2008",
+            f"`{o.op}` takes a key first, and this is `{k}`",
+            Label(ctx.span(("operand", 0)), ""),
+        )
+    if o.op == "bernoulli":
+        p = real(o, ctx, 1)
+        if not p.shape.is_scalar:
+            raise err(
+                "E2008",
+                f"`bernoulli`'s probability is a real scalar, and this is `{p}`",
+                Label(ctx.span(("operand", 1)), "ℝ[]"),
+            )
+    seen: set[str] = set()
+    for name, _ in o.shapes:
+        if name in seen or seen.add(name):
+            raise err(
+                "E2013", f"the axis `{name}` appears twice in one shape", Label(ctx.span(), "")
+            )
+    return Real(Shape(False, tuple(AxisT(n, length) for n, length in o.shapes)))
+
+
 # ---- the table -----------------------------------------------------------------------------
 
 PRIMITIVE_RULES: dict[str, Rule] = {
@@ -403,6 +431,9 @@ PRIMITIVE_RULES: dict[str, Rule] = {
     "split": _split,
     "sample": _sample,
     "split_key": _split_key,
+    "uniform": _draw,
+    "bernoulli": _draw,
+    "stop_grad": _elementwise,
     "grad": S.grad,
 }
 """The rule of each primitive of the registry (`rules.PRIMITIVES`)."""

@@ -171,6 +171,9 @@ def _ops() -> list[Op]:
         src("split", L, one, (*_AXES, ("shapes", Attr.SHAPES))),
         src("sample", X, two),
         src("split_key", X, one),
+        src("uniform", X, one, (("shapes", Attr.SHAPES),)),  # issue 16: dropout's draws
+        src("bernoulli", X, two, (("shapes", Attr.SHAPES),)),
+        src("stop_grad", E, one),  # the identity, adjoint zero (issue 16)
         src("grad", S, (1, None), _CALL),
         # ---- structural: lowering's
         core("call", S, (0, None), _CALL),

@@ -95,6 +95,12 @@ PRIMITIVES: dict[str, Primitive] = {
         # randomness
         Primitive("sample", "sample(key, ℝ[s, n]) -> idx[n][s]  uses Rand", (S, D), "Rand"),
         Primitive("split_key", "split_key(key) -> (key, key)", (S,)),
+        Primitive("uniform", "uniform(key, n: T, …) -> ℝ[n: T, …]  in [0, 1)", (S,), "Rand"),
+        Primitive(
+            "bernoulli", "bernoulli(key, ℝ[], n: T, …) -> ℝ[n: T, …]  0 or 1", (S, D), "Rand"
+        ),
+        # differentiation: the identity, a constant for `grad` (its adjoint is zero)
+        Primitive("stop_grad", "stop_grad(ℝ[s]) -> ℝ[s]", (S,)),
         # differentiation
         Primitive("grad", "grad(f)(θ) -> the type of θ", (S,)),
     ]
