@@ -1,0 +1,342 @@
+"""The course GPT trained natively and by its exported train.py, from the same initial
+weights on the same batches: `make experiment-gpt`.
+
+    .venv/bin/python tools/experiment_gpt.py [--steps N] [--threads T] [--realize f32|f64]
+        [--out DIR] [--data FILE] [--const NAME=V]… [--seed S] [--bits B] [--backend native|kernel]
+
+1. **The start.** θ₀ is drawn by the model's initializers at `--seed`, as `presk train
+   --seed` draws it (presk_ad.step.Trainer, at `--bits`); the batches are the run's: its
+   shuffle (the interpreter's permutation, not train.py's `torch.randperm`), the first N
+   batches of B windows. The horizon is N (`--steps`), so both schedules run the same
+   warm-up and cosine.
+2. **Natively**: the steps of `presk train --backend native --realize f32` (the same
+   objects: presk_cli.native_train.NativeTrainer, one compiled call a step), each timed as
+   `presk train` times it (the batch, the call, reading the outputs, the finite check).
+3. **In PyTorch**: `presk export --target pytorch`'s module and train.py, in a process of
+   its own: train.py's own `build_model`, `make_optimizer` and `train_step` (eager,
+   float32, `torch.optim.AdamW`, `--threads` intra-op threads), θ₀ loaded into the module
+   (a Presk path to the module's parameter names, as the export's conformance test maps
+   them), each step's batch from the same indices through train.py's `Data.batch`.
+4. **The comparison**: each side's metrics as JSON lines in DIR (`native.jsonl`,
+   `pytorch.jsonl`: step, loss, lr, ms), the largest |Δloss| and |Δloss|/loss over the
+   steps, the relative distance of the two θ after the last step, and both curves drawn
+   into DIR/loss_curves.png (matplotlib, Agg).
+
+DIR is the run's checkpoint folder (corpus/nlp/ckpt/) by default; the export goes to
+DIR/export. The first native run compiles the step (minutes at the course's size; the
+cache keeps it for the next run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+GPT = ROOT / "corpus" / "nlp" / "05_gpt.psk"
+
+
+# ---- the program, its run and its export ---------------------------------------------
+
+
+def load(psk: Path, consts: dict[str, str], data: str | None):
+    """The PSK-Core program of `psk` with `consts`, its training run opened on its data
+    file (or `data`), as `presk train` loads them; SystemExit with the diagnostics."""
+    from presk_cli.commands import _held_type
+    from presk_core.passes import Context, run_pipeline
+    from presk_types.training import replace_data
+
+    ctx = Context(consts=consts, check=True, data_header=None if data else _held_type)
+    program = run_pipeline("elab", str(psk), ctx)
+    runs = ctx.options["runs"]
+    if not runs:
+        raise SystemExit(f"experiment_gpt: {psk} has no training run")
+    problems = list(ctx.diagnostics)
+    if data:
+        problem = replace_data(runs[0], program.main, data, _held_type)
+        problems += [problem] if problem is not None else []
+    errors = [d for d in problems if d.is_error]
+    if errors:
+        raise SystemExit("experiment_gpt: " + "; ".join(f"[{d.code}] {d.message}" for d in errors))
+    core = run_pipeline("core", str(psk), ctx, start=program, first="elab")
+    return core, core.trainings[0]
+
+
+def export(psk: Path, consts: dict[str, str], out: Path) -> None:
+    """The exported module files and train.py in `out` (no conformance test: its steps on
+    the 256-bit interpreter would take hours at this size)."""
+    from presk_core.lower import lower_checked
+    from presk_core.passes import Context, run_pipeline
+    from presk_export.export import write_files
+    from presk_export.pytorch import Export, Options, ruff_format
+    from presk_export.train_export import Script, training_run
+
+    program = run_pipeline("elab", str(psk), Context(consts=consts))
+    core, infos = lower_checked(program)
+    ex = Export(program, core, infos, Options())
+    files = ex.files()
+    files["train.py"] = ruff_format(Script(ex, training_run(ex, None), str(out)).render())
+    out.mkdir(parents=True, exist_ok=True)
+    write_files(str(out), files)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def save_tree(path: Path, tree: dict) -> list[str]:
+    """A tree of reals as an .npz of its leaves in order (`a0`, `a1`, …); their paths."""
+    tmp = path.with_name(f".{path.stem}.tmp.npz")
+    np.savez(tmp, **{f"a{i}": np.asarray(x, np.float64) for i, x in enumerate(tree.values())})
+    os.replace(tmp, path)
+    return list(tree)
+
+
+# ---- the native side --------------------------------------------------------------------
+
+
+def run_native(args, core, run, out: Path) -> tuple[list[dict], dict, dict]:
+    """θ₀ and the batches written for the PyTorch side (plan.json, theta0.npz); the native
+    steps run and logged to native.jsonl. (the metrics, θ₀, θ after the last step)."""
+    from presk_ad.step import Trainer, finite
+    from presk_cli.native_train import NativeTrainer, _tree
+
+    folder = str(args.psk.parent)
+    start = time.perf_counter()
+    trainer = Trainer(core, run, folder, args.seed, args.bits, args.steps)
+    theta0 = {k: np.asarray(x, dtype=object).astype(np.float64) for k, x in trainer.theta.items()}
+    drawn = time.perf_counter() - start
+    start = time.perf_counter()
+    native = NativeTrainer(trainer, args.backend, args.realize, args.threads)
+    built = time.perf_counter() - start
+    print(f"  θ₀ drawn at {args.bits} bits in {drawn:.1f} s; the step lowered and compiled"
+          f" ({args.backend}, {args.realize}) in {built:.1f} s", flush=True)  # fmt: skip
+    batches = [native.batch(t)[0] for t in range(1, args.steps + 1)]
+    data = os.path.join(folder, run.data)
+    paths = save_tree(out / "theta0.npz", theta0)
+    plan = {
+        "export": str(out / "export"),
+        "data": os.path.abspath(data),
+        "realize": args.realize,
+        "threads": args.threads,
+        "horizon": args.steps,
+        "paths": paths,
+        "batches": batches,
+    }
+    write_atomic(out / "plan.json", json.dumps(plan))
+    rates = [float(trainer.lr(t)) for t in range(1, args.steps + 1)]
+    rows, theta = [], []
+    with open(out / "native.jsonl", "w", encoding="utf-8") as log:
+        for t in range(1, args.steps + 1):
+            start = time.perf_counter()
+            indices, batch = native.batch(t)
+            loss, grads, theta = native.step(batch, t, rates[t - 1])
+            finite(t, indices, loss, _tree(native, grads))
+            ms = (time.perf_counter() - start) * 1e3
+            row = {"step": t, "loss": loss, "lr": rates[t - 1], "ms": round(ms, 3)}
+            rows.append(row)
+            log.write(json.dumps(row) + "\n")
+            log.flush()
+            if args.log_every and t % args.log_every == 0:
+                print(f"  native   step {t}/{args.steps}  loss {loss:.6f}  {ms:.0f} ms", flush=True)
+    return rows, theta0, _tree(native, theta)
+
+
+# ---- the PyTorch side (a process of its own) -------------------------------------------
+
+
+def module_names(module, path: str):
+    """The module's parameter name(s) of a Presk leaf path: a name, or for a stack (an
+    nn.ModuleList) a list of the blocks' (`blocks.ln1.γ` → [`blocks.0.ln1.γ`, …])."""
+    from torch import nn
+
+    def walk(m, parts, prefix):
+        head, *rest = parts
+        if not rest:
+            return prefix + head
+        child = getattr(m, head)
+        if isinstance(child, nn.ModuleList):
+            return [walk(b, rest, f"{prefix}{head}.{i}.") for i, b in enumerate(child)]
+        return walk(child, rest, f"{prefix}{head}.")
+
+    return walk(module, path.split("."), "")
+
+
+def pytorch_worker(folder: Path) -> None:
+    plan = json.loads((folder / "plan.json").read_text(encoding="utf-8"))
+    sys.path.insert(0, plan["export"])
+    import torch
+    import train  # the exported train.py
+
+    dtype = torch.float64 if plan["realize"] == "f64" else torch.float32
+    torch.set_default_dtype(dtype)
+    torch.set_num_threads(plan["threads"])
+    data = train.Data(plan["data"], dtype)
+    model = train.build_model({**train.DIMS, **data.dims})
+    theta0 = np.load(folder / "theta0.npz")
+    state = {}
+
+    def place(names, value):
+        if isinstance(names, list):
+            for n, v in zip(names, value, strict=True):
+                place(n, v)
+        else:
+            state[names] = torch.tensor(value, dtype=dtype)
+
+    names = {p: module_names(model, p) for p in plan["paths"]}
+    for i, p in enumerate(plan["paths"]):
+        place(names[p], theta0[f"a{i}"])
+    model.load_state_dict(state)
+    optimizer, schedule = train.make_optimizer(model, plan["horizon"])
+    with open(folder / "pytorch.jsonl", "w", encoding="utf-8") as log:
+        for t, indices in enumerate(plan["batches"], 1):
+            start = time.perf_counter()
+            lr = optimizer.param_groups[0]["lr"]
+            loss = train.train_step(model, optimizer, schedule, data.batch(indices))
+            ms = (time.perf_counter() - start) * 1e3
+            log.write(json.dumps({"step": t, "loss": loss, "lr": lr, "ms": round(ms, 3)}) + "\n")
+            log.flush()
+    got = model.state_dict()
+
+    def gather(names):
+        if isinstance(names, list):
+            return np.stack([gather(n) for n in names])
+        return got[names].detach().to(torch.float64).numpy()
+
+    tree = {p: gather(names[p]) for p in plan["paths"]}
+    save_tree(folder / "theta_pytorch.npz", tree)
+
+
+# ---- the comparison ---------------------------------------------------------------------
+
+
+def read_rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def distance(a: dict, b: dict) -> float:
+    """‖a − b‖₂ / ‖b‖₂ over every leaf of two trees of the same paths."""
+    num = math.fsum(float(np.sum((np.asarray(a[k]) - b[k]) ** 2)) for k in b)
+    den = math.fsum(float(np.sum(np.asarray(b[k]) ** 2)) for k in b)
+    return math.sqrt(num / den)
+
+
+def compare(native: list[dict], torch_rows: list[dict]) -> dict:
+    """The largest gaps between the two curves, and where."""
+    diffs = [abs(a["loss"] - b["loss"]) for a, b in zip(native, torch_rows, strict=True)]
+    rel = [d / abs(b["loss"]) for d, b in zip(diffs, torch_rows, strict=True)]
+    lrs = [
+        abs(a["lr"] - b["lr"]) / max(b["lr"], 1e-300)
+        for a, b in zip(native, torch_rows, strict=True)
+    ]
+    at = max(range(len(diffs)), key=diffs.__getitem__)
+    return {
+        "max_abs": diffs[at],
+        "at": at + 1,
+        "max_rel": max(rel),
+        "mean_abs": statistics.fmean(diffs),
+        "lr_rel": max(lrs),
+    }
+
+
+def plot(native: list[dict], torch_rows: list[dict], title: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6), sharex=True, height_ratios=(3, 1))
+    steps = [r["step"] for r in native]
+    top.plot(steps, [r["loss"] for r in native], label="presk train --backend native", lw=1.2)
+    top.plot(steps, [r["loss"] for r in torch_rows], "--", label="exported train.py (PyTorch)", lw=1.2)  # fmt: skip
+    top.set_ylabel("batch loss (nats)")
+    top.set_title(title, fontsize=10)
+    top.legend()
+    top.grid(alpha=0.3)
+    diff = [abs(a["loss"] - b["loss"]) for a, b in zip(native, torch_rows, strict=True)]
+    bottom.semilogy(steps, [max(d, 1e-12) for d in diff], lw=1)
+    bottom.set_ylabel("|Δ loss|")
+    bottom.set_xlabel("step")
+    bottom.grid(alpha=0.3)
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.stem}.tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+def median_ms(rows: list[dict]) -> float:
+    times = [r["ms"] for r in rows[1:]] or [rows[0]["ms"]]
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add = parser.add_argument
+    add("--steps", type=int, default=100, help="steps of each run, the horizon (100)")
+    add("--threads", type=int, default=1, help="threads of both (1)")
+    add("--realize", choices=["f32", "f64"], default="f32", help="native type, torch dtype")
+    add("--backend", choices=["native", "kernel"], default="native")
+    add("--out", help="where the metrics go (default: the run's checkpoint folder)")
+    add("--data", help="another .psk.d file than the run's")
+    add("--const", action="append", default=[], help="NAME=V, as presk's --const")
+    add("--seed", type=int, default=0, help="θ₀'s seed (0)")
+    add("--bits", type=int, default=256, help="θ₀'s precision, as presk train's (256)")
+    add("--log-every", type=int, default=10)
+    add("--psk", type=Path, default=GPT, help=argparse.SUPPRESS)
+    add("--pytorch-worker", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.pytorch_worker:
+        pytorch_worker(args.pytorch_worker)
+        return
+    if args.steps < 1:
+        parser.error("--steps must be positive")
+    consts = dict(c.split("=", 1) for c in args.const)
+    core, run = load(args.psk, consts, args.data)
+    out = Path(args.out) if args.out else args.psk.parent / run.checkpoint[0]
+    out.mkdir(parents=True, exist_ok=True)
+    dims = ", ".join(f"{k} {v}" for k, v in run.dims().items())
+    title = f"{run.model} ({dims}{', ' if consts else ''}{', '.join(args.const)}), {args.realize}"
+    print(f"experiment-gpt: {args.steps} steps of {title}, {args.threads} thread(s), seed {args.seed}")  # fmt: skip
+    start = time.perf_counter()
+    export(args.psk, consts, out / "export")
+    print(f"  exported to {out / 'export'} in {time.perf_counter() - start:.1f} s", flush=True)
+    native, _, theta_native = run_native(args, core, run, out)
+    del core, run
+    cmd = [sys.executable, __file__, "--pytorch-worker", str(out)]
+    start = time.perf_counter()
+    if subprocess.run(cmd, check=False).returncode:
+        raise SystemExit("experiment_gpt: the PyTorch run failed")
+    print(f"  PyTorch: {args.steps} steps in {time.perf_counter() - start:.1f} s", flush=True)
+    theirs = read_rows(out / "pytorch.jsonl")
+    with np.load(out / "theta_pytorch.npz") as z:
+        theta_torch = {k: z[f"a{i}"] for i, k in enumerate(theta_native)}
+    gaps = compare(native, theirs)
+    plot(native, theirs, f"{title}: {args.steps} steps from the same θ₀ and batches", out / "loss_curves.png")  # fmt: skip
+    a, b = median_ms(native), median_ms(theirs)
+    print(f"  {'':<40} {'median step ms':>15} {'first loss':>11} {'last loss':>10}")
+    for name, rows, ms in (("presk train --backend " + args.backend, native, a),
+                           ("exported train.py (PyTorch eager)", theirs, b)):  # fmt: skip
+        print(f"  {name:<40} {ms:>15.1f} {rows[0]['loss']:>11.6f} {rows[-1]['loss']:>10.6f}")
+    print(f"  step time ratio native / PyTorch: {a / b:.2f}")
+    print(
+        f"  loss: max |Δ| {gaps['max_abs']:.3e} (step {gaps['at']}), max |Δ|/loss"
+        f" {gaps['max_rel']:.3e}, mean |Δ| {gaps['mean_abs']:.3e}; rates within {gaps['lr_rel']:.1e}"
+    )
+    print(f"  θ after {args.steps} steps: ‖θ_native − θ_torch‖ / ‖θ_torch‖ = {distance(theta_native, theta_torch):.3e}")  # fmt: skip
+    print(f"  metrics: {out / 'native.jsonl'}, {out / 'pytorch.jsonl'}; curves: {out / 'loss_curves.png'}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

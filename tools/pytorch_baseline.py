@@ -1,0 +1,323 @@
+"""One training step and one forward pass of the course GPT, natively (f32, f64) and in
+PyTorch eager, interleaved in one run: `make pytorch-baseline`.
+
+    .venv/bin/python tools/pytorch_baseline.py [--threads T] [--repeat R] [--torch-f64]
+        [--const NAME=V]… [--data FILE] [--cache DIR] [--keep DIR]
+
+Each side is a process of its own, alive for the whole run, that sets itself up, then
+waits for orders on its standard input (`step`, `forward`) and answers with the time of
+one call. The orders go round the sides in turn, R times (after one untimed round), so
+that every side sees the same load; each figure is the median of its R. Peak memory is
+each process's maximum resident set (ru_maxrss, `os.wait4`): the whole process, its step
+and forward pass together.
+
+- **The same batch and weights.** θ₀ is the exported module's own initialization
+  (torch's initializers, seed 0), written by the PyTorch f32 process in Presk's leaf paths
+  (a stack's blocks stacked) and read by the others; the batch is the run's first (its
+  shuffle, B windows of its data file).
+- **Natively**: the training step as `presk train --backend native` takes it
+  (presk_cli.native_train.NativeTrainer: the batch in, one call of the compiled step —
+  value, gradient and AdamW — θ, m and v kept in the arena, the loss, gradient and θ read
+  back, the finite check); the forward pass is the objective `loss` lowered and compiled
+  alone, its inputs written once, then one call a time. Lowering and compiling are timed
+  in a fresh cache (cold: `--cache` reuses a folder), then again in a new process that
+  finds the objects there (warm).
+- **PyTorch**: the exported module (`presk export --target pytorch`), train.py's
+  `train_step` (zero_grad, the objective, backward, `torch.optim.AdamW`, the schedule),
+  and the objective under `torch.no_grad()` for the forward pass; `torch.set_num_threads`
+  the same threads. `--torch-f64` adds PyTorch in float64 beside native f64.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from experiment_gpt import GPT, export, load, module_names, save_tree  # noqa: E402
+
+# ---- the sides (each in its own process) ------------------------------------------------
+
+
+def answer(text: str) -> None:
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def serve(step, forward) -> None:
+    """Time one call of `step` or `forward` for each order read, until `quit`."""
+    for line in sys.stdin:
+        order = line.strip()
+        if order == "quit":
+            return
+        call = {"step": step, "forward": forward}[order]
+        start = time.perf_counter()
+        call()
+        answer(f"{(time.perf_counter() - start) * 1e3:.3f}")
+
+
+def torch_side(folder: Path, plan: dict, dtype_name: str) -> None:
+    sys.path.insert(0, plan["export"])
+    import torch
+    import train  # the exported train.py
+
+    dtype = getattr(torch, dtype_name)
+    torch.set_default_dtype(dtype)
+    torch.set_num_threads(plan["threads"])
+    torch.manual_seed(0)
+    data = train.Data(plan["data"], dtype)
+    model = train.build_model({**train.DIMS, **data.dims})
+    names = {p: module_names(model, p) for p in plan["paths"]}
+    theta0 = folder / "theta0.npz"
+    if not theta0.exists():  # the first side: its own initialization is everyone's θ₀
+        state = model.state_dict()
+
+        def gather(n):
+            if isinstance(n, list):
+                return np.stack([gather(x) for x in n])
+            return state[n].detach().to(torch.float64).numpy()
+
+        save_tree(theta0, {p: gather(names[p]) for p in plan["paths"]})
+    else:
+        state = {}
+
+        def place(n, value):
+            if isinstance(n, list):
+                for x, v in zip(n, value, strict=True):
+                    place(x, v)
+            else:
+                state[n] = torch.tensor(value, dtype=dtype)
+
+        with np.load(theta0) as z:
+            for i, p in enumerate(plan["paths"]):
+                place(names[p], z[f"a{i}"])
+        model.load_state_dict(state)
+    optimizer, schedule = train.make_optimizer(model, 1000)
+    batch = data.batch(plan["indices"])
+    objective = getattr(train, plan["objective"])
+
+    def forward():
+        with torch.no_grad():
+            objective(model, batch).item()
+
+    answer(json.dumps({"torch": torch.__version__}))
+    serve(lambda: train.train_step(model, optimizer, schedule, batch), forward)
+
+
+def native_side(folder: Path, plan: dict, realize: str, warm_only: bool) -> None:
+    from presk_ad.step import finite, training_step
+    from presk_cli.native import compiled, lower, storage
+    from presk_cli.native_train import NativeTrainer, _tree
+    from presk_core import data as D
+    from presk_core.passes import verified
+    from presk_kernel.lower import argument_leaves
+    from presk_types.elab import type_from_text
+
+    start = time.perf_counter()
+    core, run = load(Path(plan["psk"]), plan["consts"], plan.get("data_flag"))
+    program = verified(training_step(core, run.objective), "training step")
+    with np.load(folder / "theta0.npz") as z:
+        theta = {p: z[f"a{i}"] for i, p in enumerate(plan["paths"])}
+    samples = D.read(plan["data"], type_from_text(run.file_type))
+    b = dict(run.batch)
+    trainer = SimpleNamespace(  # what NativeTrainer reads of presk_ad.step.Trainer
+        interp=SimpleNamespace(program=program),
+        objective=run.objective,
+        theta=theta,
+        m={p: np.zeros_like(x) for p, x in theta.items()},
+        v={p: np.zeros_like(x) for p, x in theta.items()},
+        dims=run.dims(),
+        run=run,
+        samples=samples,
+        batch_size=next(iter(b.values())),
+        per_epoch=len(samples) // next(iter(b.values())),
+    )
+    front = time.perf_counter() - start
+    times = {"front end": front}
+    start = time.perf_counter()
+    native = NativeTrainer(trainer, "native", realize, plan["threads"])
+    times["step: lower, compile"] = time.perf_counter() - start
+    indices = plan["indices"]
+    batch = native.batch(1)[1]
+    assert native.batch(1)[0] == indices, "the batch is not the run's first"
+    args = [theta, batch]
+    start = time.perf_counter()
+    _, schedule = lower(program, run.objective, run.dims(), args, realize, plan["threads"])
+    times["forward: lower"] = time.perf_counter() - start
+    start = time.perf_counter()
+    entry = compiled(schedule)
+    times["forward: compile"] = time.perf_counter() - start
+    times["step launches"] = len(native.schedule.launches)
+    times["forward launches"] = len(schedule.launches)
+    answer(json.dumps(times))
+    if warm_only:
+        return
+    from presk_cback.load import pointer
+
+    entry.run(storage(schedule, argument_leaves(args)))  # the inputs into the arena, once
+    arena = pointer(entry.arena, "char")
+
+    def step():
+        loss, grads, _ = native.step(batch, 1, 1e-4)
+        finite(1, indices, loss, _tree(native, grads))
+
+    def forward():
+        if entry.module.lib.presk_entry(arena):
+            raise SystemExit("pytorch_baseline: an index out of range")
+
+    serve(step, forward)
+
+
+# ---- the run ----------------------------------------------------------------------------
+
+
+class Side:
+    """A side's process: started, its first answer (its setup) read."""
+
+    def __init__(self, name: str, args: list[str], env: dict) -> None:
+        self.name = name
+        cmd = [sys.executable, __file__, *args]
+        self.p = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+        )
+        self.setup = json.loads(self.read())
+        self.step: list[float] = []
+        self.forward: list[float] = []
+
+    def read(self) -> str:
+        line = self.p.stdout.readline()
+        if not line:
+            self.p.wait()
+            raise SystemExit(f"pytorch_baseline: the side `{self.name}` stopped")
+        return line
+
+    def time(self, order: str) -> float:
+        self.p.stdin.write(order + "\n")
+        self.p.stdin.flush()
+        return float(self.read())
+
+    def close(self) -> float:
+        """Peak resident set in MiB."""
+        self.p.stdin.write("quit\n")
+        self.p.stdin.close()
+        _, status, usage = os.wait4(self.p.pid, 0)
+        if os.waitstatus_to_exitcode(status):
+            raise SystemExit(f"pytorch_baseline: the side `{self.name}` failed")
+        return usage.ru_maxrss / 1024
+
+
+def prepare(args, folder: Path) -> dict:
+    """The export, and plan.json: the paths of θ's leaves, the first batch's indices."""
+    from presk_core import data as D
+    from presk_core import random as R
+
+    consts = dict(c.split("=", 1) for c in args.const)
+    core, run = load(args.psk, consts, args.data)
+    data = os.path.join(os.path.dirname(os.path.abspath(args.psk)), run.data)
+    count = D.read_header(data).count
+    (b,) = dict(run.batch).values()
+    order = R.permutation(run.shuffle or 0, 0, count)
+    export(args.psk, consts, folder / "export")
+    plan = {
+        "psk": str(args.psk),
+        "consts": consts,
+        "data_flag": args.data,
+        "data": data,
+        "export": str(folder / "export"),
+        "threads": args.threads,
+        "objective": run.objective,
+        "paths": [leaf.path for leaf in core.layout(run.model).leaves],
+        "indices": [int(i) for i in order[:b]],
+        "title": f"{run.model} ({', '.join(f'{k} {v}' for k, v in run.dims().items())})",
+    }
+    (folder / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
+    return plan
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add = parser.add_argument
+    add("--threads", type=int, default=1, help="threads of every side (1)")
+    add("--repeat", type=int, default=5, help="timed rounds (5), after one untimed")
+    add("--torch-f64", action="store_true", help="PyTorch in float64 too")
+    add("--no-f64", action="store_true", help="no native f64 side")
+    add("--const", action="append", default=[], help="NAME=V, as presk's --const")
+    add("--data", help="another .psk.d file than the run's")
+    add("--cache", help="the compiled objects' folder (default: a fresh one: cold)")
+    add("--psk", type=Path, default=GPT, help=argparse.SUPPRESS)
+    add("--side", help=argparse.SUPPRESS)
+    add("--folder", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.side:
+        plan = json.loads((args.folder / "plan.json").read_text(encoding="utf-8"))
+        kind, _, what = args.side.partition(":")
+        if kind == "torch":
+            torch_side(args.folder, plan, what)
+        else:
+            native_side(args.folder, plan, what, kind == "warm")
+        return
+    with tempfile.TemporaryDirectory(prefix="pytorch-baseline-") as tmp:
+        folder = Path(tmp)
+        run(args, folder)
+
+
+def run(args, folder: Path) -> None:
+    plan = prepare(args, folder)
+    env = {**os.environ, "PRESK_CACHE": args.cache or str(folder / "cache")}
+    print(f"pytorch-baseline: {plan['title']}, {args.threads} thread(s), {args.repeat} rounds")
+    base = ["--folder", str(folder)]
+    wanted = [("PyTorch eager f32", "torch:float32"), ("native f32", "native:f32")]
+    wanted += [] if args.no_f64 else [("native f64", "native:f64")]
+    wanted += [("PyTorch eager f64", "torch:float64")] if args.torch_f64 else []
+    sides = []
+    for name, side in wanted:  # one at a time: each setup (and compile) timed alone
+        start = time.perf_counter()
+        sides.append(Side(name, ["--side", side, *base], env))
+        print(f"  {name}: ready in {time.perf_counter() - start:.1f} s  {json.dumps(sides[-1].setup)}", flush=True)  # fmt: skip
+    for r in range(args.repeat + 1):
+        for order in ("step", "forward"):
+            for s in sides:
+                ms = s.time(order)
+                if r:
+                    getattr(s, order).append(ms)
+        print(f"  round {r}: " + "  ".join(f"{s.name} {s.step[-1] if r else 0:.0f}" for s in sides), flush=True)  # fmt: skip
+    rss = {s.name: s.close() for s in sides}
+    warm = {}
+    for name, side in wanted:
+        if side.startswith("native"):
+            start = time.perf_counter()
+            w = Side(name, ["--side", "warm:" + side.split(":")[1], *base], env)
+            w.close()
+            warm[name] = (time.perf_counter() - start, w.setup)
+    ref = next(s for s in sides if s.name == "PyTorch eager f32")
+    rs, rf = statistics.median(ref.step), statistics.median(ref.forward)
+    print()
+    print(f"  {'side':<20} {'step ms':>10} {'forward ms':>11} {'peak RSS MiB':>13} {'step ratio':>11} {'fwd ratio':>10}")  # fmt: skip
+    for s in sides:
+        a, f = statistics.median(s.step), statistics.median(s.forward)
+        print(f"  {s.name:<20} {a:>10.1f} {f:>11.1f} {rss[s.name]:>13.0f} {a / rs:>11.2f} {f / rf:>10.2f}")  # fmt: skip
+    print(f"  (median of {args.repeat}; ratios against PyTorch eager f32, same threads)")
+    for s in sides:
+        if s.name in warm:
+            cold, (secs, w) = s.setup, warm[s.name]
+            print(
+                f"  {s.name}: step {cold['step launches']} launches, forward {cold['forward launches']};"
+                f" lower+compile cold: step {cold['step: lower, compile']:.1f} s, forward"
+                f" {cold['forward: lower'] + cold['forward: compile']:.1f} s; warm (a new process):"
+                f" step {w['step: lower, compile']:.1f} s, forward {w['forward: lower'] + w['forward: compile']:.1f} s"
+                f" (whole process {secs:.1f} s)"
+            )
+
+
+if __name__ == "__main__":
+    main()
