@@ -5,19 +5,38 @@ its first maximum, `maximum(a, b)` gives half to each operand at a tie, relu'(0)
 
 An export of a source program never meets them (train.py differentiates with
 torch.autograd); they make a differentiated PSK-Core program exportable like any other,
-and tests/test_adjoint_rules.py checks each against the interpreter. The adjoints of
-parameter trees (`put`, `put_slice`, `put_item`) have no PyTorch form: an exported module's
-parameters are its attributes, not a value a function returns.
+and tests/test_adjoint_rules.py checks each against the interpreter.
+
+The cotangent of a parameter tree is, as in the interpreter, a dict of its leaves by dotted
+path (`blocks.proj.w`; a stack's leaves with their leading axis), and that of a tuple a
+tuple: `zeros_like`, `accum`, `put` (a leaf or a subtree at a path), `put_slice` (one
+block of a stack, written functionally by `index_put` on zeros: nothing is modified in
+place) and `put_item` build new dicts and tuples (tests/test_tree_adjoints.py runs them on
+what the interpreter gave them in the differentiated tutorial and reference programs). A
+module whose parameters are its attributes (`self.proj`) has no such dict: a tree adjoint
+of one is refused (E8001).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from presk_core.ir import Instr
+from presk_core.ir import Instr, Operand
+from presk_types.types import ParamsT, TupleT, Type
 
-from presk_export.pyexpr import ADD, ATOM, MUL, UNARY, ExportError, Expr, binary, call, method
+from presk_export.pyexpr import (
+    ADD,
+    ATOM,
+    MUL,
+    UNARY,
+    ExportError,
+    Expr,
+    binary,
+    call,
+    method,
+)
 
 if TYPE_CHECKING:
     from presk_export.body import Body
@@ -30,14 +49,116 @@ def _text(fmt: str, **parts: Expr) -> Expr:
     return Expr(fmt.format(**{k: v.at(ATOM) for k, v in parts.items()}), ADD)
 
 
+# ---- trees and tuples of cotangents ------------------------------------------------------
+
+
+def _structure(b: Body, ins: Instr, a: Operand) -> Expr:
+    """Operand `a` as a Python expression: a tensor, a tree's dict of leaves, a tuple."""
+    v = b.value(a)
+    if isinstance(v, tuple):
+        items = [str(_as_expr(b, ins, e)) for e in v]
+        return Expr(_tuple_text(items))
+    return _as_expr(b, ins, v)
+
+
+def _as_expr(b: Body, ins: Instr, v: object) -> Expr:
+    if isinstance(v, Expr):
+        return v
+    if isinstance(v, tuple):
+        return Expr(_tuple_text([str(_as_expr(b, ins, e)) for e in v]))
+    params = getattr(v, "params", None)  # a presk_export.body.Tree
+    if params is None:
+        raise ExportError(
+            f"`{ins.op}` of a module's parameters: the adjoint of a parameter tree is a dict"
+            " of its leaves, and this module holds them as attributes",
+            span=ins.span,
+        )
+    return Expr(params)
+
+
+def _tuple_text(items: list[str]) -> str:
+    return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+
+
+def _zeros_text(x: str, t: Type) -> str:
+    """Zeros of the structure of `x` (a name), of type t."""
+    if isinstance(t, ParamsT):
+        return f"{{k: torch.zeros_like(v) for k, v in {x}.items()}}"
+    if isinstance(t, TupleT):
+        return _tuple_text([_zeros_text(f"{x}[{i}]", e) for i, e in enumerate(t.elements)])
+    return f"torch.zeros_like({x})"
+
+
+def _accum_text(x: str, y: str, t: Type) -> str:
+    """x + y leaf by leaf (names of the same structure, of type t)."""
+    if isinstance(t, ParamsT):
+        return f"{{k: v + {y}[k] for k, v in {x}.items()}}"
+    if isinstance(t, TupleT):
+        items = [_accum_text(f"{x}[{i}]", f"{y}[{i}]", e) for i, e in enumerate(t.elements)]
+        return _tuple_text(items)
+    return f"{x} + {y}"
+
+
+def _with(names: str, body: str, *args: Expr) -> Expr:
+    """`(lambda names: body)(args)`: each argument evaluated once, however often it is read."""
+    return Expr(f"(lambda {names}: {body})({', '.join(str(a) for a in args)})", ATOM)
+
+
 def _zeros_like(b: Body, ins: Instr) -> Expr:
-    (x,) = b.operands(ins)
-    return call("torch.zeros_like", x)
+    t = ins.args[0].type
+    if not isinstance(t, ParamsT | TupleT):
+        (x,) = b.operands(ins)
+        return call("torch.zeros_like", x)
+    return _with("_t", _zeros_text("_t", t), _structure(b, ins, ins.args[0]))
 
 
 def _accum(b: Body, ins: Instr) -> Expr:
-    x, y = b.operands(ins)
-    return binary(x, "+", y, ADD)
+    t = ins.args[0].type
+    if not isinstance(t, ParamsT | TupleT):
+        x, y = b.operands(ins)
+        return binary(x, "+", y, ADD)
+    x, y = (_structure(b, ins, a) for a in ins.args)
+    return _with("_a, _b", _accum_text("_a", "_b", t), x, y)
+
+
+def _put(b: Body, ins: Instr) -> Expr:
+    """Zeros of the tree with `a` at `path`: a leaf, or a subtree's leaves under it."""
+    tree, a = (_structure(b, ins, x) for x in ins.args)
+    path, zeros = ins.attr("path"), _zeros_text("_t", ins.args[0].type)
+    if isinstance(ins.args[1].type, ParamsT):
+        placed = f"{{{path!r} + '.' + k: v for k, v in _a.items()}}"
+        return _with("_t, _a", f"{{**{zeros}, **{placed}}}", tree, a)
+    return _with("_t, _a", f"{{**{zeros}, {path!r}: _a}}", tree, a)
+
+
+def _put_slice(b: Body, ins: Instr) -> Expr:
+    """Zeros of the stacked tree with block `a` at `index` of each leaf's leading axis."""
+    tree, a = (_structure(b, ins, x) for x in ins.args)
+    i = ins.attr("index")
+    leaf = f"torch.zeros_like(v).index_put((torch.tensor({i}),), _a[k])"
+    body = f"{{k: {leaf} if k in _a else torch.zeros_like(v) for k, v in _t.items()}}"
+    return _with("_t, _a", body, tree, a)
+
+
+def _put_item(b: Body, ins: Instr) -> Expr:
+    """Zeros of the tuple with `a` as its element `index`."""
+    t, i = ins.args[0].type, ins.attr("index")
+    whole, a = b.value(ins.args[0]), _structure(b, ins, ins.args[1])
+    if isinstance(whole, tuple):  # the elements' own expressions: no lambda needed
+        items = [
+            str(a) if j == i else _zeros_expr(b, ins, e, et)
+            for j, (e, et) in enumerate(zip(whole, t.elements, strict=True))
+        ]
+        return Expr(_tuple_text(items))
+    items = ["_a" if j == i else _zeros_text(f"_t[{j}]", e) for j, e in enumerate(t.elements)]
+    return _with("_t, _a", _tuple_text(items), _structure(b, ins, ins.args[0]), a)
+
+
+def _zeros_expr(b: Body, ins: Instr, v: object, t: Type) -> str:
+    x = _as_expr(b, ins, v)
+    if not isinstance(t, ParamsT | TupleT):
+        return str(call("torch.zeros_like", x))
+    return str(_with("_t", _zeros_text("_t", t), x))
 
 
 def _sum_to(b: Body, ins: Instr) -> Expr:
@@ -200,12 +321,25 @@ def _reshape_like(b: Body, ins: Instr) -> Expr:
     return method(ct, "reshape", f"{x.at(ATOM)}.shape")
 
 
-def _no_tree(b: Body, ins: Instr) -> Expr:
-    raise ExportError(
-        f"`{ins.op}` has no PyTorch export: the adjoint of a parameter tree (an exported"
-        " module differentiates with torch.autograd)",
-        span=ins.span,
-    )
+def tree_slice(b: Body, ins: Instr) -> object:
+    """Block `index` of a stack: the module's (`self.blocks[2]`), or each leaf's row of a
+    dict of leaves (what unrolling a stack writes in differentiated code)."""
+    i, tree = ins.attr("index"), b.value(ins.args[0])
+    if getattr(tree, "params", "") is None:  # a ModuleList
+        return replace(tree, module=f"{tree.module}[{i}]")
+    return _with("_t", f"{{k: v[{i}] for k, v in _t.items()}}", _structure(b, ins, ins.args[0]))
+
+
+def tree_record(b: Body, ins: Instr) -> Expr:
+    """A tree from its leaves and subtrees, as a dict of leaves by dotted path."""
+    parts = []
+    for key, a in zip(ins.attr("keys"), ins.args, strict=True):
+        x = _structure(b, ins, a)
+        if isinstance(a.type, ParamsT):
+            parts.append(f"**{{{key!r} + '.' + k: v for k, v in {x.at(ATOM)}.items()}}")
+        else:
+            parts.append(f"{key!r}: {x}")
+    return Expr("{" + ", ".join(parts) + "}")
 
 
 ADJOINT_RULES: dict[str, Rule] = {
@@ -213,9 +347,9 @@ ADJOINT_RULES: dict[str, Rule] = {
     "accum": _accum,
     "sum_to": _sum_to,
     "expand": _expand,
-    "put": _no_tree,
-    "put_slice": _no_tree,
-    "put_item": _no_tree,
+    "put": _put,
+    "put_slice": _put_slice,
+    "put_item": _put_item,
     "dot_left": _dot_left,
     "dot_right": _dot_right,
     "gelu_grad": _gelu_grad,
@@ -232,4 +366,4 @@ ADJOINT_RULES: dict[str, Rule] = {
     "reshape_like": _reshape_like,
 }
 
-__all__ = ["ADJOINT_RULES"]
+__all__ = ["ADJOINT_RULES", "tree_record", "tree_slice"]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from presk_core.ir import Instr
 from presk_types.types import Machine
 
-from presk_export.adjoint_rules import ADJOINT_RULES
+from presk_export.adjoint_rules import ADJOINT_RULES, tree_record, tree_slice
 from presk_export.pyexpr import (
     ADD,
     ATOM,
@@ -282,10 +282,21 @@ RULES: dict[str, Rule] = {
     "uniform": _unsupported("a keyed draw is presk's Threefry, which PyTorch does not have"),
     "bernoulli": _unsupported("a keyed draw is presk's Threefry, which PyTorch does not have"),
     "stop_grad": _stop_grad,
+    "slice": tree_slice,  # a block of a stack (unrolled stacks, differentiated code)
+    "record": tree_record,
     **ADJOINT_RULES,  # what differentiation writes (presk_export.adjoint_rules)
 }
 
-# Primitives the function body writes itself, not through a rule.
-STRUCTURAL = {"grad"}
+STRUCTURAL = frozenset({"grad", "field", "call", "fold", "tuple", "cast", "get"})
+"""The operations the function body writes itself, not through a rule (presk_export.body)."""
 
-__all__ = ["RULES", "STRUCTURAL", "lin"]
+ELSEWHERE = {
+    "init": "a parameter's initializer: the module's constructor writes nn.Parameter(...)",
+    "fold_init": "a stack's initializers: the constructor writes an nn.ModuleList",
+    "fold_key": "the key of a parameter's draw: torch's own generator draws in the constructor",
+    "value_grad": "the training step's loss and gradient: train.py's loop uses torch.autograd",
+}
+"""The operations no function body of an export holds, and where their PyTorch is: with
+RULES and STRUCTURAL, the whole operation set (tests/test_export.py)."""
+
+__all__ = ["ELSEWHERE", "RULES", "STRUCTURAL", "lin"]
