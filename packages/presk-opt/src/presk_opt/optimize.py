@@ -18,14 +18,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from egglog import EGraph, Ruleset, union
-from egglog.egraph import to_runtime_expr
-from presk_core.ir import Function, Instr, Program
+from presk_core.ir import Function, Instr, Lit, Program
 from presk_types.types import Real, Shape, Type
 
 from presk_opt import records
+from presk_opt.extract import Graph
 from presk_opt.rules import REWRITES, SCALAR, TYPING
-from presk_opt.terms import OP_COST, Tables, Term, to_terms
-from presk_opt.terms import from_term as _from_term
+from presk_opt.terms import OP_COST, Tables, from_chosen, rat_text, to_terms
 
 
 @dataclass(frozen=True)
@@ -37,22 +36,28 @@ class Bounds:
     seconds: float = 3.0
 
 
+Operand = Type | Lit  # a tensor operand's type, or a literal operand itself
+
+
 @dataclass(frozen=True)
 class CostModel:
-    """What extraction minimises and the report prints: `name` (`operation counts`) and
-    the cost of one operation of result type `ty` (`op_cost(op, ty)`). A program's cost is
-    the sum over its instructions. `extract` chooses the term (`native_extract`, by the
-    constructors' costs, when None: operation counts, a value read twice counted twice)."""
+    """What extraction minimises and the report prints: its `name` (`operation counts`,
+    `roofline, profile linux x86_64 f64`), the `unit` its costs print in (`` or ` µs`), and
+    `price(function, op, attrs, out, operands)`: the cost of one operation of the function
+    named, its attributes (but `_align`), result type and operands (a type, or the literal).
+    A function's cost is the sum over its instructions (`cost_of`)."""
 
     name: str
-    op_cost: Callable[[str, Type], float]
-    extract: Callable | None = None  # (egraph, root) -> (term DAG, id): None, by counts
+    price: Callable[[str, str, tuple, Type, list[Operand]], float]
+    unit: str = ""
 
-    def instr(self, ins: Instr) -> float:
-        return self.op_cost(ins.op, ins.out.type)
+    def instr(self, fn: str, ins: Instr) -> float:
+        operands = [a if isinstance(a, Lit) else a.type for a in ins.args]
+        attrs = tuple(kv for kv in ins.attrs if kv[0] != "_align")
+        return self.price(fn, ins.op, attrs, ins.out.type, operands)
 
 
-OPERATION_COUNTS = CostModel("operation counts", lambda op, ty: float(OP_COST))
+OPERATION_COUNTS = CostModel("operation counts", lambda *_: float(OP_COST))
 
 
 @dataclass
@@ -68,6 +73,7 @@ class FunctionReport:
 @dataclass
 class Report:
     model: str
+    unit: str = ""
     functions: list[FunctionReport] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -78,25 +84,26 @@ class Report:
         done = [f for f in fs if f.changed]
         l0, l1 = sum(f.lets[0] for f in fs), sum(f.lets[1] for f in fs)
         c0, c1 = sum(f.cost[0] for f in fs), sum(f.cost[1] for f in fs)
+        u = self.unit
         out = [
             f"presk-opt: {len(done)} of {len(fs)} functions rewritten, {l0} → {l1} lets, "
-            f"cost {_num(c0)} → {_num(c1)} ({self.model})"
+            f"cost {_num(c0, u)} → {_num(c1, u)} ({self.model})"
         ]
         for f in done:
             how = f"saturated, {f.iterations} iterations" if f.stop == "saturated" else f.stop
             out.append(
-                f"  {f.name}: {f.lets[0]} → {f.lets[1]} lets, cost {_num(f.cost[0])} → "
-                f"{_num(f.cost[1])} ({how})"
+                f"  {f.name}: {f.lets[0]} → {f.lets[1]} lets, cost {_num(f.cost[0], u)} → "
+                f"{_num(f.cost[1], u)} ({how})"
             )
         return out
 
 
-def _num(c: float) -> str:
-    return f"{c:g}"
+def _num(c: float, unit: str = "") -> str:
+    return f"{c:.1f}{unit}" if unit else f"{c:g}"
 
 
 def cost_of(fn: Function, model: CostModel) -> float:
-    return sum(model.instr(ins) for ins in fn.body)
+    return sum(model.instr(fn.name, ins) for ins in fn.body)
 
 
 def optimize(
@@ -112,22 +119,21 @@ def optimize(
     tables = Tables()
     assert tables.type_key(Real(Shape(False, ()))) == SCALAR
     egraph = EGraph()
-    roots = []
     for i, fn in enumerate(program.functions):
         enc = to_terms(fn, tables)
-        roots.append(egraph.let(f"root{i}", enc.ret))
+        egraph.let(f"root{i}", enc.ret)
         for lit, num in enc.rationals:
             egraph.register(union(lit).with_(num))
     facts, extra = records.for_program(tables, program)
     for fact in facts:
         egraph.register(fact)
     iterations, stop = _saturate(egraph, bounds, rules, extra if rules is not None else None)
-    report = Report(model.name)
+    report = Report(model.name, model.unit)
     functions = []
-    extract = model.extract or native_extract
-    for fn, root in zip(program.functions, roots, strict=True):
-        dag, term = extract(egraph, root)
-        new = _from_term(fn, dag, term, tables)
+    graph = Graph(egraph)
+    chosen = graph.extract(_pricer(graph, tables, model))
+    for i, fn in enumerate(program.functions):
+        new = from_chosen(fn, graph, chosen, graph.roots[f"root{i}"], tables)
         changed = new.body != fn.body or new.ret != fn.ret
         if not changed:
             new = fn
@@ -172,14 +178,30 @@ def _saturate(
             return iterations, "saturated"
 
 
-def native_extract(egraph: EGraph, root: Term) -> tuple:
-    """The cheapest term of `root`'s e-class by the constructors' costs (an operation
-    1000, a rule's `Made.by` 1 more: on a tie the program's own), as egglog's term DAG
-    and the root's id in it. egglog-python 13.2.0's decoding of the DAG into expressions,
-    and its Python cost models, mix up the strings they share (values of different sorts
-    compared as numbers), so `presk_opt.terms` reads the DAG itself."""
-    best = egraph._run_extract(to_runtime_expr(root), 0)
-    return best.termdag, best.term
+def _pricer(graph: Graph, tables: Tables, model: CostModel):
+    """The cost model's price of an operation node of the e-graph (presk_opt.extract): its
+    function by its site, its operands by the classes' types or the literals chosen."""
+
+    def price(n, chosen: dict) -> float:
+        op, attrs, ty = (graph.string(c) for c in n.children[:3])
+        site = graph.site_of.get(n.children[3], "")
+        args = n.children[4:]
+        if n.kind == "nv":
+            args = graph.nodes[chosen[args[0]]].children
+        operands: list[Operand] = []
+        for c in args:
+            a = graph.nodes[chosen[c]]
+            if a.kind == "lit":
+                operands.append(Lit(graph.string(a.children[0]), tables.types[graph.type_of[c]]))
+            elif a.kind == "num":
+                q = graph.nodes[chosen[a.children[0]]].value
+                operands.append(Lit(rat_text(q), tables.types[graph.type_of[c]]))
+            else:
+                operands.append(tables.types[graph.type_of[c]])
+        fn = site.rsplit("/", 1)[0]
+        return model.price(fn, op, tables.attrs[attrs], tables.types[ty], operands)
+
+    return price
 
 
 def _enodes(egraph: EGraph) -> int:

@@ -29,6 +29,33 @@ from presk_types.types import Type
 OP_COST = 1  # each operation; a parameter or a literal costs nothing (docs/optimizer.md)
 
 
+def _no_lets_of_literals() -> None:
+    """egglog-python 13.2.0 binds a subexpression with several parents to a global `let`
+    (`$__expr_N`, "only for performance reasons"); for a string or a rational literal
+    such a global's value is read back as another string, now and then (a `div`'s
+    attributes read as `call`, an `add` as `field`: once in three runs of the tiny
+    MiniGPT, in egglog's own extraction and in its serialization alike). Literals are sent
+    as themselves: in thirty runs, no string read wrong (docs/optimizer.md, "Extraction")."""
+    from egglog import egraph_state
+    from egglog.declarations import LitDecl
+
+    state = egraph_state.EGraphState
+    if getattr(state, "_presk_literals", False):
+        return
+    transform = state._transform_let
+
+    def _transform_let(self, typed_expr):
+        if isinstance(typed_expr.expr, LitDecl):
+            return typed_expr  # not bound: sent as a literal wherever it occurs
+        return transform(self, typed_expr)
+
+    state._transform_let = _transform_let
+    state._presk_literals = True
+
+
+_no_lets_of_literals()
+
+
 class Made(Expr):
     """Where a term was made: `at(site)`, an instruction of the program, or `by(m, rule)`,
     by a rule from the term made at m (costing a little more: on a tie, the extraction
@@ -264,8 +291,53 @@ def from_term(fn: Function, dag, ret: int, tables: Tables) -> Function:
     """The function whose body computes `ret`, a term of an extraction's DAG `dag` (module
     docstring)."""
     params = {f"{fn.name}/{p.id}": p for p in fn.params}
+    return from_root(fn, _decode(dag, ret, params, tables, {}), tables)
+
+
+def from_chosen(fn: Function, graph, chosen: dict[str, str], root: str, tables: Tables):
+    """The function whose body computes e-class `root` of `graph` (presk_opt.extract), each
+    class by its `chosen` node."""
+    params = {f"{fn.name}/{p.id}": p for p in fn.params}
+    memo: dict[str, object] = {}
+    nodes = graph.nodes
+
+    def made(c: str) -> tuple[str, str]:
+        n = nodes[chosen[c]]
+        if n.kind == "at":
+            return graph.string(n.children[0]), ""
+        return made(n.children[0])[0], graph.string(n.children[1])
+
+    stack = [(root, False)]
+    while stack:  # operands before the node: no recursion on long chains
+        c, ready = stack.pop()
+        if c in memo:
+            continue
+        n = nodes[chosen[c]]
+        if n.kind == "param":
+            memo[c] = params[graph.string(n.children[0])]
+            continue
+        if n.kind == "lit":
+            memo[c] = Lit(graph.string(n.children[0]), tables.types[graph.string(n.children[1])])
+            continue
+        if n.kind == "num":
+            q = nodes[chosen[n.children[0]]].value
+            memo[c] = Lit(rat_text(q), tables.types[graph.string(n.children[1])])
+            continue
+        operands = list(n.children[4:])
+        if n.kind == "nv":
+            operands = list(nodes[chosen[operands[0]]].children)
+        if not ready:
+            stack.append((c, True))
+            stack.extend((a, False) for a in operands if a not in memo)
+            continue
+        head = [graph.string(k) for k in n.children[:3]]
+        memo[c] = _Node(*head, *made(n.children[3]), [memo[a] for a in operands])
+    return from_root(fn, memo[root], tables)
+
+
+def from_root(fn: Function, root: object, tables: Tables) -> Function:
+    """The function whose body computes `root`, a decoded term (`_Node` or operand)."""
     original = {ins.site: (i, ins) for i, ins in enumerate(fn.body)}
-    root = _decode(dag, ret, params, tables, {})
     nodes: list[_Node] = []  # every operation the result reads, each once
     seen: set[int] = set()
     stack = [root]
