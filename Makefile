@@ -43,6 +43,7 @@ bench: setup
 	$(PY) tools/bench_gemm.py
 	$(PY) tools/bench_native.py
 	$(PY) tools/bench_minigpt.py
+	$(PY) tools/bench_serve.py
 
 # presk-cback's tests with every object compiled under AddressSanitizer and UBSan
 # (PRESK_SANITIZE, read by presk_cback.toolchain), their runtimes preloaded into Python.
