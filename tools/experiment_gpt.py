@@ -4,11 +4,13 @@ weights on the same batches: `make experiment-gpt`.
     .venv/bin/python tools/experiment_gpt.py [--steps N] [--threads T] [--realize f32|f64]
         [--out DIR] [--data FILE] [--const NAME=V]… [--seed S] [--bits B] [--backend native|kernel]
 
-1. **The start.** θ₀ is drawn by the model's initializers at `--seed`, as `presk train
-   --seed` draws it (presk_ad.step.Trainer, at `--bits`); the batches are the run's: its
-   shuffle (the interpreter's permutation, not train.py's `torch.randperm`), the first N
-   batches of B windows. The horizon is N (`--steps`), so both schedules run the same
-   warm-up and cosine.
+1. **The start.** θ₀ is the exported module's own initialization (torch's initializers at
+   `--seed`), written into Presk's leaf paths (a stack's blocks stacked) and fed to both
+   sides; `--init presk` draws it instead as `presk train --seed` does (presk_ad.step.Trainer,
+   at `--bits`: exact, and about ten minutes at the course's size on this machine). The
+   batches are the run's: its shuffle (the interpreter's permutation, not train.py's
+   `torch.randperm`), the first N batches of B windows. The horizon is N (`--steps`), so
+   both schedules run the same warm-up and cosine.
 2. **Natively**: the steps of `presk train --backend native --realize f32` (the same
    objects: presk_cli.native_train.NativeTrainer, one compiled call a step), each timed as
    `presk train` times it (the batch, the call, reading the outputs, the finite check).
@@ -113,29 +115,43 @@ def run_native(args, core, run, out: Path) -> tuple[list[dict], dict, dict]:
     from presk_cli.native_train import NativeTrainer, _tree
 
     folder = str(args.psk.parent)
+    data = os.path.abspath(os.path.join(folder, run.data))
     start = time.perf_counter()
-    trainer = Trainer(core, run, folder, args.seed, args.bits, args.steps)
-    theta0 = {k: np.asarray(x, dtype=object).astype(np.float64) for k, x in trainer.theta.items()}
+    if args.init == "presk":
+        trainer = Trainer(core, run, folder, args.seed, args.bits, args.steps)
+        theta0 = {
+            k: np.asarray(x, dtype=object).astype(np.float64) for k, x in trainer.theta.items()
+        }
+        rates = [float(trainer.lr(t)) for t in range(1, args.steps + 1)]
+        how = f"drawn by presk at {args.bits} bits"
+    else:
+        paths = [leaf.path for leaf in core.layout(run.model).leaves]
+        _, _, _, model = exported(str(out / "export"), data, "float32", args.seed)
+        theta0 = tree_of(model, paths)
+        del model
+        trainer = light_trainer(core, run, folder, theta0)
+        rates = [trainer.lr(t, args.steps) for t in range(1, args.steps + 1)]
+        how = "the exported module's initializers"
     drawn = time.perf_counter() - start
     start = time.perf_counter()
     native = NativeTrainer(trainer, args.backend, args.realize, args.threads)
     built = time.perf_counter() - start
-    print(f"  θ₀ drawn at {args.bits} bits in {drawn:.1f} s; the step lowered and compiled"
-          f" ({args.backend}, {args.realize}) in {built:.1f} s", flush=True)  # fmt: skip
+    print(
+        f"  θ₀ ({how}, seed {args.seed}) in {drawn:.1f} s; the step lowered and compiled"
+        f" ({args.backend}, {args.realize}) in {built:.1f} s",
+        flush=True,
+    )
     batches = [native.batch(t)[0] for t in range(1, args.steps + 1)]
-    data = os.path.join(folder, run.data)
-    paths = save_tree(out / "theta0.npz", theta0)
     plan = {
         "export": str(out / "export"),
-        "data": os.path.abspath(data),
+        "data": data,
         "realize": args.realize,
         "threads": args.threads,
         "horizon": args.steps,
-        "paths": paths,
+        "paths": save_tree(out / "theta0.npz", theta0),
         "batches": batches,
     }
     write_atomic(out / "plan.json", json.dumps(plan))
-    rates = [float(trainer.lr(t)) for t in range(1, args.steps + 1)]
     rows, theta = [], []
     with open(out / "native.jsonl", "w", encoding="utf-8") as log:
         for t in range(1, args.steps + 1):
@@ -173,18 +189,24 @@ def module_names(module, path: str):
     return walk(module, path.split("."), "")
 
 
-def pytorch_worker(folder: Path) -> None:
-    plan = json.loads((folder / "plan.json").read_text(encoding="utf-8"))
-    sys.path.insert(0, plan["export"])
+def tree_of(model, paths: list[str]) -> dict:
+    """The module's parameters as a Presk tree of doubles (a stack's blocks stacked)."""
     import torch
-    import train  # the exported train.py
 
-    dtype = torch.float64 if plan["realize"] == "f64" else torch.float32
-    torch.set_default_dtype(dtype)
-    torch.set_num_threads(plan["threads"])
-    data = train.Data(plan["data"], dtype)
-    model = train.build_model({**train.DIMS, **data.dims})
-    theta0 = np.load(folder / "theta0.npz")
+    state = model.state_dict()
+
+    def gather(names):
+        if isinstance(names, list):
+            return np.stack([gather(n) for n in names])
+        return state[names].detach().to(torch.float64).numpy()
+
+    return {p: gather(module_names(model, p)) for p in paths}
+
+
+def load_tree(model, tree: dict, dtype) -> None:
+    """A Presk tree (paths → arrays) into the module's parameters, in `dtype`."""
+    import torch
+
     state = {}
 
     def place(names, value):
@@ -194,10 +216,73 @@ def pytorch_worker(folder: Path) -> None:
         else:
             state[names] = torch.tensor(value, dtype=dtype)
 
-    names = {p: module_names(model, p) for p in plan["paths"]}
-    for i, p in enumerate(plan["paths"]):
-        place(names[p], theta0[f"a{i}"])
+    for p, value in tree.items():
+        place(module_names(model, p), value)
     model.load_state_dict(state)
+
+
+def exported(folder: str, data: str, dtype_name: str = "float32", seed: int = 0):
+    """(torch, the exported train.py, its Data, its model at `seed`) from an export folder."""
+    sys.path.insert(0, folder)
+    import torch
+    import train  # the exported train.py
+
+    dtype = getattr(torch, dtype_name)
+    torch.set_default_dtype(dtype)
+    torch.manual_seed(seed)
+    samples = train.Data(data, dtype)
+    return torch, train, samples, train.build_model({**train.DIMS, **samples.dims})
+
+
+def light_trainer(core, run, folder: str, theta: dict):
+    """What NativeTrainer reads of presk_ad.step.Trainer, around a given θ₀ (no draw), and
+    `lr(t, horizon)`, the rate of `adamw.lr` on the reference interpreter."""
+    from types import SimpleNamespace
+
+    from presk_ad.step import opened, training_step
+    from presk_core import data as D
+    from presk_core import mpfr as M
+    from presk_core.interp import Interpreter
+    from presk_core.passes import verified
+    from presk_types.elab import type_from_text
+
+    if run.file_type is None:
+        run = opened(run, folder)
+    program = verified(training_step(core, run.objective), "training step")
+    interp = Interpreter(program, 256)
+    samples = D.read(os.path.join(folder, run.data), type_from_text(run.file_type))
+    (b,) = dict(run.batch).values()
+
+    def lr(t: int, horizon: int) -> float:
+        with M.precision(256):
+            at, total = M.real(t), M.real(horizon)
+        return float(interp.run("adamw.lr", [at, total], {}))
+
+    zeros = {p: np.zeros_like(x) for p, x in theta.items()}
+    return SimpleNamespace(
+        interp=interp,
+        objective=run.objective,
+        theta=theta,
+        m=zeros,
+        v=dict(zeros),
+        dims=run.dims(),
+        run=run,
+        samples=samples,
+        batch_size=b,
+        per_epoch=len(samples) // b,
+        lr=lr,
+    )
+
+
+def pytorch_worker(folder: Path) -> None:
+    plan = json.loads((folder / "plan.json").read_text(encoding="utf-8"))
+    dtype_name = "float64" if plan["realize"] == "f64" else "float32"
+    torch, train, data, model = exported(plan["export"], plan["data"], dtype_name)
+    torch.set_num_threads(plan["threads"])
+    with np.load(folder / "theta0.npz") as z:
+        load_tree(
+            model, {p: z[f"a{i}"] for i, p in enumerate(plan["paths"])}, getattr(torch, dtype_name)
+        )
     optimizer, schedule = train.make_optimizer(model, plan["horizon"])
     with open(folder / "pytorch.jsonl", "w", encoding="utf-8") as log:
         for t, indices in enumerate(plan["batches"], 1):
@@ -207,15 +292,7 @@ def pytorch_worker(folder: Path) -> None:
             ms = (time.perf_counter() - start) * 1e3
             log.write(json.dumps({"step": t, "loss": loss, "lr": lr, "ms": round(ms, 3)}) + "\n")
             log.flush()
-    got = model.state_dict()
-
-    def gather(names):
-        if isinstance(names, list):
-            return np.stack([gather(n) for n in names])
-        return got[names].detach().to(torch.float64).numpy()
-
-    tree = {p: gather(names[p]) for p in plan["paths"]}
-    save_tree(folder / "theta_pytorch.npz", tree)
+    save_tree(folder / "theta_pytorch.npz", tree_of(model, plan["paths"]))
 
 
 # ---- the comparison ---------------------------------------------------------------------
@@ -259,7 +336,9 @@ def plot(native: list[dict], torch_rows: list[dict], title: str, path: Path) -> 
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6), sharex=True, height_ratios=(3, 1))
     steps = [r["step"] for r in native]
     top.plot(steps, [r["loss"] for r in native], label="presk train --backend native", lw=1.2)
-    top.plot(steps, [r["loss"] for r in torch_rows], "--", label="exported train.py (PyTorch)", lw=1.2)  # fmt: skip
+    top.plot(
+        steps, [r["loss"] for r in torch_rows], "--", label="exported train.py (PyTorch)", lw=1.2
+    )
     top.set_ylabel("batch loss (nats)")
     top.set_title(title, fontsize=10)
     top.legend()
@@ -292,7 +371,8 @@ def main() -> None:
     add("--data", help="another .psk.d file than the run's")
     add("--const", action="append", default=[], help="NAME=V, as presk's --const")
     add("--seed", type=int, default=0, help="θ₀'s seed (0)")
-    add("--bits", type=int, default=256, help="θ₀'s precision, as presk train's (256)")
+    add("--init", choices=["torch", "presk"], default="torch", help="who draws θ₀ (torch)")
+    add("--bits", type=int, default=256, help="with --init presk: its precision (256)")
     add("--log-every", type=int, default=10)
     add("--psk", type=Path, default=GPT, help=argparse.SUPPRESS)
     add("--pytorch-worker", type=Path, help=argparse.SUPPRESS)
@@ -308,7 +388,9 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     dims = ", ".join(f"{k} {v}" for k, v in run.dims().items())
     title = f"{run.model} ({dims}{', ' if consts else ''}{', '.join(args.const)}), {args.realize}"
-    print(f"experiment-gpt: {args.steps} steps of {title}, {args.threads} thread(s), seed {args.seed}")  # fmt: skip
+    print(
+        f"experiment-gpt: {args.steps} steps of {title}, {args.threads} thread(s), seed {args.seed}"
+    )
     start = time.perf_counter()
     export(args.psk, consts, out / "export")
     print(f"  exported to {out / 'export'} in {time.perf_counter() - start:.1f} s", flush=True)
@@ -323,19 +405,30 @@ def main() -> None:
     with np.load(out / "theta_pytorch.npz") as z:
         theta_torch = {k: z[f"a{i}"] for i, k in enumerate(theta_native)}
     gaps = compare(native, theirs)
-    plot(native, theirs, f"{title}: {args.steps} steps from the same θ₀ and batches", out / "loss_curves.png")  # fmt: skip
+    plot(
+        native,
+        theirs,
+        f"{title}: {args.steps} steps from the same θ₀ and batches",
+        out / "loss_curves.png",
+    )
     a, b = median_ms(native), median_ms(theirs)
     print(f"  {'':<40} {'median step ms':>15} {'first loss':>11} {'last loss':>10}")
-    for name, rows, ms in (("presk train --backend " + args.backend, native, a),
-                           ("exported train.py (PyTorch eager)", theirs, b)):  # fmt: skip
+    for name, rows, ms in (
+        ("presk train --backend " + args.backend, native, a),
+        ("exported train.py (PyTorch eager)", theirs, b),
+    ):
         print(f"  {name:<40} {ms:>15.1f} {rows[0]['loss']:>11.6f} {rows[-1]['loss']:>10.6f}")
     print(f"  step time ratio native / PyTorch: {a / b:.2f}")
     print(
         f"  loss: max |Δ| {gaps['max_abs']:.3e} (step {gaps['at']}), max |Δ|/loss"
         f" {gaps['max_rel']:.3e}, mean |Δ| {gaps['mean_abs']:.3e}; rates within {gaps['lr_rel']:.1e}"
     )
-    print(f"  θ after {args.steps} steps: ‖θ_native − θ_torch‖ / ‖θ_torch‖ = {distance(theta_native, theta_torch):.3e}")  # fmt: skip
-    print(f"  metrics: {out / 'native.jsonl'}, {out / 'pytorch.jsonl'}; curves: {out / 'loss_curves.png'}")  # fmt: skip
+    print(
+        f"  θ after {args.steps} steps: ‖θ_native − θ_torch‖ / ‖θ_torch‖ = {distance(theta_native, theta_torch):.3e}"
+    )
+    print(
+        f"  metrics: {out / 'native.jsonl'}, {out / 'pytorch.jsonl'}; curves: {out / 'loss_curves.png'}"
+    )
 
 
 if __name__ == "__main__":

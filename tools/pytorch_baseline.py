@@ -39,12 +39,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from experiment_gpt import GPT, export, load, module_names, save_tree  # noqa: E402
+from experiment_gpt import GPT, export, exported, light_trainer, load, load_tree, save_tree, tree_of  # noqa: E402
 
 # ---- the sides (each in its own process) ------------------------------------------------
 
@@ -67,41 +66,15 @@ def serve(step, forward) -> None:
 
 
 def torch_side(folder: Path, plan: dict, dtype_name: str) -> None:
-    sys.path.insert(0, plan["export"])
-    import torch
-    import train  # the exported train.py
-
-    dtype = getattr(torch, dtype_name)
-    torch.set_default_dtype(dtype)
+    torch, train, data, model = exported(plan["export"], plan["data"], dtype_name)
     torch.set_num_threads(plan["threads"])
-    torch.manual_seed(0)
-    data = train.Data(plan["data"], dtype)
-    model = train.build_model({**train.DIMS, **data.dims})
-    names = {p: module_names(model, p) for p in plan["paths"]}
     theta0 = folder / "theta0.npz"
     if not theta0.exists():  # the first side: its own initialization is everyone's θ₀
-        state = model.state_dict()
-
-        def gather(n):
-            if isinstance(n, list):
-                return np.stack([gather(x) for x in n])
-            return state[n].detach().to(torch.float64).numpy()
-
-        save_tree(theta0, {p: gather(names[p]) for p in plan["paths"]})
+        save_tree(theta0, tree_of(model, plan["paths"]))
     else:
-        state = {}
-
-        def place(n, value):
-            if isinstance(n, list):
-                for x, v in zip(n, value, strict=True):
-                    place(x, v)
-            else:
-                state[n] = torch.tensor(value, dtype=dtype)
-
         with np.load(theta0) as z:
-            for i, p in enumerate(plan["paths"]):
-                place(names[p], z[f"a{i}"])
-        model.load_state_dict(state)
+            tree = {p: z[f"a{i}"] for i, p in enumerate(plan["paths"])}
+        load_tree(model, tree, getattr(torch, dtype_name))
     optimizer, schedule = train.make_optimizer(model, 1000)
     batch = data.batch(plan["indices"])
     objective = getattr(train, plan["objective"])
@@ -115,33 +88,17 @@ def torch_side(folder: Path, plan: dict, dtype_name: str) -> None:
 
 
 def native_side(folder: Path, plan: dict, realize: str, warm_only: bool) -> None:
-    from presk_ad.step import finite, training_step
+    from presk_ad.step import finite
     from presk_cli.native import compiled, lower, storage
     from presk_cli.native_train import NativeTrainer, _tree
-    from presk_core import data as D
-    from presk_core.passes import verified
     from presk_kernel.lower import argument_leaves
-    from presk_types.elab import type_from_text
 
     start = time.perf_counter()
     core, run = load(Path(plan["psk"]), plan["consts"], plan.get("data_flag"))
-    program = verified(training_step(core, run.objective), "training step")
     with np.load(folder / "theta0.npz") as z:
         theta = {p: z[f"a{i}"] for i, p in enumerate(plan["paths"])}
-    samples = D.read(plan["data"], type_from_text(run.file_type))
-    b = dict(run.batch)
-    trainer = SimpleNamespace(  # what NativeTrainer reads of presk_ad.step.Trainer
-        interp=SimpleNamespace(program=program),
-        objective=run.objective,
-        theta=theta,
-        m={p: np.zeros_like(x) for p, x in theta.items()},
-        v={p: np.zeros_like(x) for p, x in theta.items()},
-        dims=run.dims(),
-        run=run,
-        samples=samples,
-        batch_size=next(iter(b.values())),
-        per_epoch=len(samples) // next(iter(b.values())),
-    )
+    trainer = light_trainer(core, run, str(Path(plan["psk"]).parent), theta)
+    program = trainer.interp.program
     front = time.perf_counter() - start
     times = {"front end": front}
     start = time.perf_counter()
@@ -283,14 +240,20 @@ def run(args, folder: Path) -> None:
     for name, side in wanted:  # one at a time: each setup (and compile) timed alone
         start = time.perf_counter()
         sides.append(Side(name, ["--side", side, *base], env))
-        print(f"  {name}: ready in {time.perf_counter() - start:.1f} s  {json.dumps(sides[-1].setup)}", flush=True)  # fmt: skip
+        print(
+            f"  {name}: ready in {time.perf_counter() - start:.1f} s  {json.dumps(sides[-1].setup)}",
+            flush=True,
+        )
     for r in range(args.repeat + 1):
         for order in ("step", "forward"):
             for s in sides:
                 ms = s.time(order)
                 if r:
                     getattr(s, order).append(ms)
-        print(f"  round {r}: " + "  ".join(f"{s.name} {s.step[-1] if r else 0:.0f}" for s in sides), flush=True)  # fmt: skip
+        print(
+            f"  round {r}: " + "  ".join(f"{s.name} {s.step[-1] if r else 0:.0f}" for s in sides),
+            flush=True,
+        )
     rss = {s.name: s.close() for s in sides}
     warm = {}
     for name, side in wanted:
@@ -302,10 +265,14 @@ def run(args, folder: Path) -> None:
     ref = next(s for s in sides if s.name == "PyTorch eager f32")
     rs, rf = statistics.median(ref.step), statistics.median(ref.forward)
     print()
-    print(f"  {'side':<20} {'step ms':>10} {'forward ms':>11} {'peak RSS MiB':>13} {'step ratio':>11} {'fwd ratio':>10}")  # fmt: skip
+    print(
+        f"  {'side':<20} {'step ms':>10} {'forward ms':>11} {'peak RSS MiB':>13} {'step ratio':>11} {'fwd ratio':>10}"
+    )
     for s in sides:
         a, f = statistics.median(s.step), statistics.median(s.forward)
-        print(f"  {s.name:<20} {a:>10.1f} {f:>11.1f} {rss[s.name]:>13.0f} {a / rs:>11.2f} {f / rf:>10.2f}")  # fmt: skip
+        print(
+            f"  {s.name:<20} {a:>10.1f} {f:>11.1f} {rss[s.name]:>13.0f} {a / rs:>11.2f} {f / rf:>10.2f}"
+        )
     print(f"  (median of {args.repeat}; ratios against PyTorch eager f32, same threads)")
     for s in sides:
         if s.name in warm:

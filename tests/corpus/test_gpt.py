@@ -90,8 +90,9 @@ def test_another_vocabulary_is_refused(tmp_path):
 def test_the_first_loss_is_ln_v():
     """The head starts at zero: every logit is 0, the loss ln 86 whatever the weights
     below it (at tiny width, on the reference at 256 bits)."""
-    r = presk("run", str(GPT), "--entry", "loss", *TINY, "--dim", "B=2", "--dim", "T=5",
-              "--digits", "12")  # fmt: skip
+    r = presk(
+        "run", str(GPT), "--entry", "loss", *TINY, "--dim", "B=2", "--dim", "T=5", "--digits", "12"
+    )
     assert r.returncode == 0, r.stderr
     value = re.fullmatch(r"ℝ\[\] = (\d\.\d+)\n", r.stdout)
     assert value, r.stdout
@@ -106,9 +107,23 @@ def test_experiment_starts_both_sides_alike(tmp_path):
     pytest.importorskip("torch")
     data = stand_in(tmp_path, count=40, seq=8).parent / "data" / "civil_T256.psk.d"
     out = tmp_path / "out"
-    cmd = [str(ROOT / ".venv" / "bin" / "python"), str(ROOT / "tools" / "experiment_gpt.py"),
-           "--steps", "2", "--realize", "f64", "--backend", "kernel", *TINY,
-           "--data", str(data), "--out", str(out), "--log-every", "0"]  # fmt: skip
+    cmd = [
+        str(ROOT / ".venv" / "bin" / "python"),
+        str(ROOT / "tools" / "experiment_gpt.py"),
+        "--steps",
+        "2",
+        "--realize",
+        "f64",
+        "--backend",
+        "kernel",
+        *TINY,
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "--log-every",
+        "0",
+    ]
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stderr
     native, torch_rows = (
