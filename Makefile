@@ -9,7 +9,8 @@ EXAMPLES := tests/examples/mlp/mlp.psk tests/examples/minigpt/minigpt.psk \
 	tests/examples/minigpt/train_minigpt.psk tests/examples/bert/bert.psk tests/examples/llama/llama.psk
 
 .PHONY: setup venv test tutorial grammar fuzz bench lint check-examples run-examples train-examples \
-	export-examples conformance sanitize serve-examples serve-pt corpus-data corpus
+	export-examples conformance sanitize serve-examples serve-pt corpus-data corpus \
+	corpus-gpt experiment-gpt pytorch-baseline
 
 setup:
 	@command -v uv >/dev/null 2>&1 || test -x "$(UV)" || python3 -m pip install --user --quiet uv
@@ -168,3 +169,28 @@ corpus-data: setup
 # Every rung of the ladder to its check (tools/corpus_ladder.py), natively in f32.
 corpus: corpus-data
 	$(PY) tools/corpus_ladder.py
+
+# The course GPT (corpus/nlp/05_gpt.psk, docs/corpus.md): its training run as the checker
+# reads it, then GPT_STEPS steps natively in f32 (GPT_STEPS= trains the whole epoch, 264).
+GPT := corpus/nlp/05_gpt.psk
+GPT_DATA := $(NLP_DATA)/civil_T256.psk.d
+GPT_STEPS ?= 20
+THREADS ?= 1
+corpus-gpt: corpus-data
+	@if [ ! -f $(GPT_DATA) ]; then echo "corpus-gpt: no $(GPT_DATA) (make corpus-data)"; exit 0; fi; \
+	set -e; .venv/bin/presk check $(GPT) --summary | sed -n '/^training run:/,$$p'; \
+	.venv/bin/presk train $(GPT) --backend native --realize f32 --threads $(THREADS) \
+	    $(if $(GPT_STEPS),--steps $(GPT_STEPS)) --log-every 5
+
+# The course GPT trained natively (f32) and by its exported train.py from the same θ₀ and
+# batches, EXPERIMENT_STEPS steps each: metrics, loss gaps and curves in corpus/nlp/ckpt/.
+EXPERIMENT_STEPS ?= 30
+experiment-gpt: corpus-data
+	@if [ ! -f $(GPT_DATA) ]; then echo "experiment-gpt: no $(GPT_DATA) (make corpus-data)"; exit 0; fi; \
+	$(PY) tools/experiment_gpt.py --steps $(EXPERIMENT_STEPS) --threads $(THREADS)
+
+# One training step and one forward pass of the course GPT, natively (f32, f64) and in
+# PyTorch eager, interleaved, with peak memory and compile times (tools/pytorch_baseline.py).
+pytorch-baseline: corpus-data
+	@if [ ! -f $(GPT_DATA) ]; then echo "pytorch-baseline: no $(GPT_DATA) (make corpus-data)"; exit 0; fi; \
+	$(PY) tools/pytorch_baseline.py --threads $(THREADS)
