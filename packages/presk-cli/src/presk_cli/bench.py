@@ -146,7 +146,22 @@ def bench_rows(core, entry, args, rows, bits: int, repeat: int, threads: int) ->
     help="Time every kernel the entry launches natively (in --realize, f64 by default), fit"
     " the roofline to the times and write the machine profile (docs/optimizer.md).",
 )
-def bench(file, entry, dims, consts, seed, bits, repeat, realize, threads, calibrate_out) -> None:
+@click.option(
+    "--opt",
+    is_flag=True,
+    help="Time the entry natively without and with --opt's rewriting (its report on standard"
+    " error).",
+)
+@click.option(
+    "--profile",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="With --opt: price the rewriting by this machine profile's roofline, and print the"
+    " times it predicts.",
+)
+def bench(
+    file, entry, dims, consts, seed, bits, repeat, realize, threads, calibrate_out, opt, profile
+) -> None:
     """Time an entry of FILE on every executor: the reference interpreter at --bits, the
     kernel interpreter, and the compiled kernels in f64, f32 (with and without vector lanes)
     and bf16; the median and best of --repeat calls, each after one untimed call
@@ -167,6 +182,15 @@ def bench(file, entry, dims, consts, seed, bits, repeat, realize, threads, calib
         rows = list(ROWS)
     else:
         rows = [r for r in ROWS if r[0] == "native" and r[1] == realize]
+    if profile is not None and not opt:
+        click.echo("presk bench: --profile prices --opt's rewriting: give --opt", err=True)
+        sys.exit(2)
+    if opt and calibrate_out is not None:
+        click.echo("presk bench: --opt and --calibrate are two runs: give one", err=True)
+        sys.exit(2)
+    if opt:
+        run = (file, entry, _dims(dims), seed, bits)
+        return opt_command(core, ctx, run, realize or "f64", threads, repeat, profile)
     if calibrate_out is not None:
         return calibrate_command(
             core, (file, entry, _dims(dims), seed, bits), realize or "f64", threads, repeat,
@@ -231,6 +255,53 @@ def calibrate_command(core, run, realize, threads, repeat, out, sources) -> None
     sys.stdout.flush()
 
 
+def opt_command(core, ctx, run, realize, threads, repeat, profile) -> None:
+    """`presk bench --opt [--profile FILE]`: the entry natively without and with the
+    rewriting, timed as the other rows (median and best of --repeat calls after an untimed
+    one); with a profile, the times its roofline predicts for both programs."""
+    from presk_core.run import EntryError, RunError, parse_entry
+    from presk_kernel.lower import argument_leaves
+    from presk_opt.cli import entry_sizes, optimized
+    from presk_opt.optimize import number
+
+    from presk_cli.commands import RUN
+    from presk_cli.native import compiled, entry_inputs, lower, storage
+
+    file, entry, dims, seed, bits = run
+    sources = ctx.sources
+    if profile is not None:
+        ctx.options["opt_profile"] = (profile, entry_sizes(core, entry, dims))
+    try:
+        rewritten = optimized(core, file, ctx, RUN)
+    except DiagnosticError as e:
+        _fail(e, sources)
+    rows = []
+    try:
+        for name, program in ((f"native {realize}", core), (f"native {realize} --opt", rewritten)):
+            e = parse_entry(entry, program, None, dims)
+            args = [v for _, _, v in entry_inputs(program, e, seed, bits)]
+            all_dims = dict(e.dims) | dict(e.prefix)
+            _, schedule = lower(program, e.function.name, all_dims, args, realize, threads)
+            call = compiled(schedule).run
+            inputs = storage(schedule, argument_leaves(args))
+            rows.append((name, *timed(lambda call=call, inputs=inputs: call(inputs), repeat)))
+    except (EntryError, RunError) as err:
+        entry_fail("bench", err, sources)
+    except NativeError as err:
+        fail(err, sources)
+    click.echo(format_table(rows, True), nl=False)
+    model = ctx.options.get("opt_model")
+    if profile is not None and model is not None:
+        from presk_opt.price import predicted
+
+        before, after = (number(predicted(p, model), " µs") for p in (core, rewritten))
+        click.echo(
+            f"-- predicted by the roofline ({model.name.split(', ', 1)[1]}), the kernels "
+            f"alone: {before}, {after} with --opt"
+        )
+    sys.stdout.flush()
+
+
 def _described(m: dict) -> str:
     return f"{m['os']} {m['arch']} {m['type']}, {m['cpu'] or 'an unnamed CPU'}"
 
@@ -248,4 +319,13 @@ def timed_entry(schedule):
         raise NativeError(d.code, d.message, getattr(d, "help", None)) from None
 
 
-__all__ = ["ROWS", "bench", "calibrate_command", "bench_rows", "format_table", "row_name", "timed"]
+__all__ = [
+    "ROWS",
+    "bench",
+    "calibrate_command",
+    "opt_command",
+    "bench_rows",
+    "format_table",
+    "row_name",
+    "timed",
+]

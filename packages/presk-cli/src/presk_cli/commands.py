@@ -55,9 +55,11 @@ def _held_type(path: str) -> str:
     return read_header(path).type_text
 
 
-def _step_rewrite(ctx):
-    from presk_opt.cli import step_rewrite  # `--opt`: the step through core-opt
+def _step_rewrite(ctx, profile=None, core=None, folder=""):
+    from presk_opt.cli import step_rewrite, step_sizes  # `--opt`: the step through core-opt
 
+    if profile is not None:  # priced at the step's sizes: its batch, its data's dimensions
+        ctx.options["opt_profile"] = (profile, step_sizes(core.trainings[0], folder))
     return step_rewrite(ctx)
 
 
@@ -101,6 +103,20 @@ REMAT = click.option(
     help="Reverse mode: `residuals`, a .fwd returns what its .bwd reads; `recompute`, each"
     " .vjp computes its forward pass again.",
 )
+
+PROFILE = click.option(
+    "--profile",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="With --opt: price the rewriting by the roofline of this machine profile (presk bench"
+    " --calibrate), in µs (docs/optimizer.md).",
+)
+
+
+def _profile_needs_opt(command: str, opt: bool, profile: str | None) -> None:
+    if profile is not None and not opt:
+        click.echo(f"presk {command}: --profile prices --opt's rewriting: give --opt", err=True)
+        sys.exit(2)
 
 
 @click.command(short_help="Type-check a program: shapes, regularity classes, effects")
@@ -246,9 +262,23 @@ def _dims(values: tuple[str, ...]) -> dict[str, int]:
 )
 @REMAT
 @click.option("--opt", is_flag=True, help="Rewrite by the exact rules first (docs/optimizer.md).")
+@PROFILE
 @backend_options
 def run(
-    file, entry, dims, consts, seed, bits, digits, verbose, as_json, data_file, remat, opt, **native
+    file,
+    entry,
+    dims,
+    consts,
+    seed,
+    bits,
+    digits,
+    verbose,
+    as_json,
+    data_file,
+    remat,
+    opt,
+    profile,
+    **native,
 ) -> None:
     """Evaluate an entry of FILE on the reference interpreter: exact arithmetic (MPFR at
     --bits), inputs synthesized from the types and --seed; or, with --backend, on the
@@ -259,12 +289,15 @@ def run(
     ctx = Context(consts=_consts(consts), remat=remat)
     sources = ctx.sources
     dim_values = _dims(dims)
+    _profile_needs_opt("run", opt, profile)
     try:  # the passes of the list up to differentiation (presk_core.passes.PASSES)
         program = run_pipeline("elab", file, ctx)
         core = run_pipeline(RUN, file, ctx, start=program, first="elab")
         if opt:  # the pass core-opt, its report on standard error
-            from presk_opt.cli import optimized
+            from presk_opt.cli import entry_sizes, optimized
 
+            if profile is not None:
+                ctx.options["opt_profile"] = (profile, entry_sizes(core, entry, dim_values))
             core = optimized(core, file, ctx, RUN)
     except DiagnosticError as e:
         _fail(e, sources)
@@ -335,8 +368,11 @@ def run(
 )
 @CONST
 @click.option("--opt", is_flag=True, help="Rewrite the step by the exact rules first.")
+@PROFILE
 @backend_options
-def train(file, steps, log_every, ckpt, seed, bits, data_file, consts, opt, **native) -> None:
+def train(
+    file, steps, log_every, ckpt, seed, bits, data_file, consts, opt, profile, **native
+) -> None:
     """Train the model of FILE's `training run`: each step the objective and its gradient on
     a batch, then an AdamW step, on the reference interpreter (docs/training.md), or with
     --backend native as one call of compiled kernels (docs/native.md)."""
@@ -351,6 +387,7 @@ def train(file, steps, log_every, ckpt, seed, bits, data_file, consts, opt, **na
     header = None if data_file else _held_type
     ctx = Context(consts=_consts(consts), check=True, data_header=header)
     sources = ctx.sources
+    _profile_needs_opt("train", opt, profile)
     try:  # the passes of the list up to lowering; the step differentiates (presk_ad.step)
         program = run_pipeline("elab", file, ctx)
     except DiagnosticError as e:
@@ -391,7 +428,7 @@ def train(file, steps, log_every, ckpt, seed, bits, data_file, consts, opt, **na
             bits,
             click.echo,
             progress,
-            _step_rewrite(ctx) if opt else None,
+            _step_rewrite(ctx, profile, core, os.path.dirname(file)) if opt else None,
         )
     except KeyboardInterrupt:
         # checkpoints are written whole or not at all: the last one is intact

@@ -13,6 +13,7 @@ one (issue 14).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -87,19 +88,24 @@ class Report:
         u = self.unit
         out = [
             f"presk-opt: {len(done)} of {len(fs)} functions rewritten, {l0} → {l1} lets, "
-            f"cost {_num(c0, u)} → {_num(c1, u)} ({self.model})"
+            f"cost {number(c0, u)} → {number(c1, u)} ({self.model})"
         ]
         for f in done:
             how = f"saturated, {f.iterations} iterations" if f.stop == "saturated" else f.stop
             out.append(
-                f"  {f.name}: {f.lets[0]} → {f.lets[1]} lets, cost {_num(f.cost[0], u)} → "
-                f"{_num(f.cost[1], u)} ({how})"
+                f"  {f.name}: {f.lets[0]} → {f.lets[1]} lets, cost {number(f.cost[0], u)} → "
+                f"{number(f.cost[1], u)} ({how})"
             )
         return out
 
 
-def _num(c: float, unit: str = "") -> str:
-    return f"{c:.1f}{unit}" if unit else f"{c:g}"
+def number(c: float, unit: str = "") -> str:
+    """An operation count as it is (`53`); a time to four significant digits, at least one
+    decimal (`697.8 µs`, `5.714 µs`)."""
+    if not unit:
+        return f"{c:g}"
+    digits = 1 if c == 0 else max(1, 3 - math.floor(math.log10(abs(c))))
+    return f"{c:.{digits}f}{unit}"
 
 
 def cost_of(fn: Function, model: CostModel) -> float:
@@ -210,7 +216,11 @@ def _enodes(egraph: EGraph) -> int:
 
 def opt_pass(program: Program, ctx) -> Program:
     """The pass `core-opt`: the program after `optimize`; the report in
-    `ctx.options["opt_report"]`."""
-    out, report = optimize(program)
+    `ctx.options["opt_report"]`, the cost model in `ctx.options["opt_model"]`."""
+    from presk_opt.cli import cost_model
+
+    model = cost_model(program, ctx)
+    out, report = optimize(program, model=model)
     ctx.options["opt_report"] = report
+    ctx.options["opt_model"] = model
     return out
