@@ -38,20 +38,21 @@ def training_step(core: Program, objective: str) -> Program:
     """The program with `obj.train(batch, θ)`, the objective with θ last (the parameter
     `value_grad` differentiates in), and `obj.train_value_grad(batch, θ) = value_grad
     obj.train(batch, θ)`: the loss and its gradient in θ, a call of `obj.train.value_grad`
-    once differentiated."""
+    once differentiated. An objective that takes a key, `obj(θ, key, batch)` (dropout),
+    gives `obj.train(key, batch, θ)` and `obj.train_value_grad(key, batch, θ)`."""
     fn = core.function(objective)
-    theta, batch = fn.params
-    p_batch, p_theta = Value(0, batch.type, batch.name), Value(1, theta.type, theta.name)
-    params = (p_batch, p_theta)
+    theta, *rest = fn.params  # (batch) or (key, batch)
+    params = tuple(Value(i, p.type, p.name) for i, p in enumerate((*rest, theta)))
     dims = tuple((d, Lin.var(d)) for d in fn.dims)
     made = Origin(objective, f"training step of {objective}")
-    w = FunctionBuilder(f"{objective}.train", 2)
-    out = w.emit("call", params[::-1], fn.result, {"fn": objective, "dims": dims}, fn.span, made)
-    wrap = Function(w.name, fn.dims, params, fn.result, tuple(w.body), out)
-    s = FunctionBuilder(STEP.format(objective), 2)
+    w = FunctionBuilder(f"{objective}.train", len(params))
+    args = (params[-1], *params[:-1])
+    out = w.emit("call", args, fn.result, {"fn": objective, "dims": dims}, fn.span, made)
+    wrap = Function(w.name, fn.dims, params, fn.result, tuple(w.body), out, fn.effects)
+    s = FunctionBuilder(STEP.format(objective), len(params))
     pair_type = TupleT((fn.result, theta.type))
     pair = s.emit("value_grad", params, pair_type, {"fn": wrap.name, "dims": dims}, fn.span, made)
-    step = Function(s.name, fn.dims, params, pair.type, tuple(s.body), pair)
+    step = Function(s.name, fn.dims, params, pair.type, tuple(s.body), pair, fn.effects)
     return differentiate(replace(core, functions=core.functions + (wrap, step)))
 
 
@@ -149,6 +150,9 @@ class Trainer:
         self.dims = run.dims()
         self.entry = parse_entry(self.objective, program, None, self.dims)
         self.theta = synthesize(self.entry, self.interp, seed, skip_last=True)[0][2]
+        params = program.function(self.objective).params
+        # an objective that takes a key draws with fold_in(its key, t) at step t (issue 16)
+        self.key = R.fold_in_name(R.root_key(seed), params[1].name) if len(params) == 3 else None
         with M.precision(bits):
             self.m = {k: M.zeros(np.shape(x)) for k, x in self.theta.items()}
             self.v = {k: M.zeros(np.shape(x)) for k, x in self.theta.items()}
@@ -174,7 +178,12 @@ class Trainer:
                 step = M.real(t)
             batch = exact if isinstance(value, tuple) else exact[0]
             step_fn = STEP.format(self.objective)
-            loss, grads = self.interp.run(step_fn, [batch, self.theta], self.entry.dims)
+            args = (
+                [batch, self.theta]
+                if self.key is None
+                else [R.fold_in(self.key, t), batch, self.theta]
+            )
+            loss, grads = self.interp.run(step_fn, args, self.entry.dims)
             finite(t, indices, loss, grads)
             lr = self.lr(t)
             self.theta, self.m, self.v = self.interp.run(

@@ -25,6 +25,7 @@ import numpy as np
 from presk_ad.step import STEP, Trainer, finite
 from presk_core import random as R
 from presk_core.build import FunctionBuilder
+from presk_core.interp import RunError
 from presk_core.ir import Function, Origin, Program, Training, Value
 from presk_core.run import stack_samples
 from presk_kernel.fuse import launch_counts
@@ -44,6 +45,12 @@ def native_step(program: Program, objective: str) -> Program:
     a call of the training step's value and gradient, then of `adamw.step`."""
     step = program.function(STEP.format(objective))
     adam = program.function("adamw.step")
+    if len(step.params) != 2:  # (key, batch, θ): an objective that draws
+        raise RunError(
+            "E7002",
+            f"`{objective}` takes a key: a training run that draws (dropout) runs on the"
+            " reference interpreter (no --backend)",
+        )
     batch, theta = step.params
     r0 = Real(SCALAR)
     names = (("batch", batch.type), ("θ", theta.type), ("m", theta.type), ("v", theta.type))

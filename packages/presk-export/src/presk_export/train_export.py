@@ -98,6 +98,7 @@ def train_files(
     names the data file relative to it; otherwise by its absolute path. `data` replaces the
     run's data file."""
     run = training_run(export, data)
+    export.refuse_if_left_out(run.objective.key)  # E8001: train.py would import nothing
     script = Script(export, run, out)
     for d, v in (dims or {}).items():
         if run.dims().get(d, v) != v:

@@ -3,7 +3,7 @@
 ```
 training run {
   model     = t.Tower                     -- a module
-  objective = loss                        -- fn (θ : params model, batch : (…)) -> ℝ[]
+  objective = loss                        -- fn (θ : params model, [key : key,] batch : (…)) -> ℝ[]
   optimizer = adamw                       -- an `optimizer` block of the program
   data      = stream "data/pairs.psk.d" |> shuffle(seed = 3) |> batch(B = 8)
   epochs    : nat = 10
@@ -28,7 +28,7 @@ from presk_syntax.span import Span
 from presk_types.check import Checker, FnInfo
 from presk_types.elab import ConstError, FileEnv, file_dim, lookup_module, type_from_text
 from presk_types.presburger import DimContext, check_assignment
-from presk_types.types import Bool, Idx, ParamsT, Real, Shape, TupleT, Type
+from presk_types.types import Bool, Idx, KeyT, ParamsT, Real, Shape, TupleT, Type
 
 FIELDS = {"model", "objective", "optimizer", "data", "epochs"}
 REQUIRED = ("model", "objective", "optimizer", "data")
@@ -284,13 +284,14 @@ def check_training(block: A.Training, env: FileEnv, checker: Checker) -> Run | l
         return [_error("`optimizer` must name an `optimizer` block of this file", optimizer.span)]
     params = [t for _, t in fn.params]
     if (
-        len(params) != 2
+        len(params) not in (2, 3)
         or not isinstance(params[0], ParamsT)
         or params[0].instance.name != info.decl.name
+        or (len(params) == 3 and not isinstance(params[1], KeyT))
     ):
         return [
             _error(
-                f"the objective must take `params {info.decl.name}` and a batch",
+                f"the objective must take `params {info.decl.name}`, a key or not, and a batch",
                 objective.span,
                 f"`{fn.key}` takes ({', '.join(str(t) for t in params)})",
             )
@@ -309,8 +310,8 @@ def check_training(block: A.Training, env: FileEnv, checker: Checker) -> Run | l
         batch,
         epochs_value,
         checkpoint,
-        params[1],
-        without_batch(params[1]),
+        params[-1],
+        without_batch(params[-1]),
         span=fields["data"].span,
     )
 
