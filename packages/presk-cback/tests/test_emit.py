@@ -4,6 +4,7 @@ entries and its training step, in f64, f32 and bf16, fused or not, whatever the 
 clean."""
 
 import dataclasses
+import re
 import sys
 from pathlib import Path
 
@@ -38,7 +39,7 @@ from presk_kernel.ir import (
 from presk_kernel.layout import check_layout, parallel_loops
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "presk-kernel" / "tests"))
-from kernel_entries import ENTRIES, lowered  # noqa: E402
+from kernel_entries import ENTRIES, MINIGPT, lowered  # noqa: E402
 
 TRAIN = ("tutorial/07_train.psk", "loss", (("B", 8),))
 
@@ -114,6 +115,25 @@ def test_layouts_lanes_and_threads_change_no_bit():
     assert "num_threads(2)" in entry_source(other) and "#pragma omp simd" in entry_source(other)
     assert same_bits(NativeEntry(other).run(args), base)
     assert same_bits(NativeEntry(fused, lanes=False).run(args), base)
+
+
+MINIGPT_STEP = ("tests/examples/minigpt/train_minigpt.psk", "loss", (("B", 2), ("T", 8)))
+
+
+@pytest.mark.parametrize("realize", ["f64", "f32"])
+def test_lanes_across_folds_keep_the_bits(realize):
+    # a fold in the lane loop's body: strips of lanes where the lanes run contiguously (a
+    # sum down the rows of each column), the fold's terms in lanes along its variable where
+    # they would be strided (a softmax's passes over its row)
+    schedule, args, _ = lowered(*MINIGPT_STEP, realize, True, MINIGPT)
+    fused, _ = fuse(schedule)
+    c = entry_source(fused)
+    assert "_s += " in c and "lj < v_" in c  # strips
+    assert re.search(r"v_s\d+_t\[v_i\d+\] = ", c)  # terms in lanes
+    expected = run_schedule(fused, args)
+    assert same_bits(NativeEntry(fused).run(args), expected)
+    assert same_bits(NativeEntry(fused, lanes=False).run(args), expected)
+    assert same_bits(NativeEntry(relayout(fused, turned)).run(args), expected)
 
 
 def test_units_and_the_timed_entry_change_no_bit():

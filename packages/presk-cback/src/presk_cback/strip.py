@@ -1,0 +1,186 @@
+"""Lanes across folds: a kernel whose loop in vector lanes holds folds or loops, written as
+strips of W lanes, each statement of its body a short loop over the strip's lanes.
+
+A nest whose innermost parallel loop is in lanes but whose body folds (a softmax's three
+passes over a row, a `sum_to` down the rows of each column) does not vectorize as written:
+the compiler will not vectorize a loop that holds other loops. Written as strips, the lane
+loop moves inside the fold's loops:
+
+    for (v_i_s = 0; v_i_s < n; v_i_s += W) {          // a strip of W lanes
+        float v_s[W];                                 // one accumulator per lane
+        for (v_k = ...) {                             // the fold, in its order
+    #pragma omp simd
+            for (lj = 0; lj < v_i_n; lj++) { const int64_t v_i = v_i_s + lj;
+                v_s[lj] = v_s[lj] + term(v_i, v_k); }
+        }
+        ...
+    }
+
+Every lane computes what its iteration computed, with the same operations in the same
+order: each fold stays a left fold over its own variables (lanes run over a parallel loop,
+never over a fold's variable: DESIGN §11), so the bits are the same.
+"""
+
+from __future__ import annotations
+
+import math
+
+from presk_kernel.ir import Affine, Kernel, Let, Load, Loop, Op, Reduce, Store
+
+from presk_cback.contract import linear
+
+# Lanes of a strip (four vector registers' worth).
+WIDTH = {"f64": 32, "f32": 64}
+
+
+def _straight(body) -> bool:
+    return all(isinstance(s, (Let, Store)) for s in body)
+
+
+def _fits(body) -> bool:
+    """A body the strip form writes: lets, stores, folds whose bodies are lets, and loops
+    over such bodies."""
+    for s in body:
+        if isinstance(s, Reduce) and not all(isinstance(b, Let) for b in s.body):
+            return False
+        if isinstance(s, Loop) and (s.serial or not _fits(s.body)):
+            return False
+    return True
+
+
+def _accesses(body):
+    def expr(e):
+        if isinstance(e, Load):
+            yield e.buf, e.index
+            for i in e.index:
+                if not isinstance(i, Affine):
+                    yield from expr(i)
+        elif isinstance(e, Op):
+            for a in e.args:
+                yield from expr(a)
+
+    for s in body:
+        match s:
+            case Let(_, e):
+                yield from expr(e)
+            case Store(buf, index, e):
+                yield buf, index
+                yield from expr(e)
+            case Loop():
+                yield from _accesses(s.body)
+            case Reduce():
+                yield from _accesses(s.body)
+                for t in s.terms:
+                    yield from expr(t)
+
+
+def strip_width(k: Kernel, body, var: str) -> int | None:
+    """The strip's lanes when the lane loop `var`'s body holds a fold or a loop, the strip
+    form writes it, and every access runs along `var` contiguously; None otherwise (a
+    straight body vectorizes as written; a strided one would gather: `folds_in_lanes`)."""
+    if _straight(body) or not _fits(body) or k.compute not in WIDTH:
+        return None
+    for buf, index in _accesses(body):
+        lin = linear(k.buffers[buf], index)
+        if lin is None or lin[0].get(var, 0) not in (0, 1):
+            return None
+    return WIDTH[k.compute]
+
+
+def folds_in_lanes(body) -> bool:
+    """The lane loop's body holds folds or loops (its lanes would be strided): lanes then go
+    along each fold's terms and each inner loop instead (KernelC.fold_lanes)."""
+    return not _straight(body)
+
+
+class Strip:
+    """Writes a lane loop's body as strips, into a KernelC (`kc`)."""
+
+    def __init__(self, kc, var: str, width: int) -> None:
+        self.kc, self.v, self.width = kc, var, width
+
+    def emit(self, lo: str, hi: str, depth: int, body, parallel: str | None) -> None:
+        kc, v, w = self.kc, self.v, self.width
+        if parallel:
+            kc.emit(parallel, 0)
+        kc.emit(f"for (int64_t {v}_s = {lo}; {v}_s < {hi}; {v}_s += {w}) {{", depth)
+        kc.emit(f"const int64_t {v}_n = {hi} - {v}_s < {w} ? {hi} - {v}_s : {w};", depth + 1)
+        for s in body:
+            self.stmt(s, depth + 1)
+        kc.emit("}", depth)
+
+    def lanes(self, depth: int, inner) -> None:
+        """A loop over the strip's lanes around what `inner(depth)` writes."""
+        kc, v = self.kc, self.v
+        kc.emit("#pragma omp simd", 0)
+        kc.emit(f"for (int64_t lj = 0; lj < {v}_n; lj++) {{", depth)
+        kc.emit(f"const int64_t {v} = {v}_s + lj;", depth + 1)
+        inner(depth + 1)
+        kc.emit("}", depth)
+
+    def stmt(self, s, depth: int) -> None:
+        from presk_cback.emit import CTYPE, _name
+
+        kc = self.kc
+        match s:
+            case Let(name, expr):
+                code, t = kc.expr(expr)
+                kc.types[name] = t
+                kc.emit(f"{CTYPE[t]} {_name(name)}[{self.width}];", depth)
+                self.lanes(depth, lambda d: kc.emit(f"{_name(name)}[lj] = {code};", d))
+                kc.laned.add(name)
+            case Store():
+                self.lanes(depth, lambda d: kc.stmt(s, d))
+            case Loop(var, _, extent, body, _):
+                n = _name(var)
+                kc.emit(f"for (int64_t {n} = 0; {n} < {extent}; {n}++) {{", depth)
+                if _straight(body):
+                    self.lanes(depth + 1, lambda d: kc.block(body, d))
+                else:
+                    for b in body:
+                        self.stmt(b, depth + 1)
+                kc.emit("}", depth)
+            case Reduce():
+                self.reduce(s, depth)
+            case _:
+                raise TypeError(f"not a kernel statement: {s!r}")
+
+    def reduce(self, r: Reduce, depth: int) -> None:
+        from presk_cback.emit import CTYPE, _const, _name
+
+        kc = self.kc
+        acc, t = _name(r.acc), r.dtype
+        kc.types[r.acc] = t
+        ref = f"{acc}[lj]"
+        kc.emit(f"{CTYPE[t]} {acc}[{self.width}];", depth)
+        count = math.prod(n for _, _, n in r.vars)
+        if count == 0:
+            identity = {"add": 0, "fma": 0, "max": -math.inf, "min": math.inf}[r.op]
+            if t == "i64":
+                identity = (1 << 63) - 1 if r.op == "min" else 0
+            self.lanes(depth, lambda d: kc.emit(f"{ref} = {_const(identity, t)};", d))
+        elif not r.vars:  # one term
+            self.lanes(depth, lambda d: kc.fold_step(r, d, True, ref))
+        elif len(r.vars) == 1:  # the first term peeled
+            (v, _, n) = r.vars[0]
+            kc.emit(f"{{ const int64_t {_name(v)} = 0;", depth)
+            self.lanes(depth + 1, lambda d: kc.fold_step(r, d, True, ref))
+            kc.emit("}", depth)
+            kc.emit(f"for (int64_t {_name(v)} = 1; {_name(v)} < {n}; {_name(v)}++) {{", depth)
+            self.lanes(depth + 1, lambda d: kc.fold_step(r, d, False, ref))
+            kc.emit("}", depth)
+        else:  # the first point is the same for every lane: a branch outside the lanes
+            first = " && ".join(f"{_name(v)} == 0" for v, _, _ in r.vars)
+            for i, (v, _, n) in enumerate(r.vars):
+                kc.emit(
+                    f"for (int64_t {_name(v)} = 0; {_name(v)} < {n}; {_name(v)}++) {{", depth + i
+                )
+            inner = depth + len(r.vars)
+            kc.emit(f"if ({first}) {{", inner)
+            self.lanes(inner + 1, lambda d: kc.fold_step(r, d, True, ref))
+            kc.emit("} else {", inner)
+            self.lanes(inner + 1, lambda d: kc.fold_step(r, d, False, ref))
+            kc.emit("}", inner)
+            for i in reversed(range(len(r.vars))):
+                kc.emit("}", depth + i)
+        kc.laned.add(r.acc)
