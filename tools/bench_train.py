@@ -2,10 +2,13 @@
 the reference interpreter (`presk train`, 256 bits) and in PyTorch (the exported train.py,
 float32), side by side.
 
-    .venv/bin/python tools/bench_train.py [--steps N] [--threads T] [--minigpt N]
+    .venv/bin/python tools/bench_train.py [--steps N] [--threads T] [--pairs P] [--minigpt N]
 
 Each number is the median step time the loop itself prints (the first step, which pays for
-warm-ups, left out). With `--minigpt N`, also the median of N steps of tiny MiniGPT on the
+warm-ups, left out). With `--pairs P` the two loops run P times each, alternately (presk,
+train.py, presk, …), and the figures are the medians over the pairs: the ratio is the
+median of the P pairs' ratios, each pair's two loops having run back to back under the
+same load of the machine. With `--minigpt N`, also the median of N steps of tiny MiniGPT on the
 interpreter (`make train-examples`'s second run: V=64, D=16, H=2, L=2, windows of 8). The two loops run one after the other, each in its own process, so
 that neither slows the other; the export (`--conformance-entry train:1`) and the weights
 go to a temporary folder. Both include making the batch, the loss and its gradient, and
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -47,13 +51,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=100, help="steps of each loop (100)")
     parser.add_argument("--threads", type=int, help="torch's threads for train.py")
+    parser.add_argument("--pairs", type=int, default=1, help="runs of each loop, alternating (1)")
     parser.add_argument("--minigpt", type=int, default=0, help="steps of tiny MiniGPT (0: none)")
     args = parser.parse_args()
     steps = ["--steps", str(args.steps), "--log-every", "0"]
     with tempfile.TemporaryDirectory(prefix="bench-train-") as tmp:
         folder = Path(tmp)
-        out = _run([*PRESK, "train", str(RUN), *steps, "--ckpt", str(folder / "presk")], ROOT)
-        presk = _median(out)
         export = folder / "export"
         _run(
             [*PRESK, "export", str(RUN), "--target", "pytorch"]
@@ -61,12 +64,19 @@ def main() -> None:
             ROOT,
         )
         threads = ["--threads", str(args.threads)] if args.threads else []
-        out = _run(
-            [sys.executable, "train.py", *steps, *threads, "--ckpt", str(folder / "torch")],
-            export,
-        )
-        torch = _median(out)
+        pairs = []
+        for _ in range(max(1, args.pairs)):
+            out = _run([*PRESK, "train", str(RUN), *steps, "--ckpt", str(folder / "presk")], ROOT)
+            presk = _median(out)
+            out = _run(
+                [sys.executable, "train.py", *steps, *threads, "--ckpt", str(folder / "torch")],
+                export,
+            )
+            pairs.append((presk, _median(out)))
         header = out.splitlines()[0].removeprefix("train.py: ")
+        presk = statistics.median(p for p, _ in pairs)
+        torch = statistics.median(t for _, t in pairs)
+        ratio = statistics.median(p / t for p, t in pairs)
         minigpt = None
         if args.minigpt:
             data = ["--data", str(MINIGPT / "data" / "tiny_T8.psk.d")]
@@ -75,10 +85,14 @@ def main() -> None:
             minigpt = _median(_run([*cmd, "--ckpt", str(folder / "minigpt")], ROOT))
     rows = [("presk train (interpreter, 256 bits)", presk), (f"train.py ({header})", torch)]
     width = max(len(label) for label, _ in rows)
-    print(f"07_train.psk (Tower, batches of 8), {args.steps} steps: the median step")
+    over = f", the median of {len(pairs)} pairs" if len(pairs) > 1 else ""
+    print(f"07_train.psk (Tower, batches of 8), {args.steps} steps: the median step{over}")
     for label, ms in rows:
         print(f"  {label:<{width}}  {ms:7.1f} ms")
-    print(f"  {'the interpreter / train.py':<{width}}  {presk / torch:7.1f}")
+    print(f"  {'the interpreter / train.py':<{width}}  {ratio:7.1f}")
+    if len(pairs) > 1:
+        each = ", ".join(f"{p:.1f}/{t:.1f}" for p, t in pairs)
+        print(f"  pairs (ms): {each}")
     if minigpt is not None:
         print(f"tiny MiniGPT (V=64, D=16, H=2, L=2, T=8), {args.minigpt} steps: the median step")
         print(f"  {'presk train (interpreter, 256 bits)':<{width}}  {minigpt:7.1f} ms")
