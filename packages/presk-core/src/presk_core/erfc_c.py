@@ -45,7 +45,7 @@ void presk_erfc_layout(const void *type, size_t type_offset, size_t value_offset
     at_value = value_offset;
 }
 
-#define SCALE 8                    /* centres m / 2^SCALE */
+#define SCALE 5                    /* centres m / 2^SCALE */
 #define REACH 8                    /* |x| <= REACH: the table; beyond, MPFR's erfc */
 #define HALF (REACH << SCALE)
 #define COUNT (2 * HALF + 1)

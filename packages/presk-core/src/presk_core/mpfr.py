@@ -222,17 +222,20 @@ def _twice_phi(x: Array) -> Array:
     if len(known) > _PHI_SIZE:
         known.clear()
     x = _arr(x)
-    out = np.frompyfunc(known.get, 1, 1)(x)  # None where not known yet
-    missing = np.equal(out, None)
-    if missing.any():
-        fresh = x[missing]
+    flat = x.reshape(-1)
+    values = list(map(known.get, flat))  # None where not known yet
+    missing = [i for i, v in enumerate(values) if v is None]
+    if missing:
+        fresh = flat[missing]
         with precision(bits + 64):  # −t here: a negation rounds to its context
             minus_t = np.negative(np.multiply(fresh, gmpy2.sqrt(mpfr(1) / 2)))
-        values = erfc_c.erfc(minus_t)  # rounded once, to the context's precision (MPFR's)
-        known.update(zip(fresh, values, strict=True))
-        out = _arr(out)
-        out[missing] = values
-    return _arr(out)
+        computed = erfc_c.erfc(minus_t)  # rounded once, to the context's precision (MPFR's)
+        known.update(zip(fresh, computed, strict=True))
+        for i, v in zip(missing, computed, strict=True):
+            values[i] = v
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out.reshape(x.shape)
 
 
 _PHI: dict[tuple[int, int], dict[mpfr, mpfr]] = {}
