@@ -19,15 +19,19 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import click
-import numpy as np
 from presk_syntax.diagnostics import DiagnosticError, emit, error
 
 from presk_cli.commands import CONST, RUN, SEED, _consts, _dims, _fail
 from presk_cli.native import NativeError, backend_options
 from presk_cli.native import fail as native_fail
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# numpy is imported where it is used: `presk --help` loads this module (tests/cli)
 
 TOKENS = 32
 """Tokens generated when neither --tokens nor the block's `max_tokens` says."""
@@ -58,6 +62,7 @@ def _shape(leaf, dims: dict[str, int]) -> tuple[int, ...]:
 def load_weights(core, model: str, path: str, dims: dict[str, int]) -> tuple[dict, dict]:
     """θ from a one-sample `.psk.d` of `params model` (path -> doubles, in the layout's
     order), and the dimensions its size fixes (the position table's T)."""
+    import numpy as np
     from presk_core.data import DataError, read_header, read_reals
 
     try:
@@ -137,6 +142,8 @@ def load_vocabulary(path: str, size: int) -> list[str]:
 def logits_function(core, name: str, theta: dict, window: int, dims, options, bits: int):
     """A function from a window of `window` tokens (int64) to its logits (doubles, [T, V]),
     on the backend of `options` (backend, realize, threads): compiled once."""
+    import numpy as np
+
     backend, realize, threads = options
     ids0 = np.zeros((1, window), dtype=np.int64)
     if backend == "interp":
@@ -210,6 +217,7 @@ def generate(
     emit_token: Callable[[int], None],
 ) -> list[int]:
     """`tokens` tokens after `prompt`, each from the last `window` tokens of the text so far."""
+    import numpy as np
     from presk_core import random as R
 
     key = token_keys(seed)
