@@ -9,7 +9,7 @@ EXAMPLES := tests/examples/mlp/mlp.psk tests/examples/minigpt/minigpt.psk \
 	tests/examples/minigpt/train_minigpt.psk tests/examples/bert/bert.psk tests/examples/llama/llama.psk
 
 .PHONY: setup venv test tutorial grammar fuzz bench lint check-examples run-examples train-examples \
-	export-examples conformance sanitize serve-examples serve-pt corpus-data corpus \
+	export-examples conformance sanitize opt-examples calibrate serve-examples serve-pt corpus-data corpus \
 	corpus-gpt experiment-gpt pytorch-baseline
 
 setup:
@@ -194,3 +194,28 @@ experiment-gpt: corpus-data
 pytorch-baseline: corpus-data
 	@if [ ! -f $(GPT_DATA) ]; then echo "pytorch-baseline: no $(GPT_DATA) (make corpus-data)"; exit 0; fi; \
 	$(PY) tools/pytorch_baseline.py --threads $(THREADS)
+
+# The e-graph optimizer's report on every example, and the same printed outputs without and
+# with --opt, on the reference interpreter and natively (tools/opt_examples.py).
+opt-examples: setup
+	$(PY) tools/opt_examples.py
+
+# presk bench --calibrate on the tiny MiniGPT's entries (its forward pass and its loss, at
+# two sizes), natively in f64, into one profile; then the entries timed natively without and
+# with --opt priced by that profile (docs/optimizer.md, "The roofline").
+MINIGPT_CONSTS := --const V=64 --const D=16 --const H=2 --const L=2
+CALIBRATE_PROFILE := out/minigpt_profile.json
+calibrate: setup
+	@mkdir -p out && rm -f $(CALIBRATE_PROFILE)
+	.venv/bin/presk bench tests/examples/minigpt/minigpt.psk --entry MiniGPT.apply \
+	    $(MINIGPT_CONSTS) --dim B=2 --dim T=8 --repeat 21 --calibrate $(CALIBRATE_PROFILE)
+	.venv/bin/presk bench tests/examples/minigpt/minigpt.psk --entry MiniGPT.apply \
+	    $(MINIGPT_CONSTS) --dim B=8 --dim T=32 --repeat 21 --calibrate $(CALIBRATE_PROFILE)
+	.venv/bin/presk bench tests/examples/minigpt/train_minigpt.psk --entry loss \
+	    $(MINIGPT_CONSTS) --dim B=2 --dim T=8 --repeat 21 --calibrate $(CALIBRATE_PROFILE)
+	.venv/bin/presk bench tests/examples/minigpt/train_minigpt.psk --entry loss \
+	    $(MINIGPT_CONSTS) --dim B=8 --dim T=32 --repeat 21 --calibrate $(CALIBRATE_PROFILE)
+	.venv/bin/presk bench tests/examples/minigpt/minigpt.psk --entry MiniGPT.apply \
+	    $(MINIGPT_CONSTS) --dim B=8 --dim T=32 --repeat 21 --opt --profile $(CALIBRATE_PROFILE)
+	.venv/bin/presk bench tests/examples/minigpt/train_minigpt.psk --entry loss \
+	    $(MINIGPT_CONSTS) --dim B=8 --dim T=32 --repeat 21 --opt --profile $(CALIBRATE_PROFILE)
