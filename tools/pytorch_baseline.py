@@ -135,6 +135,63 @@ def native_side(folder: Path, plan: dict, realize: str, warm_only: bool) -> None
     serve(step, forward)
 
 
+def breakdown_side(folder: Path, plan: dict, realize: str, steps: int) -> None:
+    """The native step compiled with a clock around each launch (NativeEntry(timed=True)),
+    run `steps` times on the batch; each launch's time summed by class as
+    tools/bench_minigpt.py classes them (host: the call's wall time beyond the launches and
+    the zeroing, here the inputs written and the outputs read)."""
+    from bench_minigpt import CLASSES, kernel_class
+    from presk_cback.native import NativeEntry
+    from presk_cli.native import lower, storage
+    from presk_cli.native_train import NATIVE_STEP, native_step
+    from presk_core.run import stack_samples
+    from presk_kernel.lower import argument_leaves
+
+    core, run = load(Path(plan["psk"]), plan["consts"], plan.get("data_flag"))
+    with np.load(folder / "theta0.npz") as z:
+        theta = {p: z[f"a{i}"] for i, p in enumerate(plan["paths"])}
+    trainer = light_trainer(core, run, str(Path(plan["psk"]).parent), theta)
+    step = native_step(trainer.interp.program, run.objective)
+    batch = stack_samples(run.batch_type, [trainer.samples[i] for i in plan["indices"]])
+    args = [batch, theta, trainer.m, trainer.v, np.full((), 1.0), np.full((), 1e-4)]
+    name = NATIVE_STEP.format(run.objective)
+    _, schedule = lower(step, name, trainer.dims, args, realize, plan["threads"])
+    start = time.perf_counter()
+    entry = NativeEntry(schedule, timed=True)
+    compile_s = time.perf_counter() - start
+    inputs = storage(schedule, argument_leaves(args))
+    classes = [kernel_class(launch.kernel) for launch in schedule.launches]
+    ns = np.zeros(len(classes) + 1)
+    entry.run_timed(inputs, ns)  # warm
+    ns[:] = 0
+    walls = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        entry.run_timed(inputs, ns)
+        walls.append(time.perf_counter() - start)
+    per = dict.fromkeys(CLASSES, 0.0)
+    count = dict.fromkeys(CLASSES, 0)
+    for c, t in zip(classes, ns[:-1], strict=True):
+        per[c] += t / steps / 1e6
+        count[c] += 1
+    per["zeroing"] = ns[-1] / steps / 1e6
+    wall = statistics.mean(walls) * 1e3
+    per["host"] = wall - sum(per.values())
+    lines = [
+        f"  native {realize} step by kernel class: {len(classes)} launches, {wall:.0f} ms a call"
+        f" (mean of {steps}; the timed build compiled in {compile_s:.0f} s)"
+    ]
+    for c in CLASSES:
+        n = f"{count[c]} launches" if count[c] else ""
+        lines.append(f"    {c:<12} {per[c]:>9.1f} ms {100 * per[c] / wall:>5.1f}%  {n}")
+    worst = sorted(zip(ns[:-1], schedule.launches, strict=True), key=lambda p: -p[0])[:8]
+    lines.append("  the slowest launches:")
+    for t, launch in worst:
+        k = launch.kernel
+        lines.append(f"    {t / steps / 1e6:>8.1f} ms  {k.name[:48]:<48} {k.site}")
+    answer(json.dumps({"text": "\n".join(lines)}))
+
+
 # ---- the run ----------------------------------------------------------------------------
 
 
@@ -211,6 +268,7 @@ def main() -> None:
     add("--const", action="append", default=[], help="NAME=V, as presk's --const")
     add("--data", help="another .psk.d file than the run's")
     add("--cache", help="the compiled objects' folder (default: a fresh one: cold)")
+    add("--no-breakdown", action="store_true", help="no native f32 step by kernel class")
     add("--psk", type=Path, default=GPT, help=argparse.SUPPRESS)
     add("--side", help=argparse.SUPPRESS)
     add("--folder", type=Path, help=argparse.SUPPRESS)
@@ -220,6 +278,8 @@ def main() -> None:
         kind, _, what = args.side.partition(":")
         if kind == "torch":
             torch_side(args.folder, plan, what)
+        elif kind == "breakdown":
+            breakdown_side(args.folder, plan, what, args.repeat)
         else:
             native_side(args.folder, plan, what, kind == "warm")
         return
@@ -262,6 +322,11 @@ def run(args, folder: Path) -> None:
             w = Side(name, ["--side", "warm:" + side.split(":")[1], *base], env)
             w.close()
             warm[name] = (time.perf_counter() - start, w.setup)
+    parts = None
+    if not args.no_breakdown:
+        b = Side("breakdown", ["--side", "breakdown:f32", "--repeat", str(args.repeat), *base], env)
+        b.close()
+        parts = b.setup["text"]
     ref = next(s for s in sides if s.name == "PyTorch eager f32")
     rs, rf = statistics.median(ref.step), statistics.median(ref.forward)
     print()
@@ -284,6 +349,9 @@ def run(args, folder: Path) -> None:
                 f" step {w['step: lower, compile']:.1f} s, forward {w['forward: lower'] + w['forward: compile']:.1f} s"
                 f" (whole process {secs:.1f} s)"
             )
+
+    if parts:
+        print(parts)
 
 
 if __name__ == "__main__":
