@@ -192,7 +192,7 @@ def test_serve_py_gives_presk_serves_greedy_tokens(ckpt, tmp_path):
     args = ("--prompt", "ABCDEFGHIJKLm", "--tokens", 6)
     mine = serve(ckpt, *args, "--backend", "native").stdout
     py = subprocess.run(
-        [sys.executable, "serve.py", *map(str, args), "--weights", str(ckpt)],
+        [sys.executable, "serve.py", *map(str, args), "--weights", str(ckpt), "--threads", "1"],
         cwd=out,
         capture_output=True,
         text=True,
