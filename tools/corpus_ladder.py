@@ -132,6 +132,8 @@ def main() -> int:
     gap = losses[-1][1] - l01
     closes = above and 0 <= gap < CLOSE and losses[-1][1] < losses[0][1]
     ok &= closes
+    shown = [losses[0], *losses[len(losses) // 3 :: len(losses) // 3]]
+    print("02: " + ", ".join(f"step {t} {loss:.6f}" for t, loss in shown))
     print(
         f"02: {len(losses)} logged losses all above 01's {l01:.6f}: {above};"
         f" the last {losses[-1][1]:.6f} (+{gap:.6f}), {t02:.0f} s"
