@@ -327,7 +327,7 @@ def compare(native: list[dict], torch_rows: list[dict]) -> dict:
     }
 
 
-def plot(native: list[dict], torch_rows: list[dict], title: str, path: Path) -> None:
+def plot(native: list[dict], torch_rows: list[dict], title: str, label: str, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -335,7 +335,7 @@ def plot(native: list[dict], torch_rows: list[dict], title: str, path: Path) -> 
 
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6), sharex=True, height_ratios=(3, 1))
     steps = [r["step"] for r in native]
-    top.plot(steps, [r["loss"] for r in native], label="presk train --backend native", lw=1.2)
+    top.plot(steps, [r["loss"] for r in native], label=label, lw=1.2)
     top.plot(
         steps, [r["loss"] for r in torch_rows], "--", label="exported train.py (PyTorch)", lw=1.2
     )
@@ -344,7 +344,7 @@ def plot(native: list[dict], torch_rows: list[dict], title: str, path: Path) -> 
     top.legend()
     top.grid(alpha=0.3)
     diff = [abs(a["loss"] - b["loss"]) for a, b in zip(native, torch_rows, strict=True)]
-    bottom.semilogy(steps, [max(d, 1e-12) for d in diff], lw=1)
+    bottom.semilogy(steps, [d if d > 0 else math.nan for d in diff], ".-", lw=1)
     bottom.set_ylabel("|Δ loss|")
     bottom.set_xlabel("step")
     bottom.grid(alpha=0.3)
@@ -409,6 +409,7 @@ def main() -> None:
         native,
         theirs,
         f"{title}: {args.steps} steps from the same θ₀ and batches",
+        f"presk train --backend {args.backend}",
         out / "loss_curves.png",
     )
     a, b = median_ms(native), median_ms(theirs)
