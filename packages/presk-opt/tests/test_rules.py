@@ -155,3 +155,30 @@ def test_the_report_names_the_bound_that_stopped_saturation(grad_program) -> Non
     assert stop.startswith("stopped at ") and stop.endswith(" e-nodes")
     _, report = optimize(core, Bounds(seconds=0))
     assert {f.stop for f in report.functions} == {"stopped at 0 s"}
+
+
+def test_a_scale_moves_onto_the_smaller_operand_under_the_roofline(rules_program) -> None:
+    """(x · w) · s: operation counts price the three forms the same (the program's stays);
+    the roofline at B = 7 scales w (3 × 5) rather than x (7 × 3) or the product (7 × 5).
+    At 512 bits the two agree within 2(n + 3)u |s| Σⱼ|xᵢⱼ wⱼₖ| (docs/optimizer.md)."""
+    from presk_opt import roofline as R
+    from presk_opt.price import roofline_model
+    from presk_opt.rules import SCALE
+
+    before, after = rules_program
+    assert _function(after, "scaled") == _function(before, "scaled")
+    profile = R.Profile(R.machine("f64"), [], R.Roofline(1e9, 1e10, 1e-7))
+    moved, _ = optimize(before, model=roofline_model(profile, before, [("scaled", {"B": 7})]))
+    fn = _function(moved, "scaled")
+    assert [i.op for i in fn.body] == ["mul", "dot"] and _rules_in(fn) == {SCALE}
+    assert fn.body[0].args[0].name == "w"
+    u, n = Fraction(1, 2**BITS), 3
+    for seed in range(3):
+        a, b = _run(before, "scaled", {"B": 7}, seed), _run(moved, "scaled", {"B": 7}, seed)
+        assert a["inputs"] == b["inputs"]
+        x, w = a["inputs"]["x"], a["inputs"]["w"]
+        s = abs(Fraction(a["inputs"]["s"]))
+        for i, (row_a, row_b) in enumerate(zip(a["result"], b["result"], strict=True)):
+            for k, (p, q) in enumerate(zip(row_a, row_b, strict=True)):
+                mag = sum(abs(Fraction(x[i][j]) * Fraction(w[j][k])) for j in range(n))
+                assert abs(Fraction(p) - Fraction(q)) <= 2 * (n + 3) * u * s * mag

@@ -159,6 +159,7 @@ def _rules() -> list[Rule]:
             eq(type_of(y)).to(t),
         ),
     )
+    add(SCALE, *_scale_rewrites())
     add(
         "cast of cast = cast",
         "a relabelling of a relabelling is one relabelling: the data is the same",
@@ -182,6 +183,52 @@ def _rules() -> list[Rule]:
     )
     add(records.NAME, records.WHY, *records.REWRITES)
     return out
+
+
+SCALE = "a scale on the smaller operand"
+
+
+def _scale_rewrites() -> tuple:
+    """(a ⋆ b) · s = (a · s) ⋆ b = a ⋆ (b · s), and / s alike, for a contraction ⋆ (`ein`,
+    `dot`) and a scalar s: every form in the e-graph, the cost model chooses (operation
+    counts price them the same; the roofline prices the scaled tensor's size)."""
+    why = (
+        "a contraction is linear in each operand: a scalar factor moves onto either one "
+        "(it rounds differently: docs/optimizer.md bounds it)"
+    )
+    by = Made.by(m, SCALE)
+    scalar = eq(type_of(z)).to(SCALAR)
+    out = []
+    for c in ("ein", "dot"):
+        for op_, left in (("mul", False), ("mul", True), ("div", False)):
+
+            def scaled(a, ty, op_=op_, left=left):
+                return Term.n2(op_, "", ty, by, z, a) if left else Term.n2(op_, "", ty, by, a, z)
+
+            product = Term.n2(c, at2, t, m2, x, y)
+            whole = (
+                Term.n2(op_, at, t, m, z, product) if left else Term.n2(op_, at, t, m, product, z)
+            )
+            out += [  # the scale onto the left operand, onto the right one
+                rewrite(whole).to(
+                    Term.n2(c, at2, t, by, scaled(x, t2), y), scalar, eq(type_of(x)).to(t2)
+                ),
+                rewrite(whole).to(
+                    Term.n2(c, at2, t, by, x, scaled(y, t2)), scalar, eq(type_of(y)).to(t2)
+                ),
+            ]
+            # and back: a scaled operand's scale onto the contraction's result
+            on_x = Term.n2(c, at2, t, m2, Term.n2(op_, at, t2, m, z, x) if left
+                           else Term.n2(op_, at, t2, m, x, z), y)  # fmt: skip
+            on_y = Term.n2(c, at2, t, m2, x, Term.n2(op_, at, t2, m, z, y) if left
+                           else Term.n2(op_, at, t2, m, y, z))  # fmt: skip
+            back = (
+                Term.n2(op_, "", t, by, z, Term.n2(c, at2, t, by, x, y))
+                if left
+                else Term.n2(op_, "", t, by, Term.n2(c, at2, t, by, x, y), z)
+            )
+            out += [rewrite(on_x).to(back, scalar), rewrite(on_y).to(back, scalar)]
+    return (why, *out)
 
 
 RULES: list[Rule] = _rules()
