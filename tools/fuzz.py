@@ -75,6 +75,8 @@ EXTREME_NUMBERS = ("0", "1", "-1", "2147483648", "4294967297", "1e308", "1e-308"
 EXTREME_NUMBERS += ("99999999999999999999", "1e8", "2^31", "1 + 0", "7 % 0", "(0 - 3)")
 WORDS = ("fn", "let", "grad", "module", "param", "use", "stack{2}", "ein[", "(", ")", "[", "]")
 WORDS += ("λ", "·", "^", "=", ",", ":", "->", "ℝ[]", "idx[3][]", "...", "uses Rand", "'")
+WORDS += ("stop_grad", "uniform(key, n: 3)", "bernoulli(key, 0.5, n: 2)", ">=", "dim T >= 2")
+WORDS += ("dim 2 <= T <= 1", "key :", "key,")  # issue 16's leftovers: bounds, draws
 
 
 @dataclass
