@@ -21,6 +21,7 @@ import argparse
 import json
 import math
 import re
+import resource
 import subprocess
 import sys
 import time
@@ -37,11 +38,21 @@ TAIL = 100  # steps whose batch losses are averaged for 03 and 04
 STEP = re.compile(r"^step (\d+)\s+epoch \d+\s+loss (\S+)")
 
 
+CPU: dict[str, float] = {}  # the CPU seconds of each command's process, by its first words
+
+
+def cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def presk(*args: str) -> tuple[str, float]:
-    """presk's standard output and its wall time; the ladder stops where a command fails."""
-    start = time.perf_counter()
+    """presk's standard output and its wall time (its CPU time in `CPU`, since the machine
+    may be shared); the ladder stops where a command fails."""
+    start, before = time.perf_counter(), cpu()
     r = subprocess.run([str(PRESK), *args], cwd=ROOT, capture_output=True, text=True)
     seconds = time.perf_counter() - start
+    CPU[" ".join(args[:2])] = cpu() - before
     if r.returncode:
         sys.exit(f"corpus: `presk {' '.join(args)}` failed (exit {r.returncode}):\n{r.stderr}")
     return r.stdout, seconds
@@ -110,11 +121,16 @@ def main() -> int:
     data = str((DATA / "bigrams.psk.d").relative_to(ROOT))
     run = ["run", rung("01_bigram_count.psk"), "--entry", "loss", "--data", data, "--digits", "10"]
     interp, t_interp = presk(*run)
+    c_interp = CPU[" ".join(run[:2])]
     native, t_native = presk(*run, "--backend", "native")
+    c_native = CPU[" ".join(run[:2])]
     x, y = read_pairs(DATA / "bigrams.psk.d")
     l01 = bigram_loss(x, y, len(vocab))
     three = (result(interp), result(native), f"{l01:.10g}")
-    print(f"01: interp {three[0]} ({t_interp:.1f} s), native {three[1]} ({t_native:.1f} s),")
+    print(
+        f"01: interp {three[0]} ({t_interp:.1f} s, {c_interp:.1f} s CPU),"
+        f" native {three[1]} ({t_native:.1f} s, {c_native:.1f} s CPU),"
+    )
     print(f"    NumPy {three[2]}, over {len(x)} pairs of a vocabulary of {len(vocab)}")
     same = len(set(three)) == 1
     ok &= same
@@ -132,11 +148,12 @@ def main() -> int:
     gap = losses[-1][1] - l01
     closes = above and 0 <= gap < CLOSE and losses[-1][1] < losses[0][1]
     ok &= closes
-    shown = [losses[0], *losses[len(losses) // 3 :: len(losses) // 3]]
+    c02 = CPU["train " + rung("02_bigram_neural.psk")]
+    shown = [*losses[:: max(1, len(losses) // 3)][:3], losses[-1]]
     print("02: " + ", ".join(f"step {t} {loss:.6f}" for t, loss in shown))
     print(
         f"02: {len(losses)} logged losses all above 01's {l01:.6f}: {above};"
-        f" the last {losses[-1][1]:.6f} (+{gap:.6f}), {t02:.0f} s"
+        f" the last {losses[-1][1]:.6f} (+{gap:.6f}), {t02:.0f} s ({c02:.0f} s CPU)"
     )
     rows.append(
         (
@@ -160,6 +177,7 @@ def main() -> int:
         print(
             f"{name[:2]}: {losses[-1][0]} steps, last {losses[-1][1]:.6f}, mean of the last"
             f" {TAIL} {tail:.6f} ({what} {bound:.6f}), {seconds:.0f} s"
+            f" ({CPU['train ' + rung(name)]:.0f} s CPU)"
         )
         rows.append(
             (
@@ -174,6 +192,7 @@ def main() -> int:
             "last": losses[-1][1],
             "tail": tail,
             "seconds": round(seconds, 1),
+            "cpu": round(CPU["train " + rung(name)], 1),
         }
 
     print()
