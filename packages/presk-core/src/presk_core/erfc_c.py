@@ -54,9 +54,12 @@ void presk_erfc_layout(const void *type, size_t type_offset, size_t value_offset
 
 typedef struct {
     int n;            /* the series to h^n; 0: not built yet */
+    size_t step;      /* bytes from one coefficient to the next in `a` */
     mpfr_exp_t err;   /* |error| <= 2^err for every |h| <= 2^-(SCALE+1) */
-    mpfr_t *a;        /* a[0..n] at W bits */
+    mpfr_t *a;        /* a[0..n] at W bits, their significands after them: one block */
 } Centre;
+
+#define COEFF(z, k) ((mpfr_ptr)((char *)(z)->a + (k) * (z)->step))
 
 typedef struct {
     mpfr_prec_t work; /* W; 0: free */
@@ -75,10 +78,7 @@ static Table *table_for(mpfr_prec_t work)
     next_table = (next_table + 1) % TABLES;
     if (t->centres != NULL) {
         for (int i = 0; i < COUNT; i++) {
-            Centre *z = &t->centres[i];
-            for (int k = 0; z->n && k <= z->n; k++)
-                mpfr_clear(z->a[k]);
-            free(z->a);
+            free(t->centres[i].a);  /* custom mpfr_t: nothing to clear */
         }
         free(t->centres);
     }
@@ -90,6 +90,8 @@ static Table *table_for(mpfr_prec_t work)
 /* The coefficients of the series at c = m / 2^SCALE and the bound of its error. */
 static int build(Centre *z, long m, mpfr_prec_t work)
 {
+    /* a coefficient's mpfr_t, then its significand, rounded up to whole mpfr_t's */
+    size_t step = sizeof(mpfr_t) * (2 + (mpfr_custom_get_size(work) - 1) / sizeof(mpfr_t));
     int cap = 16, n;
     mpfr_t c, e, t, b, hm, tail, sum, term;
     mpz_t g0, g1, g2, den;
@@ -168,12 +170,30 @@ static int build(Centre *z, long m, mpfr_prec_t work)
             break;
     }
     if (a != NULL) {
+        /* the coefficients in one block, each mpfr_t then its significand, so that a sum
+           reads them in one sweep of memory (they were scattered, one malloc each) */
+        char *block = malloc((n + 1) * step);
+        if (block != NULL)
+            for (int k = 0; k <= n; k++) {
+                mpfr_ptr x = (mpfr_ptr)(block + k * step);
+                void *significand = block + k * step + sizeof(mpfr_t);
+                mpfr_custom_init(significand, work);
+                mpfr_custom_init_set(x, MPFR_ZERO_KIND, 0, work, significand);
+                mpfr_set(x, a[k], MPFR_RNDN);  /* exact: the same precision */
+            }
+        for (int k = 0; k <= n; k++)
+            mpfr_clear(a[k]);
+        free(a);
+        a = (mpfr_t *)block;
+    }
+    if (a != NULL) {
         /* err >= (2n + 17) 2^-W sum + tail */
         mpfr_mul_ui(sum, sum, 2 * n + 17, MPFR_RNDU);
         mpfr_div_2ui(sum, sum, work, MPFR_RNDU);
         mpfr_add(sum, sum, tail, MPFR_RNDU);
         z->err = mpfr_get_exp(sum);                      /* sum < 2^EXP(sum) */
         z->a = a;
+        z->step = step;
         z->n = n;
     }
     mpfr_clears(c, e, t, b, hm, tail, sum, term, (mpfr_ptr)0);
@@ -211,10 +231,10 @@ void presk_erfc(size_t count, char **x, mpfr_ptr *out, long prec, unsigned char 
         Centre *z = &table->centres[m + HALF];
         if (z->n == 0 && !build(z, m, work))
             continue;
-        mpfr_set(s, z->a[z->n], MPFR_RNDN);
+        mpfr_set(s, COEFF(z, z->n), MPFR_RNDN);
         for (int k = z->n - 1; k >= 0; k--) {
             mpfr_mul(s, s, h, MPFR_RNDN);
-            mpfr_add(s, s, z->a[k], MPFR_RNDN);
+            mpfr_add(s, s, COEFF(z, k), MPFR_RNDN);
         }
         if (mpfr_zero_p(s) || !mpfr_can_round(s, mpfr_get_exp(s) - z->err, MPFR_RNDN,
                                               MPFR_RNDZ, prec + 1))
