@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from presk_core.data import read_header
 from presk_core.lower import lower_program
-from presk_core.run import EntryError, parse_entry, run_entry
+from presk_core.run import EntryError, check_dim_names, parse_entry, run_entry
 from presk_syntax.span import SourceMap
 from presk_types.driver import check_file
 from presk_types.presburger import Dim, DimContext, Ge, Lin, check_assignment, holds_for_all
@@ -138,3 +138,29 @@ def test_training_data_below_a_bound_is_refused(tmp_path):
     (d,) = [d for d in checked.diagnostics if d.is_error]
     assert d.code == "E1011"
     assert "B = 8" in d.message and "`B >= 16`" in d.message
+
+
+LIB = """\
+dim B
+dim 2 <= T <= 16
+module Pos {
+  param pos : ℝ[seq: T, model: 2]
+  fn apply(x : ℝ[batch: B, seq: T, model: 2]) -> ℝ[batch: B, seq: T, model: 2] = x + pos
+}
+"""
+
+
+def test_a_tree_asks_only_for_what_its_initializer_needs(tmp_path):
+    (tmp_path / "lib.psk").write_text(LIB)
+    text = 'import "lib.psk" as l\nfn one(θ : params l.Pos) -> ℝ[] = 1\n'
+    checked = check(tmp_path, text, name="main.psk")
+    core = lower_program(checked.program)
+    # the tree needs lib's T (its `pos`), given by --dim though `one` has no T; never B
+    with pytest.raises(EntryError, match=r"its tree needs `--dim T=N`"):
+        run_entry(core, None, "one", {})
+    assert run_entry(core, None, "one", {"T": 3}).startswith("ℝ[] = 1")
+    with pytest.raises(EntryError, match=r"`T <= 16` is false for T = 17"):
+        run_entry(core, None, "one", {"T": 17})
+    with pytest.raises(EntryError, match=r"`T >= 2` is false for T = 1"):
+        run_entry(core, None, "one", {"T": 1})
+    check_dim_names(parse_entry("one", core, None, {"T": 3}))  # not a mistyped name

@@ -24,6 +24,22 @@ def needed_dims(program: Program, name: str) -> set[str]:
     return _Reach(program).needs(name)
 
 
+def tree_dims(program: Program, name: str) -> set[str]:
+    """The dimensions the parameter trees of `name`'s arguments need from the caller that
+    are not `name`'s own (an imported module's file dimensions: minigpt's `pos : ℝ[seq: T,
+    D]` in a tree passed to a function of another file): `presk run` takes them by `--dim`."""
+    reach = _Reach(program)
+    fn = reach.functions.get(name)
+    if fn is None:
+        return set()
+    names: set[str] = set()
+    instances: list[Instance] = []
+    for p in fn.params:
+        _walk(p.type, names, instances)
+    out = set().union(*(reach.tree(inst) for inst in instances)) if instances else set()
+    return out - set(fn.dims)
+
+
 class _Reach:
     def __init__(self, program: Program) -> None:
         self.program = program
@@ -60,10 +76,10 @@ class _Reach:
                 elif key != "fn":
                     _walk(value, names, instances)
         for inst in instances:
-            names |= self._tree(inst)
+            names |= self.tree(inst)
         return names
 
-    def _tree(self, inst: Instance) -> set[str]:
+    def tree(self, inst: Instance) -> set[str]:
         """The dimensions a tree of `inst` needs beyond its arguments: those its
         initializer takes from the caller (a module's file dimensions)."""
         target = inst.inner if inst.stack is not None and inst.inner is not None else inst
@@ -93,4 +109,4 @@ def _walk(obj: object, names: set[str], instances: list[Instance]) -> None:
             stack.extend(getattr(o, f.name) for f in dataclasses.fields(o))
 
 
-__all__ = ["needed_dims"]
+__all__ = ["needed_dims", "tree_dims"]

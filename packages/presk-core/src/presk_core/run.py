@@ -37,7 +37,7 @@ from presk_types.types import (
 from presk_core import random as R
 from presk_core.interp import Interpreter, RunError
 from presk_core.ir import Function, Program
-from presk_core.reach import needed_dims
+from presk_core.reach import needed_dims, tree_dims
 from presk_core.show import format_number, format_tensor, format_tree
 
 ENTRY = re.compile(r"^\s*([^\s{}.]+)\s*(?:\{([^}]*)\})?\s*(?:\.\s*([^\s{}.]+))?\s*$")
@@ -63,6 +63,8 @@ class Entry:
     prefix: tuple[tuple[str, int], ...]
     module_dims: tuple[tuple[str, int], ...] = ()
     bounds: dict[str, int | None] = field(default_factory=dict)
+    lowers: dict[str, int] = field(default_factory=dict)  # `dim T >= 2`
+    trees: tuple[str, ...] = ()  # dimensions only its trees need (reach.tree_dims)
 
 
 GENERATED = (
@@ -139,7 +141,17 @@ def parse_entry(text: str, core: Program, elab: Elab | None, dims: dict[str, int
     violated = check_assignment(ctx, {d: values[d] for d in fn.dims})
     if violated is not None:
         raise EntryError(f"`dim` bound violated: {violated}")
-    return Entry(fn, shown, {d: values[d] for d in fn.dims}, prefix, tuple(module_dims), bounds)
+    trees = tuple(sorted(tree_dims(core, name)))
+    return Entry(
+        fn,
+        shown,
+        {d: values[d] for d in fn.dims},
+        prefix,
+        tuple(module_dims),
+        bounds,
+        lowers,
+        trees,
+    )
 
 
 def check_dim_names(entry: Entry) -> None:
@@ -152,6 +164,8 @@ def check_dim_names(entry: Entry) -> None:
     known = ", ".join(d for d in fn.dims if d not in given) or "none"
     open_ = any(getattr(getattr(p.type, "shape", None), "prefix", False) for p in fn.params)
     for axis, _ in prefix:
+        if axis in entry.trees:  # a dimension of an argument's tree (an imported file's)
+            continue
         alike = [d for d in fn.dims if d.lower() == axis.lower()]
         if not open_ or alike:
             hint = f"; did you mean `{alike[0]}`?" if alike else ""
@@ -248,7 +262,20 @@ def _draw(entry: Entry, interp: Interpreter, root, name: str, t: Type, defaults:
             fn = interp.program.function(f"{target.name}.init")
             args = [a.value(entry.dims) for a in target.args]
             dims = dict(zip(fn.dims, args, strict=False))
-            dims.update({d: entry.dims[d] for d in fn.dims[len(args) :] if d in entry.dims})
+            given = {**dict(entry.prefix), **entry.dims}  # the trees' own dimensions too
+            dims.update({d: given[d] for d in fn.dims[len(args) :] if d in given})
+            needed = needed_dims(interp.program, fn.name)
+            for d in fn.dims:  # one the tree does not need: its least allowed value
+                if d not in dims and d not in needed:
+                    dims[d] = entry.lowers.get(d, 0)
+            own = [
+                Dim(d, entry.bounds.get(d), entry.lowers.get(d, 0))
+                for d in entry.trees
+                if d in given
+            ]
+            violated = check_assignment(DimContext(tuple(own)), given) if own else None
+            if violated is not None:
+                raise EntryError(f"`dim` bound violated: {violated}")
             missing = [d for d in fn.dims if d not in dims]
             if missing:
                 raise EntryError(
