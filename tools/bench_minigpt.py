@@ -20,12 +20,18 @@ stream, written into a temporary folder) in batches of B.
    times in this process; each launch's time summed by class: contractions (a fold of
    `fma`), softmax (forward and backward), the optimizer (AdamW's kernels), fills, other
    elementwise kernels and reductions, the zeroing of the arena's temporaries, and the host
-   (Python around the call: inputs in, outputs out).
+   (Python around the call: inputs in, outputs out). `--clock cpu` times each launch and the
+   step by the thread's CPU clock instead, which other jobs on a loaded machine do not stop.
+
+`--quick-init` draws θ's normals in doubles instead of 256 bits (QUICK_INIT), for both halves:
+at the course GPT's size (`--dims V=86,D=384,H=6,L=6,T=256,B=16`) the exact draw takes
+minutes before the first step.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import shutil
@@ -42,6 +48,22 @@ ROOT = Path(__file__).resolve().parents[1]
 GPT = ROOT / "tests" / "examples" / "minigpt"
 RUN_DATA = 'stream "data/windows_T256.psk.d" |> shuffle(seed = 7) |> batch(B = 16)'
 PRESK = [sys.executable, "-m", "presk_cli.main"]
+# `--quick-init`: θ's normals in doubles from the same uniforms (numpy's log, sqrt, sin, cos)
+# instead of 256-bit Box–Muller, which takes minutes at the course GPT's size; a step's time
+# does not depend on θ's values.
+QUICK_INIT = """
+import numpy as np
+import presk_core.random as R
+
+def _normal(key, n):
+    u = R._unit(key, 2 * ((n + 1) // 2))
+    r, a = np.sqrt(-2 * np.log(1.0 - u[0::2])), 2 * np.pi * u[1::2]
+    out = np.empty(2 * len(r))
+    out[0::2], out[1::2] = r * np.cos(a), r * np.sin(a)
+    return out[:n].tolist()
+
+R._normal_mpfr = _normal
+"""
 MEDIAN = re.compile(r"^(presk train|train\.py): (\d+(?:\.\d+)?) ms a step, median of", re.M)
 CLASSES = ("contraction", "softmax", "optimizer", "fill", "elementwise", "zeroing", "host")
 
@@ -115,15 +137,20 @@ def median_ms(out: str) -> float:
     return float(m.group(2))
 
 
-def compare(folder: Path, psk: Path, dims: dict, steps: int, pairs: int, threads: int) -> None:
-    log = ["--steps", str(steps), "--log-every", "0"]
+def compare(
+    folder: Path, psk: Path, dims: dict, steps: int, pairs: int, threads: int, quick: bool
+) -> None:
     env = {"PRESK_CACHE": str(folder / "cache")}
-    native = [*PRESK, "train", str(psk), *consts(dims), *log, "--backend", "native"]
-    native += ["--realize", "f32", "--threads", str(threads), "--ckpt", str(folder / "ck")]
-    torch = [sys.executable, "train.py", *log, "--threads", str(threads)]
-    torch += ["--data", str(folder / f"windows_T{dims['T']}.psk.d"), "--ckpt", str(folder / "tk")]
+    presk = [sys.executable, "-c", QUICK_INIT + "\nfrom presk_cli.main import main\nmain()"]
+    cmd = (presk if quick else PRESK) + ["train", str(psk), *consts(dims), "--log-every", "0"]
+    cmd += ["--backend", "native", "--realize", "f32", "--threads", str(threads)]
+    cmd += ["--ckpt", str(folder / "ck")]
+    native = [*cmd, "--steps", str(steps)]
+    torch = [sys.executable, "train.py", "--steps", str(steps), "--log-every", "0"]
+    torch += ["--threads", str(threads), "--ckpt", str(folder / "tk")]
+    torch += ["--data", str(folder / f"windows_T{dims['T']}.psk.d")]
     start = time.perf_counter()
-    measured([*native[:-8], "--steps", "1", *native[-6:]], folder, env)  # compile: fill the cache
+    measured([*cmd, "--steps", "1"], folder, env)  # compile: fill the cache
     print(
         f"  (the first native run, compiling into a fresh cache: {time.perf_counter() - start:.1f} s)"
     )
@@ -169,8 +196,10 @@ def kernel_class(k) -> str:
     return "elementwise"
 
 
-def breakdown(psk: Path, dims: dict, steps: int, threads: int) -> None:
+def breakdown(psk: Path, dims: dict, steps: int, threads: int, quick: bool, clock: str) -> None:
     """Each launch's time by class (in this process: `--breakdown`)."""
+    if quick:
+        exec(QUICK_INIT, {})
     from presk_ad.step import Trainer
     from presk_cback.native import NativeEntry
     from presk_cli.native import lower, storage
@@ -187,17 +216,20 @@ def breakdown(psk: Path, dims: dict, steps: int, threads: int) -> None:
     args = [batch, trainer.theta, trainer.m, trainer.v, np.full((), 1.0), np.full((), 1e-4)]
     name = NATIVE_STEP.format(trainer.objective)
     _, schedule = lower(step, name, trainer.dims, args, "f32", threads)
-    entry = NativeEntry(schedule, timed=True)
+    start = time.perf_counter()
+    entry = NativeEntry(schedule, timed="cpu" if clock == "cpu" else True)
+    print(f"  compiled in {time.perf_counter() - start:.1f} s ({len(entry.source)} units)")
     inputs = storage(schedule, argument_leaves(args))
     classes = [kernel_class(launch.kernel) for launch in schedule.launches]
     ns = np.zeros(len(classes) + 1)
     entry.run_timed(inputs, ns)  # warm
     ns[:] = 0
     walls = []
+    tick = time.thread_time if clock == "cpu" else time.perf_counter
     for _ in range(steps):
-        start = time.perf_counter()
+        start = tick()
         entry.run_timed(inputs, ns)
-        walls.append(time.perf_counter() - start)
+        walls.append(tick() - start)
     per = {c: 0.0 for c in CLASSES}
     count = {c: 0 for c in CLASSES}
     for c, t in zip(classes, ns[:-1], strict=True):
@@ -206,15 +238,32 @@ def breakdown(psk: Path, dims: dict, steps: int, threads: int) -> None:
     per["zeroing"] = ns[-1] / steps / 1e6
     wall = statistics.mean(walls) * 1e3
     per["host"] = wall - sum(per.values())
-    print(f"  {len(classes)} launches, {wall:.2f} ms a step (mean of {steps}, timed build):")
+    what = "CPU time of each launch" if clock == "cpu" else "a clock around each launch"
+    print(f"  {len(classes)} launches, {wall:.2f} ms a step (mean of {steps}; {what}):")
     for c in CLASSES:
         n = f"{count[c]} launches" if count[c] else ""
         print(f"    {c:<12} {per[c]:>9.2f} ms {100 * per[c] / wall:>5.1f}%  {n}")
-    worst = sorted(zip(ns[:-1], schedule.launches, strict=True), key=lambda p: -p[0])[:8]
-    print("  the slowest launches:")
-    for t, launch in worst:
+    kinds: dict[tuple, list] = {}  # launches of one kernel at one shape
+    for c, t, launch in zip(classes, ns[:-1], schedule.launches, strict=True):
         k = launch.kernel
-        print(f"    {t / steps / 1e6:>8.2f} ms  {k.name[:48]:<48} {k.site}")
+        shapes = " ".join("x".join(str(a.length) for a in b.axes) or "()" for b in k.buffers)
+        kind = kinds.setdefault((k.name[:32], shapes[:56]), [0, 0.0, 0])
+        kind[0] += 1
+        kind[1] += t / steps / 1e6
+        kind[2] += multiply_adds(k) if c == "contraction" else 0
+    print("  the kinds of launch that take longest (GFLOP/s for contractions):")
+    for (name, shapes), (n, t, macs) in sorted(kinds.items(), key=lambda p: -p[1][1])[:12]:
+        rate = f"{2 * macs / t / 1e6:6.1f}" if macs else ""
+        print(f"    {t:>9.2f} ms {n:>3}x {name:<32} {shapes:<56} {rate}")
+
+
+def multiply_adds(k) -> int:
+    from presk_cback.contract import contraction
+
+    g = contraction(k)
+    if g is None:
+        return 0
+    return g.m.extent * g.n.extent * g.k * math.prod(lp.extent for lp in g.batch)
 
 
 def main() -> None:
@@ -224,11 +273,19 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="threads of both (1)")
     parser.add_argument("--dims", default="V=256,D=128,H=4,L=4,T=64,B=8")
     parser.add_argument("--only", choices=["compare", "breakdown"], help="one half only")
+    parser.add_argument(
+        "--quick-init", action="store_true", help="θ's normals in doubles (the course GPT: minutes)"
+    )
+    parser.add_argument(
+        "--clock", choices=["wall", "cpu"], default="wall", help="the breakdown's clock (wall)"
+    )
     parser.add_argument("--breakdown-in", help=argparse.SUPPRESS)
     args = parser.parse_args()
     dims = {k: int(v) for k, v in (p.split("=") for p in args.dims.split(","))}
     if args.breakdown_in:
-        breakdown(Path(args.breakdown_in), dims, args.steps, args.threads)
+        breakdown(
+            Path(args.breakdown_in), dims, args.steps, args.threads, args.quick_init, args.clock
+        )
         return
     title = ", ".join(f"{k} {v}" for k, v in dims.items())
     print(f"MiniGPT training step ({title}; f32), {args.threads} thread(s):")
@@ -236,10 +293,11 @@ def main() -> None:
         folder = Path(tmp)
         psk = prepare(folder, dims, dims["B"])
         if args.only != "breakdown":
-            compare(folder, psk, dims, args.steps, args.pairs, args.threads)
+            compare(folder, psk, dims, args.steps, args.pairs, args.threads, args.quick_init)
         if args.only != "compare":
             cmd = [sys.executable, __file__, "--breakdown-in", str(psk), "--dims", args.dims]
             cmd += ["--steps", str(args.steps), "--threads", str(args.threads)]
+            cmd += ["--clock", args.clock] + (["--quick-init"] if args.quick_init else [])
             env = {**os.environ, "PRESK_CACHE": str(folder / "cache")}
             done = subprocess.run(cmd, cwd=ROOT, text=True, env=env, check=False)
             if done.returncode:

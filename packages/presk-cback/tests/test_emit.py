@@ -123,13 +123,14 @@ MINIGPT_STEP = ("tests/examples/minigpt/train_minigpt.psk", "loss", (("B", 2), (
 @pytest.mark.parametrize("realize", ["f64", "f32"])
 def test_lanes_across_folds_keep_the_bits(realize):
     # a fold in the lane loop's body: strips of lanes where the lanes run contiguously (a
-    # sum down the rows of each column), the fold's terms in lanes along its variable where
-    # they would be strided (a softmax's passes over its row)
+    # sum down the rows of each column); where they would be strided (a softmax's passes
+    # over its rows), strips of rows, each fold's terms in lanes along its variable
     schedule, args, _ = lowered(*MINIGPT_STEP, realize, True, MINIGPT)
     fused, _ = fuse(schedule)
     c = entry_source(fused)
     assert "_s += " in c and "lj < v_" in c  # strips
-    assert re.search(r"v_s\d+_t\[v_i\d+\] = ", c)  # terms in lanes
+    assert re.search(r"v_s\d+_t\[lj\]\[v_i\d+\] = ", c)  # rows' terms in lanes
+    assert "presk_select_f" in c  # both sides of a select computed: no conditional load
     expected = run_schedule(fused, args)
     assert same_bits(NativeEntry(fused).run(args), expected)
     assert same_bits(NativeEntry(fused, lanes=False).run(args), expected)

@@ -78,6 +78,11 @@ PRESK_IEEE_MINMAX(presk_max, double, PRESK_GT, b : a)
 PRESK_IEEE_MINMAX(presk_min, double, PRESK_LT, a : b)
 PRESK_IEEE_MINMAX(presk_maxf, float, PRESK_GT, b : a)
 PRESK_IEEE_MINMAX(presk_minf, float, PRESK_LT, a : b)
+#define PRESK_SELECT(T, name) static inline T name(int c, T a, T b) { return c ? a : b; }
+PRESK_SELECT(double, presk_select_f64)
+PRESK_SELECT(float, presk_select_f32)
+PRESK_SELECT(int64_t, presk_select_i64)
+PRESK_SELECT(uint8_t, presk_select_bool)
 static inline int64_t presk_maxi(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t presk_mini(int64_t a, int64_t b) { return a < b ? a : b; }
 #define PRESK_POWI(name, T) \
@@ -221,7 +226,11 @@ class KernelC:
             case "select":
                 t = _promote(a[1][1], a[2][1])
                 x, y = (self.cast(c, ty, t) for c, ty in a[1:])
-                return f"({a[0][0]} ? {x} : {y})", t
+                if "presk_checked" in x + y:  # a gather's check only where it is taken
+                    return f"({a[0][0]} ? {x} : {y})", t
+                # both sides computed (a conditional load would not vectorize): no side
+                # effect is lost, as a side has none but a gather's check
+                return f"presk_select_{t}({a[0][0]}, {x}, {y})", t
             case "compare":
                 t = _promote(a[0][1], a[1][1])
                 x, y = (self.cast(c, ty, t) for c, ty in a)
@@ -445,8 +454,8 @@ class KernelC:
         heads += [("tile", v) for v in order if v in tiles]
         heads += [("point", v) for v in order]
         body = loops[-1].body
-        width, inner = None, self.lanes and lay.lanes == order[-1]
-        if inner:
+        width = None
+        if self.lanes and lay.lanes == order[-1]:
             width = strip_width(k, body, order[-1])
             self.fold_lanes = not width and folds_in_lanes(body)
         for at, (kind, v) in enumerate(heads[:-1] if width else heads):
@@ -488,7 +497,7 @@ class KernelC:
             par = None
             if len(heads) == 1 and lay.split == v and lay.threads > 1:
                 par = f"#pragma omp parallel for num_threads({lay.threads}) schedule(static)"
-            Strip(self, _name(v), width).emit(lo, hi, depth, body, par)
+            Strip(self, _name(v), *width).emit(lo, hi, depth, body, par)
         else:
             self.block(body, depth)
         for _ in heads[:-1] if width else heads:
@@ -522,15 +531,16 @@ def entry_units(
     lanes: bool = True,
     toolchain: Toolchain | None = None,
     units: int = 1,
-    timed: bool = False,
+    timed: bool | str = False,
 ) -> tuple[str, ...]:
     """The C of an entry in at most `units` translation units, compiled apart (in parallel)
     and linked into one object: the kernels spread over them by the size of their C, the
     GEMMs and the kernels that call them in the first, `presk_entry` in the last. Each unit
     has its own copy of presk libm and the prelude (static inline: only what it uses is
     compiled). `timed` adds `presk_entry_timed(arena, ns)`, which also adds each launch's
-    nanoseconds (a monotonic clock around its call) into `ns[launch]` and the zeroing's
-    into `ns[launches]` (TIMED_CDEF)."""
+    nanoseconds (a monotonic clock around its call; `timed="cpu"`: the calling thread's CPU
+    clock, which a loaded machine's other jobs do not stop) into `ns[launch]` and the
+    zeroing's into `ns[launches]` (TIMED_CDEF)."""
     tc = toolchain or find_toolchain()
     offsets, _ = arena_layout(schedule)
     byid = {b.id: b for b in schedule.buffers}
@@ -578,7 +588,8 @@ def entry_units(
     host += [f"    {z}" for z in zero] + [f"    {c}" for c in calls]
     host.append("    return err;\n}\n")
     if timed:
-        host += TIMED_PRELUDE.splitlines()
+        clock = "CLOCK_THREAD_CPUTIME_ID" if timed == "cpu" else "CLOCK_MONOTONIC"
+        host += TIMED_PRELUDE.replace("CLOCK_MONOTONIC", clock).splitlines()
         host.append("int presk_entry_timed(char *arena, double *ns) {\n    int err = 0;")
         host.append("    double t = presk_clock();")
         host += [f"    {z}" for z in zero]

@@ -154,10 +154,12 @@ typedef {c} T;
 {vector_ops}
 static inline int64_t min64(int64_t a, int64_t b) {{ return a < b ? a : b; }}
 
-/* C[MR×NR] (row stride ldc) = the fold continued over kc terms of the packed panels */
+/* C[MR×NR] (row stride ldc) = the fold continued over kc terms of A's MR rows (element
+ * [i, k] at Ap[i * ars + k * acs]: a packed panel, ars = 1 and acs = MR) and a packed panel
+ * of B */
 static inline __attribute__((always_inline)) void ukernel(
-    int64_t kc, const T *restrict Ap, const T *restrict Bp, T *restrict C, int64_t ldc,
-    int first) {{
+    int64_t kc, const T *restrict Ap, int64_t ars, int64_t acs, const T *restrict Bp,
+    T *restrict C, int64_t ldc, int first) {{
     vec acc[MR][NV];
     if (first) {{
 #pragma GCC unroll 32
@@ -176,7 +178,7 @@ static inline __attribute__((always_inline)) void ukernel(
         for (int v = 0; v < NV; v++) b[v] = VLOAD(Bp + k * NR + v * VL);
 #pragma GCC unroll 32
         for (int i = 0; i < MR; i++) {{
-            vec a = VSET1(Ap[k * MR + i]);
+            vec a = VSET1(Ap[i * ars + k * acs]);
 #pragma GCC unroll 8
             for (int v = 0; v < NV; v++) acc[i][v] = VFMA(a, b[v], acc[i][v]);
         }}
@@ -207,27 +209,47 @@ static void pack_a(int64_t ip, int64_t kc, int64_t mc, const T *A, int64_t rsa, 
             dst[k * MR + i] = i < mr ? A[(i0 + i) * rsa + k * csa] : 0;
 }}
 
-static void tile(int64_t kc, const T *Ap, const T *Bp, T *C, int64_t ldc, int64_t mr,
-                 int64_t nr, int first) {{
+static void tile(int64_t kc, const T *Ap, int64_t ars, int64_t acs, const T *Bp, T *C,
+                 int64_t ldc, int64_t mr, int64_t nr, int first) {{
     if (mr == MR && nr == NR) {{
-        ukernel(kc, Ap, Bp, C, ldc, first);
+        if (ars == 1 && acs == MR)
+            ukernel(kc, Ap, 1, MR, Bp, C, ldc, first);
+        else
+            ukernel(kc, Ap, ars, acs, Bp, C, ldc, first);
         return;
     }}
     T tmp[MR * NR] __attribute__((aligned(64)));
     memset(tmp, 0, sizeof tmp);
     if (!first)
         for (int64_t i = 0; i < mr; i++) memcpy(tmp + i * NR, C + i * ldc, nr * sizeof(T));
-    ukernel(kc, Ap, Bp, tmp, NR, first);
+    ukernel(kc, Ap, ars, acs, Bp, tmp, NR, first);
     for (int64_t i = 0; i < mr; i++) memcpy(C + i * ldc, tmp + i * NR, nr * sizeof(T));
+}}
+
+/* A buffer of at least `bytes` for this thread's packed panels, kept between calls (a
+ * small product would otherwise pay an allocation a call). */
+static T *scratch(int which, size_t bytes) {{
+    static _Thread_local T *buf[2];
+    static _Thread_local size_t cap[2];
+    if (cap[which] < bytes) {{
+        free(buf[which]);
+        buf[which] = aligned_alloc(64, (bytes + 63) / 64 * 64);
+        cap[which] = buf[which] ? bytes : 0;
+        if (!buf[which]) abort();
+    }}
+    return buf[which];
 }}
 
 /* the whole nest, one thread, over C[m, n] */
 static void nest(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64_t csa,
                  const T *B, int64_t rsb, int64_t csb, T *C, int64_t ldc) {{
     int64_t ncap = min64(NC, (n + NR - 1) / NR * NR), kcap = min64(KC, k);
-    T *Bp = aligned_alloc(64, (size_t)(kcap * ncap * sizeof(T) + 63) / 64 * 64);
-    T *Ap = aligned_alloc(64, (size_t)(kcap * MC * sizeof(T) + 63) / 64 * 64);
-    if (!Bp || !Ap) abort();
+    T *Bp = scratch(0, (size_t)(kcap * ncap) * sizeof(T));
+    T *Ap = scratch(1, (size_t)(kcap * MC) * sizeof(T));
+    /* n of at most two panels: each row of A serves one or two tiles, so A's full panels
+     * are read where they lie, row by row, rather than packed (the edge panel still is:
+     * zero rows). The bits are the same: the same products in the same order. */
+    int direct = n <= 2 * NR && csa == 1;
     for (int64_t jc = 0; jc < n; jc += NC) {{
         int64_t nc = min64(NC, n - jc), np = (nc + NR - 1) / NR;
         for (int64_t pc = 0; pc < k; pc += KC) {{
@@ -238,17 +260,22 @@ static void nest(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64
             for (int64_t ic = 0; ic < m; ic += MC) {{
                 int64_t mc = min64(MC, m - ic), mp = (mc + MR - 1) / MR;
                 for (int64_t ip = 0; ip < mp; ip++)
-                    pack_a(ip, kc, mc, A + ic * rsa + pc * csa, rsa, csa, Ap);
+                    if (!direct || mc - ip * MR < MR)
+                        pack_a(ip, kc, mc, A + ic * rsa + pc * csa, rsa, csa, Ap);
                 for (int64_t jp = 0; jp < np; jp++)
-                    for (int64_t ip = 0; ip < mp; ip++)
-                        tile(kc, Ap + ip * MR * kc, Bp + jp * NR * kc,
-                             C + (ic + ip * MR) * ldc + jc + jp * NR, ldc,
-                             min64(MR, mc - ip * MR), min64(NR, nc - jp * NR), first);
+                    for (int64_t ip = 0; ip < mp; ip++) {{
+                        int64_t mr = min64(MR, mc - ip * MR);
+                        T *c = C + (ic + ip * MR) * ldc + jc + jp * NR;
+                        if (direct && mr == MR)
+                            tile(kc, A + (ic + ip * MR) * rsa + pc * csa, rsa, csa,
+                                 Bp + jp * NR * kc, c, ldc, mr, min64(NR, nc - jp * NR), first);
+                        else
+                            tile(kc, Ap + ip * MR * kc, 1, MR, Bp + jp * NR * kc, c, ldc, mr,
+                                 min64(NR, nc - jp * NR), first);
+                    }}
             }}
         }}
     }}
-    free(Ap);
-    free(Bp);
 }}
 
 /* Threads take contiguous ranges of NR panels of n (of MR panels of m when n has too few),
@@ -303,7 +330,7 @@ def source(tag: str, blocking: Blocking, tc: Toolchain) -> str:
 
 LOCAL_NAMES = (
     "T", "vec", "VFMA", "VSET1", "VLOAD", "VLOADU", "VSTOREU", "MR", "NV", "VL", "NR", "KC",
-    "MC", "NC", "min64", "ukernel", "pack_a", "pack_b", "tile", "nest",
+    "MC", "NC", "min64", "ukernel", "pack_a", "pack_b", "tile", "nest", "scratch",
 )  # fmt: skip
 
 

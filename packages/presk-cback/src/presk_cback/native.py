@@ -26,10 +26,16 @@ UNITS = 2  # translation units an entry's C is split into, compiled in parallel
 class NativeEntry:
     """A compiled entry and its arena. `lanes=False` ignores the layouts' vector lanes and
     compiles without vectorization (the tests compare both). `timed=True` also compiles
-    `presk_entry_timed`, for `run_timed` (each launch's time)."""
+    `presk_entry_timed`, for `run_timed` (each launch's time; `timed="cpu"`: each launch's
+    CPU time in the calling thread)."""
 
     def __init__(
-        self, schedule: Schedule, *, lanes: bool = True, timed: bool = False, units: int = UNITS
+        self,
+        schedule: Schedule,
+        *,
+        lanes: bool = True,
+        timed: bool | str = False,
+        units: int = UNITS,
     ) -> None:
         self.schedule = schedule
         self.lanes, self.units, self.timed = lanes, units, timed

@@ -31,6 +31,8 @@ from presk_cback.contract import linear
 
 # Lanes of a strip (four vector registers' worth).
 WIDTH = {"f64": 32, "f32": 64}
+ROWS = 8  # rows of a strip across rows: as many independent folds at once
+TERMS_BYTES = 1 << 16  # the most a strip across rows keeps of its folds' terms
 
 
 def _straight(body) -> bool:
@@ -74,30 +76,32 @@ def _accesses(body):
                     yield from expr(t)
 
 
-def strip_width(k: Kernel, body, var: str) -> int | None:
-    """The strip's lanes when the lane loop `var`'s body holds a fold or a loop, the strip
-    form writes it, and every access runs along `var` contiguously; None otherwise (a
-    straight body vectorizes as written; a strided one would gather: `folds_in_lanes`)."""
+def strip_width(k: Kernel, body, var: str) -> tuple[int, bool] | None:
+    """(lanes of a strip, whether they run across rows) when the lane loop `var`'s body
+    holds a fold or a loop and the strip form writes it; None when the body is straight (it
+    vectorizes as written). Lanes that run along `var` contiguously in every access are
+    vector lanes; otherwise (a softmax's rows) they are ROWS rows interleaved, each fold's
+    terms in vector lanes along its variable (`Strip.reduce`)."""
     if _straight(body) or not _fits(body) or k.compute not in WIDTH:
         return None
     for buf, index in _accesses(body):
         lin = linear(k.buffers[buf], index)
         if lin is None or lin[0].get(var, 0) not in (0, 1):
-            return None
-    return WIDTH[k.compute]
+            return ROWS, True
+    return WIDTH[k.compute], False
 
 
 def folds_in_lanes(body) -> bool:
-    """The lane loop's body holds folds or loops (its lanes would be strided): lanes then go
-    along each fold's terms and each inner loop instead (KernelC.fold_lanes)."""
+    """The lane loop's body holds folds or loops the strip form does not write: lanes then
+    go along each fold's terms and each inner loop instead (KernelC.fold_lanes)."""
     return not _straight(body)
 
 
 class Strip:
     """Writes a lane loop's body as strips, into a KernelC (`kc`)."""
 
-    def __init__(self, kc, var: str, width: int) -> None:
-        self.kc, self.v, self.width = kc, var, width
+    def __init__(self, kc, var: str, width: int, rows: bool = False) -> None:
+        self.kc, self.v, self.width, self.rows = kc, var, width, rows
 
     def emit(self, lo: str, hi: str, depth: int, body, parallel: str | None) -> None:
         kc, v, w = self.kc, self.v, self.width
@@ -112,7 +116,8 @@ class Strip:
     def lanes(self, depth: int, inner) -> None:
         """A loop over the strip's lanes around what `inner(depth)` writes."""
         kc, v = self.kc, self.v
-        kc.emit("#pragma omp simd", 0)
+        if not self.rows:
+            kc.emit("#pragma omp simd", 0)
         kc.emit(f"for (int64_t lj = 0; lj < {v}_n; lj++) {{", depth)
         kc.emit(f"const int64_t {v} = {v}_s + lj;", depth + 1)
         inner(depth + 1)
@@ -131,6 +136,19 @@ class Strip:
                 kc.laned.add(name)
             case Store():
                 self.lanes(depth, lambda d: kc.stmt(s, d))
+            case Loop(var, _, extent, body, _) if self.rows and _straight(body):
+
+                def along(d: int) -> None:  # each row's loop in vector lanes
+                    kc.emit("#pragma omp simd", 0)
+                    kc.emit(
+                        f"for (int64_t {_name(var)} = 0; {_name(var)} < {extent}; "
+                        f"{_name(var)}++) {{",
+                        d,
+                    )
+                    kc.block(body, d + 1)
+                    kc.emit("}", d)
+
+                self.lanes(depth, along)
             case Loop(var, _, extent, body, _):
                 n = _name(var)
                 kc.emit(f"for (int64_t {n} = 0; {n} < {extent}; {n}++) {{", depth)
@@ -159,6 +177,8 @@ class Strip:
             if t == "i64":
                 identity = (1 << 63) - 1 if r.op == "min" else 0
             self.lanes(depth, lambda d: kc.emit(f"{ref} = {_const(identity, t)};", d))
+        elif self.rows and self.terms_first(r, count, depth):
+            pass
         elif not r.vars:  # one term
             self.lanes(depth, lambda d: kc.fold_step(r, d, True, ref))
         elif len(r.vars) == 1:  # the first term peeled
@@ -184,3 +204,37 @@ class Strip:
             for i in reversed(range(len(r.vars))):
                 kc.emit("}", depth + i)
         kc.laned.add(r.acc)
+
+    def terms_first(self, r: Reduce, n: int, depth: int) -> bool:
+        """A fold of one variable, across rows: each row's terms computed first, in vector
+        lanes along the fold's variable (they are independent), then the rows' folds
+        interleaved, each in its order over the same terms. False when `r` is not such a
+        fold (the caller writes it row by row)."""
+        from presk_cback.emit import CTYPE, ITEMSIZE, _name
+
+        kc, t = self.kc, r.dtype
+        if len(r.vars) != 1 or r.op == "fma" or n < 8 or t not in ("f64", "f32"):
+            return False
+        if n * self.width * ITEMSIZE[t] > TERMS_BYTES:
+            return False
+        acc, v = _name(r.acc), _name(r.vars[0][0])
+        kc.emit(f"{CTYPE[t]} {acc}_t[{self.width}][{n}];", depth)
+
+        def terms(d: int) -> None:
+            kc.emit("#pragma omp simd", 0)
+            kc.emit(f"for (int64_t {v} = 0; {v} < {n}; {v}++) {{", d)
+            kc.block(r.body, d + 1)
+            ((x, tx),) = [kc.expr(e) for e in r.terms]
+            kc.emit(f"{acc}_t[lj][{v}] = {kc.cast(x, tx, t)};", d + 1)
+            kc.emit("}", d)
+            kc.emit(f"{acc}[lj] = {acc}_t[lj][0];", d)
+
+        self.lanes(depth, terms)
+        if r.op == "add":
+            value = f"{acc}[lj] + {acc}_t[lj][{v}]"
+        else:
+            value = f"presk_{r.op}{'f' if t == 'f32' else ''}({acc}[lj], {acc}_t[lj][{v}])"
+        kc.emit(f"for (int64_t {v} = 1; {v} < {n}; {v}++) {{", depth)
+        kc.emit(f"for (int64_t lj = 0; lj < {self.v}_n; lj++) {acc}[lj] = {value};", depth + 1)
+        kc.emit("}", depth)
+        return True
