@@ -4,12 +4,14 @@ PyTorch eager, interleaved in one run: `make pytorch-baseline`.
     .venv/bin/python tools/pytorch_baseline.py [--threads T] [--repeat R] [--torch-f64]
         [--const NAME=V]… [--data FILE] [--cache DIR] [--keep DIR]
 
-Each side is a process of its own, alive for the whole run, that sets itself up, then
-waits for orders on its standard input (`step`, `forward`) and answers with the time of
-one call. The orders go round the sides in turn, R times (after one untimed round), so
-that every side sees the same load; each figure is the median of its R. Peak memory is
-each process's maximum resident set (ru_maxrss, `os.wait4`): the whole process, its step
-and forward pass together.
+Each side is a process of its own that sets itself up, then waits for orders on its
+standard input (`step`, `forward`) and answers with the time of one call. The PyTorch
+sides stay up for the whole run; the native sides come one at a time (at the course's size
+a native f64 step holds about 10 GB), each timed in R rounds (after one untimed) in which
+the orders go round it and the PyTorch sides in turn, so that both see the same load. Each
+figure is the median of its rounds; a native side's ratio is against PyTorch f32 in the
+rounds it shared. Peak memory is each process's maximum resident set (ru_maxrss,
+`os.wait4`): the whole process, its step and forward pass together.
 
 - **The same batch and weights.** θ₀ is the exported module's own initialization
   (torch's initializers, seed 0), written by the PyTorch f32 process in Presk's leaf paths
@@ -296,25 +298,38 @@ def run(args, folder: Path) -> None:
     wanted = [("PyTorch eager f32", "torch:float32"), ("native f32", "native:f32")]
     wanted += [] if args.no_f64 else [("native f64", "native:f64")]
     wanted += [("PyTorch eager f64", "torch:float64")] if args.torch_f64 else []
-    sides = []
-    for name, side in wanted:  # one at a time: each setup (and compile) timed alone
-        start = time.perf_counter()
-        sides.append(Side(name, ["--side", side, *base], env))
-        print(
-            f"  {name}: ready in {time.perf_counter() - start:.1f} s  {json.dumps(sides[-1].setup)}",
-            flush=True,
-        )
-    for r in range(args.repeat + 1):
-        for order in ("step", "forward"):
-            for s in sides:
-                ms = s.time(order)
-                if r:
-                    getattr(s, order).append(ms)
-        print(
-            f"  round {r}: " + "  ".join(f"{s.name} {s.step[-1] if r else 0:.0f}" for s in sides),
-            flush=True,
-        )
-    rss = {s.name: s.close() for s in sides}
+    torches = [(n, w) for n, w in wanted if w.startswith("torch")]
+    natives = [(n, w) for n, w in wanted if w.startswith("native")]
+
+    def start(name: str, side: str) -> Side:
+        begin = time.perf_counter()
+        s = Side(name, ["--side", side, *base], env)
+        took = time.perf_counter() - begin
+        print(f"  {name}: ready in {took:.1f} s  {json.dumps(s.setup)}", flush=True)
+        return s
+
+    # The PyTorch sides stay up; the native ones come one at a time (at the course's size a
+    # native f64 step holds ~10 GB), each timed in rounds interleaved with the PyTorch sides.
+    alive = [start(n, w) for n, w in torches]
+    sides, rss, phase = list(alive), {}, {}
+    for name, side in natives:
+        s = start(name, side)
+        sides.append(s)
+        group = [*alive, s]
+        marks = {t.name: (len(t.step), len(t.forward)) for t in alive}
+        for r in range(args.repeat + 1):
+            for order in ("step", "forward"):
+                for t in group:
+                    ms = t.time(order)
+                    if r:
+                        getattr(t, order).append(ms)
+            shown = "  ".join(f"{t.name} {t.step[-1] if r else 0:.0f}" for t in group)
+            print(f"  round {r}: step ms {shown}", flush=True)
+        ref = alive[0]
+        i, j = marks[ref.name]
+        phase[name] = (statistics.median(ref.step[i:]), statistics.median(ref.forward[j:]))
+        rss[name] = s.close()
+    rss.update({t.name: t.close() for t in alive})
     warm = {}
     for name, side in wanted:
         if side.startswith("native"):
@@ -327,24 +342,27 @@ def run(args, folder: Path) -> None:
         b = Side("breakdown", ["--side", "breakdown:f32", "--repeat", str(args.repeat), *base], env)
         b.close()
         parts = b.setup["text"]
-    ref = next(s for s in sides if s.name == "PyTorch eager f32")
-    rs, rf = statistics.median(ref.step), statistics.median(ref.forward)
     print()
     print(
         f"  {'side':<20} {'step ms':>10} {'forward ms':>11} {'peak RSS MiB':>13} {'step ratio':>11} {'fwd ratio':>10}"
     )
     for s in sides:
         a, f = statistics.median(s.step), statistics.median(s.forward)
+        rs, rf = phase.get(s.name, (a, f))
         print(
             f"  {s.name:<20} {a:>10.1f} {f:>11.1f} {rss[s.name]:>13.0f} {a / rs:>11.2f} {f / rf:>10.2f}"
         )
-    print(f"  (median of {args.repeat}; ratios against PyTorch eager f32, same threads)")
+    print(
+        f"  (medians of {args.repeat} rounds; a native side's ratios against PyTorch eager f32"
+        " in the rounds it was timed with, same threads)"
+    )
+    first = "cold" if not args.cache else "first, in --cache"
     for s in sides:
         if s.name in warm:
             cold, (secs, w) = s.setup, warm[s.name]
             print(
                 f"  {s.name}: step {cold['step launches']} launches, forward {cold['forward launches']};"
-                f" lower+compile cold: step {cold['step: lower, compile']:.1f} s, forward"
+                f" lower+compile {first}: step {cold['step: lower, compile']:.1f} s, forward"
                 f" {cold['forward: lower'] + cold['forward: compile']:.1f} s; warm (a new process):"
                 f" step {w['step: lower, compile']:.1f} s, forward {w['forward: lower'] + w['forward: compile']:.1f} s"
                 f" (whole process {secs:.1f} s)"
