@@ -67,7 +67,7 @@ def expand(ct: np.ndarray, x: np.ndarray, axis: int | None, mean: bool) -> np.nd
     out = np.array(np.broadcast_to(spread, shape), dtype=object)
     if mean:
         count = shape[axis] if axis is not None else int(np.prod(shape))
-        out = M.div(out, M.real(count))
+        out = M.div(out, count)  # ∘(x / n), n exact: MPFR by the integer
     return out
 
 
