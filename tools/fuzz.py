@@ -198,9 +198,11 @@ def source_case(kind: str, rng: random.Random) -> Case:
     return Case(kind, "presk", [kind, *consts], remutate=(path, rng.randrange(2**32)))
 
 
-def clean_mutant(case: Case, tries: int = 12) -> list[str] | None:
+def clean_mutant(case: Case, tries: int = 12, timeout=None, started=None) -> list[str] | None:
     """The argv of a run or dump case on the first of its mutants that checks clean (its
-    file written), or None."""
+    file written), or None. Each mutant's check has its own `timeout` of CPU time, and
+    `started` is told its argv (the parent's clock starts again: twelve slow checks of
+    megabyte lines on a busy machine are not one hang)."""
     path, seed = case.remutate
     rng = random.Random(seed)
     consts = case.argv[1:]
@@ -209,6 +211,10 @@ def clean_mutant(case: Case, tries: int = 12) -> list[str] | None:
         case.files = {name: text.encode("utf-8", errors="surrogatepass")}
         Path(name).write_bytes(case.files[name])
         case.argv = ["check", name, *consts]  # a hang here is check's
+        if timeout is not None:
+            signal.setitimer(signal.ITIMER_PROF, timeout)
+        if started is not None:
+            started(case.argv)
         code, _, escaped = invoke("presk", case.argv, b"")
         if code == 0 and escaped is None:
             if case.kind == "run":
@@ -462,10 +468,11 @@ def run_case(case: Case, timeout: float, started=None) -> tuple[str, str]:
     try:
         argv = case.argv
         if case.remutate is not None:
-            argv = clean_mutant(case)
+            argv = clean_mutant(case, timeout=timeout, started=started)
             if argv is None:
                 return "skip", ""
             case.argv = argv
+            signal.setitimer(signal.ITIMER_PROF, timeout)  # the run's own time
             if started is not None:
                 started(argv)
         code, err, escaped = invoke(case.program, argv, case.stdin)
@@ -570,7 +577,7 @@ def fuzz(n: int, seed: int, timeout: float = 10.0, only=CLASSES, save: str | Non
                 child.close()  # the worker's end: a worker that dies is then an EOF here
             conn.send(case)
             status, sig, seconds = "hang", "timeout (killed)", timeout
-            while conn.poll(max(60, 6 * timeout)):  # else stuck where the alarm cannot reach
+            while conn.poll(max(120, 12 * timeout)):  # else stuck where the alarm cannot reach
                 try:
                     message = conn.recv()
                 except EOFError:  # the worker died (a crash in C code): an internal error
