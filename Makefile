@@ -152,12 +152,15 @@ serve-pt: serve-examples
 
 # The NLP course's ladder on the French civil code (docs/corpus.md): the data from
 # ../shared/data/civil.md into corpus/nlp/data/ (the specification's three commands, then
-# the bigrams' pairs and the MLP's contexts); without the text, one line and nothing done.
+# the bigrams' pairs and the MLP's contexts, written last); without the text, or with data
+# newer than the text and this file, one line and nothing done.
 CIVIL := ../shared/data/civil.md
 NLP_DATA := corpus/nlp/data
 CORPUS_V := 86
 corpus-data: setup
 	@if [ ! -f $(CIVIL) ]; then echo "corpus-data: $(CIVIL) is absent: no corpus data (see docs/corpus.md)"; exit 0; fi; \
+	if [ $(NLP_DATA)/context3.psk.d -nt $(CIVIL) ] && [ $(NLP_DATA)/context3.psk.d -nt Makefile ]; then \
+	    echo "corpus-data: $(NLP_DATA)/ is newer than the text and the Makefile (rm -r it to remake it)"; exit 0; fi; \
 	set -e; mkdir -p $(NLP_DATA); \
 	.venv/bin/presk data chars $(CIVIL) -o $(NLP_DATA)/civil_vocab.json; \
 	.venv/bin/presk data encode $(CIVIL) --vocab $(NLP_DATA)/civil_vocab.json -o $(NLP_DATA)/civil_tokens.txt; \
