@@ -246,10 +246,10 @@ static void nest(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64
     int64_t ncap = min64(NC, (n + NR - 1) / NR * NR), kcap = min64(KC, k);
     T *Bp = scratch(0, (size_t)(kcap * ncap) * sizeof(T));
     T *Ap = scratch(1, (size_t)(kcap * MC) * sizeof(T));
-    /* n of at most two panels: each row of A serves one or two tiles, so A's full panels
-     * are read where they lie, row by row, rather than packed (the edge panel still is:
-     * zero rows). The bits are the same: the same products in the same order. */
-    int direct = n <= 2 * NR && csa == 1;
+    /* n of at most four panels: each row of A serves a few tiles, so A's full panels are
+     * read where they lie, row by row, rather than packed (the edge panel still is: zero
+     * rows). The bits are the same: the same products in the same order. */
+    int direct = n <= 4 * NR && csa == 1;
     for (int64_t jc = 0; jc < n; jc += NC) {{
         int64_t nc = min64(NC, n - jc), np = (nc + NR - 1) / NR;
         for (int64_t pc = 0; pc < k; pc += KC) {{
