@@ -164,3 +164,23 @@ def test_a_tree_asks_only_for_what_its_initializer_needs(tmp_path):
     with pytest.raises(EntryError, match=r"`T >= 2` is false for T = 1"):
         run_entry(core, None, "one", {"T": 1})
     check_dim_names(parse_entry("one", core, None, {"T": 3}))  # not a mistyped name
+
+
+def test_a_call_into_another_files_function_takes_on_its_dimensions(tmp_path):
+    # LayerNorm.apply{B T} of minigpt called from a file without B or T bound them to
+    # nothing: an internal error at run time. The caller takes them on, asked if needed.
+    (tmp_path / "lib.psk").write_text(
+        "dim B\ndim T >= 2\n"
+        "fn unused(x : ℝ[n: 3]) -> ℝ[n: 3] = x * 2\n"
+        "fn total(x : ℝ[n: 3]) -> ℝ[] = sum(x) + sum(real(causal_mask(seq: T)))\n"
+    )
+    text = 'import "lib.psk" as l\nfn f(x : ℝ[n: 3]) -> ℝ[] = sum(l.unused(x))\n'
+    text += "fn g(x : ℝ[n: 3]) -> ℝ[] = l.total(x)\n"
+    checked = check(tmp_path, text, name="main.psk")
+    assert codes(checked) == []
+    core = lower_program(checked.program)
+    assert core.function("f").dims == ("B", "T")
+    assert run_entry(core, None, "f", {}).startswith("ℝ[] = ")
+    with pytest.raises(EntryError, match="no value for the dimension `T` of `g`"):
+        run_entry(core, None, "g", {})
+    assert run_entry(core, None, "g", {"T": 3}).startswith("ℝ[] = ")

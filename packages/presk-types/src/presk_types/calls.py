@@ -196,6 +196,14 @@ class Calls:
                 else str(getattr(default, "value", 0))
             )
             refs.append(self.emit.literal(text, ptype))
+        # a dimension the call does not infer is the caller's of that name; an imported
+        # file's that the caller does not have becomes the caller's too (LayerNorm.apply's B
+        # and T from another file: bound to nothing, it crashed the run); presk run asks
+        # for it only if the value needs it (presk_core.reach)
+        mine = set(self.info.context.names) | set(self.info.generic)
+        taken = [d for d in callee.generic if d not in bindings and d not in mine]
+        if taken:
+            self.info.generic = (*self.info.generic, *taken)
         generic = {d: bindings.get(d, Lin.var(d)) for d in callee.generic}
         if ref.instance is not None and ref.instance.stack is not None:
             out = self.emit.fold(callee, ref.instance.stack, generic, refs, result, span)
