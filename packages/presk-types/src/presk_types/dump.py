@@ -76,8 +76,10 @@ def _decl(decl: A.Decl, env: FileEnv) -> list[str]:
             value = format_q(env.consts[name]) if name in env.consts else "(in error)"
             return [f"const {name} = {value}"]
         case A.DimDecl(name):
-            bound = env.dim_bounds.get(name)
-            return [f"dim {name}" + (f" <= {bound}" if bound is not None else "")]
+            bound, lower = env.dim_bounds.get(name), env.dim_lowers.get(name)
+            head = f"dim {lower} <= {name}" if lower and bound is not None else f"dim {name}"
+            tail = f" >= {lower}" if lower and bound is None else ""
+            return [head + tail + (f" <= {bound}" if bound is not None else "")]
         case A.TypeAliasDecl(name, t):
             return [f"type {name} = {_type(t, TypeScope(env, set(env.dims)))}"]
         case A.Module(name, type_params, items):
