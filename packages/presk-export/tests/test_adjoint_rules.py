@@ -34,7 +34,7 @@ PROGRAMS = [
     ROOT / "tutorial" / "06_tower.psk",
     *sorted(AD_PROGRAMS.glob("*.psk")),  # an operation a program, and the reference models
 ]
-TREES = {"put", "put_slice", "put_item"}
+TREES = {"put", "put_slice", "put_item"}  # of trees and tuples: tests/test_tree_adjoints.py
 
 
 def instructions() -> list:
