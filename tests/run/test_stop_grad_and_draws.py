@@ -35,6 +35,8 @@ fn dropout(key : key, x : ℝ[batch: B, model: 4], keep : ℝ[]) -> ℝ[batch: B
   x * bernoulli(key, keep, batch: B, model: 4) / keep
 fn draws(key : key) -> ℝ[n: 6] uses Rand = uniform(key, n: 6)
 fn coin(key : key) -> ℝ[n: 6] uses Rand = bernoulli(key, 0.5, n: 6)
+fn filled(x : ℝ[batch: B, model: 3]) -> ℝ[batch: B, model: 3] =
+  x * ones(batch: B, model: 3) + zeros(model: 3) + sum(ones(n: 2)) + sum(zeros())
 """
 
 
@@ -141,3 +143,8 @@ def test_the_kernel_lowering_elides_stop_grad(program):
     from presk_kernel.lower import HOST
 
     assert "stop_grad" in HOST
+
+
+def test_zeros_and_ones_of_a_shape(program):
+    out = run(program, "filled", B=2)
+    np.testing.assert_array_equal(f64(out["result"]), f64(out["inputs"]["x"]) + 2)

@@ -330,7 +330,13 @@ WITHOUT_ADJOINT = {
 
 # Primitives whose adjoint is nothing: their results are discrete, or have no real operand.
 NOTHING_FLOWS = {"real", "one_hot", "causal_mask", "compare", "argmax", "sample", "split_key"}
-NOTHING_FLOWS |= {"uniform", "bernoulli", "stop_grad"}  # stop_grad: tests/run/test_stop_grad_*
+NOTHING_FLOWS |= {
+    "uniform",
+    "bernoulli",
+    "stop_grad",
+    "zeros",
+    "ones",
+}  # stop_grad: tests/run/test_stop_grad_*
 
 
 def test_every_primitive_has_an_adjoint_or_is_listed_without() -> None:

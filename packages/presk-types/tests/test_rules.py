@@ -154,6 +154,8 @@ TYPINGS: dict[str, tuple[str, str, str, str, str]] = {
         "k C∞, p Disc",  # a step in p, as sample in its logits
     ),
     "stop_grad": (X, "", "stop_grad(relu(x))", "ℝ[batch: B, model: 4]", "x C∞"),
+    "zeros": ("", "", "zeros(batch: B, model: 4)", "ℝ[batch: B, model: 4]", ""),
+    "ones": ("", "", "ones(seq: T)", "ℝ[seq: T]", ""),
 }
 
 

@@ -550,6 +550,8 @@ vjp_rules: dict[str, Rule] = {
     "uniform": _none,
     "bernoulli": _none,  # a draw: constant in its probability almost everywhere
     "stop_grad": _none,  # the identity whose adjoint is zero (issue 16)
+    "zeros": _none,
+    "ones": _none,
     "cast": _identity,
     "call": _call,
     "field": _field,

@@ -279,6 +279,13 @@ def _draw(p: Prep) -> Step:
     return lambda env: M.real(R.bernoulli(key(env), prob(env).reshape(()).item(), shape))
 
 
+def _filled(p: Prep) -> Step:
+    """`zeros(n: T, …)` and `ones(n: T, …)`."""
+    shape = tuple(p.length(length) for _, length in p.attr("shapes", ()))
+    value = 0.0 if p.ins.op == "zeros" else 1.0
+    return lambda env: M.real(np.full(shape, value))
+
+
 def _ein(p: Prep) -> Step:
     out, names = p.attr("axes"), p.attr("_names")
     gets = p.args
@@ -439,5 +446,7 @@ PRIMITIVE_RULES: dict[str, Rule] = {
     "uniform": _draw,
     "bernoulli": _draw,
     "stop_grad": _unary(lambda x: x),
+    "zeros": _filled,
+    "ones": _filled,
 }
 """The rules of the primitives of the language (`presk_types.rules.PRIMITIVES`) but `grad`."""

@@ -232,6 +232,16 @@ def _stop_grad(b: Body, ins: Instr) -> Expr:
     return x if x.scalar else method(x, "detach")
 
 
+def _filled(torch_fn: str) -> Rule:
+    """`zeros(n: T, …)`: `torch.zeros(n, …)` (a 0-d tensor without axes)."""
+
+    def rule(b: Body, ins: Instr) -> Expr:
+        lengths = [str(b.length(length)) for _, length in ins.attr("shapes", ())]
+        return call(torch_fn, *(lengths or ["()"]))
+
+    return rule
+
+
 def _unsupported(why: str) -> Rule:
     def rule(b: Body, ins: Instr) -> Expr:
         raise ExportError(f"`{ins.op}` has no PyTorch export: {why}", span=ins.span)
@@ -282,6 +292,8 @@ RULES: dict[str, Rule] = {
     "uniform": _unsupported("a keyed draw is presk's Threefry, which PyTorch does not have"),
     "bernoulli": _unsupported("a keyed draw is presk's Threefry, which PyTorch does not have"),
     "stop_grad": _stop_grad,
+    "zeros": _filled("torch.zeros"),
+    "ones": _filled("torch.ones"),
     "slice": tree_slice,  # a block of a stack (unrolled stacks, differentiated code)
     "record": tree_record,
     **ADJOINT_RULES,  # what differentiation writes (presk_export.adjoint_rules)

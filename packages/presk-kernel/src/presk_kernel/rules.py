@@ -444,6 +444,8 @@ NESTS: dict[str, Callable[[Step], object]] = {
     "pow": _pow,
     "compare": _compare,
     "causal_mask": _causal_mask,
+    "zeros": lambda step: _fill(step, step.out_axes(), step.out_dtype(), 0),
+    "ones": lambda step: _fill(step, step.out_axes(), step.out_dtype(), 1),
     "expand": _expand,
     "spread": _spread,
     "pick2": _pick2,

@@ -384,13 +384,23 @@ def _draw(o: Operands, ctx: Context) -> Type:
                 f"`bernoulli`'s probability is a real scalar, and this is `{p}`",
                 Label(ctx.span(("operand", 1)), "ℝ[]"),
             )
+    return Real(_named_shape(o, ctx))
+
+
+def _filled(o: Operands, ctx: Context) -> Type:
+    """`zeros(n: T, …)` and `ones(n: T, …)`: a real tensor of the named shape."""
+    arity(o, ctx, 0, signature(o.op), shapes=True)
+    return Real(_named_shape(o, ctx))
+
+
+def _named_shape(o: Operands, ctx: Context) -> Shape:
     seen: set[str] = set()
     for name, _ in o.shapes:
         if name in seen or seen.add(name):
             raise err(
                 "E2013", f"the axis `{name}` appears twice in one shape", Label(ctx.span(), "")
             )
-    return Real(Shape(False, tuple(AxisT(n, length) for n, length in o.shapes)))
+    return Shape(False, tuple(AxisT(n, length) for n, length in o.shapes))
 
 
 # ---- the table -----------------------------------------------------------------------------
@@ -434,6 +444,8 @@ PRIMITIVE_RULES: dict[str, Rule] = {
     "uniform": _draw,
     "bernoulli": _draw,
     "stop_grad": _elementwise,
+    "zeros": _filled,
+    "ones": _filled,
     "grad": S.grad,
 }
 """The rule of each primitive of the registry (`rules.PRIMITIVES`)."""

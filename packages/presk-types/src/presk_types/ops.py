@@ -123,6 +123,8 @@ _AXES = (("axes", Attr.NAMES),)
 _CALL = (("fn", Attr.NAME), ("dims", Attr.BINDINGS))
 _OPT_ALIGN = frozenset({"_align"})
 _OPT_AXES = frozenset({"axes"})
+_SHAPES = (("shapes", Attr.SHAPES),)
+_OPT_SHAPES = frozenset({"shapes"})
 
 
 def _ops() -> list[Op]:
@@ -171,9 +173,11 @@ def _ops() -> list[Op]:
         src("split", L, one, (*_AXES, ("shapes", Attr.SHAPES))),
         src("sample", X, two),
         src("split_key", X, one),
-        src("uniform", X, one, (("shapes", Attr.SHAPES),)),  # issue 16: dropout's draws
-        src("bernoulli", X, two, (("shapes", Attr.SHAPES),)),
-        src("stop_grad", E, one),  # the identity, adjoint zero (issue 16)
+        # issue 16: dropout's draws, tensors of a shape (none: a scalar), a stop-gradient
+        src("uniform", X, one, _SHAPES, _OPT_SHAPES),
+        src("bernoulli", X, two, _SHAPES, _OPT_SHAPES),
+        *(src(n, E, (0, 0), _SHAPES, _OPT_SHAPES) for n in ("zeros", "ones")),
+        src("stop_grad", E, one),
         src("grad", S, (1, None), _CALL),
         # ---- structural: lowering's
         core("call", S, (0, None), _CALL),

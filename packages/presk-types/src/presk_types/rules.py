@@ -99,6 +99,8 @@ PRIMITIVES: dict[str, Primitive] = {
         Primitive(
             "bernoulli", "bernoulli(key, ℝ[], n: T, …) -> ℝ[n: T, …]  0 or 1", (S, D), "Rand"
         ),
+        Primitive("zeros", "zeros(n: T, …) -> ℝ[n: T, …]", (S,)),
+        Primitive("ones", "ones(n: T, …) -> ℝ[n: T, …]", (S,)),
         # differentiation: the identity, a constant for `grad` (its adjoint is zero)
         Primitive("stop_grad", "stop_grad(ℝ[s]) -> ℝ[s]", (S,)),
         # differentiation
