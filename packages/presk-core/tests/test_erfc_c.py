@@ -78,3 +78,22 @@ def test_cramers_inequality_bounds_the_hermite_numbers(n):
         h = abs(mpmath.hermite(n, x))
         bound = mpmath.mpf("1.086435") * mpmath.sqrt(2**n * mpmath.factorial(n))
         assert h <= bound * mpmath.exp(mpmath.mpf(x) ** 2 / 2)
+
+
+@pytest.mark.parametrize("bits", [24, 53, 256])
+def test_gelus_derivative_in_c_is_numpys_loops_bit_for_bit(bits):
+    """`M.gelu_grad` (in C) against the same roundings written with numpy's loops."""
+    rng = np.random.default_rng(bits)
+    with M.precision(bits):
+        x = M.real(rng.standard_normal((5, 7)) * 3)
+        ct = M.real(rng.standard_normal((5, 7)))
+        x[0, :5] = [gmpy2.mpfr(v) for v in ("0", "-0", "inf", "-inf", "nan")]
+        x[1, :2] = [gmpy2.mpfr("1e300"), gmpy2.mpfr("-40")]
+        ct[2, :3] = [gmpy2.mpfr(v) for v in ("-0", "inf", "nan")]
+        got = M.gelu_grad(ct, x)
+        phi = M.gelu_phi(x)
+        want = M.mul(ct, M.add(phi, M.mul(x, M.gelu_density(x))))
+        assert _bits(got) == _bits(want)
+        assert _bits(M.gelu_grad(ct[0], x)) == _bits(
+            M.mul(ct[0], M.add(phi, M.mul(x, M.gelu_density(x))))
+        )  # broadcast: numpy's

@@ -109,8 +109,7 @@ def _map(fn, *arrays) -> np.ndarray:
 
 def gelu_grad(ct: np.ndarray, x: np.ndarray) -> np.ndarray:
     """ct · (Φ(x) + x·φ(x)), Φ rounded as `gelu` rounds it (presk_core.mpfr's docstring)."""
-    x = M.real(x)
-    return M.mul(ct, M.add(M.gelu_phi(x), M.mul(x, M.gelu_density(x))))
+    return M.gelu_grad(ct, M.real(x))
 
 
 def silu_grad(ct: np.ndarray, x: np.ndarray) -> np.ndarray:

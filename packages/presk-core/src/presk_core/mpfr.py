@@ -209,9 +209,25 @@ def gelu_phi(x: Array) -> Array:
     return div(_twice_phi(x), 2)
 
 
+def gelu_grad(ct: Array, x: Array) -> Array:
+    """ct · ∘(Φ(x) + ∘(x · φ(x))) (`gelu_grad`, presk_core.adjoints), Φ and φ as
+    `gelu_phi` and `gelu_density` round them: in C where it can run, the same operations
+    in the same order."""
+    x = _arr(x)
+    twice = _twice_phi(x)
+    fused = erfc_c.gelu_grad(_arr(ct), x, twice, mpfr(1) / 2, _root_2pi())
+    if fused is not None:
+        return fused
+    return mul(ct, add(div(twice, 2), mul(x, gelu_density(x))))
+
+
+def _root_2pi() -> mpfr:
+    return gmpy2.sqrt(2 * gmpy2.const_pi())
+
+
 def gelu_density(x: Array) -> Array:
     """φ(x) as `gelu_grad` rounds it: ∘(∘(exp(−∘(x·x)/2)) / ∘(√(2·∘(π))))."""
-    root = gmpy2.sqrt(2 * gmpy2.const_pi())
+    root = _root_2pi()
     return div(_EXP(np.multiply(np.negative(np.multiply(x, x)), mpfr(1) / 2)), root)
 
 
