@@ -131,6 +131,8 @@ class Interpreter:
                 raise RunError("E7003", str(e)) from None
             except R.SizeError as e:  # an initializer's draw of a huge shape
                 raise RunError("E7011", str(e)) from None
+            except MemoryError:  # a tensor the machine cannot hold (issue 16's fuzzer)
+                raise RunError("E7011", f"`{name}` needs more memory than there is") from None
             except RecursionError:  # each call of a call is three Python frames
                 raise RunError(
                     "E7012",
