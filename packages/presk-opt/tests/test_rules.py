@@ -8,7 +8,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
-from egglog import BigRat, EGraph, eq
+from egglog import BigRat, EGraph, eq, union
 from presk_core.passes import Context, run_pipeline
 from presk_core.run import run_entry
 from presk_opt.optimize import optimize
@@ -47,8 +47,7 @@ def _rules_in(fn) -> set[str]:
 
 
 EXACT = {  # function of rules.psk: what the rule leaves of its body
-    "add0": 0,
-    "add0l": 0,
+    "add0exp": 1,  # exp(x): never −0, so + 0 goes
     "sub0": 0,
     "mul1": 0,
     "mul1l": 0,
@@ -182,3 +181,39 @@ def test_a_scale_moves_onto_the_smaller_operand_under_the_roofline(rules_program
             for k, (p, q) in enumerate(zip(row_a, row_b, strict=True)):
                 mag = sum(abs(Fraction(x[i][j]) * Fraction(w[j][k])) for j in range(n))
                 assert abs(Fraction(p) - Fraction(q)) <= 2 * (n + 3) * u * s * mag
+
+
+@pytest.mark.parametrize("name", ["add0", "add0l", "zero_sign"])
+def test_adding_0_stays_where_it_can_turn_a_minus_0_into_plus_0(rules_program, name) -> None:
+    """x + 0 is x but for x = −0 (IEEE gives +0): the rule needs x never −0 (SIGNS), and a
+    parameter, or x · 0 (−0 for a negative x), may be. The printed result is the same."""
+    before, after = rules_program
+    assert _function(after, name) == _function(before, name)
+    a = run_entry(before, None, name, {"B": 6}, 1, BITS, 12, False)
+    assert a == run_entry(after, None, name, {"B": 6}, 1, BITS, 12, False)
+    if name == "zero_sign":  # x · 0 alone prints its −0s: x · 0 + 0 = x · 0 would too
+        assert "-0" not in a and "-0" in run_entry(before, None, "mul0", {"B": 6}, 1, BITS, 12)
+
+
+def test_the_signs_of_zero_prove_what_they_say() -> None:
+    """no_minus_zero on the e-graph of rules.psk: exp(x) and (x · 0) + 0 are never −0; a
+    parameter and x · 0 may be."""
+    from egglog import EGraph
+    from presk_opt.terms import Tables, no_minus_zero, to_terms
+
+    core = run_pipeline("core-after-ad", str(HERE / "programs" / "rules.psk"), Context())
+    tables, egraph = Tables(), EGraph()
+    terms = {}
+    for name in ("add0exp", "zero_sign"):
+        enc = to_terms(_function(core, name), tables)
+        terms[name] = enc
+        egraph.register(enc.ret)
+        for lit, num in enc.rationals:
+            egraph.register(union(lit).with_(num))
+    egraph.run(TYPING.saturate())
+    exp_x, sum_ = terms["add0exp"], terms["zero_sign"]
+    egraph.check(no_minus_zero(exp_x.terms[_function(core, "add0exp").body[0].out.id]))
+    egraph.check(no_minus_zero(sum_.ret))
+    body = _function(core, "zero_sign").body
+    egraph.check_fail(no_minus_zero(sum_.terms[body[0].out.id]))  # x · 0
+    egraph.check_fail(no_minus_zero(sum_.terms[_function(core, "zero_sign").params[0].id]))

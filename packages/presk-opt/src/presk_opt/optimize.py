@@ -58,7 +58,16 @@ class CostModel:
         return self.price(fn, ins.op, attrs, ins.out.type, operands)
 
 
-OPERATION_COUNTS = CostModel("operation counts", lambda *_: float(OP_COST))
+NO_KERNEL = frozenset(
+    {"call", "field", "record", "slice", "tuple", "get", "cast", "stop_grad", "fold",
+     "fold_init", "grad", "value_grad"}
+)  # fmt: skip
+"""Operations that compute nothing themselves: views and trees built on the host (a record,
+a field, a cast), and calls (their callee is priced on its own)."""
+
+OPERATION_COUNTS = CostModel(
+    "operation counts", lambda fn, op, *_: 0.0 if op in NO_KERNEL else float(OP_COST)
+)
 
 
 @dataclass

@@ -24,13 +24,8 @@ from collections.abc import Iterable
 from presk_core.ir import Instr, Lit, Program, Value
 from presk_types.types import Type
 
-from presk_opt.optimize import CostModel
+from presk_opt.optimize import NO_KERNEL, CostModel
 from presk_opt.roofline import Profile, Roofline, traffic, work
-
-NO_KERNEL = frozenset(
-    {"call", "field", "record", "slice", "tuple", "get", "cast", "stop_grad", "fold",
-     "fold_init", "grad", "value_grad"}
-)  # fmt: skip
 
 
 class Sizes:

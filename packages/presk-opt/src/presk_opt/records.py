@@ -14,11 +14,24 @@ that sets every entry is its record, its operands in the layout's order.
 
 from __future__ import annotations
 
-from egglog import Map, String, Vec, eq, function, rewrite, rule, ruleset, set_, union, vars_
+from egglog import (
+    BigRat,
+    Map,
+    String,
+    Vec,
+    eq,
+    function,
+    rewrite,
+    rule,
+    ruleset,
+    set_,
+    union,
+    vars_,
+)
 from presk_core.ir import Program
 from presk_types.types import ParamsT
 
-from presk_opt.terms import Made, Tables, Term
+from presk_opt.terms import Made, Tables, Term, type_of
 
 NAME = "puts of zeros summed = record"
 WHY = (
@@ -67,8 +80,16 @@ def entries(t: ParamsT, program: Program) -> list[str] | None:
     return names
 
 
+def leaf_entries(t: ParamsT, program: Program) -> set[str]:
+    """The entries of tree type t that are tensors (a leaf of the layout, not a subtree)."""
+    layout = next((lay for lay in program.layouts if lay.module == t.instance.module), None)
+    return {leaf.path for leaf in layout.leaves if "." not in leaf.path} if layout else set()
+
+
 def for_program(tables: Tables, program: Program, counter: list[int] = [0]):  # noqa: B006
     """The `entry` facts and the ruleset making each tree type's full part its record."""
+    from presk_opt.rules import SCALAR
+
     facts, rules = [], []
     for key, t in list(tables.types.items()):
         if not isinstance(t, ParamsT):
@@ -80,12 +101,22 @@ def for_program(tables: Tables, program: Program, counter: list[int] = [0]):  # 
             facts.append(set_(entry(key, tables.attrs_key((("path", name),)))).to(name))
         keys = tables.attrs_key((("keys", tuple(names)),))
         whole = Term.part(key, mp)
-        record = Term.nv("record", keys, key, Made.by(m, NAME), Vec[Term](*(mp[n] for n in names)))
+        by = Made.by(m, NAME)
+        types = list(vars_(" ".join(f"te{i}" for i in range(len(names))), String))
+        tensors = leaf_entries(t, program)
+        values = [  # each u + 0, as the sum of puts computes it (u = −0 gives +0)
+            Term.n2("add", "", te, by, mp[n], Term.num(BigRat(0, 1), SCALAR))
+            if n in tensors
+            else Term.n2("accum", "", te, by, mp[n], Term.n1("zeros_like", "", te, by, mp[n]))
+            for n, te in zip(names, types, strict=True)
+        ]
+        record = Term.nv("record", keys, key, by, Vec[Term](*values))
         rules.append(
             rule(
                 eq(y).to(whole),
                 eq(y).to(Term.n2("accum", at, key, m, x, u)),
                 *(mp.contains(n) for n in names),
+                *(eq(type_of(mp[n])).to(te) for n, te in zip(names, types, strict=True)),
             ).then(union(y).with_(record))
         )
     counter[0] += 1

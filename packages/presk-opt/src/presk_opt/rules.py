@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from egglog import BigRat, String, Vec, eq, ne, rewrite, rule, ruleset, set_, vars_
 
 from presk_opt import records
-from presk_opt.terms import Made, Term, type_of
+from presk_opt.terms import Made, Term, no_minus_zero, type_of
 
 SCALAR = "t0"  # the type key of ℝ[], a literal's type (Tables registers it first)
 
@@ -54,11 +54,12 @@ def _rules() -> list[Rule]:
         out.append(Rule(name, why, rws))
 
     same = eq(type_of(x)).to(t)  # x has the result's type: replacing the result by x types
+    signed = no_minus_zero(x)  # x + (+0) is x but for x = −0, which it makes +0
     add(
         "x + 0 = x",
-        "0 is the neutral element of addition (either side)",
-        rewrite(Term.n2("add", at, t, m, x, _zero())).to(x, same),
-        rewrite(Term.n2("add", at, t, m, _zero(), x)).to(x, same),
+        "0 is the neutral element of addition (either side), when x is never −0 (SIGNS)",
+        rewrite(Term.n2("add", at, t, m, x, _zero())).to(x, same, signed),
+        rewrite(Term.n2("add", at, t, m, _zero(), x)).to(x, same, signed),
     )
     add(
         "x - 0 = x",
@@ -175,11 +176,13 @@ def _rules() -> list[Rule]:
     )
     add(
         "x + zeros = x",
-        "adding a tree, or a tensor, of zeros is the identity",
-        rewrite(Term.n2("accum", at, t, m, x, Term.n1("zeros_like", at2, t2, m2, y))).to(x, same),
-        rewrite(Term.n2("accum", at, t, m, Term.n1("zeros_like", at2, t2, m2, y), x)).to(x, same),
-        rewrite(Term.n2("add", at, t, m, x, Term.n1("zeros_like", at2, t2, m2, y))).to(x, same),
-        rewrite(Term.n2("add", at, t, m, Term.n1("zeros_like", at2, t2, m2, y), x)).to(x, same),
+        "adding a tree, or a tensor, of zeros is the identity, when x is never −0 (SIGNS)",
+        *(
+            rewrite(Term.n2(o, at, t, m, *pair)).to(x, same, signed)
+            for o in ("accum", "add")
+            for zeros in [Term.n1("zeros_like", at2, t2, m2, y)]
+            for pair in ((x, zeros), (zeros, x))
+        ),
     )
     add(records.NAME, records.WHY, *records.REWRITES)
     return out
@@ -233,6 +236,29 @@ def _scale_rewrites() -> tuple:
 
 RULES: list[Rule] = _rules()
 
+
+def _signs() -> list:
+    """`no_minus_zero(x)`: x is never −0, in IEEE arithmetic rounded to nearest. A rational
+    literal (a `-0` literal is no rational: presk_opt.terms), zeros, an exponential, a
+    softmax, a sigmoid, an absolute value or a relu (relu(−0) = +0) never are; a sum
+    a + b is −0 only when both are, a − b only when a is; `put` of such a value in zeros,
+    and its sum or mean over axes, neither."""
+    nz = no_minus_zero
+    out = [rule(eq(x).to(Term.num(p, t))).then(nz(x))]
+    for o in ("zeros_like", "exp", "abs", "relu", "softmax", "sigmoid"):
+        out.append(rule(eq(x).to(Term.n1(o, at, t, m, y))).then(nz(x)))
+    out.append(rule(eq(x).to(Term.n2("softmax", at, t, m, y, z))).then(nz(x)))
+    for o in ("add", "accum"):
+        out.append(rule(eq(x).to(Term.n2(o, at, t, m, y, z)), nz(y)).then(nz(x)))
+        out.append(rule(eq(x).to(Term.n2(o, at, t, m, y, z)), nz(z)).then(nz(x)))
+    for o in ("sub", "sum_to"):
+        out.append(rule(eq(x).to(Term.n2(o, at, t, m, y, z)), nz(y)).then(nz(x)))
+    out.append(rule(eq(x).to(Term.n2("put", at, t, m, y, z)), nz(z)).then(nz(x)))
+    for o in ("sum", "mean"):
+        out.append(rule(eq(x).to(Term.n1(o, at, t, m, y)), nz(y)).then(nz(x)))
+    return out
+
+
 TYPING = ruleset(
     rule(eq(x).to(Term.param(n, t))).then(set_(type_of(x)).to(t)),
     rule(eq(x).to(Term.lit(n, t))).then(set_(type_of(x)).to(t)),
@@ -242,6 +268,7 @@ TYPING = ruleset(
     rule(eq(x).to(Term.n2(op, at, t, m, y, z))).then(set_(type_of(x)).to(t)),
     rule(eq(x).to(Term.n3(op, at, t, m, y, z, w))).then(set_(type_of(x)).to(t)),
     rule(eq(x).to(Term.nv(op, at, t, m, vs))).then(set_(type_of(x)).to(t)),
+    *_signs(),
     name="typing",
 )
 

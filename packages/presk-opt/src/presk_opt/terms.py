@@ -21,7 +21,18 @@ import heapq
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
-from egglog import BigRat, BigRatLike, Expr, Map, String, StringLike, Vec, function, method
+from egglog import (
+    BigRat,
+    BigRatLike,
+    Expr,
+    Map,
+    String,
+    StringLike,
+    Vec,
+    function,
+    method,
+    relation,
+)
 from presk_core.build import FunctionBuilder, placement
 from presk_core.ir import Function, Instr, Lit, Operand, Origin, Value
 from presk_types.types import Type
@@ -147,6 +158,10 @@ class Term(Expr):
 def type_of(x: Term) -> String: ...
 
 
+no_minus_zero = relation("presk_no_minus_zero", Term)
+"""x is never −0 (presk_opt.rules.SIGNS): adding +0 to it, or zeros, changes no bit."""
+
+
 @dataclass
 class Tables:
     """The data the terms of a program name: types by key (`t3`), both ways, and attribute
@@ -209,7 +224,7 @@ def to_terms(fn: Function, tables: Tables) -> Encoded:
         t = tables.type_key(a.type)
         term = Term.lit(a.text, t)
         q = rational(a.text)
-        if q is not None:
+        if q is not None and not (q == 0 and a.text.lstrip().startswith("-")):  # −0 is no 0
             rationals.append((term, Term.num(rat(q), t)))
         return term
 
