@@ -93,6 +93,7 @@ fn g(x : ℝ[B]) -> ℝ[] = sum(x)
 fn h(x : ℝ[3]) -> ℝ[] = g(x)
 fn k(x : ℝ[T]) -> ℝ[] = g(x)
 fn m(x : ℝ[3]) -> ℝ[] = sum(x) + sum(real(causal_mask(seq: T)))
+fn avg(x : ℝ[3]) -> ℝ[] = sum(x) / (B : ℝ)
 """
 
 
@@ -112,6 +113,8 @@ def test_an_entry_is_asked_only_for_the_dimensions_it_needs(tmp_path):
     assert entry(tmp_path, "k", {"T": 4}).dims == {"B": 0, "T": 4}  # g's B = T by the call
     with pytest.raises(EntryError, match="no value for the dimension `T` of `m`"):
         entry(tmp_path, "m", {})  # T reached in the body only
+    with pytest.raises(EntryError, match="no value for the dimension `B` of `avg`"):
+        entry(tmp_path, "avg", {})  # B as a number, a literal operand
 
 
 def test_a_dim_below_its_lower_bound_is_refused(tmp_path):

@@ -16,7 +16,7 @@ import dataclasses
 from presk_types.presburger import Lin
 from presk_types.types import Instance
 
-from presk_core.ir import Function, Program
+from presk_core.ir import Function, Lit, Program
 
 
 def needed_dims(program: Program, name: str) -> set[str]:
@@ -97,6 +97,9 @@ def _walk(obj: object, names: set[str], instances: list[Instance]) -> None:
         o = stack.pop()
         if isinstance(o, Lin):
             names.update(o.names)
+        elif isinstance(o, Lit):  # `(T : ℝ)`: a dimension as a number
+            names.add(o.text)
+            stack.append(o.type)
         elif isinstance(o, tuple | list):
             stack.extend(o)
         elif isinstance(o, dict):
