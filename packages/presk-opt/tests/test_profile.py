@@ -118,6 +118,9 @@ def test_bench_opt_times_both_programs(tmp_path: Path) -> None:
         r"-- predicted by the roofline \(profile \S+ \S+ f64\), the kernels alone: "
         r"[\d.]+ µs, [\d.]+ µs with --opt", lines[3]
     )  # fmt: skip
+    assert re.fullmatch(
+        r"-- measured, the kernels alone: [\d.]+ µs, [\d.]+ µs with --opt", lines[4]
+    )
     assert r.stderr.startswith("presk-opt: ")
 
 
