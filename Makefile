@@ -187,7 +187,7 @@ corpus-gpt: corpus-data
 
 # The course GPT trained natively (f32) and by its exported train.py from the same θ₀ and
 # batches, EXPERIMENT_STEPS steps each: metrics, loss gaps and curves in corpus/nlp/ckpt/.
-EXPERIMENT_STEPS ?= 30
+EXPERIMENT_STEPS ?= 50
 experiment-gpt: corpus-data
 	@if [ ! -f $(GPT_DATA) ]; then echo "experiment-gpt: no $(GPT_DATA) (make corpus-data)"; exit 0; fi; \
 	$(PY) tools/experiment_gpt.py --steps $(EXPERIMENT_STEPS) --threads $(THREADS)
