@@ -363,7 +363,7 @@ def median_ms(rows: list[dict]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add = parser.add_argument
-    add("--steps", type=int, default=100, help="steps of each run, the horizon (100)")
+    add("--steps", type=int, default=50, help="steps of each run, the horizon (50)")
     add("--threads", type=int, default=1, help="threads of both (1)")
     add("--realize", choices=["f32", "f64"], default="f32", help="native type, torch dtype")
     add("--backend", choices=["native", "kernel"], default="native")
