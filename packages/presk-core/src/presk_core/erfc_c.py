@@ -291,6 +291,18 @@ int presk_gelu_grad(size_t count, char **ct, char **x, char **twice, char *half,
 
 _lib: ctypes.CDLL | None | bool = False
 _ERFC = np.frompyfunc(gmpy2.erfc, 1, 1)
+_DEFAULT = gmpy2.context()  # MPFR's exponent range, which the C's operations use
+
+
+def _plain(context) -> bool:
+    """A context where MPFR's values are gmpy2's: round to nearest, MPFR's exponent range,
+    no subnormalization."""
+    return (
+        context.round == gmpy2.RoundToNearest
+        and not context.subnormalize
+        and context.emax == _DEFAULT.emax
+        and context.emin == _DEFAULT.emin
+    )
 
 
 def _load() -> ctypes.CDLL | None:
@@ -320,12 +332,7 @@ def erfc(x: np.ndarray) -> np.ndarray:
     """∘(erfc(x)) of each element of the object array x, at the context's precision, round
     to nearest: `gmpy2.erfc`'s values, by the series where it decides them, else by it."""
     context = gmpy2.get_context()
-    if (
-        x.size == 0
-        or not available()
-        or context.round != gmpy2.RoundToNearest
-        or context.subnormalize
-    ):
+    if x.size == 0 or not available() or not _plain(context):
         return _ERFC(x)
     flat = np.ascontiguousarray(x).reshape(-1)
     count = flat.size
@@ -345,12 +352,7 @@ def gelu_grad(ct: np.ndarray, x: np.ndarray, twice: np.ndarray, half, root) -> n
     `root` = √(2π) as gelu_density rounds it); None where it does not apply (operands of
     other shapes or types, no compiler): then numpy's loops."""
     context = gmpy2.get_context()
-    if (
-        not available()
-        or np.shape(ct) != np.shape(x)
-        or context.round != gmpy2.RoundToNearest
-        or context.subnormalize
-    ):
+    if not available() or np.shape(ct) != np.shape(x) or not _plain(context):
         return None
     args = [fold_c.addresses(np.ascontiguousarray(a)) for a in (ct, x, twice)]
     out = fold_c.fresh(args[0].size)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import math
 import os
 import subprocess
 import sys
@@ -130,10 +131,12 @@ def _cache() -> Path:
     return Path(base) / "presk"
 
 
-def _build(name: str, source: str, library: Path) -> Path:
+def _build(
+    name: str, source: str, library: Path, includes: tuple[str, ...] = (), suffix: str = ".so"
+) -> Path:
     include = Path(gmpy2.__file__).resolve().parent  # gmpy2 ships gmp.h and mpfr.h
     key = hashlib.sha256((source + str(library) + sys.version).encode()).hexdigest()[:16]
-    target = _cache() / f"{name}_{key}.so"
+    target = _cache() / f"{name}_{key}{suffix}"
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -141,7 +144,8 @@ def _build(name: str, source: str, library: Path) -> Path:
         c = Path(tmp) / f"{name}.c"
         c.write_text(source)
         built = Path(tmp) / f"{name}.so"
-        cmd = ["cc", "-O2", "-shared", "-fPIC", f"-I{include}", str(c), "-o", str(built)]
+        cmd = ["cc", "-O2", "-shared", "-fPIC", f"-I{include}", *(f"-I{i}" for i in includes)]
+        cmd += [str(c), "-o", str(built)]
         gmp = sorted(library.parent.glob("libgmp*.so*"))  # mpz_* for presk_core.erfc_c
         cmd += [str(library), *map(str, gmp[:1]), f"-Wl,-rpath,{library.parent}"]
         subprocess.run(cmd, check=True, capture_output=True, timeout=120)
@@ -158,7 +162,9 @@ def _layout_holds() -> bool:
     return prec == 77 and kind == id(MPFR_TYPE)
 
 
-def library(name: str, source: str) -> Path | None:
+def library(
+    name: str, source: str, includes: tuple[str, ...] = (), suffix: str = ".so"
+) -> Path | None:
     """The C `source` compiled against the MPFR (and GMP) that gmpy2 loads, MPFR loaded
     first, if that can be done here (a compiler, the object layout, `PRESK_INTERP_C` not
     0); else None."""
@@ -170,9 +176,21 @@ def library(name: str, source: str) -> Path | None:
     try:
         for lib in [mpfr, *sorted(mpfr.parent.glob("libgmp*.so*"))[:1]]:
             ctypes.CDLL(str(lib), mode=ctypes.RTLD_GLOBAL)  # the instances gmpy2 uses
-        return _build(name, source, mpfr)
+        return _build(name, source, mpfr, includes, suffix)
     except (OSError, subprocess.SubprocessError):
         return None
+
+
+def extension(name: str, source: str) -> Path | None:
+    """`library`, built as a Python extension module `name` (Python's and numpy's headers
+    too), or None."""
+    import sysconfig
+
+    python = sysconfig.get_paths()["include"]
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    if not os.path.exists(os.path.join(python, "Python.h")):
+        return None
+    return library(name, source, (python, np.get_include()), suffix)
 
 
 def _load() -> ctypes.CDLL | None:
@@ -225,7 +243,7 @@ def fold(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     context = gmpy2.get_context()
     if context.round != gmpy2.RoundToNearest or context.subnormalize:
         return None
-    count = int(np.prod(batch, dtype=np.int64)) * m * n
+    count = math.prod(batch) * m * n
     out = fresh(count)
     pa, pb, po = addresses(a), addresses(b), slots(out)  # alive through the call
     failed = _lib.presk_fold(

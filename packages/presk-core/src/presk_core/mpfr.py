@@ -48,7 +48,7 @@ import gmpy2
 import numpy as np
 from gmpy2 import mpfr
 
-from presk_core import erfc_c, fold_c
+from presk_core import erfc_c, fold_c, ufuncs_c
 
 Array = np.ndarray
 _MPQ, _MPZ = type(gmpy2.mpq(0)), type(gmpy2.mpz(0))
@@ -118,24 +118,29 @@ def zeros(shape: Sequence[int]) -> Array:
 # ---- elementwise
 
 
+_C = ufuncs_c.load()  # MPFR's add, sub, mul, div as numpy ufuncs in C (the same bits)
+_ADD, _SUB = (_C.add, _C.sub) if _C is not None else (np.add, np.subtract)
+_MUL, _DIV = (_C.mul, _C.div) if _C is not None else (np.multiply, np.true_divide)
+
+
 def add(a: Array, b: Array) -> Array:
     """∘(a + b), broadcasting."""
-    return _arr(np.add(a, b))
+    return _arr(_ADD(a, b))
 
 
 def sub(a: Array, b: Array) -> Array:
     """∘(a − b), broadcasting."""
-    return _arr(np.subtract(a, b))
+    return _arr(_SUB(a, b))
 
 
 def mul(a: Array, b: Array) -> Array:
     """∘(a · b), broadcasting."""
-    return _arr(np.multiply(a, b))
+    return _arr(_MUL(a, b))
 
 
 def div(a: Array, b: Array) -> Array:
     """∘(a / b), broadcasting; x/0 is ±inf, 0/0 NaN (MPFR)."""
-    return _arr(np.true_divide(a, b))
+    return _arr(_DIV(a, b))
 
 
 def neg(x: Array) -> Array:
@@ -164,7 +169,7 @@ def pow(x: Array, y: object) -> Array:
         return _arr(np.power(x, y))
     e = _exponent(y)
     if type(e) is int and e == 2:  # ∘(x²) either way; MPFR's mul is the faster
-        return _arr(np.multiply(x, x))
+        return _arr(_MUL(x, x))
     return _arr(np.power(x, e))
 
 
@@ -346,7 +351,7 @@ def sum(x: Array, axis: int | None = None) -> Array:
     x, axis = _one_axis(x, axis)
     if x.shape[axis] == 0:
         return zeros(_rest(x, axis))
-    return _arr(np.add.reduce(x, axis=axis))  # a left fold from the first term (DESIGN §10)
+    return _arr(_ADD.reduce(x, axis=axis))  # a left fold from the first term (DESIGN §10)
 
 
 def mean(x: Array, axis: int | None = None) -> Array:
