@@ -2,7 +2,8 @@
 weights on the same batches: `make experiment-gpt`.
 
     .venv/bin/python tools/experiment_gpt.py [--steps N] [--threads T] [--realize f32|f64]
-        [--out DIR] [--data FILE] [--const NAME=V]… [--seed S] [--bits B] [--backend native|kernel]
+        [--out DIR] [--data FILE] [--const NAME=V]… [--seed S] [--init torch|presk] [--bits B]
+        [--backend native|kernel]
 
 1. **The start.** θ₀ is the exported module's own initialization (torch's initializers at
    `--seed`), written into Presk's leaf paths (a stack's blocks stacked) and fed to both
@@ -25,8 +26,9 @@ weights on the same batches: `make experiment-gpt`.
    into DIR/loss_curves.png (matplotlib, Agg).
 
 DIR is the run's checkpoint folder (corpus/nlp/ckpt/) by default; the export goes to
-DIR/export. The first native run compiles the step (minutes at the course's size; the
-cache keeps it for the next run).
+DIR/export. The first native run compiles the step (about 10 s at the course's size on this
+machine; the cache keeps it for the next run). Each JSON-lines file is written under a
+temporary name and renamed when its run ends.
 """
 
 from __future__ import annotations
@@ -153,7 +155,7 @@ def run_native(args, core, run, out: Path) -> tuple[list[dict], dict, dict]:
     }
     write_atomic(out / "plan.json", json.dumps(plan))
     rows, theta = [], []
-    with open(out / "native.jsonl", "w", encoding="utf-8") as log:
+    with open(out / ".native.jsonl.tmp", "w", encoding="utf-8") as log:
         for t in range(1, args.steps + 1):
             start = time.perf_counter()
             indices, batch = native.batch(t)
@@ -166,6 +168,7 @@ def run_native(args, core, run, out: Path) -> tuple[list[dict], dict, dict]:
             log.flush()
             if args.log_every and t % args.log_every == 0:
                 print(f"  native   step {t}/{args.steps}  loss {loss:.6f}  {ms:.0f} ms", flush=True)
+    os.replace(out / ".native.jsonl.tmp", out / "native.jsonl")
     return rows, theta0, _tree(native, theta)
 
 
@@ -284,7 +287,7 @@ def pytorch_worker(folder: Path) -> None:
             model, {p: z[f"a{i}"] for i, p in enumerate(plan["paths"])}, getattr(torch, dtype_name)
         )
     optimizer, schedule = train.make_optimizer(model, plan["horizon"])
-    with open(folder / "pytorch.jsonl", "w", encoding="utf-8") as log:
+    with open(folder / ".pytorch.jsonl.tmp", "w", encoding="utf-8") as log:
         for t, indices in enumerate(plan["batches"], 1):
             start = time.perf_counter()
             lr = optimizer.param_groups[0]["lr"]
@@ -292,6 +295,7 @@ def pytorch_worker(folder: Path) -> None:
             ms = (time.perf_counter() - start) * 1e3
             log.write(json.dumps({"step": t, "loss": loss, "lr": lr, "ms": round(ms, 3)}) + "\n")
             log.flush()
+    os.replace(folder / ".pytorch.jsonl.tmp", folder / "pytorch.jsonl")
     save_tree(folder / "theta_pytorch.npz", tree_of(model, plan["paths"]))
 
 
