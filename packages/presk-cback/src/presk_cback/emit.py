@@ -37,7 +37,7 @@ from presk_kernel.ir import (
 
 from presk_cback import gemm, libm
 from presk_cback.contract import Contraction, contraction, perfect_nest
-from presk_cback.strip import Strip, folds_in_lanes, strip_width
+from presk_cback.strip import Strip, strip_width
 from presk_cback.toolchain import Toolchain, find_toolchain
 from presk_cback.written import used, zeroed
 
@@ -49,8 +49,6 @@ static double presk_clock(void) {
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 """
-# The longest fold whose terms are computed in lanes first (KernelC.terms_in_lanes).
-TERMS_MAX = 8192
 # The C size a GEMM's embedded source counts for when kernels are spread over units.
 GEMM_WEIGHT = 40_000
 CTYPE = {"f64": "double", "f32": "float", "bf16": "uint16_t", "i64": "int64_t", "bool": "uint8_t"}
@@ -145,7 +143,6 @@ class KernelC:
         self.lines: list[str] = []
         self.gemm: str | None = None  # the GEMM's type tag, when the kernel calls one
         self.laned: set[str] = set()  # scalars held per lane in a strip (`v_x[lj]`)
-        self.fold_lanes = False  # lanes along each fold's terms and inner loop (strided rows)
 
     # ---- expressions ---------------------------------------------------------------------
 
@@ -294,14 +291,8 @@ class KernelC:
                 else:
                     value = self.cast(code, t, dt)
                 self.emit(f"b{buf}[{self.offset(buf, index)}] = {value};", depth)
-            case Loop(var, _, extent, body, serial):
+            case Loop(var, _, extent, body, _):
                 v = _name(var)
-                if (
-                    self.fold_lanes
-                    and not serial
-                    and all(isinstance(b, (Let, Store)) for b in body)
-                ):
-                    self.emit("#pragma omp simd", 0)
                 self.emit(f"for (int64_t {v} = 0; {v} < {extent}; {v}++) {{", depth)
                 self.block(body, depth + 1)
                 self.emit("}", depth)
@@ -321,10 +312,6 @@ class KernelC:
             self.emit(f"{CTYPE[t]} {acc} = {_const(identity, t)};", depth)
             return
         self.emit(f"{CTYPE[t]} {acc};", depth)
-        if self.fold_lanes and len(r.vars) == 1 and r.op != "fma" and 8 <= count <= TERMS_MAX:
-            if all(isinstance(b, Let) for b in r.body):
-                self.terms_in_lanes(r, depth)
-                return
         if len(r.vars) == 1:  # the first term peeled: no flag in the loop
             (v, _, n) = r.vars[0]
             self.emit(f"{{ const int64_t {_name(v)} = 0;", depth)
@@ -346,28 +333,6 @@ class KernelC:
         self.emit("}", inner)
         for i in reversed(range(len(r.vars))):
             self.emit("}", depth + i)
-
-    def terms_in_lanes(self, r: Reduce, depth: int) -> None:
-        """A fold of one variable whose terms are computed first, in lanes along it (they
-        are independent), then folded in order: the same terms, the same fold."""
-        acc, t = _name(r.acc), r.dtype
-        (v, _, n) = r.vars[0]
-        self.emit(f"{CTYPE[t]} {acc}_t[{n}];", depth)
-        self.emit("#pragma omp simd", 0)
-        self.emit(f"for (int64_t {_name(v)} = 0; {_name(v)} < {n}; {_name(v)}++) {{", depth)
-        self.block(r.body, depth + 1)
-        ((x, tx),) = [self.expr(e) for e in r.terms]
-        self.emit(f"{acc}_t[{_name(v)}] = {self.cast(x, tx, t)};", depth + 1)
-        self.emit("}", depth)
-        self.emit(f"{acc} = {acc}_t[0];", depth)
-        self.emit(f"for (int64_t {_name(v)} = 1; {_name(v)} < {n}; {_name(v)}++) {{", depth)
-        if r.op == "add":
-            value = f"{acc} + {acc}_t[{_name(v)}]"
-        else:
-            fn = f"presk_{r.op}" + {"f64": "", "f32": "f", "i64": "i"}[t]
-            value = f"{fn}({acc}, {acc}_t[{_name(v)}])"
-        self.emit(f"{acc} = {value};", depth + 1)
-        self.emit("}", depth)
 
     def fold_step(self, r: Reduce, depth: int, first: bool, acc: str | None = None) -> None:
         acc, t = acc or _name(r.acc), r.dtype
@@ -454,14 +419,13 @@ class KernelC:
         heads += [("tile", v) for v in order if v in tiles]
         heads += [("point", v) for v in order]
         body = loops[-1].body
-        width = None
+        width = None  # a strip's lanes, across rows or not (presk_cback.strip)
         if self.lanes and lay.lanes == order[-1]:
             width = strip_width(k, body, order[-1])
-            self.fold_lanes = not width and folds_in_lanes(body)
         for at, (kind, v) in enumerate(heads[:-1] if width else heads):
             lp = by_var[v]
             name = _name(v)
-            simd = kind == "point" and self.lanes and lay.lanes == v and not self.fold_lanes
+            simd = kind == "point" and self.lanes and lay.lanes == v
             if at == 0 and lay.split == v and lay.threads > 1:  # threads on the outermost
                 both = " simd" if simd else ""  # one loop in threads and in lanes
                 self.emit(

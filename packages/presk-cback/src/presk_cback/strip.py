@@ -91,12 +91,6 @@ def strip_width(k: Kernel, body, var: str) -> tuple[int, bool] | None:
     return WIDTH[k.compute], False
 
 
-def folds_in_lanes(body) -> bool:
-    """The lane loop's body holds folds or loops the strip form does not write: lanes then
-    go along each fold's terms and each inner loop instead (KernelC.fold_lanes)."""
-    return not _straight(body)
-
-
 class Strip:
     """Writes a lane loop's body as strips, into a KernelC (`kc`)."""
 
