@@ -21,6 +21,7 @@ from egglog import (
     Vec,
     eq,
     function,
+    relation,
     rewrite,
     rule,
     ruleset,
@@ -29,9 +30,9 @@ from egglog import (
     vars_,
 )
 from presk_core.ir import Program
-from presk_types.types import ParamsT
+from presk_types.types import ParamsT, Real
 
-from presk_opt.terms import Made, Tables, Term, type_of
+from presk_opt.terms import SCALAR, Made, Tables, Term, type_of
 
 NAME = "puts of zeros summed = record"
 WHY = (
@@ -52,16 +53,42 @@ x, y, u = vars_("x y u", Term)
 (m,) = vars_("m", Made)
 (mm,) = vars_("mm", Made)
 
-REWRITES = (
-    rewrite(Term.n2("put", at, t, m, x, u)).to(
-        Term.part(t, Map[String, Term].empty().insert(k, u)), eq(entry(t, at)).to(k)
-    ),
-    rewrite(Term.n2("accum", at, t, m, Term.part(t, mp), Term.n2("put", at2, t, mm, x, u))).to(
-        Term.part(t, mp.insert(k, u)), eq(entry(t, at2)).to(k), mp.not_contains(k)
-    ),
-    rewrite(Term.n2("accum", at, t, m, Term.n2("put", at2, t, mm, x, u), Term.part(t, mp))).to(
-        Term.part(t, mp.insert(k, u)), eq(entry(t, at2)).to(k), mp.not_contains(k)
-    ),
+tensor_type = relation("presk_tensor_type", String)  # a type key of a tensor (ℝ[…])
+tree_type = relation("presk_tree_type", String)  # a type key of a parameter tree
+(tu,) = vars_("tu", String)
+
+
+def _inserted(u: Term, made: Made) -> list[tuple[Term, tuple]]:
+    """What a put's value u enters the part as: u + 0, as the sum of puts computes it (a
+    −0 entry becomes +0): `add u, 0` for a tensor, `accum u, zeros_like u` for a sub-tree;
+    with the conditions that say which."""
+    by = Made.by(made, NAME)
+    typed = eq(type_of(u)).to(tu)
+    zero = Term.num(BigRat(0, 1), SCALAR)
+    return [
+        (Term.n2("add", "", tu, by, u, zero), (typed, tensor_type(tu))),
+        (Term.n2("accum", "", tu, by, u, Term.n1("zeros_like", "", tu, by, u)),
+         (typed, tree_type(tu))),
+    ]  # fmt: skip
+
+
+REWRITES = tuple(
+    rw
+    for v, cond in _inserted(u, m)
+    for rw in (
+        rewrite(Term.n2("put", at, t, m, x, u)).to(
+            Term.part(t, Map[String, Term].empty().insert(k, v)), eq(entry(t, at)).to(k), *cond
+        ),
+    )
+) + tuple(
+    rewrite(whole).to(
+        Term.part(t, mp.insert(k, v)), eq(entry(t, at2)).to(k), mp.not_contains(k), *cond
+    )
+    for v, cond in _inserted(u, mm)
+    for whole in (
+        Term.n2("accum", at, t, m, Term.part(t, mp), Term.n2("put", at2, t, mm, x, u)),
+        Term.n2("accum", at, t, m, Term.n2("put", at2, t, mm, x, u), Term.part(t, mp)),
+    )
 )
 
 
@@ -80,18 +107,14 @@ def entries(t: ParamsT, program: Program) -> list[str] | None:
     return names
 
 
-def leaf_entries(t: ParamsT, program: Program) -> set[str]:
-    """The entries of tree type t that are tensors (a leaf of the layout, not a subtree)."""
-    layout = next((lay for lay in program.layouts if lay.module == t.instance.module), None)
-    return {leaf.path for leaf in layout.leaves if "." not in leaf.path} if layout else set()
-
-
 def for_program(tables: Tables, program: Program, counter: list[int] = [0]):  # noqa: B006
     """The `entry` facts and the ruleset making each tree type's full part its record."""
-    from presk_opt.rules import SCALAR
-
     facts, rules = [], []
     for key, t in list(tables.types.items()):
+        if isinstance(t, Real):
+            facts.append(tensor_type(key))
+        if isinstance(t, ParamsT):
+            facts.append(tree_type(key))
         if not isinstance(t, ParamsT):
             continue
         names = entries(t, program)
@@ -101,22 +124,12 @@ def for_program(tables: Tables, program: Program, counter: list[int] = [0]):  # 
             facts.append(set_(entry(key, tables.attrs_key((("path", name),)))).to(name))
         keys = tables.attrs_key((("keys", tuple(names)),))
         whole = Term.part(key, mp)
-        by = Made.by(m, NAME)
-        types = list(vars_(" ".join(f"te{i}" for i in range(len(names))), String))
-        tensors = leaf_entries(t, program)
-        values = [  # each u + 0, as the sum of puts computes it (u = −0 gives +0)
-            Term.n2("add", "", te, by, mp[n], Term.num(BigRat(0, 1), SCALAR))
-            if n in tensors
-            else Term.n2("accum", "", te, by, mp[n], Term.n1("zeros_like", "", te, by, mp[n]))
-            for n, te in zip(names, types, strict=True)
-        ]
-        record = Term.nv("record", keys, key, by, Vec[Term](*values))
+        record = Term.nv("record", keys, key, Made.by(m, NAME), Vec[Term](*(mp[n] for n in names)))
         rules.append(
             rule(
                 eq(y).to(whole),
                 eq(y).to(Term.n2("accum", at, key, m, x, u)),
                 *(mp.contains(n) for n in names),
-                *(eq(type_of(mp[n])).to(te) for n, te in zip(names, types, strict=True)),
             ).then(union(y).with_(record))
         )
     counter[0] += 1

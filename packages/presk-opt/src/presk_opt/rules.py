@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 from egglog import BigRat, String, Vec, eq, ne, rewrite, rule, ruleset, set_, vars_
 
-from presk_opt import records
+from presk_opt import records, terms
 from presk_opt.terms import Made, Term, no_minus_zero, type_of
 
-SCALAR = "t0"  # the type key of ℝ[], a literal's type (Tables registers it first)
+SCALAR = terms.SCALAR  # the type key of ℝ[], a literal's type (Tables registers it first)
 
 op, at, at2, t, t2, t3, n, k, rk, r1, r2 = vars_("op at at2 t t2 t3 n k rk r1 r2", String)
 m, m2, m3 = vars_("m m2 m3", Made)

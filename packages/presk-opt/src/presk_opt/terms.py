@@ -37,6 +37,7 @@ from presk_core.build import FunctionBuilder, placement
 from presk_core.ir import Function, Instr, Lit, Operand, Origin, Value
 from presk_types.types import Type
 
+SCALAR = "t0"  # the type key of ℝ[], a literal's type (Tables registers it first)
 OP_COST = 1  # each operation; a parameter or a literal costs nothing (docs/optimizer.md)
 
 
