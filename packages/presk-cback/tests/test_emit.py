@@ -149,6 +149,11 @@ def test_units_and_the_timed_entry_change_no_bit():
     assert same_bits(three.run(args), base)
     assert same_bits(three.run_timed(args, ns), base)
     assert (ns > 0).all()  # every launch and the zeroing timed
+    cpu = NativeEntry(fused, units=1, timed="cpu")  # the thread's CPU clock
+    assert "CLOCK_THREAD_CPUTIME_ID" in cpu.source[0] and "CLOCK_MONOTONIC" not in cpu.source[0]
+    ns[:] = 0
+    assert same_bits(cpu.run_timed(args, ns), base)
+    assert (ns >= 0).all() and ns.sum() > 0
 
 
 @pytest.mark.parametrize("case", [(*TRAIN, ()), ENTRIES[7]])
