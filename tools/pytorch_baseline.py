@@ -2,7 +2,7 @@
 PyTorch eager, interleaved in one run: `make pytorch-baseline`.
 
     .venv/bin/python tools/pytorch_baseline.py [--threads T] [--repeat R] [--torch-f64]
-        [--const NAME=V]… [--data FILE] [--cache DIR] [--keep DIR]
+        [--const NAME=V]… [--data FILE] [--cache DIR] [--no-f64] [--no-breakdown]
 
 Each side is a process of its own that sets itself up, then waits for orders on its
 standard input (`step`, `forward`) and answers with the time of one call. The PyTorch
@@ -10,7 +10,10 @@ sides stay up for the whole run; the native sides come one at a time (at the cou
 a native f64 step holds about 10 GB), each timed in R rounds (after one untimed) in which
 the orders go round it and the PyTorch sides in turn, so that both see the same load. Each
 figure is the median of its rounds; a native side's ratio is against PyTorch f32 in the
-rounds it shared. Peak memory is each process's maximum resident set (ru_maxrss,
+rounds it shared. Before each order the others' processes must be idle (their CPU time
+still for 50 ms): after a call, torch's and OpenMP's thread pools spin for a while, and a
+side timed meanwhile would have a core fewer (at two threads on two cores the native step
+measured 10× slower so). Peak memory is each process's maximum resident set (ru_maxrss,
 `os.wait4`): the whole process, its step and forward pass together.
 
 - **The same batch and weights.** θ₀ is the exported module's own initialization
@@ -197,6 +200,26 @@ def breakdown_side(folder: Path, plan: dict, realize: str, steps: int) -> None:
 # ---- the run ----------------------------------------------------------------------------
 
 
+def cpu_ticks(pid: int) -> int:
+    """The process's CPU time so far (all its threads), in clock ticks."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime, stime
+
+
+def settle(others: list[Side], window: float = 0.05, limit: float = 3.0) -> None:
+    """Wait until the other sides' processes are idle: their thread pools (OpenMP's, torch's)
+    spin for a while after a call, and a side timed then would have a core fewer."""
+    end = time.perf_counter() + limit
+    before = [cpu_ticks(o.p.pid) for o in others]
+    while time.perf_counter() < end:
+        time.sleep(window)
+        now = [cpu_ticks(o.p.pid) for o in others]
+        if now == before:
+            return
+        before = now
+
+
 class Side:
     """A side's process: started, its first answer (its setup) read."""
 
@@ -320,6 +343,7 @@ def run(args, folder: Path) -> None:
         for r in range(args.repeat + 1):
             for order in ("step", "forward"):
                 for t in group:
+                    settle([o for o in group if o is not t])
                     ms = t.time(order)
                     if r:
                         getattr(t, order).append(ms)
