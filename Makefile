@@ -20,7 +20,9 @@ test: setup
 	$(PY) -m pytest -q
 
 tutorial: setup
-	$(PY) tools/run_tutorial.py docs/tutorial.md
+	@if [ -f ../shared/data/civil.md ]; then $(PY) tools/run_tutorial.py docs/tutorial.md; else \
+	    echo "tutorial: ../shared/data/civil.md is absent: step 13 left out"; \
+	    $(PY) tools/run_tutorial.py docs/tutorial.md --skip-step 13.; fi
 
 # Regenerate the parser after a change of grammar.js (needs a tree-sitter CLI >= 0.22 and node).
 grammar:

@@ -545,6 +545,12 @@ def argument_parser() -> argparse.ArgumentParser:
         help="run only the steps whose heading contains TEXT (case-insensitive; repeatable). "
         "Later steps may need files that earlier steps write.",
     )
+    parser.add_argument(
+        "--skip-step",
+        action="append",
+        metavar="TEXT",
+        help="leave out the steps whose heading contains TEXT (case-insensitive; repeatable)",
+    )
     parser.add_argument("--list", action="store_true", help="print steps and commands, run none")
     parser.add_argument(
         "--root", type=Path, metavar="DIR", help="working directory of the commands"
@@ -586,13 +592,16 @@ def resolve_root(document: Path, root: Path | None) -> Path:
     return chosen
 
 
-def select_steps(steps: Sequence[Step], wanted: Sequence[str] | None) -> list[Step]:
-    if not wanted:
-        return list(steps)
-    chosen = [s for s in steps if any(text.lower() in s.name.lower() for text in wanted)]
-    if not chosen:
+def select_steps(
+    steps: Sequence[Step], wanted: Sequence[str] | None, unwanted: Sequence[str] | None = None
+) -> list[Step]:
+    def names(step: Step, texts: Sequence[str]) -> bool:
+        return any(text.lower() in step.name.lower() for text in texts)
+
+    chosen = [s for s in steps if names(s, wanted)] if wanted else list(steps)
+    if wanted and not chosen:
         raise UsageError(f"no step heading contains {' or '.join(map(repr, wanted))}")
-    return chosen
+    return [s for s in chosen if not names(s, unwanted)] if unwanted else chosen
 
 
 def report_problems(path: str, error: DocumentError) -> None:
@@ -604,7 +613,7 @@ def run(args: argparse.Namespace) -> int:
     path = str(args.document)
     text = read_document(Path(args.document))
     try:
-        steps = select_steps(parse_document(text), args.step)
+        steps = select_steps(parse_document(text), args.step, args.skip_step)
     except DocumentError as error:
         report_problems(path, error)
         return 2

@@ -448,6 +448,16 @@ def test_step_option_runs_only_matching_steps(tmp_path, capsys):
     assert err == "run_tutorial: no step heading contains 'nowhere'\n"
 
 
+def test_skip_step_option_leaves_out_matching_steps(tmp_path, capsys):
+    path = write_doc(tmp_path, FAILING)
+    code, out, _ = run_main(capsys, path, "--skip-step", "2.")
+    assert code == 0
+    assert "Bad" not in out and "Good" in out
+    code, out, _ = run_main(capsys, path, "--step", "2.", "--skip-step", "bad")
+    assert code == 0
+    assert "Bad" not in out
+
+
 def test_verbose_prints_commands_as_they_run(tmp_path, capsys):
     path = write_doc(tmp_path, FAILING)
     code, out, _ = run_main(capsys, path, "-v")
