@@ -9,10 +9,11 @@ in increasing index, `fma` where the kernel has one, IEEE maximum and minimum, p
 for the transcendentals, bf16 rounded to nearest even at each store.
 
 The host function `int presk_entry(char *arena)` launches the kernels in order over
-buffers at fixed offsets of one arena (every buffer 64-byte aligned); it zeroes the
-buffers that are not inputs first, as the kernel interpreter's memory starts at zero, and
-returns 1 when a gather's index was out of range. One signature for every entry: a
-process declares it once.
+buffers at fixed offsets of one arena (presk_cback.arena: every buffer 64-byte aligned,
+temporaries whose lifetimes do not overlap in the same space); it zeroes the buffers that
+could show the kernel interpreter's memory starting at zero (at the start, or a shared
+temporary just before its first launch), and returns 1 when a gather's index was out of
+range. One signature for every entry: a process declares it once.
 """
 
 from __future__ import annotations
@@ -36,10 +37,11 @@ from presk_kernel.ir import (
 )
 
 from presk_cback import gemm, libm
+from presk_cback.arena import ITEMSIZE, plan
+from presk_cback.arena import arena_layout as arena_layout  # its former home
 from presk_cback.contract import Contraction, contraction, perfect_nest
 from presk_cback.strip import Strip, strip_width
 from presk_cback.toolchain import Toolchain, find_toolchain
-from presk_cback.written import used, zeroed
 
 ENTRY_CDEF = "int presk_entry(char *arena);"
 TIMED_CDEF = "int presk_entry_timed(char *arena, double *ns);"
@@ -52,7 +54,6 @@ static double presk_clock(void) {
 # The C size a GEMM's embedded source counts for when kernels are spread over units.
 GEMM_WEIGHT = 40_000
 CTYPE = {"f64": "double", "f32": "float", "bf16": "uint16_t", "i64": "int64_t", "bool": "uint8_t"}
-ITEMSIZE = {"f64": 8, "f32": 4, "bf16": 2, "i64": 8, "bool": 1}
 SUFFIX = {"f64": "", "f32": "f"}
 COMPARE = {"<", "<=", ">", ">=", "==", "!="}
 
@@ -471,19 +472,6 @@ class KernelC:
         return self.lines
 
 
-def arena_layout(schedule: Schedule) -> tuple[dict[int, int], int]:
-    """Each host buffer's byte offset in the arena (64-byte aligned), and the arena's size.
-    A buffer the entry never uses (`written.used`) takes no space (its offset is 0)."""
-    offsets, at = {}, 0
-    live = used(schedule)
-    for b in schedule.buffers:
-        offsets[b.id] = at if b.id in live else 0
-        if b.id in live:
-            size = math.prod(a.length for a in b.axes) * ITEMSIZE[b.dtype]
-            at += (size + 63) // 64 * 64
-    return offsets, max(at, 64)
-
-
 def entry_source(schedule: Schedule, lanes: bool = True, toolchain: Toolchain | None = None) -> str:
     """The C of an entry as one translation unit: presk libm, the kernels, and
     `presk_entry` launching them."""
@@ -506,7 +494,8 @@ def entry_units(
     clock, which a loaded machine's other jobs do not stop) into `ns[launch]` and the
     zeroing's into `ns[launches]` (TIMED_CDEF)."""
     tc = toolchain or find_toolchain()
-    offsets, _ = arena_layout(schedule)
+    arena = plan(schedule)
+    offsets = arena.offsets
     byid = {b.id: b for b in schedule.buffers}
     seen: dict[str, str] = {}
     bodies: list[tuple[str, str | None, str]] = []  # (function text, gemm tag, its prototype)
@@ -526,11 +515,15 @@ def entry_units(
             assert byid[arg.buf].dtype == buf.dtype, (launch.kernel.name, arg, buf)
             args.append(f"({ct} *)(arena + {offsets[arg.buf]}) + {arg.offset}")
         calls.append(f"{seen[text]}({', '.join([*args, '&err'])}); /* launch {i} */")
-    zero = []
-    for b in (byid[i] for i in zeroed(schedule)):  # those written whole first need none
-        size = math.prod(a.length for a in b.axes) * ITEMSIZE[b.dtype]
-        if size:
-            zero.append(f"memset(arena + {offsets[b.id]}, 0, {size});")
+
+    def memsets(bufs) -> list[str]:  # those written whole first need none
+        sizes = (
+            (b, math.prod(a.length for a in byid[b].axes) * ITEMSIZE[byid[b].dtype]) for b in bufs
+        )
+        return [f"memset(arena + {offsets[b]}, 0, {n});" for b, n in sizes if n]
+
+    zero = memsets(arena.zero_first)
+    zero_at = {i: memsets(bufs) for i, bufs in arena.zero_at.items()}
     n = max(1, min(units, len(bodies)))
     tags = sorted({tag for _, tag, _ in bodies if tag})
     blocks: list[list[str]] = [[] for _ in range(n)]
@@ -549,7 +542,9 @@ def entry_units(
     if timed:  # clock_gettime under -std=c11
         common = "#define _POSIX_C_SOURCE 199309L\n#include <time.h>\n" + common
     host = ["int presk_entry(char *arena) {\n    int err = 0;"]
-    host += [f"    {z}" for z in zero] + [f"    {c}" for c in calls]
+    host += [f"    {z}" for z in zero]
+    for i, c in enumerate(calls):  # a shared temporary zeroed at its first launch
+        host += [f"    {z}" for z in zero_at.get(i, ())] + [f"    {c}"]
     host.append("    return err;\n}\n")
     if timed:
         clock = "CLOCK_THREAD_CPUTIME_ID" if timed == "cpu" else "CLOCK_MONOTONIC"
@@ -559,6 +554,9 @@ def entry_units(
         host += [f"    {z}" for z in zero]
         host.append(f"    ns[{len(calls)}] += presk_clock() - t;")
         for i, c in enumerate(calls):
+            if zero_at.get(i):
+                z = " ".join(zero_at[i])
+                host.append(f"    t = presk_clock(); {z} ns[{len(calls)}] += presk_clock() - t;")
             host.append(f"    t = presk_clock(); {c} ns[{i}] += presk_clock() - t;")
         host.append("    return err;\n}\n")
     if n > 1:

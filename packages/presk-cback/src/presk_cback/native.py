@@ -17,7 +17,8 @@ import numpy as np
 from presk_kernel.interp import NUMPY, KernelError, from_storage, to_storage
 from presk_kernel.ir import Schedule
 
-from presk_cback.emit import ENTRY_CDEF, ITEMSIZE, TIMED_CDEF, arena_layout, entry_units
+from presk_cback.arena import ITEMSIZE, arena_layout
+from presk_cback.emit import ENTRY_CDEF, TIMED_CDEF, entry_units
 from presk_cback.load import declare, load, pointer
 
 UNITS = 2  # translation units an entry's C is split into, compiled in parallel
