@@ -17,6 +17,8 @@ from typing import NamedTuple
 import gmpy2
 import numpy as np
 
+from presk_core import normal_c
+
 MASK32 = 0xFFFFFFFF
 BITS = 256  # MPFR precision of Box–Muller, of xavier's bound, of sample's softmax on doubles
 _PARITY = 0x1BD11BDA  # Threefish's key-schedule parity, truncated to 32 bits (Random123)
@@ -222,13 +224,15 @@ def bernoulli(key: Key, p, shape: int | Sequence[int]) -> np.ndarray:
 # ---- normals, in MPFR --------------------------------------------------------------------------
 
 
-def _normal_mpfr(key: Key, n: int) -> list:
-    """n standard normals at BITS bits: Box–Muller on uniform pairs (u[2j], u[2j+1]); an odd n
-    drops the last sine, so value i never depends on n."""
-    pairs = (n + 1) // 2
-    u = _unit(key, 2 * pairs)
-    radial = (1.0 - u[0::2]).tolist()  # 1 − u, exact: in (0, 1], never 0
-    angular = u[1::2].tolist()
+def _pairs(key: Key, n: int) -> tuple[np.ndarray, np.ndarray]:
+    # Box–Muller's inputs for n values: v = 1 − u[2j], exact in (0, 1], never 0; w = u[2j+1].
+    u = _unit(key, 2 * ((n + 1) // 2))
+    return 1.0 - u[0::2], u[1::2]
+
+
+def _box_muller(radial: Sequence[float], angular: Sequence[float], n: int) -> list:
+    """n standard normals at BITS bits from the pairs (v, w): (r cos θ, r sin θ) each, with
+    r = √(−2 ln v) and θ = 2π·w; an odd n drops the last sine."""
     out = []
     with gmpy2.context(precision=BITS):  # a fresh context: round to nearest even
         two_pi = 2 * gmpy2.const_pi()
@@ -239,9 +243,30 @@ def _normal_mpfr(key: Key, n: int) -> list:
     return out[:n]
 
 
+def _normal_mpfr(key: Key, n: int) -> list:
+    """n standard normals at BITS bits: Box–Muller on uniform pairs (u[2j], u[2j+1]); an odd n
+    drops the last sine, so value i never depends on n."""
+    radial, angular = _pairs(key, n)
+    return _box_muller(radial.tolist(), angular.tolist(), n)
+
+
 def _to_doubles(values: list, dims: Shape) -> np.ndarray:
     with gmpy2.context(precision=BITS):  # float() rounds to nearest even
         return np.array([float(v) for v in values], dtype=np.float64).reshape(dims)
+
+
+def _normal_doubles(key: Key, dims: Shape, n: int, std: gmpy2.mpfr | None) -> np.ndarray:
+    """The doubles nearest the n 256-bit normals (times std, exactly, when given): in C over
+    the whole array where it is built (presk_core.normal_c, the same bits), else in Python."""
+    radial, angular = _pairs(key, n)
+    done = normal_c.normals(radial, angular, n, std)
+    if done is not None:
+        return done[0].reshape(dims)
+    zs = _box_muller(radial.tolist(), angular.tolist(), n)
+    if std is not None:
+        with gmpy2.context(precision=2 * BITS):  # two 256-bit factors: exact
+            zs = [std * z for z in zs]
+    return _to_doubles(zs, dims)
 
 
 def normal(key: Key, shape: int | Sequence[int]) -> np.ndarray:
@@ -251,7 +276,7 @@ def normal(key: Key, shape: int | Sequence[int]) -> np.ndarray:
     θ = 2π·u[2j+1] for the uniforms u of `uniform(key, ·)`; no numpy transcendental is used.
     """
     dims, n = _shape(shape)
-    return _to_doubles(_normal_mpfr(key, n), dims)
+    return _normal_doubles(key, dims, n, None)
 
 
 # ---- initializers ------------------------------------------------------------------------------
@@ -318,10 +343,7 @@ def normal_init(std: float | int | Fraction | str = 0.02) -> Initializer:
 
     def init(key: Key, shape: Shape, fan_in: int, fan_out: int) -> np.ndarray:
         dims, n = _shape(shape)
-        zs = _normal_mpfr(key, n)
-        with gmpy2.context(precision=2 * BITS):  # two 256-bit factors: exact
-            products = [s * z for z in zs]
-        return _to_doubles(products, dims)
+        return _normal_doubles(key, dims, n, s)
 
     return init
 

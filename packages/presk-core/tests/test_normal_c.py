@@ -1,0 +1,112 @@
+"""Box–Muller in C (presk_core.normal_c) draws the Python loop's doubles, bit for bit."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from fractions import Fraction
+
+import gmpy2
+import numpy as np
+import pytest
+from presk_core import normal_c
+from presk_core import random as R
+
+pytestmark = pytest.mark.skipif(
+    not normal_c.available(), reason="no C compiler here: random.py keeps its Python loop"
+)
+
+KEYS = [R.root_key(0), R.root_key(9), R.fold_path(R.root_key(3), "θ.blocks.w"), R.Key(2**32 - 1, 5)]
+STDS = [0.02, "0.02", Fraction(1, 3), "0.01", -1.5, 1, 3, "1e-300", "7.25e200"]
+
+
+def _python(radial, angular, n, std=None) -> np.ndarray:
+    """The Python loop's doubles (random._box_muller, then the exact product)."""
+    zs = R._box_muller(list(map(float, radial)), list(map(float, angular)), n)
+    if std is not None:
+        with gmpy2.context(precision=2 * R.BITS):
+            zs = [std * z for z in zs]
+    return R._to_doubles(zs, (n,))
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+@pytest.mark.parametrize("key", KEYS)
+@pytest.mark.parametrize("n", [0, 1, 2, 5, 1000])
+def test_standard_normals(key, n):
+    radial, angular = R._pairs(key, n)
+    expect = _python(radial, angular, n)
+    for fast in (0, normal_c.FAST, 96):
+        got, slow = normal_c.normals(radial, angular, n, None, fast=fast)
+        assert _same(got, expect), fast
+        assert slow == ((n + 1) // 2 if fast == 0 else 0)  # the fast path decides all here
+
+
+@pytest.mark.parametrize("std", STDS)
+def test_scaled_normals(std):
+    s = R._real(std)
+    for key in KEYS[:2]:
+        radial, angular = R._pairs(key, 301)
+        expect = _python(radial, angular, 301, s)
+        for fast in (0, normal_c.FAST):
+            assert _same(normal_c.normals(radial, angular, 301, s, fast=fast)[0], expect)
+
+
+def test_edges_fall_back_to_256_bits():
+    # v = 1 (r = −0: signed zeros), w = 0 (θ = 0: sin θ = 0), the smallest v, w beside 1/4,
+    # 1/2, 3/4 (cos or sin near 0: tiny values), the largest w.
+    e = 2.0**-53
+    radial = np.array([1.0, 1.0, 0.5, e, 1 - e, 0.25, 0.75, 1.0, 1 - 2 * e])
+    angular = np.array([0.0, 0.5, 0.0, 0.125, 0.25 - e, 0.5 + e, 0.75, 0.25, 1 - e])
+    n = 2 * len(radial)
+    for std in (None, R._real("0.02"), R._real(-3)):
+        expect = _python(radial, angular, n, std)
+        got, slow = normal_c.normals(radial, angular, n, std)
+        assert _same(got, expect)
+        assert slow >= 3  # the zeros cannot be decided at 128 bits
+    z = normal_c.normals(radial, angular, n)[0]
+    assert np.signbit(z[:2]).tolist() == [True, True]  # −0 · cos 0, −0 · sin 0: MPFR's signs
+    assert z[2] == 0 and not np.signbit(z[2]) and z[3] == 0  # −0 · cos π₂₅₆ = +0
+
+
+def test_fast_path_is_tested_where_it_can_fail():
+    # At 64 bits the bound E = 2^−54 is too wide to decide many values: they go to 256 bits,
+    # and the doubles are the same.
+    radial, angular = R._pairs(R.root_key(4), 4000)
+    got, slow = normal_c.normals(radial, angular, 4000, None, fast=64)
+    assert slow > 100
+    assert _same(got, _python(radial, angular, 4000))
+
+
+def test_random_uses_it():
+    key = R.root_key(11)
+    radial, angular = R._pairs(key, 999)
+    assert _same(R.normal(key, (9, 111)), _python(radial, angular, 999).reshape(9, 111))
+    w = R.normal_init(Fraction(1, 3))(key, (999,), 1, 1)
+    assert _same(w, _python(radial, angular, 999, R._real(Fraction(1, 3))))
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="pairs"):
+        normal_c.normals(np.ones(2), np.zeros(2), 5)
+    with pytest.raises(ValueError, match="std"):
+        normal_c.normals(np.ones(1), np.zeros(1), 1, gmpy2.mpfr(1, 300))
+
+
+def test_without_c_the_python_loop_draws_the_same():
+    code = (
+        "import sys; from presk_core import normal_c, random as R; "
+        "assert not normal_c.available(); "
+        "sys.stdout.buffer.write(R.normal(R.root_key(5), 41).tobytes()"
+        " + R.normal_init('0.02')(R.root_key(5), (41,), 1, 1).tobytes())"
+    )
+    env = {**os.environ, "PRESK_INTERP_C": "0"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, check=True)
+    key = R.root_key(5)
+    assert (
+        out.stdout
+        == R.normal(key, 41).tobytes() + R.normal_init("0.02")(key, (41,), 1, 1).tobytes()
+    )
