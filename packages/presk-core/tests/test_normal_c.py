@@ -89,6 +89,17 @@ def test_random_uses_it():
     assert _same(w, _python(radial, angular, 999, R._real(Fraction(1, 3))))
 
 
+@pytest.mark.parametrize("threads", ["1", "2", "3", "7"])
+def test_threads_change_no_bit(monkeypatch, threads):
+    monkeypatch.setattr(normal_c, "PIECE", 4)
+    monkeypatch.setenv("PRESK_DRAW_THREADS", threads)
+    for n in (7, 8, 9, 61):
+        radial, angular = R._pairs(R.root_key(6), n)
+        for std in (None, R._real("0.02")):
+            got, slow = normal_c.normals(radial, angular, n, std)
+            assert _same(got, _python(radial, angular, n, std)) and slow == 0
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="pairs"):
         normal_c.normals(np.ones(2), np.zeros(2), 5)

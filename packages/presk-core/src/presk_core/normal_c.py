@@ -36,6 +36,8 @@ compiler, `PRESK_INTERP_C=0`), `available()` is False and random.py keeps its Py
 from __future__ import annotations
 
 import ctypes
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import gmpy2
 import numpy as np
@@ -44,6 +46,7 @@ from presk_core import fold_c
 
 BITS = 256  # random.BITS: the precision every normal is defined at
 FAST = 128  # the fast path's precision (two limbs)
+PIECE = 2**15  # below this many pairs (~0.3 s), one thread
 
 SOURCE = r"""
 #include <string.h>
@@ -212,5 +215,29 @@ def normals(
         raise ValueError(f"normals: std is an mpfr of at most {BITS} bits, not {std!r}")
     out = np.empty(n, dtype=np.float64)
     where = id(std) + fold_c.OFFSET if std is not None else None
-    slow = _lib.presk_normal(n, v.ctypes.data, w.ctypes.data, where, fast, out.ctypes.data)
+    # Pieces of whole pairs, one a thread (the C holds no GIL; MPFR's caches are per thread):
+    # each value depends on its pair alone, so the pieces change no bit.
+    step = max(-(-pairs // _threads(pairs)), 1)
+    pieces = [(j, min(2 * (j + step), n) - 2 * j) for j in range(0, pairs, step)]
+
+    def run(piece: tuple[int, int]) -> int:
+        j, count = piece
+        at = (v.ctypes.data + 8 * j, w.ctypes.data + 8 * j, out.ctypes.data + 16 * j)
+        return _lib.presk_normal(count, at[0], at[1], where, fast, at[2])
+
+    if len(pieces) <= 1:
+        return out, int(run(pieces[0])) if pieces else 0
+    with ThreadPoolExecutor(len(pieces)) as pool:
+        slow = sum(pool.map(run, pieces))
     return out, int(slow)
+
+
+def _threads(pairs: int) -> int:
+    """Threads for a draw of this many pairs: one below `PIECE` pairs, else the machine's
+    cores (at most 8; `PRESK_DRAW_THREADS` sets it)."""
+    if pairs < PIECE:
+        return 1
+    wanted = os.environ.get("PRESK_DRAW_THREADS")
+    if wanted is not None and wanted.isdigit() and int(wanted) >= 1:
+        return int(wanted)
+    return max(1, min(os.cpu_count() or 1, 8))
