@@ -369,12 +369,14 @@ def run(args, folder: Path) -> None:
     print()
     print(
         f"  {'side':<20} {'step ms':>10} {'forward ms':>11} {'peak RSS MiB':>13} {'step ratio':>11} {'fwd ratio':>10}"
+        f" {'PyTorch step, fwd in the same rounds':>37}"
     )
     for s in sides:
         a, f = statistics.median(s.step), statistics.median(s.forward)
         rs, rf = phase.get(s.name, (a, f))
         print(
             f"  {s.name:<20} {a:>10.1f} {f:>11.1f} {rss[s.name]:>13.0f} {a / rs:>11.2f} {f / rf:>10.2f}"
+            + (f" {rs:>26.1f} {rf:>10.1f}" if s.name in phase else "")
         )
     print(
         f"  (medians of {args.repeat} rounds; a native side's ratios against PyTorch eager f32"
