@@ -121,3 +121,30 @@ def test_without_c_the_python_loop_draws_the_same():
         out.stdout
         == R.normal(key, 41).tobytes() + R.normal_init("0.02")(key, (41,), 1, 1).tobytes()
     )
+
+
+@pytest.mark.parametrize("bits", [53, 64, 256, 1000])
+def test_reals_are_gmpy2s(bits):
+    from presk_core import mpfr as M
+
+    rng = np.random.default_rng(bits)
+    specials = [0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 5e-324, 1e308, -(2.0**-1074)]
+    x = np.concatenate([rng.standard_normal(301), specials]).reshape(2, -1)
+    with gmpy2.context(precision=bits):
+        got, expect = normal_c.reals(x), M._MPFR(x.astype(object))
+        assert (M.real(x) == got)[~np.isnan(x)].all()  # mpfr.real takes it from 64 elements
+    assert got.shape == x.shape
+    for a, b in zip(got.ravel(), expect.ravel(), strict=True):
+        assert type(a) is type(b) and a.precision == b.precision == bits and a.rc == b.rc
+        assert str(a) == str(b) and gmpy2.is_signed(a) == gmpy2.is_signed(b)
+
+
+def test_reals_leave_other_contexts_to_gmpy2():
+    for context in (
+        gmpy2.context(precision=24),
+        gmpy2.context(precision=256, round=gmpy2.RoundDown),
+        gmpy2.context(precision=256, subnormalize=True),
+    ):
+        with context:
+            assert normal_c.reals(np.ones(3)) is None
+    assert normal_c.reals(np.ones(3, dtype=np.float32)) is None

@@ -166,9 +166,21 @@ long presk_normal(size_t n, const double *radial, const double *angular, mpfr_sr
     mpfr_clears(in, product, (mpfr_ptr)0);
     return slow;
 }
+
+/* out[i] = x[i]: doubles into the mpfr_t of fresh objects (of 53 bits or more: exact); a
+   NaN positive, as gmpy2 makes every NaN from a float. */
+void presk_set_doubles(size_t n, const double *x, mpfr_ptr *out)
+{
+    for (size_t i = 0; i < n; i++) {
+        mpfr_set_d(out[i], x[i], MPFR_RNDN);
+        if (x[i] != x[i])
+            mpfr_setsign(out[i], out[i], 0, MPFR_RNDN);
+    }
+}
 """
 
 _lib: ctypes.CDLL | None | bool = False
+_DEFAULT = gmpy2.context()  # MPFR's exponent range
 
 
 def _load() -> ctypes.CDLL | None:
@@ -182,6 +194,8 @@ def _load() -> ctypes.CDLL | None:
     lib.presk_normal.restype = ctypes.c_long
     lib.presk_normal.argtypes = [ctypes.c_size_t] + [ctypes.c_void_p] * 3
     lib.presk_normal.argtypes += [ctypes.c_long, ctypes.c_void_p]
+    lib.presk_set_doubles.restype = None
+    lib.presk_set_doubles.argtypes = [ctypes.c_size_t] + [ctypes.c_void_p] * 2
     return lib
 
 
@@ -241,3 +255,22 @@ def _threads(pairs: int) -> int:
     if wanted is not None and wanted.isdigit() and int(wanted) >= 1:
         return int(wanted)
     return max(1, min(os.cpu_count() or 1, 8))
+
+
+def reals(x: np.ndarray) -> np.ndarray | None:
+    """The doubles of `x` as new mpfr objects of the context's precision, as `gmpy2.mpfr(v)`
+    makes them (exactly: the context has 53 bits or more, round to nearest, MPFR's exponent
+    range), ten times faster (θ's ten million doubles at the course GPT's size: 30 s → 3 s);
+    None elsewhere or without C."""
+    context = gmpy2.get_context()
+    if not available() or x.dtype != np.float64 or context.precision < 53:
+        return None
+    if context.round != gmpy2.RoundToNearest or context.subnormalize:
+        return None
+    if context.emax != _DEFAULT.emax or context.emin != _DEFAULT.emin:
+        return None
+    flat = np.ascontiguousarray(x).reshape(-1)
+    out = fold_c.fresh(flat.size)
+    into = fold_c.slots(out)  # alive through the call
+    _lib.presk_set_doubles(flat.size, flat.ctypes.data, into.ctypes.data)
+    return out.reshape(x.shape)
