@@ -40,9 +40,16 @@ def test_standard_normals(key, n):
     radial, angular = R._pairs(key, n)
     expect = _python(radial, angular, n)
     for fast in (0, normal_c.FAST, 96):
-        got, slow = normal_c.normals(radial, angular, n, None, fast=fast)
-        assert _same(got, expect), fast
-        assert slow == ((n + 1) // 2 if fast == 0 else 0)  # the fast path decides all here
+        for tier in (False, True):
+            got, tiers = normal_c.normals(radial, angular, n, None, fast=fast, tier=tier)
+            assert _same(got, expect), (fast, tier)
+            pairs = (n + 1) // 2
+            if fast == 0:
+                assert tiers == (0, 0, pairs)
+            elif tier:
+                assert tiers[2] == 0 and tiers[0] >= 0.99 * pairs  # double-doubles decide
+            else:
+                assert tiers == (0, pairs, 0)  # the fast path decides all here
 
 
 @pytest.mark.parametrize("std", STDS)
@@ -51,8 +58,9 @@ def test_scaled_normals(std):
     for key in KEYS[:2]:
         radial, angular = R._pairs(key, 301)
         expect = _python(radial, angular, 301, s)
-        for fast in (0, normal_c.FAST):
-            assert _same(normal_c.normals(radial, angular, 301, s, fast=fast)[0], expect)
+        for fast, tier in ((0, False), (normal_c.FAST, False), (normal_c.FAST, True)):
+            got = normal_c.normals(radial, angular, 301, s, fast=fast, tier=tier)[0]
+            assert _same(got, expect)
 
 
 def test_edges_fall_back_to_256_bits():
@@ -64,9 +72,10 @@ def test_edges_fall_back_to_256_bits():
     n = 2 * len(radial)
     for std in (None, R._real("0.02"), R._real(-3)):
         expect = _python(radial, angular, n, std)
-        got, slow = normal_c.normals(radial, angular, n, std)
-        assert _same(got, expect)
-        assert slow >= 3  # the zeros cannot be decided at 128 bits
+        for tier in (False, True):
+            got, tiers = normal_c.normals(radial, angular, n, std, tier=tier)
+            assert _same(got, expect)
+            assert tiers[2] >= 3  # the zeros cannot be decided at 128 bits
     z = normal_c.normals(radial, angular, n)[0]
     assert np.signbit(z[:2]).tolist() == [True, True]  # −0 · cos 0, −0 · sin 0: MPFR's signs
     assert z[2] == 0 and not np.signbit(z[2]) and z[3] == 0  # −0 · cos π₂₅₆ = +0
@@ -76,8 +85,8 @@ def test_fast_path_is_tested_where_it_can_fail():
     # At 64 bits the bound E = 2^−54 is too wide to decide many values: they go to 256 bits,
     # and the doubles are the same.
     radial, angular = R._pairs(R.root_key(4), 4000)
-    got, slow = normal_c.normals(radial, angular, 4000, None, fast=64)
-    assert slow > 100
+    got, tiers = normal_c.normals(radial, angular, 4000, None, fast=64, tier=False)
+    assert tiers[2] > 100
     assert _same(got, _python(radial, angular, 4000))
 
 
@@ -96,8 +105,9 @@ def test_threads_change_no_bit(monkeypatch, threads):
     for n in (7, 8, 9, 61):
         radial, angular = R._pairs(R.root_key(6), n)
         for std in (None, R._real("0.02")):
-            got, slow = normal_c.normals(radial, angular, n, std)
-            assert _same(got, _python(radial, angular, n, std)) and slow == 0
+            got, tiers = normal_c.normals(radial, angular, n, std)
+            assert _same(got, _python(radial, angular, n, std)) and tiers[2] == 0
+            assert sum(tiers) == (n + 1) // 2
 
 
 def test_bad_arguments():
@@ -148,3 +158,45 @@ def test_reals_leave_other_contexts_to_gmpy2():
         with context:
             assert normal_c.reals(np.ones(3)) is None
     assert normal_c.reals(np.ones(3, dtype=np.float32)) is None
+
+
+def _edge_pairs() -> tuple[np.ndarray, np.ndarray]:
+    # v on both sides of 1 − 2^−9 (where log's two branches meet), of the powers of two and
+    # of the log table's cells; w on both sides of the sine table's steps j/1024.
+    e = 2.0**-53
+    vs = [1 - e, 1 - 2**-9, 1 - 2**-9 - e, 1 - 2**-9 + e, 0.5, 0.5 - e, 0.5 + e, 0.25, e]
+    vs += [1 - k * e for k in (2, 3, 1000, 2**20)] + [(1 + i / 256) / 2 for i in range(0, 256, 17)]
+    ws = [0.0, e, 1 - e, 0.25, 0.5 - e, 0.75 + e, 1 / 1024 - e, 1 / 1024, 17 / 1024 + e, 0.999]
+    radial = np.array([v for v in vs for _ in ws])
+    angular = np.array([w for _ in vs for w in ws])
+    return radial, angular
+
+
+def test_double_double_error_is_far_below_its_bound():
+    # The tier's claimed error is E/16 (2^−74·(1 + 1/R), normal_c's docstring); measured
+    # against the 256-bit values it stays below a tenth of that.
+    rng_radial, rng_angular = R._pairs(R.root_key(100), 6000)
+    edge_radial, edge_angular = _edge_pairs()
+    radial = np.concatenate([rng_radial, edge_radial])
+    angular = np.concatenate([rng_angular, edge_angular])
+    zs = R._box_muller(radial.tolist(), angular.tolist(), 2 * len(radial))
+    worst, probed = 0.0, 0
+    with gmpy2.context(precision=512):
+        for j, (v, w) in enumerate(zip(radial.tolist(), angular.tolist(), strict=True)):
+            p = normal_c.probe(v, w)
+            if p is None:
+                continue
+            probed += 1
+            for k, (hi, lo) in enumerate(((p[0], p[1]), (p[2], p[3]))):
+                worst = max(worst, float(abs(gmpy2.mpfr(hi) + lo - zs[2 * j + k]) / (p[4] / 16)))
+    assert probed >= len(radial) - 20 and worst < 0.1
+    assert normal_c.probe(1.0, 0.3) is None and normal_c.probe(2.0**-54, 0.3) is None
+
+
+def test_edges_through_every_tier():
+    radial, angular = _edge_pairs()
+    n = 2 * len(radial) - 1
+    for std in (None, R._real("0.02"), R._real(Fraction(-1, 3))):
+        expect = _python(radial, angular, n, std)
+        for fast, tier in ((0, False), (normal_c.FAST, False), (normal_c.FAST, True)):
+            assert _same(normal_c.normals(radial, angular, n, std, fast=fast, tier=tier)[0], expect)
