@@ -442,10 +442,7 @@ def to_storage(values, dtype: str) -> np.ndarray:
     """An input (floats, mpfr, ints, bools) in a buffer's storage type."""
     arr = np.asarray(values)
     if dtype in ("f64", "f32", "bf16"):
-        f = np.asarray(
-            np.vectorize(float, otypes=[np.float64])(arr) if arr.dtype == object else arr,
-            dtype=np.float64,
-        )
+        f = arr.astype(np.float64)  # objects: each one's float(), as np.vectorize(float)
         if dtype == "f64":
             return f
         f32 = f.astype(np.float32)  # rounded to nearest even, subnormals kept
