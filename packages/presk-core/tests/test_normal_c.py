@@ -160,6 +160,22 @@ def test_reals_leave_other_contexts_to_gmpy2():
     assert normal_c.reals(np.ones(3, dtype=np.float32)) is None
 
 
+def test_xavier_in_c_is_the_python_loops():
+    for fans, shape in (((3, 2), (3, 2)), ((100, 100), (100, 100)), ((7, 7), (7,))):
+        key = R.fold_path(R.root_key(2), "θ.w")
+        with gmpy2.context(precision=R.BITS):
+            a = gmpy2.sqrt(gmpy2.mpfr(6) / sum(fans))
+        t = 2.0 * R.uniform(key, shape) - 1.0
+        with gmpy2.context(precision=R.BITS + 64):
+            expect = np.array([float(a * x) for x in t.ravel().tolist()]).reshape(shape)
+        assert _same(R.xavier_uniform(key, shape, *fans), expect)
+        assert _same(normal_c.scaled(a, t), expect)
+    edges = np.array([-1.0, 1 - 2.0**-52, 0.0, -0.0, 2.0**-52])
+    with gmpy2.context(precision=R.BITS + 64):
+        a = R._real(Fraction(1, 3))
+        assert _same(normal_c.scaled(a, edges), np.array([float(a * x) for x in edges]))
+
+
 def _edge_pairs() -> tuple[np.ndarray, np.ndarray]:
     # v on both sides of 1 − 2^−9 (where log's two branches meet), of the powers of two and
     # of the log table's cells; w on both sides of the sine table's steps j/1024.

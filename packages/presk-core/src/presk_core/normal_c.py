@@ -406,6 +406,21 @@ long presk_normal(size_t n, const double *radial, const double *angular, mpfr_sr
     return slow;
 }
 
+/* out[i] = the double nearest a * t[i], the product exact at 320 bits (a of at most 256
+   bits, t[i] a double of at most 64 significant bits): xavier_uniform's values. */
+void presk_scale(size_t n, mpfr_srcptr a, const double *t, double *out)
+{
+    mpfr_t x, p;
+    mpfr_init2(x, 64);
+    mpfr_init2(p, BITS + 64);
+    for (size_t i = 0; i < n; i++) {
+        mpfr_set_d(x, t[i], MPFR_RNDN);                 /* exact */
+        mpfr_mul(p, a, x, MPFR_RNDN);                    /* exact */
+        out[i] = mpfr_get_d(p, MPFR_RNDN);
+    }
+    mpfr_clears(x, p, (mpfr_ptr)0);
+}
+
 /* out[i] = x[i]: doubles into the mpfr_t of fresh objects (of 53 bits or more: exact); a
    NaN positive, as gmpy2 makes every NaN from a float. */
 void presk_set_doubles(size_t n, const double *x, mpfr_ptr *out)
@@ -437,6 +452,8 @@ def _load() -> ctypes.CDLL | None:
     lib.presk_normal_probe.argtypes = [ctypes.c_double, ctypes.c_double, ctypes.c_void_p]
     lib.presk_normal_tables.restype = None
     lib.presk_normal_tables()
+    lib.presk_scale.restype = None
+    lib.presk_scale.argtypes = [ctypes.c_size_t] + [ctypes.c_void_p] * 3
     lib.presk_set_doubles.restype = None
     lib.presk_set_doubles.argtypes = [ctypes.c_size_t] + [ctypes.c_void_p] * 2
     return lib
@@ -492,6 +509,19 @@ def normals(
             list(pool.map(run, range(len(pieces))))
     counts = tiers.sum(axis=0)
     return out, (int(counts[0]), int(counts[1]), int(counts[2]))
+
+
+def scaled(a: gmpy2.mpfr, t: np.ndarray) -> np.ndarray | None:
+    """The double nearest a·t[i] for each double t[i] (the product exact at 320 bits), as
+    xavier_uniform computes it in gmpy2; None without C."""
+    if not available():
+        return None
+    if type(a) is not fold_c.MPFR_TYPE or a.precision > BITS:
+        raise ValueError(f"scaled: a is an mpfr of at most {BITS} bits, not {a!r}")
+    flat = np.ascontiguousarray(t, dtype=np.float64).reshape(-1)
+    out = np.empty(flat.size, dtype=np.float64)
+    _lib.presk_scale(flat.size, id(a) + fold_c.OFFSET, flat.ctypes.data, out.ctypes.data)
+    return out.reshape(np.shape(t))
 
 
 def probe(v: float, w: float) -> tuple[float, float, float, float, float] | None:
