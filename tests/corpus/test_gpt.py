@@ -116,6 +116,8 @@ def test_experiment_starts_both_sides_alike(tmp_path):
         "f64",
         "--backend",
         "kernel",
+        "--init",
+        "presk",
         *TINY,
         "--data",
         str(data),
