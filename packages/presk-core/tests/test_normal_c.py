@@ -160,6 +160,20 @@ def test_reals_leave_other_contexts_to_gmpy2():
     assert normal_c.reals(np.ones(3, dtype=np.float32)) is None
 
 
+def test_bits_in_c_are_numpys():
+    for key in [*KEYS, R.Key(0, 0), R.Key(2**32 - 1, 2**32 - 1)]:
+        for n in (0, 1, 64, 1001):
+            i = np.arange(n, dtype=np.uint64)
+            y0, y1 = R._block(key, i >> np.uint64(32), i & np.uint64(R.MASK32))
+            expect = (y0 << np.uint64(32)) | y1
+            assert _same(normal_c.bits(*key, n), expect) and _same(R.random_bits(key, n), expect)
+    # counters across 2^32, where the high word starts counting
+    for key in KEYS:
+        c = np.arange(2**32 - 40, 2**32 + 40, dtype=np.uint64)
+        y0, y1 = R._block(key, c >> np.uint64(32), c & np.uint64(R.MASK32))
+        assert _same(normal_c.bits(*key, 80, start=2**32 - 40), (y0 << np.uint64(32)) | y1)
+
+
 def test_xavier_in_c_is_the_python_loops():
     for fans, shape in (((3, 2), (3, 2)), ((100, 100), (100, 100)), ((7, 7), (7,))):
         key = R.fold_path(R.root_key(2), "θ.w")

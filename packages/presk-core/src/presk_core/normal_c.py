@@ -67,6 +67,7 @@ PIECE = 2**15  # below this many pairs (~0.3 s), one thread
 
 SOURCE = r"""
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 #include <gmp.h>
 #include <mpfr.h>
@@ -421,6 +422,29 @@ void presk_scale(size_t n, mpfr_srcptr a, const double *t, double *out)
     mpfr_clears(x, p, (mpfr_ptr)0);
 }
 
+/* out[i] = Threefry-2x32-20 of the counter c = start + i, as (c >> 32, c mod 2^32), under
+   (k0, k1), its first word high: random.random_bits from `start`. */
+static inline uint32_t rotl(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
+
+void presk_bits(uint32_t k0, uint32_t k1, uint64_t start, size_t n, uint64_t *out)
+{
+    static const int rot[2][4] = {{13, 15, 26, 6}, {17, 29, 16, 24}};
+    uint32_t ks[3] = {k0, k1, k0 ^ k1 ^ 0x1BD11BDAu};
+    for (size_t i = 0; i < n; i++) {
+        uint64_t c = start + i;
+        uint32_t x0 = (uint32_t)(c >> 32) + ks[0], x1 = (uint32_t)c + ks[1];
+        for (int g = 0; g < 5; g++) {
+            for (int q = 0; q < 4; q++) {
+                x0 += x1;
+                x1 = rotl(x1, rot[g % 2][q]) ^ x0;
+            }
+            x0 += ks[(g + 1) % 3];
+            x1 += ks[(g + 2) % 3] + (uint32_t)(g + 1);
+        }
+        out[i] = ((uint64_t)x0 << 32) | x1;
+    }
+}
+
 /* out[i] = x[i]: doubles into the mpfr_t of fresh objects (of 53 bits or more: exact); a
    NaN positive, as gmpy2 makes every NaN from a float. */
 void presk_set_doubles(size_t n, const double *x, mpfr_ptr *out)
@@ -454,6 +478,9 @@ def _load() -> ctypes.CDLL | None:
     lib.presk_normal_tables()
     lib.presk_scale.restype = None
     lib.presk_scale.argtypes = [ctypes.c_size_t] + [ctypes.c_void_p] * 3
+    lib.presk_bits.restype = None
+    lib.presk_bits.argtypes = [ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint64]
+    lib.presk_bits.argtypes += [ctypes.c_size_t, ctypes.c_void_p]
     lib.presk_set_doubles.restype = None
     lib.presk_set_doubles.argtypes = [ctypes.c_size_t] + [ctypes.c_void_p] * 2
     return lib
@@ -509,6 +536,16 @@ def normals(
             list(pool.map(run, range(len(pieces))))
     counts = tiers.sum(axis=0)
     return out, (int(counts[0]), int(counts[1]), int(counts[2]))
+
+
+def bits(k0: int, k1: int, n: int, start: int = 0) -> np.ndarray | None:
+    """Draws start … start + n − 1 of random.random_bits(Key(k0, k1), ·) in C (below 2^63);
+    None without C."""
+    if not available() or start + n >= 2**63:
+        return None
+    out = np.empty(n, dtype=np.uint64)
+    _lib.presk_bits(k0, k1, start, n, out.ctypes.data)
+    return out
 
 
 def scaled(a: gmpy2.mpfr, t: np.ndarray) -> np.ndarray | None:
