@@ -52,6 +52,13 @@ def test_standard_normals(key, n):
                 assert tiers == (0, pairs, 0)  # the fast path decides all here
 
 
+def test_many_draws():
+    radial, angular = R._pairs(R.root_key(12), 20001)
+    for std in (None, R._real(Fraction(1, 3)), R._real("0.02")):
+        expect = _python(radial, angular, 20001, std)
+        assert _same(normal_c.normals(radial, angular, 20001, std)[0], expect)
+
+
 @pytest.mark.parametrize("std", STDS)
 def test_scaled_normals(std):
     s = R._real(std)
