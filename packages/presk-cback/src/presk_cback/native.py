@@ -58,7 +58,9 @@ class NativeEntry:
         return entry_units(self.schedule, self.lanes, None, self.units, self.timed)
 
     def view(self, buf: int) -> np.ndarray:
-        """Host buffer `buf` as an array of its storage type and shape, inside the arena."""
+        """Host buffer `buf` as an array of its storage type and shape, inside the arena.
+        Only an input's or an output's is its own between calls: a temporary shares its
+        space with others whose live ranges do not overlap its own (presk_cback.arena)."""
         b = self.buffers[buf]
         n = math.prod(a.length for a in b.axes)
         at = self.offsets[buf]
