@@ -75,9 +75,9 @@ def load(psk: Path, consts: dict[str, str], data: str | None):
     return core, core.trainings[0]
 
 
-def export(psk: Path, consts: dict[str, str], out: Path) -> None:
+def export(psk: Path, consts: dict[str, str], out: Path, data: str | None = None) -> None:
     """The exported module files and train.py in `out` (no conformance test: its steps on
-    the 256-bit interpreter would take hours at this size)."""
+    the 256-bit interpreter would take hours at this size); `data` replaces the run's file."""
     from presk_core.lower import lower_checked
     from presk_core.passes import Context, run_pipeline
     from presk_export.export import write_files
@@ -88,7 +88,7 @@ def export(psk: Path, consts: dict[str, str], out: Path) -> None:
     core, infos = lower_checked(program)
     ex = Export(program, core, infos, Options())
     files = ex.files()
-    files["train.py"] = ruff_format(Script(ex, training_run(ex, None), str(out)).render())
+    files["train.py"] = ruff_format(Script(ex, training_run(ex, data), str(out)).render())
     out.mkdir(parents=True, exist_ok=True)
     write_files(str(out), files)
 
@@ -396,7 +396,7 @@ def main() -> None:
         f"experiment-gpt: {args.steps} steps of {title}, {args.threads} thread(s), seed {args.seed}"
     )
     start = time.perf_counter()
-    export(args.psk, consts, out / "export")
+    export(args.psk, consts, out / "export", args.data)
     print(f"  exported to {out / 'export'} in {time.perf_counter() - start:.1f} s", flush=True)
     native, _, theta_native = run_native(args, core, run, out)
     del core, run
