@@ -71,7 +71,8 @@ def load_weights(core, model: str, path: str, dims: dict[str, int]) -> tuple[dic
         raise ServeError(e.code, f"the weights: {e}") from None
     want = f"params {model}"
     if header.type_text != want or header.count != 1:
-        held = f"{header.count} samples of `{header.type_text}`"
+        samples = "1 sample" if header.count == 1 else f"{header.count} samples"
+        held = f"{samples} of `{header.type_text}`"
         raise ServeError("E7021", f"`{path}` holds {held}, not one `{want}`")
     layout = core.layout(model)
     reals = read_reals(path)
