@@ -46,6 +46,7 @@ bench: setup
 	$(PY) tools/bench_gemm.py
 	$(PY) tools/bench_native.py
 	$(PY) tools/bench_minigpt.py
+	$(PY) tools/bench_opt.py
 	$(PY) tools/bench_serve.py
 
 # presk-cback's tests with every object compiled under AddressSanitizer and UBSan
