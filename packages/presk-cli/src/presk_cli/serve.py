@@ -290,13 +290,13 @@ def serve(file, prompt, tokens, temperature, seed, weights, dims, consts, bits, 
     if any(d.is_error for d in ctx.diagnostics):
         sys.exit(1)
     serves = ctx.options.get("serves") or []
+    if not serves:
+        _stop(ServeError("E7020", f"`{file}` has no `inference serve` to serve"), sources)
     if not prompt:
         raise click.BadParameter(
             "the text to continue: at least one character", param_hint="--prompt"
         )
     try:
-        if not serves:
-            raise ServeError("E7020", f"`{file}` has no `inference serve` to serve")
         block = serves[0]
         try:
             core = run_pipeline(RUN, file, ctx, start=program, first="elab")
