@@ -34,20 +34,9 @@ import numpy as np
 
 from presk_core import fold_c
 
-SOURCE = r"""
-#include <stdlib.h>
-#include <gmp.h>
-#include <mpfr.h>
-
-static const void *mpfr_type;
-static size_t at_type, at_value;
-
-void presk_erfc_layout(const void *type, size_t type_offset, size_t value_offset)
-{
-    mpfr_type = type;
-    at_type = type_offset;
-    at_value = value_offset;
-}
+SOURCE = (
+    fold_c.layout_c("erfc")
+    + r"""
 
 #define SCALE 5                    /* centres m / 2^SCALE */
 #define REACH 8                    /* |x| <= REACH: the table; beyond, MPFR's erfc */
@@ -288,6 +277,7 @@ int presk_gelu_grad(size_t count, char **ct, char **x, char **twice, char *half,
     return 0;
 }
 """
+)
 
 _lib: ctypes.CDLL | None | bool = False
 _ERFC = np.frompyfunc(gmpy2.erfc, 1, 1)

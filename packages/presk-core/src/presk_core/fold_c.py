@@ -28,22 +28,24 @@ from pathlib import Path
 import gmpy2
 import numpy as np
 
-SOURCE = r"""
-#include <stdlib.h>
-#include <stddef.h>
-#include <gmp.h>
-#include <mpfr.h>
 
-/* Where the objects are: each object's type at `at_type` bytes, its mpfr_t at `at_value`. */
-static const void *mpfr_type;
-static size_t at_type, at_value;
+def layout_c(name: str) -> str:
+    """The C every library over gmpy2's objects starts with: MPFR's headers and
+    `presk_NAME_layout(type, type_offset, value_offset)`, which tells it where an object's
+    type and its mpfr_t are (called once with `MPFR_TYPE`, `AT_TYPE`, `OFFSET`)."""
+    return (
+        "#include <stdlib.h>\n#include <stddef.h>\n#include <gmp.h>\n#include <mpfr.h>\n\n"
+        "/* Where the objects are: each object's type at `at_type` bytes, its mpfr_t at"
+        " `at_value`. */\n"
+        "static const void *mpfr_type;\nstatic size_t at_type, at_value;\n\n"
+        f"void presk_{name}_layout(const void *type, size_t type_offset, size_t value_offset)\n"
+        "{\n    mpfr_type = type;\n    at_type = type_offset;\n    at_value = value_offset;\n}\n"
+    )
 
-void presk_fold_layout(const void *type, size_t type_offset, size_t value_offset)
-{
-    mpfr_type = type;
-    at_type = type_offset;
-    at_value = value_offset;
-}
+
+SOURCE = (
+    layout_c("fold")
+    + r"""
 
 static void release(mpfr_t *c, size_t count)
 {
@@ -110,6 +112,7 @@ int presk_fold(size_t batch, size_t m, size_t k, size_t n, char **a, char **b,
     return 0;
 }
 """
+)
 
 MPFR_TYPE = type(gmpy2.mpfr(0))
 _ZERO = gmpy2.mpfr(0)
