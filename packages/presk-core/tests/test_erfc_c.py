@@ -55,7 +55,7 @@ def test_the_series_decides_nearly_every_value_alone():
     with M.precision(256):
         out, done = erfc_c.fold_c.fresh(x.size), np.zeros(x.size, dtype=np.uint8)
         where, into = erfc_c.fold_c.addresses(x), erfc_c.fold_c.slots(out)
-        erfc_c._lib.presk_erfc(x.size, where.ctypes.data, into.ctypes.data, 256, done.ctypes.data)
+        erfc_c._C.lib.presk_erfc(x.size, where.ctypes.data, into.ctypes.data, 256, done.ctypes.data)
     assert done.all()
 
 

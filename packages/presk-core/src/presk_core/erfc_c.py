@@ -279,7 +279,6 @@ int presk_gelu_grad(size_t count, char **ct, char **x, char **twice, char *half,
 """
 )
 
-_lib: ctypes.CDLL | None | bool = False
 _ERFC = np.frompyfunc(gmpy2.erfc, 1, 1)
 _DEFAULT = gmpy2.context()  # MPFR's exponent range, which the C's operations use
 
@@ -295,11 +294,7 @@ def _plain(context) -> bool:
     )
 
 
-def _load() -> ctypes.CDLL | None:
-    path = fold_c.library("presk_erfc", SOURCE)
-    if path is None:
-        return None
-    lib = ctypes.PyDLL(str(path))  # holds the GIL: the tables are shared
+def _declare(lib: ctypes.PyDLL) -> None:
     lib.presk_erfc_layout.restype = None
     lib.presk_erfc_layout.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t]
     lib.presk_erfc_layout(id(fold_c.MPFR_TYPE), fold_c.AT_TYPE, fold_c.OFFSET)
@@ -308,14 +303,11 @@ def _load() -> ctypes.CDLL | None:
     lib.presk_erfc.argtypes += [ctypes.c_long, ctypes.c_void_p]
     lib.presk_gelu_grad.restype = ctypes.c_int
     lib.presk_gelu_grad.argtypes = [ctypes.c_size_t] + [ctypes.c_void_p] * 6 + [ctypes.c_long]
-    return lib
 
 
-def available() -> bool:
-    global _lib
-    if _lib is False:
-        _lib = _load()
-    return _lib is not None
+# a PyDLL holds the GIL: the tables are shared
+_C = fold_c.Helper("presk_erfc", SOURCE, _declare, ctypes.PyDLL)
+available = _C.available
 
 
 def erfc(x: np.ndarray) -> np.ndarray:
@@ -329,7 +321,9 @@ def erfc(x: np.ndarray) -> np.ndarray:
     out = fold_c.fresh(count)
     done = np.zeros(count, dtype=np.uint8)
     where, into = fold_c.addresses(flat), fold_c.slots(out)  # alive through the call
-    _lib.presk_erfc(count, where.ctypes.data, into.ctypes.data, context.precision, done.ctypes.data)
+    _C.lib.presk_erfc(
+        count, where.ctypes.data, into.ctypes.data, context.precision, done.ctypes.data
+    )
     left = done == 0
     if left.any():
         out[left] = _ERFC(flat[left])
@@ -347,7 +341,7 @@ def gelu_grad(ct: np.ndarray, x: np.ndarray, twice: np.ndarray, half, root) -> n
     args = [fold_c.addresses(np.ascontiguousarray(a)) for a in (ct, x, twice)]
     out = fold_c.fresh(args[0].size)
     into = fold_c.slots(out)
-    failed = _lib.presk_gelu_grad(
+    failed = _C.lib.presk_gelu_grad(
         out.size,
         *(a.ctypes.data for a in args),
         id(half),

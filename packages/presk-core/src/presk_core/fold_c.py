@@ -118,7 +118,6 @@ MPFR_TYPE = type(gmpy2.mpfr(0))
 _ZERO = gmpy2.mpfr(0)
 OFFSET = object.__basicsize__  # PyObject_HEAD: the mpfr_t follows it (gmpy2.h, MPFR_Object)
 AT_TYPE = ctypes.sizeof(ctypes.c_ssize_t)  # ob_type, after ob_refcnt
-_lib: ctypes.CDLL | None | bool = False  # False: not tried yet
 SMALL = 512
 """Below this many multiply-adds, numpy's loop is the faster (the C call costs ~25 µs)."""
 
@@ -196,27 +195,36 @@ def extension(name: str, source: str) -> Path | None:
     return library(name, source, (python, np.get_include()), suffix)
 
 
-def _load() -> ctypes.CDLL | None:
-    path = library("presk_fold", SOURCE)
-    if path is None:
-        return None
-    try:
-        lib = ctypes.CDLL(str(path))
-    except OSError:
-        return None
+class Helper:
+    """A C helper compiled by `library` and loaded on first use: `lib` is the ctypes
+    library (its functions declared by `declare`) once `available()` has said True."""
+
+    def __init__(self, name: str, source: str, declare, kind=ctypes.CDLL):
+        self.name, self.source, self.declare, self.kind = name, source, declare, kind
+        self.lib: ctypes.CDLL | None | bool = False  # False: not tried yet
+
+    def available(self) -> bool:
+        if self.lib is False:
+            path = library(self.name, self.source)
+            try:
+                self.lib = None if path is None else self.kind(str(path))
+            except OSError:
+                self.lib = None
+            if self.lib is not None:
+                self.declare(self.lib)
+        return self.lib is not None
+
+
+def _declare(lib: ctypes.CDLL) -> None:
     lib.presk_fold_layout.restype = None
     lib.presk_fold_layout.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t]
     lib.presk_fold_layout(id(MPFR_TYPE), AT_TYPE, OFFSET)
     lib.presk_fold.restype = ctypes.c_int
     lib.presk_fold.argtypes = [ctypes.c_size_t] * 4 + [ctypes.c_void_p] * 3 + [ctypes.c_long]
-    return lib
 
 
-def available() -> bool:
-    global _lib
-    if _lib is False:
-        _lib = _load()
-    return _lib is not None
+_C = Helper("presk_fold", SOURCE, _declare)
+available = _C.available
 
 
 def addresses(x: np.ndarray) -> np.ndarray:
@@ -249,7 +257,7 @@ def fold(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     count = math.prod(batch) * m * n
     out = fresh(count)
     pa, pb, po = addresses(a), addresses(b), slots(out)  # alive through the call
-    failed = _lib.presk_fold(
+    failed = _C.lib.presk_fold(
         count // (m * n) if m * n else 0,
         m,
         k,

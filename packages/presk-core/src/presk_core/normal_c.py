@@ -505,18 +505,10 @@ void presk_set_doubles(size_t n, const double *x, mpfr_ptr *out)
 }
 """
 
-_lib: ctypes.CDLL | None | bool = False
 _DEFAULT = gmpy2.context()  # MPFR's exponent range
 
 
-def _load() -> ctypes.CDLL | None:
-    path = fold_c.library("presk_normal", SOURCE)
-    if path is None:
-        return None
-    try:
-        lib = ctypes.CDLL(str(path))  # no Python object is touched but std's, held alive
-    except OSError:
-        return None
+def _declare(lib: ctypes.CDLL) -> None:
     lib.presk_normal.restype = ctypes.c_long
     lib.presk_normal.argtypes = [ctypes.c_size_t] + [ctypes.c_void_p] * 3
     lib.presk_normal.argtypes += [ctypes.c_long, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
@@ -531,14 +523,10 @@ def _load() -> ctypes.CDLL | None:
     lib.presk_bits.argtypes += [ctypes.c_size_t, ctypes.c_void_p]
     lib.presk_set_doubles.restype = None
     lib.presk_set_doubles.argtypes = [ctypes.c_size_t] + [ctypes.c_void_p] * 2
-    return lib
 
 
-def available() -> bool:
-    global _lib
-    if _lib is False:
-        _lib = _load()
-    return _lib is not None
+_C = fold_c.Helper("presk_normal", SOURCE, _declare)  # touches no Python object but std's
+available = _C.available
 
 
 def normals(
@@ -575,7 +563,7 @@ def normals(
         j, count = pieces[k]
         at = (v.ctypes.data + 8 * j, w.ctypes.data + 8 * j, out.ctypes.data + 16 * j)
         lanes = tiers.ctypes.data + 24 * k
-        _lib.presk_normal(count, at[0], at[1], where, fast, int(tier), at[2], lanes)
+        _C.lib.presk_normal(count, at[0], at[1], where, fast, int(tier), at[2], lanes)
 
     if len(pieces) == 1:
         run(0)
@@ -592,7 +580,7 @@ def bits(k0: int, k1: int, n: int, start: int = 0) -> np.ndarray | None:
     if not available() or start + n >= 2**63:
         return None
     out = np.empty(n, dtype=np.uint64)
-    _lib.presk_bits(k0, k1, start, n, out.ctypes.data)
+    _C.lib.presk_bits(k0, k1, start, n, out.ctypes.data)
     return out
 
 
@@ -605,14 +593,14 @@ def scaled(a: gmpy2.mpfr, t: np.ndarray) -> np.ndarray | None:
         raise ValueError(f"scaled: a is an mpfr of at most {BITS} bits, not {a!r}")
     flat = np.ascontiguousarray(t, dtype=np.float64).reshape(-1)
     out = np.empty(flat.size, dtype=np.float64)
-    _lib.presk_scale(flat.size, id(a) + fold_c.OFFSET, flat.ctypes.data, out.ctypes.data)
+    _C.lib.presk_scale(flat.size, id(a) + fold_c.OFFSET, flat.ctypes.data, out.ctypes.data)
     return out.reshape(np.shape(t))
 
 
 def probe(v: float, w: float) -> tuple[float, float, float, float, float] | None:
     """The double-double tier on one pair: (cos hi, lo, sin hi, lo, E), for the tests."""
     out = np.zeros(5)
-    if not available() or not _lib.presk_normal_probe(v, w, out.ctypes.data):
+    if not available() or not _C.lib.presk_normal_probe(v, w, out.ctypes.data):
         return None
     return tuple(out.tolist())
 
@@ -643,5 +631,5 @@ def reals(x: np.ndarray) -> np.ndarray | None:
     flat = np.ascontiguousarray(x).reshape(-1)
     out = fold_c.fresh(flat.size)
     into = fold_c.slots(out)  # alive through the call
-    _lib.presk_set_doubles(flat.size, flat.ctypes.data, into.ctypes.data)
+    _C.lib.presk_set_doubles(flat.size, flat.ctypes.data, into.ctypes.data)
     return out.reshape(x.shape)
