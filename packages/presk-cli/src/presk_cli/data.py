@@ -181,6 +181,13 @@ def _write_text(path: str, text: str) -> None:
 OUT = click.option(
     "-o", "out", required=True, type=click.Path(dir_okay=False), help="The file to write."
 )
+VOCAB_SIZE = click.option(
+    "--vocab",
+    "vocab_size",
+    required=True,
+    type=click.IntRange(1, 2**63 - 1),
+    help="The vocabulary's size V: every token is below it.",
+)
 
 
 @data.command("chars", short_help="The vocabulary of a text: its characters, a JSON array")
@@ -228,13 +235,7 @@ def data_encode(text: str, vocab_file: str, out: str) -> None:
 
 @data.command("lm-windows", short_help="Windows of tokens and their next tokens, a .psk.d file")
 @click.argument("tokens", type=click.Path(dir_okay=False))
-@click.option(
-    "--vocab",
-    "vocab_size",
-    required=True,
-    type=click.IntRange(1, 2**63 - 1),
-    help="The vocabulary's size V: every token is below it.",
-)
+@VOCAB_SIZE
 @click.option("--seq", required=True, type=click.IntRange(1), help="The window's length T.")
 @OUT
 def data_lm_windows(tokens: str, vocab_size: int, seq: int, out: str) -> None:
@@ -262,13 +263,7 @@ def data_lm_windows(tokens: str, vocab_size: int, seq: int, out: str) -> None:
 
 @data.command("ngrams", short_help="Contexts of K tokens and the token after each, a .psk.d file")
 @click.argument("tokens", type=click.Path(dir_okay=False))
-@click.option(
-    "--vocab",
-    "vocab_size",
-    required=True,
-    type=click.IntRange(1, 2**63 - 1),
-    help="The vocabulary's size V: every token is below it.",
-)
+@VOCAB_SIZE
 @click.option(
     "--context",
     required=True,
