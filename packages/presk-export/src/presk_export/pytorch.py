@@ -97,6 +97,18 @@ class Export:
         for key, info in self.infos.items():
             self.owner.setdefault(key, info.file.path)
 
+    def beside(self, path: str, out: str | None) -> str:
+        """A file named by the main file (a run's data, a serve block's weights): relative
+        to the export's folder `out` when it is known, else absolute."""
+        folder = os.path.dirname(os.path.abspath(self.program.main.path))
+        target = os.path.normpath(os.path.join(folder, path))
+        if out is None:
+            return target
+        try:
+            return os.path.relpath(target, os.path.abspath(out))
+        except ValueError:  # another drive (Windows): no relative path
+            return target
+
     def ctor_dims(self, module: str) -> list[str]:
         """The constructor's arguments of a module: its dimensions, then the file's that its
         parameters' shapes (or its sub-modules' constructors) use."""

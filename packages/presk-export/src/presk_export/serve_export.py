@@ -45,17 +45,6 @@ def serve_of(export: Export) -> Serve:
     return done.serves[0]
 
 
-def _relative(export: Export, path: str, out: str | None) -> str:
-    folder = os.path.dirname(os.path.abspath(export.program.main.path))
-    target = os.path.normpath(os.path.join(folder, path))
-    if out is None:
-        return target
-    try:
-        return os.path.relpath(target, os.path.abspath(out))
-    except ValueError:  # another drive (Windows)
-        return target
-
-
 def serve_files(export: Export, out: str | None = None) -> dict[str, str]:
     """`serve.py` of the main file's `inference serve`, naming the weights and the
     vocabulary relative to `out` (the export's folder) when given."""
@@ -112,9 +101,9 @@ def serve_files(export: Export, out: str | None = None) -> dict[str, str]:
         imports=imports,
         build=f"{model_here}({'window' if d else ''})",
         call=call,
-        weights=repr(_relative(export, block.weights, out)),
+        weights=repr(export.beside(block.weights, out)),
         weights_shown=block.weights,
-        vocabulary=repr(_relative(export, block.vocabulary, out)),
+        vocabulary=repr(export.beside(block.vocabulary, out)),
         vocabulary_shown=block.vocabulary,
         leaves=repr(leaves),
         size0=s0,

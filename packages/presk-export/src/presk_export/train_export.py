@@ -211,17 +211,6 @@ class Script:
         ]
         return lines, local
 
-    def data(self) -> str:
-        """The data file: relative to the export's folder when it is known, else absolute."""
-        folder = os.path.dirname(os.path.abspath(self.export.program.main.path))
-        path = os.path.normpath(os.path.join(folder, self.run.data))
-        if self.out is None:
-            return path
-        try:
-            return os.path.relpath(path, os.path.abspath(self.out))
-        except ValueError:  # another drive (Windows): no relative path
-            return path
-
     def render(self) -> str:
         run, opt = self.run, self.opt
         imports, (model, objective) = self.imports([run.model, run.objective.key])
@@ -236,7 +225,7 @@ class Script:
             model=model,
             objective=objective,
             build=f"{model}({ctor})",
-            data=repr(self.data()),
+            data=repr(self.export.beside(self.run.data, self.out)),
             data_shown=run.data,
             sample=repr([(k, b, ls) for k, b, ls in self.sample]),
             sample_type=repr(str(run.sample_type)),
