@@ -217,3 +217,36 @@ def test_the_signs_of_zero_prove_what_they_say() -> None:
     body = _function(core, "zero_sign").body
     egraph.check_fail(no_minus_zero(sum_.terms[body[0].out.id]))  # x · 0
     egraph.check_fail(no_minus_zero(sum_.terms[_function(core, "zero_sign").params[0].id]))
+
+
+def test_scales_multiplied_only_by_a_power_of_two(rules_program) -> None:
+    """(x · 3) · 0.1 rounds twice where x · 0.3 rounds once: not rewritten. (x · 0.1) · 0.25
+    is x · 0.025 to the last bit (· 2⁻² is exact): rewritten, the same bits."""
+    before, after = rules_program
+    assert _function(after, "scales_rounded") == _function(before, "scales_rounded")
+    (ins,) = _function(after, "scales_halved").body
+    assert [str(a) for a in ins.args] == ["x", "1/40"]
+    assert _rules_in(_function(after, "scales_halved")) == {"scales multiplied"}
+    for seed in range(3):
+        a = _run(before, "scales_halved", {"B": 5}, seed)
+        assert a == _run(after, "scales_halved", {"B": 5}, seed)
+
+
+@pytest.mark.parametrize("name", ["minus0_mul", "minus0_mul2", "minus0_div", "minus0_neg"])
+def test_folding_keeps_a_minus_0(rules_program, name: str) -> None:
+    """(−1) · 0, 0 · (−1), 0 / (−2) and −(1 − 1) are −0 in IEEE arithmetic: folded in ℚ to
+    0 (+0), x · 0 + it would print 0 where the program prints -0 for a negative x."""
+    before, after = rules_program
+    printed = run_entry(before, None, name, {"B": 6}, 1, BITS, 12, False)
+    assert "-0" in printed
+    assert printed == run_entry(after, None, name, {"B": 6}, 1, BITS, 12, False)
+
+
+def test_folding_to_plus_0_is_kept(rules_program) -> None:
+    """(1 − 1) · 3 is +0 in IEEE arithmetic as in ℚ: folded (x · 0 + 0 keeps its addition)."""
+    before, after = rules_program
+    fn = _function(after, "plus0_fold")
+    assert [i.op for i in fn.body] == ["mul", "add"] and str(fn.body[1].args[1]) == "0"
+    for seed in range(2):
+        a = run_entry(before, None, "plus0_fold", {"B": 6}, seed, BITS, 12, False)
+        assert a == run_entry(after, None, "plus0_fold", {"B": 6}, seed, BITS, 12, False)

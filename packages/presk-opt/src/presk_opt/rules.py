@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from egglog import BigRat, String, Vec, eq, ne, rewrite, rule, ruleset, set_, vars_
+from egglog import BigInt, BigRat, String, Vec, eq, ne, rewrite, rule, ruleset, set_, vars_
 
 from presk_opt import records, terms
 from presk_opt.terms import Made, Term, no_minus_zero, type_of
@@ -41,6 +41,18 @@ def _zero() -> Term:
 
 def _one() -> Term:
     return Term.num(BigRat(1, 1), t3)
+
+
+def power_of_two(r: BigRat) -> tuple:
+    """r = ±2ᵏ (k an integer of either sign): |numerator| and denominator both powers of
+    two (a reduced fraction: one of them is 1), r ≠ 0."""
+    num, den = abs(r).numer, r.denom
+    one, none = BigInt(1), BigInt(0)
+    return (
+        ne(num).to(none),
+        eq(num & (num - one)).to(none),
+        eq(den & (den - one)).to(none),
+    )
 
 
 def _n2(name: str, o: str, a: Term, b: Term, ty=t) -> Term:
@@ -94,41 +106,65 @@ def _rules() -> list[Rule]:
         ),
     )
     fold = "constant folding"
+    zero = BigRat(0, 1)
+    nonzero = ne(p).to(zero)  # p ≠ 0
     add(
         fold,
-        "two rational literals computed in exact ℚ (ℚ ⊂ ℝ: no rounding)",
+        "two rational literals computed in exact ℚ (ℚ ⊂ ℝ: no rounding); a zero result only "
+        "where IEEE gives +0 (a rational literal is never −0: ZERO SIGNS)",
+        # p + q and p − q: an exact zero is +0 in IEEE (x − x, x + (−x) round to nearest)
         rewrite(Term.n2("add", at, t, m, Term.num(p, t2), Term.num(q, t3))).to(Term.num(p + q, t)),
         rewrite(Term.n2("sub", at, t, m, Term.num(p, t2), Term.num(q, t3))).to(Term.num(p - q, t)),
-        rewrite(Term.n2("mul", at, t, m, Term.num(p, t2), Term.num(q, t3))).to(Term.num(p * q, t)),
-        rewrite(Term.n2("div", at, t, m, Term.num(p, t2), Term.num(q, t3))).to(
-            Term.num(p / q, t), ne(q).to(BigRat(0, 1))
+        # p · q: 0 · q is −0 for q < 0, p · 0 for p < 0; fold a zero product of signs ≥ 0
+        rewrite(Term.n2("mul", at, t, m, Term.num(p, t2), Term.num(q, t3))).to(
+            Term.num(p * q, t), nonzero, ne(q).to(zero)
         ),
-        rewrite(Term.n1("neg", at, t, m, Term.num(p, t2))).to(Term.num(-p, t)),
+        rewrite(Term.n2("mul", at, t, m, Term.num(p, t2), Term.num(q, t3))).to(
+            Term.num(p * q, t), p >= zero, q >= zero
+        ),
+        # p / q, q ≠ 0: 0 / q is −0 for q < 0
+        rewrite(Term.n2("div", at, t, m, Term.num(p, t2), Term.num(q, t3))).to(
+            Term.num(p / q, t), ne(q).to(zero), nonzero
+        ),
+        rewrite(Term.n2("div", at, t, m, Term.num(p, t2), Term.num(q, t3))).to(
+            Term.num(p / q, t), q > zero
+        ),
+        # −p: −0 for p = 0
+        rewrite(Term.n1("neg", at, t, m, Term.num(p, t2))).to(Term.num(-p, t), nonzero),
     )
     name = "scales multiplied"
     add(
         name,
-        "(p · x) · q = (p q) · x for rational p, q: associativity and commutativity of ·",
-        rewrite(
-            Term.n2(
-                "mul",
-                at,
-                t,
-                m,
-                Term.n2("mul", at2, t2, m2, x, Term.num(p, t3)),
-                Term.num(q, t3),
+        "(x · p) · q = x · (p q) for rational p, q, one of them ±2ᵏ: multiplying by ±2ᵏ is "
+        "exact (but for overflow and subnormals), so both sides round x p q once",
+        *(
+            rewrite(lhs).to(_n2(name, "mul", *rhs), same, ne(p * q).to(BigRat(0, 1)), *cond)
+            for cond in (power_of_two(p), power_of_two(q))
+            for lhs, rhs in (
+                (
+                    Term.n2(
+                        "mul",
+                        at,
+                        t,
+                        m,
+                        Term.n2("mul", at2, t2, m2, x, Term.num(p, t3)),
+                        Term.num(q, t3),
+                    ),
+                    (x, Term.num(p * q, SCALAR)),
+                ),
+                (
+                    Term.n2(
+                        "mul",
+                        at,
+                        t,
+                        m,
+                        Term.num(q, t3),
+                        Term.n2("mul", at2, t2, m2, Term.num(p, t3), x),
+                    ),
+                    (Term.num(p * q, SCALAR), x),
+                ),
             )
-        ).to(_n2(name, "mul", x, Term.num(p * q, SCALAR)), same),
-        rewrite(
-            Term.n2(
-                "mul",
-                at,
-                t,
-                m,
-                Term.num(q, t3),
-                Term.n2("mul", at2, t2, m2, Term.num(p, t3), x),
-            )
-        ).to(_n2(name, "mul", Term.num(p * q, SCALAR), x), same),
+        ),  # fmt: skip
     )
     name = "a · x + a · y = a · (x + y)"
     add(
