@@ -196,8 +196,11 @@ def kernel_class(k) -> str:
     return "elementwise"
 
 
-def breakdown(psk: Path, dims: dict, steps: int, threads: int, quick: bool, clock: str) -> None:
-    """Each launch's time by class (in this process: `--breakdown`)."""
+def breakdown(
+    psk: Path, dims: dict, steps: int, threads: int, quick: bool, clock: str, table: bool
+) -> None:
+    """Each launch's time by class (in this process: `--breakdown`); `table`: the
+    contractions one by one (`contractions`)."""
     if quick:
         exec(QUICK_INIT, {})
     from presk_ad.step import Trainer
@@ -255,15 +258,75 @@ def breakdown(psk: Path, dims: dict, steps: int, threads: int, quick: bool, cloc
     for (name, shapes), (n, t, macs) in sorted(kinds.items(), key=lambda p: -p[1][1])[:12]:
         rate = f"{2 * macs / t / 1e6:6.1f}" if macs else ""
         print(f"    {t:>9.2f} ms {n:>3}x {name:<32} {shapes:<56} {rate}")
+    if table:
+        contractions(schedule, classes, ns[:-1] / steps / 1e6)
 
 
-def multiply_adds(k) -> int:
+def ein(k) -> tuple[str, str]:
+    """A contraction's product as the GEMM sees it (`m×n×k`, batch, each operand's row and
+    column strides: `A 1,384` is A[m, k] read down its columns, a transposed operand) and
+    its path: `gemm` (the layout packs it) or `nest` (the kernel's loops)."""
     from presk_cback.contract import contraction
+    from presk_kernel.ir import Reduce
 
     g = contraction(k)
     if g is None:
-        return 0
-    return g.m.extent * g.n.extent * g.k * math.prod(lp.extent for lp in g.batch)
+        folds = [s for s in _statements(k.body) if isinstance(s, Reduce) and s.op == "fma"]
+        summed = ",".join(f"{v}={n}" for r in folds for v, _, n in r.vars)
+        shapes = " ".join("x".join(str(a.length) for a in b.axes) for b in k.buffers)
+        return f"fold over {summed}: {shapes}", "nest"
+    (ca, cb, cc), kv = g.coefs, g.kvar
+    batch = "x".join(str(lp.extent) for lp in g.batch)
+    text = f"{g.m.extent}x{g.n.extent}x{g.k}" + (f" batch {batch}" if batch else "")
+    text += f"  A {ca[g.m.var]},{ca[kv]} B {cb[kv]},{cb[g.n.var]} C {cc[g.m.var]},1"
+    return text, "gemm" if {g.a, g.b} <= set(k.layout.pack) else "nest"
+
+
+def _statements(body):
+    from presk_kernel.ir import Loop, Reduce
+
+    for s in body:
+        yield s
+        if isinstance(s, (Loop, Reduce)):
+            yield from _statements(s.body)
+
+
+def contractions(schedule, classes: list[str], ms: np.ndarray) -> None:
+    """Each contraction's launches by kernel and product: time, GFLOP/s, path."""
+    rows: dict[tuple, list] = {}
+    for c, t, launch in zip(classes, ms, schedule.launches, strict=True):
+        if c != "contraction":
+            continue
+        k = launch.kernel
+        text, path = ein(k)
+        row = rows.setdefault((k.name[:24], text, path), [0, 0.0, 0])
+        row[0] += 1
+        row[1] += t
+        row[2] += multiply_adds(k)
+    total = sum(r[1] for r in rows.values())
+    macs = sum(r[2] for r in rows.values())
+    print(f"  contractions: {total:.2f} ms, {2 * macs / total / 1e6:.1f} GFLOP/s overall")
+    print(f"    {'ms':>9} {'n':>4} {'GF/s':>6} path kernel{'':<19} m x n x k, strides")
+    for (name, text, path), (n, t, macs) in sorted(rows.items(), key=lambda p: -p[1][1]):
+        rate = f"{2 * macs / t / 1e6:6.1f}" if macs else f"{'':6}"
+        print(f"    {t:>9.2f} {n:>3}x {rate} {path:<4} {name:<24} {text}")
+
+
+def multiply_adds(k) -> int:
+    """The fma folds' terms, each loop's extent over its body (a GEMM's m·n·k·batch)."""
+    from presk_kernel.ir import Loop, Reduce
+
+    def count(body, outer: int) -> int:
+        n = 0
+        for s in body:
+            if isinstance(s, Loop):
+                n += count(s.body, outer * s.extent)
+            elif isinstance(s, Reduce):
+                inner = outer * math.prod(e for _, _, e in s.vars)
+                n += (inner if s.op == "fma" else 0) + count(s.body, inner)
+        return n
+
+    return count(k.body, 1)
 
 
 def main() -> None:
@@ -279,12 +342,21 @@ def main() -> None:
     parser.add_argument(
         "--clock", choices=["wall", "cpu"], default="wall", help="the breakdown's clock (wall)"
     )
+    parser.add_argument(
+        "--contractions", action="store_true", help="the breakdown lists each contraction"
+    )
     parser.add_argument("--breakdown-in", help=argparse.SUPPRESS)
     args = parser.parse_args()
     dims = {k: int(v) for k, v in (p.split("=") for p in args.dims.split(","))}
     if args.breakdown_in:
         breakdown(
-            Path(args.breakdown_in), dims, args.steps, args.threads, args.quick_init, args.clock
+            Path(args.breakdown_in),
+            dims,
+            args.steps,
+            args.threads,
+            args.quick_init,
+            args.clock,
+            args.contractions,
         )
         return
     title = ", ".join(f"{k} {v}" for k, v in dims.items())
@@ -298,6 +370,7 @@ def main() -> None:
             cmd = [sys.executable, __file__, "--breakdown-in", str(psk), "--dims", args.dims]
             cmd += ["--steps", str(args.steps), "--threads", str(args.threads)]
             cmd += ["--clock", args.clock] + (["--quick-init"] if args.quick_init else [])
+            cmd += ["--contractions"] if args.contractions else []
             env = {**os.environ, "PRESK_CACHE": str(folder / "cache")}
             done = subprocess.run(cmd, cwd=ROOT, text=True, env=env, check=False)
             if done.returncode:

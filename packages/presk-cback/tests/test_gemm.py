@@ -112,6 +112,19 @@ def test_strided_operands_and_an_empty_sum():
         G.gemm(a, b.astype(np.float32))
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize(("m", "k", "n"), [(37, 400, 70), (25, 64, 64)])
+def test_every_operand_order_packs_to_the_same_bits(dtype, m, k, n):
+    # the packers copy a full panel along whichever axis of the operand is contiguous
+    a, b = operands(m, k, n, dtype, seed=4)
+    ref = reference(a, b)
+    for fa in (np.ascontiguousarray, np.asfortranarray):
+        for fb in (np.ascontiguousarray, np.asfortranarray):
+            for blocking in (None, SMALL):
+                got = G.gemm(fa(a), fb(b), blocking=blocking)
+                assert same_bits(got, ref), (fa.__name__, fb.__name__, blocking)
+
+
 @pytest.mark.parametrize("tag", ["f64", "f32"])
 def test_generated_c_is_warning_free(tmp_path, tag, strict_cc):
     tc = find_toolchain()

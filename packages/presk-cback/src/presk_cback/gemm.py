@@ -112,6 +112,7 @@ def _vector_ops(tag: str, tc: Toolchain) -> str:
             f"#define VFMA(a, b, c) _mm512_fmadd_{sfx}(a, b, c)\n"
             f"#define VSET1(x) _mm512_set1_{sfx}(x)\n"
             f"#define VLOAD(p) _mm512_load_{sfx}(p)\n"
+            f"#define VSTORE(p, v) _mm512_store_{sfx}(p, v)\n"
             f"#define VLOADU(p) _mm512_loadu_{sfx}(p)\n"
             f"#define VSTOREU(p, v) _mm512_storeu_{sfx}(p, v)\n"
         )
@@ -121,6 +122,7 @@ def _vector_ops(tag: str, tc: Toolchain) -> str:
             f"#define VFMA(a, b, c) _mm256_fmadd_{sfx}(a, b, c)\n"
             f"#define VSET1(x) _mm256_set1_{sfx}(x)\n"
             f"#define VLOAD(p) _mm256_load_{sfx}(p)\n"
+            f"#define VSTORE(p, v) _mm256_store_{sfx}(p, v)\n"
             f"#define VLOADU(p) _mm256_loadu_{sfx}(p)\n"
             f"#define VSTOREU(p, v) _mm256_storeu_{sfx}(p, v)\n"
         )
@@ -133,6 +135,7 @@ def _vector_ops(tag: str, tc: Toolchain) -> str:
         f"return v; }}\n"
         f"static inline vec VLOADU(const {c} *p) {{ vec v; memcpy(&v, p, sizeof v); return v; }}\n"
         f"#define VLOAD(p) VLOADU(p)\n"
+        f"#define VSTORE(p, v) VSTOREU(p, v)\n"
         f"static inline void VSTOREU({c} *p, vec v) {{ memcpy(p, &v, sizeof v); }}\n"
     )
 
@@ -189,24 +192,58 @@ static inline __attribute__((always_inline)) void ukernel(
         for (int v = 0; v < NV; v++) VSTOREU(C + i * ldc + v * VL, acc[i][v]);
 }}
 
-/* B[pc.., jc..] → kc × NR panels, zero columns past n */
+/* B[pc.., jc..] → kc × NR panels, zero columns past n. A full panel is copied along
+ * whichever of B's axes is contiguous (a row of NR values, or a column of kc), in blocks of
+ * 16 k that stay in L1: the strided side is the packed one, which is. */
 static void pack_b(int64_t jp, int64_t kc, int64_t nc, const T *B, int64_t rsb, int64_t csb,
                    T *restrict Bp) {{
-    T *dst = Bp + jp * NR * kc;
+    T *restrict dst = Bp + jp * NR * kc;
     int64_t j0 = jp * NR, nr = min64(NR, nc - j0);
+    const T *src = B + j0 * csb;
+    if (nr == NR && csb == 1) {{
+        for (int64_t k = 0; k < kc; k++)
+#pragma GCC unroll 8
+            for (int v = 0; v < NV; v++) VSTORE(dst + k * NR + v * VL, VLOADU(src + k * rsb + v * VL));
+        return;
+    }}
+    if (nr == NR && rsb == 1) {{
+        for (int64_t k0 = 0; k0 < kc; k0 += 16) {{
+            int64_t k1 = min64(kc, k0 + 16);
+            for (int64_t j = 0; j < NR; j++)
+                for (int64_t k = k0; k < k1; k++) dst[k * NR + j] = src[j * csb + k];
+        }}
+        return;
+    }}
     for (int64_t k = 0; k < kc; k++)
         for (int64_t j = 0; j < NR; j++)
-            dst[k * NR + j] = j < nr ? B[k * rsb + (j0 + j) * csb] : 0;
+            dst[k * NR + j] = j < nr ? src[k * rsb + j * csb] : 0;
 }}
 
-/* A[ic.., pc..] → MR × kc panels, zero rows past m */
+/* A[ic.., pc..] → MR × kc panels, zero rows past m; a full panel copied along A's
+ * contiguous axis, as B's */
 static void pack_a(int64_t ip, int64_t kc, int64_t mc, const T *A, int64_t rsa, int64_t csa,
                    T *restrict Ap) {{
-    T *dst = Ap + ip * MR * kc;
+    T *restrict dst = Ap + ip * MR * kc;
     int64_t i0 = ip * MR, mr = min64(MR, mc - i0);
+    const T *src = A + i0 * rsa;
+    if (mr == MR && rsa == 1) {{
+        for (int64_t k = 0; k < kc; k++)
+#pragma GCC unroll 32
+            for (int64_t i = 0; i < MR; i++) dst[k * MR + i] = src[k * csa + i];
+        return;
+    }}
+    if (mr == MR && csa == 1) {{
+        for (int64_t k0 = 0; k0 < kc; k0 += 16) {{
+            int64_t k1 = min64(kc, k0 + 16);
+#pragma GCC unroll 32
+            for (int64_t i = 0; i < MR; i++)
+                for (int64_t k = k0; k < k1; k++) dst[k * MR + i] = src[i * rsa + k];
+        }}
+        return;
+    }}
     for (int64_t k = 0; k < kc; k++)
         for (int64_t i = 0; i < MR; i++)
-            dst[k * MR + i] = i < mr ? A[(i0 + i) * rsa + k * csa] : 0;
+            dst[k * MR + i] = i < mr ? src[i * rsa + k * csa] : 0;
 }}
 
 static void tile(int64_t kc, const T *Ap, int64_t ars, int64_t acs, const T *Bp, T *C,
@@ -329,7 +366,7 @@ def source(tag: str, blocking: Blocking, tc: Toolchain) -> str:
 
 
 LOCAL_NAMES = (
-    "T", "vec", "VFMA", "VSET1", "VLOAD", "VLOADU", "VSTOREU", "MR", "NV", "VL", "NR", "KC",
+    "T", "vec", "VFMA", "VSET1", "VLOAD", "VLOADU", "VSTORE", "VSTOREU", "MR", "NV", "VL", "NR", "KC",
     "MC", "NC", "min64", "ukernel", "pack_a", "pack_b", "tile", "nest", "scratch",
 )  # fmt: skip
 
