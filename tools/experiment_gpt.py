@@ -160,7 +160,7 @@ def run_native(args, core, run, out: Path) -> tuple[list[dict], dict, dict]:
             start = time.perf_counter()
             indices, batch = native.batch(t)
             loss, grads, theta = native.step(batch, t, rates[t - 1])
-            finite(t, indices, loss, _tree(native, grads))
+            finite(t, indices, loss, _tree(native, grads, copy=False))
             ms = (time.perf_counter() - start) * 1e3
             row = {"step": t, "loss": loss, "lr": rates[t - 1], "ms": round(ms, 3)}
             rows.append(row)

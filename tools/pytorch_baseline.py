@@ -131,7 +131,7 @@ def native_side(folder: Path, plan: dict, realize: str, warm_only: bool) -> None
 
     def step():
         loss, grads, _ = native.step(batch, 1, 1e-4)
-        finite(1, indices, loss, _tree(native, grads))
+        finite(1, indices, loss, _tree(native, grads, copy=False))
 
     def forward():
         if entry.module.lib.presk_entry(arena):

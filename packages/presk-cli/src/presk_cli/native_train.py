@@ -15,6 +15,7 @@ launches a step, with and without fusion, and the step's time.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import statistics
@@ -120,10 +121,13 @@ class NativeTrainer:
             view = self.ins[i]
             view[...] = to_storage(np.asarray(value), self.in_types[i]).reshape(view.shape)
 
-    def widen(self, j: int) -> np.ndarray:
+    def read(self, j: int) -> np.ndarray:
+        """Output j as it is in the arena (bf16 widened to float32): a view until the next
+        step overwrites it, read without a copy (at the course GPT's size, widening the
+        gradient and θ to doubles each step cost ~60 ms)."""
         from presk_kernel.interp import from_storage
 
-        return np.array(from_storage(self.outs[j], self.out_types[j]), dtype=np.float64)
+        return from_storage(self.outs[j], self.out_types[j])
 
     def batch(self, t: int) -> tuple[list[int], object]:
         """The indices and stacked doubles of step t's batch, as Trainer.steps draws them."""
@@ -137,7 +141,8 @@ class NativeTrainer:
         return indices, stack_samples(tr.run.batch_type, [tr.samples[i] for i in indices])
 
     def step(self, batch, t: int, lr: float) -> tuple[float, list, list]:
-        """One step: (loss, the gradient's leaves, θ's leaves after the update)."""
+        """One step: (loss, the gradient's leaves, θ's leaves after the update); natively the
+        leaves are the arena's, valid until the next step (`_tree` copies them)."""
         n = len(self.keys)
         parts = list(batch) if isinstance(batch, tuple) else [batch]
         scalars = [np.asarray(float(t)), np.asarray(lr)]
@@ -151,9 +156,8 @@ class NativeTrainer:
             state = self.ins[self.n_batch : self.n_batch + 3 * n]
             for view, new in zip(state, self.outs[1 + n :], strict=True):
                 view[...] = new
-            loss = float(self.widen(0))
-            grads = [self.widen(1 + i) for i in range(n)]
-            return loss, grads, [self.widen(1 + n + i) for i in range(n)]
+            grads = [self.read(1 + i) for i in range(n)]
+            return float(self.read(0)), grads, [self.read(1 + n + i) for i in range(n)]
         from presk_kernel.interp import KernelError, run_schedule
 
         self.values = parts + self.values[self.n_batch : -2] + scalars
@@ -176,10 +180,12 @@ def train_native(
     bits: int,
     echo,
     options: tuple[str, str, int],
+    rewrite=None,
 ) -> None:
-    """presk_cli.train.train on the kernels: `options` is (backend, realize, threads)."""
+    """presk_cli.train.train on the kernels: `options` is (backend, realize, threads);
+    `rewrite` a pass the step's program goes through before it is lowered (`--opt`)."""
     backend, realize, threads = options
-    trainer = Trainer(core, run, folder, seed, bits, steps)
+    trainer = Trainer(core, run, folder, seed, bits, steps, rewrite)
     native = NativeTrainer(trainer, backend, realize, threads)
     horizon = trainer.horizon
     ckpt_dir, every = checkpoints(run, folder, ckpt)
@@ -192,10 +198,12 @@ def train_native(
         start = time.perf_counter()
         indices, batch = native.batch(t)
         loss, grads, theta = native.step(batch, t, rates[t - 1])
-        finite(t, indices, loss, _tree(native, grads))  # θ updated, but never saved
+        finite(t, indices, loss, _tree(native, grads, copy=False))  # θ updated, never saved
         times.append(time.perf_counter() - start)
         if log_every and t % log_every == 0:
-            norm = math.sqrt(math.fsum(float(x) ** 2 for g in grads for x in np.ravel(g)))
+            # each square rounded to a double, their sum exact (fsum), as the interpreter's
+            squares = (np.square(np.ravel(g), dtype=np.float64).tolist() for g in grads)
+            norm = math.sqrt(math.fsum(itertools.chain.from_iterable(squares)))
             echo(step_line(t, epoch, loss, rates[t - 1], norm))
         if ckpt_dir is not None and every and t % every == 0 and t != horizon:
             save(os.path.join(ckpt_dir, f"step_{t}.psk.d"), run.model, _tree(native, theta))
@@ -212,11 +220,13 @@ def train_native(
     finish(run, ckpt_dir or folder, horizon, loss, _tree(native, theta), echo)
 
 
-def _tree(native: NativeTrainer, theta: list) -> dict:
+def _tree(native: NativeTrainer, leaves: list, copy: bool = True) -> dict:
+    """θ's tree of `leaves` (a step's gradient or θ): doubles, copied out of the arena, or
+    with `copy=False` the leaves as they are (to look at before the next step)."""
     shapes = {k: np.shape(v) for k, v in native.trainer.theta.items()}
     return {
-        k: np.asarray(x, np.float64).reshape(shapes[k])
-        for k, x in zip(native.keys, theta, strict=True)
+        k: (np.array(x, np.float64) if copy else np.asarray(x)).reshape(shapes[k])
+        for k, x in zip(native.keys, leaves, strict=True)
     }
 
 
