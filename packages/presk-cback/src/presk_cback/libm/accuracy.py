@@ -1,6 +1,7 @@
 """presk libm against MPFR: the largest error in ulps of each function and type, over the
 points that matter (`.venv/bin/python -m presk_cback.libm.accuracy` prints the table that
-docs/native.md quotes; the tests assert its bounds).
+docs/native.md quotes; the tests assert its bounds). `--speed` prints instead each
+function's time per element (`speed`).
 
 The reference is gmpy2 at 256 bits; the error of y at x is |y − f(x)| / ulp(f(x)), the ulp
 of the format at f(x) (subnormal ulps below the normal range). Specials — ±0, ±inf, NaN,
@@ -10,7 +11,10 @@ result (the sign of a zero included).
 
 from __future__ import annotations
 
+import argparse
 import math
+import statistics
+import time
 
 import gmpy2
 import numpy as np
@@ -92,8 +96,31 @@ EDGES = {  # where results overflow, underflow or turn subnormal
 }
 
 
-def points(name: str, rng: np.random.Generator, n: int = 2000) -> np.ndarray:
-    """Random points over the ranges that matter for `name`, the specials and the edges."""
+# f32: where the results are neither 0 nor ±inf (nor ±1 for tanh) and where they turn subnormal
+F32_RANGES = {
+    "exp": [(-104, 89), (-104, -87)],
+    "expm1": [(-18, 89)],
+    "tanh": [(-10, 10)],
+    "sigmoid": [(-105, 105), (-105, -87)],
+    "erf": [(-4, 4)],
+    "erfc": [(-4, 10.1), (9.1, 10.1)],
+}
+
+
+def points(name: str, rng: np.random.Generator, n: int = 2000, f32: bool = False) -> np.ndarray:
+    """Random points over the ranges that matter for `name`, the specials and the edges;
+    `f32` adds as many over F32_RANGES."""
+    x = _points(name, rng, n)
+    if not f32:
+        return x
+    u = rng.uniform
+    extra = [u(lo, hi, n // (2 * len(F32_RANGES[name]))) for lo, hi in F32_RANGES.get(name, [])]
+    if name == "log":
+        extra = [2.0 ** u(-149, 128, n // 2)]
+    return np.concatenate([x, *extra])
+
+
+def _points(name: str, rng: np.random.Generator, n: int) -> np.ndarray:
     u = rng.uniform
     wide = {
         "exp": u(-746, 710, n // 2),
@@ -118,7 +145,7 @@ def worst(name: str, dtype, rng: np.random.Generator | None = None, n: int = 200
     """(largest error in ulps, the x where it is) of `name` in `dtype`."""
     rng = rng or np.random.default_rng(20261130)
     with np.errstate(over="ignore"):
-        x = points(name, rng, n).astype(dtype)
+        x = points(name, rng, n, np.dtype(dtype) == np.float32).astype(dtype)
     y = libm.apply(name, x)
     best = (0.0, float("nan"))
     for xi, yi in zip(x.tolist(), y.tolist(), strict=True):
@@ -131,12 +158,42 @@ def worst(name: str, dtype, rng: np.random.Generator | None = None, n: int = 200
     return best
 
 
+def speed(name: str, dtype, n: int = 1 << 14, repeat: int = 40, runs: int = 7) -> float:
+    """Nanoseconds an element of `name` in `dtype` (the helper's loop, in vector lanes) over n
+    normal points of standard deviation 3 (|x| for log and log1p), which stay in the
+    caches: the median of `runs` runs of `repeat` calls, by the thread's CPU clock."""
+    from presk_cback.load import pointer
+
+    x = np.random.default_rng(1).standard_normal(n) * 3
+    x = np.abs(x) if name in ("log", "log1p") else x
+    x = x.astype(dtype)
+    y = np.empty_like(x)
+    tag, ctype, _ = libm.TYPES[np.dtype(dtype)]
+    fn = getattr(libm._module(True).lib, libm._symbol(name, tag))
+    px, py = pointer(x, ctype), pointer(y, ctype)
+    fn(px, py, n)
+    times = []
+    for _ in range(runs):
+        start = time.thread_time()
+        for _ in range(repeat):
+            fn(px, py, n)
+        times.append((time.thread_time() - start) / (repeat * n) * 1e9)
+    return statistics.median(times)
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--speed", action="store_true", help="ns an element, not the errors")
+    if parser.parse_args().speed:
+        print(f"{'function':10} {'f64 ns':>8} {'f32 ns':>8}   (an element, median of 7)")
+        for name in libm.FUNCTIONS:
+            print(f"{name:10} {speed(name, np.float64):8.2f} {speed(name, np.float32):8.2f}")
+        return
     print(f"{'function':10} {'f64 ulps':>10} {'at':>24} {'f32 ulps':>10} {'at':>16}")
     for name in libm.FUNCTIONS:
         e64, x64 = worst(name, np.float64)
         e32, x32 = worst(name, np.float32)
-        print(f"{name:10} {e64:10.3f} {x64!r:>24} {e32:10.3f} {x32!r:>16}")
+        print(f"{name:10} {e64:10.3f} {x64!r:>24} {e32:10.5f} {x32!r:>16}")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@
  * bits never depend on the lanes. Compile with -ffp-contract=off (every fused multiply-add
  * below is written as fma()) and -fno-trapping-math (selects of computed values vectorize;
  * no value changes). sqrt and division are IEEE's. The f32 functions compute in
- * f64 and round once. Accuracy against MPFR: docs/native.md ("presk libm").
+ * f64 with series fitted for f32 (shorter), and round once. Accuracy against MPFR:
+ * docs/native.md ("presk libm").
  *
  * Algorithms: exp/expm1 reduce x = k·ln2 + r (ln2 in two parts, fdlibm's), expm1(r) by its
  * Taylor series (|r| <= 0.35, 14 terms) with a correction for the rounding of r; log and
@@ -301,15 +302,163 @@ PRESK_INLINE double presk_cos(double x) {
     return fabs(x) < PRESK_TRIG_MAX ? v : NAN;
 }
 
-/* f32: computed in f64, rounded once */
-PRESK_INLINE float presk_expf(float x) { return (float)presk_exp((double)x); }
-PRESK_INLINE float presk_expm1f(float x) { return (float)presk_expm1((double)x); }
+/* ---- f32 ----------------------------------------------------------------------------
+ * Evaluated in f64 by series fitted for f32 (fit.py), rounded once to f32: the value before
+ * that rounding is within a relative 2^-41 of the function, so the result is within
+ * 0.5 + 2^-17 ulp (correctly rounded but where the exact value lies that close to a
+ * midpoint between two floats). Subnormal results come from that one rounding. An f32
+ * argument is exact in f64, and so is its square. log, log1p, sin and cos are the f64
+ * functions rounded once. */
+/* error 2^-42.7 */
+static const double presk_erfcf_cheb[18] = {
+    -0x1.1e45542702fdap-1,
+    0x1.1d8b09947ffc1p-1,
+    0x1.07addb46cb24cp-7,
+    -0x1.b17a70caea3dep-8,
+    -0x1.9ea6e38bfdde1p-13,
+    0x1.971e4bc8381c8p-13,
+    -0x1.39e68f824162bp-20,
+    -0x1.e3d68a0575c3ap-18,
+    0x1.2d37b5e8c4186p-21,
+    0x1.152edb276fbf7p-22,
+    -0x1.a48ddb5628c98p-25,
+    -0x1.bf3d3f6b4b727p-28,
+    0x1.97e2e1756bccep-29,
+    -0x1.ee53f4c18ae23p-35,
+    -0x1.1eabc46f72558p-33,
+    0x1.5f4398bf2da8ep-36,
+    0x1.c8ee7bb0a8416p-39,
+    -0x1.925e1f74524cap-40,
+};
+#define PRESK_ERFCF_A 0x1.2e8ba2e8ba2e9p+1
+#define PRESK_ERFCF_B -0x1.5d1745d1745d2p+0
+/* relative error 2^-45.5 */
+static const double presk_erff_cheb[10] = {
+    0x1.f371b6a14d252p-1,
+    -0x1.2359d7bb47ad4p-3,
+    0x1.48d890a562437p-7,
+    -0x1.2e730c943d0bcp-11,
+    0x1.cc07b53e9ea30p-16,
+    -0x1.28701fcdfc82dp-20,
+    0x1.4a9dab123555dp-25,
+    -0x1.449783284f6f0p-30,
+    0x1.1c6a2a4908255p-35,
+    -0x1.c1a515de8637ap-41,
+};
+/* error 2^-46.0 */
+static const double presk_expf_poly[10] = {
+    0x1.000000000003dp+0,
+    0x1.0000000000006p+0,
+    0x1.ffffffffe74f1p-2,
+    0x1.5555555550d88p-3,
+    0x1.55555588b8403p-5,
+    0x1.11111123bf154p-7,
+    0x1.6c162bb7d965cp-10,
+    0x1.a01994c849582p-13,
+    0x1.a17df0d914d6cp-16,
+    0x1.72e107c874de9p-19,
+};
+/* error 2^-41.0 */
+static const double presk_expm1f_poly[8] = {
+    0x1.fffffffffe069p-2,
+    0x1.5555555554f97p-3,
+    0x1.55555565c559fp-5,
+    0x1.111111170ad56p-7,
+    0x1.6c166be75a859p-10,
+    0x1.a019c3721fb3ep-13,
+    0x1.a136b06babd51p-16,
+    0x1.72ad3ae3ed777p-19,
+};
+
+/* exp(x) for |x| <= 700, relative error < 2^-45 (k·ln2 off by at most 2^-45 too) */
+PRESK_INLINE double presk_exp_short(double x) {
+    double t = x * PRESK_INV_LN2 + PRESK_SHIFT;
+    double kd = t - PRESK_SHIFT;
+    int64_t k = (int64_t)(presk_bits(t) - presk_bits(PRESK_SHIFT));
+    double r = fma(-kd, 0x1.62e42fefa39efp-1, x); /* |r| <= ln2/2 */
+    const double *c = presk_expf_poly;
+    double p = fma(c[9], r, c[8]);
+    p = fma(p, r, c[7]);
+    p = fma(p, r, c[6]);
+    p = fma(p, r, c[5]);
+    p = fma(p, r, c[4]);
+    p = fma(p, r, c[3]);
+    p = fma(p, r, c[2]);
+    p = fma(p, r, c[1]);
+    p = fma(p, r, c[0]);
+    return p * presk_pow2(k);
+}
+
+/* expm1(x) for -60 <= x <= 700, relative error < 2^-41: 2^k·(1 + e) − 1, e = expm1(r) */
+PRESK_INLINE double presk_expm1_short(double x) {
+    double t = x * PRESK_INV_LN2 + PRESK_SHIFT;
+    double kd = t - PRESK_SHIFT;
+    int64_t k = (int64_t)(presk_bits(t) - presk_bits(PRESK_SHIFT));
+    double r = fma(-kd, 0x1.62e42fefa39efp-1, x);
+    const double *c = presk_expm1f_poly;
+    double h = fma(c[7], r, c[6]);
+    h = fma(h, r, c[5]);
+    h = fma(h, r, c[4]);
+    h = fma(h, r, c[3]);
+    h = fma(h, r, c[2]);
+    h = fma(h, r, c[1]);
+    h = fma(h, r, c[0]);
+    double e = fma(r * r, h, r);
+    double s = presk_pow2(k);
+    return fma(s, e, s - 1.0); /* e itself for k = 0 */
+}
+
+/* erfc(z) for z >= 0 (NaN passes), relative error < 2^-42 */
+PRESK_INLINE double presk_erfc_short(double z) {
+    double zc = z > 11.0 ? 11.0 : z; /* erfc(10.06) rounds to 0 in f32 */
+    double t = 2.0 / (2.0 + zc);
+    double F = presk_clenshaw(presk_erfcf_cheb, 18, fma(t, PRESK_ERFCF_A, PRESK_ERFCF_B));
+    return t * presk_exp_short(F - zc * zc); /* z² exact: z is an f32 */
+}
+
+PRESK_INLINE float presk_expf(float x) {
+    double xd = x;
+    xd = xd > 100.0 ? 100.0 : (xd < -110.0 ? -110.0 : xd); /* inf, 0 in f32; NaN passes */
+    return (float)presk_exp_short(xd);
+}
+
+PRESK_INLINE float presk_expm1f(float x) {
+    double xd = x;
+    xd = xd > 100.0 ? 100.0 : (xd < -30.0 ? -30.0 : xd); /* expm1(−30) rounds to −1 */
+    float y = (float)presk_expm1_short(xd);
+    return x == 0.0f ? x : y; /* keeps −0 */
+}
+
 PRESK_INLINE float presk_logf(float x) { return (float)presk_log((double)x); }
 PRESK_INLINE float presk_log1pf(float x) { return (float)presk_log1p((double)x); }
-PRESK_INLINE float presk_tanhf(float x) { return (float)presk_tanh((double)x); }
-PRESK_INLINE float presk_sigmoidf(float x) { return (float)presk_sigmoid((double)x); }
-PRESK_INLINE float presk_erff(float x) { return (float)presk_erf((double)x); }
-PRESK_INLINE float presk_erfcf(float x) { return (float)presk_erfc((double)x); }
+
+PRESK_INLINE float presk_tanhf(float x) {
+    double a = fabs((double)x);
+    a = a > 10.0 ? 10.0 : a; /* tanh(10) rounds to 1 in f32 */
+    double em = presk_expm1_short(2.0 * a);
+    return (float)copysign(em / (em + 2.0), (double)x);
+}
+
+PRESK_INLINE float presk_sigmoidf(float x) {
+    double a = fabs((double)x);
+    a = a > 120.0 ? 120.0 : a; /* sigmoid(−120) rounds to 0 in f32 */
+    double e = presk_exp_short(-a);
+    float y = (float)((x < 0.0f ? e : 1.0) / (1.0 + e));
+    return x != x ? x : y; /* the argument's NaN, lanes or not */
+}
+
+PRESK_INLINE float presk_erfcf(float x) {
+    double e = presk_erfc_short(fabs((double)x));
+    return (float)(x < 0.0f ? 2.0 - e : e);
+}
+
+PRESK_INLINE float presk_erff(float x) {
+    double a = fabs((double)x);
+    double small = a * presk_clenshaw(presk_erff_cheb, 10, 2.0 * (a * a) - 1.0);
+    double big = 1.0 - presk_erfc_short(a);
+    return (float)copysign(a <= 1.0 ? small : big, (double)x);
+}
+
 PRESK_INLINE float presk_sinf(float x) { return (float)presk_sin((double)x); }
 PRESK_INLINE float presk_cosf(float x) { return (float)presk_cos((double)x); }
 
