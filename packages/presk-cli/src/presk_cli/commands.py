@@ -407,15 +407,13 @@ def train(
         core = run_pipeline(TRAIN, file, ctx, start=program, first="elab")
         terminal = sys.stdout.isatty()
         progress = (lambda text: click.echo(text, nl=False)) if terminal else None
-        if opt and native["backend"] != "interp":
-            click.echo("presk train: --opt runs on the reference interpreter", err=True)
-            sys.exit(2)
-        if native["backend"] != "interp":
+        rewrite = _step_rewrite(ctx, profile, core, os.path.dirname(file)) if opt else None
+        if native["backend"] != "interp":  # --opt: the rewritten step lowered to kernels
             from presk_cli.native_train import train_native
 
             where = (core, core.trainings[0], os.path.dirname(file))
             options = (native["backend"], native["realize"], native["threads"])
-            train_native(*where, steps, log_every, ckpt, seed, bits, click.echo, options)
+            train_native(*where, steps, log_every, ckpt, seed, bits, click.echo, options, rewrite)
             return
         run_training(  # from the core program: its training run, its data by the file's folder
             core,
@@ -428,7 +426,7 @@ def train(
             bits,
             click.echo,
             progress,
-            _step_rewrite(ctx, profile, core, os.path.dirname(file)) if opt else None,
+            rewrite,
         )
     except KeyboardInterrupt:
         # checkpoints are written whole or not at all: the last one is intact

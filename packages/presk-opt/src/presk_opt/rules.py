@@ -308,9 +308,14 @@ TYPING = ruleset(
     name="typing",
 )
 
-REWRITES = ruleset(
-    *(rw for ru in RULES for rw in ru.rewrites),
-    # what a rule makes from what a rule made is made by the last rule, at the first site
-    rewrite(Made.by(Made.by(m, r1), r2)).to(Made.by(m, r2)),
-    name="rules",
-)
+def rewrites(rules: list[Rule], name: str = "rules"):
+    """The ruleset of `rules`' rewrites (`REWRITES`: all of them)."""
+    return ruleset(
+        *(rw for ru in rules for rw in ru.rewrites),
+        # what a rule makes from what a rule made is made by the last rule, at the first site
+        rewrite(Made.by(Made.by(m, r1), r2)).to(Made.by(m, r2)),
+        name=name,
+    )
+
+
+REWRITES = rewrites(RULES)
