@@ -154,6 +154,8 @@ typedef {c} T;
 #define KC {kc}
 #define MC {mc}
 #define NC {nc}
+#define PFD 32
+#define PFC 16
 {vector_ops}
 static inline int64_t min64(int64_t a, int64_t b) {{ return a < b ? a : b; }}
 
@@ -162,7 +164,7 @@ static inline int64_t min64(int64_t a, int64_t b) {{ return a < b ? a : b; }}
  * of B */
 static inline __attribute__((always_inline)) void ukernel(
     int64_t kc, const T *restrict Ap, int64_t ars, int64_t acs, const T *restrict Bp,
-    T *restrict C, int64_t ldc, int first) {{
+    T *restrict C, int64_t ldc, int first, int pf) {{
     vec acc[MR][NV];
     if (first) {{
 #pragma GCC unroll 32
@@ -176,6 +178,13 @@ static inline __attribute__((always_inline)) void ukernel(
             for (int v = 0; v < NV; v++) acc[i][v] = VLOADU(C + i * ldc + v * VL);
     }}
     for (int64_t k = 0; k < kc; k++) {{
+        if (pf == 1 && (k & 15) == 0) /* A's rows, read where they lie */
+#pragma GCC unroll 32
+            for (int i = 0; i < MR; i++) __builtin_prefetch(Ap + i * ars + (k + PFD));
+        if (pf == 2) {{ /* A's columns */
+            __builtin_prefetch(Ap + (k + PFC) * acs);
+            __builtin_prefetch(Ap + (k + PFC) * acs + MR - 1);
+        }}
         vec b[NV];
 #pragma GCC unroll 8
         for (int v = 0; v < NV; v++) b[v] = VLOAD(Bp + k * NR + v * VL);
@@ -226,12 +235,6 @@ static void pack_a(int64_t ip, int64_t kc, int64_t mc, const T *A, int64_t rsa, 
     T *restrict dst = Ap + ip * MR * kc;
     int64_t i0 = ip * MR, mr = min64(MR, mc - i0);
     const T *src = A + i0 * rsa;
-    if (mr == MR && rsa == 1) {{
-        for (int64_t k = 0; k < kc; k++)
-#pragma GCC unroll 32
-            for (int64_t i = 0; i < MR; i++) dst[k * MR + i] = src[k * csa + i];
-        return;
-    }}
     if (mr == MR && csa == 1) {{
         for (int64_t k0 = 0; k0 < kc; k0 += 16) {{
             int64_t k1 = min64(kc, k0 + 16);
@@ -246,20 +249,36 @@ static void pack_a(int64_t ip, int64_t kc, int64_t mc, const T *A, int64_t rsa, 
             dst[k * MR + i] = i < mr ? src[i * rsa + k * csa] : 0;
 }}
 
+/* A[ic.., pc..] with its columns contiguous (rsa = 1: a transposed operand) → its full
+ * MR panels, row k of the block read whole (as a row of memory) for all of them */
+static void pack_a_rows(int64_t kc, int64_t mc, const T *A, int64_t csa, T *restrict Ap) {{
+    int64_t full = mc / MR;
+    for (int64_t k = 0; k < kc; k++) {{
+        const T *src = A + k * csa;
+        __builtin_prefetch(src + 4 * csa);
+        __builtin_prefetch(src + 4 * csa + mc - 1);
+        for (int64_t ip = 0; ip < full; ip++)
+#pragma GCC unroll 32
+            for (int64_t i = 0; i < MR; i++) Ap[ip * MR * kc + k * MR + i] = src[ip * MR + i];
+    }}
+}}
+
 static void tile(int64_t kc, const T *Ap, int64_t ars, int64_t acs, const T *Bp, T *C,
                  int64_t ldc, int64_t mr, int64_t nr, int first) {{
     if (mr == MR && nr == NR) {{
         if (ars == 1 && acs == MR)
-            ukernel(kc, Ap, 1, MR, Bp, C, ldc, first);
+            ukernel(kc, Ap, 1, MR, Bp, C, ldc, first, 0);
+        else if (acs == 1)
+            ukernel(kc, Ap, ars, 1, Bp, C, ldc, first, 1);
         else
-            ukernel(kc, Ap, ars, acs, Bp, C, ldc, first);
+            ukernel(kc, Ap, 1, acs, Bp, C, ldc, first, 2);
         return;
     }}
     T tmp[MR * NR] __attribute__((aligned(64)));
     memset(tmp, 0, sizeof tmp);
     if (!first)
         for (int64_t i = 0; i < mr; i++) memcpy(tmp + i * NR, C + i * ldc, nr * sizeof(T));
-    ukernel(kc, Ap, ars, acs, Bp, tmp, NR, first);
+    ukernel(kc, Ap, ars, acs, Bp, tmp, NR, first, 0);
     for (int64_t i = 0; i < mr; i++) memcpy(C + i * ldc, tmp + i * NR, nr * sizeof(T));
 }}
 
@@ -286,7 +305,7 @@ static void nest(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64
     /* n of at most four panels: each row of A serves a few tiles, so A's full panels are
      * read where they lie, row by row, rather than packed (the edge panel still is: zero
      * rows). The bits are the same: the same products in the same order. */
-    int direct = n <= 4 * NR && csa == 1;
+    int direct = n <= 4 * NR && (csa == 1 || rsa == 1);
     for (int64_t jc = 0; jc < n; jc += NC) {{
         int64_t nc = min64(NC, n - jc), np = (nc + NR - 1) / NR;
         for (int64_t pc = 0; pc < k; pc += KC) {{
@@ -296,11 +315,17 @@ static void nest(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64
                 pack_b(jp, kc, nc, B + pc * rsb + jc * csb, rsb, csb, Bp);
             for (int64_t ic = 0; ic < m; ic += MC) {{
                 int64_t mc = min64(MC, m - ic), mp = (mc + MR - 1) / MR;
+                int rows = rsa == 1 && !direct;
+                if (rows) pack_a_rows(kc, mc, A + ic + pc * csa, csa, Ap);
                 for (int64_t ip = 0; ip < mp; ip++)
-                    if (!direct || mc - ip * MR < MR)
+                    if ((!direct && !rows) || mc - ip * MR < MR)
                         pack_a(ip, kc, mc, A + ic * rsa + pc * csa, rsa, csa, Ap);
-                for (int64_t jp = 0; jp < np; jp++)
-                    for (int64_t ip = 0; ip < mp; ip++) {{
+                /* read where it lies, a panel of A comes from memory once for all of n's
+                 * few panels (the panels' loop inside): n's panels are in L1 and L2 */
+                int64_t outer = direct ? mp : np, inner = direct ? np : mp;
+                for (int64_t o = 0; o < outer; o++)
+                    for (int64_t q = 0; q < inner; q++) {{
+                        int64_t ip = direct ? o : q, jp = direct ? q : o;
                         int64_t mr = min64(MR, mc - ip * MR);
                         T *c = C + (ic + ip * MR) * ldc + jc + jp * NR;
                         if (direct && mr == MR)
@@ -367,7 +392,7 @@ def source(tag: str, blocking: Blocking, tc: Toolchain) -> str:
 
 LOCAL_NAMES = (
     "T", "vec", "VFMA", "VSET1", "VLOAD", "VLOADU", "VSTORE", "VSTOREU", "MR", "NV", "VL", "NR", "KC",
-    "MC", "NC", "min64", "ukernel", "pack_a", "pack_b", "tile", "nest", "scratch",
+    "MC", "NC", "min64", "ukernel", "pack_a", "pack_a_rows", "pack_b", "tile", "nest", "scratch",
 )  # fmt: skip
 
 
