@@ -250,3 +250,44 @@ def test_folding_to_plus_0_is_kept(rules_program) -> None:
     for seed in range(2):
         a = run_entry(before, None, "plus0_fold", {"B": 6}, seed, BITS, 12, False)
         assert a == run_entry(after, None, "plus0_fold", {"B": 6}, seed, BITS, 12, False)
+
+
+def test_a_sum_over_an_axis_of_length_1_is_a_reshape(rules_program) -> None:
+    """The adjoint of x : ℝ[batch: B] broadcast into ℝ[1, batch: B] sums its cotangent over
+    the axis of length 1: one term a sum, the same elements (`reshape_like`, a view
+    natively). The gradient is the same to the last bit."""
+    from presk_opt.squeeze import NAME
+
+    before, after = rules_program
+    ops = [i.op for i in _function(before, "onesum_loss.bwd").body]
+    assert ops.count("sum_to") == 2 and "reshape_like" not in ops
+    bwd = _function(after, "onesum_loss.bwd")
+    ops = [i.op for i in bwd.body]
+    assert "sum_to" not in ops and ops.count("reshape_like") == 2 and _rules_in(bwd) >= {NAME}
+    for seed in range(3):
+        a, b = (
+            _run(before, "onesum_grad", {"B": 5}, seed),
+            _run(after, "onesum_grad", {"B": 5}, seed),
+        )
+        assert a["inputs"] == b["inputs"] and a["result"] == b["result"]
+
+
+def test_a_sum_over_a_batch_too_stays(rules_program) -> None:
+    """v : ℝ[1] broadcast over ℝ[1, batch: B]: its adjoint sums over the batch, not only
+    over length-1 axes: not a reshape."""
+    before, after = rules_program
+    assert _function(after, "bsum_loss.bwd") == _function(before, "bsum_loss.bwd")
+
+
+def test_a_sum_over_length_1_runs_natively_as_without_opt() -> None:
+    """`reshape_like` lowered natively as a view of its operand's buffer: the same digits
+    with and without --opt."""
+    import subprocess
+
+    presk = ROOT / ".venv" / "bin" / "presk"
+    args = [str(presk), "run", str(HERE / "programs" / "rules.psk"), "--entry", "onesum_grad",
+            "--dim", "B=4", "--backend", "native"]  # fmt: skip
+    plain = subprocess.run(args, capture_output=True, text=True, cwd=ROOT)
+    opt = subprocess.run([*args, "--opt"], capture_output=True, text=True, cwd=ROOT)
+    assert plain.returncode == 0 and opt.returncode == 0, opt.stderr
+    assert plain.stdout == opt.stdout and "  onesum_loss.bwd: " in opt.stderr

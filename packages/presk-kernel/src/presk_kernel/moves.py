@@ -137,7 +137,11 @@ def _split(step: Step) -> Tensor:
 
 
 def _reshape_like(step: Step) -> Tensor:
+    """ct's data under x's shape: a view of ct's buffer (row-major, the same elements in
+    the same order: no kernel), or a copy where the storage type changes."""
     ct = step.tensor(0)
+    if ct.dtype == step.out_dtype():
+        return ct.named(step.out_axes())
     into = step.lowering.alloc(step.out_axes(), step.out_dtype(), step.site)
     return _copy(step, ct, into, "reshape_like")
 

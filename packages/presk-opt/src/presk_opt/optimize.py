@@ -22,7 +22,7 @@ from egglog import EGraph, Ruleset, union
 from presk_core.ir import Function, Instr, Lit, Program
 from presk_types.types import Real, Shape, Type
 
-from presk_opt import records
+from presk_opt import records, squeeze
 from presk_opt.extract import Graph
 from presk_opt.rules import REWRITES, SCALAR, TYPING
 from presk_opt.terms import OP_COST, Tables, from_chosen, rat_text, to_terms
@@ -60,10 +60,11 @@ class CostModel:
 
 NO_KERNEL = frozenset(
     {"call", "field", "record", "slice", "tuple", "get", "cast", "stop_grad", "fold",
-     "fold_init", "grad", "value_grad"}
+     "fold_init", "grad", "value_grad", "reshape_like"}
 )  # fmt: skip
 """Operations that compute nothing themselves: views and trees built on the host (a record,
-a field, a cast), and calls (their callee is priced on its own)."""
+a field, a cast, a `reshape_like`: presk_kernel.moves makes it a view of its operand's
+buffer), and calls (their callee is priced on its own)."""
 
 OPERATION_COUNTS = CostModel(
     "operation counts", lambda fn, op, *_: 0.0 if op in NO_KERNEL else float(OP_COST)
@@ -140,7 +141,7 @@ def optimize(
         for lit, num in enc.rationals:
             egraph.register(union(lit).with_(num))
     facts, extra = records.for_program(tables, program)
-    for fact in facts:
+    for fact in [*facts, *squeeze.facts(program)]:
         egraph.register(fact)
     iterations, stop = _saturate(egraph, bounds, rules, extra if rules is not None else None)
     report = Report(model.name, model.unit)

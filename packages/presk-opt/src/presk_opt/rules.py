@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from egglog import BigInt, BigRat, String, Vec, eq, ne, rewrite, rule, ruleset, set_, vars_
 
-from presk_opt import records, terms
+from presk_opt import records, squeeze, terms
 from presk_opt.terms import Made, Term, no_minus_zero, type_of
 
 SCALAR = terms.SCALAR  # the type key of ℝ[], a literal's type (Tables registers it first)
@@ -221,6 +221,7 @@ def _rules() -> list[Rule]:
         ),
     )
     add(records.NAME, records.WHY, *records.REWRITES)
+    add(squeeze.NAME, squeeze.WHY, *squeeze.REWRITES)
     return out
 
 
@@ -307,6 +308,7 @@ TYPING = ruleset(
     *_signs(),
     name="typing",
 )
+
 
 def rewrites(rules: list[Rule], name: str = "rules"):
     """The ruleset of `rules`' rewrites (`REWRITES`: all of them)."""
