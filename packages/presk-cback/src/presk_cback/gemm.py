@@ -4,7 +4,10 @@ The loop nest is Goto's: jc over NC columns, pc over KC of the sum (B's block pa
 NR-wide panels), ic over MC rows (A's block packed into MR-high panels), then the MR×NR
 tiles, each computed by a register-blocked micro-kernel over vector registers (MR × NV
 accumulators of VL lanes, NR = NV·VL) with an explicit FMA. Edge tiles run the same
-micro-kernel on a zero-padded copy (padding in m and n only, never in k).
+micro-kernel on a zero-padded copy (padding in m and n only, never in k). A full panel is
+packed along the operand's contiguous axis (a transposed A by whole rows of its block); when
+n has at most four panels, A's full panels are read where they lie (rows or columns), each
+panel once for all of n's, prefetched a few lines ahead.
 
 The bits (DESIGN §11). Each output element is the left fold of its products in increasing k,
 fused: c = a₀b₀, then c = fma(a_k, b_k, c). The micro-kernel loads C's partial sums into its
