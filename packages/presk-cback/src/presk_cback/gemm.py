@@ -305,10 +305,13 @@ static void nest(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64
     int64_t ncap = min64(NC, (n + NR - 1) / NR * NR), kcap = min64(KC, k);
     T *Bp = scratch(0, (size_t)(kcap * ncap) * sizeof(T));
     T *Ap = scratch(1, (size_t)(kcap * MC) * sizeof(T));
-    /* n of at most four panels: each row of A serves a few tiles, so A's full panels are
-     * read where they lie, row by row, rather than packed (the edge panel still is: zero
-     * rows). The bits are the same: the same products in the same order. */
-    int direct = n <= 4 * NR && (csa == 1 || rsa == 1);
+    /* A's full panels are read where they lie when its rows are contiguous (the
+     * micro-kernel broadcasts A[i·rsa + k], prefetching each row a few lines ahead: as
+     * many lines of L2 a step as a packed panel, without the packing's pass over A), or
+     * its columns and n has at most four panels; the edge panel is packed (zero rows).
+     * The bits are the same: the same products in the same order. */
+    int few = n <= 4 * NR;
+    int direct = csa == 1 || (rsa == 1 && few);
     for (int64_t jc = 0; jc < n; jc += NC) {{
         int64_t nc = min64(NC, n - jc), np = (nc + NR - 1) / NR;
         for (int64_t pc = 0; pc < k; pc += KC) {{
@@ -325,10 +328,10 @@ static void nest(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64
                         pack_a(ip, kc, mc, A + ic * rsa + pc * csa, rsa, csa, Ap);
                 /* read where it lies, a panel of A comes from memory once for all of n's
                  * few panels (the panels' loop inside): n's panels are in L1 and L2 */
-                int64_t outer = direct ? mp : np, inner = direct ? np : mp;
+                int64_t outer = few ? mp : np, inner = few ? np : mp;
                 for (int64_t o = 0; o < outer; o++)
                     for (int64_t q = 0; q < inner; q++) {{
-                        int64_t ip = direct ? o : q, jp = direct ? q : o;
+                        int64_t ip = few ? o : q, jp = few ? q : o;
                         int64_t mr = min64(MR, mc - ip * MR);
                         T *c = C + (ic + ip * MR) * ldc + jc + jp * NR;
                         if (direct && mr == MR)
