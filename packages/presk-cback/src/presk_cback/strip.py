@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import math
 
-from presk_kernel.ir import Affine, Kernel, Let, Load, Loop, Op, Reduce, Store
+from presk_kernel.ir import Affine, Kernel, Let, Load, Loop, Op, Reduce, Store, Var
 
+from presk_cback import libm
 from presk_cback.contract import linear
 
 # Lanes of a strip (four vector registers' worth).
@@ -91,11 +92,45 @@ def strip_width(k: Kernel, body, var: str) -> tuple[int, bool] | None:
     return WIDTH[k.compute], False
 
 
+def _keepable(k: Kernel, r: Reduce) -> list:
+    """The transcendentals in a fold's term worth keeping for the loops after it (a
+    softmax's quotients divide the same exponentials its sum added): those that read only
+    the kernel's inputs, and no value the fold's body defines."""
+    inner = {s.name for s in r.body if isinstance(s, Let)}
+    found: list = []
+
+    def pure(e) -> bool:
+        match e:
+            case Load(buf, index):
+                return buf < len(k.inputs) and all(isinstance(i, Affine) or pure(i) for i in index)
+            case Var(name):
+                return name not in inner
+            case Op(_, args, _):
+                return all(pure(a) for a in args)
+        return True
+
+    def walk(e) -> None:
+        if isinstance(e, Op):
+            if e.op in libm.FUNCTIONS and pure(e):
+                if e not in found:
+                    found.append(e)
+                return
+            for a in e.args:
+                walk(a)
+
+    for t in r.terms:
+        walk(t)
+    return found
+
+
 class Strip:
     """Writes a lane loop's body as strips, into a KernelC (`kc`)."""
 
     def __init__(self, kc, var: str, width: int, rows: bool = False) -> None:
         self.kc, self.v, self.width, self.rows = kc, var, width, rows
+        # transcendentals of a fold's terms kept for the loops after it (`kept`):
+        # expression -> (the array holding it, its type, the fold's variable, its extent)
+        self.kept: dict = {}
 
     def emit(self, lo: str, hi: str, depth: int, body, parallel: str | None) -> None:
         kc, v, w = self.kc, self.v, self.width
@@ -105,6 +140,7 @@ class Strip:
         kc.emit(f"const int64_t {v}_n = {hi} - {v}_s < {w} ? {hi} - {v}_s : {w};", depth + 1)
         for s in body:
             self.stmt(s, depth + 1)
+        self.kept = {}
         kc.emit("}", depth)
 
     def lanes(self, depth: int, inner) -> None:
@@ -139,7 +175,13 @@ class Strip:
                         f"{_name(var)}++) {{",
                         d,
                     )
+                    kc.kept = {  # a softmax's quotients: its exponentials computed once
+                        e: (f"{a}[lj][{_name(var)}]", t)
+                        for e, (a, t, v, n) in self.kept.items()
+                        if v == var and n == extent
+                    }
                     kc.block(body, d + 1)
+                    kc.kept = {}
                     kc.emit("}", d)
 
                 self.lanes(depth, along)
@@ -213,22 +255,51 @@ class Strip:
             return False
         acc, v = _name(r.acc), _name(r.vars[0][0])
         kc.emit(f"{CTYPE[t]} {acc}_t[{self.width}][{n}];", depth)
+        keep = [e for e in _keepable(kc.k, r) if n * self.width * ITEMSIZE[t] * 2 <= TERMS_BYTES]
+        for j, e in enumerate(keep):
+            kc.emit(f"{CTYPE[t]} {acc}_k{j}[{self.width}][{n}];", depth)
 
         def terms(d: int) -> None:
             kc.emit("#pragma omp simd", 0)
             kc.emit(f"for (int64_t {v} = 0; {v} < {n}; {v}++) {{", d)
             kc.block(r.body, d + 1)
+            for j, e in enumerate(keep):
+                code, te = kc.expr(e)
+                kc.emit(f"{acc}_k{j}[lj][{v}] = {code};", d + 1)
+                self.kept[e] = (f"{acc}_k{j}", te, r.vars[0][0], n)
+            kc.kept = {e: (f"{a}[lj][{v}]", te) for e, (a, te, _, _) in self.kept.items()}
             ((x, tx),) = [kc.expr(e) for e in r.terms]
+            kc.kept = {}
             kc.emit(f"{acc}_t[lj][{v}] = {kc.cast(x, tx, t)};", d + 1)
             kc.emit("}", d)
             kc.emit(f"{acc}[lj] = {acc}_t[lj][0];", d)
 
         self.lanes(depth, terms)
+        f = "f" if t == "f32" else ""
         if r.op == "add":
             value = f"{acc}[lj] + {acc}_t[lj][{v}]"
         else:
-            value = f"presk_{r.op}{'f' if t == 'f32' else ''}({acc}[lj], {acc}_t[lj][{v}])"
+            value = f"presk_{r.op}{f}({acc}[lj], {acc}_t[lj][{v}])"
+        if self.width == ROWS:  # a whole strip: the rows' folds in one vector, lane by lane
+            vt = f"presk_{t}x{ROWS}"
+            lanes = ", ".join(f"{acc}_t[{j}][{v}]" for j in range(ROWS))
+            step = "+" if r.op == "add" else f"presk_{r.op}{f}_x{ROWS}"
+            kc.emit(f"if ({self.v}_n == {ROWS}) {{", depth)
+            kc.emit(f"{vt} {acc}_v;", depth + 1)
+            kc.emit(f"memcpy(&{acc}_v, {acc}, sizeof {acc}_v);", depth + 1)
+            kc.emit(f"for (int64_t {v} = 1; {v} < {n}; {v}++) {{", depth + 1)
+            kc.emit(f"const {vt} x = {{{lanes}}};", depth + 2)
+            kc.emit(
+                f"{acc}_v = {acc}_v + x;" if step == "+" else f"{acc}_v = {step}({acc}_v, x);",
+                depth + 2,
+            )
+            kc.emit("}", depth + 1)
+            kc.emit(f"memcpy({acc}, &{acc}_v, sizeof {acc}_v);", depth + 1)
+            kc.emit("} else {", depth)
+            depth += 1
         kc.emit(f"for (int64_t {v} = 1; {v} < {n}; {v}++) {{", depth)
         kc.emit(f"for (int64_t lj = 0; lj < {self.v}_n; lj++) {acc}[lj] = {value};", depth + 1)
         kc.emit("}", depth)
+        if self.width == ROWS:
+            kc.emit("}", depth - 1)
         return True

@@ -4,8 +4,9 @@ Prints the C arrays of the Chebyshev expansions (evaluated by Clenshaw's recurre
 stays stable where monomial coefficients of the same fit would cancel), the polynomials of
 the f32 functions and the three-part π/2 of the sine and cosine. mpmath at 50 digits; each
 coefficient rounded once to the nearest double. The last coefficients printed show the
-truncation error; for the f32 fits the largest error over 400 points is printed as a
-comment (log2 of it: below −42, so that one rounding to f32 is within 0.5 + 2⁻¹⁸ ulp).
+truncation error; for the f32 polynomials the largest error over 401 points is printed as
+a comment (log2 of it: about −42 or below, so that one rounding to f32 is within
+0.5 + 2⁻¹⁷ ulp).
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ import mpmath as mp
 
 ERFC_TERMS = 32  # erfc(z) = t·exp(-z²)·exp(F(t)), t = 2/(2+z), F in Chebyshev over t ∈ [0, 1]
 ERF_TERMS = 14  # erf(x) = x·E(x²), x² ∈ [0, 1]
-# The f32 functions: shorter fits, evaluated in f64 and rounded once to f32.
-ERFCF_TERMS = 18  # F over t ∈ [2/13, 1] only: erfc(z) rounds to 0 in f32 from z ≈ 10.05 on
+# The f32 functions: shorter fits, polynomials evaluated in f64 by Horner's rule, rounded
+# once to f32.
+ERFCF_TERMS = 18  # F over t ∈ [2/13, 1] only (erfc(z) rounds to 0 in f32 from z ≈ 10.05 on)
 ERFCF_T0 = mp.mpf(2) / 13  # t at z = 11
-ERFF_TERMS = 10
+ERFF_TERMS = 10  # E(u), u = x² ∈ [0, 1]
 EXPF_DEGREE = 9  # exp(r), |r| <= ln2/2 (near-minimax: mpmath's chebyfit)
 EXPM1F_DEGREE = 7  # (expm1(r) − r)/r², |r| <= ln2/2
 
@@ -62,21 +64,16 @@ def expm1_h(r):
     return (mp.expm1(r) - r) / (r * r)
 
 
-def cheb_error(f, cs: list, relative: bool = False) -> float:
-    """log2 of the largest error of Σ c_j T_j against f over 400 points of [-1, 1]."""
-    worst = mp.mpf(0)
-    for i in range(400):
-        y = -1 + 2 * mp.mpf(i) / 399
-        e = abs(mp.fsum(c * mp.chebyt(j, y) for j, c in enumerate(cs)) - f(y))
-        worst = max(worst, e / abs(f(y)) if relative else e)
-    return float(mp.log(worst, 2))
-
-
-def poly(f, degree: int, half: mp.mpf) -> tuple[list, float]:
-    """Monomial coefficients c_0..c_degree of f on [-half, half] (near-minimax), log2 of
-    the fit's error."""
-    cs = mp.chebyfit(f, [-half, half], degree + 1)
-    err = max(abs(mp.polyval(cs, r) - f(r)) for r in mp.linspace(-half, half, 401))
+def poly(f, degree: int, hi: mp.mpf, lo: mp.mpf | None = None) -> tuple[list, float]:
+    """Monomial coefficients c_0..c_degree of f on [lo, hi] (−hi unless given; near-minimax:
+    mpmath's chebyfit), and log2 of the largest error of those coefficients rounded to
+    doubles over 401 points. Evaluated by Horner's rule: the coefficients these fits give
+    sum to at most 2 in magnitude, so nothing cancels."""
+    lo = -hi if lo is None else lo
+    cs = mp.chebyfit(f, [lo, hi], degree + 1)
+    assert sum(abs(c) for c in cs) * max(1, abs(lo), abs(hi)) ** degree < 4, f
+    rounded = [mp.mpf(float(c)) for c in cs]
+    err = max(abs(mp.polyval(rounded, r) - f(r)) for r in mp.linspace(lo, hi, 401))
     return list(reversed(cs)), float(mp.log(err, 2))
 
 
@@ -89,14 +86,12 @@ def main() -> None:
     mp.mp.dps = 50
     print(c_array("presk_erfc_cheb", chebyshev(erfc_f, ERFC_TERMS)))
     print(c_array("presk_erf_cheb", chebyshev(erf_e, ERF_TERMS)))
-    erfc_cs = chebyshev(erfcf_f, ERFCF_TERMS)
-    print(f"/* error 2^{cheb_error(erfcf_f, erfc_cs):.1f} */")
-    print(c_array("presk_erfcf_cheb", erfc_cs))
+    cs, err = poly(erfcf_f, ERFCF_TERMS - 1, mp.mpf(1))
+    print(f"/* error 2^{err:.1f} */\n{c_array('presk_erfcf_poly', cs)}")
     a, b = 2 / (1 - ERFCF_T0), -(1 + ERFCF_T0) / (1 - ERFCF_T0)  # y = a·t + b
     print(f"#define PRESK_ERFCF_A {float(a).hex()}\n#define PRESK_ERFCF_B {float(b).hex()}")
-    erf_cs = chebyshev(erf_e, ERFF_TERMS)
-    print(f"/* relative error 2^{cheb_error(erf_e, erf_cs, relative=True):.1f} */")
-    print(c_array("presk_erff_cheb", erf_cs))
+    cs, err = poly(lambda u: erf_e(2 * u - 1), ERFF_TERMS - 1, mp.mpf(1), mp.mpf(0))
+    print(f"/* error 2^{err:.1f} */\n{c_array('presk_erff_poly', cs)}")
     cs, err = poly(mp.exp, EXPF_DEGREE, mp.ln2 / 2)
     print(f"/* error 2^{err:.1f} */\n{c_array('presk_expf_poly', cs)}")
     cs, err = poly(expm1_h, EXPM1F_DEGREE, mp.ln2 / 2)
