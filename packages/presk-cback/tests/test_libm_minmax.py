@@ -52,7 +52,7 @@ def test_ieee_maximum_and_minimum_scalar_and_in_lanes(dtype):
     lib = load(SOURCE, CDEF, ("scalar_f64", "scalar_f32", "lanes_f64", "lanes_f32")).lib
     pairs = [(a, b) for a in SPECIALS for b in SPECIALS]
     rng = np.random.default_rng(3)
-    pairs += list(zip(rng.standard_normal(200).tolist(), rng.standard_normal(200).tolist()))
+    pairs += [tuple(p) for p in rng.standard_normal((200, 2)).tolist()]
     pairs += [(-x, -x) for x in rng.standard_normal(8).tolist()]
     pairs += [(0.0, 0.0)] * (-len(pairs) % 8)
     with np.errstate(under="ignore"):

@@ -256,7 +256,7 @@ class Strip:
         acc, v = _name(r.acc), _name(r.vars[0][0])
         kc.emit(f"{CTYPE[t]} {acc}_t[{self.width}][{n}];", depth)
         keep = [e for e in _keepable(kc.k, r) if n * self.width * ITEMSIZE[t] * 2 <= TERMS_BYTES]
-        for j, e in enumerate(keep):
+        for j in range(len(keep)):
             kc.emit(f"{CTYPE[t]} {acc}_k{j}[{self.width}][{n}];", depth)
 
         def terms(d: int) -> None:
