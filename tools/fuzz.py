@@ -1,8 +1,10 @@
 """The fuzzer of issue 16: bad input of every kind through presk, counted by class.
 
-    .venv/bin/python tools/fuzz.py [--inputs 10000] [--seed 0] [--timeout 10] [--save DIR]
+    .venv/bin/python tools/fuzz.py [--inputs 10000] [--seed 0] [--timeout 10] [--jobs 1]
+                                   [--save DIR]
 
-Inputs, all drawn from one seeded generator:
+Inputs, all drawn from one seeded generator (tools/fuzz_cases.py, the whole list made up
+front):
 
 - `check`: the tutorial's and the examples' programs mutated (a token deleted, doubled,
   swapped with the next, a number made extreme, a name replaced by another of the file, a
@@ -19,13 +21,17 @@ Inputs, all drawn from one seeded generator:
 - `flags`: extreme flags (`--bits 2`, `--digits 0`, `--dim B=0`, `--const L=0`, …).
 
 Each input runs in a worker process (in-process: the stages' functions, not a new Python
-each time), under a per-input timeout of CPU time (a busy machine makes no false hang). An
-internal error is what would reach a user as one (presk's exit 101, a stage program's
-traceback): it is counted by class (the exception, its message without numbers, and the
-innermost frame of presk's code); an input still running after the timeout is a hang (a
-worker stuck where the alarm cannot reach is killed and restarted). The table printed at the
-end is the count by input class; then each distinct internal error, with how often and an
-example (`--save DIR` writes every failing input there, to reproduce).
+each time; `--jobs N` workers, each in its own copy of the programs, share out the list),
+under a per-input timeout of CPU time (a busy machine makes no false hang) and an address
+space of 3 GB beyond what the worker maps at its start. An internal error is what would
+reach a user as one (presk's exit 101, a stage program's traceback, a worker that dies): it
+is counted by class (the exception, its message without numbers, and the innermost frame of
+presk's code); an input still running after the timeout is a hang (a worker stuck where the
+alarm cannot reach is killed and restarted). Results are counted in the order of the list,
+so the table is the same whatever the number of workers: the count by input class, then
+each distinct internal error, with how often and an example (the lowest input of its class;
+`--save DIR` writes every failing input there, to reproduce: a run or dump mutant is sent
+back as soon as it is drawn, so that a worker that dies still leaves it).
 
 `make fuzz` runs 10,000 inputs; tests/tools/test_fuzz.py runs a short seeded run.
 """
@@ -36,12 +42,12 @@ import argparse
 import contextlib
 import io
 import multiprocessing as mp
+import multiprocessing.connection
 import os
 import random
 import re
 import shutil
 import signal
-import struct
 import sys
 import tempfile
 import time
@@ -50,159 +56,15 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-CLASSES = ("check", "run", "dump", "data", "stages", "flags")
-SHARE = {"check": 0.3, "run": 0.2, "dump": 0.1, "data": 0.2, "stages": 0.15, "flags": 0.05}
-TINY = ("--const", "V=32", "--const", "D=8", "--const", "H=2", "--const", "L=2")
-SOURCES = {  # the programs mutated, and the constants they run at
-    "tutorial/01_linear.psk": (),
-    "tutorial/02_norm.psk": (),
-    "tutorial/03_attention.psk": (),
-    "tutorial/04_grad.psk": (),
-    "tutorial/05_sample.psk": (),
-    "tutorial/06_tower.psk": (),
-    "tutorial/07_train.psk": (),
-    "tests/examples/mlp/mlp.psk": (),
-    "tests/examples/minigpt/minigpt.psk": TINY,
-    "tests/examples/minigpt/train_minigpt.psk": TINY,
-    "tests/examples/bert/bert.psk": TINY,
-    "tests/examples/llama/llama.psk": ("--const", "D=8", "--const", "H=2", "--const", "F=12"),
-}
-PAIRS = "tutorial/data/pairs.psk.d"
-WINDOWS = "tests/examples/minigpt/data/tiny_T8.psk.d"
-STAGES = ("presk-parse", "presk-elab", "presk-lower", "presk-ad", "presk-dump")
-EXTREME_NUMBERS = ("0", "1", "-1", "2147483648", "4294967297", "1e308", "1e-308", "0.0")
-EXTREME_NUMBERS += ("99999999999999999999", "1e8", "2^31", "1 + 0", "7 % 0", "(0 - 3)")
-WORDS = ("fn", "let", "grad", "module", "param", "use", "stack{2}", "ein[", "(", ")", "[", "]")
-WORDS += ("λ", "·", "^", "=", ",", ":", "->", "ℝ[]", "idx[3][]", "...", "uses Rand", "'")
-WORDS += ("stop_grad", "uniform(key, n: 3)", "bernoulli(key, 0.5, n: 2)", ">=", "dim T >= 2")
-WORDS += ("dim 2 <= T <= 1", "key :", "key,")  # issue 16's leftovers: bounds, draws
-
-
-@dataclass
-class Case:
-    kind: str  # one of CLASSES
-    program: str  # "presk" or a stage program
-    argv: list[str]
-    files: dict[str, bytes] = field(default_factory=dict)  # written in the work folder
-    stdin: bytes = b""
-    remutate: tuple[str, int] | None = None  # run/dump: (source, seed) of mutants until one checks
-
-
-# ---- the inputs --------------------------------------------------------------------------
-
-
-def tokens(text: str) -> list[tuple[int, int, str]]:
-    """The tokens of a program: (start, end, kind), character offsets (in one pass)."""
-    from presk_syntax.parse import parse_tree
-
-    data = text.encode("utf-8", errors="surrogatepass")
-    out, cursor = [], parse_tree(data).walk()
-    at_byte = at_char = 0
-
-    def char(byte: int) -> int:
-        nonlocal at_byte, at_char
-        at_char += len(data[at_byte:byte].decode("utf-8", errors="ignore"))
-        at_byte = byte
-        return at_char
-
-    while True:
-        if cursor.goto_first_child():
-            continue
-        node = cursor.node
-        if node.type != "comment" and node.end_byte > node.start_byte:
-            start = char(node.start_byte)
-            out.append((start, char(node.end_byte), node.type))
-        while not cursor.goto_next_sibling():
-            if not cursor.goto_parent():
-                return out
-
-
-def mutate(text: str, rng: random.Random) -> str:
-    toks = tokens(text)
-    if not toks:
-        return text
-    k = rng.randrange(len(toks))
-    start, end, kind = toks[k]
-    word = text[start:end]
-    op = rng.choice(("delete", "double", "swap", "number", "name", "insert", "deep", "long"))
-    if op == "delete":
-        return text[:start] + text[end:]
-    if op == "double":
-        return text[:end] + " " + word + text[end:]
-    if op == "swap" and k + 1 < len(toks):
-        s2, e2, _ = toks[k + 1]
-        return text[:start] + text[s2:e2] + text[end:s2] + word + text[e2:]
-    if op == "number":
-        numbers = [t for t in toks if t[2] in ("integer", "float")] or [toks[k]]
-        start, end, _ = rng.choice(numbers)
-        return text[:start] + rng.choice(EXTREME_NUMBERS) + text[end:]
-    if op == "name":
-        names = sorted({text[s:e] for s, e, t in toks if t == "identifier"})
-        idents = [t for t in toks if t[2] == "identifier"]
-        if names and idents:
-            start, end, _ = rng.choice(idents)
-            return text[:start] + rng.choice(names) + text[end:]
-    if op == "deep":
-        idents = [t for t in toks if t[2] == "identifier"] or [toks[k]]
-        start, end, _ = rng.choice(idents)
-        w = text[start:end]
-        n = rng.choice((300, 1000))
-        deep = rng.choice(
-            ("(" * n + w + ")" * n, " + ".join([w] * n), "- " * n + w, f"{w}^1e8", f"{w}^2^31")
-        )
-        return text[:start] + deep + text[end:]
-    if op == "long":
-        return text[:end] + ", x" * rng.choice((10_000, 200_000)) + text[end:]
-    return text[:start] + rng.choice(WORDS) + " " + text[start:]
-
-
-def entry_and_dims(text: str, rng: random.Random) -> list[str]:
-    """`--entry E --dim B=2 …` for one function of a program (a module's by its name)."""
-    fns: list[str] = []
-    module = None
-    for line in text.splitlines():
-        m = re.match(r"\s*module\s+(\w+)", line)
-        if m:
-            module = m.group(1)
-        m = re.match(r"(\s*)fn\s+(\w+)", line)
-        if m:
-            fns.append(f"{module}.{m.group(2)}" if m.group(1) and module else m.group(2))
-        if line.startswith("}"):
-            module = None
-    dims = sorted(set(re.findall(r"^dim\s+(\w+)", text, re.M)) | {"B", "T"})
-    args = ["--entry", rng.choice(fns) if fns else "f"]
-    for d in dims:
-        args += ["--dim", f"{d}={rng.choice((1, 2, 3))}"]
-    return args
-
-
-def mutant(path: str, rng: random.Random) -> tuple[str, str]:
-    """A mutant of a program: its file name (next to the original) and its text."""
-    text = (ROOT / path).read_text(encoding="utf-8")
-    for _ in range(rng.choice((1, 1, 1, 2, 3))):
-        text = mutate(text, rng)
-        if len(text) > 100_000:  # a line of megabytes: mutated no further
-            break
-    return str(Path(path).parent / "fuzz_mutant.psk"), text
-
-
-def source_case(kind: str, rng: random.Random) -> Case:
-    path = rng.choice(sorted(SOURCES))
-    consts = list(SOURCES[path])
-    if kind == "check":
-        name, text = mutant(path, rng)
-        files = {name: text.encode("utf-8", errors="surrogatepass")}
-        return Case(kind, "presk", ["check", name, *consts], files)
-    # run and dump: the worker draws mutants from this seed until one checks clean
-    return Case(kind, "presk", [kind, *consts], remutate=(path, rng.randrange(2**32)))
+from fuzz_cases import CLASSES, ROOT, Case, entry_and_dims, make_cases, mutant
 
 
 def clean_mutant(case: Case, tries: int = 12, timeout=None, started=None) -> list[str] | None:
     """The argv of a run or dump case on the first of its mutants that checks clean (its
     file written), or None. Each mutant's check has its own `timeout` of CPU time, and
-    `started` is told its argv (the parent's clock starts again: twelve slow checks of
-    megabyte lines on a busy machine are not one hang)."""
+    `started` is told its argv and files (the parent's clock starts again: twelve slow
+    checks of megabyte lines on a busy machine are not one hang; a mutant that kills the
+    worker is saved)."""
     path, seed = case.remutate
     rng = random.Random(seed)
     consts = case.argv[1:]
@@ -214,178 +76,13 @@ def clean_mutant(case: Case, tries: int = 12, timeout=None, started=None) -> lis
         if timeout is not None:
             signal.setitimer(signal.ITIMER_PROF, timeout)
         if started is not None:
-            started(case.argv)
+            started(case.argv, case.files)
         code, _, escaped = invoke("presk", case.argv, b"")
         if code == 0 and escaped is None:
             if case.kind == "run":
                 return ["run", name, *entry_and_dims(text, rng), *consts]
             return ["dump", name, "--stage", "core-after-ad", *consts]
     return None
-
-
-def corrupt(blob: bytes, rng: random.Random) -> bytes:
-    b = bytearray(blob)
-    op = rng.choice(("field", "flip", "cut", "extend", "type", "nan", "empty", "header0"))
-    if op == "field":
-        fmt, at = rng.choice((("<I", 4), ("<I", 8), ("<Q", 12), ("<Q", 20), ("<I", 28)))
-        top = 2 ** (8 * struct.calcsize(fmt)) - 1
-        struct.pack_into(
-            fmt, b, at, rng.choice((0, 1, 7, 8, 64, top, top // 2, rng.randrange(top)))
-        )
-    elif op == "flip":
-        for _ in range(rng.choice((1, 2, 8))):
-            b[rng.randrange(len(b))] ^= 1 << rng.randrange(8)
-    elif op == "cut":
-        b = b[: rng.randrange(len(b))]
-    elif op == "extend":
-        b += bytes(rng.randrange(1, 64))
-    elif op == "type":
-        text = rng.choice(
-            ("ℝ[]", "params Tower", "(ℝ[model: 4]", "idx[3]", "ℝ[model: 99999999999]",
-             "(ℝ[model: 4], ℝ[model: 5])", "bool[model: 4]", "(ℝ[model: 0], ℝ[model: 0])",
-             "ℝ[" * 500, "(idx[0][seq: 8], idx[0][seq: 8])", "ℝ[a: 1, a: 2]")
-        ).encode("utf-8")  # fmt: skip
-        h = (32 + len(text) + 7) // 8 * 8
-        head = struct.pack("<4sIIQQI", b"PSKD", 1, h, *struct.unpack_from("<QQ", b, 12), len(text))
-        old = struct.unpack_from("<I", b, 8)[0]
-        b = bytearray(head + text + bytes(h - 32 - len(text))) + b[old:]
-    elif op == "nan":
-        old = struct.unpack_from("<I", b, 8)[0]
-        for _ in range(3):
-            at = old + 8 * rng.randrange(max(1, (len(b) - old) // 8))
-            if at + 8 <= len(b):
-                struct.pack_into("<d", b, at, rng.choice((float("nan"), float("inf"), -1e308)))
-    elif op == "empty":
-        b = bytearray()
-    else:
-        struct.pack_into("<I", b, 8, 0)
-    return bytes(b)
-
-
-def data_case(rng: random.Random) -> Case:
-    source = rng.choice((PAIRS, WINDOWS))
-    blob = corrupt((ROOT / source).read_bytes(), rng)
-    files = {"bad.psk.d": blob}
-    which = rng.choice(("info", "diff", "run", "train"))
-    if which == "info":
-        return Case("data", "presk", ["data", "info", "bad.psk.d"], files)
-    if which == "diff":
-        return Case("data", "presk", ["data", "diff", "bad.psk.d", source], files)
-    if source == PAIRS:
-        program, consts, entry = "tutorial/07_train.psk", [], "loss"
-    else:
-        program, consts, entry = "tests/examples/minigpt/train_minigpt.psk", list(TINY), "loss"
-    if which == "run":
-        argv = ["run", program, "--entry", entry, "--data", "bad.psk.d", *consts]
-    else:
-        argv = ["train", program, "--data", "bad.psk.d", "--steps", "1"]
-        argv += ["--log-every", "0", "--ckpt", "ckpt", *consts]
-    return Case("data", "presk", argv, files)
-
-
-def confuse(value, rng: random.Random):
-    """A msgpack value with one field somewhere given a value of another type."""
-    nodes = []
-
-    def walk(x):
-        if isinstance(x, dict):
-            nodes.append(x)
-            for v in x.values():
-                walk(v)
-        elif isinstance(x, list):
-            for v in x:
-                walk(v)
-
-    walk(value)
-    if nodes:
-        node = rng.choice(nodes)
-        keys = [k for k in node if k != "@"] or list(node)
-        if keys:
-            node[rng.choice(keys)] = rng.choice(
-                (5, -1, 2**63, "x", "", None, True, 1.5, [], [1, "a"], {}, {"@": "Nope"},
-                 {"@": "Span", "file": 99, "start": 0, "end": 1})
-            )  # fmt: skip
-    return value
-
-
-def stage_case(rng: random.Random, documents: dict[str, bytes]) -> Case:
-    import msgpack
-
-    program = rng.choice(STAGES)
-    if program == "presk-parse":
-        text = rng.choice(
-            (bytes(rng.randrange(256) for _ in range(rng.randrange(1, 400))),
-             (ROOT / rng.choice(sorted(SOURCES))).read_bytes()[: rng.randrange(1, 2000)],
-             b"\xff\xfe" + b"fn f() -> \x00 =\n", b"")
-        )  # fmt: skip
-        return Case("stages", program, ["garbage.psk"], {"garbage.psk": text})
-    takes = {"presk-elab": "ast", "presk-lower": "elab", "presk-ad": "core"}.get(program)
-    doc = documents[takes or rng.choice(sorted(documents))]
-    op = rng.choice(("confuse", "confuse", "confuse", "cut", "bytes", "kind"))
-    if op == "confuse":
-        doc = msgpack.packb(confuse(msgpack.unpackb(doc, strict_map_key=False), rng))
-    elif op == "cut":
-        doc = doc[: rng.randrange(len(doc))]
-    elif op == "bytes":
-        doc = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 300)))
-    else:
-        doc = documents[rng.choice(sorted(documents))]
-    return Case("stages", program, [], {}, doc)
-
-
-FLAGS = [
-    ["run", "tutorial/01_linear.psk", "--entry", "Linear{3, 2}.apply", "--dim", "B=0"],
-    ["run", "tutorial/01_linear.psk", "--entry", "Linear{0, 2}.apply", "--dim", "B=2"],
-    ["run", "tutorial/02_norm.psk", "--entry", "RMSNorm{4}.apply", "--bits", "2"],
-    ["run", "tutorial/02_norm.psk", "--entry", "RMSNorm{4}.apply", "--digits", "0"],
-    ["run", "tutorial/02_norm.psk", "--entry", "RMSNorm{4}.apply", "--digits", "400"],
-    ["run", "tutorial/02_norm.psk", "--entry", "RMSNorm{4}.apply", "--seed", "-1"],
-    ["run", "tutorial/02_norm.psk", "--entry", "RMSNorm{4}.apply", "--seed", str(2**70)],
-    ["run", "tutorial/06_tower.psk", "--entry", "Tower.apply", "--const", "L=0"],
-    ["run", "tutorial/06_tower.psk", "--entry", "Tower.apply", "--const", "D=0"],
-    ["check", "tutorial/06_tower.psk", "--const", "L=2^31"],
-    ["check", "tutorial/03_attention.psk", "--const", "H=0"],
-    ["check", "tutorial/03_attention.psk", "--const", "D=x"],
-    ["check", "tutorial/03_attention.psk", "--const", "D=1e400"],
-    ["run", "tutorial/03_attention.psk", "--entry", "attend", "--dim", "B=1", "--dim", "T=0"],
-    ["run", "tutorial/03_attention.psk", "--entry", "attend", "--dim", "B=1", "--dim", "T=2000"],
-    ["run", "tutorial/03_attention.psk", "--entry", "attend", "--dim", "B=-1", "--dim", "T=2"],
-    ["run", "tutorial/04_grad.psk", "--entry", "nope", "--dim", "B=2"],
-    ["run", "tutorial/04_grad.psk", "--entry", "", "--dim", "B=2"],
-    ["run", "tutorial/04_grad.psk", "--entry", "loss_grad", "--dim", "B=x"],
-    ["train", "tutorial/07_train.psk", "--steps", "0"],
-    ["train", "tutorial/07_train.psk", "--steps", "1", "--bits", "2", "--ckpt", "ckpt"],
-    ["train", "tutorial/07_train.psk", "--steps", "1", "--seed", "-5", "--ckpt", "ckpt"],
-    ["dump", "tutorial/06_tower.psk", "--stage", "nope"],
-    ["dump", "tutorial/06_tower.psk", "--stage", "core", "--unroll-stack", "--const", "L=0"],
-    ["data", "info", PAIRS, "--limit", "0"],
-    ["data", "info", PAIRS, "--limit", str(2**70)],
-    ["export", "tutorial/06_tower.psk", "--target", "c", "-o", "out"],
-    ["check", "/dev/null"],
-    ["check", "tutorial"],
-    ["check", "nonexistent.psk"],
-]
-
-
-def flags_case(rng: random.Random) -> Case:
-    return Case("flags", "presk", list(rng.choice(FLAGS)))  # paths in the work folder
-
-
-def make_cases(n: int, seed: int, documents: dict[str, bytes], only=CLASSES) -> list[Case]:
-    rng = random.Random(seed)
-    weights = [SHARE[c] for c in only]
-    cases = []
-    for _ in range(n):
-        kind = rng.choices(only, weights)[0]
-        if kind in ("check", "run", "dump"):
-            cases.append(source_case(kind, rng))
-        elif kind == "data":
-            cases.append(data_case(rng))
-        elif kind == "stages":
-            cases.append(stage_case(rng, documents))
-        else:
-            cases.append(flags_case(rng))
-    return cases
 
 
 # ---- running one input ---------------------------------------------------------------------
@@ -459,8 +156,8 @@ def signature(e: BaseException) -> str:
 
 
 def run_case(case: Case, timeout: float, started=None) -> tuple[str, str]:
-    """('ok' | 'skip' | 'internal' | 'hang', signature); `started` is told the argv of a
-    run or dump once its mutant checks clean."""
+    """('ok' | 'skip' | 'internal' | 'hang', signature); `started` is told the argv and
+    files of a run or dump's mutant, before its check and once it checks clean."""
     # the timeout counts the worker's CPU time, not the clock's: on a busy machine a slow
     # input is not a hang, and a real hang spins
     signal.signal(signal.SIGPROF, _alarm)
@@ -474,7 +171,7 @@ def run_case(case: Case, timeout: float, started=None) -> tuple[str, str]:
             case.argv = argv
             signal.setitimer(signal.ITIMER_PROF, timeout)  # the run's own time
             if started is not None:
-                started(argv)
+                started(argv, case.files)
         code, err, escaped = invoke(case.program, argv, case.stdin)
     except Timeout:
         return "hang", "timeout"
@@ -512,7 +209,9 @@ def worker(conn, folder: str, timeout: float) -> None:
             Path(name).write_bytes(blob)
         began = time.monotonic()
         try:
-            status, sig = run_case(case, timeout, lambda argv: conn.send(("started", argv)))
+            status, sig = run_case(
+                case, timeout, lambda argv, files: conn.send(("started", argv, files))
+            )
         except MemoryError:
             status, sig = "internal", "MemoryError (above 3 GB)"
         conn.send((status, sig, case.argv, time.monotonic() - began, case.files))
@@ -556,67 +255,129 @@ class Tally:
     example: dict[str, list[str]] = field(default_factory=dict)
 
 
+@dataclass
+class Slot:
+    """A worker: its folder, its process and end of the pipe (None until started, and after
+    it dies or is killed), the input it runs (an index of the list) and since when."""
+
+    folder: str
+    proc: mp.Process | None = None
+    conn: mp.connection.Connection | None = None
+    index: int | None = None
+    began: float = 0.0
+    deadline: float = 0.0
+
+
 def fuzz(n: int, seed: int, timeout: float = 10.0, only=CLASSES, save: str | None = None,
-         progress=None) -> Tally:  # fmt: skip
-    """Run n seeded inputs; the counts by class."""
-    folder = tempfile.mkdtemp(prefix="presk-fuzz-")
+         progress=None, jobs: int = 1) -> Tally:  # fmt: skip
+    """Run n seeded inputs in `jobs` workers; the counts by class, in the list's order."""
+    top = tempfile.mkdtemp(prefix="presk-fuzz-")
+    slots: list[Slot] = []
     try:
-        for sub in ("tutorial", "tests/examples"):
-            shutil.copytree(ROOT / sub, Path(folder) / sub)
-        documents = documents_of(folder)
-        _preload()  # imported once, before the worker forks: a restart costs nothing
+        for j in range(max(1, jobs)):
+            folder = Path(top) / f"worker{j}"
+            for sub in ("tutorial", "tests/examples"):
+                shutil.copytree(ROOT / sub, folder / sub)
+            slots.append(Slot(str(folder)))
+        documents = documents_of(slots[0].folder)
+        _preload()  # imported once, before the workers fork: a restart costs nothing
         cases = make_cases(n, seed, documents, tuple(only))
         tally = Tally()
         ctx = mp.get_context("fork")
-        conn = proc = None
-        for i, case in enumerate(cases):
-            if proc is None:
-                conn, child = ctx.Pipe()
-                proc = ctx.Process(target=worker, args=(child, folder, timeout), daemon=True)
-                proc.start()
-                child.close()  # the worker's end: a worker that dies is then an EOF here
-            conn.send(case)
-            status, sig, seconds = "hang", "timeout (killed)", timeout
-            while conn.poll(max(120, 12 * timeout)):  # else stuck where the alarm cannot reach
-                try:
-                    message = conn.recv()
-                except EOFError:  # the worker died (a crash in C code): an internal error
-                    status, sig = "internal", f"the process died ({proc.exitcode})"
-                    proc = None
-                    break
-                if message[0] == "started":  # a run or dump: its mutant checked clean
-                    case.argv = message[1]
+        stuck = max(120, 12 * timeout)  # seconds of the clock: stuck where the alarm cannot reach
+        done: dict[int, tuple[str, str, float]] = {}
+        sent = counted = 0
+        while counted < len(cases):
+            for slot in slots:
+                if slot.index is None and sent < len(cases):
+                    if slot.proc is None:
+                        conn, child = ctx.Pipe()
+                        slot.proc = ctx.Process(
+                            target=worker, args=(child, slot.folder, timeout), daemon=True
+                        )
+                        slot.proc.start()
+                        child.close()  # the worker's end: a worker that dies is an EOF here
+                        slot.conn = conn
+                    slot.conn.send(cases[sent])
+                    slot.index, slot.began = sent, time.monotonic()
+                    slot.deadline = slot.began + stuck
+                    sent += 1
+            busy = [s for s in slots if s.index is not None]
+            wait = max(0.0, min(s.deadline for s in busy) - time.monotonic()) if busy else 0.0
+            ready = mp.connection.wait([s.conn for s in busy], wait)
+            for slot in busy:
+                if slot.conn in ready:
+                    outcome = _receive(slot, cases[slot.index], stuck)
+                elif time.monotonic() >= slot.deadline:
+                    outcome = ("hang", "timeout (killed)", timeout)
+                    _stop(slot)
+                else:
                     continue
-                status, sig, case.argv, seconds, case.files = message
-                break
-            if sig == "timeout (killed)" or (proc is not None and not proc.is_alive()):
-                if proc is not None:
-                    proc.kill()
-                    proc.join()
-                proc = None
-            if status == "skip":
-                continue
-            if case.remutate is not None and case.argv[0] == "check":  # a mutant's check
-                case.kind = "check"
-            tally.tried[case.kind] += 1
-            if status == "ok":
-                tally.exits.setdefault(case.kind, Counter())[sig] += 1
-            tally.seconds[case.kind] += seconds
-            if status in ("internal", "hang"):
-                (tally.internal if status == "internal" else tally.hangs)[case.kind] += 1
-                key = sig if status == "internal" else f"hang: {case.argv[0]} {case.argv[1:2]}"
-                tally.classes.setdefault(case.kind, Counter())[key] += 1
-                tally.example.setdefault(key, [case.program, *case.argv])
-                if save:
-                    _save(save, i, case)
-            if progress is not None:
-                progress(i + 1, len(cases), tally)
-        if proc is not None:
-            conn.send(None)
-            proc.join(5)
+                if outcome is not None:
+                    done[slot.index] = outcome
+                    slot.index = None
+                    if slot.proc is not None and not slot.proc.is_alive():
+                        _stop(slot)
+            while counted in done:
+                status, sig, seconds = done.pop(counted)
+                _count(tally, counted, cases[counted], status, sig, seconds, save)
+                counted += 1
+                if progress is not None:
+                    progress(counted, len(cases), tally)
+        for slot in slots:
+            if slot.proc is not None:
+                slot.conn.send(None)
+                slot.proc.join(5)
         return tally
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        for slot in slots:
+            _stop(slot)
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def _receive(slot: Slot, case: Case, stuck: float) -> tuple[str, str, float] | None:
+    """A message from a worker: the outcome of its input, or None (a run or dump's mutant
+    drawn: its argv and files kept, the clock started again)."""
+    try:
+        message = slot.conn.recv()
+    except EOFError:  # the worker died (a crash in C code): an internal error
+        slot.proc.join(5)
+        code = slot.proc.exitcode
+        _stop(slot)
+        return "internal", f"the process died ({code})", time.monotonic() - slot.began
+    if message[0] == "started":
+        case.argv, case.files = message[1], message[2]
+        slot.deadline = time.monotonic() + stuck
+        return None
+    status, sig, case.argv, seconds, case.files = message
+    return status, sig, seconds
+
+
+def _stop(slot: Slot) -> None:
+    if slot.proc is not None:
+        slot.proc.kill()
+        slot.proc.join()
+        slot.conn.close()
+    slot.proc = slot.conn = None
+
+
+def _count(tally: Tally, i: int, case: Case, status: str, sig: str, seconds: float,
+           save: str | None) -> None:  # fmt: skip
+    if status == "skip":
+        return
+    if case.remutate is not None and case.argv[0] == "check":  # a mutant's check
+        case.kind = "check"
+    tally.tried[case.kind] += 1
+    if status == "ok":
+        tally.exits.setdefault(case.kind, Counter())[sig] += 1
+    tally.seconds[case.kind] += seconds
+    if status in ("internal", "hang"):
+        (tally.internal if status == "internal" else tally.hangs)[case.kind] += 1
+        key = sig if status == "internal" else f"hang: {case.argv[0]} {case.argv[1:2]}"
+        tally.classes.setdefault(case.kind, Counter())[key] += 1
+        tally.example.setdefault(key, [case.program, *case.argv])
+        if save:
+            _save(save, i, case)
 
 
 def _preload() -> None:
@@ -668,6 +429,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=10.0, help="Seconds an input may take.")
     parser.add_argument("--only", default=",".join(CLASSES), help="Input classes, comma-separated.")
+    parser.add_argument("--jobs", type=int, default=1, help="Worker processes.")
     parser.add_argument("--save", help="A folder for the failing inputs.")
     parser.add_argument("--every", type=int, default=1000, help="Print the table every N inputs.")
     args = parser.parse_args()
@@ -682,11 +444,12 @@ def main() -> int:
             print(f"\rfuzz: {i}/{n} inputs, {time.monotonic() - started:.0f} s", end="",
                   file=sys.stderr, flush=True)  # fmt: skip
 
-    tally = fuzz(args.inputs, args.seed, args.timeout, only, args.save, progress)
+    tally = fuzz(args.inputs, args.seed, args.timeout, only, args.save, progress, args.jobs)
     print(file=sys.stderr)
     print(table(tally))
     print(
-        f"\n{sum(tally.tried.values())} inputs in {time.monotonic() - started:.0f} s, seed {args.seed}"
+        f"\n{sum(tally.tried.values())} inputs in {time.monotonic() - started:.0f} s,"
+        f" seed {args.seed}, {args.jobs} job(s)"
     )
     return 1 if sum(tally.internal.values()) + sum(tally.hangs.values()) else 0
 

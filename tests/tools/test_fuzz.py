@@ -65,3 +65,45 @@ def test_an_internal_error_and_a_hang_are_counted(tmp_path, monkeypatch):
 
     monkeypatch.setattr(data, "read_header", spin)
     assert fuzz.run_case(case, 0.5) == ("hang", "timeout")
+
+
+def _rows(tally) -> list[str]:
+    """The table without its seconds (a clock's, different from run to run)."""
+    return [
+        re.sub(r"\| [\d.]+ \| ([\d:, ]*) \|$", r"| \1 |", r) for r in fuzz.table(tally).split("\n")
+    ]
+
+
+def test_two_workers_count_what_one_counts():
+    """`--jobs 2` shares out the same list of inputs: the same table, in the same order."""
+    only = ("data", "stages", "flags")
+    one = fuzz.fuzz(40, seed=5, timeout=10.0, only=only)
+    two = fuzz.fuzz(40, seed=5, timeout=10.0, only=only, jobs=2)
+    assert sum(one.tried.values()) == 40
+    assert _rows(one) == _rows(two)
+    assert one.exits == two.exits
+
+
+def test_a_worker_that_dies_on_a_run_leaves_its_mutant_saved(tmp_path, monkeypatch):
+    """A run whose worker dies (as GMP's abort kills it, in C) is an internal error, the worker is
+    restarted for the next input, and the mutant that killed it is saved with its command."""
+    import os
+    import signal
+
+    real_invoke = fuzz.invoke
+
+    def invoke(program, argv, stdin):
+        if argv[0] == "run":
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real_invoke(program, argv, stdin)
+
+    monkeypatch.setattr(fuzz, "invoke", invoke)  # the workers fork after it
+    tally = fuzz.fuzz(4, seed=0, timeout=10.0, only=("run",), save=str(tmp_path))
+    died = [s for s in tally.classes.get("run", {}) if s.startswith("the process died")]
+    assert died and tally.internal["run"] == tally.tried["run"] >= 2, fuzz.table(tally)
+    saved = sorted(tmp_path.iterdir())
+    assert len(saved) == tally.internal["run"]
+    for where in saved:
+        command = (where / "command.txt").read_text()
+        assert command.startswith("presk run ") and "fuzz_mutant.psk --entry" in command
+        assert (where / "fuzz_mutant.psk").read_text(encoding="utf-8").strip()

@@ -21,6 +21,7 @@ xᵢ/n). Without an observer, the loop is the plain one.
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ from presk_core.prepare import (
     apply,
     explicit,
 )
+from presk_core.room import CHECKED, RoomError, make_room
 from presk_core.trees import record, under
 
 ABS_SUMS = frozenset({"sum", "mean", "dot", "ein", "dot_left", "dot_right", "sum_to"})
@@ -92,7 +94,7 @@ class Interpreter:
             rule = rules.get(ins.op)
             if rule is None:
                 raise RunError("E7002", f"the interpreter has no rule for `{ins.op}`")
-            steps.append((ins.out.id, rule(Prep(self, ins, dims))))
+            steps.append((ins.out.id, _roomy(ins, rule(Prep(self, ins, dims)), dims)))
         params = [p.id for p in fn.params]
         ret = Prep.reader(fn.ret, dims)
         observer = self.observer
@@ -131,8 +133,9 @@ class Interpreter:
                 raise RunError("E7003", str(e)) from None
             except R.SizeError as e:  # an initializer's draw of a huge shape
                 raise RunError("E7011", str(e)) from None
-            except MemoryError:  # a tensor the machine cannot hold (issue 16's fuzzer)
-                raise RunError("E7011", f"`{name}` needs more memory than there is") from None
+            except MemoryError as e:  # a tensor the machine cannot hold (issue 16's fuzzer)
+                why = f": {e}" if isinstance(e, RoomError) else ""
+                raise RunError("E7011", f"`{name}` needs more memory than there is{why}") from None
             except RecursionError:  # each call of a call is three Python frames
                 raise RunError(
                     "E7012",
@@ -140,6 +143,27 @@ class Interpreter:
                     f" {sys.getrecursionlimit() // 3} levels: functions, or modules' `init`s, each"
                     " calling the next)",
                 ) from None
+
+
+def _roomy(ins: Instr, step: Step, dims: dict[str, int]) -> Step:
+    """`step`, which first makes sure there is room for its result if that is a large
+    tensor of reals (presk_core.room: GMP aborts the process where memory runs out). The
+    result's explicit axes are measured, its open prefix (known only at run time) not."""
+    if not isinstance(ins.out.type, Real):
+        return step
+    shape = explicit(ins.out.type)
+    if not all(n in dims for a in shape.axes for n, _ in a.length.coeffs):
+        return step
+    lengths = tuple(a.length.value(dims) for a in shape.axes)
+    count = math.prod(lengths)
+    if count < CHECKED or (ins.op == "init" and count > R.MAX_ELEMENTS):
+        return step  # small; or a draw that refuses its size itself (R.SizeError)
+
+    def checked(env: Env) -> object:
+        make_room(lengths)
+        return step(env)
+
+    return checked
 
 
 def _abs_step(ins: Instr, step: Step) -> Step:

@@ -48,7 +48,7 @@ import gmpy2
 import numpy as np
 from gmpy2 import mpfr
 
-from presk_core import erfc_c, fold_c, normal_c, ufuncs_c
+from presk_core import erfc_c, fold_c, normal_c, room, ufuncs_c
 
 Array = np.ndarray
 _MPQ, _MPZ = type(gmpy2.mpq(0)), type(gmpy2.mpz(0))
@@ -104,7 +104,10 @@ _MPFR = np.frompyfunc(mpfr, 1, 1)
 
 def real(x: object) -> Array:
     """`x` (bools, ints, floats, Fractions, gmpy2 numbers, decimal strings, or arrays of
-    them) as an mpfr array, each element correctly rounded to the current precision."""
+    them) as an mpfr array, each element correctly rounded to the current precision (a
+    tensor larger than the room there is refused first: room.RoomError)."""
+    if isinstance(x, np.ndarray) and x.size >= room.CHECKED:
+        room.make_room(x.shape)
     if isinstance(x, np.ndarray) and x.dtype == np.float64 and x.size >= 64:
         done = normal_c.reals(x)  # θ's doubles in C, the same objects' values
         if done is not None:

@@ -233,9 +233,10 @@ def synthesize(
             value = _draw(entry, interp, root, p.name, p.type, defaults)
         except R.SizeError as e:
             raise EntryError(f"cannot synthesize `{p.name}`: {e}", code="E7011") from None
-        except MemoryError:  # under 2^31 elements, and still more than the machine holds
+        except MemoryError as e:  # under 2^31 elements, and still more than the machine holds
+            why = f" ({e})" if str(e) else ""
             raise EntryError(
-                f"cannot synthesize `{p.name}` of type `{p.type}`: more memory than there is",
+                f"cannot synthesize `{p.name}` of type `{p.type}`: more memory than there is{why}",
                 code="E7011",
             ) from None
         out.append((p.name, p.type, value))
