@@ -157,8 +157,8 @@ typedef {c} T;
 #define KC {kc}
 #define MC {mc}
 #define NC {nc}
-#define PFD 32
-#define PFC 16
+#define PFD 32 /* A's rows prefetched this many elements ahead */
+#define PFC 16 /* A's columns this many k ahead */
 {vector_ops}
 static inline int64_t min64(int64_t a, int64_t b) {{ return a < b ? a : b; }}
 
@@ -334,6 +334,14 @@ static void nest(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64
                         int64_t ip = few ? o : q, jp = few ? q : o;
                         int64_t mr = min64(MR, mc - ip * MR);
                         T *c = C + (ic + ip * MR) * ldc + jc + jp * NR;
+                        if (q + 1 < inner) {{ /* the next tile of C, for writing */
+                            T *cn = few ? c + NR : c + MR * ldc;
+#pragma GCC unroll 32
+                            for (int i = 0; i < MR; i++)
+#pragma GCC unroll 8
+                                for (int v = 0; v < NR; v += 64 / (int)sizeof(T))
+                                    __builtin_prefetch(cn + i * ldc + v, 1);
+                        }}
                         if (direct && mr == MR)
                             tile(kc, A + (ic + ip * MR) * rsa + pc * csa, rsa, csa,
                                  Bp + jp * NR * kc, c, ldc, mr, min64(NR, nc - jp * NR), first);
@@ -398,7 +406,7 @@ def source(tag: str, blocking: Blocking, tc: Toolchain) -> str:
 
 LOCAL_NAMES = (
     "T", "vec", "VFMA", "VSET1", "VLOAD", "VLOADU", "VSTORE", "VSTOREU", "MR", "NV", "VL", "NR", "KC",
-    "MC", "NC", "min64", "ukernel", "pack_a", "pack_a_rows", "pack_b", "tile", "nest", "scratch",
+    "MC", "NC", "PFD", "PFC", "min64", "ukernel", "pack_a", "pack_a_rows", "pack_b", "tile", "nest", "scratch",
 )  # fmt: skip
 
 
