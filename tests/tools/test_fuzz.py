@@ -30,11 +30,13 @@ KNOWN = {
 
 
 def test_a_short_seeded_run():
-    tally = fuzz.fuzz(200, seed=0, timeout=10.0, only=("check", "data", "stages", "flags"))
+    """100 inputs in two workers: about 12 s of CPU time (half of it the checks of megabyte
+    lines), a few seconds on two free cores."""
+    tally = fuzz.fuzz(100, seed=0, timeout=10.0, only=("check", "data", "stages", "flags"), jobs=2)
     print("\n" + fuzz.table(tally))
-    assert sum(tally.tried.values()) == 200
+    assert sum(tally.tried.values()) == 100
     for c in CLEAN:
-        assert tally.tried[c] > 30
+        assert tally.tried[c] > 15
         assert tally.internal[c] == 0 and tally.hangs[c] == 0, fuzz.table(tally)
     for c, sigs in tally.classes.items():
         unknown = [s for s in sigs if not any(re.search(k, s) for k in KNOWN)]
