@@ -191,8 +191,10 @@ class Strip:
                 if _straight(body):
                     self.lanes(depth + 1, lambda d: kc.block(body, d))
                 else:
+                    outer = dict(self.kept)  # arrays kept inside this loop end with it
                     for b in body:
                         self.stmt(b, depth + 1)
+                    self.kept = outer
                 kc.emit("}", depth)
             case Reduce():
                 self.reduce(s, depth)
