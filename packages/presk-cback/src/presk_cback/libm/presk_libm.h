@@ -141,7 +141,17 @@ PRESK_INLINE double presk_exp_tail(double x, double tail) {
     return (1.0 + e) * presk_pow2(k1) * presk_pow2(k2);
 }
 
-PRESK_INLINE double presk_exp(double x) { return presk_exp_tail(x, 0.0); }
+/* the limits selected on the result (a clamped argument made GCC compute each side apart):
+ * the same bits as presk_exp_tail(x, 0) but for a NaN's, which passes */
+PRESK_INLINE double presk_exp(double x) {
+    int64_t k;
+    double e = presk_expm1_core(x, 0.0, &k);
+    int64_t k1 = k >> 1, k2 = k - k1;
+    double y = (1.0 + e) * presk_pow2(k1) * presk_pow2(k2);
+    y = x > 1100.0 ? INFINITY : y;
+    y = x < -1100.0 ? 0.0 : y;
+    return x != x ? x : y;
+}
 
 PRESK_INLINE double presk_expm1(double x) {
     double xc = x > 1100.0 ? 1100.0 : (x < -60.0 ? -60.0 : x);
@@ -406,26 +416,29 @@ PRESK_INLINE double presk_expm1_short(double x) {
 
 /* erfc(z) for z >= 0 (NaN passes), relative error < 2^-42 */
 PRESK_INLINE double presk_erfc_short(double z) {
-    double zc = z > 11.0 ? 11.0 : z; /* erfc(10.06) rounds to 0 in f32 */
-    double d = 2.0 + zc;
+    double d = 2.0 + z;
     /* t = 2/d: an f32 quotient (twice the lanes of an f64 one), then a Newton step */
     double t0 = (double)(2.0f / (float)d);
     double t = fma(t0, fma(-d, 0.5 * t0, 1.0), t0);
     double F = presk_horner(presk_erfcf_poly, 18, fma(t, PRESK_ERFCF_A, PRESK_ERFCF_B));
-    return t * presk_exp_short(F - zc * zc); /* z² exact: z is an f32 */
+    double e = t * presk_exp_short(F - z * z); /* z² exact: z is an f32 */
+    return z > 11.0 ? 0.0 : e; /* erfc(10.06) rounds to 0 in f32 */
 }
 
+/* The f32 functions select their limits on the result, not on the argument (a clamped
+ * argument made GCC compute each side apart); NaN in, the same NaN out. */
 PRESK_INLINE float presk_expf(float x) {
-    double xd = x;
-    xd = xd > 100.0 ? 100.0 : (xd < -110.0 ? -110.0 : xd); /* inf, 0 in f32; NaN passes */
-    return (float)presk_exp_short(xd);
+    float y = (float)presk_exp_short((double)x);
+    y = x > 100.0f ? INFINITY : y;
+    y = x < -110.0f ? 0.0f : y;
+    return x != x ? x : y;
 }
 
 PRESK_INLINE float presk_expm1f(float x) {
-    double xd = x;
-    xd = xd > 100.0 ? 100.0 : (xd < -30.0 ? -30.0 : xd); /* expm1(−30) rounds to −1 */
-    float y = (float)presk_expm1_short(xd);
-    return x == 0.0f ? x : y; /* keeps −0 */
+    float y = (float)presk_expm1_short((double)x);
+    y = x > 100.0f ? INFINITY : y;
+    y = x < -30.0f ? -1.0f : y; /* expm1(−30) rounds to −1 */
+    return x == 0.0f || x != x ? x : y; /* keeps −0 */
 }
 
 PRESK_INLINE float presk_logf(float x) { return (float)presk_log((double)x); }
@@ -433,29 +446,32 @@ PRESK_INLINE float presk_log1pf(float x) { return (float)presk_log1p((double)x);
 
 PRESK_INLINE float presk_tanhf(float x) {
     double a = fabs((double)x);
-    a = a > 10.0 ? 10.0 : a; /* tanh(10) rounds to 1 in f32 */
     double em = presk_expm1_short(2.0 * a);
-    return (float)copysign(em / (em + 2.0), (double)x);
+    float y = (float)(em / (em + 2.0));
+    y = a > 10.0 ? 1.0f : y; /* tanh(10) rounds to 1 in f32 */
+    return x != x ? x : copysignf(y, x);
 }
 
 PRESK_INLINE float presk_sigmoidf(float x) {
     double a = fabs((double)x);
-    a = a > 120.0 ? 120.0 : a; /* sigmoid(−120) rounds to 0 in f32 */
     double e = presk_exp_short(-a);
     float y = (float)((x < 0.0f ? e : 1.0) / (1.0 + e));
-    return x != x ? x : y; /* the argument's NaN, lanes or not */
+    y = a > 120.0 ? (x < 0.0f ? 0.0f : 1.0f) : y; /* sigmoid(−120) rounds to 0 in f32 */
+    return x != x ? x : y;
 }
 
 PRESK_INLINE float presk_erfcf(float x) {
     double e = presk_erfc_short(fabs((double)x));
-    return (float)(x < 0.0f ? 2.0 - e : e);
+    float y = (float)(x < 0.0f ? 2.0 - e : e);
+    return x != x ? x : y;
 }
 
 PRESK_INLINE float presk_erff(float x) {
     double a = fabs((double)x);
     double small = a * presk_horner(presk_erff_poly, 10, a * a);
     double big = 1.0 - presk_erfc_short(a);
-    return (float)copysign(a <= 1.0 ? small : big, (double)x);
+    float y = (float)copysign(a <= 1.0 ? small : big, (double)x);
+    return x != x ? x : y;
 }
 
 PRESK_INLINE float presk_sinf(float x) { return (float)presk_sin((double)x); }
