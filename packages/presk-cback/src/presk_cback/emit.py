@@ -80,21 +80,23 @@ PRESK_IEEE_MINMAX(presk_max, double, uint64_t, PRESK_GT, &)
 PRESK_IEEE_MINMAX(presk_min, double, uint64_t, PRESK_LT, |)
 PRESK_IEEE_MINMAX(presk_maxf, float, uint32_t, PRESK_GT, &)
 PRESK_IEEE_MINMAX(presk_minf, float, uint32_t, PRESK_LT, |)
-/* the same over 8 lanes (GCC vector types: the folds of 8 rows at once, presk_cback.strip) */
+/* the same over 8 lanes (GCC vector types: the folds of 8 rows at once, presk_cback.strip),
+ * as statements `acc = max(acc, x)`: a vector wider than the target's passed to or returned
+ * from a function would change the ABI (GCC's -Wpsabi) */
 typedef float presk_f32x8 __attribute__((vector_size(32)));
 typedef int32_t presk_i32x8 __attribute__((vector_size(32)));
 typedef double presk_f64x8 __attribute__((vector_size(64)));
 typedef int64_t presk_i64x8 __attribute__((vector_size(64)));
 #define PRESK_VSEL(m, x, y) (((m) & (x)) | (~(m) & (y)))
-#define PRESK_IEEE_VMINMAX(name, V, I, GT, BITOP) \
-static inline V name(V a, V b) { \
-    I ia = (I)a, ib = (I)b, out = ia BITOP ib; \
-    out = PRESK_VSEL((I)(b != b), ib, out); out = PRESK_VSEL((I)(a != a), ia, out); \
-    out = PRESK_VSEL((I)GT(b, a), ib, out); return (V)PRESK_VSEL((I)GT(a, b), ia, out); }
-PRESK_IEEE_VMINMAX(presk_max_x8, presk_f64x8, presk_i64x8, PRESK_GT, &)
-PRESK_IEEE_VMINMAX(presk_min_x8, presk_f64x8, presk_i64x8, PRESK_LT, |)
-PRESK_IEEE_VMINMAX(presk_maxf_x8, presk_f32x8, presk_i32x8, PRESK_GT, &)
-PRESK_IEEE_VMINMAX(presk_minf_x8, presk_f32x8, presk_i32x8, PRESK_LT, |)
+#define PRESK_IEEE_VSTEP(V, I, GT, BITOP, acc, x) do { \
+    const V a_ = (acc), b_ = (x); I ia_ = (I)a_, ib_ = (I)b_, o_ = ia_ BITOP ib_; \
+    o_ = PRESK_VSEL((I)(b_ != b_), ib_, o_); o_ = PRESK_VSEL((I)(a_ != a_), ia_, o_); \
+    o_ = PRESK_VSEL((I)GT(b_, a_), ib_, o_); (acc) = (V)PRESK_VSEL((I)GT(a_, b_), ia_, o_); \
+    } while (0)
+#define presk_max_x8(acc, x) PRESK_IEEE_VSTEP(presk_f64x8, presk_i64x8, PRESK_GT, &, acc, x)
+#define presk_min_x8(acc, x) PRESK_IEEE_VSTEP(presk_f64x8, presk_i64x8, PRESK_LT, |, acc, x)
+#define presk_maxf_x8(acc, x) PRESK_IEEE_VSTEP(presk_f32x8, presk_i32x8, PRESK_GT, &, acc, x)
+#define presk_minf_x8(acc, x) PRESK_IEEE_VSTEP(presk_f32x8, presk_i32x8, PRESK_LT, |, acc, x)
 #define PRESK_SELECT(T, name) static inline T name(int c, T a, T b) { return c ? a : b; }
 PRESK_SELECT(double, presk_select_f64)
 PRESK_SELECT(float, presk_select_f32)

@@ -291,10 +291,7 @@ class Strip:
             kc.emit(f"memcpy(&{acc}_v, {acc}, sizeof {acc}_v);", depth + 1)
             kc.emit(f"for (int64_t {v} = 1; {v} < {n}; {v}++) {{", depth + 1)
             kc.emit(f"const {vt} x = {{{lanes}}};", depth + 2)
-            kc.emit(
-                f"{acc}_v = {acc}_v + x;" if step == "+" else f"{acc}_v = {step}({acc}_v, x);",
-                depth + 2,
-            )
+            kc.emit(f"{acc}_v = {acc}_v + x;" if step == "+" else f"{step}({acc}_v, x);", depth + 2)
             kc.emit("}", depth + 1)
             kc.emit(f"memcpy({acc}, &{acc}_v, sizeof {acc}_v);", depth + 1)
             kc.emit("} else {", depth)
