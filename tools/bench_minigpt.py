@@ -22,6 +22,10 @@ stream, written into a temporary folder) in batches of B.
    elementwise kernels and reductions, the zeroing of the arena's temporaries, and the host
    (Python around the call: inputs in, outputs out). `--clock cpu` times each launch and the
    step by the thread's CPU clock instead, which other jobs on a loaded machine do not stop.
+   `--contractions` also lists the contractions by kernel and product: time, GFLOP/s, the
+   product as the GEMM sees it (m×n×k, batch, each operand's row and column strides: `A 1,384`
+   is A read down its columns, a transposed operand) and its path (`gemm`: packed, through
+   the generated GEMM; `nest`: the kernel's own loops).
 
 `--quick-init` draws θ's normals in doubles instead of 256 bits (QUICK_INIT), for both halves:
 at the course GPT's size (`--dims V=86,D=384,H=6,L=6,T=256,B=16`) the exact draw takes
