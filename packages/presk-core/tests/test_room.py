@@ -55,6 +55,26 @@ def test_a_tensor_too_large_for_the_address_space_is_e7011_not_an_abort(tmp_path
     assert "a tensor of 10000000 reals at 256 bits takes about 1." in done.stderr, done.stderr
 
 
+def test_an_argument_too_large_is_refused_before_it_is_drawn(tmp_path, monkeypatch, capsys):
+    """The fuzzer's `const D : nat = 1e8` in 03_attention.psk: three arguments of 10^8 reals,
+    each drawn (12 s of normals) before the room was measured, a hang at 10 s of CPU."""
+    from presk_cli.main import main
+    from presk_core import random as R
+
+    def normal(key, shape):
+        raise AssertionError(f"drawn: {shape}")
+
+    monkeypatch.setattr(room, "room", lambda: 200 << 20)
+    monkeypatch.setattr(R, "normal", normal)
+    (tmp_path / "m.psk").write_text(PROGRAM, encoding="utf-8")
+    monkeypatch.setenv("NO_COLOR", "1")
+    with pytest.raises(SystemExit) as done:
+        main(["run", str(tmp_path / "m.psk"), "--entry", "f"])
+    assert done.value.code == 1
+    err = capsys.readouterr().err
+    assert err.startswith("[E7011] Error: cannot synthesize `x`") and "10000000 reals" in err
+
+
 def test_the_estimate_covers_what_a_tensor_of_reals_measures():
     """The bytes of 200,000 reals made from doubles, measured by the growth of the address
     space, are under the estimate, and not far under (53 and 512 bits)."""

@@ -58,6 +58,22 @@ def test_a_syntax_error_on_a_long_line_is_quick_and_shows_a_window():
     assert max(len(line) for line in lines) < 300
 
 
+def test_a_syntax_error_in_a_file_above_the_probed_size_parses_it_once(monkeypatch):
+    """The fuzzer's check of a 600 kB line (`-> idx[8grad ][batch: B] uses Rand =, x, x, …`)
+    took 12 s of CPU: the file parsed three times, twice to try deleting a token. Above
+    PROBED_BYTES, no probe: one parse (each a few seconds at that size)."""
+    from presk_syntax import parse
+
+    calls = []
+    real_parse_tree = parse.parse_tree
+    monkeypatch.setattr(parse, "parse_tree", lambda data: calls.append(1) or real_parse_tree(data))
+    text = "fn pick(key : key) -> idx[8grad ][batch: 2] uses Rand =" + ", x" * 25_000 + "\n"
+    assert len(text) > parse.PROBED_BYTES
+    diag, _ = diagnostic(text)
+    assert diag.code == "E0011" and diag.message == "unexpected identifier `grad`"
+    assert len(calls) == 1
+
+
 def test_a_short_line_is_drawn_whole():
     _, shown = diagnostic(HEAD + "x +\n")
     assert "…" not in shown

@@ -12,6 +12,7 @@ argument's name; hyperparameters at their defaults.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -38,6 +39,7 @@ from presk_core import random as R
 from presk_core.interp import Interpreter, RunError
 from presk_core.ir import Function, Program
 from presk_core.reach import needed_dims, tree_dims
+from presk_core.room import make_room
 from presk_core.show import format_number, format_tensor, format_tree
 
 ENTRY = re.compile(r"^\s*([^\s{}.]+)\s*(?:\{([^}]*)\})?\s*(?:\.\s*([^\s{}.]+))?\s*$")
@@ -293,6 +295,8 @@ def _draw(entry: Entry, interp: Interpreter, root, name: str, t: Type, defaults:
             return tree
         case Real():
             shape = _prefix_shape(entry, t, name)
+            if math.prod(shape) <= R.MAX_ELEMENTS:  # else R.SizeError says it
+                make_room(shape, interp.bits)  # before the draw (10^8 normals: 12 s)
             return interp_real(R.normal(key, shape), interp.bits)
         case Idx(bound, _):
             return R.randint(key, bound.value(entry.dims), _prefix_shape(entry, t, name))

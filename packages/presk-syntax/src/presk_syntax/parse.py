@@ -200,7 +200,11 @@ def _first_culprit(tree: ts.Tree, data: bytes) -> _Culprit:
             and first_error_end is not None
             and leaf.start_byte >= first_error_end
         ):
-            if not _deletion_repairs(data, leaf) and _deletion_repairs(data, wrapped):
+            if (  # each probe parses the whole file again: not above PROBED_BYTES
+                len(data) <= PROBED_BYTES
+                and not _deletion_repairs(data, leaf)
+                and _deletion_repairs(data, wrapped)
+            ):
                 return _Culprit(wrapped, wrapped.start_byte, 0)  # a stray token, alone
             after = previous.next_parse_state if previous is not None else 0
             return _Culprit(leaf, leaf.start_byte, 0 if after in _NO_STATE else after)
