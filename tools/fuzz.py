@@ -1,7 +1,7 @@
 """The fuzzer of issue 16: bad input of every kind through presk, counted by class.
 
     .venv/bin/python tools/fuzz.py [--inputs 10000] [--seed 0] [--timeout 10] [--jobs 1]
-                                   [--save DIR]
+                                   [--save DIR] [--replay DIR]
 
 Inputs, all drawn from one seeded generator (tools/fuzz_cases.py, the whole list made up
 front):
@@ -31,7 +31,8 @@ alarm cannot reach is killed and restarted). Results are counted in the order of
 so the table is the same whatever the number of workers: the count by input class, then
 each distinct internal error, with how often and an example (the lowest input of its class;
 `--save DIR` writes every failing input there, to reproduce: a run or dump mutant is sent
-back as soon as it is drawn, so that a worker that dies still leaves it).
+back as soon as it is drawn, so that a worker that dies still leaves it; `--replay DIR`
+runs the inputs saved there again, under the same limits).
 
 `make fuzz` runs 10,000 inputs; tests/tools/test_fuzz.py runs a short seeded run.
 """
@@ -41,6 +42,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 import multiprocessing as mp
 import multiprocessing.connection
 import os
@@ -269,8 +271,9 @@ class Slot:
 
 
 def fuzz(n: int, seed: int, timeout: float = 10.0, only=CLASSES, save: str | None = None,
-         progress=None, jobs: int = 1) -> Tally:  # fmt: skip
-    """Run n seeded inputs in `jobs` workers; the counts by class, in the list's order."""
+         progress=None, jobs: int = 1, cases: list[Case] | None = None) -> Tally:  # fmt: skip
+    """Run n seeded inputs (or these `cases`) in `jobs` workers; the counts by class, in the
+    list's order."""
     top = tempfile.mkdtemp(prefix="presk-fuzz-")
     slots: list[Slot] = []
     try:
@@ -281,7 +284,8 @@ def fuzz(n: int, seed: int, timeout: float = 10.0, only=CLASSES, save: str | Non
             slots.append(Slot(str(folder)))
         documents = documents_of(slots[0].folder)
         _preload()  # imported once, before the workers fork: a restart costs nothing
-        cases = make_cases(n, seed, documents, tuple(only))
+        if cases is None:
+            cases = make_cases(n, seed, documents, tuple(only))
         tally = Tally()
         ctx = mp.get_context("fork")
         stuck = max(120, 12 * timeout)  # seconds of the clock: stuck where the alarm cannot reach
@@ -398,6 +402,29 @@ def _save(folder: str, i: int, case: Case) -> None:
     if case.stdin:
         (where / "stdin.msgpack").write_bytes(case.stdin)
     (where / "command.txt").write_text(" ".join([case.program, *case.argv]) + "\n")
+    (where / "argv.json").write_text(json.dumps([case.program, *case.argv]) + "\n")
+
+
+def saved(folder: str) -> list[Case]:
+    """The inputs that `--save` wrote to `folder`, to run again (`--replay`): each its
+    program, argv, files (put back where the argv names them) and stdin, as it failed."""
+    cases = []
+    for where in sorted(p for p in Path(folder).iterdir() if (p / "command.txt").exists()):
+        kind = where.name.split("-", 1)[1]
+        if (where / "argv.json").exists():
+            program, *argv = json.loads((where / "argv.json").read_text())
+        else:  # saved before argv.json: split at spaces
+            program, *argv = (where / "command.txt").read_text().split()
+        stdin = b""
+        files = {}
+        for f in sorted(where.iterdir()):
+            if f.name == "stdin.msgpack":
+                stdin = f.read_bytes()
+            elif f.name not in ("command.txt", "argv.json"):
+                at = next((a for a in argv if Path(a).name == f.name), f.name)
+                files[at] = f.read_bytes()
+        cases.append(Case(kind, program, argv, files, stdin))
+    return cases
 
 
 def _exits(codes: Counter) -> str:
@@ -431,6 +458,7 @@ def main() -> int:
     parser.add_argument("--only", default=",".join(CLASSES), help="Input classes, comma-separated.")
     parser.add_argument("--jobs", type=int, default=1, help="Worker processes.")
     parser.add_argument("--save", help="A folder for the failing inputs.")
+    parser.add_argument("--replay", help="Run the inputs saved in this folder again.")
     parser.add_argument("--every", type=int, default=1000, help="Print the table every N inputs.")
     args = parser.parse_args()
     only = tuple(c for c in args.only.split(",") if c)
@@ -444,12 +472,15 @@ def main() -> int:
             print(f"\rfuzz: {i}/{n} inputs, {time.monotonic() - started:.0f} s", end="",
                   file=sys.stderr, flush=True)  # fmt: skip
 
-    tally = fuzz(args.inputs, args.seed, args.timeout, only, args.save, progress, args.jobs)
+    cases = saved(args.replay) if args.replay else None
+    n = len(cases) if cases is not None else args.inputs
+    tally = fuzz(n, args.seed, args.timeout, only, args.save, progress, args.jobs, cases)
     print(file=sys.stderr)
     print(table(tally))
     print(
         f"\n{sum(tally.tried.values())} inputs in {time.monotonic() - started:.0f} s,"
-        f" seed {args.seed}, {args.jobs} job(s)"
+        f" {'replayed from ' + args.replay if args.replay else f'seed {args.seed}'},"
+        f" {args.jobs} job(s)"
     )
     return 1 if sum(tally.internal.values()) + sum(tally.hangs.values()) else 0
 

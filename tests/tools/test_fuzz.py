@@ -8,6 +8,7 @@ error elsewhere must be one the issue lists (KNOWN, in its words), else the test
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -88,7 +89,8 @@ def test_two_workers_count_what_one_counts():
 
 def test_a_worker_that_dies_on_a_run_leaves_its_mutant_saved(tmp_path, monkeypatch):
     """A run whose worker dies (as GMP's abort kills it, in C) is an internal error, the worker is
-    restarted for the next input, and the mutant that killed it is saved with its command."""
+    restarted for the next input, and the mutant that killed it is saved with its command,
+    to be run again (`--replay`)."""
     import os
     import signal
 
@@ -109,3 +111,10 @@ def test_a_worker_that_dies_on_a_run_leaves_its_mutant_saved(tmp_path, monkeypat
         command = (where / "command.txt").read_text()
         assert command.startswith("presk run ") and "fuzz_mutant.psk --entry" in command
         assert (where / "fuzz_mutant.psk").read_text(encoding="utf-8").strip()
+    again = fuzz.saved(str(tmp_path))  # `--replay`: the same inputs, the mutant in its place
+    assert [c.argv for c in again] == [
+        json.loads((where / "argv.json").read_text())[1:] for where in saved
+    ]
+    for case in again:
+        (name,) = case.files
+        assert name == case.argv[1] and name.endswith("/fuzz_mutant.psk")
