@@ -34,7 +34,7 @@ grammar:
 # class. Not in `make test`, which runs a short seeded run (tests/tools/test_fuzz.py).
 FUZZ_INPUTS ?= 10000
 fuzz: setup
-	$(PY) tools/fuzz.py --inputs $(FUZZ_INPUTS) --seed 0
+	$(PY) tools/fuzz.py --inputs $(FUZZ_INPUTS) --seed 0 --jobs 2
 
 bench: setup
 	$(PY) tools/bench_startup.py
