@@ -271,9 +271,10 @@ class Slot:
 
 
 def fuzz(n: int, seed: int, timeout: float = 10.0, only=CLASSES, save: str | None = None,
-         progress=None, jobs: int = 1, cases: list[Case] | None = None) -> Tally:  # fmt: skip
-    """Run n seeded inputs (or these `cases`) in `jobs` workers; the counts by class, in the
-    list's order."""
+         progress=None, jobs: int = 1, cases: list[Case] | None = None,
+         start: int = 0) -> Tally:  # fmt: skip
+    """Run n seeded inputs from the `start`-th on (or these `cases`) in `jobs` workers; the
+    counts by class, in the list's order."""
     top = tempfile.mkdtemp(prefix="presk-fuzz-")
     slots: list[Slot] = []
     try:
@@ -285,7 +286,7 @@ def fuzz(n: int, seed: int, timeout: float = 10.0, only=CLASSES, save: str | Non
         documents = documents_of(slots[0].folder)
         _preload()  # imported once, before the workers fork: a restart costs nothing
         if cases is None:
-            cases = make_cases(n, seed, documents, tuple(only))
+            cases = make_cases(n, seed, documents, tuple(only))[start:]
         tally = Tally()
         ctx = mp.get_context("fork")
         stuck = max(120, 12 * timeout)  # seconds of the clock: stuck where the alarm cannot reach
@@ -460,6 +461,12 @@ def main() -> int:
     parser.add_argument("--save", help="A folder for the failing inputs.")
     parser.add_argument("--replay", help="Run the inputs saved in this folder again.")
     parser.add_argument("--every", type=int, default=1000, help="Print the table every N inputs.")
+    parser.add_argument(
+        "--start",
+        type=int,
+        default=0,
+        help="Skip the first K of the seeded inputs (a resumed run).",
+    )
     args = parser.parse_args()
     only = tuple(c for c in args.only.split(",") if c)
     started = time.monotonic()
@@ -474,12 +481,15 @@ def main() -> int:
 
     cases = saved(args.replay) if args.replay else None
     n = len(cases) if cases is not None else args.inputs
-    tally = fuzz(n, args.seed, args.timeout, only, args.save, progress, args.jobs, cases)
+    tally = fuzz(
+        n, args.seed, args.timeout, only, args.save, progress, args.jobs, cases, args.start
+    )
     print(file=sys.stderr)
     print(table(tally))
     print(
         f"\n{sum(tally.tried.values())} inputs in {time.monotonic() - started:.0f} s,"
         f" {'replayed from ' + args.replay if args.replay else f'seed {args.seed}'},"
+        f"{f' from input {args.start},' if args.start else ''}"
         f" {args.jobs} job(s)"
     )
     return 1 if sum(tally.internal.values()) + sum(tally.hangs.values()) else 0
