@@ -17,18 +17,10 @@ from presk_cback.written import used
 from presk_kernel.fuse import fuse
 from presk_kernel.interp import run_schedule
 from presk_kernel.ir import (
-    Affine,
     Arg,
-    Axis,
-    Buffer,
     HostBuffer,
-    Kernel,
     Launch,
-    Load,
-    Loop,
-    Op,
     Schedule,
-    Store,
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "presk-kernel" / "tests"))
@@ -71,18 +63,8 @@ def check_disjoint(schedule: Schedule, offsets: dict[int, int]) -> None:
                 assert sa + nbytes(a) <= sb or sb + nbytes(b) <= sa, (a.name, b.name)
 
 
-def test_a_shared_temporary_is_zeroed_at_its_first_launch():
-    vec = (Axis(None, 4),)
-    i = Affine.var("i0")
-
-    def kernel(name, body):
-        ins, outs = (Buffer(0, "f64", vec),), (Buffer(1, "f64", vec),)
-        return Kernel(name=name, site=f"t/{name}", inputs=ins, outputs=outs, body=body)
-
-    acc = kernel(
-        "acc", (Loop("i0", None, 4, (Store(1, (i,), Op("add", (Load(1, (i,)), Load(0, (i,))))),)),)
-    )
-    copy = kernel("copy", (Loop("i0", None, 4, (Store(1, (i,), Load(0, (i,))),)),))
+def test_a_shared_temporary_is_zeroed_at_its_first_launch(acc_and_copy):
+    vec, acc, copy = acc_and_copy
     buffers = tuple(HostBuffer(j, "f64", vec, n, r) for j, n, r in [
         (0, "x", "input"), (1, "a", "output"), (2, "b", "output"), (3, "t1", "temp"),
         (4, "t2", "temp"),

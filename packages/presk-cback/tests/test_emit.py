@@ -30,7 +30,6 @@ from presk_kernel.ir import (
     Layout,
     Load,
     Loop,
-    Op,
     Reduce,
     Schedule,
     Store,
@@ -174,18 +173,8 @@ def test_buffers_written_whole_need_no_zeroing(case):
     assert same_bits(entry.run(args), run_schedule(fused, args))
 
 
-def test_only_buffers_read_before_written_whole_are_zeroed():
-    vec = (Axis(None, 4),)
-    i = Affine.var("i0")
-
-    def kernel(name, body):
-        ins, outs = (Buffer(0, "f64", vec),), (Buffer(1, "f64", vec),)
-        return Kernel(name=name, site=f"t/{name}", inputs=ins, outputs=outs, body=body)
-
-    acc = kernel(
-        "acc", (Loop("i0", None, 4, (Store(1, (i,), Op("add", (Load(1, (i,)), Load(0, (i,))))),)),)
-    )
-    copy = kernel("copy", (Loop("i0", None, 4, (Store(1, (i,), Load(0, (i,))),)),))
+def test_only_buffers_read_before_written_whole_are_zeroed(acc_and_copy):
+    vec, acc, copy = acc_and_copy
     buffers = tuple(HostBuffer(j, "f64", vec, n, r) for j, n, r in [
         (0, "x", "input"), (1, "sum", "output"), (2, "y", "output"), (3, "gone", "temporary")
     ])  # fmt: skip
