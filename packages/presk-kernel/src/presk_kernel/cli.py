@@ -2,9 +2,9 @@
 fusion groups and the launches they remove, and the kernels it launches.
 
 Both lower the entry named by `--entry` at the dimensions of `--dim`, as `presk run`
-takes them (its inputs synthesized from seed 0: their values give the shapes of θ), in
-the realization `--realize` (f64 by default). The context carries them in `ctx.options`
-(`entry`, `dims`, `file`, `realize`).
+takes them, from the core document alone (the shapes of θ from the program's layouts, no
+interpreter run), in the realization `--realize` (f64 by default). The context carries
+them in `ctx.options` (`entry`, `dims`, `realize`).
 """
 
 from __future__ import annotations
@@ -21,9 +21,7 @@ def _error(code: str, message: str) -> DiagnosticError:
 
 def entry_schedule(core, ctx) -> Schedule:
     """The schedule of the entry in `ctx.options`, before fusion."""
-    from presk_core.interp import Interpreter, RunError
-    from presk_core.run import EntryError, parse_entry, synthesize
-    from presk_types.elab import load_program
+    from presk_core.run import EntryError, parse_entry
 
     from presk_kernel.lower import LowerError, lower_entry
 
@@ -32,16 +30,11 @@ def entry_schedule(core, ctx) -> Schedule:
     if not entry:
         raise _error("E7001", "`presk dump --stage sched|kernel` needs an entry: give `--entry F`")
     try:
-        elab = load_program(options["file"], ctx.consts, ctx.sources)
-        e = parse_entry(entry, core, elab, dict(options.get("dims", {})))
-        interp = Interpreter(core, 53)  # the inputs give shapes only
-        args = [v for _, _, v in synthesize(e, interp, 0)]
+        e = parse_entry(entry, core, None, dict(options.get("dims", {})))
         dims = dict(e.dims) | dict(e.prefix)
-        return lower_entry(core, e.function.name, dims, args, options.get("realize", "f64"))
+        return lower_entry(core, e.function.name, dims, None, options.get("realize", "f64"))
     except EntryError as err:
         raise _error("E7001", str(err)) from None
-    except RunError as err:
-        raise _error(err.code, str(err)) from None
     except LowerError as err:
         raise _error(err.code, f"cannot lower `{entry}` to kernels: {err}") from None
 

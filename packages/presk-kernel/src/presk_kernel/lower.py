@@ -22,8 +22,23 @@ from presk_core.ir import Function, Instr, Lit, Program, Value
 from presk_core.specialize import SpecializeError, specialize
 from presk_core.trees import record, under
 from presk_types.ops import OPS
+from presk_types.presburger import Lin
 from presk_types.shapes import alignment
-from presk_types.types import SCALAR, Bool, Idx, Real, Shape, Type, shape_of
+from presk_types.types import (
+    SCALAR,
+    Bool,
+    Idx,
+    KeyT,
+    Machine,
+    ParamsT,
+    Real,
+    Shape,
+    TupleT,
+    Type,
+    shape_of,
+    subst,
+    subst_lin,
+)
 
 from presk_kernel import nests as N
 from presk_kernel.ir import (
@@ -357,30 +372,75 @@ HOST: dict[str, Callable] = {
 # ---- the entry ---------------------------------------------------------------------------
 
 
-def _inputs(lw: Lowering, name: str, t: Type, value: object) -> object:
-    """Host buffers for an argument of the entry, at the shapes of its data."""
-    match value:
-        case dict():
+NO_VALUE = object()
+"""An argument lowered from its type alone (`lower_entry` without `args`)."""
+
+
+def tree_shapes(program: Program, t: ParamsT) -> dict[str, tuple[int, ...]]:
+    """The leaves of a tree of type `params M{…}` as their paths and shapes, from the
+    program's layout of M (`Program.layouts`): a leaf's stacks' counts, then its axes."""
+    inst = t.instance
+    if inst.stack is not None:
+        raise LowerError(f"`{t}`: a stacked tree as an argument of the entry")
+    layout = program.layout(inst.module)
+    if layout is None:
+        raise LowerError(f"`{t}`: the core document has no layout of `{inst.name}`")
+    values = {d: Lin.const(a.value({})) for d, a in zip(layout.dims, inst.args, strict=True)}
+    out: dict[str, tuple[int, ...]] = {}
+    for leaf in layout.leaves:
+        counts = [subst_lin(c, values) for _, c in leaf.stack]
+        if any(not c.is_const for c in counts):
+            raise LowerError(f"`{t}`: the stack of `{leaf.path}` has no static count")
+        lead = tuple(c.constant for c in counts)
+        out[leaf.path] = lead + tuple(a.length for a in axes_of(subst(leaf.type, values)))
+    return out
+
+
+def _inputs(lw: Lowering, name: str, t: Type, value: object, defaults: dict) -> object:
+    """Host buffers for an argument of the entry, at the shapes of its type (a tree's from
+    the program's layout of its module); a hyperparameter is its value when the run gives
+    one, else its default. A given value of another shape is an error."""
+    match t:
+        case ParamsT():
+            shapes = tree_shapes(lw.program, t)
+            if value is not NO_VALUE:
+                given = {k: tuple(np.shape(v)) for k, v in value.items()}
+                if given != shapes:
+                    raise LowerError(f"`{name}`: a tree of shapes {given}, not `{t}`'s {shapes}")
             return {
-                k: lw.alloc(
-                    tuple(Axis(None, n) for n in np.shape(v)),
-                    lw.realize,
-                    f"{name}.{k}",
-                    "input",
-                )
-                for k, v in value.items()
+                k: lw.alloc(tuple(Axis(None, n) for n in s), lw.realize, f"{name}.{k}", "input")
+                for k, s in shapes.items()
             }
-        case tuple():
-            types = getattr(t, "elements", (None,) * len(value))
+        case TupleT(elements):
+            parts = (NO_VALUE,) * len(elements) if value is NO_VALUE else value
             return tuple(
-                _inputs(lw, f"{name}.{i}", e, v)
-                for i, (e, v) in enumerate(zip(types, value, strict=True))
+                _inputs(lw, f"{name}.{i}", e, v, defaults)
+                for i, (e, v) in enumerate(zip(elements, parts, strict=True))
             )
-    if isinstance(t, Real | Idx | Bool):
-        return lw.alloc(axes_of(t), lw.dtype_of(t), name, "input")
-    if isinstance(value, int | float) or type(value).__name__ == "mpfr":
-        return Known(str(Fraction(float(value))) if not isinstance(value, int) else str(value))
+        case Real() | Idx() | Bool():
+            axes = axes_of(t)
+            if value is not NO_VALUE and tuple(np.shape(value)) != tuple(a.length for a in axes):
+                raise LowerError(f"`{name}`: data of shape {np.shape(value)}, not `{t}`")
+            return lw.alloc(axes, lw.dtype_of(t), name, "input")
+        case Machine():
+            if value is NO_VALUE:
+                if name not in defaults:
+                    raise LowerError(f"`{name}`: a hyperparameter `{t}` needs a value or a default")
+                text = defaults[name]
+                value = float(Fraction(text)) if t.name == "f64" else int(text)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return Known(str(value))
+            return Known(str(Fraction(float(value))))
+        case KeyT():  # the host's: no kernel reads a key (random operations are not lowered)
+            return HostKey(name) if value is NO_VALUE else tuple(Known(str(w)) for w in value)
     raise LowerError(f"`{name}` of type `{t}` is not an input a kernel can read")
+
+
+@dataclass(frozen=True, slots=True)
+class HostKey:
+    """A key argument of an entry lowered without its value."""
+
+    name: str
 
 
 def leaves(value: object) -> list[Tensor]:
@@ -408,17 +468,30 @@ def argument_leaves(args: list) -> list:
 
 
 def lower_entry(
-    program: Program, entry: str, dims: dict[str, int], args: list, realize: str = "f64"
+    program: Program,
+    entry: str,
+    dims: dict[str, int],
+    args: list | None = None,
+    realize: str = "f64",
 ) -> Schedule:
-    """The kernels `entry` launches at `dims`, with `args` the run's inputs (their values
-    give the shapes of parameter trees); `realize` the type of every real (f64, f32, bf16)."""
+    """The kernels `entry` launches at `dims`, from the core document alone: the inputs'
+    shapes from their types at `dims` (a parameter tree's from the program's layout of its
+    module), a hyperparameter at its default. `args`, the run's inputs when the caller has
+    them, give the hyperparameters' values and are checked against those shapes.
+    `realize` is the type of every real (f64, f32, bf16)."""
     try:
         spec = specialize(program, entry, dims)
     except SpecializeError as e:
         raise LowerError(str(e)) from None
     fn = spec.functions[0]
     lw = Lowering(spec, realize)
-    values = [_inputs(lw, str(p), p.type, a) for p, a in zip(fn.params, args, strict=True)]
+    given = [NO_VALUE] * len(fn.params) if args is None else list(args)
+    if len(given) != len(fn.params):
+        raise LowerError(f"`{entry}` takes {len(fn.params)} arguments, not {len(given)}")
+    defaults = dict(fn.defaults)
+    values = [
+        _inputs(lw, str(p), p.type, a, defaults) for p, a in zip(fn.params, given, strict=True)
+    ]
     inputs = [t.buf for t in leaves(values)]
     result = lw.call(fn, values)
     outs = leaves(result)
@@ -450,6 +523,7 @@ __all__ = [
     "Tensor",
     "leaves",
     "lower_entry",
+    "tree_shapes",
 ]
 
 from presk_kernel.moves import MOVES  # noqa: E402  (the rules use the classes above)
