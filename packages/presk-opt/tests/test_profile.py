@@ -134,3 +134,14 @@ def test_train_opt_profile_logs_and_writes_the_same(tmp_path: Path) -> None:
     assert plain.stdout.splitlines()[:2] == opt.stdout.splitlines()[:2]
     assert (tmp_path / "a/final.psk.d").read_bytes() == (tmp_path / "b/final.psk.d").read_bytes()
     assert opt.stderr.splitlines()[0].endswith(f"(roofline, {_profile().label()})")
+
+
+@pytest.mark.parametrize("backend", ["interp", "native"])
+def test_train_opt_with_an_unusable_profile_is_E9002(tmp_path: Path, backend: str) -> None:
+    """Issue 27: the step's rewriting read the profile inside the training, and E9002
+    escaped as an internal error (exit 0 after `presk: internal error`)."""
+    (tmp_path / "p.json").write_text("{}")
+    r = _presk("train", "tutorial/07_train.psk", "--steps", "1", "--ckpt", str(tmp_path / "c"),
+               "--opt", "--profile", str(tmp_path / "p.json"), "--backend", backend)  # fmt: skip
+    assert r.returncode == 1 and "[E9002] Error: " in r.stderr, r.stderr
+    assert "internal error" not in r.stderr and not (tmp_path / "c" / "final.psk.d").exists()

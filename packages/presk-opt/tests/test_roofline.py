@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from presk_kernel.ir import Affine, Axis, Buffer, Const, Kernel, Load, Loop, Op, Reduce, Store
 from presk_opt import roofline as R
 
@@ -95,6 +97,75 @@ def test_a_bad_profile_says_why(tmp_path: Path, text: str, why: str) -> None:
     path.write_text(text)
     with pytest.raises(R.ProfileError, match=re.escape(why)):
         R.read(str(path))
+
+
+def _patched(where: str, key: str, value) -> str:
+    doc = json.loads(_profile().to_json())
+    (doc["samples"][0] if where == "sample" else doc[where])[key] = value
+    return json.dumps(doc)
+
+
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        (_patched("sample", "operations", 1e309), "`operations` is not a natural number"),
+        (_patched("sample", "work", 1.5), "`work` is not a natural number"),
+        (_patched("sample", "bytes", -8), "`bytes` is not a natural number"),
+        (_patched("sample", "calls", True), "`calls` is not a natural number"),
+        (_patched("sample", "us", 1e309), "`us` is not a finite number"),
+        (_patched("sample", "us", 10**400), "`us` is out of the double range"),
+        (_patched("sample", "kernel", 5), "`kernel` is not a string"),
+        (_patched("fit", "pi", 1e309), "`pi` is not a finite number"),
+        (_patched("fit", "beta", float("nan")), "`beta` is not a finite number"),
+        (_patched("fit", "lambda", "0"), "`lambda` is not a number"),
+        (
+            '{"presk_profile": 1, "machine": {"os": "", "arch": "", "cpu": "", "type": ""},'
+            ' "samples": [1], "fit": null}',
+            "a sample is not a map",
+        ),
+        (
+            '{"presk_profile": 1, "machine": {"os": "", "arch": "", "cpu": "", "type": ""},'
+            ' "samples": {}, "fit": null}',
+            "`samples` is not a list",
+        ),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ],
+)
+def test_a_profile_of_unusable_numbers_says_why(tmp_path: Path, text: str, why: str) -> None:
+    """Issue 27: reals of 1e309 were an OverflowError; every field is checked for its kind."""
+    path = tmp_path / "p.json"
+    path.write_text(text)
+    with pytest.raises(R.ProfileError, match=re.escape(why)):
+        R.read(str(path))
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(("sample", "fit", "machine", "top")), st.text(max_size=10), JSON)
+def test_a_profile_with_any_field_replaced_is_read_or_refused(where, key, value) -> None:
+    """Any field of a profile given any JSON value: read, or a ProfileError, never another
+    exception."""
+    import tempfile
+
+    doc = json.loads(_profile().to_json())
+    keys = {"sample": doc["samples"][0], "fit": doc["fit"], "machine": doc["machine"], "top": doc}
+    target = keys[where]
+    target[key if key else next(iter(target))] = value
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "p.json"
+        path.write_text(json.dumps(doc))
+        try:
+            R.read(str(path))
+        except R.ProfileError:
+            pass
 
 
 def _bench(*args: str) -> subprocess.CompletedProcess:

@@ -212,11 +212,12 @@ def _dims(values: tuple[str, ...]) -> dict[str, int]:
     out: dict[str, int] = {}
     for item in values:
         name, eq, value = item.partition("=")
-        if not eq or not name.strip() or not value.strip().isdigit():
+        digits = value.strip()  # ASCII only: str.isdigit takes `²`, and int() reads `١` as 1
+        if not eq or not name.strip() or not (digits.isascii() and digits.isdigit()):
             raise click.BadParameter(
                 f"`{item}` is not NAME=N (N a natural number)", param_hint="--dim"
             )
-        out[name.strip()] = int(value)
+        out[name.strip()] = int(digits)
     return out
 
 
@@ -434,6 +435,8 @@ def train(
         sys.exit(130)
     except NativeError as e:
         native_fail(e, sources)
+    except DiagnosticError as e:  # the step's passes: `--opt --profile`'s E9002
+        _fail(e, sources)
     except (TrainError, ADError, RunError, EntryError) as e:
         emit([Diagnostic("E7008", Severity.ERROR, f"training stopped: {e}")], sources)
         sys.exit(1)

@@ -240,6 +240,8 @@ def read(path: str) -> Profile:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
         raise ProfileError(f"`{path}` is not JSON: {e}") from None
+    except RecursionError:
+        raise ProfileError(f"`{path}` is nested too deeply to be a profile") from None
     if not isinstance(doc, dict) or doc.get("presk_profile") != VERSION:
         raise ProfileError(
             f"`{path}` is not a presk machine profile (version {VERSION}): "
@@ -249,24 +251,28 @@ def read(path: str) -> Profile:
         m = doc["machine"]
         if not all(isinstance(m[k], str) for k in ("os", "arch", "cpu", "type")):
             raise TypeError("a field of `machine` is not a string")
+        if not isinstance(doc["samples"], list):
+            raise TypeError("`samples` is not a list")
         samples = [
             Sample(
-                str(s["kernel"]),
-                str(s["site"]),
-                int(s["operations"]),
-                int(s["work"]),
-                int(s["bytes"]),
-                float(s["us"]),
-                int(s["calls"]),
-                str(s["source"]),
-                str(s["digest"]),
+                _text(s, "kernel"),
+                _text(s, "site"),
+                _count(s, "operations"),
+                _count(s, "work"),
+                _count(s, "bytes"),
+                _real(s, "us"),
+                _count(s, "calls"),
+                _text(s, "source"),
+                _text(s, "digest"),
             )
             for s in doc["samples"]
         ]
         f = doc["fit"]
         roof = None
         if f is not None:
-            roof = Roofline(float(f["pi"]), float(f["beta"]), float(f["lambda"]))
+            if not isinstance(f, dict):
+                raise TypeError("`fit` is not a map")
+            roof = Roofline(_real(f, "pi"), _real(f, "beta"), _real(f, "lambda"))
             if not (roof.pi > 0 and roof.beta > 0 and roof.lam >= 0):
                 raise ValueError("π and β must be positive, λ not negative")
     except (KeyError, TypeError, ValueError) as e:
@@ -275,6 +281,41 @@ def read(path: str) -> Profile:
     if any(s.us <= 0 or s.work < 0 or s.bytes < 0 for s in samples):
         raise ProfileError(f"`{path}` is a malformed profile: a sample's time is not positive")
     return Profile(m, samples, roof)
+
+
+def _field(record, name: str):
+    if not isinstance(record, dict):
+        raise TypeError("a sample is not a map")
+    return record[name]
+
+
+def _text(record, name: str) -> str:
+    value = _field(record, name)
+    if not isinstance(value, str):
+        raise TypeError(f"`{name}` is not a string")
+    return value
+
+
+def _count(record, name: str) -> int:
+    """A natural number written as a JSON integer (not 1.5, not 1e309, not true)."""
+    value = _field(record, name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"`{name}` is not a natural number: {str(value)[:40]}")
+    return value
+
+
+def _real(record, name: str) -> float:
+    """A finite real: JSON's 1e309 reads as infinity, and NaN is no time or rate."""
+    value = _field(record, name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"`{name}` is not a number")
+    try:
+        value = float(value)
+    except OverflowError:  # an integer of 400 digits
+        raise ValueError(f"`{name}` is out of the double range") from None
+    if not math.isfinite(value):
+        raise ValueError(f"`{name}` is not a finite number (1e309 is out of the double range)")
+    return value
 
 
 # ---- printing ------------------------------------------------------------------------------
