@@ -16,7 +16,7 @@ from presk_core.specialize import SpecializeError, has_prefix, specialize
 from presk_types.elab import load_program
 from presk_types.types import ParamsT, TupleT, shape_of
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 TINY = {"V": "64", "D": "16", "H": "2", "L": "2"}
 
 # (file, constants, entry as --entry, dims as --dim): the entries tests/run runs.

@@ -16,7 +16,7 @@ from presk_types.elab import load_program
 from presk_types.ops import ADJOINT_OPS, OPS
 from presk_types.rules import PRIMITIVES
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 PRESK = [sys.executable, "-m", "presk_cli.main"]
 
 TOWER = '''class Tower(nn.Module):

@@ -13,7 +13,7 @@ from presk_opt import roofline as R
 from presk_opt.optimize import optimize
 from presk_opt.price import RooflinePrices, Sizes, predicted, roofline_model
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 PRESK = ROOT / ".venv" / "bin" / "presk"
 ROOF = R.Roofline(1e9, 1e10, 0.1e-6)
 

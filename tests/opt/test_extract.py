@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 PRESK = ROOT / ".venv" / "bin" / "presk"
 TINY = ["--const", "V=64", "--const", "D=16", "--const", "H=2", "--const", "L=2"]
 

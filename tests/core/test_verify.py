@@ -29,7 +29,7 @@ from presk_types.ops import OPS
 from presk_types.rules import PRIMITIVES
 from presk_types.types import SCALAR, Real
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 PROGRAMS = sorted(
     str(p.relative_to(ROOT))
     for p in [*ROOT.glob("tutorial/*.psk"), *ROOT.glob("tests/examples/*/*.psk")]

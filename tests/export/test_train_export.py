@@ -22,7 +22,7 @@ from presk_export.train_export import train_steps
 from presk_syntax.diagnostics import DiagnosticError
 from presk_types.elab import load_program
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 PRESK = [sys.executable, "-m", "presk_cli.main"]
 TINY = {"V": "64", "D": "16", "H": "2", "L": "2"}
 HAS_TORCH = importlib.util.find_spec("torch") is not None

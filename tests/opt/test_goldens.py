@@ -13,7 +13,7 @@ from presk_core.passes import Context, run_pipeline
 from presk_core.run import run_entry
 from presk_opt.optimize import optimize
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 PRESK = ROOT / ".venv" / "bin" / "presk"
 TINY = {"V": "64", "D": "16", "H": "2", "L": "2"}
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 from presk_core.data import read_reals
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 PRESK = ROOT / ".venv" / "bin" / "presk"
 
 
