@@ -35,7 +35,7 @@ from presk_kernel.ir import (
     Store,
     Var,
 )
-from presk_kernel.layout import check_layout, parallel_loops
+from presk_kernel.layout import check_layout, parallel_loops, with_gemm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "presk-kernel" / "tests"))
 from kernel_entries import ENTRIES, MINIGPT, lowered  # noqa: E402
@@ -208,7 +208,8 @@ def packed(schedule: Schedule) -> Schedule:
 
     def pack(k: Kernel) -> Layout:
         g = contraction(k)
-        return k.layout if g is None else dataclasses.replace(k.layout, pack=(g.a, g.b))
+        layout = k.layout if g is None else dataclasses.replace(k.layout, pack=(g.a, g.b))
+        return with_gemm(k, layout)
 
     return relayout(schedule, pack)
 
@@ -255,6 +256,7 @@ def batched_contraction(nb: int, m: int, k: int, n: int, dtype: str) -> Schedule
         dtype,
         Layout(order=("b", "i", "j"), pack=(0, 1), split="b", threads=2),
     )
+    kern = dataclasses.replace(kern, layout=with_gemm(kern, kern.layout))
     bufs = (
         HostBuffer(0, dtype, ax(nb, m, k), "x", "input"),
         HostBuffer(1, dtype, ax(n, k), "w", "input"),
@@ -272,7 +274,7 @@ def test_a_batched_contraction_with_a_transposed_operand(dtype):
     assert g.m.extent == 3 * 37 and g.batch == ()
     rng = np.random.default_rng(5)
     args = [rng.standard_normal((3, 37, 401)), rng.standard_normal((29, 401))]
-    loops = relayout(s, lambda k: dataclasses.replace(k.layout, pack=()))
+    loops = relayout(s, lambda k: dataclasses.replace(k.layout, pack=(), gemm=None))
     assert "presk_gemm" in entry_source(s) and "presk_gemm" not in entry_source(loops)
     got = NativeEntry(s).run(args)
     assert same_bits(got, NativeEntry(loops).run(args))

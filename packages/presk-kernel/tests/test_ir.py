@@ -16,6 +16,7 @@ from presk_kernel.ir import (
     Axis,
     Buffer,
     Const,
+    Gemm,
     HostBuffer,
     Index,
     Kernel,
@@ -34,6 +35,7 @@ from presk_kernel.ir import (
 )
 from presk_syntax.codec import DocumentError, dump_document
 
+GEMM = Gemm(0, 1, 2, "i0", "i1", "i2", 2, 3, 4, (("i3", 5),), ((("i0", 4),), (), ()), (0, 1, 2))
 Q = Buffer(0, "f64", (Axis("batch", 1), Axis("heads", 2), Axis("seq", 3), Axis("hd", 4)))
 
 
@@ -79,7 +81,7 @@ def every_node() -> Schedule:
         (out,),
         body,
         "f32",
-        Layout(("i0",), (("i0", 2),), "i0", 8, "i0", 2, (0,)),
+        Layout(("i0",), (("i0", 2),), "i0", 8, "i0", 2, (0,), GEMM),
         ("f/%2", "f/%3"),
     )
     gather = Store(2, (Op("pow", (Load(1, (Affine.constant(1),)),), 1),), Const(True, "bool"))

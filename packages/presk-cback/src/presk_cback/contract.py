@@ -1,128 +1,23 @@
-"""Contractions among kernels: a kernel that is a (batched) GEMM, found from its data, so
-that the emitter can call the generated GEMM (presk_cback.gemm) when the kernel's layout
-packs its operands. The fold is the same (fma in increasing k from the first product), so
-the bits are the same as the loops'."""
+"""Contractions among kernels: their recognition lives in presk-kernel (presk_kernel.contract),
+where the `layout` pass records a contraction's GEMM statement on its layout; the names stay
+importable from here, their former home."""
 
-from __future__ import annotations
+from presk_kernel.contract import (
+    Contraction,
+    as_gemm,
+    contraction,
+    flatten,
+    linear,
+    perfect_nest,
+    recognize,
+)
 
-import dataclasses
-import itertools
-import math
-from dataclasses import dataclass
-
-from presk_kernel.ir import Affine, Buffer, Kernel, Load, Loop, Reduce, Store, Var
-from presk_kernel.layout import parallel_loops
-
-
-def perfect_nest(k: Kernel) -> list[Loop]:
-    """The outer perfect nest's parallel loops (a serial loop and what it holds keep their
-    order: they are body, not layout)."""
-    return list(itertools.takewhile(lambda lp: not lp.serial, parallel_loops(k)))
-
-
-def linear(b: Buffer, index: tuple) -> tuple[dict[str, int], int] | None:
-    """An affine index as one offset into the row-major buffer: (coefficient per loop
-    variable, constant), or None for a gather."""
-    if len(index) != len(b.axes) or not all(isinstance(i, Affine) for i in index):
-        return None
-    coefs: dict[str, int] = {}
-    const, stride = 0, 1
-    for ax in reversed(range(len(b.axes))):
-        for v, c in index[ax].terms:
-            coefs[v] = coefs.get(v, 0) + c * stride
-        const += index[ax].const * stride
-        stride *= b.axes[ax].length
-    return {v: c for v, c in coefs.items() if c}, const
-
-
-@dataclass(frozen=True)
-class Contraction:
-    """A kernel that is a (batched) GEMM: C[m, n] = fold fma over k of A[m, k]·B[k, n]."""
-
-    a: int
-    b: int
-    c: int
-    m: Loop
-    n: Loop
-    k: int
-    kvar: str
-    batch: tuple[Loop, ...]
-    coefs: tuple[dict[str, int], dict[str, int], dict[str, int]]  # of A, B, C
-    consts: tuple[int, int, int]
-
-
-def flatten(coefs: dict[str, int], fold: tuple) -> dict[str, int] | None:
-    """An operand's coefficients with the fold's variables (row-major, outermost first) as
-    one, the innermost's, running over all their points in the fold's order: when each
-    variable's stride is the next one's times its extent (`x[b, s, i]` summed over b then s
-    is one run of stride I over B·S terms). None when they do not chain so."""
-    step = coefs.get(fold[-1][0], 0)
-    expect = step
-    for v, _, n in reversed(fold):
-        if not step or coefs.get(v, 0) != expect:
-            return None
-        expect *= n
-    out = {v: c for v, c in coefs.items() if v not in {f[0] for f in fold}}
-    out[fold[-1][0]] = step
-    return out
-
-
-def _merge_rows(m: Loop, batch: tuple, ca: dict, cb: dict, cc: dict) -> tuple[Loop, tuple]:
-    """Batch loops whose strides continue m's in A and C (and that B does not see) made part
-    of m: `x[b, s, i]·W[i, o]` is one GEMM of B·S rows, not B of S. Rows are independent
-    outputs, so the bits are the same."""
-    extent, merged = m.extent, set()
-    for lp in reversed(batch):
-        if cb.get(lp.var, 0) or ca.get(lp.var) != ca[m.var] * extent:
-            break
-        if cc.get(lp.var) != cc[m.var] * extent:
-            break
-        extent *= lp.extent
-        merged.add(lp.var)
-    if not merged:
-        return m, batch
-    return dataclasses.replace(m, extent=extent), tuple(lp for lp in batch if lp.var not in merged)
-
-
-def contraction(k: Kernel) -> Contraction | None:
-    """The kernel as a GEMM call, when it is one: a perfect nest whose body folds fma over
-    one variable — or several that chain into one run in both operands (`flatten`) — of two
-    affine loads and stores the fold, C contiguous along n. The GEMM's k runs over the
-    fold's points in its order, so the fold is the same."""
-    loops = perfect_nest(k)
-    body = loops[-1].body if len(loops) >= 2 else ()
-    if len(body) != 2 or not isinstance(body[0], Reduce) or not isinstance(body[1], Store):
-        return None
-    r, st = body
-    if r.op != "fma" or not r.vars or r.body or st.expr != Var(r.acc):
-        return None
-    if not all(isinstance(t, Load) for t in r.terms):
-        return None
-    kv, kn = r.vars[-1][0], math.prod(n for _, _, n in r.vars)
-    folded = {v for v, _, _ in r.vars}
-    dt = k.compute
-    bufs = k.buffers
-    if dt not in ("f64", "f32") or r.dtype != dt or bufs[st.buf].dtype != dt:
-        return None
-    lin_c = linear(bufs[st.buf], st.index)
-    par = {lp.var: lp for lp in loops}
-    for ta, tb in (r.terms, reversed(r.terms)):
-        lin_a, lin_b = linear(bufs[ta.buf], ta.index), linear(bufs[tb.buf], tb.index)
-        if None in (lin_a, lin_b, lin_c) or bufs[ta.buf].dtype != dt or bufs[tb.buf].dtype != dt:
-            return None
-        ca, cb, cc = flatten(lin_a[0], r.vars), flatten(lin_b[0], r.vars), lin_c[0]
-        if ca is None or cb is None or folded & set(cc):
-            continue
-        if (set(ca) | set(cb) | set(cc)) - set(par) - {kv}:
-            continue
-        ns = [v for v in par if cc.get(v) == 1 and not ca.get(v) and cb.get(v)]
-        ms = [v for v in par if ca.get(v) and not cb.get(v) and cc.get(v) and v not in ns]
-        if ns and ms:
-            n, m = par[ns[-1]], par[ms[-1]]  # the innermost: unit or smallest strides
-            batch = tuple(lp for lp in loops if lp.var not in (n.var, m.var))
-            m, batch = _merge_rows(m, batch, ca, cb, cc)
-            return Contraction(
-                ta.buf, tb.buf, st.buf, m, n, kn, kv, batch, (ca, cb, cc),
-                (lin_a[1], lin_b[1], lin_c[1]),
-            )  # fmt: skip
-    return None
+__all__ = [
+    "Contraction",
+    "as_gemm",
+    "contraction",
+    "flatten",
+    "linear",
+    "perfect_nest",
+    "recognize",
+]

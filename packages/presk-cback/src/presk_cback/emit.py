@@ -21,9 +21,11 @@ from __future__ import annotations
 import math
 import re
 
+from presk_kernel.contract import perfect_nest
 from presk_kernel.ir import (
     Affine,
     Const,
+    Gemm,
     Index,
     Kernel,
     Let,
@@ -39,7 +41,6 @@ from presk_kernel.ir import (
 from presk_cback import gemm, libm
 from presk_cback.arena import ITEMSIZE, plan
 from presk_cback.arena import arena_layout as arena_layout  # its former home
-from presk_cback.contract import Contraction, contraction, perfect_nest
 from presk_cback.strip import Strip, strip_width
 from presk_cback.toolchain import Toolchain, find_toolchain
 
@@ -384,31 +385,31 @@ class KernelC:
 
     # ---- the nest and its layout ---------------------------------------------------------
 
-    def gemm_call(self, g: Contraction) -> list[str]:
-        """The kernel as calls of the generated GEMM (packed operands: its layout's `pack`),
-        one per point of its batch loops; the same fold, so the same bits."""
+    def gemm_call(self, g: Gemm) -> list[str]:
+        """The layout's GEMM statement (over the operands it packs) as calls of the generated
+        GEMM, one per point of its batch loops; the same fold, so the same bits."""
         self.gemm = self.k.compute
         depth = 1
-        for lp in g.batch:
-            v = _name(lp.var)
-            self.emit(f"for (int64_t {v} = 0; {v} < {lp.extent}; {v}++) {{", depth)
+        for v, extent in g.batch:
+            self.emit(
+                f"for (int64_t {_name(v)} = 0; {_name(v)} < {extent}; {_name(v)}++) {{", depth
+            )
             depth += 1
+        batch = {v for v, _ in g.batch}
 
         def at(which: int) -> str:
-            terms = [str(g.consts[which])]
-            terms += [
-                f"{c}*{_name(v)}"
-                for v, c in g.coefs[which].items()
-                if v in {lp.var for lp in g.batch}
-            ]
+            terms = [str(g.offsets[which])]
+            terms += [f"{c}*{_name(v)}" for v, c in g.strides[which] if v in batch]
             return " + ".join(terms)
 
-        (ca, cb, cc), kvar = g.coefs, g.kvar
+        def st(which: int, v: str) -> int:
+            return g.stride(which, v)
+
         threads = self.k.layout.threads if self.k.layout.split else 1
         self.emit(
-            f"presk_gemm_{self.gemm}({g.m.extent}, {g.n.extent}, {g.k}, b{g.a} + {at(0)}, "
-            f"{ca[g.m.var]}, {ca[kvar]}, b{g.b} + {at(1)}, {cb[kvar]}, {cb[g.n.var]}, "
-            f"b{g.c} + {at(2)}, {cc[g.m.var]}, {threads});",
+            f"presk_gemm_{self.gemm}({g.rows}, {g.cols}, {g.depth}, b{g.a} + {at(0)}, "
+            f"{st(0, g.m)}, {st(0, g.k)}, b{g.b} + {at(1)}, {st(1, g.k)}, {st(1, g.n)}, "
+            f"b{g.c} + {at(2)}, {st(2, g.m)}, {threads});",
             depth,
         )
         for _ in g.batch:
@@ -425,9 +426,8 @@ class KernelC:
         ]
         self.lines = [f"static void {self.fname}({', '.join([*params, 'int *err'])}) {{"]
         self.emit("(void)err;", 1)
-        g = contraction(k)
-        if g is not None and {g.a, g.b} <= set(k.layout.pack):
-            return self.gemm_call(g)
+        if k.layout.gemm is not None:  # the layout pass's GEMM statement
+            return self.gemm_call(k.layout.gemm)
         loops = perfect_nest(k)
         if not loops:
             self.block(k.body, 1)

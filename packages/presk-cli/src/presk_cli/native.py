@@ -10,7 +10,6 @@ loaded when a native backend is asked for.
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from collections.abc import Callable, Iterator
 from typing import NoReturn
@@ -19,8 +18,6 @@ import click
 
 BACKENDS = ("interp", "kernel", "native")
 REALIZES = ("f64", "f32", "bf16")
-PACK_AT = 1 << 15
-"""Multiply-adds from which a contraction's layout packs its operands (the generated GEMM)."""
 
 
 def backend_options(command: Callable) -> Callable:
@@ -65,34 +62,17 @@ class NativeError(Exception):
 # ---- schedules -----------------------------------------------------------------------------
 
 
-def run_layouts(schedule, threads: int = 1):
-    """The schedule with the layouts of a run: the default layout at `threads`, and the
-    operands of a contraction of at least PACK_AT multiply-adds packed (the GEMM)."""
-    from presk_cback.contract import contraction
-    from presk_kernel.layout import default_layout
-
-    launches = []
-    for launch in schedule.launches:
-        k = launch.kernel
-        layout = default_layout(k, threads)
-        g = contraction(k)
-        if g is not None and g.m.extent * g.n.extent * g.k >= PACK_AT:
-            layout = dataclasses.replace(layout, pack=(g.a, g.b))
-        k = dataclasses.replace(k, layout=layout)
-        launches.append(dataclasses.replace(launch, kernel=k))
-    return dataclasses.replace(schedule, launches=tuple(launches))
-
-
 def lower(core, name: str, dims: dict, args: list, realize: str, threads: int = 1):
     """(the schedule before fusion, the schedule a run executes: fused, with its layouts)."""
     from presk_kernel.fuse import fuse
+    from presk_kernel.layout import lay_out
     from presk_kernel.lower import LowerError, lower_entry
 
     try:
         schedule = lower_entry(core, name, dims, args, realize)
     except LowerError as e:
         raise NativeError(e.code, f"cannot lower `{name}` to kernels: {e}") from None
-    return schedule, run_layouts(fuse(schedule)[0], threads)
+    return schedule, lay_out(fuse(schedule)[0], threads)
 
 
 def executor(schedule, backend: str, lanes: bool = True) -> Callable[[list], list]:
@@ -242,7 +222,6 @@ __all__ = [
     "fail",
     "lower",
     "rebuild",
-    "run_layouts",
     "run_native",
     "run_text",
     "storage",

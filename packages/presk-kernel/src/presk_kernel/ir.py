@@ -32,38 +32,64 @@ from dataclasses import dataclass, field
 DTYPES = ("f64", "f32", "bf16", "i64", "bool")
 REAL_DTYPES = ("f64", "f32", "bf16")
 
-SCALAR_OPS: dict[str, int] = {
-    # name: arity
-    "add": 2,
-    "sub": 2,
-    "mul": 2,
-    "div": 2,
-    "fma": 3,
-    "neg": 1,
-    "abs": 1,
-    "max": 2,  # IEEE 754-2019 maximum: NaN if either is NaN, +0 over −0
-    "min": 2,
-    "select": 3,  # cond ? a : b
-    "compare": 2,  # attr: < <= > >= == !=
-    "same": 2,  # bit for bit equal (NaN same as NaN, −0 not +0): argmax's test
-    "and": 2,
-    "or": 2,
-    "not": 1,
-    "isnan": 1,
-    "real": 1,  # an integer or a truth value as a real of the compute type
-    "sqrt": 1,
-    "exp": 1,
-    "log": 1,
-    "tanh": 1,
-    "erf": 1,
-    "erfc": 1,
-    "sin": 1,
-    "cos": 1,
-    "pow": 1,  # attr: the integer exponent (binary powering, each product rounded)
-    "powf": 2,  # a real exponent: the libm's pow
-    "bf16": 1,  # an f32 rounded to bf16 (to nearest even, NaN canonical): a fused store
-}
-TRANSCENDENTAL = frozenset({"exp", "log", "tanh", "erf", "erfc", "sin", "cos", "powf"})
+
+@dataclass(frozen=True, slots=True)
+class ScalarOp:
+    """A scalar operation as every executor reads it: its arity, the kinds of its operands
+    and of its result (`real`: the compute type or a promoted one, `int`, `bool`, `any`:
+    a real or an integer, `same`: the operands' promoted kind), whether it is presk libm's
+    (a transcendental), and what its `attr` holds (None: no attr)."""
+
+    name: str
+    arity: int
+    operands: tuple[str, ...]
+    result: str
+    transcendental: bool = False
+    attr: str | None = None
+
+
+def _table(*ops: ScalarOp) -> dict[str, ScalarOp]:
+    return {op.name: op for op in ops}
+
+
+# The table of record: the kernel interpreter's rules (presk_kernel.interp.OP_RULES), the C
+# emitter's (presk_cback.emit.C_RULES) and the verifier (presk_kernel.spec) are keyed by it,
+# and a test asserts each covers every entry.
+SCALAR_TABLE: dict[str, ScalarOp] = _table(
+    # arithmetic: numpy's promotion (an integer with a real is the real's type)
+    ScalarOp("add", 2, ("any", "any"), "same"),
+    ScalarOp("sub", 2, ("any", "any"), "same"),
+    ScalarOp("mul", 2, ("any", "any"), "same"),
+    ScalarOp("div", 2, ("any", "any"), "real"),  # true division: integers give a real
+    ScalarOp("fma", 3, ("real", "real", "real"), "real"),  # rounded once
+    ScalarOp("neg", 1, ("any",), "same"),
+    ScalarOp("abs", 1, ("any",), "same"),
+    ScalarOp("max", 2, ("any", "any"), "same"),  # IEEE 754-2019 maximum: NaN wins, +0 over −0
+    ScalarOp("min", 2, ("any", "any"), "same"),
+    # choices and tests
+    ScalarOp("select", 3, ("bool", "any", "any"), "same"),  # cond ? a : b
+    ScalarOp("compare", 2, ("any", "any"), "bool", attr="< <= > >= == !="),
+    ScalarOp("same", 2, ("any", "any"), "bool"),  # equal bit for bit (NaN is NaN, −0 not +0)
+    ScalarOp("and", 2, ("bool", "bool"), "bool"),
+    ScalarOp("or", 2, ("bool", "bool"), "bool"),
+    ScalarOp("not", 1, ("bool",), "bool"),
+    ScalarOp("isnan", 1, ("real",), "bool"),
+    ScalarOp("real", 1, ("any",), "real"),  # an integer or a truth value as a real
+    # functions: sqrt is IEEE's, the transcendentals presk libm's
+    ScalarOp("sqrt", 1, ("real",), "real"),
+    ScalarOp("exp", 1, ("real",), "real", transcendental=True),
+    ScalarOp("log", 1, ("real",), "real", transcendental=True),
+    ScalarOp("tanh", 1, ("real",), "real", transcendental=True),
+    ScalarOp("erf", 1, ("real",), "real", transcendental=True),
+    ScalarOp("erfc", 1, ("real",), "real", transcendental=True),
+    ScalarOp("sin", 1, ("real",), "real", transcendental=True),
+    ScalarOp("cos", 1, ("real",), "real", transcendental=True),
+    ScalarOp("pow", 1, ("real",), "real", attr="the integer exponent"),  # binary powering
+    ScalarOp("powf", 2, ("real", "real"), "real", transcendental=True),  # the libm's pow
+    ScalarOp("bf16", 1, ("real",), "real"),  # an f32 rounded to bf16 (nearest even): a fused store
+)
+SCALAR_OPS: dict[str, int] = {name: op.arity for name, op in SCALAR_TABLE.items()}
+TRANSCENDENTAL = frozenset(name for name, op in SCALAR_TABLE.items() if op.transcendental)
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,10 +245,41 @@ Stmt = Let | Store | Loop | Reduce
 
 
 @dataclass(frozen=True, slots=True)
+class Gemm:
+    """A contraction executed as the generated GEMM (the `layout` pass recognised it,
+    presk_kernel.contract): for each point of the `batch` loops, C[m, n] = fold fma over k
+    of A[m, k]·B[k, n], `rows` × `cols` outputs of `depth` terms, k running over the fold's
+    points in its order (so the bits are the loops'). `strides` gives, for A, B and C, each
+    variable's stride in the row-major buffer (`k`'s the fold's innermost, the batch loops'
+    for the offset of each call), `offsets` their constant offsets."""
+
+    a: int
+    b: int
+    c: int
+    m: str
+    n: str
+    k: str
+    rows: int
+    cols: int
+    depth: int
+    batch: tuple[tuple[str, int], ...]
+    strides: tuple[tuple[tuple[str, int], ...], ...]
+    offsets: tuple[int, ...]
+
+    def stride(self, operand: int, var: str) -> int:
+        return dict(self.strides[operand]).get(var, 0)
+
+    def __str__(self) -> str:
+        batch = "".join(f" x{n}" for _, n in self.batch)
+        return f"gemm {self.rows}x{self.cols}x{self.depth}{batch}"
+
+
+@dataclass(frozen=True, slots=True)
 class Layout:
     """How a nest executes. `order`: the parallel loops, outermost first; `tiles`: a tile
     size per loop variable; `lanes`: the loop in vector lanes (never a reduction's) and their
-    count; `split`: the loop divided among `threads`; `pack`: inputs copied to panels."""
+    count; `split`: the loop divided among `threads`; `pack`: inputs copied to panels;
+    `gemm`: the nest as a call of the generated GEMM over its packed operands."""
 
     order: tuple[str, ...] = ()
     tiles: tuple[tuple[str, int], ...] = ()
@@ -231,6 +288,7 @@ class Layout:
     split: str | None = None
     threads: int = 1
     pack: tuple[int, ...] = ()
+    gemm: Gemm | None = None
 
     def __str__(self) -> str:
         parts = [f"order {' '.join(self.order) or '-'}"]
@@ -239,6 +297,8 @@ class Layout:
         parts.append(f"lanes {self.lanes} x{self.width}" if self.lanes else "lanes 1")
         parts.append(f"split ({self.split}, {self.threads})" if self.split else "split none")
         parts.append("pack " + ", ".join(f"%{i}" for i in self.pack) if self.pack else "no pack")
+        if self.gemm is not None:
+            parts.append(str(self.gemm))
         return ", ".join(parts)
 
 
@@ -306,6 +366,7 @@ NODE_TYPES = (
     Store,
     Loop,
     Reduce,
+    Gemm,
     Layout,
     Kernel,
     Arg,

@@ -5,16 +5,35 @@ reduction's variable), threads split a parallel loop (each output element comput
 thread), tiles and orders permute independent iterations, and a packed operand is a copy.
 `check_layout` refuses a layout that would break that; `default_layout` picks one from the
 nest's shape alone, so that step 17's plans can search the same space (`layout_space`).
+
+`lay_out(schedule, threads, plan)` is the `layout` pass: it gives every kernel the layout a
+run compiles (the default at `threads`, or the plan's for its site), decides packing, and
+records a contraction's GEMM statement (presk_kernel.contract) on the layout, so that the
+emitter renders what it is given and never looks for a GEMM itself.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+from collections.abc import Mapping
 
-from presk_kernel.ir import Kernel, Layout, Loop, Reduce
+from presk_kernel.contract import recognize
+from presk_kernel.ir import Kernel, Layout, Loop, Reduce, Schedule
 
 LANE_WIDTH = {"f64": 4, "f32": 8}
 SPLIT_AT = 1 << 15  # elements: below this a launch is not worth dividing among threads
+PACK_AT = 1 << 15
+"""Multiply-adds from which a contraction's layout packs its operands (the generated GEMM)."""
+
+
+class LayoutError(Exception):
+    """A plan's layout that cannot execute its nest without changing a bit (E7040), or that
+    names a site the entry does not launch (E7041)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def parallel_loops(k: Kernel) -> list[Loop]:
@@ -78,7 +97,65 @@ def check_layout(k: Kernel, layout: Layout) -> str | None:
         return "tile sizes, lanes and threads are positive"
     if any(i >= len(k.inputs) for i in layout.pack):
         return "only inputs are packed"
+    if len(set(layout.pack)) != len(layout.pack):
+        return "an input is packed once"
+    if layout.gemm is not None:
+        if layout.gemm != recognize(k):
+            return "the GEMM statement is not the kernel's contraction"
+        if not {layout.gemm.a, layout.gemm.b} <= set(layout.pack):
+            return "a GEMM statement reads its two operands packed"
     return None
+
+
+def with_gemm(k: Kernel, layout: Layout) -> Layout:
+    """`layout` with the kernel's GEMM statement when it packs the operands of a contraction
+    (the generated GEMM reads them as panels), without one otherwise."""
+    g = recognize(k)
+    if g is not None and {g.a, g.b} <= set(layout.pack):
+        return dataclasses.replace(layout, gemm=g)
+    return dataclasses.replace(layout, gemm=None)
+
+
+def run_layout(k: Kernel, threads: int = 1) -> Layout:
+    """The layout a run compiles for `k`: the default at `threads`, and, for a contraction
+    of at least PACK_AT multiply-adds, its operands packed and its GEMM statement."""
+    layout = default_layout(k, threads)
+    g = recognize(k)
+    if g is not None and g.rows * g.cols * g.depth >= PACK_AT:
+        layout = dataclasses.replace(layout, pack=(g.a, g.b), gemm=g)
+    return layout
+
+
+def lay_out(
+    schedule: Schedule, threads: int = 1, plan: Mapping[str, Layout] | None = None
+) -> Schedule:
+    """The `layout` pass: every kernel with the layout a run compiles (`run_layout`), or the
+    plan's for its site (a layout per nest, step 17's), which must be legal (`check_layout`:
+    E7040) and name a launched site (E7041). A planned layout that packs a contraction's
+    operands gets its GEMM statement."""
+    plan = dict(plan or {})
+    sites = {launch.kernel.site for launch in schedule.launches}
+    unknown = sorted(set(plan) - sites)
+    if unknown:
+        raise LayoutError(
+            "E7041", f"the plan lays out `{unknown[0]}`, a site the entry does not launch"
+        )
+    launches = []
+    for launch in schedule.launches:
+        k = launch.kernel
+        if k.site in plan:
+            layout = plan[k.site]
+            if layout.gemm is None:
+                layout = with_gemm(k, layout)
+            why = check_layout(k, layout)
+            if why is not None:
+                raise LayoutError(
+                    "E7040", f"the plan's layout of `{k.name}` at {k.site} ({layout}): {why}"
+                )
+        else:
+            layout = run_layout(k, threads)
+        launches.append(dataclasses.replace(launch, kernel=dataclasses.replace(k, layout=layout)))
+    return dataclasses.replace(schedule, launches=tuple(launches))
 
 
 def layout_space(k: Kernel, threads: int = 1) -> list[Layout]:
