@@ -68,5 +68,8 @@ def sched_pass(core, ctx) -> str:
 
 
 def kernel_pass(core, ctx) -> str:
+    """The laid-out kernels a native run compiles (one thread: `presk run`'s default)."""
+    from presk_kernel.layout import lay_out
+
     fused, _ = fuse(entry_schedule(core, ctx))
-    return format_schedule(fused)
+    return format_schedule(lay_out(fused, ctx.options.get("threads", 1)))
