@@ -8,25 +8,14 @@ to standard output; each case also checks that the other stream is empty.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from helpers import presk
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).parent / "golden"
-SCRIPT = Path(sys.executable).with_name("presk")
-PRESK = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "presk_cli.main"]
-
-
-def presk(*args: str, cwd: str = ".") -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "NO_COLOR": "1"}
-    return subprocess.run(
-        [*PRESK, *args], cwd=ROOT / cwd, env=env, capture_output=True, text=True, timeout=60
-    )
 
 
 def golden(name: str) -> str:

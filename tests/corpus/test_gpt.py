@@ -9,7 +9,6 @@ course-size model itself is never run here (tools/experiment_gpt.py trains it)."
 
 import json
 import math
-import os
 import re
 import shutil
 import subprocess
@@ -17,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import presk
 
 ROOT = Path(__file__).resolve().parents[2]
-PRESK = ROOT / ".venv" / "bin" / "presk"
 GPT = ROOT / "corpus" / "nlp" / "05_gpt.psk"
 CIVIL = ROOT / "corpus" / "nlp" / "data" / "civil_T256.psk.d"
 
@@ -35,13 +34,6 @@ training run: model GPT, objective loss, optimizer adamw
 """
 
 TINY = ["--const", "D=8", "--const", "H=2", "--const", "L=1"]
-
-
-def presk(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    env = {**os.environ, "NO_COLOR": "1"}
-    return subprocess.run(
-        [str(PRESK), *args], cwd=cwd, capture_output=True, text=True, env=env, check=False
-    )
 
 
 def stand_in(folder: Path, count: int = 20, v: int = 86, seq: int = 256) -> Path:

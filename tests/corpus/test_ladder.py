@@ -6,30 +6,21 @@ is absent, except the data subcommand's tests (a synthetic token file)."""
 
 import json
 import math
-import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import presk
 from presk_core import data as D
 from presk_types.elab import type_from_text
 
 ROOT = Path(__file__).resolve().parents[2]
-PRESK = ROOT / ".venv" / "bin" / "presk"
 CIVIL = ROOT.parent / "shared" / "data" / "civil.md"
 NLP = ROOT / "corpus" / "nlp"
 PAIRS = 10_000  # 02's batch: the test's pairs are one batch, as the corpus's are
 STEP = re.compile(r"^step (\d+)\s+epoch \d+\s+loss (\S+)", re.M)
-
-
-def presk(*args, cwd=ROOT) -> subprocess.CompletedProcess:
-    env = {**os.environ, "NO_COLOR": "1"}
-    return subprocess.run(
-        [str(PRESK), *map(str, args)], cwd=cwd, capture_output=True, text=True, env=env
-    )
 
 
 def ok(*args, cwd=ROOT) -> str:

@@ -1,24 +1,15 @@
 """Bad `.psk.d` files and bad numbers (issue 16): each a coded diagnostic through `presk
 data` and `presk run --data`, never an internal error, a hang or samples read from a header."""
 
-import os
 import struct
-import subprocess
 from pathlib import Path
 
 import pytest
+from helpers import presk
 
 ROOT = Path(__file__).resolve().parents[2]
-PRESK = ROOT / ".venv" / "bin" / "presk"
 PAIRS = ROOT / "tutorial" / "data" / "pairs.psk.d"
 TRAIN = ROOT / "tutorial" / "07_train.psk"
-
-
-def presk(*args, cwd=ROOT) -> subprocess.CompletedProcess:
-    env = {**os.environ, "NO_COLOR": "1"}
-    return subprocess.run(
-        [str(PRESK), *map(str, args)], cwd=cwd, capture_output=True, text=True, env=env, timeout=60
-    )
 
 
 def header(type_text: bytes, count: int, size: int, header_size: int | None = None) -> bytes:

@@ -1,27 +1,18 @@
 """`.psk.d` files through `presk data` and `presk run --data`: the round trip, the header a
 C reader relies on, and every kind of bad file getting its diagnostic with nothing written."""
 
-import os
 import struct
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import presk
 from presk_core import data as D
 from presk_types.elab import type_from_text
 
 ROOT = Path(__file__).resolve().parents[2]
-PRESK = ROOT / ".venv" / "bin" / "presk"
 PAIRS = ROOT / "tutorial" / "data" / "pairs.psk.d"
 TYPE = "(ℝ[model: 4], ℝ[model: 4])"
-
-
-def presk(*args, cwd=ROOT) -> subprocess.CompletedProcess:
-    env = {**os.environ, "NO_COLOR": "1"}
-    return subprocess.run(
-        [str(PRESK), *map(str, args)], cwd=cwd, capture_output=True, text=True, env=env
-    )
 
 
 def test_pack_then_read_gives_the_numbers_back(tmp_path):

@@ -3,26 +3,17 @@ messages, every error a diagnostic with nothing written, and the French civil co
 ../shared/data when it is there."""
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import presk
 from presk_core import data as D
 from presk_types.elab import type_from_text
 
 ROOT = Path(__file__).resolve().parents[2]
-PRESK = ROOT / ".venv" / "bin" / "presk"
 CIVIL = ROOT.parent / "shared" / "data" / "civil.md"
 TEXT = "Été à Noël,\nun œuf.\n"  # 20 characters (16 distinct), 25 bytes
-
-
-def presk(*args, cwd=ROOT) -> subprocess.CompletedProcess:
-    env = {**os.environ, "NO_COLOR": "1"}
-    return subprocess.run(
-        [str(PRESK), *map(str, args)], cwd=cwd, capture_output=True, text=True, env=env
-    )
 
 
 def test_a_text_to_windows(tmp_path):

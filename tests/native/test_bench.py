@@ -2,29 +2,16 @@
 keeps the native rows of one type, without the speedup column; the diagnostics of what it
 cannot time."""
 
-import os
 import re
-import subprocess
 from pathlib import Path
 
+from helpers import presk
 from presk_cli.bench import ROWS, format_table, row_name
 
 ROOT = Path(__file__).resolve().parents[2]
-PRESK = ROOT / ".venv" / "bin" / "presk"
 LOSS = ("tutorial/04_grad.psk", "--entry", "loss", "--dim", "D=3", "--dim", "B=2")
 HEAD = "backend               median ms      best ms   speedup"
 ROW = re.compile(r"(.{18})( {0,12}\d+\.\d{3})( {0,12}\d+\.\d{3})( {0,8}\d+\.\dx)?")
-
-
-def presk(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(PRESK), *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "NO_COLOR": "1"},
-        timeout=300,
-    )
 
 
 def test_the_table_has_the_specifications_rows_and_columns(compiler):

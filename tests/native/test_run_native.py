@@ -6,12 +6,11 @@ by the interpreter's printer, and the diagnostics of what the kernels cannot run
 
 import functools
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import presk
 from presk_cli.native import NativeError, entry_inputs, executor, lower, run_text, storage
 from presk_core.passes import Context, run_pipeline
 from presk_core.run import parse_entry, run_entry
@@ -19,7 +18,6 @@ from presk_kernel.ir import Loop, Reduce
 from presk_kernel.lower import argument_leaves
 
 ROOT = Path(__file__).resolve().parents[2]
-PRESK = ROOT / ".venv" / "bin" / "presk"
 TINY = (("V", "64"), ("D", "16"), ("H", "2"), ("L", "2"))
 BERT = (("V", "32"), ("D", "8"), ("H", "2"), ("L", "2"))
 LLAMA = (("D", "8"), ("H", "2"), ("F", "12"))
@@ -175,17 +173,6 @@ def test_lanes_and_threads_change_no_bit(compiler, big, realize):
 
 
 # ---- through the command ---------------------------------------------------------------------
-
-
-def presk(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(PRESK), *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "NO_COLOR": "1", **(env or {})},
-        timeout=300,
-    )
 
 
 @pytest.mark.parametrize(

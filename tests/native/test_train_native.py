@@ -3,33 +3,21 @@
 printed in f64, and in f32 within one unit of the last digit printed; the launch and time
 lines of the specification; checkpoints as the interpreter writes them."""
 
-import os
 import re
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import presk_ok
 from presk_core.data import read_header, read_reals
 
 ROOT = Path(__file__).resolve().parents[2]
-PRESK = ROOT / ".venv" / "bin" / "presk"
 RUN = ("train", "tutorial/07_train.psk", "--steps", "100", "--log-every", "20")
 NUMBER = re.compile(r"-?\d+\.\d+(?:e-?\d+)?")
 
 
-def presk(*args: str) -> subprocess.CompletedProcess:
-    r = subprocess.run(
-        [str(PRESK), *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "NO_COLOR": "1"},
-        timeout=300,
-    )
-    assert r.returncode == 0, r.stderr
-    assert r.stderr == ""
-    return r
+def presk(*args: str):
+    return presk_ok(*args, quiet=True)
 
 
 @pytest.fixture(scope="module")

@@ -2,29 +2,17 @@
 and against float64 recomputations of what the interpreter printed with --json."""
 
 import json
-import os
 import re
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import presk
 
 ROOT = Path(__file__).resolve().parents[2]
-PRESK = ROOT / ".venv" / "bin" / "presk"
 SPEC = ROOT.parent / "shared" / "spec" / "presk-tutorial-0.16.0.txt"
 TINY = ["--const", "V=64", "--const", "D=16", "--const", "H=2", "--const", "L=2"]
-
-
-def presk(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(PRESK), *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "NO_COLOR": "1"},
-        timeout=300,
-    )
 
 
 # ---- PSK-Core -------------------------------------------------------------------------------

@@ -3,7 +3,6 @@ L=2) from a checkpoint `presk train --backend native` writes in 2 steps: greedy 
 equal on every backend, seeded sampling equal on every backend and different across
 seeds, the sliding context, the diagnostics, and the exported serve.py's greedy tokens."""
 
-import os
 import re
 import subprocess
 import sys
@@ -11,23 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import presk
 
 ROOT = Path(__file__).resolve().parents[2]
-PRESK = ROOT / ".venv" / "bin" / "presk"
 MINIGPT = "tests/examples/minigpt/minigpt.psk"
 TINY = ("--const", "V=64", "--const", "D=16", "--const", "H=2", "--const", "L=2")
 RATE = re.compile(r"^presk serve: (\d+) tokens in [0-9.]+ s, [0-9.]+ tokens/s \(.*\)$")
-
-
-def presk(*args, cwd=ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(PRESK), *map(str, args)],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "NO_COLOR": "1"},
-        timeout=300,
-    )
 
 
 @pytest.fixture(scope="module")
