@@ -88,11 +88,11 @@ def data_info(file: str, limit: int) -> None:
     try:
         header = read_header(file)
         if header.type_text.startswith("params "):  # a parameter tree: its reals in order
+            reals = read_reals(file)  # first: E7010 before a line is printed
             click.echo(f"type    {header.type_text}")
             click.echo(f"count   {header.count}")
             click.echo(f"version {header.version}")
             click.echo(f"sample  {header.sample_size} bytes, {header.sample_size // 8} reals")
-            reals = read_reals(file)
             click.echo(f"[0] {reals[:limit].tolist()}" + (" …" if reals.size > limit else ""))
             return
         t = _type_of(header.type_text, file)

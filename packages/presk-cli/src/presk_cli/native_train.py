@@ -189,22 +189,22 @@ def train_native(
     native = NativeTrainer(trainer, backend, realize, threads)
     horizon = trainer.horizon
     ckpt_dir, every = checkpoints(run, folder, ckpt)
-    rates = [float(trainer.lr(t)) for t in range(1, horizon + 1)]
     times: list[float] = []
     loss = 0.0
     theta: list = []
     for t in range(1, horizon + 1):
         epoch = (t - 1) // trainer.per_epoch
+        rate = float(trainer.lr(t))  # each rate when its step runs: step 1 starts at once
         start = time.perf_counter()
         indices, batch = native.batch(t)
-        loss, grads, theta = native.step(batch, t, rates[t - 1])
+        loss, grads, theta = native.step(batch, t, rate)
         finite(t, indices, loss, _tree(native, grads, copy=False))  # θ updated, never saved
         times.append(time.perf_counter() - start)
         if log_every and t % log_every == 0:
             # each square rounded to a double, their sum exact (fsum), as the interpreter's
             squares = (np.square(np.ravel(g), dtype=np.float64).tolist() for g in grads)
             norm = math.sqrt(math.fsum(itertools.chain.from_iterable(squares)))
-            echo(step_line(t, epoch, loss, rates[t - 1], norm))
+            echo(step_line(t, epoch, loss, rate, norm))
         if ckpt_dir is not None and every and t % every == 0 and t != horizon:
             save(os.path.join(ckpt_dir, f"step_{t}.psk.d"), run.model, _tree(native, theta))
     fused, unfused = launch_counts(native.unfused)

@@ -61,7 +61,9 @@ def train(
                 norm = gmpy2.sqrt(sum(M.sum(M.mul(g, g)).item() for g in s.grads.values()))
             if progress is not None:
                 progress("\r\x1b[K")
-            echo(step_line(t, s.epoch, loss_value, float(s.lr.item()), float(norm)))
+            # np.asarray: a rate is a 0-d array, or an mpfr where --opt folded it to a constant
+            rate = float(np.asarray(s.lr).item())
+            echo(step_line(t, s.epoch, loss_value, rate, float(norm)))
         if ckpt_dir is not None and every and t % every == 0 and t != horizon:
             save(os.path.join(ckpt_dir, f"step_{t}.psk.d"), run.model, s.theta)
         start = time.perf_counter()

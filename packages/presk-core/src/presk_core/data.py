@@ -178,9 +178,20 @@ def write_tree(path: str, type_text: str, arrays: list[np.ndarray]) -> None:
 def read_reals(path: str) -> np.ndarray:
     """Every real of a file whose samples are all reals (a parameter tree's), in order."""
     header = read_header(path)
-    with open(path, "rb") as f:
-        f.seek(header.header_size)
-        blob = f.read(header.count * header.sample_size)
+    if header.sample_size % 8:
+        raise DataError(
+            "E7010",
+            f"`{path}` has a malformed header: samples of {header.sample_size} bytes are not"
+            f" reals of 8 bytes each (its type `{header.type_text}` holds reals only)",
+        )
+    try:
+        with open(path, "rb") as f:
+            f.seek(header.header_size)
+            blob = f.read(header.count * header.sample_size)
+    except OSError as e:
+        raise DataError(
+            "E7004", f"cannot read `{path}`: {(e.strerror or str(e)).lower()}"
+        ) from None
     return np.frombuffer(blob, dtype="<f8")
 
 

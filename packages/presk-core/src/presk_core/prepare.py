@@ -10,6 +10,7 @@ adds the structural ones and those of differentiation.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from operator import itemgetter
 from typing import TYPE_CHECKING
@@ -299,8 +300,11 @@ def _ein(p: Prep) -> Step:
             q = np.ndim(x) - len(nx)
             keep, summed = [q + i for i in keep_names], [q + i for i in summed_names]
             moved = np.transpose(x, list(range(q)) + keep + summed)
-            flat = moved.reshape(moved.shape[: q + len(keep)] + (-1,))
-            return M.sum(flat, flat.ndim - 1) if summed else moved
+            if not summed:
+                return moved
+            kept = moved.shape[: q + len(keep)]  # the summed axes as one, of any length (0)
+            flat = moved.reshape(kept + (math.prod(moved.shape[len(kept) :]),))
+            return M.sum(flat, flat.ndim - 1)
 
         return one
     (get_a, get_b), (na0, nb0) = gets, names

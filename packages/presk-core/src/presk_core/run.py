@@ -123,7 +123,7 @@ def parse_entry(text: str, core: Program, elab: Elab | None, dims: dict[str, int
                 usage=True,
             )
         for d, v in zip(mdims, given, strict=True):
-            if not v.isdigit():
+            if not (v.isascii() and v.isdigit()):  # `²` and `١` are digits to str.isdigit
                 raise EntryError(f"`{v}` is not a natural number in `{text}`", usage=True)
             values[d] = int(v)
             module_dims.append((d, int(v)))
@@ -299,7 +299,16 @@ def _draw(entry: Entry, interp: Interpreter, root, name: str, t: Type, defaults:
                 make_room(shape, interp.bits)  # before the draw (10^8 normals: 12 s)
             return interp_real(R.normal(key, shape), interp.bits)
         case Idx(bound, _):
-            return R.randint(key, bound.value(entry.dims), _prefix_shape(entry, t, name))
+            shape, n = _prefix_shape(entry, t, name), bound.value(entry.dims)
+            if n == 0 or math.prod(shape) == 0:  # idx[0] has no index: only an empty tensor
+                if math.prod(shape):
+                    raise EntryError(
+                        f"cannot synthesize `{name}` of type `{concrete(entry, t)}`: `idx[0]`"
+                        " has no index to draw (its bound is 0)",
+                        code="E7011",
+                    )
+                return np.zeros(shape, dtype=np.int64)
+            return R.randint(key, n, shape)
         case Bool():
             return R.uniform(key, _prefix_shape(entry, t, name)) < 0.5
         case KeyT():
@@ -410,16 +419,30 @@ def data_argument(core: Program, entry_text: str, path: str) -> tuple[dict[str, 
         length = t.shape.axes[axis].length
         if len(length.coeffs) == 1 and length.constant == 0:
             bound[length.coeffs[0][0]] = header.count
-    return bound, stack_samples(last.type, samples)
+    return bound, stack_samples(last.type, samples, D.leaves(held))
 
 
-def stack_samples(t: Type, samples: list[list[np.ndarray]]) -> object:
+def stack_samples(t: Type, samples: list[list[np.ndarray]], spec=None) -> object:
     """Samples (each a list of leaves) as a value of the batch type t: each leaf stacked on
-    its tensor's `batch` axis; a tuple for a tuple type."""
+    its tensor's `batch` axis; a tuple for a tuple type. `spec`, the sample type's leaves
+    (presk_core.data.leaves), gives the shape of a batch of no sample."""
     types = list(t.elements) if isinstance(t, TupleT) else [t]
-    leaves = [
-        np.stack([s[i] for s in samples], axis=lt.shape.axis("batch")) for i, lt in enumerate(types)
-    ]
+    leaves = []
+    for i, lt in enumerate(types):
+        axis = lt.shape.axis("batch") if isinstance(lt, (Real, Idx, Bool)) else None
+        if axis is None:
+            where = f"element {i + 1} of the batch, `{lt}`," if isinstance(t, TupleT) else f"`{t}`"
+            raise RunError(
+                "E7008",
+                f"{where} has no `batch` axis to stack the samples on (a batch type's"
+                " every tensor has one)",
+            )
+        if not samples and spec is not None:  # a file of no sample: a batch of length 0
+            shape = list(spec[i].shape)
+            shape.insert(axis, 0)
+            leaves.append(np.zeros(shape, dtype=spec[i].dtype))
+            continue
+        leaves.append(np.stack([s[i] for s in samples], axis=axis))
     return tuple(leaves) if isinstance(t, TupleT) else leaves[0]
 
 
