@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import presk
 from presk_export import ExportError, Options, export_pytorch, ruff_format
 from presk_export.torch_rules import ELSEWHERE, RULES, STRUCTURAL
 from presk_syntax.span import SourceMap
@@ -147,9 +148,6 @@ def test_an_entry_reaching_an_unsupported_construct_is_E8001_and_nothing_is_writ
 
 
 def test_usage_errors(tmp_path):
-    def presk(*args):
-        return subprocess.run([*PRESK, *args], capture_output=True, text=True, cwd=ROOT)
-
     c = presk("export", "tutorial/06_tower.psk", "--target", "onnx", "-o", str(tmp_path))
     assert c.returncode == 2 and "onnx" in c.stderr
     c = presk(

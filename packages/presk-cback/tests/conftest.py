@@ -1,10 +1,15 @@
 """Every test of presk-cback compiles into one cache folder per session: an object is
-compiled once per run of the tests, and nothing is left in the user's cache."""
+compiled once per run of the tests, and nothing is left in the user's cache. presk-kernel's
+test helpers (kernel_entries.py: its entries, same_bits) are importable by name."""
 
 import os
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "presk-kernel" / "tests"))
 
 
 @pytest.fixture(scope="session", autouse=True)

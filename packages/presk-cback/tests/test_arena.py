@@ -24,7 +24,7 @@ from presk_kernel.ir import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "presk-kernel" / "tests"))
-from kernel_entries import MINIGPT, lowered  # noqa: E402
+from kernel_entries import MINIGPT, lowered, same_bits  # noqa: E402
 
 TRAIN = ("tutorial/07_train.psk", "loss", (("B", 8),), ())
 MINIGPT_STEP = ("tests/examples/minigpt/train_minigpt.psk", "loss", (("B", 2), ("T", 8)), MINIGPT)
@@ -34,13 +34,6 @@ MINIGPT_STEP = ("tests/examples/minigpt/train_minigpt.psk", "loss", (("B", 2), (
 def presk_libm_in_the_interpreter(monkeypatch):
     patch = lambda name, x, dt: libm.apply(name, np.asarray(x, dt))  # noqa: E731
     monkeypatch.setattr(KI, "_libm", patch, raising=False)
-
-
-def same_bits(a, b) -> bool:
-    return len(a) == len(b) and all(
-        x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
-        for x, y in zip(a, b, strict=True)
-    )
 
 
 def nbytes(b: HostBuffer) -> int:

@@ -38,7 +38,7 @@ from presk_kernel.ir import (
 from presk_kernel.layout import check_layout, parallel_loops, with_gemm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "presk-kernel" / "tests"))
-from kernel_entries import ENTRIES, MINIGPT, lowered  # noqa: E402
+from kernel_entries import ENTRIES, MINIGPT, lowered, same_bits  # noqa: E402
 
 TRAIN = ("tutorial/07_train.psk", "loss", (("B", 8),))
 
@@ -49,13 +49,6 @@ def presk_libm_in_the_interpreter(monkeypatch):
     # them (until presk-kernel calls it itself)
     patch = lambda name, x, dt: libm.apply(name, np.asarray(x, dt))  # noqa: E731
     monkeypatch.setattr(KI, "_libm", patch, raising=False)
-
-
-def same_bits(a, b) -> bool:
-    return len(a) == len(b) and all(
-        x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
-        for x, y in zip(a, b, strict=True)
-    )
 
 
 def relayout(schedule: Schedule, fn) -> Schedule:

@@ -5,6 +5,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from kernel_entries import same_bits
 from presk_cback import gemm as G
 from presk_cback.load import load, pointer
 from presk_cback.toolchain import find_toolchain
@@ -58,10 +59,6 @@ def operands(m, k, n, dtype, seed=0):
     b = rng.standard_normal((k, n)).astype(dtype)
     a[rng.random(a.shape) < 0.05] = -0.0  # signed zeros through the fold
     return a, b
-
-
-def same_bits(x, y):
-    return x.shape == y.shape and x.tobytes() == y.tobytes()
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])

@@ -18,6 +18,15 @@ from presk_types.elab import load_program
 ROOT = Path(__file__).resolve().parents[3]
 
 
+def same_bits(a, b) -> bool:
+    """The same bits: two arrays of one dtype and shape and the same bytes, or two sequences
+    of such arrays, pair by pair (the tests of presk-kernel and presk-cback share it)."""
+    if isinstance(a, list | tuple) or isinstance(b, list | tuple):
+        return len(a) == len(b) and all(same_bits(x, y) for x, y in zip(a, b, strict=True))
+    x, y = np.asarray(a), np.asarray(b)
+    return x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
+
+
 @functools.cache
 def program(file: str, train: bool = False, consts: tuple = ()):
     elab = load_program(str(ROOT / file), dict(consts), SourceMap())

@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-from kernel_entries import ENTRIES, MINIGPT, lowered
+from kernel_entries import ENTRIES, MINIGPT, lowered, same_bits
 from presk_kernel.fuse import fuse, launch_counts
 from presk_kernel.interp import run_schedule
 from presk_kernel.ir import Op, Reduce, format_kernel
-
-
-def same_bits(a: list, b: list) -> bool:
-    return all(
-        x.dtype == y.dtype
-        and np.array_equal(np.atleast_1d(x).view(np.uint8), np.atleast_1d(y).view(np.uint8))
-        for x, y in zip(a, b, strict=True)
-    )
 
 
 @pytest.mark.parametrize("realize", ["f64", "f32", "bf16"])
