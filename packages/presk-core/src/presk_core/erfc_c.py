@@ -21,7 +21,7 @@ is left to `gmpy2.erfc`. So every value is MPFR's correctly rounded erfc, bit fo
 tutorial's training step (|x| < 1.6) it is 2–3× faster than MPFR's erfc, 5–10× where
 MPFR's is slowest (|x| near 1 and beyond).
 
-Built and loaded like presk_core.fold_c (into the user's cache); where it cannot be (no
+Built, cached and loaded like presk_core.fold_c (presk_core.cc); where it cannot be (no
 compiler, `PRESK_INTERP_C=0`), `erfc(x)` is gmpy2's, element by element.
 """
 
@@ -306,7 +306,13 @@ def _declare(lib: ctypes.PyDLL) -> None:
 
 
 # a PyDLL holds the GIL: the tables are shared
-_C = fold_c.Helper("presk_erfc", SOURCE, _declare, ctypes.PyDLL)
+_C = fold_c.Helper(
+    "presk_erfc",
+    SOURCE,
+    ("presk_erfc_layout", "presk_erfc", "presk_gelu_grad"),
+    _declare,
+    fold_c.PYDLL,
+)
 available = _C.available
 
 

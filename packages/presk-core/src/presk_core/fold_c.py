@@ -8,25 +8,31 @@ MPFR's work. `fold` does the same MPFR calls (`mpfr_mul`, `mpfr_add`, RNDN, into
 of the context's precision) in one C loop, with the MPFR library gmpy2 itself loaded, on
 the `mpfr_t` inside each gmpy2 object: the same bits, several times faster.
 
-The C is compiled once per machine with `cc` into the user's cache
-(`$XDG_CACHE_HOME/presk`, else `~/.cache/presk`), named by a hash of its source and of
-the MPFR library; where that cannot be done (no compiler, another object layout, or
-`PRESK_INTERP_C=0`), `available()` is False and the interpreter keeps numpy's loop.
+The C is compiled once per machine through presk's one toolchain, cache and loader
+(presk_core.cc: `$PRESK_CACHE`, keyed by the compiler, the resolved target, the flags —
+`-ffp-contract=off` among them —, the MPFR library and the source; loaded only if its
+digest is the one written with it); where that cannot be done (no compiler, another object
+layout, a cache that cannot be used, or `PRESK_INTERP_C=0`), `available()` is False and the
+interpreter keeps numpy's loop, which gives the same bits.
 """
 
 from __future__ import annotations
 
 import ctypes
-import hashlib
+import importlib.util
 import math
 import os
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import gmpy2
 import numpy as np
+from presk_syntax.diagnostics import DiagnosticError
+
+from presk_core.cc.load import Module, Opener, load_object
+from presk_core.cc.toolchain import CompileError
+
+GENERATOR = "presk-core helper 1"  # bump when a helper's C changes meaning
 
 
 def layout_c(name: str) -> str:
@@ -128,33 +134,6 @@ def _mpfr_library() -> Path | None:
     return found[0] if found else None
 
 
-def _cache() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "presk"
-
-
-def _build(
-    name: str, source: str, library: Path, includes: tuple[str, ...] = (), suffix: str = ".so"
-) -> Path:
-    include = Path(gmpy2.__file__).resolve().parent  # gmpy2 ships gmp.h and mpfr.h
-    key = hashlib.sha256((source + str(library) + sys.version).encode()).hexdigest()[:16]
-    target = _cache() / f"{name}_{key}{suffix}"
-    if target.exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        c = Path(tmp) / f"{name}.c"
-        c.write_text(source)
-        built = Path(tmp) / f"{name}.so"
-        cmd = ["cc", "-O2", "-shared", "-fPIC", f"-I{include}", *(f"-I{i}" for i in includes)]
-        cmd += [str(c), "-o", str(built)]
-        gmp = sorted(library.parent.glob("libgmp*.so*"))  # mpz_* for presk_core.erfc_c
-        cmd += [str(library), *map(str, gmp[:1]), f"-Wl,-rpath,{library.parent}"]
-        subprocess.run(cmd, check=True, capture_output=True, timeout=120)
-        os.replace(built, target)  # whole or not at all
-    return target
-
-
 def _layout_holds() -> bool:
     """The type of a gmpy2 object and its mpfr_t are where `AT_TYPE` and `OFFSET` say:
     they read back."""
@@ -164,12 +143,9 @@ def _layout_holds() -> bool:
     return prec == 77 and kind == id(MPFR_TYPE)
 
 
-def library(
-    name: str, source: str, includes: tuple[str, ...] = (), suffix: str = ".so"
-) -> Path | None:
-    """The C `source` compiled against the MPFR (and GMP) that gmpy2 loads, MPFR loaded
-    first, if that can be done here (a compiler, the object layout, `PRESK_INTERP_C` not
-    0); else None."""
+def _mpfr_loaded() -> Path | None:
+    """The MPFR library gmpy2 uses, loaded first (with its GMP) so that the helpers link to
+    the same instances; None where the helpers cannot work on gmpy2's objects here."""
     if os.environ.get("PRESK_INTERP_C", "1") == "0":
         return None
     mpfr = _mpfr_library()
@@ -178,38 +154,91 @@ def library(
     try:
         for lib in [mpfr, *sorted(mpfr.parent.glob("libgmp*.so*"))[:1]]:
             ctypes.CDLL(str(lib), mode=ctypes.RTLD_GLOBAL)  # the instances gmpy2 uses
-        return _build(name, source, mpfr, includes, suffix)
-    except (OSError, subprocess.SubprocessError):
+    except OSError:
+        return None
+    return mpfr
+
+
+def _close(lib) -> None:
+    import _ctypes
+
+    _ctypes.dlclose(lib._handle)
+
+
+CDLL = Opener("ctypes", ctypes.CDLL, _close)
+PYDLL = Opener("ctypes-gil", ctypes.PyDLL, _close)  # for C that calls Python
+
+
+def _extension_opener(name: str) -> Opener:
+    def open_module(path: str):
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"{path} is not a Python extension")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return Opener(f"extension {name}", open_module)
+
+
+def load_helper(
+    name: str,
+    source: str,
+    symbols: tuple[str, ...],
+    opener: Opener = CDLL,
+    includes: tuple[str, ...] = (),
+) -> Module | None:
+    """The C `source` compiled against the MPFR (and GMP) that gmpy2 loads, through presk's
+    one toolchain, cache and loader (presk_core.cc: its key has the compiler and the flags,
+    `-ffp-contract=off` among them; the object is loaded only if its digest is the one
+    written with it), and opened by `opener` with `symbols` checked; None where that cannot
+    be done here (no compiler, another object layout, a cache that cannot be used,
+    `PRESK_INTERP_C=0`): the interpreter's Python loops give the same bits."""
+    mpfr = _mpfr_loaded()
+    if mpfr is None:
+        return None
+    include = Path(gmpy2.__file__).resolve().parent  # gmpy2 ships gmp.h and mpfr.h
+    flags = tuple(f"-I{i}" for i in (include, *includes))
+    gmp = sorted(mpfr.parent.glob("libgmp*.so*"))[:1]  # mpz_* for presk_core.erfc_c
+    libs = (str(mpfr), *map(str, gmp), f"-Wl,-rpath,{mpfr.parent}")
+    try:
+        return load_object(
+            f"{GENERATOR} {name} / Python {sys.version}",
+            source,
+            symbols,
+            opener,
+            extra_flags=flags,
+            libs=libs,
+        )
+    except (DiagnosticError, CompileError):
         return None
 
 
-def extension(name: str, source: str) -> Path | None:
-    """`library`, built as a Python extension module `name` (Python's and numpy's headers
-    too), or None."""
+def extension(name: str, source: str, symbols: tuple[str, ...]) -> Module | None:
+    """`load_helper` of a Python extension module `name` (Python's and numpy's headers too):
+    the module, or None."""
     import sysconfig
 
     python = sysconfig.get_paths()["include"]
-    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
     if not os.path.exists(os.path.join(python, "Python.h")):
         return None
-    return library(name, source, (python, np.get_include()), suffix)
+    opener = _extension_opener(name)
+    return load_helper(name, source, symbols, opener, (python, np.get_include()))
 
 
 class Helper:
-    """A C helper compiled by `library` and loaded on first use: `lib` is the ctypes
-    library (its functions declared by `declare`) once `available()` has said True."""
+    """A C helper built by `load_helper` on first use: `lib` is the ctypes library (its
+    functions declared by `declare`) once `available()` has said True."""
 
-    def __init__(self, name: str, source: str, declare, kind=ctypes.CDLL):
-        self.name, self.source, self.declare, self.kind = name, source, declare, kind
+    def __init__(self, name: str, source: str, symbols: tuple[str, ...], declare, kind=CDLL):
+        self.name, self.source, self.symbols = name, source, symbols
+        self.declare, self.kind = declare, kind
         self.lib: ctypes.CDLL | None | bool = False  # False: not tried yet
 
     def available(self) -> bool:
         if self.lib is False:
-            path = library(self.name, self.source)
-            try:
-                self.lib = None if path is None else self.kind(str(path))
-            except OSError:
-                self.lib = None
+            module = load_helper(self.name, self.source, self.symbols, self.kind)
+            self.lib = None if module is None else module.lib
             if self.lib is not None:
                 self.declare(self.lib)
         return self.lib is not None
@@ -223,7 +252,7 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.presk_fold.argtypes = [ctypes.c_size_t] * 4 + [ctypes.c_void_p] * 3 + [ctypes.c_long]
 
 
-_C = Helper("presk_fold", SOURCE, _declare)
+_C = Helper("presk_fold", SOURCE, ("presk_fold_layout", "presk_fold"), _declare)
 available = _C.available
 
 

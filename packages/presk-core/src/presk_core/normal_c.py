@@ -50,7 +50,7 @@ outside the uniforms' range, or std is not a finite nonzero number, the pair is 
 at 256 bits. tests/test_normal_c.py compares every tier with the Python loop on many
 draws and on those edges. Large draws run in pieces, one a thread.
 
-Built and loaded like presk_core.fold_c (into the user's cache); where it cannot be (no
+Built, cached and loaded like presk_core.fold_c (presk_core.cc); where it cannot be (no
 compiler, `PRESK_INTERP_C=0`), `available()` is False and random.py keeps its Python loop.
 """
 
@@ -525,7 +525,9 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.presk_set_doubles.argtypes = [ctypes.c_size_t] + [ctypes.c_void_p] * 2
 
 
-_C = fold_c.Helper("presk_normal", SOURCE, _declare)  # touches no Python object but std's
+SYMBOLS = ("presk_normal", "presk_normal_probe", "presk_normal_tables", "presk_scale", "presk_bits")
+# touches no Python object but std's
+_C = fold_c.Helper("presk_normal", SOURCE, (*SYMBOLS, "presk_set_doubles"), _declare)
 available = _C.available
 
 

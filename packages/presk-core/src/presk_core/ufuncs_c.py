@@ -7,13 +7,12 @@ not the interpreter's (round to nearest, no subnormalization, no traps, MPFR's e
 range) or an operand is not an mpfr, the loop calls Python's operator, as numpy's would.
 Only gmpy2's flags (inexact, …) are not raised by the C path; nothing in presk reads them.
 
-Compiled once like presk_core.fold_c, as a Python extension (Python's, numpy's and
+Compiled, cached and loaded like presk_core.fold_c (presk_core.cc), as a Python extension (Python's, numpy's and
 gmpy2's headers); `load()` is None where that cannot be done (then numpy's own ufuncs).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 
 from presk_core import fold_c
@@ -125,13 +124,5 @@ def load():
     """The module of the four ufuncs, or None where it cannot be built here."""
     if os.environ.get("PRESK_INTERP_C", "1") == "0":
         return None
-    path = fold_c.extension("presk_ufuncs", SOURCE)
-    if path is None:
-        return None
-    try:
-        spec = importlib.util.spec_from_file_location("presk_ufuncs", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    except (ImportError, OSError):
-        return None
-    return module
+    module = fold_c.extension("presk_ufuncs", SOURCE, ("add", "sub", "mul", "div"))
+    return None if module is None else module.lib
