@@ -29,12 +29,15 @@ grammar:
 	cd packages/presk-syntax/grammar && $(abspath $(TREE_SITTER)) generate --no-bindings
 	$(UV) sync --all-packages --quiet
 
-# The fuzzer of issue 16 (tools/fuzz.py): 10,000 seeded inputs (mutated programs, corrupted
-# data files, garbage stage documents, extreme flags), internal errors and hangs counted by
-# class. Not in `make test`, which runs a short seeded run (tests/tools/test_fuzz.py).
+# The fuzzer of issues 16 and 27 (tools/fuzz.py): 10,000 seeded inputs per surface (mutated
+# programs, corrupted data files, garbage stage documents, extreme flags, native runs and a
+# damaged cache, presk serve, --opt --profile, every document kind, every flag's values),
+# internal errors and hangs counted by class; `make fuzz FUZZ_SURFACE=serve` runs one.
+# Not in `make test`, which runs short seeded runs (tests/tools/test_fuzz.py).
 FUZZ_INPUTS ?= 10000
+FUZZ_SURFACE ?= all
 fuzz: setup
-	$(PY) tools/fuzz.py --inputs $(FUZZ_INPUTS) --seed 0 --jobs 2
+	$(PY) tools/fuzz.py --surface $(FUZZ_SURFACE) --inputs $(FUZZ_INPUTS) --seed 0 --jobs 2
 
 bench: setup
 	$(PY) tools/bench_startup.py

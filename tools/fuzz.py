@@ -18,7 +18,22 @@ front):
 - `stages`: garbage, truncated and type-confused documents (a field of a node given a
   value of another type) through every stage program (presk-parse, presk-elab,
   presk-lower, presk-ad, presk-dump);
-- `flags`: extreme flags (`--bits 2`, `--digits 0`, `--dim B=0`, `--const L=0`, …).
+- `flags`: extreme flags (`--bits 2`, `--digits 0`, `--dim B=0`, `--const L=0`, …);
+- issue 27's surfaces (tools/fuzz_surfaces.py): `native`, the mutants that check clean
+  through `presk run --backend native` (small dimensions, a realization, 1 or 2 threads),
+  and commands run on a copy of a filled compile cache that was damaged (bits flipped, an
+  object cut, emptied, replaced by a folder, a dangling link or another program's object,
+  the cache folder a file); `serve`, `presk serve` of the tiny MiniGPT (weights trained at
+  the start, 2 native steps) with prompts, temperatures, seeds, backends and constants of
+  every kind, damaged weights and vocabularies; `profile`, damaged machine profiles through
+  `presk run|train --opt --profile`; `documents`, every document kind (ast, elab, core,
+  kernel) type-confused, given extreme numbers, cut, nested deeply, through the program
+  that decodes it, and sources of big integers through presk-parse; `values`, one flag of
+  a command (`--dim`, `--const`, `--bits`, `--digits`, `--temperature`, `--threads`,
+  `--seed`, …) given a value of its domain or outside it (unicode digits, huge values).
+
+`--surface NAME` runs every input from that one class (`--surface all`: each class in
+turn, a table each): `make fuzz` runs 10,000 inputs per surface.
 
 Each input runs in a worker process (in-process: the stages' functions, not a new Python
 each time; `--jobs N` workers, each in its own copy of the programs, share out the list),
@@ -34,7 +49,7 @@ each distinct internal error, with how often and an example (the lowest input of
 back as soon as it is drawn, so that a worker that dies still leaves it; `--replay DIR`
 runs the inputs saved there again, under the same limits).
 
-`make fuzz` runs 10,000 inputs; tests/tools/test_fuzz.py runs a short seeded run.
+tests/tools/test_fuzz.py runs short seeded runs.
 """
 
 from __future__ import annotations
@@ -50,6 +65,7 @@ import random
 import re
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -58,7 +74,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fuzz_cases import CLASSES, ROOT, Case, entry_and_dims, make_cases, mutant
+from fuzz_cases import CLASSES, ROOT, Case, corrupt, entry_and_dims, make_cases, mutant
+from fuzz_surfaces import NATIVE_RUNS, SERVE_CONSTS, WEIGHTS, damage_cache
+
+PRESK = Path(sys.executable).parent / "presk"
 
 
 def clean_mutant(case: Case, tries: int = 12, timeout=None, started=None) -> list[str] | None:
@@ -69,7 +88,7 @@ def clean_mutant(case: Case, tries: int = 12, timeout=None, started=None) -> lis
     worker is saved)."""
     path, seed = case.remutate
     rng = random.Random(seed)
-    consts = case.argv[1:]
+    consts, extra = _consts(case.argv[1:])
     for _ in range(tries):
         name, text = mutant(path, rng)
         case.files = {name: text.encode("utf-8", errors="surrogatepass")}
@@ -81,10 +100,23 @@ def clean_mutant(case: Case, tries: int = 12, timeout=None, started=None) -> lis
             started(case.argv, case.files)
         code, _, escaped = invoke("presk", case.argv, b"")
         if code == 0 and escaped is None:
-            if case.kind == "run":
-                return ["run", name, *entry_and_dims(text, rng), *consts]
+            if case.kind in ("run", "native"):
+                return ["run", name, *entry_and_dims(text, rng), *consts, *extra]
             return ["dump", name, "--stage", "core-after-ad", *consts]
     return None
+
+
+def _consts(args: list[str]) -> tuple[list[str], list[str]]:
+    """The `--const NAME=V` pairs of a mutant's flags (what its check takes), and the rest."""
+    consts, rest = [], []
+    while args:
+        a, *args = args
+        if a == "--const" and args:
+            consts += [a, args[0]]
+            args = args[1:]
+        else:
+            rest.append(a)
+    return consts, rest
 
 
 # ---- running one input ---------------------------------------------------------------------
@@ -124,14 +156,8 @@ def invoke(program: str, argv: list[str], stdin: bytes) -> tuple[int, str, BaseE
                     code = 2
                 except click.exceptions.Abort:
                     code = 130
-            elif program == "presk-dump":
-                from presk_cli.dump import dump_main
-
-                code = dump_main(argv)
-            else:
-                from presk_core.passes import stage_main
-
-                code = stage_main(program, argv)
+            else:  # a stage program: its console script's function, as installed
+                code = stage_program(program)(argv)
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except Timeout:
@@ -199,6 +225,7 @@ def worker(conn, folder: str, timeout: float) -> None:
     limit = mapped + 3 * 2**30
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     os.chdir(folder)
+    cache = os.environ["PRESK_CACHE"] = str(Path(folder) / "cache")  # not the user's
     import warnings
 
     warnings.simplefilter("ignore")
@@ -206,6 +233,7 @@ def worker(conn, folder: str, timeout: float) -> None:
         case = conn.recv()
         if case is None:
             return
+        damaged = prepare(case, Path(folder))
         for name, blob in case.files.items():
             Path(name).parent.mkdir(parents=True, exist_ok=True)
             Path(name).write_bytes(blob)
@@ -216,34 +244,129 @@ def worker(conn, folder: str, timeout: float) -> None:
             )
         except MemoryError:
             status, sig = "internal", "MemoryError (above 3 GB)"
+        if damaged is not None and status == "internal":
+            sig = f"{sig} [cache: {damaged}]"
         conn.send((status, sig, case.argv, time.monotonic() - began, case.files))
         for name in case.files:
             with contextlib.suppress(OSError):
                 os.unlink(name)
         shutil.rmtree("ckpt", ignore_errors=True)
+        if damaged is not None:  # the next input on the worker's own cache again
+            where = Path(os.environ["PRESK_CACHE"])
+            os.environ["PRESK_CACHE"] = cache
+            if where.is_symlink() or where.is_file():
+                where.unlink()
+            _rmtree(where)
 
 
-def documents_of(folder: str) -> dict[str, bytes]:
-    """Valid documents of each kind (ast, elab, core, core after ad) of 06_tower.psk."""
-    from presk_core.passes import stage_main
+def _rmtree(where: Path) -> None:
+    """Remove a damaged cache, modes cleared first (a folder of mode 0 included)."""
+    for p in sorted(where.rglob("*"), reverse=True) if where.is_dir() else ():
+        with contextlib.suppress(OSError):
+            os.chmod(p, 0o700, follow_symlinks=False)
+    shutil.rmtree(where, ignore_errors=True)
 
-    docs = {}
-    current = b""
-    path = str(Path(folder) / "tutorial" / "06_tower.psk")
-    for program, kind in (("presk-parse", "ast"), ("presk-elab", "elab"), ("presk-lower", "core"),
-                          ("presk-ad", "core-ad")):  # fmt: skip
+
+def prepare(case: Case, folder: Path) -> str | None:
+    """What an input needs before it runs: its weights damaged (`serve`: made from the real
+    ones), or its damaged copy of a filled compile cache (`native`: the damage's name; the
+    copy in a folder of its own, whose objects this process has never loaded)."""
+    if case.files.get("bad_weights.psk.d") == b"CORRUPT":
+        rng = random.Random(case.prepare[1] if case.prepare else 0)
+        case.files["bad_weights.psk.d"] = corrupt((folder / WEIGHTS).read_bytes(), rng)
+    if case.prepare is None or case.prepare[0] != "cache":
+        return None
+    _, k, seed = case.prepare
+    templates = folder.parent / "caches"
+    where = folder / f"cache-{seed}"
+    _rmtree(where)
+    shutil.copytree(templates / str(k), where, symlinks=True)
+    others = [
+        p for j in range(len(NATIVE_RUNS)) if j != k for p in (templates / str(j)).rglob("*.so")
+    ]
+    os.environ["PRESK_CACHE"] = str(where)
+    return damage_cache(where, others, seed)
+
+
+def setup(top: Path, folders: list[str], only) -> None:
+    """What the new surfaces run on, made once with presk itself (each its own process):
+    the tiny MiniGPT's weights for `serve` and `values` (2 native steps), copied into every
+    work folder, and for `native` a filled compile cache of each command of NATIVE_RUNS."""
+    env = {**os.environ, "PRESK_CACHE": str(top / "setup-cache"), "NO_COLOR": "1"}
+    if {"serve", "values"} & set(only):
+        train = ["train", "tests/examples/minigpt/train_minigpt.psk", *SERVE_CONSTS]
+        train += ["--data", "tests/examples/minigpt/data/tiny_T8.psk.d", "--steps", "2"]
+        train += ["--log-every", "0", "--ckpt", str(top / "serve"), "--backend", "native"]
+        subprocess.run([str(PRESK), *train], cwd=ROOT, env=env, check=True, capture_output=True)
+        for f in folders:
+            (Path(f) / WEIGHTS).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(top / "serve" / "final.psk.d", Path(f) / WEIGHTS)
+    if "native" in only:
+        for k, argv in enumerate(NATIVE_RUNS):
+            env["PRESK_CACHE"] = str(top / "caches" / str(k))
+            subprocess.run([str(PRESK), *argv], cwd=folders[0], env=env, check=True,
+                           capture_output=True)  # fmt: skip
+            shutil.rmtree(Path(folders[0]) / "ckpt", ignore_errors=True)
+
+
+def stage_program(name: str):
+    """The function of a stage program (`presk-parse`, …, `presk-dump`): its console script's
+    entry point, which takes its argv."""
+    from importlib.metadata import entry_points
+
+    (ep,) = [ep for ep in entry_points(group="console_scripts") if ep.name == name]
+    return ep.load()
+
+
+def _chain(path: str, programs: tuple[str, ...]) -> list[bytes]:
+    """The documents of `path` through stage programs in a pipe, each one's output."""
+    docs, current = [], b""
+    for program in programs:
         out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
         saved = sys.stdin, sys.stdout
         sys.stdin = io.TextIOWrapper(io.BytesIO(current), encoding="utf-8")
         sys.stdout = out
         try:
-            stage_main(program, [path] if program == "presk-parse" else [])
+            code = stage_program(program)([path] if program == "presk-parse" else [])
         finally:
             sys.stdin, sys.stdout = saved
         out.flush()
         current = out.buffer.getvalue()
-        docs[kind] = current
+        assert code == 0 and current, f"{program} of {path} failed"
+        docs.append(current)
     return docs
+
+
+def documents_of(folder: str) -> dict[str, bytes]:
+    """Valid documents of each kind (ast, elab, core, core after ad) of 06_tower.psk, and
+    the kernel document of 07_train.psk's `loss` at B 8, fused."""
+    from presk_core.codec import decode_core
+    from presk_kernel.codec import encode_kernel
+    from presk_kernel.fuse import fuse
+    from presk_kernel.lower import lower_entry
+
+    stages = ("presk-parse", "presk-elab", "presk-lower", "presk-ad")
+    tower = _chain(str(Path(folder) / "tutorial" / "06_tower.psk"), stages)
+    docs = dict(zip(("ast", "elab", "core", "core-ad"), tower, strict=True))
+    core, _ = decode_core(_chain(str(Path(folder) / "tutorial" / "07_train.psk"), stages)[-1])
+    try:
+        docs["kernel"] = encode_kernel(fuse(lower_entry(core, "loss", {"B": 8}, None, "f64"))[0])
+    except Exception as e:  # presk-kernel broken: its decoder is still fuzzed, on less
+        print(f"fuzz: 07_train.psk's loss does not lower ({e!r}): a kernel of one loop instead",
+              file=sys.stderr)  # fmt: skip
+        docs["kernel"] = encode_kernel(_one_loop())
+    return docs
+
+
+def _one_loop():
+    """A schedule of one kernel that fills a buffer of two f32 (tests/cli's example)."""
+    from presk_kernel import ir as K
+
+    out = K.Buffer(0, "f32", (K.Axis("n", 2),))
+    body = (K.Loop("i0", "n", 2, (K.Store(0, (K.Affine.var("i0"),), K.Const(1.5, "f32")),)),)
+    k = K.Kernel("fill", "f/%1", (), (out,), body, "f32")
+    host = K.HostBuffer(0, "f32", out.axes, "f/%1", "output")
+    return K.Schedule("f", (), (host,), (K.Launch(k, (K.Arg(0),)),), (), (0,))
 
 
 @dataclass
@@ -283,6 +406,10 @@ def fuzz(n: int, seed: int, timeout: float = 10.0, only=CLASSES, save: str | Non
             for sub in ("tutorial", "tests/examples"):
                 shutil.copytree(ROOT / sub, folder / sub)
             slots.append(Slot(str(folder)))
+        if cases is None:
+            setup(Path(top), [s.folder for s in slots], only)
+        else:  # a replay: what its inputs need
+            setup(Path(top), [s.folder for s in slots], {c.kind for c in cases})
         documents = documents_of(slots[0].folder)
         _preload()  # imported once, before the workers fork: a restart costs nothing
         if cases is None:
@@ -457,6 +584,11 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=10.0, help="Seconds an input may take.")
     parser.add_argument("--only", default=",".join(CLASSES), help="Input classes, comma-separated.")
+    parser.add_argument(
+        "--surface",
+        choices=(*CLASSES, "all"),
+        help="Every input from this class (all: each class in turn, --inputs of each).",
+    )
     parser.add_argument("--jobs", type=int, default=1, help="Worker processes.")
     parser.add_argument("--save", help="A folder for the failing inputs.")
     parser.add_argument("--replay", help="Run the inputs saved in this folder again.")
@@ -481,18 +613,27 @@ def main() -> int:
 
     cases = saved(args.replay) if args.replay else None
     n = len(cases) if cases is not None else args.inputs
-    tally = fuzz(
-        n, args.seed, args.timeout, only, args.save, progress, args.jobs, cases, args.start
-    )
-    print(file=sys.stderr)
-    print(table(tally))
-    print(
-        f"\n{sum(tally.tried.values())} inputs in {time.monotonic() - started:.0f} s,"
-        f" {'replayed from ' + args.replay if args.replay else f'seed {args.seed}'},"
-        f"{f' from input {args.start},' if args.start else ''}"
-        f" {args.jobs} job(s)"
-    )
-    return 1 if sum(tally.internal.values()) + sum(tally.hangs.values()) else 0
+    rounds = [only]
+    if args.surface is not None:
+        rounds = [(c,) for c in CLASSES] if args.surface == "all" else [(args.surface,)]
+    bad = 0
+    for only in rounds:
+        tally = fuzz(
+            n, args.seed, args.timeout, only, args.save, progress, args.jobs, cases, args.start
+        )
+        print(file=sys.stderr)
+        if args.surface is not None:
+            print(f"surface {only[0]}:")
+        print(table(tally))
+        print(
+            f"\n{sum(tally.tried.values())} inputs in {time.monotonic() - started:.0f} s,"
+            f" {'replayed from ' + args.replay if args.replay else f'seed {args.seed}'},"
+            f"{f' from input {args.start},' if args.start else ''}"
+            f" {args.jobs} job(s)\n",
+            flush=True,
+        )
+        bad += sum(tally.internal.values()) + sum(tally.hangs.values())
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

@@ -1,8 +1,13 @@
 """The inputs of the fuzzer (tools/fuzz.py), all drawn from one seeded generator: mutated
 programs (`check`, and `run`/`dump` of the mutants that check clean), corrupted `.psk.d`
 files (`data`), garbage and type-confused stage documents (`stages`), extreme flags
-(`flags`). `make_cases(n, seed, documents)` is the whole list, made up front: the same
-list whatever the number of workers that run it."""
+(`flags`); and issue 27's surfaces: the clean mutants run natively and a damaged compile
+cache (`native`), `presk serve`'s flags, prompts, weights and vocabularies (`serve`),
+damaged machine profiles through `--opt --profile` (`profile`), every document kind's
+decoder, big integers and deep nesting included (`documents`), and every flag's value
+domain, unicode digits and huge values included (`values`). `make_cases(n, seed,
+documents)` is the whole list, made up front: the same list whatever the number of workers
+that run it."""
 
 from __future__ import annotations
 
@@ -14,7 +19,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CLASSES = ("check", "run", "dump", "data", "stages", "flags")
+CLASSES += ("native", "serve", "profile", "documents", "values")  # issue 27's surfaces
 SHARE = {"check": 0.3, "run": 0.2, "dump": 0.1, "data": 0.2, "stages": 0.15, "flags": 0.05}
+SHARE |= {"native": 0.05, "serve": 0.05, "profile": 0.03, "documents": 0.1, "values": 0.05}
 TINY = ("--const", "V=32", "--const", "D=8", "--const", "H=2", "--const", "L=2")
 SOURCES = {  # the programs mutated, and the constants they run at
     "tutorial/01_linear.psk": (),
@@ -49,6 +56,7 @@ class Case:
     files: dict[str, bytes] = field(default_factory=dict)  # written in the work folder
     stdin: bytes = b""
     remutate: tuple[str, int] | None = None  # run/dump: (source, seed) of mutants until one checks
+    prepare: tuple | None = None  # native: ("cache", template, seed): a damaged cache to run on
 
 
 # ---- the inputs --------------------------------------------------------------------------
@@ -152,6 +160,10 @@ def mutant(path: str, rng: random.Random) -> tuple[str, str]:
 def source_case(kind: str, rng: random.Random) -> Case:
     path = rng.choice(sorted(SOURCES))
     consts = list(SOURCES[path])
+    if kind == "native":  # the clean mutant natively, in a realization, on some threads
+        consts += ["--backend", "native", "--realize", rng.choice(("f64", "f64", "f32", "bf16"))]
+        consts += ["--threads", rng.choice(("1", "1", "2"))]
+        return Case(kind, "presk", ["run", *consts], remutate=(path, rng.randrange(2**32)))
     if kind == "check":
         name, text = mutant(path, rng)
         files = {name: text.encode("utf-8", errors="surrogatepass")}
@@ -309,6 +321,8 @@ def flags_case(rng: random.Random) -> Case:
 
 
 def make_cases(n: int, seed: int, documents: dict[str, bytes], only=CLASSES) -> list[Case]:
+    from fuzz_surfaces import document_case, native_case, profile_case, serve_case, values_case
+
     rng = random.Random(seed)
     weights = [SHARE[c] for c in only]
     cases = []
@@ -320,6 +334,16 @@ def make_cases(n: int, seed: int, documents: dict[str, bytes], only=CLASSES) -> 
             cases.append(data_case(rng))
         elif kind == "stages":
             cases.append(stage_case(rng, documents))
+        elif kind == "native":
+            cases.append(native_case(rng))
+        elif kind == "serve":
+            cases.append(serve_case(rng))
+        elif kind == "profile":
+            cases.append(profile_case(rng))
+        elif kind == "documents":
+            cases.append(document_case(rng, documents))
+        elif kind == "values":
+            cases.append(values_case(rng))
         else:
             cases.append(flags_case(rng))
     return cases
