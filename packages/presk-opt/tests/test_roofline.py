@@ -1,11 +1,9 @@
 """The roofline model: work and traffic from a loop nest, the fit, rank correlations, the
-profile file; `presk bench --calibrate` in the specification's form, its diagnostics."""
+profile file (`presk bench --calibrate` itself: tests/opt/test_calibrate_cli.py)."""
 
 import json
 import math
-import os
 import re
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +14,6 @@ from presk_kernel.ir import Affine, Axis, Buffer, Const, Kernel, Load, Loop, Op,
 from presk_opt import roofline as R
 
 ROOT = Path(__file__).resolve().parents[3]
-PRESK = ROOT / ".venv" / "bin" / "presk"
 
 
 def _kernel() -> Kernel:
@@ -166,73 +163,3 @@ def test_a_profile_with_any_field_replaced_is_read_or_refused(where, key, value)
             R.read(str(path))
         except R.ProfileError:
             pass
-
-
-def _bench(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [PRESK, "bench", *args], cwd=ROOT, capture_output=True, text=True,
-        env={**os.environ, "NO_COLOR": "1"},
-    )  # fmt: skip
-
-
-LOSS = ("tutorial/07_train.psk", "--entry", "loss", "--dim", "B=8", "--repeat", "3")
-ROW = r"kernel .{37}.{6}\s+\d+\s+\d+\s+\d+\.\d\d\s+\d+\.\d\d"
-
-
-def test_calibrate_prints_the_table_and_writes_the_profile(tmp_path: Path) -> None:
-    out = tmp_path / "p.json"
-    r = _bench(*LOSS, "--calibrate", str(out))
-    assert r.returncode == 0, r.stderr
-    lines = r.stdout.splitlines()
-    assert lines[0] == "kernel" + " " * 47 + "work        bytes measured µs predicted µs"
-    rows = lines[1:-4]
-    assert rows and all(re.fullmatch(ROW, x) and len(x) == 94 for x in rows), rows
-    n = len(rows)
-    assert lines[-4] == f"-- {n} kernels timed (0 kept from {out}), 3 calls, f64"
-    num = r"\d\.\d{3}e-?\d+"
-    assert re.fullmatch(
-        rf"-- roofline: π = {num} ops/s, β = {num} bytes/s, λ = \d+\.\d\d µs per launch", lines[-3]
-    )
-    rho = r"(-?\d\.\d{3}|nan)"
-    assert re.fullmatch(
-        rf"-- Spearman with the measured times: operation counts {rho}, work {rho}, roofline {rho}",
-        lines[-2],
-    )
-    assert lines[-1] == f"-- profile written to {out}"
-    profile = R.read(str(out))
-    assert len(profile.samples) == n and profile.machine == R.machine("f64")
-    assert all(s.source == "tutorial/07_train.psk:loss" and s.calls == 3 for s in profile.samples)
-    # another entry: the first one's kernels not timed again are kept
-    r2 = _bench("tutorial/06_tower.psk", "--entry", "Tower.apply", "--dim", "batch=4",
-                "--repeat", "3", "--calibrate", str(out))  # fmt: skip
-    assert r2.returncode == 0, r2.stderr
-    m = re.search(r"-- (\d+) kernels timed \((\d+) kept from ", r2.stdout)
-    assert m and int(m[2]) > 0 and len(R.read(str(out)).samples) == int(m[1]) + int(m[2])
-
-
-def test_a_bad_profile_file_is_E9002(tmp_path: Path) -> None:
-    out = tmp_path / "p.json"
-    out.write_text("not json")
-    r = _bench(*LOSS, "--calibrate", str(out))
-    assert r.returncode == 1 and "[E9002] Error: " in r.stderr and "is not JSON" in r.stderr
-    assert out.read_text() == "not json"
-
-
-def test_a_profile_of_another_type_is_E9002(tmp_path: Path) -> None:
-    out = tmp_path / "p.json"
-    R.write(_profile(), str(out))
-    r = _bench(*LOSS, "--realize", "f32", "--calibrate", str(out))
-    assert r.returncode == 1 and "[E9002] Error: " in r.stderr
-    assert "profiles another machine or type" in r.stderr
-
-
-def test_an_entry_that_does_not_run_natively_is_E7002(tmp_path: Path) -> None:
-    r = _bench("tutorial/05_sample.psk", "--entry", "pick", "--dim", "B=5", "--calibrate",
-               str(tmp_path / "p.json"))  # fmt: skip
-    assert r.returncode == 1 and "[E7002] Error: cannot lower `pick` to kernels" in r.stderr
-    assert not (tmp_path / "p.json").exists()
-
-
-def test_repeat_0_is_a_usage_error(tmp_path: Path) -> None:
-    r = _bench(*LOSS[:-1], "0", "--calibrate", str(tmp_path / "p.json"))
-    assert r.returncode == 2 and "'--repeat': 0 is not in the range x>=1" in r.stderr

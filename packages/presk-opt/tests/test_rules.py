@@ -277,17 +277,3 @@ def test_a_sum_over_a_batch_too_stays(rules_program) -> None:
     over length-1 axes: not a reshape."""
     before, after = rules_program
     assert _function(after, "bsum_loss.bwd") == _function(before, "bsum_loss.bwd")
-
-
-def test_a_sum_over_length_1_runs_natively_as_without_opt() -> None:
-    """`reshape_like` lowered natively as a view of its operand's buffer: the same digits
-    with and without --opt."""
-    import subprocess
-
-    presk = ROOT / ".venv" / "bin" / "presk"
-    args = [str(presk), "run", str(HERE / "programs" / "rules.psk"), "--entry", "onesum_grad",
-            "--dim", "B=4", "--backend", "native"]  # fmt: skip
-    plain = subprocess.run(args, capture_output=True, text=True, cwd=ROOT)
-    opt = subprocess.run([*args, "--opt"], capture_output=True, text=True, cwd=ROOT)
-    assert plain.returncode == 0 and opt.returncode == 0, opt.stderr
-    assert plain.stdout == opt.stdout and "  onesum_loss.bwd: " in opt.stderr
