@@ -98,10 +98,7 @@ class Builder(Emitter):
         effects = tuple(info.decl.effects) if info.decl is not None else ()
         dims = tuple(getattr(info, "generic", info.dims))
         span = info.decl.span if info.decl is not None else getattr(info, "span", None)
-        defaults = tuple(
-            (name, e.text if isinstance(e, A.FloatLit) else str(getattr(e, "value", "")))
-            for name, e in info.defaults.items()
-        )
+        defaults = tuple(info.defaults.items())  # the checker's texts, rounded to their types
         if result.type != t:  # the body under other axis names than declared: a cast
             at = info.decl.body.result.span if isinstance(info.decl, A.Fn) else span
             result = self.emit("cast", [result], t, {}, at)

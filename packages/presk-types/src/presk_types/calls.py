@@ -189,13 +189,7 @@ class Calls:
         refs = [ref.tree] if ref.implicit and callee.module is not None else []
         refs += [v.ref for _, v, _ in values if isinstance(v, Val)]
         for pname, ptype in params[len(values) :]:  # hyperparameters at their defaults
-            default = callee.defaults[pname]
-            text = (
-                default.text
-                if isinstance(default, A.FloatLit)
-                else str(getattr(default, "value", 0))
-            )
-            refs.append(self.emit.literal(text, ptype))
+            refs.append(self.emit.literal(callee.defaults[pname], ptype))
         # a dimension the call does not infer is the caller's of that name; an imported
         # file's that the caller does not have becomes the caller's too (LayerNorm.apply's B
         # and T from another file: bound to nothing, it crashed the run); presk run asks
@@ -221,6 +215,12 @@ class Calls:
         vals = [self.value(a) for a in args]
         if isinstance(f, A.Lambda):
             lam = self.lift(f, [v.type for v in vals])
+            # a dimension the λ's calls took (no argument fixes it) is this function's too,
+            # as a plain call makes it (call_fn): `grad` passes it on by name
+            mine = set(self.info.context.names) | set(self.info.generic)
+            taken = [d for d in lam.generic if d not in mine]
+            if taken:
+                self.info.generic = (*self.info.generic, *taken)
         else:
             raise err(
                 "E2010",
@@ -460,7 +460,7 @@ class Unify:
 
     def shape(self, p: Shape, a: Shape, pt: Type, at: Type, span: Span) -> None:
         if p.prefix:
-            if a.rank < p.rank and not a.prefix:
+            if a.rank < p.rank:  # `ℝ[...]` for `ℝ[..., model: 4]`: no `model` is known
                 raise self.mismatch(pt, at, span)
             lead = a.axes[: a.rank - p.rank] if a.rank >= p.rank else ()
             prefix = Shape(a.prefix, lead)

@@ -33,6 +33,7 @@ from presk_types.elab import (
     resolve_type,
 )
 from presk_types.modules import check_modules
+from presk_types.numbers import check_double, check_real_literal, default_text
 from presk_types.operands import Operands
 from presk_types.presburger import Dim, DimContext, Lin
 from presk_types.rules import (
@@ -156,7 +157,14 @@ class Checker:
                 scope.modules[p.name] = t.instance
             params.append((p.name, t))
             if p.default is not None:
-                info.defaults[p.name] = p.default
+                if not isinstance(t, Machine):
+                    raise err(
+                        "E2008",
+                        f"`{p.name}` of type `{t}` cannot have a default",
+                        Label(p.default.span, "a default is a hyperparameter's"),
+                        help="only a hyperparameter (`f64`, `nat`) has a default",
+                    )
+                info.defaults[p.name] = default_text(p.default, t.name, env, p.name)
         info.declared = None if decl.return_type is None else resolve_type(decl.return_type, scope)
         seen: set[str] = set()
         for name, span in scope.implicit:
@@ -335,8 +343,10 @@ class Body(Calls):
             case A.Var(name, span):
                 return self.name(name, span)
             case A.IntLit(value):
+                check_real_literal(e)
                 return Val(Real(SCALAR), {}, (), self.emit.literal(str(value), Real(SCALAR)))
             case A.FloatLit(text):
+                check_real_literal(e)
                 return Val(Real(SCALAR), {}, (), self.emit.literal(text, Real(SCALAR)))
             case A.StrLit(_, span) | A.Stream(_, span):
                 raise err("E2008", "a string is not a value of a function", Label(span, ""))
@@ -390,11 +400,7 @@ class Body(Calls):
                 return FnRef(fn, implicit=True, tree=theta)
         env = self.env
         if name in env.consts:
-            decl = env.const_decls[name]
-            kind = decl.type.name.parts[-1] if isinstance(decl.type, A.NamedType) else "f64"
-            return Val(
-                Machine(kind), {}, (), self.emit.literal(format_q(env.consts[name]), Machine(kind))
-            )
+            return self.constant(env, name, span)
         if name in env.const_decls:
             raise ConstError(reported())
         if name in env.fns:
@@ -417,6 +423,16 @@ class Body(Calls):
             Label(span, "not a variable, parameter, module member or constant in scope"),
         )
 
+    def constant(self, env: FileEnv, name: str, span: Span) -> Val:
+        """The constant `name` of `env` as a value: a machine number of its declared type
+        (`f64` unless `nat`), which must hold it (E1013: `const C : ℝ = 10^400` has no double)."""
+        decl, q = env.const_decls[name], env.consts[name]
+        kind = decl.type.name.parts[-1] if isinstance(decl.type, A.NamedType) else "f64"
+        kind = kind if kind == "nat" else "f64"
+        if kind == "f64":
+            check_double(q, span, "f64", name)
+        return Val(Machine(kind), {}, (), self.emit.literal(format_q(q), Machine(kind)))
+
     def field(self, obj: object, name: str, span: Span) -> object:
         match obj:
             case Namespace(file):
@@ -428,8 +444,7 @@ class Body(Calls):
                         Instance(info.key, name, tuple(Lin.var(d) for d in info.dims)), False
                     )
                 if name in file.consts:
-                    text = format_q(file.consts[name])
-                    return Val(Machine("nat"), {}, (), self.emit.literal(text, Machine("nat")))
+                    return self.constant(file, name, span)
             case ModuleVal(inst, implicit, tree):
                 info = self._module_info(inst)
                 if name in info.fns:

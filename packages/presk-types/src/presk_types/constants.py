@@ -110,6 +110,10 @@ def format_q(q: gmpy2.mpq) -> str:
 def _parse_override(name: str, text: str) -> gmpy2.mpq:
     try:
         return gmpy2.mpq(text)
+    except ZeroDivisionError:  # `--const D=1/0`
+        raise DiagnosticError(
+            error("E1003", f"--const {name}={text}: division by zero in a constant")
+        ) from None
     except ValueError:
         raise DiagnosticError(
             error("E1006", f"--const {name}={text}: `{text}` is not a number")

@@ -26,6 +26,7 @@ from presk_types.constants import (  # noqa: F401 (re-exported: the checker's na
     eval_const,
     format_q,
 )
+from presk_types.numbers import check_double, check_natural
 from presk_types.presburger import Dim, DimContext, Ge, Lin, Undecidable, holds_for_all
 from presk_types.types import (
     F64,
@@ -194,16 +195,13 @@ def _collect(env: FileEnv, program: Program, overrides: dict[str, str]) -> None:
                     diags.append(e.diagnostic)
                     continue
                 kind = type_.name.parts[-1] if isinstance(type_, A.NamedType) else "?"
-                if kind == "nat" and (q.denominator != 1 or q < 0):
-                    diags.append(
-                        error(
-                            "E1005",
-                            f"`{name}` is not a natural number",
-                            Label(value.span, f"evaluates to {format_q(q)}"),
-                            note="constants are evaluated exactly: a division must be exact"
-                            " and the result non-negative",
-                        )
-                    )
+                try:  # a machine constant's type must hold it (presk_types.numbers)
+                    if kind == "nat":
+                        check_natural(q, value.span, f"`{name}`")
+                    elif kind == "f64":
+                        check_double(q, value.span, "f64")
+                except ConstError as e:
+                    diags.append(e.diagnostic)
                     continue
                 env.consts[name] = q
             case A.DimDecl(name, bound, _, lower):

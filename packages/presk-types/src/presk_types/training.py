@@ -26,7 +26,15 @@ from presk_syntax.diagnostics import Diagnostic, DiagnosticError, Label, Severit
 from presk_syntax.span import Span
 
 from presk_types.check import Checker, FnInfo
-from presk_types.elab import ConstError, FileEnv, file_dim, lookup_module, type_from_text
+from presk_types.elab import (
+    ConstError,
+    FileEnv,
+    eval_const,
+    file_dim,
+    lookup_module,
+    type_from_text,
+)
+from presk_types.numbers import NAT_MAX, SEED_LIMIT, check_natural
 from presk_types.presburger import DimContext, check_assignment
 from presk_types.types import Bool, Idx, KeyT, ParamsT, Real, Shape, TupleT, Type
 
@@ -114,7 +122,16 @@ def without_batch(t: Type) -> Type:
     return t
 
 
-def _pipeline(e: A.Expr) -> tuple[str | None, int | None, dict[str, int], list[Diagnostic]]:
+def _natural(
+    e: A.Expr, env: FileEnv, what: str, limit: int = NAT_MAX + 1, kind: str = "nat"
+) -> int:
+    """A natural written as a constant expression (`3`, `2^10`, `S`), below `limit`."""
+    return check_natural(eval_const(e, env), e.span, what, limit, kind)
+
+
+def _pipeline(
+    e: A.Expr, env: FileEnv
+) -> tuple[str | None, int | None, dict[str, int], list[Diagnostic]]:
     """`stream "f" |> shuffle(seed = s) |> batch(B = n)`: the file, the seed, the batch dims."""
     stages: list[A.Expr] = []
     while isinstance(e, A.Binary) and e.op == "|>":
@@ -126,12 +143,16 @@ def _pipeline(e: A.Expr) -> tuple[str | None, int | None, dict[str, int], list[D
     seed, batch = None, {}
     for stage in stages:
         match stage:
-            case A.Call(A.Var("shuffle"), (A.KeywordArg("seed", A.IntLit(value)),)):
-                seed = value
-            case A.Call(A.Var("batch"), args) if all(
-                isinstance(a, A.KeywordArg) and isinstance(a.value, A.IntLit) for a in args
-            ):
-                batch = {a.name: a.value.value for a in args}
+            case A.Call(A.Var("shuffle"), (A.KeywordArg("seed", value),)):
+                try:  # a seed is a 64-bit integer (presk_core.random.root_key)
+                    seed = _natural(value, env, "the seed", SEED_LIMIT, "seed")
+                except ConstError as err:
+                    diags.append(err.diagnostic)
+            case A.Call(A.Var("batch"), args) if all(isinstance(a, A.KeywordArg) for a in args):
+                try:
+                    batch = {a.name: _natural(a.value, env, f"`{a.name}`") for a in args}
+                except ConstError as err:
+                    diags.append(err.diagnostic)
             case _:
                 diags.append(
                     _error(
@@ -266,6 +287,10 @@ def check_training(block: A.Training, env: FileEnv, checker: Checker) -> Run | l
     missing = [n for n in REQUIRED if n not in fields]
     if missing:
         diags.append(_error(f"a training run needs `{missing[0]}`", block.span, "missing"))
+    for f in fields.values():  # `data : stream …` parses as a type and no value
+        if f.value is None:
+            form = "epochs : nat = N" if f.name == "epochs" else f"{f.name} = …"
+            diags.append(_error(f"`{f.name}` has no value", f.span, f"written `{form}`"))
     if diags:
         return diags
     model = fields["model"].value
@@ -296,11 +321,16 @@ def check_training(block: A.Training, env: FileEnv, checker: Checker) -> Run | l
                 f"`{fn.key}` takes ({', '.join(str(t) for t in params)})",
             )
         ]
-    path, seed, batch, more = _pipeline(fields["data"].value)
+    path, seed, batch, more = _pipeline(fields["data"].value, env)
     if more:
         return more
     epochs = fields.get("epochs")
-    epochs_value = epochs.value.value if epochs and isinstance(epochs.value, A.IntLit) else None
+    epochs_value = None
+    if epochs is not None:
+        try:
+            epochs_value = _natural(epochs.value, env, "`epochs`")
+        except ConstError as err:
+            return [err.diagnostic]
     return Run(
         info.decl.name,
         fn,

@@ -121,7 +121,7 @@ class FnInfo:
     module: ModuleInfo | None = None
     dims: tuple[str, ...] = ()
     params: list[tuple[str, Type]] = field(default_factory=list)
-    defaults: dict[str, A.Expr] = field(default_factory=dict)
+    defaults: dict[str, str] = field(default_factory=dict)  # hyperparameters' texts
     declared: Type | None = None
     result: Type | None = None
     lets: list[tuple[str, Type]] = field(default_factory=list)
