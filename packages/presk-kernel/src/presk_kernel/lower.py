@@ -12,7 +12,7 @@ gather/scatter, layout, random, structural, tree.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
@@ -42,6 +42,7 @@ from presk_types.types import (
 
 from presk_kernel import nests as N
 from presk_kernel.ir import (
+    REAL_DTYPES,
     Affine,
     Arg,
     Axis,
@@ -51,12 +52,23 @@ from presk_kernel.ir import (
     HostBuffer,
     Kernel,
     Launch,
+    Let,
     Load,
+    Loop,
+    Op,
+    Reduce,
     Schedule,
     Store,
     elements,
 )
 from presk_kernel.layout import default_layout
+from presk_kernel.realization import (
+    Realization,
+    as_realization,
+    compute_type,
+    function_of,
+    narrowable_sites,
+)
 
 KINDS: dict[str, str] = {name: str(op.kind) for name, op in OPS.items()}
 """The kind of every operation of PSK-Core, from the registry (presk_types.ops)."""
@@ -131,7 +143,7 @@ class Nest:
 
     def __init__(self, lowering: Lowering, name: str, site: str) -> None:
         self.lowering, self.name, self.site = lowering, name, site
-        self.compute = lowering.compute
+        self.compute = lowering.compute_at(site)
         self.buffers: list[Buffer] = []
         self.args: list[Arg] = []
         self.n_inputs: int | None = None
@@ -179,17 +191,56 @@ class Nest:
         return Load(buf, index)
 
     def finish(self, body: list) -> Tensor:
+        body = convert_loads(tuple(body), self.buffers, self.compute)
         k = Kernel(
             self.name,
             self.site,
             tuple(self.buffers[: self.n_inputs]),
             tuple(self.buffers[self.n_inputs :]),
-            tuple(body),
+            body,
             self.compute,
         )
         k = replace(k, layout=default_layout(k))
         self.lowering.launches.append(Launch(k, tuple(self.args)))
         return self.result
+
+
+def convert_loads(body: tuple, buffers: list[Buffer], compute: str) -> tuple:
+    """`body` with each load of a real of another type than `compute` converted to it
+    (`real`: f64 rounded to f32 to nearest even, f32 and bf16 widened exactly), so that a
+    nest computes in its site's type whatever the types of what it reads (a realization's
+    sites and parameters: DESIGN §11). A store rounds to its buffer's type, as always."""
+    other = {b.id for b in buffers if b.dtype in REAL_DTYPES and compute_type(b.dtype) != compute}
+    if not other:
+        return body
+
+    def expr(e):
+        match e:
+            case Load(buf, index):
+                load = Load(buf, tuple(i if isinstance(i, Affine) else expr(i) for i in index))
+                return Op("real", (load,)) if buf in other else load
+            case Op(name, args, attr):
+                return Op(name, tuple(expr(a) for a in args), attr)
+        return e
+
+    def index(ix: tuple) -> tuple:
+        return tuple(i if isinstance(i, Affine) else expr(i) for i in ix)
+
+    def stmt(st):
+        match st:
+            case Let(name, e):
+                return Let(name, expr(e))
+            case Store(buf, ix, e):
+                return Store(buf, index(ix), expr(e))
+            case Loop(var, axis, extent, inner, serial):
+                return Loop(var, axis, extent, tuple(stmt(b) for b in inner), serial)
+            case Reduce(acc, op, vs, inner, terms, dtype):
+                return Reduce(
+                    acc, op, vs, tuple(stmt(b) for b in inner), tuple(expr(t) for t in terms), dtype
+                )
+        raise TypeError(f"not a kernel statement: {st!r}")
+
+    return tuple(stmt(st) for st in body)
 
 
 @dataclass
@@ -204,7 +255,7 @@ class Step:
 
     @property
     def compute(self) -> str:
-        return self.lowering.compute
+        return self.lowering.compute_at(self.site)
 
     def nest(self, name: str | None = None) -> Nest:
         return Nest(self.lowering, name or kernel_name(self.ins), self.site)
@@ -213,7 +264,11 @@ class Step:
         return axes_of(self.ins.out.type if t is None else t)
 
     def out_dtype(self, t: Type | None = None) -> str:
-        return self.lowering.dtype_of(self.ins.out.type if t is None else t)
+        return self.lowering.dtype_of(self.ins.out.type if t is None else t, self.site)
+
+    def like(self, dtype: str) -> str:
+        """An operand's storage type as this step stores it: a real in the site's type."""
+        return self.lowering.type_at(self.site) if dtype in REAL_DTYPES else dtype
 
     def tensor(self, i: int) -> Tensor:
         v = self.values[i]
@@ -260,19 +315,33 @@ def kernel_name(ins: Instr) -> str:
 
 @dataclass
 class Lowering:
+    """The host walk of an entry: `realize` the type of every real that `site_types` (a
+    type per site) and `param_types` (per parameter path) do not give."""
+
     program: Program
     realize: str = "f64"
     buffers: list[HostBuffer] = field(default_factory=list)
     launches: list[Launch] = field(default_factory=list)
+    site_types: Mapping[str, str] = field(default_factory=dict)
+    param_types: Mapping[str, str] = field(default_factory=dict)
+    paths: list[str] = field(default_factory=list)  # the trees' parameter paths, in order
 
     @property
     def compute(self) -> str:
-        return "f64" if self.realize == "f64" else "f32"
+        return compute_type(self.realize)
 
-    def dtype_of(self, t: Type) -> str:
+    def type_at(self, site: str) -> str:
+        """The storage type of the reals computed at `site`."""
+        return self.site_types.get(site, self.realize)
+
+    def compute_at(self, site: str) -> str:
+        """The type the nests of `site` compute in (bf16's is f32)."""
+        return compute_type(self.type_at(site))
+
+    def dtype_of(self, t: Type, site: str | None = None) -> str:
         match t:
             case Real():
-                return self.realize
+                return self.realize if site is None else self.type_at(site)
             case Idx():
                 return "i64"
             case Bool():
@@ -403,12 +472,18 @@ def _inputs(lw: Lowering, name: str, t: Type, value: object, defaults: dict) -> 
     match t:
         case ParamsT():
             shapes = tree_shapes(lw.program, t)
+            lw.paths.extend(k for k in shapes if k not in lw.paths)
             if value is not NO_VALUE:
                 given = {k: tuple(np.shape(v)) for k, v in value.items()}
                 if given != shapes:
                     raise LowerError(f"`{name}`: a tree of shapes {given}, not `{t}`'s {shapes}")
             return {
-                k: lw.alloc(tuple(Axis(None, n) for n in s), lw.realize, f"{name}.{k}", "input")
+                k: lw.alloc(
+                    tuple(Axis(None, n) for n in s),
+                    lw.param_types.get(k, lw.realize),
+                    f"{name}.{k}",
+                    "input",
+                )
                 for k, s in shapes.items()
             }
         case TupleT(elements):
@@ -472,19 +547,51 @@ def lower_entry(
     entry: str,
     dims: dict[str, int],
     args: list | None = None,
-    realize: str = "f64",
+    realize: str | Realization = "f64",
 ) -> Schedule:
     """The kernels `entry` launches at `dims`, from the core document alone: the inputs'
     shapes from their types at `dims` (a parameter tree's from the program's layout of its
     module), a hyperparameter at its default. `args`, the run's inputs when the caller has
     them, give the hyperparameters' values and are checked against those shapes.
-    `realize` is the type of every real (f64, f32, bf16)."""
+    `realize` is the realization: a type name (f64, f32, bf16: every real in it) or a
+    `Realization` (a type per narrowable site, parameter path and function: see
+    `realized_types`); a realization that does not fit the entry is a RealizationError."""
+    r = as_realization(realize)
+    if r == Realization.uniform(r.default):
+        return _lower(program, entry, dims, args, r.default)[0]
+    sites, params = realized_types(program, entry, dims, args, r)
+    return _lower(program, entry, dims, args, r.default, sites, params)[0]
+
+
+def realized_types(
+    program: Program, entry: str, dims: dict[str, int], args: list | None, r: Realization
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The type of every site with a kernel and of every parameter path under `r`, checked
+    against the entry: the entry lowered in one type, fused, and each fusion group's sites
+    given its narrowable site's type (a member is computed in its root's type, L906)."""
+    schedule, lw = _lower(program, entry, dims, args, r.default)
+    sites = narrowable_sites(schedule)
+    functions = {f.name for f in program.functions} | {function_of(s) for s in sites.root}
+    r.check(sites.narrowable, sites.members, lw.paths, functions)
+    types = {site: r.site_type(root) for site, root in sites.root.items()}
+    return types, {path: r.param_type(path) for path in lw.paths}
+
+
+def _lower(
+    program: Program,
+    entry: str,
+    dims: dict[str, int],
+    args: list | None,
+    realize: str,
+    site_types: Mapping[str, str] | None = None,
+    param_types: Mapping[str, str] | None = None,
+) -> tuple[Schedule, Lowering]:
     try:
         spec = specialize(program, entry, dims)
     except SpecializeError as e:
         raise LowerError(str(e)) from None
     fn = spec.functions[0]
-    lw = Lowering(spec, realize)
+    lw = Lowering(spec, realize, site_types=site_types or {}, param_types=param_types or {})
     given = [NO_VALUE] * len(fn.params) if args is None else list(args)
     if len(given) != len(fn.params):
         raise LowerError(f"`{entry}` takes {len(fn.params)} arguments, not {len(given)}")
@@ -498,7 +605,7 @@ def lower_entry(
     if isinstance(result, Known):
         step = Step(lw, Instr(Value(-1, Real(SCALAR)), "real", ()), f"{entry}/return", [result])
         outs = [_fill(step, result)]
-    return Schedule(
+    schedule = Schedule(
         entry,
         tuple(sorted(dims.items())),
         tuple(lw.buffers),
@@ -506,11 +613,12 @@ def lower_entry(
         tuple(inputs),
         tuple(t.buf for t in outs),
     )
+    return schedule, lw
 
 
 def _fill(step: Step, value: Known) -> Tensor:
     k = step.nest("fill")
-    out = k.output((), step.lowering.realize)
+    out = k.output((), step.lowering.type_at(step.site))
     return k.finish([Store(out, (), k.const(value.text))])
 
 
@@ -523,6 +631,7 @@ __all__ = [
     "Tensor",
     "leaves",
     "lower_entry",
+    "realized_types",
     "tree_shapes",
 ]
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from presk_types.shapes import alignment
 from presk_types.types import Shape
 
-from presk_kernel.ir import Affine, Axis, Index, Load, Loop, Store
+from presk_kernel.ir import REAL_DTYPES, Affine, Axis, Index, Load, Loop, Store
 from presk_kernel.lower import LowerError, Step, Tensor, explicit
 from presk_kernel.nests import at, nest, op
 from presk_kernel.rules import _copy, _fill, _with, _zeros_like
@@ -138,9 +138,11 @@ def _split(step: Step) -> Tensor:
 
 def _reshape_like(step: Step) -> Tensor:
     """ct's data under x's shape: a view of ct's buffer (row-major, the same elements in
-    the same order: no kernel), or a copy where the storage type changes."""
+    the same order: no kernel), or a copy where the storage type changes (a real stays a
+    view in its own type: a realization changes no launch)."""
     ct = step.tensor(0)
-    if ct.dtype == step.out_dtype():
+    out = step.out_dtype()
+    if ct.dtype == out or (ct.dtype in REAL_DTYPES and out in REAL_DTYPES):
         return ct.named(step.out_axes())
     into = step.lowering.alloc(step.out_axes(), step.out_dtype(), step.site)
     return _copy(step, ct, into, "reshape_like")
@@ -159,7 +161,7 @@ def _put(step: Step) -> object:
         elif key.startswith(path + "."):
             out[key] = a[key[len(path) + 1 :]]
         else:
-            out[key] = _fill(step, leaf.axes, leaf.dtype)
+            out[key] = _fill(step, leaf.axes, step.like(leaf.dtype))
     return out
 
 
@@ -175,7 +177,7 @@ def _put_slice(step: Step) -> object:
     i = step.ins.attr("index")
     out = {}
     for key, leaf in tree.items():
-        full = _fill(step, leaf.axes, leaf.dtype)
+        full = _fill(step, leaf.axes, step.like(leaf.dtype))
         inner = leaf.axes[1:]
         size = 1
         for ax in inner:

@@ -65,7 +65,7 @@ def _accum(step: Step) -> object:
     def add(a: Tensor, b: Tensor) -> Tensor:
         k = step.nest("accum")
         ai, bi = k.input(a), k.input(b)
-        out = k.output(a.axes, a.dtype)
+        out = k.output(a.axes, step.like(a.dtype))
         v = k.vars(len(a.axes))
         expr = op("add", Load(ai, at(v)), Load(bi, at(v)))
         return k.finish(nest(v, a.axes, [Store(out, at(v), expr)]))
@@ -77,7 +77,7 @@ def _zeros_like(step: Step) -> object:
     def zero(x):
         if isinstance(x, Known):
             return Known("0")
-        return _fill(step, x.axes, x.dtype)
+        return _fill(step, x.axes, step.like(x.dtype))
 
     return _leafwise(step, zero)
 
@@ -426,7 +426,7 @@ def _sum_alone(step: Step, x: Tensor, names: list, other: list, out: list):
         kept = tuple(a for i, a in enumerate(x.axes) if i != d)
         k = step.nest(f"sum axis {n}")
         xi = k.input(x)
-        o = k.output(kept, x.dtype)
+        o = k.output(kept, step.like(x.dtype))
         v, r, acc = k.vars(len(kept)), k.var(), k.temp()
         idx = v[:d] + [r] + v[d:]
         red = Reduce(
