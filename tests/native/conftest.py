@@ -9,6 +9,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / "out" / "presk-cache-tests"
+os.environ.setdefault("PRESK_VERIFY", "1")  # the verifiers after every pass, here and in `presk`
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -12,6 +12,7 @@ from presk_core.interp import Interpreter
 from presk_core.lower import lower_program
 from presk_core.run import parse_entry, synthesize
 from presk_kernel.lower import argument_leaves, lower_entry
+from presk_kernel.spec import verified
 from presk_syntax.span import SourceMap
 from presk_types.elab import load_program
 
@@ -80,7 +81,8 @@ def lowered(
     consts: tuple = (),
 ):
     core, name, d, args, ref = case(file, entry, dims, train, consts)
-    return lower_entry(core, name, d, args, realize), argument_leaves(args), ref
+    schedule = verified(lower_entry(core, name, d, args, realize), "kernel")
+    return schedule, argument_leaves(args), ref
 
 
 MINIGPT = (("V", "64"), ("D", "16"), ("H", "2"), ("L", "2"))

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import re
 
+from presk_kernel import libm
 from presk_kernel.contract import perfect_nest
 from presk_kernel.ir import (
     Affine,
@@ -38,7 +39,7 @@ from presk_kernel.ir import (
     Var,
 )
 
-from presk_cback import gemm, libm
+from presk_cback import gemm
 from presk_cback.arena import ITEMSIZE, plan
 from presk_cback.arena import arena_layout as arena_layout  # its former home
 from presk_cback.strip import Strip, strip_width
@@ -156,6 +157,115 @@ class EmitError(Exception):
     caller reports it as internal)."""
 
 
+# ---- the scalar operations: one rule each, (code, type) from the operands' --------------
+# A rule takes the kernel's writer (its compute type, `cast`), the operation's name, the
+# operands as (C, type) and the attr. A test asserts C_RULES covers presk_kernel.ir's
+# SCALAR_TABLE, as the kernel interpreter's OP_RULES do.
+
+ARITH = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+MINMAX = {"f64": "", "f32": "f", "i64": "i"}
+
+
+def _arith(c: KernelC, op: str, a: list, attr) -> tuple[str, str]:
+    t = _promote(a[0][1], a[1][1])
+    if op == "div" and t in ("i64", "bool"):
+        t = "f64"  # numpy's true division
+    if t == "bool":
+        t = "i64"
+    x, y = (c.cast(code, ty, t) for code, ty in a)
+    return f"({x} {ARITH[op]} {y})", t
+
+
+def _fma(c: KernelC, op: str, a: list, attr) -> tuple[str, str]:
+    ct = c.k.compute
+    x, y, z = (c.cast(code, ty, ct) for code, ty in a)
+    return f"fma{SUFFIX.get(ct, '')}({x}, {y}, {z})", ct
+
+
+def _abs(c: KernelC, op: str, a: list, attr) -> tuple[str, str]:
+    fn = {"f64": "fabs", "f32": "fabsf", "i64": "llabs"}[a[0][1]]
+    return f"{fn}({a[0][0]})", a[0][1]
+
+
+def _minmax(c: KernelC, op: str, a: list, attr) -> tuple[str, str]:
+    t = _promote(a[0][1], a[1][1])
+    x, y = (c.cast(code, ty, t) for code, ty in a)
+    return f"presk_{op}{MINMAX[t]}({x}, {y})", t
+
+
+def _select(c: KernelC, op: str, a: list, attr) -> tuple[str, str]:
+    t = _promote(a[1][1], a[2][1])
+    x, y = (c.cast(code, ty, t) for code, ty in a[1:])
+    if "presk_checked" in x + y:  # a gather's check only where it is taken
+        return f"({a[0][0]} ? {x} : {y})", t
+    # both sides computed (a conditional load would not vectorize): no side effect is lost,
+    # as a side has none but a gather's check
+    return f"presk_select_{t}({a[0][0]}, {x}, {y})", t
+
+
+def _compare(c: KernelC, op: str, a: list, attr) -> tuple[str, str]:
+    t = _promote(a[0][1], a[1][1])
+    x, y = (c.cast(code, ty, t) for code, ty in a)
+    assert attr in COMPARE
+    return f"({x} {attr} {y})", "bool"
+
+
+def _same(c: KernelC, op: str, a: list, attr) -> tuple[str, str]:
+    t = _promote(a[0][1], a[1][1])
+    x, y = (c.cast(code, ty, t) for code, ty in a)
+    return f"(({x} != {x} && {y} != {y}) || ({x} == {y} && !signbit({x}) == !signbit({y})))", "bool"
+
+
+def _real_type(t: str) -> str:
+    return t if t in SUFFIX else "f64"
+
+
+def _sqrt(c: KernelC, op: str, a: list, attr) -> tuple[str, str]:
+    t = _real_type(a[0][1])
+    return f"sqrt{SUFFIX[t]}({c.cast(a[0][0], a[0][1], t)})", t
+
+
+def _pow(c: KernelC, op: str, a: list, attr) -> tuple[str, str]:
+    t = _real_type(a[0][1])
+    code = f"presk_powi{SUFFIX[t]}({c.cast(a[0][0], a[0][1], t)}, {int(attr)})"
+    out = _promote(t, c.k.compute)
+    return c.cast(code, t, out), out
+
+
+def _powf(c: KernelC, op: str, a: list, attr) -> tuple[str, str]:
+    t = _real_type(_promote(a[0][1], a[1][1]))
+    x, y = (c.cast(code, ty, t) for code, ty in a)
+    return c.cast(f"pow{SUFFIX[t]}({x}, {y})", t, c.k.compute), c.k.compute
+
+
+def _libm(c: KernelC, op: str, a: list, attr) -> tuple[str, str]:
+    ct = c.k.compute
+    return f"presk_{op}{SUFFIX.get(ct, '')}({c.cast(a[0][0], a[0][1], ct)})", ct
+
+
+C_RULES = {
+    **dict.fromkeys(ARITH, _arith),  # (x op y) in the promoted type
+    "fma": _fma,  # fma(x, y, z) in the compute type, rounded once
+    "neg": lambda c, op, a, attr: (f"(-{a[0][0]})", a[0][1]),
+    "abs": _abs,
+    "max": _minmax,  # IEEE maximum: presk_max
+    "min": _minmax,
+    "select": _select,
+    "compare": _compare,
+    "same": _same,
+    "and": lambda c, op, a, attr: (f"({a[0][0]} && {a[1][0]})", "bool"),
+    "or": lambda c, op, a, attr: (f"({a[0][0]} || {a[1][0]})", "bool"),
+    "not": lambda c, op, a, attr: (f"(!{a[0][0]})", "bool"),
+    "isnan": lambda c, op, a, attr: (f"({a[0][0]} != {a[0][0]})", "bool"),
+    "real": lambda c, op, a, attr: (c.cast(a[0][0], a[0][1], c.k.compute), c.k.compute),
+    "sqrt": _sqrt,  # IEEE's
+    "pow": _pow,  # presk_powi: binary powering, each product rounded
+    "powf": _powf,  # the C library's pow
+    "bf16": lambda c, op, a, attr: (f"presk_bf16_round({c.cast(a[0][0], a[0][1], 'f32')})", "f32"),
+    **dict.fromkeys(libm.FUNCTIONS, _libm),  # presk libm: presk_exp, presk_expf, …
+}
+
+
 class KernelC:
     """The C of one kernel, written into `lines`."""
 
@@ -220,78 +330,10 @@ class KernelC:
         raise TypeError(f"not a kernel expression: {e!r}")
 
     def op(self, op: str, a: list[tuple[str, str]], attr) -> tuple[str, str]:
-        ct = self.k.compute
-        sfx = SUFFIX.get(ct, "")
-        match op:
-            case "add" | "sub" | "mul" | "div":
-                t = _promote(a[0][1], a[1][1])
-                if op == "div" and t in ("i64", "bool"):
-                    t = "f64"  # numpy's true division
-                if t == "bool":
-                    t = "i64"
-                sym = {"add": "+", "sub": "-", "mul": "*", "div": "/"}[op]
-                x, y = (self.cast(c, ty, t) for c, ty in a)
-                return f"({x} {sym} {y})", t
-            case "fma":
-                x, y, z = (self.cast(c, ty, ct) for c, ty in a)
-                return f"fma{sfx}({x}, {y}, {z})", ct
-            case "neg":
-                return f"(-{a[0][0]})", a[0][1]
-            case "abs":
-                fn = {"f64": "fabs", "f32": "fabsf", "i64": "llabs"}[a[0][1]]
-                return f"{fn}({a[0][0]})", a[0][1]
-            case "max" | "min":
-                t = _promote(a[0][1], a[1][1])
-                fn = f"presk_{op}" + {"f64": "", "f32": "f", "i64": "i"}[t]
-                x, y = (self.cast(c, ty, t) for c, ty in a)
-                return f"{fn}({x}, {y})", t
-            case "select":
-                t = _promote(a[1][1], a[2][1])
-                x, y = (self.cast(c, ty, t) for c, ty in a[1:])
-                if "presk_checked" in x + y:  # a gather's check only where it is taken
-                    return f"({a[0][0]} ? {x} : {y})", t
-                # both sides computed (a conditional load would not vectorize): no side
-                # effect is lost, as a side has none but a gather's check
-                return f"presk_select_{t}({a[0][0]}, {x}, {y})", t
-            case "compare":
-                t = _promote(a[0][1], a[1][1])
-                x, y = (self.cast(c, ty, t) for c, ty in a)
-                assert attr in COMPARE
-                return f"({x} {attr} {y})", "bool"
-            case "same":
-                t = _promote(a[0][1], a[1][1])
-                x, y = (self.cast(c, ty, t) for c, ty in a)
-                return (
-                    f"(({x} != {x} && {y} != {y}) || ({x} == {y} && !signbit({x}) == "
-                    f"!signbit({y})))",
-                    "bool",
-                )
-            case "and" | "or":
-                sym = "&&" if op == "and" else "||"
-                return f"({a[0][0]} {sym} {a[1][0]})", "bool"
-            case "not":
-                return f"(!{a[0][0]})", "bool"
-            case "isnan":
-                return f"({a[0][0]} != {a[0][0]})", "bool"
-            case "real":
-                return self.cast(a[0][0], a[0][1], ct), ct
-            case "sqrt":
-                t = a[0][1] if a[0][1] in SUFFIX else "f64"
-                return f"sqrt{SUFFIX[t]}({self.cast(a[0][0], a[0][1], t)})", t
-            case "pow":
-                t = a[0][1] if a[0][1] in SUFFIX else "f64"
-                code = f"presk_powi{SUFFIX[t]}({self.cast(a[0][0], a[0][1], t)}, {int(attr)})"
-                return self.cast(code, t, _promote(t, ct)), _promote(t, ct)
-            case "powf":
-                t = _promote(a[0][1], a[1][1])
-                t = t if t in SUFFIX else "f64"
-                x, y = (self.cast(c, ty, t) for c, ty in a)
-                return self.cast(f"pow{SUFFIX[t]}({x}, {y})", t, ct), ct
-            case "bf16":
-                return f"presk_bf16_round({self.cast(a[0][0], a[0][1], 'f32')})", "f32"
-        if op in libm.FUNCTIONS:
-            return f"presk_{op}{sfx}({self.cast(a[0][0], a[0][1], ct)})", ct
-        raise TypeError(f"no C for the scalar operation `{op}`")
+        rule = C_RULES.get(op)
+        if rule is None:
+            raise TypeError(f"no C for the scalar operation `{op}`")
+        return rule(self, op, a, attr)
 
     # ---- statements ----------------------------------------------------------------------
 

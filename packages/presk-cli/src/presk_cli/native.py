@@ -67,9 +67,10 @@ def lower(core, name: str, dims: dict, args: list, realize: str, threads: int = 
     from presk_kernel.fuse import fuse
     from presk_kernel.layout import lay_out
     from presk_kernel.lower import LowerError, lower_entry
+    from presk_kernel.spec import verified
 
     try:
-        schedule = lower_entry(core, name, dims, args, realize)
+        schedule = verified(lower_entry(core, name, dims, args, realize), "kernel")
     except LowerError as e:
         raise NativeError(e.code, f"cannot lower `{name}` to kernels: {e}") from None
     return schedule, lay_out(fuse(schedule)[0], threads)

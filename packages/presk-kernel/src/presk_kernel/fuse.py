@@ -36,6 +36,7 @@ from presk_kernel.ir import (
     Var,
 )
 from presk_kernel.layout import default_layout
+from presk_kernel.spec import verified
 
 CHEAP = 8  # operations a 0-d producer may have to be recomputed at every read
 
@@ -78,7 +79,8 @@ def fuse(schedule: Schedule) -> tuple[Schedule, list[Group]]:
             changed = True
     kept = [(lc, n) for lc, n in zip(launches, names, strict=True) if lc is not None]
     groups = [Group(lc.kernel.site, lc.kernel.steps, n) for lc, n in kept if lc.kernel.steps]
-    return replace(schedule, launches=tuple(lc for lc, _ in kept)), groups
+    fused = replace(schedule, launches=tuple(lc for lc, _ in kept))
+    return verified(fused, "fusion"), groups  # PRESK_VERIFY=1: the verifier after fusion
 
 
 def _index(lc: Launch, i: int, reads: dict, writes: dict, add: bool) -> None:

@@ -8,23 +8,22 @@ the exact product in binary64, the one double rounding case detected and correct
 maximum and minimum (NaN wins, +0 over −0), and bf16 (the 16 high bits of a binary32,
 rounded to nearest even at each store, NaN written as 0x7FC0).
 
-The transcendentals (exp, log, tanh, erf, erfc, sin, cos) are presk libm's, through its
-Python helper (presk_cback.libm), so that the interpreter gives the native backend's bits;
-where that helper cannot be loaded (no C compiler) numpy's stand in, and the bits of those
-functions are then numpy's. `powf` (a real exponent) is the C library's `pow` through the
-same helper (numpy's `power` without it).
+The transcendentals (exp, log, tanh, erf, erfc, sin, cos) are presk libm's, loaded as a
+value through presk's one toolchain and cache (presk_kernel.libm, presk_core.cc), so that the
+interpreter gives the native backend's bits; where it cannot be loaded, the run fails with
+its diagnostic (E9001 without a C compiler) rather than lose those bits to numpy's
+functions. `powf` (a real exponent) is the C library's `pow` through the same helper.
 """
 
 from __future__ import annotations
 
-import importlib
 import itertools
-import math
 
 import gmpy2
 import numpy as np
 from presk_core.mpfr import COMPARE
 
+from presk_kernel import libm as libm_module
 from presk_kernel.ir import (
     Affine,
     Const,
@@ -205,36 +204,17 @@ def pow_int(x, k: int, one):
     return one / r if k < 0 else r
 
 
-_ERF = np.vectorize(math.erf, otypes=[np.float64])
-_ERFC = np.vectorize(math.erfc, otypes=[np.float64])
-_LIBM: object = None
-
-
-def presk_libm():
-    """presk-cback's libm, callable from Python (`apply(name, x)`), or None where it cannot
-    be loaded (no presk-cback, no C compiler): then numpy's functions stand in."""
-    global _LIBM
-    if _LIBM is None:
-        try:  # a later stage, imported by name: the one place the interpreter needs it
-            module = importlib.import_module("presk_cback.libm")
-            module.apply("exp", np.zeros(1))
-            _LIBM = module
-        except Exception:  # ImportError, or no compiler to build the helper with
-            _LIBM = False
-    return _LIBM or None
+def presk_libm() -> libm_module.Libm:
+    """presk libm, loaded once through presk_core.cc (presk_kernel.libm): the interpreter's
+    transcendentals are the native code's. There is no stand-in that would change their
+    bits: where it cannot be loaded, this raises its diagnostic (E9001 without a C compiler;
+    the cache's E9003–E9009)."""
+    return libm_module.load()
 
 
 def _libm(name: str, x, dtype):
     x = np.asarray(x, dtype=dtype)
-    libm = presk_libm()
-    if libm is not None and name in libm.FUNCTIONS:
-        return libm.apply(name, x).reshape(x.shape)
-    match name:
-        case "erf":
-            return _ERF(x.astype(np.float64)).astype(dtype)
-        case "erfc":
-            return _ERFC(x.astype(np.float64)).astype(dtype)
-    return getattr(np, name)(x).astype(dtype)
+    return presk_libm().apply(name, x).reshape(x.shape)
 
 
 # ---- a kernel ----------------------------------------------------------------------------
@@ -374,60 +354,56 @@ class Run:
         raise TypeError(f"not a kernel expression: {e!r}")
 
     def op(self, name: str, a: list, attr):
-        dt = self.dtype
-        match name:
-            case "add":
-                return a[0] + a[1]
-            case "sub":
-                return a[0] - a[1]
-            case "mul":
-                return a[0] * a[1]
-            case "div":
-                return a[0] / a[1]
-            case "fma":
-                return fma(*np.broadcast_arrays(*a), dt)
-            case "neg":
-                return -a[0]
-            case "abs":
-                return np.abs(a[0])
-            case "max":
-                return ieee_max(a[0], a[1])
-            case "min":
-                return ieee_min(a[0], a[1])
-            case "select":
-                return np.where(a[0], a[1], a[2])
-            case "compare":
-                return COMPARE[attr](a[0], a[1])
-            case "same":
-                x, y = a
-                both_nan = np.isnan(x) & np.isnan(y)
-                return both_nan | ((x == y) & (np.signbit(x) == np.signbit(y)))
-            case "and":
-                return a[0] & a[1]
-            case "or":
-                return a[0] | a[1]
-            case "not":
-                return ~a[0]
-            case "isnan":
-                return np.isnan(a[0])
-            case "real":
-                return np.asarray(a[0]).astype(dt)
-            case "sqrt":
-                return np.sqrt(a[0])
-            case "pow":
-                return pow_int(a[0], attr, dt(1))
-            case "bf16":
-                return round_bf16(a[0])
-            case "powf":  # the C library's pow, as the emitter's, where presk libm loads
-                x, y = np.asarray(a[0]), np.asarray(a[1])
-                t = np.result_type(a[0], a[1])
-                libm = presk_libm()
-                if libm is not None and hasattr(libm, "power") and t in (np.float64, np.float32):
-                    return libm.power(x.astype(t), y.astype(t)).astype(dt)
-                return np.power(a[0], a[1]).astype(dt)
-        if name in ("exp", "log", "tanh", "erf", "erfc", "sin", "cos"):
-            return _libm(name, a[0], dt)
-        raise TypeError(f"no scalar operation `{name}`")
+        rule = OP_RULES.get(name)
+        if rule is None:
+            raise TypeError(f"no kernel interpreter rule for the scalar operation `{name}`")
+        return rule(a, attr, self.dtype)
+
+
+def _same(x, y):
+    both_nan = np.isnan(x) & np.isnan(y)
+    return both_nan | ((x == y) & (np.signbit(x) == np.signbit(y)))
+
+
+def _powf(a: list, dt):
+    """The C library's pow, as the emitter's, where presk libm loads."""
+    x, y = np.asarray(a[0]), np.asarray(a[1])
+    t = np.result_type(a[0], a[1])
+    libm = presk_libm()
+    if libm is not None and hasattr(libm, "power") and t in (np.float64, np.float32):
+        return libm.power(x.astype(t), y.astype(t)).astype(dt)
+    return np.power(a[0], a[1]).astype(dt)
+
+
+def _transcendental(name: str):
+    return lambda a, attr, dt: _libm(name, a[0], dt)
+
+
+# The interpreter's rule of each scalar operation of presk_kernel.ir.SCALAR_TABLE (a test
+# asserts it covers every one): operands as numpy values, the attr, the compute type.
+OP_RULES = {
+    "add": lambda a, attr, dt: a[0] + a[1],
+    "sub": lambda a, attr, dt: a[0] - a[1],
+    "mul": lambda a, attr, dt: a[0] * a[1],
+    "div": lambda a, attr, dt: a[0] / a[1],
+    "fma": lambda a, attr, dt: fma(*np.broadcast_arrays(*a), dt),  # rounded once, exactly
+    "neg": lambda a, attr, dt: -a[0],
+    "abs": lambda a, attr, dt: np.abs(a[0]),
+    "max": lambda a, attr, dt: ieee_max(a[0], a[1]),
+    "min": lambda a, attr, dt: ieee_min(a[0], a[1]),
+    "select": lambda a, attr, dt: np.where(a[0], a[1], a[2]),
+    "compare": lambda a, attr, dt: COMPARE[attr](a[0], a[1]),
+    "same": lambda a, attr, dt: _same(a[0], a[1]),
+    "and": lambda a, attr, dt: a[0] & a[1],
+    "or": lambda a, attr, dt: a[0] | a[1],
+    "not": lambda a, attr, dt: ~a[0],
+    "isnan": lambda a, attr, dt: np.isnan(a[0]),
+    "real": lambda a, attr, dt: np.asarray(a[0]).astype(dt),
+    "sqrt": lambda a, attr, dt: np.sqrt(a[0]),
+    "pow": lambda a, attr, dt: pow_int(a[0], attr, dt(1)),  # each product rounded
+    "powf": lambda a, attr, dt: _powf(a, dt),
+    "bf16": lambda a, attr, dt: round_bf16(a[0]),
+} | {name: _transcendental(name) for name in ("exp", "log", "tanh", "erf", "erfc", "sin", "cos")}
 
 
 def run_kernel(k: Kernel, views: list[np.ndarray]) -> None:

@@ -155,7 +155,9 @@ def lay_out(
         else:
             layout = run_layout(k, threads)
         launches.append(dataclasses.replace(launch, kernel=dataclasses.replace(k, layout=layout)))
-    return dataclasses.replace(schedule, launches=tuple(launches))
+    from presk_kernel.spec import verified  # the verifier imports check_layout from here
+
+    return verified(dataclasses.replace(schedule, launches=tuple(launches)), "layout")
 
 
 def layout_space(k: Kernel, threads: int = 1) -> list[Layout]:

@@ -1,0 +1,272 @@
+"""The verifier of PSK-Kernel: a schedule is well formed and every kernel executable as written.
+
+`problems(kernel)` lists what is wrong with a kernel, `schedule_problems(schedule)` with a
+schedule and each kernel it launches:
+
+- buffers: numbered `%0, %1, …` inputs first, each of a type of `DTYPES` with lengths ≥ 0;
+  a load reads a buffer of the kernel, a store writes an output, each with one index per
+  axis;
+- indices in bounds: an affine index, over the ranges of its loop variables, stays inside
+  its axis (a gather's computed index is checked when it runs: E7003), and a gather's index
+  is an integer;
+- bound variables: every `Var` is a `Let` or a fold's accumulator defined before it in an
+  enclosing block, every `Index` and affine variable a loop's or a fold's variable around
+  it, and no loop variable is bound twice in one nest;
+- operations: each `Op` is in `SCALAR_TABLE`, with its arity, its operands of the kinds the
+  table gives (a truth value where one is wanted, a number elsewhere) and its attr;
+- folds: an op of add, max, min, fma (with two terms, one otherwise), an accumulator of the
+  kernel's compute type (or i64, for an index), the compute type f64 or f32;
+- the layout: legal for the nest (presk_kernel.layout.check_layout).
+
+For a schedule, also: each launch binds one host buffer of the same type per kernel buffer,
+the slice inside it, and the entry's inputs and outputs are host buffers.
+
+`verified(schedule, after)` runs it when `PRESK_VERIFY=1` (the tests set it) and raises
+`KernelVerifyError` naming the pass that made the schedule, the kernel and its site: a
+kernel pass that breaks a kernel is stopped there, as presk_core.passes.verified stops a Core
+pass.
+"""
+
+from __future__ import annotations
+
+import os
+
+from presk_kernel.ir import (
+    DTYPES,
+    REAL_DTYPES,
+    SCALAR_TABLE,
+    Affine,
+    Const,
+    Index,
+    Kernel,
+    Let,
+    Load,
+    Loop,
+    Op,
+    Reduce,
+    Schedule,
+    Store,
+    Var,
+    elements,
+)
+from presk_kernel.layout import check_layout
+
+COMPARES = frozenset({"<", "<=", ">", ">=", "==", "!="})
+FOLDS = frozenset({"add", "max", "min", "fma"})
+KIND = {"f64": "real", "f32": "real", "bf16": "real", "i64": "int", "bool": "bool"}
+
+
+class KernelVerifyError(Exception):
+    """A schedule that is not well formed: every failure, the first in the message."""
+
+    code = "E7042"
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__(problems[0] if len(problems) == 1 else "\n".join(problems))
+        self.problems = problems
+
+
+class _Check:
+    """One kernel's walk: the scope (loop variables with their extents, scalars with their
+    kinds) and the problems found."""
+
+    def __init__(self, k: Kernel) -> None:
+        self.k = k
+        self.out: list[str] = []
+
+    def bad(self, what: str) -> None:
+        self.out.append(f"`{self.k.name}` at {self.k.site}: {what}")
+
+    # ---- expressions ---------------------------------------------------------------------
+
+    def expr(self, e, loops: dict[str, int], scalars: dict[str, str]) -> str:
+        """The kind of `e` (real, int, bool), its problems recorded."""
+        match e:
+            case Const(value, dtype):
+                if dtype not in DTYPES or dtype == "bf16":
+                    self.bad(f"the constant {value!r} is of type `{dtype}`")
+                    return "real"
+                return KIND[dtype]
+            case Load(buf, index):
+                if not 0 <= buf < len(self.k.buffers):
+                    self.bad(f"a load reads %{buf}, not a buffer of the kernel")
+                    return "real"
+                self.index(buf, index, loops, scalars, "load")
+                return KIND[self.k.buffers[buf].dtype]
+            case Var(name):
+                if name not in scalars:
+                    self.bad(f"`{name}` is read where no let or fold defines it")
+                    return "real"
+                return scalars[name]
+            case Index(var):
+                if var not in loops:
+                    self.bad(f"`index {var}` is not a loop variable around it")
+                return "int"
+            case Op(_, args, _):
+                return self.op(e, [self.expr(a, loops, scalars) for a in args])
+        self.bad(f"not a kernel expression: {e!r}")
+        return "real"
+
+    def op(self, e: Op, kinds: list[str]) -> str:
+        spec = SCALAR_TABLE.get(e.op)
+        if spec is None:
+            self.bad(f"`{e.op}` is not a scalar operation (presk_kernel.ir.SCALAR_TABLE)")
+            return "real"
+        if len(kinds) != spec.arity:
+            self.bad(f"`{e}`: `{e.op}` takes {spec.arity} operands, not {len(kinds)}")
+            return "real"
+        for i, (want, have) in enumerate(zip(spec.operands, kinds, strict=True)):
+            if (want == "bool") != (have == "bool") and want != "any":
+                self.bad(f"`{e}`: operand {i + 1} of `{e.op}` is a {have}, not a {want}")
+        if e.op == "compare" and e.attr not in COMPARES:
+            self.bad(f"`{e}`: a comparison's attr is one of < <= > >= == !=, not {e.attr!r}")
+        elif e.op == "pow" and (not isinstance(e.attr, int) or isinstance(e.attr, bool)):
+            self.bad(f"`{e}`: `pow` takes its integer exponent as attr, not {e.attr!r}")
+        elif spec.attr is None and e.attr is not None:
+            self.bad(f"`{e}`: `{e.op}` takes no attr")
+        match spec.result:
+            case "same":
+                rest = kinds[1:] if e.op == "select" else kinds
+                return "real" if "real" in rest else ("int" if "int" in rest else rest[0])
+            case "real" | "bool" | "int":
+                return spec.result
+        return "real"
+
+    def index(self, buf: int, index: tuple, loops, scalars, what: str) -> None:
+        b = self.k.buffers[buf]
+        if len(index) != len(b.axes):
+            self.bad(f"a {what} of %{buf} has {len(index)} indices for its {len(b.axes)} axes")
+            return
+        for ax, (i, axis) in enumerate(zip(index, b.axes, strict=True)):
+            if isinstance(i, Affine):
+                lo = hi = i.const
+                empty = False
+                for v, c in i.terms:
+                    if v not in loops:
+                        self.bad(f"the index `{i}` of %{buf} reads `{v}`, not a loop variable")
+                        return
+                    n = loops[v]
+                    empty |= n == 0
+                    lo, hi = lo + min(0, c * (n - 1)), hi + max(0, c * (n - 1))
+                if not empty and (lo < 0 or hi >= axis.length):
+                    self.bad(
+                        f"the index `{i}` of %{buf} runs over {lo} … {hi}, outside axis {ax}"
+                        f" of length {axis.length}"
+                    )
+            elif self.expr(i, loops, scalars) != "int":
+                self.bad(f"the gathered index `{i}` of %{buf} is not an integer")
+
+    # ---- statements ----------------------------------------------------------------------
+
+    def block(self, body, loops: dict[str, int], scalars: dict[str, str]) -> dict[str, str]:
+        """The scalars defined at the block's end (a let is seen by what follows it)."""
+        scalars = dict(scalars)
+        for s in body:
+            match s:
+                case Let(name, expr):
+                    scalars[name] = self.expr(expr, loops, scalars)
+                case Store(buf, index, expr):
+                    if not len(self.k.inputs) <= buf < len(self.k.buffers):
+                        self.bad(f"a store writes %{buf}, not an output of the kernel")
+                        self.expr(expr, loops, scalars)
+                        continue
+                    self.index(buf, index, loops, scalars, "store")
+                    self.expr(expr, loops, scalars)
+                case Loop(var, _, extent, inner, _):
+                    if extent < 0:
+                        self.bad(f"the loop over `{var}` has extent {extent}")
+                    if var in loops:
+                        self.bad(f"the loop variable `{var}` is bound twice")
+                    self.block(inner, loops | {var: extent}, scalars)
+                case Reduce():
+                    scalars[s.acc] = self.reduce(s, loops, scalars)
+                case _:
+                    self.bad(f"not a kernel statement: {s!r}")
+        return scalars
+
+    def reduce(self, r: Reduce, loops: dict[str, int], scalars: dict[str, str]) -> str:
+        if r.op not in FOLDS:
+            self.bad(f"the fold `{r.acc}` folds by `{r.op}`, not add, max, min or fma")
+        if len(r.terms) != (2 if r.op == "fma" else 1):
+            self.bad(f"the fold `{r.acc}` by `{r.op}` has {len(r.terms)} terms")
+        real = r.dtype in REAL_DTYPES
+        if (real and r.dtype != self.k.compute) or (not real and r.dtype != "i64"):
+            self.bad(
+                f"the accumulator `{r.acc}` is of type `{r.dtype}`: a fold adds in the "
+                f"kernel's compute type ({self.k.compute}) or in i64"
+            )
+        if r.op == "fma" and not real:
+            self.bad(f"the contraction `{r.acc}` accumulates in `{r.dtype}`")
+        inner = dict(loops)
+        for v, _, n in r.vars:
+            if v in inner:
+                self.bad(f"the fold variable `{v}` is bound twice")
+            if n < 0:
+                self.bad(f"the fold over `{v}` has extent {n}")
+            inner[v] = n
+        body_scalars = self.block(r.body, inner, scalars)  # the terms see the body's lets
+        for t in r.terms:
+            self.expr(t, inner, body_scalars)
+        return KIND.get(r.dtype, "real")
+
+
+def problems(k: Kernel) -> list[str]:
+    """Every way `k` is not a well-formed kernel (none: it is)."""
+    c = _Check(k)
+    for i, b in enumerate(k.buffers):
+        if b.id != i:
+            c.bad(f"buffer {i} is numbered %{b.id}")
+        if b.dtype not in DTYPES:
+            c.bad(f"%{b.id} is of type `{b.dtype}`, not one of {', '.join(DTYPES)}")
+        if any(a.length < 0 for a in b.axes):
+            c.bad(f"%{b.id} has a negative length")
+    if k.compute not in ("f64", "f32"):
+        c.bad(f"the kernel computes in `{k.compute}`, not f64 or f32")
+    if c.out:
+        return c.out
+    c.block(k.body, {}, {})
+    why = check_layout(k, k.layout)
+    if why is not None:
+        c.bad(f"its layout ({k.layout}) is illegal: {why}")
+    return c.out
+
+
+def schedule_problems(s: Schedule) -> list[str]:
+    """Every way `s` is not a well-formed schedule, its kernels' problems included."""
+    out: list[str] = []
+    hosts = {b.id: b for b in s.buffers}
+    for which, ids in (("input", s.inputs), ("output", s.outputs)):
+        out += [f"the entry's {which} {i} is not a host buffer" for i in ids if i not in hosts]
+    for n, launch in enumerate(s.launches):
+        k = launch.kernel
+        where = f"launch {n} (`{k.name}` at {k.site})"
+        if len(launch.args) != len(k.buffers):
+            out.append(f"{where} binds {len(launch.args)} buffers to {len(k.buffers)}")
+        for b, arg in zip(k.buffers, launch.args, strict=False):
+            h = hosts.get(arg.buf)
+            if h is None:
+                out.append(f"{where} binds %{b.id} to {arg.buf}, not a host buffer")
+            elif h.dtype != b.dtype:
+                out.append(f"{where} binds %{b.id} : {b.dtype} to `{h.name}` : {h.dtype}")
+            elif not 0 <= arg.offset <= elements(h.axes) - b.size:
+                out.append(
+                    f"{where} binds %{b.id} ({b.size} elements) from element {arg.offset} of "
+                    f"`{h.name}` ({elements(h.axes)})"
+                )
+        out += problems(k)
+    return out
+
+
+def verify_schedule(s: Schedule, after: str) -> Schedule:
+    """`s`, or KernelVerifyError naming the pass `after` which made it ill formed."""
+    found = schedule_problems(s)
+    if found:
+        raise KernelVerifyError([f"after the kernel pass `{after}`: {p}" for p in found])
+    return s
+
+
+def verified(s: Schedule, after: str) -> Schedule:
+    """`s`, verified when `PRESK_VERIFY=1` (as presk_core.passes.verified is for Core)."""
+    if os.environ.get("PRESK_VERIFY", "") in ("", "0"):
+        return s
+    return verify_schedule(s, after)
