@@ -385,16 +385,19 @@ class Body(Calls):
         if module is not None:
             scope = module_scope(module)
             theta = self.vars["θ"].ref if isinstance(self.vars.get("θ"), Val) else None
-            for p in module.params:
-                if p.name == name:
-                    t = resolve_type(p.type, scope)
-                    return Val(
-                        t, {"θ": (Cls.SMOOTH, None)}, (), self.emit.field(theta, name, t, span)
-                    )
-            for u in module.uses:
-                if u.name == name:
-                    inst = instance_of(u.module, scope)
-                    return ModuleVal(inst, True, self.emit.field(theta, name, ParamsT(inst), span))
+            try:  # an error of the module's own lines: check_modules reports it, once
+                for p in module.params:
+                    if p.name == name:
+                        t = resolve_type(p.type, scope)
+                        field = self.emit.field(theta, name, t, span)
+                        return Val(t, {"θ": (Cls.SMOOTH, None)}, (), field)
+                for u in module.uses:
+                    if u.name == name:
+                        inst = instance_of(u.module, scope)
+                        field = self.emit.field(theta, name, ParamsT(inst), span)
+                        return ModuleVal(inst, True, field)
+            except ConstError:
+                raise ConstError(reported()) from None
             if name in module.fns:
                 fn = self.checker.info(module.file, module.fns[name], module)
                 return FnRef(fn, implicit=True, tree=theta)

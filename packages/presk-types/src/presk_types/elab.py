@@ -10,6 +10,7 @@ instances (`Linear{4, 4}`) and their parameter trees by `instance_tree`.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 
 import gmpy2
@@ -160,10 +161,8 @@ def _load(
         source, tree = given[key]
         sources.add(source)
     else:
-        if at is not None and not os.path.isfile(path):
-            raise DiagnosticError(
-                error("E1001", f"cannot import `{path}`: no such file", Label(at, "imported here"))
-            )
+        if at is not None:
+            _importable(path, at)
         source = sources.add(read_source(path))
         tree = parse_source(source)
     env = FileEnv(tree.path, tree, source)
@@ -177,6 +176,42 @@ def _load(
     loaded[key] = env
     files.append(env)
     return env
+
+
+def _importable(path: str, at: Span) -> None:
+    """An import names a Presk source: a regular file whose name, and whose target through
+    links, ends in `.psk` (E1001 when there is none, E1014 for anything else). Decided before
+    the file is opened: `import "/proc/self/environ"` must not show a line of it, nor a FIFO
+    hang the checker."""
+    real = os.path.realpath(path)
+    if not os.path.lexists(path) or not os.path.exists(real) and real.endswith(".psk"):
+        raise DiagnosticError(
+            error("E1001", f"cannot import `{path}`: no such file", Label(at, "imported here"))
+        )
+    why = None
+    if not path.endswith(".psk") or not real.endswith(".psk"):
+        why = (
+            "its name does not end in `.psk`"
+            if not path.endswith(".psk")
+            else ("it is a link to a file whose name does not end in `.psk`")
+        )
+    else:
+        try:
+            mode = os.stat(real).st_mode
+        except OSError as e:
+            why = f"it cannot be read ({e.strerror})"
+        else:
+            if not stat.S_ISREG(mode):
+                why = "it is a directory" if stat.S_ISDIR(mode) else "it is not a regular file"
+    if why is not None:
+        raise DiagnosticError(
+            error(
+                "E1014",
+                f"cannot import `{path}`: not a Presk source file",
+                Label(at, f"imported here: {why}"),
+                help='an import names a Presk file: `import "lib/linear.psk" as lin`',
+            )
+        )
 
 
 def _collect(env: FileEnv, program: Program, overrides: dict[str, str]) -> None:

@@ -19,6 +19,7 @@ from presk_types.elab import (
     module_scope,
     resolve_type,
 )
+from presk_types.numbers import check_real_literal
 from presk_types.types import Instance
 
 INITIALIZERS: dict[str, tuple[str, ...]] = {
@@ -97,6 +98,7 @@ def _check_init(e: A.Expr) -> None:
                             Label(a.span, "not an argument of this initializer"),
                         )
                     )
+                check_real_literal(a.value)  # `normal(std = 1e400)`: no double
             return
         case A.Call(A.Var(name, span)):
             _check_init(A.Var(name, span))

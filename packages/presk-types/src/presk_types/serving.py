@@ -26,7 +26,8 @@ from presk_syntax.diagnostics import Diagnostic, Label, Severity
 from presk_syntax.span import Span
 
 from presk_types.check import Checker
-from presk_types.elab import FileEnv, lookup_module
+from presk_types.elab import ConstError, FileEnv, lookup_module
+from presk_types.numbers import check_double, check_natural, literal_value
 from presk_types.types import Idx, ParamsT, Real
 
 CODE = "E1012"
@@ -103,14 +104,16 @@ def _signature(fn, model: str) -> str | None:
 
 def _number(f: A.Field, kind: str) -> tuple[object, Diagnostic | None]:
     value = f.value
-    if kind == "nat":
-        if isinstance(value, A.IntLit) and value.value >= 1:
-            return value.value, None
-        return None, _error(f"`{f.name}` is a natural number from 1", f.span, "not of its form")
-    if isinstance(value, A.IntLit):
-        return Fraction(value.value), None
-    if isinstance(value, A.FloatLit):
-        return Fraction(value.text), None
+    try:  # a machine number its type holds (presk_types.numbers)
+        if kind == "nat":
+            if isinstance(value, A.IntLit) and value.value >= 1:
+                return check_natural(literal_value(value), value.span, f"`{f.name}`"), None
+            return None, _error(f"`{f.name}` is a natural number from 1", f.span, "not of its form")
+        if isinstance(value, A.IntLit | A.FloatLit):
+            check_double(literal_value(value), value.span, "f64")
+            return Fraction(literal_value(value)), None
+    except ConstError as e:
+        return None, e.diagnostic
     return None, _error(f"`{f.name}` is a number (0 for greedy decoding)", f.span)
 
 
@@ -135,6 +138,9 @@ def check_serve(block: A.Serve, env: FileEnv, checker: Checker) -> Serve | list[
     missing = [n for n in REQUIRED if n not in fields]
     if missing:
         diags.append(_error(f"an inference serve needs `{missing[0]}`", block.span, "missing"))
+    for name, f in fields.items():  # `weights : "w.psk.d"` parses as a type and no value
+        if not isinstance(f, A.Checkpoint) and f.value is None:
+            diags.append(_error(f"`{name}` has no value", f.span, f"written `{name} = …`"))
     if diags:
         return diags
     model = fields["model"].value

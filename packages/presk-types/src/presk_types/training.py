@@ -34,7 +34,7 @@ from presk_types.elab import (
     lookup_module,
     type_from_text,
 )
-from presk_types.numbers import NAT_MAX, SEED_LIMIT, check_natural
+from presk_types.numbers import NAT_MAX, SEED_LIMIT, check_double, check_natural, literal_value
 from presk_types.presburger import DimContext, check_assignment
 from presk_types.types import Bool, Idx, KeyT, ParamsT, Real, Shape, TupleT, Type
 
@@ -263,7 +263,28 @@ def check_optimizer(block: A.Optimizer) -> list[Diagnostic]:
                     "see docs/training.md",
                 )
             )
+            continue
+        try:  # its numbers are f64 (warmup a nat): each must be one (presk_types.numbers)
+            for e in _numbers(value):
+                if f.name == "schedule":
+                    check_natural(literal_value(e), e.span, "`warmup`")
+                else:
+                    check_double(literal_value(e), e.span, "f64")
+        except ConstError as err:
+            out.append(err.diagnostic)
     return out
+
+
+def _numbers(e: A.Expr) -> list[A.IntLit | A.FloatLit]:
+    """The number literals of an optimizer field's value (`0.01`, `(0.9, 0.95)`, `cosine(…)`)."""
+    match e:
+        case A.IntLit() | A.FloatLit():
+            return [e]
+        case A.TupleExpr(elements):
+            return [x for el in elements for x in _numbers(el)]
+        case A.Call(_, args):
+            return [x for a in args if isinstance(a, A.KeywordArg) for x in _numbers(a.value)]
+    return []
 
 
 def check_training(block: A.Training, env: FileEnv, checker: Checker) -> Run | list[Diagnostic]:
