@@ -10,6 +10,7 @@ loaded when a native backend is asked for.
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable, Iterator
 from typing import NoReturn
@@ -20,8 +21,50 @@ BACKENDS = ("interp", "kernel", "native")
 REALIZES = ("f64", "f32", "bf16")
 
 
+class RealizeType(click.ParamType):
+    """`--realize f64|f32|bf16|@FILE`: a type for every real, or a realization file (read
+    here, so that a bad one is its diagnostic before anything runs: E7035, E7036). The value
+    stays the text given; presk_kernel.lower_entry reads it."""
+
+    name = "f64|f32|bf16|@FILE"
+
+    def convert(self, value, param, ctx):
+        if not isinstance(value, str) or value in REALIZES:
+            return value
+        if not value.startswith("@"):
+            self.fail(f"{value!r} is not one of f64, f32, bf16 or @FILE (a realization)")
+        from presk_kernel.realization import RealizationError, parse_realization
+
+        try:
+            parse_realization(value)
+        except RealizationError as e:
+            fail(NativeError(e.code, str(e)))
+        return value
+
+
+REALIZE = RealizeType()
+
+
+def _exact(command: Callable) -> Callable:
+    """The reference interpreter computes at --bits, exactly rounded: a realization is for
+    the kernels, which it measures (docs/spec-questions.md)."""
+
+    @functools.wraps(command)
+    def checked(*args, **kwargs):
+        realize = kwargs.get("realize", "f64")
+        if kwargs.get("backend") == "interp" and realize != "f64":
+            raise click.UsageError(
+                f"`--realize {realize}` is for --backend kernel|native: the reference"
+                " interpreter is exact (at --bits) and every realization is measured against it"
+            )
+        return command(*args, **kwargs)
+
+    return checked
+
+
 def backend_options(command: Callable) -> Callable:
     """`--backend`, `--realize` and `--threads`, as `presk run` and `presk train` take them."""
+    command = _exact(command)
     for option in reversed(
         [
             click.option(
@@ -33,10 +76,11 @@ def backend_options(command: Callable) -> Callable:
             ),
             click.option(
                 "--realize",
-                type=click.Choice(REALIZES),
+                type=REALIZE,
                 default="f64",
                 show_default=True,
-                help="With --backend kernel|native: the type of every real.",
+                help="With --backend kernel|native: the type of every real, or a realization"
+                " file (@FILE: a type per site, parameter and function; docs/ir.md).",
             ),
             click.option(
                 "--threads",

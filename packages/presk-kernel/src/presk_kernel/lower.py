@@ -64,6 +64,7 @@ from presk_kernel.ir import (
 from presk_kernel.layout import default_layout
 from presk_kernel.realization import (
     Realization,
+    RealizationError,
     as_realization,
     compute_type,
     function_of,
@@ -78,9 +79,15 @@ F32_CONTEXT = {"precision": 24, "emin": -148, "emax": 128, "subnormalize": True}
 
 
 class LowerError(Exception):
-    """An entry that cannot be lowered to kernels (E7002)."""
+    """An entry that cannot be lowered to kernels (E7002), or under its realization (the
+    realization's code: E7035-E7039)."""
 
     code = "E7002"
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
 
 
 @dataclass(frozen=True, slots=True)
@@ -556,10 +563,13 @@ def lower_entry(
     `realize` is the realization: a type name (f64, f32, bf16: every real in it) or a
     `Realization` (a type per narrowable site, parameter path and function: see
     `realized_types`); a realization that does not fit the entry is a RealizationError."""
-    r = as_realization(realize)
-    if r == Realization.uniform(r.default):
-        return _lower(program, entry, dims, args, r.default)[0]
-    sites, params = realized_types(program, entry, dims, args, r)
+    try:
+        r = as_realization(realize)
+        if r == Realization.uniform(r.default):
+            return _lower(program, entry, dims, args, r.default)[0]
+        sites, params = realized_types(program, entry, dims, args, r)
+    except RealizationError as e:
+        raise LowerError(str(e), e.code) from None
     return _lower(program, entry, dims, args, r.default, sites, params)[0]
 
 
