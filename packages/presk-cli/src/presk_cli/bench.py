@@ -27,7 +27,7 @@ import click
 from presk_syntax.diagnostics import DiagnosticError
 
 from presk_cli.commands import CONST, SEED, _consts, _dims, _fail, entry_fail
-from presk_cli.native import REALIZES, NativeError, fail
+from presk_cli.native import REALIZE, REALIZES, NativeError, fail
 
 ROWS = (
     ("interp", "f64", False),
@@ -129,8 +129,9 @@ def bench_rows(core, entry, args, rows, bits: int, repeat: int, threads: int) ->
 )
 @click.option(
     "--realize",
-    type=click.Choice(REALIZES),
-    help="Only the native rows of this type (no reference row, no speedup column).",
+    type=REALIZE,
+    help="Only the native rows of this type, or of this realization file (@FILE: with and"
+    " without lanes), with no reference row and no speedup column.",
 )
 @click.option(
     "--threads",
@@ -180,6 +181,8 @@ def bench(
         _fail(e, sources)
     if realize is None:
         rows = list(ROWS)
+    elif realize not in REALIZES:  # a realization file: its native rows
+        rows = [("native", realize, False), ("native", realize, True)]
     else:
         rows = [r for r in ROWS if r[0] == "native" and r[1] == realize]
     if profile is not None and not opt:
