@@ -103,14 +103,15 @@ def consts(dims: dict[str, int]) -> list[str]:
 def export(psk: Path, dims: dict[str, int], out: Path) -> None:
     """The exported module files and train.py (without its conformance test, whose steps
     on the 256-bit interpreter would take hours at this size)."""
+    from presk_cli.pipeline import run_pipeline
     from presk_core.lower import lower_checked
-    from presk_core.passes import Context, run_pipeline
     from presk_export.export import write_files
     from presk_export.pytorch import Export, Options, ruff_format
     from presk_export.train_export import Script, training_run
+    from presk_syntax.pipeline import Context
 
     ctx = Context(consts={k: str(dims[k]) for k in ("V", "D", "H", "L")})
-    program = run_pipeline("elab", str(psk), ctx)
+    program = run_pipeline("elab", str(psk), ctx).program
     core, infos = lower_checked(program)
     ex = Export(program, core, infos, Options())
     files = ex.files()
@@ -211,9 +212,10 @@ def breakdown(
     from presk_cback.native import NativeEntry
     from presk_cli.native import lower, storage
     from presk_cli.native_train import NATIVE_STEP, native_step
-    from presk_core.passes import Context, run_pipeline
+    from presk_cli.pipeline import run_pipeline
     from presk_core.run import stack_samples
     from presk_kernel.lower import argument_leaves
+    from presk_syntax.pipeline import Context
 
     ctx = Context(consts={k: str(dims[k]) for k in ("V", "D", "H", "L")}, check=True)
     core = run_pipeline("core", str(psk), ctx)

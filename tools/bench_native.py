@@ -98,15 +98,17 @@ def compile_once() -> float:
     from presk_cli.commands import _held_type
     from presk_cli.native import compiled, lower
     from presk_cli.native_train import NATIVE_STEP, native_step
-    from presk_core.passes import Context, run_pipeline
+    from presk_cli.pipeline import run_pipeline
     from presk_core.run import stack_samples
+    from presk_syntax.pipeline import Context
     from presk_types.training import replace_data
 
     ctx = Context(consts=dict(TINY), check=True)
-    program = run_pipeline("elab", str(GPT), ctx)
-    problem = replace_data(ctx.options["runs"][0], program.main, str(GPT_DATA), _held_type)
+    elaborated = run_pipeline("elab", str(GPT), ctx)
+    program = elaborated.program
+    problem = replace_data(elaborated.runs[0], program.main, str(GPT_DATA), _held_type)
     assert problem is None, problem
-    core = run_pipeline("core", str(GPT), ctx, start=program, first="elab")
+    core = run_pipeline("core", str(GPT), ctx, start=elaborated, first="elab")
     trainer = Trainer(core, core.trainings[0], str(GPT.parent), 0, 64, 1)
     step = native_step(trainer.interp.program, trainer.objective)
     batch = stack_samples(trainer.run.batch_type, trainer.samples[: trainer.batch_size])

@@ -42,14 +42,15 @@ TINY_CONSTS = ["--const", "V=64", "--const", "D=16", "--const", "H=2", "--const"
 
 def draw_weights(psk: Path, consts: list[str], window: int, path: Path) -> None:
     """Weights of the file's served model at T = `window`, drawn (normal, std 0.02)."""
+    from presk_cli.pipeline import run_pipeline
     from presk_core.data import write_tree
-    from presk_core.passes import Context, run_pipeline
+    from presk_syntax.pipeline import Context
 
     pairs = dict(c.split("=") for c in consts[1::2])
     ctx = Context(consts=pairs, check=True)
-    program = run_pipeline("elab", str(psk), ctx)
-    core = run_pipeline("core", str(psk), ctx, start=program, first="elab")
-    block = ctx.options["serves"][0]
+    elaborated = run_pipeline("elab", str(psk), ctx)
+    core = run_pipeline("core", str(psk), ctx, start=elaborated, first="elab")
+    block = elaborated.serves[0]
     layout = core.layout(block.model)
     rng = np.random.default_rng(0)
     arrays = []

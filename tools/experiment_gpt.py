@@ -56,12 +56,13 @@ def load(psk: Path, consts: dict[str, str], data: str | None):
     """The PSK-Core program of `psk` with `consts`, its training run opened on its data
     file (or `data`), as `presk train` loads them; SystemExit with the diagnostics."""
     from presk_cli.commands import _held_type
-    from presk_core.passes import Context, run_pipeline
+    from presk_cli.pipeline import run_pipeline
+    from presk_syntax.pipeline import Context
     from presk_types.training import replace_data
 
     ctx = Context(consts=consts, check=True, data_header=None if data else _held_type)
-    program = run_pipeline("elab", str(psk), ctx)
-    runs = ctx.options["runs"]
+    elaborated = run_pipeline("elab", str(psk), ctx)
+    program, runs = elaborated.program, elaborated.runs
     if not runs:
         raise SystemExit(f"experiment_gpt: {psk} has no training run")
     problems = list(ctx.diagnostics)
@@ -71,20 +72,21 @@ def load(psk: Path, consts: dict[str, str], data: str | None):
     errors = [d for d in problems if d.is_error]
     if errors:
         raise SystemExit("experiment_gpt: " + "; ".join(f"[{d.code}] {d.message}" for d in errors))
-    core = run_pipeline("core", str(psk), ctx, start=program, first="elab")
+    core = run_pipeline("core", str(psk), ctx, start=elaborated, first="elab")
     return core, core.trainings[0]
 
 
 def export(psk: Path, consts: dict[str, str], out: Path, data: str | None = None) -> None:
     """The exported module files and train.py in `out` (no conformance test: its steps on
     the 256-bit interpreter would take hours at this size); `data` replaces the run's file."""
+    from presk_cli.pipeline import run_pipeline
     from presk_core.lower import lower_checked
-    from presk_core.passes import Context, run_pipeline
     from presk_export.export import write_files
     from presk_export.pytorch import Export, Options, ruff_format
     from presk_export.train_export import Script, training_run
+    from presk_syntax.pipeline import Context
 
-    program = run_pipeline("elab", str(psk), Context(consts=consts))
+    program = run_pipeline("elab", str(psk), Context(consts=consts)).program
     core, infos = lower_checked(program)
     ex = Export(program, core, infos, Options())
     files = ex.files()

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from presk_cli.dump import dump_main
 from presk_cli.main import main
-from presk_core.passes import PASSES, find, pipeline, usage
+from presk_cli.pipeline import PIPELINE
 from presk_syntax.cli import parse_main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -193,7 +193,7 @@ def test_dump_offers_the_stages_of_the_list_of_passes(call):
     result = call(main, "dump", "--help")
     assert result.returncode == 0
     text = "".join(result.stdout.decode().split())  # as wrapped: compared without blanks
-    for p in PASSES:
+    for p in PIPELINE:
         assert "".join(f"{p.name}: {p.line}".split()) in text
 
 
@@ -201,17 +201,25 @@ def test_an_unknown_stage_is_a_usage_error_listing_the_choices(call):
     result = call(main, "dump", "tutorial/01_linear.psk", "--stage", "sensitivity")
     assert result.returncode == 2
     message = result.stderr.decode()
-    assert all(f"'{p.name}'" in message for p in PASSES), message
+    assert all(f"'{p.name}'" in message for p in PIPELINE), message
     with pytest.raises(KeyError, match="no stage `sensitivity`; stages: tokens, ast"):
-        find("sensitivity")
+        PIPELINE.find("sensitivity")
 
 
 def test_the_stage_programs_and_their_order_come_from_the_list():
-    assert [p.name for p in pipeline("core-after-ad")] == ["ast", "elab", "core", "core-after-ad"]
-    programs = [p.program for p in PASSES if p.program is not None]
-    assert programs == ["presk-parse", "presk-elab", "presk-lower", "presk-ad"]
+    chain = [p.name for p in PIPELINE.chain("core-after-ad")]
+    assert chain == ["ast", "elab", "core", "core-after-ad"]
+    programs = [p.program.name for p in PIPELINE if p.program is not None]
+    assert programs == [
+        "presk-parse",
+        "presk-elab",
+        "presk-lower",
+        "presk-ad",
+        "presk-kernel",
+        "presk-c",
+    ]
     assert (
-        usage(find("core"))
+        PIPELINE.usage("core")
         == "usage: presk-parse FILE | presk-elab [--const NAME=V]… | presk-lower | presk-dump"
     )
 
@@ -243,7 +251,7 @@ def test_dump_specialize_and_flat(call):
     )
 
 
-HEAVY = ("numpy", "islpy", "jinja2", "torch", "cffi", "presk_ad", "presk_export")
+HEAVY = ("numpy", "islpy", "jinja2", "torch", "cffi", "egglog", "presk_ad.vjp", "presk_export")
 
 
 @pytest.mark.parametrize(

@@ -214,7 +214,9 @@ def test_a_wrong_return_type() -> None:
 
 def test_the_pipeline_verifies_with_presk_verify(monkeypatch: pytest.MonkeyPatch) -> None:
     """`PRESK_VERIFY=1`: each pass that gives PSK-Core is followed by the verifier."""
-    from presk_core.passes import Context, run_pipeline, verified
+    from presk_cli.pipeline import run_pipeline
+    from presk_core.passes import verified
+    from presk_syntax.pipeline import Context
 
     name, body, i = _first(_program(), "sub")
     body.insert(i + 1, body[i])

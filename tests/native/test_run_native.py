@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 from helpers import presk
 from presk_cli.native import NativeError, entry_inputs, executor, lower, run_text, storage
-from presk_core.passes import Context, run_pipeline
+from presk_cli.pipeline import run_pipeline
 from presk_core.run import parse_entry, run_entry
 from presk_kernel.ir import Loop, Reduce
 from presk_kernel.lower import argument_leaves
+from presk_syntax.pipeline import Context
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = (("V", "64"), ("D", "16"), ("H", "2"), ("L", "2"))

@@ -34,9 +34,10 @@ def test_strings_are_read_back_as_written() -> None:
     """Each instruction of the program, found in the e-graph by its site, has its own
     operation, attributes and type (egglog-python's lets of literals mixed them up)."""
     from egglog import EGraph
-    from presk_core.passes import Context, run_pipeline
+    from presk_cli.pipeline import run_pipeline
     from presk_opt.extract import Graph
     from presk_opt.terms import Tables, to_terms
+    from presk_syntax.pipeline import Context
 
     core = run_pipeline(
         "core-after-ad", str(ROOT / "tests/examples/minigpt/minigpt.psk"),

@@ -9,9 +9,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from presk_core.passes import Context, run_pipeline
+from presk_cli.pipeline import run_pipeline
 from presk_core.run import run_entry
 from presk_opt.optimize import optimize
+from presk_syntax.pipeline import Context
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESK = ROOT / ".venv" / "bin" / "presk"

@@ -7,11 +7,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from presk_cli.pipeline import run_pipeline
 from presk_core.ir import Lit
-from presk_core.passes import Context, run_pipeline
 from presk_opt import roofline as R
 from presk_opt.optimize import optimize
 from presk_opt.price import RooflinePrices, Sizes, predicted, roofline_model
+from presk_syntax.pipeline import Context
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESK = ROOT / ".venv" / "bin" / "presk"

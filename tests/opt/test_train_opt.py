@@ -61,9 +61,10 @@ def test_the_bitwise_rules_write_the_same_weights_natively(tmp_path: Path) -> No
     `x ^ 2 = x · x`: the kernels' pow 2 is one rounded product) give the same weights
     natively, byte for byte."""
     from presk_cli.native_train import train_native
-    from presk_core.passes import Context, run_pipeline
+    from presk_cli.pipeline import run_pipeline
     from presk_opt.optimize import optimize
     from presk_opt.rules import RULES, rewrites
+    from presk_syntax.pipeline import Context
 
     bitwise = rewrites([r for r in RULES if r.name != "constant folding"], "bitwise")
     used: set[str] = set()

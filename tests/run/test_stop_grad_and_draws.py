@@ -9,11 +9,13 @@ import json
 import numpy as np
 import pytest
 from presk_cli.commands import RUN
+from presk_cli.pipeline import run_pipeline
 from presk_core import random as R
-from presk_core.passes import Context, run_pipeline
 from presk_core.run import run_entry
+from presk_syntax.pipeline import Context
 from presk_syntax.span import SourceMap
 from presk_types.driver import check_file
+from presk_types.passes import Elaborated
 
 torch = pytest.importorskip("torch")
 
@@ -47,7 +49,7 @@ def program(tmp_path_factory):
     checked = check_file(str(path), None, SourceMap())
     assert [d.code for d in checked.diagnostics if d.is_error] == []
     ctx = Context()
-    core = run_pipeline(RUN, str(path), ctx, start=checked.program, first="elab")
+    core = run_pipeline(RUN, str(path), ctx, start=Elaborated(checked.program), first="elab")
     return checked.program, core, path
 
 

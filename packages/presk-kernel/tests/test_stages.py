@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import pytest
 from kernel_entries import ROOT
-from presk_core.passes import Context, find, run_pipeline
+from presk_ad.passes import UP_TO_AD
+from presk_kernel import passes as kernel
+from presk_kernel.ir import format_schedule
 from presk_syntax.diagnostics import DiagnosticError
+from presk_syntax.pipeline import Context, EntryOptions, Pipeline
+
+PIPELINE = Pipeline(UP_TO_AD + kernel.PASSES)
 
 
 def dump(stage: str, file: str, entry: str | None, **dims) -> str:
-    ctx = Context()
-    ctx.options.update(file=str(ROOT / file), entry=entry, dims=dims, realize="f64")
-    return run_pipeline(stage, str(ROOT / file), ctx)
+    ctx = Context(entry=EntryOptions(entry, tuple(dims.items()), "f64"))
+    value = PIPELINE.run(stage, str(ROOT / file), ctx)
+    return value if stage == "sched" else format_schedule(value)
 
 
 def test_the_stages_come_after_differentiation():
+    find = PIPELINE.find
     assert find("sched").after == "core-after-ad" and find("kernel").after == "core-after-ad"
 
 

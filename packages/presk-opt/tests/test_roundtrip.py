@@ -4,9 +4,12 @@ tutorial/ and tests/examples/ after differentiation; with the rules, it verifies
 from pathlib import Path
 
 import pytest
-from presk_core.passes import Context, run_pipeline
+from presk_ad.passes import UP_TO_AD
 from presk_core.verify import problems
 from presk_opt.optimize import optimize
+from presk_syntax.pipeline import Context, Pipeline
+
+run_pipeline = Pipeline(UP_TO_AD).run  # the passes up to differentiation
 
 ROOT = Path(__file__).resolve().parents[3]
 PROGRAMS = sorted(

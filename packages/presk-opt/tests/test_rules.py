@@ -9,11 +9,14 @@ from pathlib import Path
 
 import pytest
 from egglog import BigRat, EGraph, eq, union
-from presk_core.passes import Context, run_pipeline
+from presk_ad.passes import UP_TO_AD
 from presk_core.run import run_entry
 from presk_opt.optimize import optimize
 from presk_opt.rules import REWRITES, RULES, SCALAR, TYPING
 from presk_opt.terms import Made, Term
+from presk_syntax.pipeline import Context, Pipeline
+
+run_pipeline = Pipeline(UP_TO_AD).run  # the passes up to differentiation
 
 ROOT = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent

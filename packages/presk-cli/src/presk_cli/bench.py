@@ -167,16 +167,16 @@ def bench(
     kernel interpreter, and the compiled kernels in f64, f32 (with and without vector lanes)
     and bf16; the median and best of --repeat calls, each after one untimed call
     (docs/native.md, "Running natively")."""
-    from presk_core.passes import Context, run_pipeline
     from presk_core.run import EntryError, RunError, parse_entry
+    from presk_syntax.pipeline import Context
 
-    from presk_cli.commands import RUN
     from presk_cli.native import entry_inputs
+    from presk_cli.pipeline import PIPELINE, RUN
 
     ctx = Context(consts=_consts(consts))
     sources = ctx.sources
     try:
-        core = run_pipeline(RUN, file, ctx)
+        core = PIPELINE.run(RUN, file, ctx)
     except DiagnosticError as e:
         _fail(e, sources)
     if realize is None:
@@ -266,18 +266,19 @@ def opt_command(core, ctx, run, realize, threads, repeat, profile) -> None:
     from presk_kernel.lower import argument_leaves
     from presk_opt.cli import entry_sizes, optimized
     from presk_opt.optimize import number
+    from presk_syntax.pipeline import Pricing
 
-    from presk_cli.commands import RUN
     from presk_cli.native import compiled, entry_inputs, lower, storage
 
     file, entry, dims, seed, bits = run
     sources = ctx.sources
     if profile is not None:
-        ctx.options["opt_profile"] = (profile, entry_sizes(core, entry, dims))
+        ctx.pricing = Pricing(profile, entry_sizes(core, entry, dims))
     try:
-        rewritten = optimized(core, file, ctx, RUN)
+        optimization = optimized(core, ctx)
     except DiagnosticError as e:
         _fail(e, sources)
+    rewritten = optimization.program
     rows, kernels = [], []
     try:
         for name, program in ((f"native {realize}", core), (f"native {realize} --opt", rewritten)):
@@ -295,7 +296,7 @@ def opt_command(core, ctx, run, realize, threads, repeat, profile) -> None:
     except NativeError as err:
         fail(err, sources)
     click.echo(format_table(rows, True), nl=False)
-    model = ctx.options.get("opt_model")
+    model = optimization.model
     if profile is not None and model is not None:
         from presk_opt.price import predicted
 

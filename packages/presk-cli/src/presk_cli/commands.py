@@ -7,12 +7,12 @@ import sys
 from typing import TYPE_CHECKING, NoReturn
 
 import click
-from presk_core.passes import PASSES
 from presk_syntax.diagnostics import Diagnostic, DiagnosticError, Severity, emit
 from presk_syntax.span import SourceMap
 
 from presk_cli.native import NativeError, backend_options
 from presk_cli.native import fail as native_fail
+from presk_cli.pipeline import PIPELINE, RUN, TRAIN
 
 if TYPE_CHECKING:
     from presk_core.run import EntryError, RunError
@@ -20,8 +20,8 @@ if TYPE_CHECKING:
 # The modules a command needs are imported by the command, when it runs (`presk --help` and
 # `presk check` stay quick: numpy, the interpreter and differentiation are not loaded).
 
-# The stages `presk dump` prints: the list of passes (presk_core.passes.PASSES).
-STAGES = {p.name: p.line for p in PASSES}
+# The stages `presk dump` prints: the list of passes (presk_cli.pipeline.PIPELINE).
+STAGES = {p.name: p.line for p in PIPELINE}
 SEED = click.IntRange(-(2**63), 2**64 - 1)  # --seed: a 64-bit integer (docs/randomness.md)
 
 
@@ -57,9 +57,10 @@ def _held_type(path: str) -> str:
 
 def _step_rewrite(ctx, profile=None, core=None, folder=""):
     from presk_opt.cli import step_rewrite, step_sizes  # `--opt`: the step through core-opt
+    from presk_syntax.pipeline import Pricing
 
     if profile is not None:  # priced at the step's sizes: its batch, its data's dimensions
-        ctx.options["opt_profile"] = (profile, step_sizes(core.trainings[0], folder))
+        ctx.pricing = Pricing(profile, step_sizes(core.trainings[0], folder))
     return step_rewrite(ctx)
 
 
@@ -89,9 +90,6 @@ CONST = click.option(
     help="Override a constant of the file or of a file it imports; everything is re-checked.",
 )
 
-
-RUN = "core-after-ad"  # the last pass `presk run` runs before the interpreter
-TRAIN = "core"  # and `presk train`, before its step (presk_ad.step differentiates it)
 
 REMATS = ("residuals", "recompute")  # presk_ad.vjp.REMATS (a test says they agree)
 
@@ -183,29 +181,33 @@ def dump(
     realize: str,
 ) -> None:
     """Print FILE after a stage of the compiler. The format is not stable."""
-    from presk_core.passes import Context, find, run_pipeline, show
+    from presk_core.ir import Program
+    from presk_opt.passes import Optimized
+    from presk_syntax.pipeline import Context, EntryOptions
+    from presk_types.passes import Elaborated
 
-    p = find(stage)
-    ctx = Context(consts=_consts(consts), remat=remat, check=p.gives == "elab")
-    ctx.options.update(file=file, entry=entry, dims=_dims(dims), realize=realize)
+    from presk_cli.pipeline import show
+
+    p = PIPELINE.find(stage)
+    where = EntryOptions(entry, tuple(_dims(dims).items()), realize)
+    elab = issubclass(p.gives, Elaborated)
+    ctx = Context(consts=_consts(consts), remat=remat, check=elab, entry=where)
     try:
-        value = run_pipeline(stage, file, ctx)
+        value = PIPELINE.run(stage, file, ctx)
     except DiagnosticError as e:
         _fail(e, ctx.sources)
-    if p.gives == "core":
-        from presk_core.ir import format_program
+    if isinstance(value, Optimized):  # printed as its program
+        value = value.program
+    if unroll_stack and isinstance(value, Program):
         from presk_core.passes import unroll_stack as unroll
         from presk_core.passes import verified
 
-        if unroll_stack:
-            value = verified(unroll(value), "--unroll-stack")
-        click.echo(format_program(value, sites), nl=False)
-        return
-    if p.gives == "elab":  # printed even when the checker found errors
+        value = verified(unroll(value), "--unroll-stack")
+    if elab:  # printed even when the checker found errors
         emit([d for d in ctx.diagnostics if d.is_error], ctx.sources)
-        click.echo(show(p.gives, value), nl=False)
+        click.echo(show(value), nl=False)
         sys.exit(1 if any(d.is_error for d in ctx.diagnostics) else 0)
-    click.echo(show(p.gives, value), nl=False)
+    click.echo(show(value, sites), nl=False)
 
 
 def _dims(values: tuple[str, ...]) -> dict[str, int]:
@@ -284,26 +286,26 @@ def run(
     """Evaluate an entry of FILE on the reference interpreter: exact arithmetic (MPFR at
     --bits), inputs synthesized from the types and --seed; or, with --backend, on the
     kernels of the entry, interpreted or compiled (docs/native.md)."""
-    from presk_core.passes import Context, run_pipeline
     from presk_core.run import EntryError, RunError, entry_names, run_entry
+    from presk_syntax.pipeline import Context, Pricing
 
     ctx = Context(consts=_consts(consts), remat=remat)
     sources = ctx.sources
     dim_values = _dims(dims)
     _profile_needs_opt("run", opt, profile)
-    try:  # the passes of the list up to differentiation (presk_core.passes.PASSES)
-        program = run_pipeline("elab", file, ctx)
-        core = run_pipeline(RUN, file, ctx, start=program, first="elab")
+    try:  # the passes of the pipeline up to differentiation (presk_cli.pipeline)
+        elaborated = PIPELINE.run("elab", file, ctx)
+        core = PIPELINE.run(RUN, file, ctx, start=elaborated, first="elab")
         if opt:  # the pass core-opt, its report on standard error
             from presk_opt.cli import entry_sizes, optimized
 
             if profile is not None:
-                ctx.options["opt_profile"] = (profile, entry_sizes(core, entry, dim_values))
-            core = optimized(core, file, ctx, RUN)
+                ctx.pricing = Pricing(profile, entry_sizes(core, entry, dim_values))
+            core = optimized(core, ctx).program
     except DiagnosticError as e:
         _fail(e, sources)
     if entry is None:
-        if program.main.trainings:
+        if elaborated.program.main.trainings:
             click.echo(
                 "presk run: this file has a `training run`: use `presk train` to execute it,"
                 " or --entry to evaluate one function",
@@ -378,8 +380,9 @@ def train(
     a batch, then an AdamW step, on the reference interpreter (docs/training.md), or with
     --backend native as one call of compiled kernels (docs/native.md)."""
     from presk_ad import ADError
-    from presk_core.passes import Context, run_pipeline
+    from presk_core.data import DataError
     from presk_core.run import EntryError, RunError
+    from presk_syntax.pipeline import Context
     from presk_types.training import replace_data
 
     from presk_cli.train import TrainError
@@ -389,11 +392,11 @@ def train(
     ctx = Context(consts=_consts(consts), check=True, data_header=header)
     sources = ctx.sources
     _profile_needs_opt("train", opt, profile)
-    try:  # the passes of the list up to lowering; the step differentiates (presk_ad.step)
-        program = run_pipeline("elab", file, ctx)
+    try:  # the passes of the pipeline up to lowering; the step differentiates (presk_ad.step)
+        elaborated = PIPELINE.run("elab", file, ctx)
     except DiagnosticError as e:
         _fail(e, sources)
-    runs, diagnostics = ctx.options["runs"], ctx.diagnostics
+    program, runs, diagnostics = elaborated.program, elaborated.runs, ctx.diagnostics
     if runs and data_file:  # the run's data replaced: open and match this file
         problem = replace_data(runs[0], program.main, data_file, _held_type)
         if problem is not None:
@@ -405,7 +408,7 @@ def train(
     if any(d.is_error for d in diagnostics):
         sys.exit(1)
     try:
-        core = run_pipeline(TRAIN, file, ctx, start=program, first="elab")
+        core = PIPELINE.run(TRAIN, file, ctx, start=elaborated, first="elab")
         terminal = sys.stdout.isatty()
         progress = (lambda text: click.echo(text, nl=False)) if terminal else None
         rewrite = _step_rewrite(ctx, profile, core, os.path.dirname(file)) if opt else None
@@ -429,10 +432,17 @@ def train(
             progress,
             rewrite,
         )
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:  # SIGINT, SIGTERM, SIGHUP (presk_cli.main.Interrupted)
+        from presk_cli.main import mask_signals, stopped
+
+        mask_signals()  # the way out is not interrupted again; main() removes the temporaries
+        status, words = stopped(e)
         # checkpoints are written whole or not at all: the last one is intact
-        click.echo("\npresk train: interrupted; the checkpoints written so far are whole", err=True)
-        sys.exit(130)
+        click.echo(f"\npresk train: {words}; the checkpoints written so far are whole", err=True)
+        sys.exit(status)
+    except DataError as e:  # a checkpoint that cannot be written: the file before is kept
+        emit([Diagnostic(e.code, Severity.ERROR, str(e))], sources)
+        sys.exit(1)
     except NativeError as e:
         native_fail(e, sources)
     except DiagnosticError as e:  # the step's passes: `--opt --profile`'s E9002

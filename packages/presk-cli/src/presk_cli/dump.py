@@ -1,18 +1,17 @@
-"""`presk-dump`: print any presk document read on standard input, as `presk dump` does."""
+"""`presk-dump`: print any presk document read on standard input, as `presk dump` does
+(the documents of presk_cli.pipeline.DOCUMENTS: ast, elab, core, kernel)."""
 
 from __future__ import annotations
 
 import sys
 
-from presk_core.codec import decode_core
-from presk_core.ir import format_program
-from presk_syntax.codec import DocumentError, decode_ast, load_document
+from presk_syntax.codec import DocumentError, load_document
 from presk_syntax.diagnostics import DiagnosticError, emit
-from presk_syntax.dump import format_tree
-from presk_syntax.span import SourceMap
-from presk_types.codec import program_of
+from presk_syntax.pipeline import Context
 from presk_types.driver import checked
-from presk_types.dump import dump_elab
+from presk_types.passes import Elaborated
+
+from presk_cli.pipeline import DOCUMENTS, show
 
 USAGE = "usage: presk-parse FILE | presk-dump   (prints the document read on standard input)"
 
@@ -34,30 +33,18 @@ def dump_main(argv: list[str] | None = None) -> int:
         return 1
     try:
         kind, _, _ = load_document(data)
-        if kind == "ast":
-            tree, _ = decode_ast(data)
-            sys.stdout.write(format_tree(tree))
-            return 0
-        if kind == "core":
-            program, _ = decode_core(data)
-            sys.stdout.write(format_program(program))
-            return 0
-        if kind == "elab":
-            sources = SourceMap()
-            try:
-                program = checked(program_of(data, sources)).program
-            except DiagnosticError as e:
-                emit(e.diagnostics, sources)
-                return 1
-            sys.stdout.write(dump_elab(program))
-            return 0
-        if kind == "kernel":
-            from presk_kernel.codec import decode_kernel
-            from presk_kernel.ir import format_schedule
-
-            sys.stdout.write(format_schedule(decode_kernel(data)))
-            return 0
-        raise DocumentError(f"documents of kind `{kind}` are not known to this presk-dump")
+        if kind not in DOCUMENTS:
+            raise DocumentError(f"documents of kind `{kind}` are not known to this presk-dump")
+        ctx = Context()
+        try:
+            value = DOCUMENTS[kind].read(data, ctx)
+            if isinstance(value, Elaborated):  # checked again, as `presk dump` does
+                value = Elaborated(checked(value.program).program)
+        except DiagnosticError as e:
+            emit(e.diagnostics, ctx.sources)
+            return 1
+        sys.stdout.write(show(value))
+        return 0
     except DocumentError as e:
         print(f"presk-dump: {e}", file=sys.stderr)
         return 1

@@ -71,9 +71,11 @@ def export(
 ) -> None:
     """Export FILE to PyTorch: one Python file per Presk file it reaches, and with
     --conformance-entry a test that runs the export on the interpreter's inputs."""
-    from presk_core.passes import Context, run_pipeline
     from presk_core.run import EntryError, RunError
     from presk_export import ExportError, Options, export_pytorch, write_files
+    from presk_syntax.pipeline import Context
+
+    from presk_cli.pipeline import PIPELINE
 
     if target != "pytorch":
         click.echo("presk export: --target c is not built yet; use --target pytorch", err=True)
@@ -83,7 +85,7 @@ def export(
     options = Options(check_shapes=shapes == "check", unroll=stack == "unroll")
     try:  # the list's passes up to elaboration; the export lowers with the checker's
         # signatures (module arguments, which PSK-Core erases: presk_core.lower.lower_checked)
-        program = run_pipeline("elab", file, ctx)
+        program = PIPELINE.run("elab", file, ctx).program
         notes: list[ExportError] = []  # what is left out (W8001)
         files = export_pytorch(
             program,

@@ -276,20 +276,22 @@ def serve(file, prompt, tokens, temperature, seed, weights, dims, consts, bits, 
     of the text's last T tokens; the text printed as it comes, then tokens per second on
     standard error (docs/serve.md)."""
     from presk_core.data import DataError
-    from presk_core.passes import Context, run_pipeline
     from presk_core.run import RunError
     from presk_core.text import decode, encode
+    from presk_syntax.pipeline import Context
+
+    from presk_cli.pipeline import PIPELINE
 
     ctx = Context(consts=_consts(consts), check=True)
     sources = ctx.sources
     try:
-        program = run_pipeline("elab", file, ctx)
+        elaborated = PIPELINE.run("elab", file, ctx)
     except DiagnosticError as e:
         _fail(e, sources)
     emit(ctx.diagnostics, sources)
     if any(d.is_error for d in ctx.diagnostics):
         sys.exit(1)
-    serves = ctx.options.get("serves") or []
+    serves = elaborated.serves
     if not serves:
         _stop(ServeError("E7020", f"`{file}` has no `inference serve` to serve"), sources)
     if not prompt:
@@ -299,7 +301,7 @@ def serve(file, prompt, tokens, temperature, seed, weights, dims, consts, bits, 
     try:
         block = serves[0]
         try:
-            core = run_pipeline(RUN, file, ctx, start=program, first="elab")
+            core = PIPELINE.run(RUN, file, ctx, start=elaborated, first="elab")
         except DiagnosticError as e:
             _fail(e, sources)
         folder = os.path.dirname(file)

@@ -1,30 +1,19 @@
 """`presk-lower`: an `elab` document on standard input, the `core` one on standard output
-(`stage_main("presk-lower")`, presk_core.passes); the function of the pass `core`."""
+(the stage program of the pass `core`, presk_core.passes)."""
 
 from __future__ import annotations
 
 import sys
 
-from presk_core.passes import stage_main
+from presk_syntax import passes as syntax
+from presk_syntax.pipeline import Pipeline, stage_main
+from presk_types import passes as types
 
-
-def lower_pass(program, ctx):
-    """The pass `core`: PSK-Core of an elaborated program; DiagnosticError if it has errors."""
-    from dataclasses import replace
-
-    from presk_core.layout import training_of
-    from presk_core.lower import lower_program
-
-    ctx.files = [env.source for env in program.files]
-    core = lower_program(program)
-    runs = ctx.options.get("runs")
-    if runs:  # the checker opened their data files (and `--data` may have replaced one)
-        core = replace(core, trainings=tuple(training_of(r) for r in runs))
-    return core
+from presk_core import passes as core
 
 
 def lower_main(argv: list[str] | None = None) -> int:
-    return stage_main("presk-lower", argv)
+    return stage_main(Pipeline(syntax.PASSES + types.PASSES + core.PASSES), "presk-lower", argv)
 
 
 if __name__ == "__main__":

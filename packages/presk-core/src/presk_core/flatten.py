@@ -34,16 +34,6 @@ class FlattenError(Exception):
     """A program flatten cannot rewrite (a symbolic stack count, a stacked initializer)."""
 
 
-def flatten_pass(program: Program, ctx) -> Program:
-    """The pass `flat`: the specialized entry flattened; E7001 when it cannot be."""
-    from presk_syntax.diagnostics import Diagnostic, DiagnosticError, Severity
-
-    try:
-        return flatten(program)
-    except FlattenError as e:
-        raise DiagnosticError(Diagnostic("E7001", Severity.ERROR, f"cannot flatten: {e}")) from None
-
-
 Tree = dict  # a tree's value in a flattened body: its leaves' paths to their operands
 
 

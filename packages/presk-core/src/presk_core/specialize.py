@@ -77,27 +77,6 @@ def specialize(program: Program, entry: str, dims: Mapping[str, int]) -> Program
     return Specializer(program).run(fn, bound, prefix)
 
 
-def specialize_pass(program: Program, ctx) -> Program:
-    """The pass `specialize`: the entry `ctx.options["entry"]` (as `presk run --entry` takes
-    it: `f`, `M.f`, `M{3, 2}.f`) at `ctx.options["dims"]`; E7001 when it cannot be."""
-    from presk_syntax.diagnostics import Diagnostic, DiagnosticError, Severity
-
-    from presk_core.run import EntryError, parse_entry
-
-    def fail(message: str) -> DiagnosticError:
-        return DiagnosticError(Diagnostic("E7001", Severity.ERROR, message))
-
-    text = ctx.options.get("entry")
-    if not text:
-        raise fail("the pass `specialize` needs an entry: give `--entry F`")
-    try:
-        e = parse_entry(text, program, None, dict(ctx.options.get("dims", {})))
-        dims = {**e.dims, **dict(e.prefix)} if has_prefix(e.function) else e.dims
-        return specialize(program, e.function.name, dims)
-    except (EntryError, SpecializeError) as err:
-        raise fail(str(err)) from None
-
-
 def specialized_name(fn: Function, bound: tuple[tuple[str, int], ...], prefix) -> str:
     """`name`, `name{D=3,B=2}`, `name{In=3,Out=2}[batch: 4]`: deterministic."""
     name = fn.name

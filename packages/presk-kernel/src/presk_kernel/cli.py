@@ -1,42 +1,13 @@
-"""The passes `sched` and `kernel` of `presk dump` (presk_core.passes.PASSES): an entry's
-fusion groups and the launches they remove, and the kernels it launches.
-
-Both lower the entry named by `--entry` at the dimensions of `--dim`, as `presk run`
-takes them, from the core document alone (the shapes of θ from the program's layouts, no
-interpreter run), in the realization `--realize` (f64 by default). The context carries
-them in `ctx.options` (`entry`, `dims`, `realize`).
-"""
+"""`presk-kernel --entry E --dim N=V… [--realize T]`: a `core` document on standard input,
+the `kernel` document of the entry on standard output (the stage program of the pass
+`kernel`, presk_kernel.passes); the text of the stage `sched`."""
 
 from __future__ import annotations
 
-from presk_syntax.diagnostics import Diagnostic, DiagnosticError, Severity
+import sys
 
-from presk_kernel.fuse import Group, fuse
-from presk_kernel.ir import Schedule, format_schedule
-
-
-def _error(code: str, message: str) -> DiagnosticError:
-    return DiagnosticError(Diagnostic(code, Severity.ERROR, message))
-
-
-def entry_schedule(core, ctx) -> Schedule:
-    """The schedule of the entry in `ctx.options`, before fusion."""
-    from presk_core.run import EntryError, parse_entry
-
-    from presk_kernel.lower import LowerError, lower_entry
-
-    options = ctx.options
-    entry = options.get("entry")
-    if not entry:
-        raise _error("E7001", "`presk dump --stage sched|kernel` needs an entry: give `--entry F`")
-    try:
-        e = parse_entry(entry, core, None, dict(options.get("dims", {})))
-        dims = dict(e.dims) | dict(e.prefix)
-        return lower_entry(core, e.function.name, dims, None, options.get("realize", "f64"))
-    except EntryError as err:
-        raise _error("E7001", str(err)) from None
-    except LowerError as err:
-        raise _error(err.code, f"cannot lower `{entry}` to kernels: {err}") from None
+from presk_kernel.fuse import Group
+from presk_kernel.ir import Schedule
 
 
 def format_groups(schedule: Schedule, fused: Schedule, groups: list[Group]) -> str:
@@ -61,15 +32,14 @@ def format_groups(schedule: Schedule, fused: Schedule, groups: list[Group]) -> s
     return "\n".join(lines) + "\n"
 
 
-def sched_pass(core, ctx) -> str:
-    schedule = entry_schedule(core, ctx)
-    fused, groups = fuse(schedule)
-    return format_groups(schedule, fused, groups)
+def kernel_main(argv: list[str] | None = None) -> int:
+    from presk_ad.passes import UP_TO_AD
+    from presk_syntax.pipeline import Pipeline, stage_main
+
+    from presk_kernel import passes as kernel
+
+    return stage_main(Pipeline(UP_TO_AD + kernel.PASSES), "presk-kernel", argv)
 
 
-def kernel_pass(core, ctx) -> str:
-    """The laid-out kernels a native run compiles (one thread: `presk run`'s default)."""
-    from presk_kernel.layout import lay_out
-
-    fused, _ = fuse(entry_schedule(core, ctx))
-    return format_schedule(lay_out(fused, ctx.options.get("threads", 1)))
+if __name__ == "__main__":
+    sys.exit(kernel_main())

@@ -222,15 +222,3 @@ def _pricer(graph: Graph, tables: Tables, model: CostModel):
 
 def _enodes(egraph: EGraph) -> int:
     return sum(n for _, n in egraph.all_function_sizes())
-
-
-def opt_pass(program: Program, ctx) -> Program:
-    """The pass `core-opt`: the program after `optimize`; the report in
-    `ctx.options["opt_report"]`, the cost model in `ctx.options["opt_model"]`."""
-    from presk_opt.cli import cost_model
-
-    model = cost_model(program, ctx)
-    out, report = optimize(program, model=model)
-    ctx.options["opt_report"] = report
-    ctx.options["opt_model"] = model
-    return out

@@ -1,0 +1,130 @@
+"""presk-kernel's passes `sched` and `kernel`, and the `kernel` document the stage program
+`presk-kernel --entry E --dim N=V… [--realize T]` writes (presk_syntax.pipeline).
+
+Both lower the entry of `ctx.entry` (as `presk run --entry E --dim …` takes it) from the
+core document alone: the shapes of θ from the program's parameter layouts, no interpreter
+run. `kernel` gives what a native run compiles: the kernels lowered (`lower_entry`), fused
+(`fuse`), each nest's layout applied (`lay_out`, at `ctx.entry.threads`); `sched` prints
+the fusion groups and the launches they remove.
+"""
+
+from __future__ import annotations
+
+from presk_core.ir import Program
+from presk_core.passes import CORE
+from presk_syntax.diagnostics import Diagnostic, DiagnosticError, Severity
+from presk_syntax.pipeline import (
+    Context,
+    Document,
+    EntryOptions,
+    Option,
+    Pass,
+    StageProgram,
+    Text,
+    with_entry,
+)
+
+from presk_kernel.ir import Schedule
+
+REALIZES = ("f64", "f32", "bf16")  # the uniform realizations `--realize` names
+
+
+def _error(code: str, message: str) -> DiagnosticError:
+    return DiagnosticError(Diagnostic(code, Severity.ERROR, message))
+
+
+def entry_schedule(core: Program, entry: EntryOptions, args: list | None = None) -> Schedule:
+    """The schedule of `entry` before fusion (`args`: the run's inputs, when a run has
+    them); E7001 for an entry that cannot be, the lowering's code for what has no kernel."""
+    from presk_core.run import EntryError, parse_entry
+
+    from presk_kernel.lower import LowerError, lower_entry
+
+    if not entry.entry:
+        raise _error("E7001", "`presk dump --stage sched|kernel` needs an entry: give `--entry F`")
+    try:
+        e = parse_entry(entry.entry, core, None, entry.dim_values)
+        dims = dict(e.dims) | dict(e.prefix)
+        return lower_entry(core, e.function.name, dims, args, entry.realize)
+    except EntryError as err:
+        raise _error("E7001", str(err)) from None
+    except LowerError as err:
+        raise _error(err.code, f"cannot lower `{entry.entry}` to kernels: {err}") from None
+
+
+def laid_out(schedule: Schedule, threads: int = 1, plan=None) -> Schedule:
+    """`schedule` fused, each nest's layout applied (`lay_out`: a run's, or the plan's);
+    a plan's illegal layout is its diagnostic (E7040, E7041)."""
+    from presk_kernel.fuse import fuse
+    from presk_kernel.layout import LayoutError, lay_out
+
+    try:
+        return lay_out(fuse(schedule)[0], threads, plan)
+    except LayoutError as err:
+        raise _error(err.code, str(err)) from None
+
+
+def sched_pass(core: Program, ctx: Context) -> Text:
+    """The pass `sched`: the launches after fusion, what each fused kernel computes."""
+    from presk_kernel.cli import format_groups
+    from presk_kernel.fuse import fuse
+
+    schedule = entry_schedule(core, ctx.entry)
+    fused, groups = fuse(schedule)
+    return Text(format_groups(schedule, fused, groups))
+
+
+def kernel_pass(core: Program, ctx: Context) -> Schedule:
+    """The pass `kernel`: the laid-out kernels a native run of the entry compiles."""
+    return laid_out(entry_schedule(core, ctx.entry), ctx.entry.threads)
+
+
+def read_kernel(data: bytes, ctx: Context) -> Schedule:
+    from presk_kernel.codec import decode_kernel
+
+    return decode_kernel(data)
+
+
+def write_kernel(value: Schedule, ctx: Context) -> bytes:
+    from presk_kernel.codec import encode_kernel
+
+    return encode_kernel(value)
+
+
+def _dim(ctx: Context, text: str) -> None:
+    name, eq, value = text.partition("=")
+    if not eq or not name.strip() or not value.strip().isdigit():
+        raise ValueError(text)
+    with_entry(ctx, dims=(*ctx.entry.dims, (name.strip(), int(value))))
+
+
+def _realize(ctx: Context, text: str) -> None:
+    if text not in REALIZES:
+        raise ValueError(text)
+    with_entry(ctx, realize=text)
+
+
+KERNEL = Document("kernel", read_kernel, write_kernel)
+ENTRY = Option("--entry", "--entry E", lambda ctx, e: with_entry(ctx, entry=e), required=True)
+DIM = Option("--dim", "--dim N=V", _dim, repeat=True)
+REALIZE = Option("--realize", "--realize T", _realize)
+
+PASSES: tuple[Pass, ...] = (
+    Pass(
+        "sched",
+        "the fusion groups of an entry (--entry, --dim), and the launches they remove",
+        Program,
+        Text,
+        "core-after-ad",
+        sched_pass,
+    ),
+    Pass(
+        "kernel",
+        "PSK-Kernel: the kernels an entry (--entry, --dim) launches, after fusion",
+        Program,
+        Schedule,
+        "core-after-ad",
+        kernel_pass,
+        StageProgram("presk-kernel", CORE, KERNEL, (ENTRY, DIM, REALIZE)),
+    ),
+)
