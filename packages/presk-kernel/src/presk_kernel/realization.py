@@ -252,15 +252,17 @@ class Sites:
         return {s: r for s, r in self.root.items() if s != r}
 
 
-def narrowable_sites(schedule) -> Sites:
+def narrowable_sites(schedule, fused=None, groups=None) -> Sites:
     """The narrowable sites of a schedule before fusion (presk_kernel.ir.Schedule): each
     value a kernel stores that is not fused into another, one per fusion group (its root's
     site: the members are computed in its type, spec L906). Sites fused together (a site
-    whose kernels are in two groups joins them) are one class, named by the first of their
-    launches after fusion."""
-    from presk_kernel.fuse import fuse
+    whose kernels are in two groups joins them) are one class, named by its first fused
+    kernel's site (a group's root), else its first launch's; listed in launch order.
+    `fused` and `groups`: `fuse(schedule)`, when the caller has it."""
+    if fused is None or groups is None:
+        from presk_kernel.fuse import fuse
 
-    fused, groups = fuse(schedule)
+        fused, groups = fuse(schedule)
     parent: dict[str, str] = {}
 
     def find(s: str) -> str:
@@ -278,12 +280,13 @@ def narrowable_sites(schedule) -> Sites:
             if a != b:
                 parent[b] = a
     names: dict[str, str] = {}  # a class's representative -> its narrowable site
+    for launch in sorted(fused.launches, key=lambda lc: not lc.kernel.steps):
+        names.setdefault(find(launch.kernel.site), launch.kernel.site)  # a group's root first
     order: list[str] = []
     for launch in fused.launches:
-        top = find(launch.kernel.site)
-        if top not in names:
-            names[top] = launch.kernel.site
-            order.append(launch.kernel.site)
+        name = names[find(launch.kernel.site)]
+        if name not in order:
+            order.append(name)
     root = {s: names[find(s)] for s in parent}
     return Sites(tuple(order), root)
 
