@@ -8,9 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import presk_kernel.interp as KI
 import pytest
-from presk_cback import libm
 from presk_cback.arena import ITEMSIZE, arena_layout, live_ranges, plan
 from presk_cback.native import NativeEntry
 from presk_cback.written import used
@@ -28,12 +26,6 @@ from kernel_entries import MINIGPT, lowered, same_bits  # noqa: E402
 
 TRAIN = ("tutorial/07_train.psk", "loss", (("B", 8),), ())
 MINIGPT_STEP = ("tests/examples/minigpt/train_minigpt.psk", "loss", (("B", 2), ("T", 8)), MINIGPT)
-
-
-@pytest.fixture(autouse=True)
-def presk_libm_in_the_interpreter(monkeypatch):
-    patch = lambda name, x, dt: libm.apply(name, np.asarray(x, dt))  # noqa: E731
-    monkeypatch.setattr(KI, "_libm", patch, raising=False)
 
 
 def nbytes(b: HostBuffer) -> int:

@@ -9,9 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import presk_kernel.interp as KI
 import pytest
-from presk_cback import libm
 from presk_cback.contract import contraction, perfect_nest
 from presk_cback.emit import arena_layout, entry_source
 from presk_cback.native import NativeEntry
@@ -41,14 +39,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "presk-kernel" / "t
 from kernel_entries import ENTRIES, MINIGPT, lowered, same_bits  # noqa: E402
 
 TRAIN = ("tutorial/07_train.psk", "loss", (("B", 8),))
-
-
-@pytest.fixture(autouse=True)
-def presk_libm_in_the_interpreter(monkeypatch):
-    # the kernel interpreter's transcendentals through presk libm, as the native code has
-    # them (until presk-kernel calls it itself)
-    patch = lambda name, x, dt: libm.apply(name, np.asarray(x, dt))  # noqa: E731
-    monkeypatch.setattr(KI, "_libm", patch, raising=False)
 
 
 def relayout(schedule: Schedule, fn) -> Schedule:

@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 import pytest
-from presk_cback import libm
-from presk_cback.libm import accuracy
 from presk_cback.toolchain import find_toolchain
+from presk_kernel import libm
+from presk_kernel.libm import accuracy
 
 # the bounds of docs/native.md, in ulps (measured maxima in the comments)
 BOUNDS_F64 = {

@@ -17,11 +17,20 @@ import numpy as np
 from presk_kernel.interp import NUMPY, KernelError, from_storage, to_storage
 from presk_kernel.ir import Schedule
 
-from presk_cback.arena import ITEMSIZE, arena_layout
+from presk_cback.arena import ALIGN, ITEMSIZE, arena_layout
 from presk_cback.emit import ENTRY_CDEF, TIMED_CDEF, entry_units
 from presk_cback.load import declare, load, pointer
 
 UNITS = 2  # translation units an entry's C is split into, compiled in parallel
+
+
+def aligned_zeros(size: int) -> np.ndarray:
+    """`size` zero bytes starting at a multiple of ALIGN (64): the arena's offsets are
+    64-byte aligned (presk_cback.arena), and numpy's allocator promises only 16 bytes of
+    the base."""
+    raw = np.zeros(size + ALIGN, np.uint8)
+    skip = -raw.ctypes.data % ALIGN
+    return raw[skip : skip + size]
 
 
 class NativeEntry:
@@ -49,7 +58,7 @@ class NativeEntry:
             c[0] if len(c) == 1 else c, cdef, symbols, threads=True, extra_flags=extra
         )
         self.offsets, size = arena_layout(schedule)
-        self.arena = np.zeros(size, np.uint8)
+        self.arena = aligned_zeros(size)
         self.buffers = {b.id: b for b in schedule.buffers}
 
     @property

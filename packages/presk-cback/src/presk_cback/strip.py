@@ -25,10 +25,16 @@ from __future__ import annotations
 
 import math
 
+from presk_kernel import libm
 from presk_kernel.ir import Affine, Kernel, Let, Load, Loop, Op, Reduce, Store, Var
 
-from presk_cback import libm
 from presk_cback.contract import linear
+
+# Every array of a strip is declared 64-byte aligned (a vector register of AVX-512): its
+# lanes are read and written by vector moves, and C must never assume an alignment it has
+# not declared (an aligned move at 8 mod 16 of an undeclared `double v_s3[8]` was a SIGSEGV).
+ALIGN = 64
+ALIGNED = f"_Alignas({ALIGN}) "
 
 # Lanes of a strip (four vector registers' worth).
 WIDTH = {"f64": 32, "f32": 64}
@@ -161,7 +167,7 @@ class Strip:
             case Let(name, expr):
                 code, t = kc.expr(expr)
                 kc.types[name] = t
-                kc.emit(f"{CTYPE[t]} {_name(name)}[{self.width}];", depth)
+                kc.emit(f"{ALIGNED}{CTYPE[t]} {_name(name)}[{self.width}];", depth)
                 self.lanes(depth, lambda d: kc.emit(f"{_name(name)}[lj] = {code};", d))
                 kc.laned.add(name)
             case Store():
@@ -208,7 +214,7 @@ class Strip:
         acc, t = _name(r.acc), r.dtype
         kc.types[r.acc] = t
         ref = f"{acc}[lj]"
-        kc.emit(f"{CTYPE[t]} {acc}[{self.width}];", depth)
+        kc.emit(f"{ALIGNED}{CTYPE[t]} {acc}[{self.width}];", depth)
         count = math.prod(n for _, _, n in r.vars)
         if count == 0:
             identity = {"add": 0, "fma": 0, "max": -math.inf, "min": math.inf}[r.op]
@@ -256,10 +262,10 @@ class Strip:
         if n * self.width * ITEMSIZE[t] > TERMS_BYTES:
             return False
         acc, v = _name(r.acc), _name(r.vars[0][0])
-        kc.emit(f"{CTYPE[t]} {acc}_t[{self.width}][{n}];", depth)
+        kc.emit(f"{ALIGNED}{CTYPE[t]} {acc}_t[{self.width}][{n}];", depth)
         keep = [e for e in _keepable(kc.k, r) if n * self.width * ITEMSIZE[t] * 2 <= TERMS_BYTES]
         for j in range(len(keep)):
-            kc.emit(f"{CTYPE[t]} {acc}_k{j}[{self.width}][{n}];", depth)
+            kc.emit(f"{ALIGNED}{CTYPE[t]} {acc}_k{j}[{self.width}][{n}];", depth)
 
         def terms(d: int) -> None:
             kc.emit("#pragma omp simd", 0)

@@ -95,17 +95,16 @@ def _os_error(path: Path, e: OSError) -> DiagnosticError | None:
         return no_space(str(path))
     if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return _read_only(path, e)
-    if e.errno == errno.ENOTDIR:
-        return _not_a_folder(path)
     return None
 
 
-def _not_a_folder(path: Path) -> DiagnosticError:
+def _not_a_folder(path: Path, blocking: Path | None = None) -> DiagnosticError:
     named = "PRESK_CACHE names" if os.environ.get("PRESK_CACHE") else "the cache folder is"
+    what = "which is not a folder" if blocking in (None, path) else f"but `{blocking}` is a file"
     return DiagnosticError(
         error(
             "E9006",
-            f"{named} `{path}`, which is not a folder",
+            f"{named} `{path}`, {what}",
             help="set PRESK_CACHE to a folder (presk creates it if it does not exist)",
         )
     )
@@ -154,13 +153,17 @@ def _folder(path: Path, *, root: bool) -> Path:
     if path.exists() and not path.is_dir():
         raise _not_a_folder(path)
     if not path.exists():
-        with writing(path):
-            if root:
-                path.parent.mkdir(parents=True, exist_ok=True)
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(path, FOLDER_MODE)
-        if not path.is_dir():
-            raise _not_a_folder(path)
+        try:
+            with writing(path):
+                if root:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(path, FOLDER_MODE)
+        except (FileExistsError, NotADirectoryError):
+            pass
+        if not path.is_dir():  # a file on the way: name it
+            blocking = next((p for p in path.parents if p.exists() and not p.is_dir()), path)
+            raise _not_a_folder(path, blocking)
     check_owned(path)
     return path
 
@@ -183,11 +186,13 @@ def _digest(so: Path) -> str:
 
 
 def trusted(so: Path) -> bool:
-    """The object `so` is there, ours (E9003 if not), and has the digest written with it."""
+    """The object `so` is there, ours in a folder of ours (E9003 if not), and has the digest
+    written with it."""
     try:
         st = os.stat(so)
     except FileNotFoundError:
         return False
+    check_owned(so.parent)
     check_owned(so, st)
     sidecar = digest_path(so)
     try:

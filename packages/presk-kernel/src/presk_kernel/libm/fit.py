@@ -1,4 +1,4 @@
-"""How the constants of presk_libm.h were made (run: `.venv/bin/python -m presk_cback.libm.fit`).
+"""How the constants of presk_libm.h were made (run: `.venv/bin/python -m presk_kernel.libm.fit`).
 
 Prints the C arrays of the Chebyshev expansions (evaluated by Clenshaw's recurrence, which
 stays stable where monomial coefficients of the same fit would cancel), the polynomials of

@@ -1,5 +1,5 @@
 """presk libm against MPFR: the largest error in ulps of each function and type, over the
-points that matter (`.venv/bin/python -m presk_cback.libm.accuracy` prints the table that
+points that matter (`.venv/bin/python -m presk_kernel.libm.accuracy` prints the table that
 docs/native.md quotes; the tests assert its bounds). `--speed` prints instead each
 function's time per element (`speed`).
 
@@ -19,7 +19,7 @@ import time
 import gmpy2
 import numpy as np
 
-from presk_cback import libm
+from presk_kernel import libm
 
 FORMATS = {  # precision, smallest normal exponent (of the ulp), largest finite
     np.dtype(np.float64): (53, -1022, float(np.finfo(np.float64).max)),
@@ -162,7 +162,7 @@ def speed(name: str, dtype, n: int = 1 << 14, repeat: int = 40, runs: int = 7) -
     """Nanoseconds an element of `name` in `dtype` (the helper's loop, in vector lanes) over n
     normal points of standard deviation 3 (|x| for log and log1p), which stay in the
     caches: the median of `runs` runs of `repeat` calls, by the thread's CPU clock."""
-    from presk_cback.load import pointer
+    from presk_core.cc.load import pointer
 
     x = np.random.default_rng(1).standard_normal(n) * 3
     x = np.abs(x) if name in ("log", "log1p") else x
