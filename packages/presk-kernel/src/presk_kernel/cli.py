@@ -29,7 +29,24 @@ def format_groups(schedule: Schedule, fused: Schedule, groups: list[Group]) -> s
         if g is not None:
             for name, site in zip(g.names, g.steps, strict=True):
                 lines.append(f"        {name:<30} {site}")
+    lines += narrowable_lines(schedule, fused, groups)
     return "\n".join(lines) + "\n"
+
+
+def narrowable_lines(schedule: Schedule, fused: Schedule, groups: list[Group]) -> list[str]:
+    """The entry's narrowable sites, the names a realization's `sites` gives types to
+    (presk_kernel.realization), each with the sites fused into it."""
+    from presk_kernel.realization import narrowable_sites
+
+    sites = narrowable_sites(schedule, fused, groups)
+    members: dict[str, list[str]] = {}
+    for site, root in sites.members.items():
+        members.setdefault(root, []).append(site)
+    lines = [f"-- {len(sites.narrowable)} narrowable sites (a realization's `sites`)"]
+    for site in sites.narrowable:
+        fused_in = members.get(site)
+        lines.append(f"   {site}" + (f"  (with {', '.join(fused_in)})" if fused_in else ""))
+    return lines
 
 
 def kernel_main(argv: list[str] | None = None) -> int:
