@@ -74,6 +74,8 @@ def _consts(values: tuple[str, ...]) -> dict[str, str]:
             import gmpy2
 
             gmpy2.mpq(value.strip())
+        except ZeroDivisionError:  # `1/0`: elaboration's E1003 says it, with the constant
+            pass
         except ValueError:
             raise click.BadParameter(
                 f"`{item}`: `{value.strip()}` is not a number", param_hint="--const"
