@@ -430,9 +430,12 @@ def from_storage(data: np.ndarray, dtype: str) -> np.ndarray:
     return bf16_to_f32(data) if dtype == "bf16" else data
 
 
-def run_schedule(schedule: Schedule, inputs: list) -> list[np.ndarray]:
+def run_schedule(schedule: Schedule, inputs: list, laid: bool = False) -> list[np.ndarray]:
     """The entry's outputs (bf16 widened to float32), from its inputs in the order of
-    `schedule.inputs`."""
+    `schedule.inputs`; `laid`: each kernel run as its layout executes it (interp_laid)."""
+    from presk_kernel.interp_laid import run_laid_kernel
+
+    run = run_laid_kernel if laid else run_kernel
     memory = {b.id: np.zeros(elements(b.axes), dtype=NUMPY[b.dtype]) for b in schedule.buffers}
     for buf, value in zip(schedule.inputs, inputs, strict=True):
         b = schedule.buffers[buf]
@@ -442,7 +445,7 @@ def run_schedule(schedule: Schedule, inputs: list) -> list[np.ndarray]:
         for buffer, arg in zip(launch.kernel.buffers, launch.args, strict=True):
             flat = memory[arg.buf][arg.offset : arg.offset + buffer.size]
             views.append(flat.reshape(buffer.shape))
-        run_kernel(launch.kernel, views)
+        run(launch.kernel, views)
     out = []
     for buf in schedule.outputs:
         b = schedule.buffers[buf]
