@@ -1,5 +1,7 @@
 """Presk's PyTorch export: readable code mirroring the source, and its conformance tests."""
 
+__version__ = "0.1.0"
+
 from presk_export.conformance import conformance_files
 from presk_export.export import export_pytorch, write_files
 from presk_export.pyexpr import ExportError
