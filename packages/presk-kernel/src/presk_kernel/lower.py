@@ -70,6 +70,7 @@ from presk_kernel.realization import (
     function_of,
     narrowable_sites,
 )
+from presk_kernel.spec import verified
 
 KINDS: dict[str, str] = {name: str(op.kind) for name, op in OPS.items()}
 """The kind of every operation of PSK-Core, from the registry (presk_types.ops)."""
@@ -566,11 +567,12 @@ def lower_entry(
     try:
         r = as_realization(realize)
         if r == Realization.uniform(r.default):
-            return _lower(program, entry, dims, args, r.default)[0]
+            return verified(_lower(program, entry, dims, args, r.default)[0], "kernel")
         sites, params = realized_types(program, entry, dims, args, r)
     except RealizationError as e:
         raise LowerError(str(e), e.code) from None
-    return _lower(program, entry, dims, args, r.default, sites, params)[0]
+    schedule = _lower(program, entry, dims, args, r.default, sites, params)[0]
+    return verified(schedule, "kernel")  # PRESK_VERIFY=1: the verifier after lowering
 
 
 def realized_types(
