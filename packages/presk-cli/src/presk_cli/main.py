@@ -112,6 +112,11 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except Exception as e:  # a bug of presk's: one line, and how to report it
+        from presk_syntax.diagnostics import DiagnosticError, emit
+
+        if isinstance(e, DiagnosticError):  # one no command caught (the C toolchain's, cache's)
+            emit(e.diagnostics, {})
+            return 1
         if os.environ.get("PRESK_DEBUG"):  # PRESK_DEBUG=1: the traceback as well
             traceback.print_exc()
         click.echo(
