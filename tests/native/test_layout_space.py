@@ -1,0 +1,77 @@
+"""Every point of a nest's layout space computes point 0's bits natively too (L1067): the
+tutorial's and the examples' entries compiled with their kernels at sampled points of their
+spaces (orders, lanes, splits over threads, tiles, packed operands through the GEMM), each
+compared bit for bit with point 0 (the natural order, no lanes, one thread) on the kernel
+interpreter. The kernel interpreter's half walks every point (packages/presk-kernel/tests/
+test_laid.py); compiling a schedule per point would take minutes, so each compiled schedule
+here puts every one of its kernels at a random point, and the test says how many it ran."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "packages" / "presk-kernel" / "tests"))
+from kernel_entries import ENTRIES, lowered  # noqa: E402
+from presk_kernel.contract import recognize  # noqa: E402
+from presk_kernel.fuse import fuse  # noqa: E402
+from presk_kernel.interp import run_schedule  # noqa: E402
+from presk_kernel.layout import (  # noqa: E402
+    check_layout,
+    layout_space,
+    parallel_loops,
+    run_layout,
+    with_gemm,
+)
+
+SAMPLES = 2  # compiled schedules per entry besides point 0's
+
+
+def relaid(schedule, choose):
+    launches = []
+    for launch in schedule.launches:
+        layout = choose(launch.kernel)
+        assert check_layout(launch.kernel, layout) is None, layout
+        k = dataclasses.replace(launch.kernel, layout=layout)
+        launches.append(dataclasses.replace(launch, kernel=k))
+    return dataclasses.replace(schedule, launches=tuple(launches))
+
+
+def candidates(k):
+    """The space at two threads, each point packed through the GEMM for a contraction, a
+    tiled point, and the run's layout."""
+    space = layout_space(k, 2)
+    out = list(space)
+    g = recognize(k)
+    if g is not None:
+        out += [with_gemm(k, dataclasses.replace(p, pack=(g.a, g.b))) for p in space]
+    loops = parallel_loops(k)
+    if loops:
+        out.append(dataclasses.replace(space[-1], tiles=tuple((lp.var, 3) for lp in loops)))
+    out.append(run_layout(k, 2))
+    return out
+
+
+@pytest.mark.parametrize("case", ENTRIES, ids=lambda c: c[1])
+def test_sampled_points_compute_point_0s_bits_natively(compiler, case):
+    from presk_cback.native import NativeEntry
+
+    file, entry, dims, consts = case
+    schedule, args, _ = lowered(file, entry, dims, "f64", consts=consts)
+    fused = fuse(schedule)[0]
+    point0 = relaid(fused, lambda k: layout_space(k, 1)[0])
+    reference = [x.tobytes() for x in run_schedule(point0, args)]
+    assert [x.tobytes() for x in NativeEntry(point0).run(args)] == reference
+    rng = random.Random(f"{file}:{entry}")
+    points = 0
+    for _ in range(SAMPLES):
+        sample = relaid(fused, lambda k: rng.choice(candidates(k)))
+        points += len(sample.launches)
+        got = [x.tobytes() for x in NativeEntry(sample).run(args)]
+        assert got == reference, [str(lc.kernel.layout) for lc in sample.launches]
+    print(f"{entry}: {points} kernels at sampled points, natively, of {len(fused.launches)}")
