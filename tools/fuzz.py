@@ -364,7 +364,7 @@ def _one_loop():
 
     out = K.Buffer(0, "f32", (K.Axis("n", 2),))
     body = (K.Loop("i0", "n", 2, (K.Store(0, (K.Affine.var("i0"),), K.Const(1.5, "f32")),)),)
-    k = K.Kernel("fill", "f/%1", (), (out,), body, "f32")
+    k = K.Kernel("fill", "f/%1", (), (out,), body, "f32", K.Layout(order=("i0",)))
     host = K.HostBuffer(0, "f32", out.axes, "f/%1", "output")
     return K.Schedule("f", (), (host,), (K.Launch(k, (K.Arg(0),)),), (), (0,))
 

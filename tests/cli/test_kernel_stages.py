@@ -57,6 +57,7 @@ def test_presk_dump_prints_a_kernel_document():
         HostBuffer,
         Kernel,
         Launch,
+        Layout,
         Loop,
         Schedule,
         Store,
@@ -64,7 +65,7 @@ def test_presk_dump_prints_a_kernel_document():
 
     out = Buffer(0, "f32", (Axis("n", 2),))
     body = (Loop("i0", "n", 2, (Store(0, (Affine.var("i0"),), Const(1.5, "f32")),)),)
-    k = Kernel("fill", "f/%1", (), (out,), body, "f32")
+    k = Kernel("fill", "f/%1", (), (out,), body, "f32", Layout(order=("i0",)))  # decoding verifies
     s = Schedule("f", (), (HostBuffer(0, "f32", out.axes, "f/%1", "output"),),
                  (Launch(k, (Arg(0),)),), (), (0,))  # fmt: skip
     r = run("presk-dump", stdin=encode_kernel(s))

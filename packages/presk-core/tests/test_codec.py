@@ -88,7 +88,7 @@ test_metadata.py on the tutorial's programs."""
 def test_every_node_and_attribute_round_trips():
     source = Source("m.psk", "dim B\n")
     p = program(source)
-    back, files = decode_core(encode_core(p, [source]))
+    back, files = decode_core(encode_core(p, [source]), verified=False)  # one of every op
     assert back == p
     assert [s.path for s in files.sources] == ["m.psk"]
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from presk_syntax import ast as A
 from presk_syntax.codec import AST_VERSION, DocumentError, decode_ast, encode_ast, load_document
 from presk_syntax.parse import parse_file, parse_source
-from presk_syntax.span import Source
+from presk_syntax.span import Source, Span
 
 REPO = Path(__file__).resolve().parents[3]
 PROGRAMS = sorted(
@@ -202,3 +202,62 @@ def test_truncated_documents_are_refused(cut: int):
     data = msgpack.packb(linear_document(), use_bin_type=True)
     with pytest.raises(DocumentError):
         decode_ast(data[: min(cut, len(data) - 1)])
+
+
+# ---- big integers (issue 27: a literal ≥ 2⁶⁴ was fatal to msgpack's encoder) ----------------
+
+
+@settings(max_examples=100, deadline=2000)
+@given(st.integers(-(10**40), 10**40) | st.sampled_from([2**64, 2**64 - 1, -(2**63) - 1, 10**5000]))
+def test_an_integer_literal_of_any_size_round_trips(n: int):
+    source = Source("big.psk", "fn f() -> ℝ = 0\n")
+    tree = parse_source(source)
+    lit = first_lit(tree)
+    big = dataclasses.replace(lit, value=abs(n))
+    tree = replace_node(tree, lit, big)
+    assert round_trip(source, tree) == tree
+
+
+def first_lit(node):
+    for f in dataclasses.fields(node):
+        v = getattr(node, f.name)
+        for child in v if isinstance(v, tuple) else (v,):
+            if isinstance(child, A.IntLit):
+                return child
+            if dataclasses.is_dataclass(child):
+                found = first_lit(child)
+                if found is not None:
+                    return found
+    return None
+
+
+def replace_node(node, old, new):
+    if node is old:
+        return new
+    if isinstance(node, tuple):
+        return tuple(replace_node(v, old, new) for v in node)
+    if not dataclasses.is_dataclass(node) or isinstance(node, Span):
+        return node
+    changes = {
+        f.name: replace_node(getattr(node, f.name), old, new) for f in dataclasses.fields(node)
+    }
+    return dataclasses.replace(node, **changes)
+
+
+def test_a_source_with_a_literal_of_2_to_the_64_is_a_document(tmp_path):
+    source = Source("big.psk", "fn f() -> ℝ = 18446744073709551616 + 2\n")
+    tree = parse_source(source)
+    data = encode_ast(tree, source)
+    assert decode_ast(data)[0] == tree
+    assert {"@": "Int", "hex": "10000000000000000"} == first(msgpack.unpackb(data), "IntLit")[
+        "value"
+    ]
+
+
+@pytest.mark.parametrize("text", ["", "0x10", "1 2", "z", "-", "10" * 600_000, 5])
+def test_a_malformed_big_integer_is_a_document_error(text):
+    source = Source("big.psk", "fn f() -> ℝ = 18446744073709551616\n")
+    doc = msgpack.unpackb(encode_ast(parse_source(source), source))
+    first(doc["tree"], "IntLit")["value"]["hex"] = text
+    with pytest.raises(DocumentError):
+        decode_ast(msgpack.packb(doc))

@@ -1,8 +1,11 @@
-"""The `core` document: a PSK-Core program in msgpack (docs/ir.md)."""
+"""The `core` document: a PSK-Core program in msgpack (docs/ir.md). Decoding checks every
+field's kind (presk_syntax.codec) and then the program itself (presk_core.verify: each
+operand defined before use, each instruction typed by its operation's rule): a document
+that passes is one a pass could have written."""
 
 from __future__ import annotations
 
-from presk_syntax.codec import Codec, FileTable, decode_root, dump_document
+from presk_syntax.codec import Codec, DocumentError, FileTable, decode_root, dump_document
 from presk_syntax.span import Source
 from presk_types.presburger import Lin
 from presk_types.types import (
@@ -34,5 +37,24 @@ def encode_core(program: Program, sources: list[Source]) -> bytes:
     )
 
 
-def decode_core(data: bytes) -> tuple[Program, FileTable]:
-    return decode_root(data, "core", CORE_VERSION, "program", CORE_CODEC, Program, "program")
+def decode_core(data: bytes, verified: bool = True) -> tuple[Program, FileTable]:
+    """The program and the files of a `core` document; DocumentError if it is malformed or
+    (unless `verified` is False: the codec's own tests of nodes no program holds together)
+    its program does not verify."""
+    from presk_core.verify import VerifyError, verify
+
+    program, files = decode_root(
+        data, "core", CORE_VERSION, "program", CORE_CODEC, Program, "program"
+    )
+    try:
+        if verified:
+            verify(program)
+    except VerifyError as e:
+        raise DocumentError(f"the `core` document's program is not well formed: {e}") from None
+    except RecursionError:
+        raise DocumentError("the `core` document's program is nested too deeply") from None
+    except Exception as e:  # the verifier meeting what no pass writes
+        raise DocumentError(
+            f"the `core` document's program is not well formed ({type(e).__name__}: {e})"[:300]
+        ) from None
+    return program, files

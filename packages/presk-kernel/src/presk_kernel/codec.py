@@ -1,8 +1,10 @@
-"""The `kernel` document: an entry's schedule (its buffers and launched kernels) in msgpack."""
+"""The `kernel` document: an entry's schedule (its buffers and launched kernels) in msgpack.
+Decoding checks every field's kind (presk_syntax.codec), then the schedule (presk_kernel
+.spec: buffers bound within their host buffers, indices in range, types agreeing)."""
 
 from __future__ import annotations
 
-from presk_syntax.codec import Codec, FileTable, decode_root, dump_document
+from presk_syntax.codec import Codec, DocumentError, FileTable, decode_root, dump_document
 
 from presk_kernel.ir import NODE_TYPES, Schedule
 
@@ -17,6 +19,24 @@ def encode_kernel(schedule: Schedule) -> bytes:
 
 
 def decode_kernel(data: bytes) -> Schedule:
-    return decode_root(
+    """The schedule of a `kernel` document; DocumentError if it is malformed or does not
+    verify."""
+    from presk_kernel.spec import KernelVerifyError, schedule_problems
+
+    schedule = decode_root(
         data, "kernel", KERNEL_VERSION, "schedule", KERNEL_CODEC, Schedule, "schedule"
     )[0]
+    try:
+        found = schedule_problems(schedule)
+    except KernelVerifyError as e:
+        found = [str(e)]
+    except RecursionError:
+        found = ["nested too deeply"]
+    except Exception as e:  # the verifier meeting what no pass writes
+        found = [f"{type(e).__name__}: {e}"[:200]]
+    if found:
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise DocumentError(
+            f"the `kernel` document's schedule is not well formed: {found[0]}{more}"
+        )
+    return schedule

@@ -4,7 +4,12 @@ A document is a msgpack map `{"presk": KIND, "version": N, "files": [...], ...}`
 a map `{"@": "ClassName", field: value, ...}`; a tuple is an array; a `Span` is a map
 `{"@": "Span", "file": i, "start": s, "end": e}` whose file is an index into the
 document's `files` table (each file once, with its text, so that a later stage can render
-diagnostics from the document alone). docs/ir.md describes every schema.
+diagnostics from the document alone); an integer outside msgpack's range (−2⁶³ to 2⁶⁴ − 1)
+is a map `{"@": "Int", "hex": DIGITS}` (base 16, which has no length limit in Python). docs/ir.md describes every schema.
+
+Decoding checks every field of every node against its annotation (`fits`), and every
+structure around them (the header, the file table, spans): any other value is a
+DocumentError saying which, never another exception.
 
 Every stage builds its own `Codec` from its node classes; this module owns the mechanism.
 """
@@ -24,6 +29,7 @@ from presk_syntax import ast as A
 from presk_syntax.span import Source, Span
 
 AST_VERSION = 1
+INT_MIN, INT_MAX = -(2**63), 2**64 - 1  # what msgpack writes as an integer
 
 
 class DocumentError(Exception):
@@ -36,6 +42,7 @@ class FileTable:
     def __init__(self, sources: Iterable[Source] = ()) -> None:
         self.sources: list[Source] = []
         self._index: dict[str, int] = {}
+        self._sizes: dict[str, int] = {}
         for source in sources:
             self.add(source)
 
@@ -53,15 +60,39 @@ class FileTable:
     def path(self, index: int) -> str:
         return self.sources[index].path
 
+    def size(self, index: int) -> int | float:
+        """The bytes of a file's text, or infinity when the table holds no text for it (a
+        later stage's spans into files it was not given)."""
+        source = self.sources[index]
+        if not source.text:
+            return float("inf")
+        if source.path not in self._sizes:
+            self._sizes[source.path] = len(source.text.encode("utf-8", errors="surrogatepass"))
+        return self._sizes[source.path]
+
     def to_msgpack(self) -> list:
         return [[s.path, s.text] for s in self.sources]
 
     @classmethod
     def from_msgpack(cls, data: Any) -> FileTable:
-        try:
-            return cls(Source(str(path), str(text)) for path, text in data)
-        except (TypeError, ValueError) as e:
-            raise DocumentError(f"the document's file table is malformed ({e})") from None
+        """The table of `[[PATH, TEXT], …]`, each a string, each path once."""
+        if not isinstance(data, list):
+            raise DocumentError(f"the document's file table is {_kind(data)}, not an array")
+        table = cls()
+        for entry in data:
+            if not (
+                isinstance(entry, list)
+                and len(entry) == 2
+                and all(isinstance(x, str) for x in entry)
+            ):
+                raise DocumentError(
+                    "the document's file table is malformed: each entry is [PATH, TEXT],"
+                    f" two strings, not {str(entry)[:60]}"
+                )
+            if entry[0] in table._index:
+                raise DocumentError(f"the document's file table names `{entry[0]}` twice")
+            table.add(Source(entry[0], entry[1]))
+        return table
 
 
 class Codec:
@@ -76,7 +107,11 @@ class Codec:
 
     def encode(self, value: Any, files: FileTable) -> Any:
         match value:
-            case None | bool() | int() | float() | str() | bytes():
+            case bool():
+                return value
+            case int() if not INT_MIN <= value <= INT_MAX:  # a literal ≥ 2⁶⁴: as its digits
+                return {"@": "Int", "hex": format(value, "x")}
+            case None | int() | float() | str() | bytes():
                 return value
             case Span(file, start, end):
                 return {"@": "Span", "file": files.index(file), "start": start, "end": end}
@@ -96,16 +131,27 @@ class Codec:
                 return data
             case list():
                 return tuple(self.decode(v, files) for v in data)
-            case {"@": "Span", "file": int(i), "start": int(s), "end": int(e)}:
+            case {"@": "Int", "hex": str(text)} if len(data) == 2:
+                if not re.fullmatch(r"-?[0-9a-f]+", text) or len(text) > 1_000_000:
+                    raise DocumentError(f"an `Int` is not an integer's hex digits: {text[:40]}")
+                return int(text, 16)
+            case {"@": "Span", "file": int(i), "start": int(s), "end": int(e)} if len(data) == 4:
+                if any(isinstance(x, bool) for x in (i, s, e)):
+                    raise DocumentError("a span's file, start and end are integers, not booleans")
                 if not 0 <= i < len(files.sources):
                     raise DocumentError(f"a span points to file {i}, not in the file table")
                 if not 0 <= s <= e:
                     raise DocumentError(f"a span runs from byte {s} to byte {e}")
+                if e > files.size(i):
+                    raise DocumentError(f"a span ends at byte {e}, after the end of its file")
                 return Span(files.path(i), s, e)
             case {"@": str(name), **fields} if name in self.types:
                 missing = [f for f in self.fields[name] if f not in fields]
                 if missing:
                     raise DocumentError(f"a `{name}` node lacks its field `{missing[0]}`")
+                extra = [f for f in fields if f not in self.fields[name]]
+                if extra:
+                    raise DocumentError(f"a `{name}` node has no field `{str(extra[0])[:40]}`")
                 args = {f: self.decode(fields[f], files) for f in self.fields[name]}
                 hints = self._hints.get(name)
                 if hints is None:
@@ -118,8 +164,14 @@ class Codec:
                         )
                 try:
                     return self.types[name](**args)
-                except (TypeError, ValueError) as e:
+                except RecursionError:
+                    raise
+                except (
+                    Exception
+                ) as e:  # the class's own checks (__post_init__), whatever they raise
                     raise DocumentError(f"a `{name}` node is malformed ({e})") from None
+            case {"@": str(name)}:
+                raise DocumentError(f"a node of an unknown class `{name[:40]}`, or malformed")
         raise DocumentError(f"unexpected value in the document: {str(data)[:60]}")
 
 
@@ -222,6 +274,8 @@ def load_document(data: bytes, kinds: Iterable[str] | None = None) -> tuple[str,
     if not isinstance(doc, dict) or "presk" not in doc or "version" not in doc:
         raise DocumentError("not a presk document (no `presk` and `version` header)")
     kind = doc["presk"]
+    if not isinstance(kind, str):
+        raise DocumentError(f"not a presk document (its kind is {_kind(kind)}, not a string)")
     allowed = list(kinds) if kinds is not None else None
     if allowed is not None and kind not in allowed:
         raise DocumentError(f"expected a document of kind {' or '.join(allowed)}, got `{kind}`")
@@ -249,9 +303,10 @@ def decode_ast(data: bytes) -> tuple[A.SourceFile, FileTable]:
 
 def check_version(doc: dict, kind: str, version: int) -> None:
     """Refuse a document of another version than the one this stage reads."""
-    if doc.get("version") != version:
+    given = doc.get("version")
+    if type(given) is not int or given != version:  # not True, not 1.0
         raise DocumentError(
-            f"this `{kind}` document is of version {doc.get('version')}; this presk reads"
+            f"this `{kind}` document is of version {str(given)[:40]}; this presk reads"
             f" version {version}: produce it again with this presk"
         )
 
@@ -266,8 +321,8 @@ def decode_root(
     check_version(doc, kind, version)
     try:
         root = codec.decode(doc.get(key), files)
-    except (RecursionError, TypeError) as e:
-        raise DocumentError(f"the `{kind}` document is malformed ({type(e).__name__})") from None
+    except RecursionError:
+        raise DocumentError(f"the `{kind}` document is nested too deeply") from None
     if not isinstance(root, cls):
         raise DocumentError(f"the `{kind}` document holds no {what}")
     return root, files

@@ -32,11 +32,22 @@ def encode_elab(program: Program, overrides: dict[str, str]) -> bytes:
 
 
 def decode_elab(data: bytes) -> tuple[str, dict[str, tuple[Source, A.SourceFile]], dict[str, str]]:
-    """The main path, the parsed files by path, and the constant overrides."""
+    """The main path, the parsed files by path, and the constant overrides; DocumentError
+    when a field is missing or of another kind: `trees` an array of source files, each of
+    the file table and once, `main` the path of one of them, `overrides` a map of strings."""
     _, doc, files = load_document(data, ["elab"])
     check_version(doc, "elab", ELAB_VERSION)
+    raw, main, overrides = doc.get("trees"), doc.get("main"), doc.get("overrides", {})
+    if not isinstance(raw, list):
+        raise DocumentError(f"an `elab` document's `trees` is {_kind(raw)}, not an array")
+    if not isinstance(main, str):
+        raise DocumentError(f"an `elab` document's `main` is {_kind(main)}, not a path")
+    if not isinstance(overrides, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in overrides.items()
+    ):
+        raise DocumentError("an `elab` document's `overrides` is not a map of strings to strings")
     try:
-        trees = [AST_CODEC.decode(t, files) for t in doc.get("trees", [])]
+        trees = [AST_CODEC.decode(t, files) for t in raw]
     except RecursionError:
         raise DocumentError("the document is nested too deeply") from None
     sources = {s.path: s for s in files.sources}
@@ -44,12 +55,16 @@ def decode_elab(data: bytes) -> tuple[str, dict[str, tuple[Source, A.SourceFile]
     for tree in trees:
         if not isinstance(tree, A.SourceFile) or tree.path not in sources:
             raise DocumentError("an `elab` document's trees must be source files of its table")
+        if tree.path in parsed:
+            raise DocumentError(f"an `elab` document holds the tree of `{tree.path}` twice")
         parsed[tree.path] = (sources[tree.path], tree)
-    main = doc.get("main")
-    overrides = doc.get("overrides", {})
-    if main not in parsed or not isinstance(overrides, dict):
+    if main not in parsed:
         raise DocumentError("an `elab` document names its main file among its trees")
-    return main, parsed, {str(k): str(v) for k, v in overrides.items()}
+    return main, parsed, dict(overrides)
+
+
+def _kind(value) -> str:
+    return "missing" if value is None else f"a `{type(value).__name__}`"
 
 
 def program_of(data: bytes, sources=None) -> Program:
