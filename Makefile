@@ -52,13 +52,15 @@ bench: setup
 	$(PY) tools/bench_opt.py
 	$(PY) tools/bench_serve.py
 
-# presk-cback's tests with every object compiled under AddressSanitizer and UBSan
-# (PRESK_SANITIZE, read by presk_cback.toolchain), their runtimes preloaded into Python.
+# presk-cback's tests and tests/native's entries (the course of fused kernels) with every
+# object compiled under AddressSanitizer and UBSan, its alignment check named (PRESK_SANITIZE,
+# read by presk_core.cc.toolchain), their runtimes preloaded into Python.
 sanitize: setup
-	PRESK_SANITIZE=address,undefined ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 \
-	UBSAN_OPTIONS=print_stacktrace=1 \
+	PRESK_SANITIZE=address,undefined,alignment \
+	ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	LD_PRELOAD="$$(cc -print-file-name=libasan.so) $$(cc -print-file-name=libubsan.so)" \
-	    $(PY) -m pytest -q -p no:cacheprovider packages/presk-cback/tests
+	    $(PY) -m pytest -q -p no:cacheprovider packages/presk-cback/tests tests/native
 
 # The reference examples on the interpreter, at constants it can afford.
 run-examples: setup
