@@ -6,8 +6,19 @@ from dataclasses import replace
 
 import pytest
 from kernel_entries import ENTRIES, lowered
-from presk_kernel.ir import Layout, Reduce
-from presk_kernel.layout import check_layout, default_layout, layout_space, parallel_loops
+from presk_kernel.contract import recognize
+from presk_kernel.fuse import fuse
+from presk_kernel.ir import Layout, Reduce, format_kernel
+from presk_kernel.layout import (
+    PACK_AT,
+    LayoutError,
+    check_layout,
+    default_layout,
+    lay_out,
+    layout_space,
+    parallel_loops,
+    with_gemm,
+)
 
 
 def kernels():
@@ -73,3 +84,55 @@ def test_the_layout_prints_as_the_kernel_shows_it():
     assert str(Layout(("i0", "i1"), (("i1", 16),), "i1", 4, "i0", 2, (1,))) == (
         "order i0 i1, tile [i1: 16], lanes i1 x4, split (i0, 2), pack %1"
     )
+
+
+# ---- the layout pass -----------------------------------------------------------------------
+
+
+def _linear(batch: int):
+    schedule, _, _ = lowered("tutorial/01_linear.psk", "Linear{64, 64}.apply", (("batch", batch),))
+    return fuse(schedule)[0]
+
+
+def test_the_layout_pass_packs_a_large_contraction_and_records_its_gemm():
+    small, big = lay_out(_linear(7)), lay_out(_linear(8))  # 7·64·64 < 2^15 <= 8·64·64
+    (k_small,) = [lc.kernel for lc in small.launches if recognize(lc.kernel)]
+    (k_big,) = [lc.kernel for lc in big.launches if recognize(lc.kernel)]
+    assert k_small.layout == default_layout(k_small) and k_small.layout.gemm is None
+    g = k_big.layout.gemm
+    assert g == recognize(k_big) and (g.rows, g.cols, g.depth) == (8, 64, 64)
+    assert k_big.layout.pack == (g.a, g.b) and g.rows * g.cols * g.depth >= PACK_AT
+    assert check_layout(k_big, k_big.layout) is None
+    assert "pack %0, %1, gemm 8x64x64" in format_kernel(k_big)
+    # every other kernel keeps the default layout at the threads of the run
+    two = lay_out(_linear(8), threads=2)
+    for lc in two.launches:
+        if lc.kernel.layout.gemm is None:
+            assert lc.kernel.layout == default_layout(lc.kernel, 2)
+
+
+def test_a_gemm_statement_must_be_the_kernels_and_read_packed_operands():
+    k = next(lc.kernel for lc in lay_out(_linear(8)).launches if lc.kernel.layout.gemm)
+    g = k.layout.gemm
+    assert "packed" in check_layout(k, replace(k.layout, pack=()))
+    assert "not the kernel's" in check_layout(k, replace(k.layout, gemm=replace(g, depth=3)))
+    assert "packed once" in check_layout(k, replace(k.layout, pack=(0, 0, 1)))
+    assert with_gemm(k, replace(k.layout, gemm=None)) == k.layout
+    assert with_gemm(k, replace(k.layout, pack=(), gemm=None)).gemm is None
+
+
+def test_a_plan_lays_out_its_sites_and_refuses_an_illegal_layout():
+    fused = _linear(8)
+    k = next(lc.kernel for lc in fused.launches if recognize(lc.kernel))
+    loops = [lp.var for lp in parallel_loops(k)]
+    turned = Layout(order=tuple(reversed(loops)), pack=(0, 1))
+    laid = lay_out(fused, plan={k.site: turned})
+    got = next(lc.kernel for lc in laid.launches if lc.kernel.site == k.site)
+    assert got.layout == replace(turned, gemm=recognize(k))  # a planned pack gets its GEMM
+    with pytest.raises(LayoutError, match="reduction keeps its order") as e:
+        fold = next(iter(_reduce_vars(k.body)))
+        lay_out(fused, plan={k.site: replace(default_layout(k), lanes=fold)})
+    assert e.value.code == "E7040"
+    with pytest.raises(LayoutError, match="nowhere/%9") as e:
+        lay_out(fused, plan={"nowhere/%9": Layout()})
+    assert e.value.code == "E7041"
