@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from fractions import Fraction
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
 import gmpy2
 import numpy as np
 from presk_types.presburger import Lin
-from presk_types.types import Shape, Type, shape_of
+from presk_types.types import F64, Shape, Type, shape_of
 
 from presk_core import mpfr as M
 from presk_core import random as R
@@ -44,6 +45,8 @@ def literal(a: Lit, dims: dict[str, int]) -> object:
         return dims[a.text]
     if a.text == "π":
         return gmpy2.const_pi()
+    if a.type == F64:  # a hyperparameter is a double (its default rounded once), at any --bits
+        return gmpy2.mpfr(float(Fraction(a.text)))
     return gmpy2.mpfr(gmpy2.mpq(a.text)) if "/" in a.text else gmpy2.mpfr(a.text)
 
 
