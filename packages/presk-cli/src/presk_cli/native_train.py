@@ -140,6 +140,19 @@ class NativeTrainer:
         indices = [int(i) for i in self._order[k * b : (k + 1) * b]]
         return indices, stack_samples(tr.run.batch_type, [tr.samples[i] for i in indices])
 
+    def carry(self, n: int) -> None:
+        """θ', m' and v' onto θ, m and v in the arena: a copy, or where a realization stores
+        an input in another type than the step computes it (`params`), a rounding to it."""
+        from presk_kernel.interp import from_storage, to_storage
+
+        at = range(self.n_batch, self.n_batch + 3 * n)
+        for i, new, have in zip(at, self.outs[1 + n :], self.out_types[1 + n :], strict=True):
+            view, into = self.ins[i], self.in_types[i]
+            if into == have:
+                view[...] = new
+            else:
+                view[...] = to_storage(from_storage(new, have), into).reshape(view.shape)
+
     def step(self, batch, t: int, lr: float) -> tuple[float, list, list]:
         """One step: (loss, the gradient's leaves, θ's leaves after the update); natively the
         leaves are the arena's, valid until the next step (`_tree` copies them)."""
@@ -153,9 +166,7 @@ class NativeTrainer:
             self.feed(range(len(self.ins) - 2, len(self.ins)), scalars)
             if self.entry.module.lib.presk_entry(pointer(self.entry.arena, "char")):
                 raise NativeError("E7003", f"an index out of range in `{self.schedule.entry}`")
-            state = self.ins[self.n_batch : self.n_batch + 3 * n]
-            for view, new in zip(state, self.outs[1 + n :], strict=True):
-                view[...] = new
+            self.carry(n)
             grads = [self.read(1 + i) for i in range(n)]
             return float(self.read(0)), grads, [self.read(1 + n + i) for i in range(n)]
         from presk_kernel.interp import KernelError, run_schedule
