@@ -10,7 +10,7 @@ EXAMPLES := tests/examples/mlp/mlp.psk tests/examples/minigpt/minigpt.psk \
 
 .PHONY: setup venv test tutorial grammar fuzz bench lint check-examples run-examples train-examples \
 	export-examples conformance sanitize opt-examples calibrate serve-examples serve-pt corpus-data corpus \
-	corpus-gpt experiment-gpt pytorch-baseline
+	corpus-gpt experiment-gpt pytorch-baseline packages dist
 
 setup:
 	@command -v uv >/dev/null 2>&1 || test -x "$(UV)" || python3 -m pip install --user --quiet uv
@@ -18,6 +18,18 @@ setup:
 
 test: setup
 	$(PY) -m pytest -q
+
+# Each package alone (tools/packages.py, docs/development.md "Releasing a package"): a fresh
+# environment a package under build/packages/ with only it, its declared dependencies and its
+# test group, running its own tests; then `make dist`. Not in `make test` (several minutes).
+packages: setup
+	UV="$(UV)" $(PY) tools/packages.py test
+	UV="$(UV)" $(PY) tools/packages.py dist
+
+# uv build --all-packages into build/dist/ (each wheel built from its sdist), then each wheel
+# installed alone with its Presk dependencies' wheels, its stage program run on 01_linear.psk.
+dist: setup
+	UV="$(UV)" $(PY) tools/packages.py dist
 
 tutorial: setup
 	@if [ -f ../shared/data/civil.md ]; then $(PY) tools/run_tutorial.py docs/tutorial.md; else \
