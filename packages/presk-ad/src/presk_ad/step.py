@@ -140,6 +140,7 @@ class Trainer:
         if b is None or b <= 0:
             raise TrainError("the run's `batch(B = n)` must give one batch size")
         self.batch_size = b
+        self._order: tuple[int, object] | None = None  # (epoch, its permutation)
         self.per_epoch = len(self.samples) // b
         if self.per_epoch == 0:
             raise TrainError(
@@ -163,15 +164,22 @@ class Trainer:
             at, total = M.real(t), M.real(self.horizon)
         return self.interp.run("adamw.lr", [at, total], {})
 
+    def batch(self, t: int) -> tuple[int, list[int], object]:
+        """Step t's epoch, the indices of its samples and their stacked values (doubles):
+        batch k of the epoch's permutation, seeded by the run's `shuffle` and the epoch. The
+        one order of batches: these steps and the native ones (presk_cli.native_train)."""
+        epoch, k = divmod(t - 1, self.per_epoch)
+        if self._order is None or self._order[0] != epoch:
+            self._order = (epoch, R.permutation(self.run.shuffle or 0, epoch, len(self.samples)))
+        b = self.batch_size
+        indices = [int(i) for i in self._order[1][k * b : (k + 1) * b]]
+        value = stack_samples(self.run.batch_type, [self.samples[i] for i in indices])
+        return epoch, indices, value
+
     def steps(self, count: int | None = None) -> Iterator[Step]:
         """The first `count` steps (the whole horizon by default), θ updated as they go."""
-        order, b = None, self.batch_size
         for t in range(1, (count or self.horizon) + 1):
-            epoch, k = divmod(t - 1, self.per_epoch)
-            if k == 0 or order is None:
-                order = R.permutation(self.run.shuffle or 0, epoch, len(self.samples))
-            indices = [int(i) for i in order[k * b : (k + 1) * b]]
-            value = stack_samples(self.run.batch_type, [self.samples[i] for i in indices])
+            epoch, indices, value = self.batch(t)
             leaves = value if isinstance(value, tuple) else (value,)
             with M.precision(self.bits):
                 exact = tuple(M.real(x) if x.dtype == np.float64 else x for x in leaves)

@@ -107,16 +107,20 @@ class NativeError(Exception):
 
 
 def lower(core, name: str, dims: dict, args: list, realize: str, threads: int = 1):
-    """(the schedule before fusion, the schedule a run executes: fused, with its layouts)."""
-    from presk_kernel.fuse import fuse
-    from presk_kernel.layout import lay_out
+    """(the schedule before fusion, the schedule a run executes): the pass `kernel`'s
+    lowering, then its fusion and layouts (presk_kernel.passes.laid_out) at `threads`."""
     from presk_kernel.lower import LowerError, lower_entry
+    from presk_kernel.passes import laid_out
+    from presk_syntax.diagnostics import DiagnosticError
 
     try:
         schedule = lower_entry(core, name, dims, args, realize)
+        return schedule, laid_out(schedule, threads)
     except LowerError as e:
         raise NativeError(e.code, f"cannot lower `{name}` to kernels: {e}") from None
-    return schedule, lay_out(fuse(schedule)[0], threads)
+    except DiagnosticError as e:
+        d = e.diagnostics[0]
+        raise NativeError(d.code, d.message) from None
 
 
 def executor(schedule, backend: str, lanes: bool = True) -> Callable[[list], list]:

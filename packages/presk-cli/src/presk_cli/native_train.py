@@ -24,11 +24,9 @@ from dataclasses import replace
 
 import numpy as np
 from presk_ad.step import STEP, Trainer, finite
-from presk_core import random as R
 from presk_core.build import FunctionBuilder
 from presk_core.interp import RunError
 from presk_core.ir import Function, Origin, Program, Training, Value
-from presk_core.run import stack_samples
 from presk_kernel.fuse import launch_counts
 from presk_kernel.lower import argument_leaves
 from presk_types.presburger import Lin
@@ -86,8 +84,6 @@ class NativeTrainer:
 
     def __init__(self, trainer: Trainer, backend: str, realize: str, threads: int) -> None:
         self.trainer = trainer
-        self._epoch: int | None = None
-        self._order = None
         objective = trainer.objective
         program = native_step(trainer.interp.program, objective)
         self.keys = list(trainer.theta)
@@ -130,15 +126,10 @@ class NativeTrainer:
         return from_storage(self.outs[j], self.out_types[j])
 
     def batch(self, t: int) -> tuple[list[int], object]:
-        """The indices and stacked doubles of step t's batch, as Trainer.steps draws them."""
-        tr = self.trainer
-        epoch, k = divmod(t - 1, tr.per_epoch)
-        if k == 0 or self._epoch != epoch:
-            self._order = R.permutation(tr.run.shuffle or 0, epoch, len(tr.samples))
-            self._epoch = epoch
-        b = tr.batch_size
-        indices = [int(i) for i in self._order[k * b : (k + 1) * b]]
-        return indices, stack_samples(tr.run.batch_type, [tr.samples[i] for i in indices])
+        """The indices and stacked doubles of step t's batch (presk_ad.step.Trainer.batch,
+        the interpreter's order)."""
+        _, indices, value = self.trainer.batch(t)
+        return indices, value
 
     def carry(self, n: int) -> None:
         """θ', m' and v' onto θ, m and v in the arena: a copy, or where a realization stores

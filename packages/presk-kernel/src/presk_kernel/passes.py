@@ -26,7 +26,7 @@ from presk_syntax.pipeline import (
 
 from presk_kernel.ir import Schedule
 
-REALIZES = ("f64", "f32", "bf16")  # the uniform realizations `--realize` names
+REALIZES = ("f64", "f32", "bf16")  # the uniform realizations; `@FILE` reads one
 
 
 def _error(code: str, message: str) -> DiagnosticError:
@@ -99,7 +99,7 @@ def _dim(ctx: Context, text: str) -> None:
 
 
 def _realize(ctx: Context, text: str) -> None:
-    if text not in REALIZES:
+    if text not in REALIZES and not text.startswith("@"):  # @FILE: read by the lowering
         raise ValueError(text)
     with_entry(ctx, realize=text)
 
@@ -107,7 +107,7 @@ def _realize(ctx: Context, text: str) -> None:
 KERNEL = Document("kernel", read_kernel, write_kernel)
 ENTRY = Option("--entry", "--entry E", lambda ctx, e: with_entry(ctx, entry=e), required=True)
 DIM = Option("--dim", "--dim N=V", _dim, repeat=True)
-REALIZE = Option("--realize", "--realize T", _realize)
+REALIZE = Option("--realize", "--realize T|@FILE", _realize)
 
 PASSES: tuple[Pass, ...] = (
     Pass(
