@@ -134,7 +134,7 @@ def contraction(k: Kernel) -> Contraction | None:
 
 def as_gemm(g: Contraction) -> Gemm:
     """The contraction as the IR's GEMM statement (plain data: the kernel document holds it)."""
-    strides = tuple(tuple(sorted(c.items())) for c in g.coefs)
+    strides = tuple(tuple(c.items()) for c in g.coefs)  # the C offsets keep their order
     return Gemm(
         g.a, g.b, g.c, g.m.var, g.n.var, g.kvar, g.m.extent, g.n.extent, g.k,
         tuple((lp.var, lp.extent) for lp in g.batch), strides, g.consts,
