@@ -97,6 +97,15 @@ def _open(opener: Opener, path: str, symbols: tuple[str, ...]) -> Any:
     return lib
 
 
+def _why(path: str, e: BaseException) -> str:
+    """The loader's reason, without the path it repeats (`cannot load library 'P': P: file
+    too short.  Additionally, …` says `file too short`)."""
+    text = str(e).split(".  Additionally")[0].strip()
+    if path + ": " in text:
+        text = text.rsplit(path + ": ", 1)[1]
+    return text or type(e).__name__
+
+
 def load_object(
     generator: str,
     source: str | tuple[str, ...],
@@ -124,7 +133,7 @@ def load_object(
         try:
             lib = _open(opener, str(path), symbols)
         except FAILED_TO_OPEN as e:
-            raise LoadError(str(path), str(e).strip() or type(e).__name__) from e
+            raise LoadError(str(path), _why(str(path), e)) from e
     module = Module(lib, str(path))
     _loaded[memo] = module
     return module
