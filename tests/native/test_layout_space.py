@@ -75,3 +75,46 @@ def test_sampled_points_compute_point_0s_bits_natively(compiler, case):
         got = [x.tobytes() for x in NativeEntry(sample).run(args)]
         assert got == reference, [str(lc.kernel.layout) for lc in sample.launches]
     print(f"{entry}: {points} kernels at sampled points, natively, of {len(fused.launches)}")
+
+
+def test_a_contraction_over_no_term_is_zeros_packed_or_not(compiler):
+    import numpy as np
+    from presk_cback.native import NativeEntry
+    from presk_kernel.ir import (
+        Affine,
+        Arg,
+        Axis,
+        Buffer,
+        HostBuffer,
+        Kernel,
+        Launch,
+        Layout,
+        Load,
+        Loop,
+        Reduce,
+        Schedule,
+        Store,
+        Var,
+    )
+
+    v, ax = Affine.var, lambda *ns: tuple(Axis(None, n) for n in ns)
+    terms = (Load(0, (v("i"), v("p"))), Load(1, (v("p"), v("j"))))
+    fold = Reduce("s", "fma", (("p", None, 0),), (), terms, "f64")
+    body = (
+        Loop("i", None, 3, (Loop("j", None, 4, (fold, Store(2, (v("i"), v("j")), Var("s")))),)),
+    )
+    k = Kernel("ein", "e/%1", (Buffer(0, "f64", ax(3, 0)), Buffer(1, "f64", ax(0, 4))),
+               (Buffer(2, "f64", ax(3, 4)),), body, "f64", Layout(order=("i", "j")))  # fmt: skip
+    bufs = (
+        HostBuffer(0, "f64", ax(3, 0), "x", "input"),
+        HostBuffer(1, "f64", ax(0, 4), "w", "input"),
+        HostBuffer(2, "f64", ax(3, 4), "out", "output"),
+    )
+    args = [np.zeros((3, 0)), np.zeros((0, 4))]
+    outs = []
+    for layout in (k.layout, with_gemm(k, dataclasses.replace(k.layout, pack=(0, 1)))):
+        kk = dataclasses.replace(k, layout=layout)
+        s = Schedule("e", (), bufs, (Launch(kk, (Arg(0), Arg(1), Arg(2))),), (0, 1), (2,))
+        outs += [NativeEntry(s).run(args)[0], run_schedule(s, args, laid=True)[0]]
+    assert recognize(k) is None  # no row has a stride in an empty A: loops, packed or not
+    assert all(o.tobytes() == np.zeros((3, 4)).tobytes() for o in outs)

@@ -14,8 +14,6 @@ import math
 from presk_kernel.ir import Affine, Kernel, Let, Load, Loop, Op, Reduce, Schedule, Store
 from presk_kernel.layout import parallel_loops
 
-from presk_cback.contract import contraction
-
 
 def _loads(node, out: set[int]) -> None:
     """The kernel buffers read anywhere under `node` (statements or expressions)."""
@@ -73,8 +71,8 @@ def zeroed(schedule: Schedule) -> list[int]:
         k = launch.kernel
         reads: set[int] = set()
         _loads(k.body, reads)
-        g = contraction(k)
-        whole = covers(k) if g is None or g.k > 0 else set()  # a GEMM over no k stores nothing
+        g = k.layout.gemm  # the layout's GEMM statement: a GEMM over no term stores nothing
+        whole = covers(k) if g is None or g.depth > 0 else set()
         for i, (buf, arg) in enumerate(zip(k.buffers, launch.args, strict=True)):
             if arg.buf in first:
                 continue
