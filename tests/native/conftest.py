@@ -16,7 +16,7 @@ os.environ.setdefault("PRESK_VERIFY", "1")  # the verifiers after every pass, he
 def tests_cache():
     old = os.environ.get("PRESK_CACHE")
     if old is None:
-        CACHE.mkdir(parents=True, exist_ok=True)
+        CACHE.mkdir(parents=True, exist_ok=True, mode=0o700)  # the cache refuses group-writable
         os.environ["PRESK_CACHE"] = str(CACHE)
     yield os.environ["PRESK_CACHE"]
     if old is None:
