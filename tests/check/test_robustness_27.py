@@ -255,6 +255,24 @@ def test_a_constant_its_type_cannot_hold_is_e1013(tmp_path: Path, source: str) -
     assert codes(path) == ["E1013"]
 
 
+@pytest.mark.parametrize(
+    "source",
+    [
+        "fn f(x : ℝ[18446744073709551616]) -> ℝ[] = sum(x)\n",
+        "const K : nat = 2^40\nfn f(x : ℝ[K * K]) -> ℝ[] = sum(x)\n",
+        "fn f(x : idx[9223372036854775808][2]) -> idx[9223372036854775808][2] = x\n",
+        "dim T <= 18446744073709551616\nfn f(x : ℝ[T]) -> ℝ[T] = x\n",
+    ],
+)
+def test_a_length_over_64_bits_is_e1013(tmp_path: Path, source: str) -> None:
+    assert codes(write(tmp_path, source)) == ["E1013"]
+
+
+def test_the_largest_length_is_kept(tmp_path: Path) -> None:
+    source = "fn f(x : idx[9223372036854775807][2]) -> idx[9223372036854775807][2] = x\n"
+    assert codes(write(tmp_path, source)) == []
+
+
 def test_an_integer_literal_over_2_64_is_a_double_where_the_type_is_real(tmp_path: Path) -> None:
     path = write(tmp_path, "fn f(x : ℝ[2]) -> ℝ[2] = x * 18446744073709551616\n")
     assert codes(path) == []

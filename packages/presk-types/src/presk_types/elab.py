@@ -27,7 +27,7 @@ from presk_types.constants import (  # noqa: F401 (re-exported: the checker's na
     eval_const,
     format_q,
 )
-from presk_types.numbers import check_double, check_natural
+from presk_types.numbers import NAT_MAX, check_double, check_natural
 from presk_types.presburger import Dim, DimContext, Ge, Lin, Undecidable, holds_for_all
 from presk_types.types import (
     F64,
@@ -301,7 +301,11 @@ def _dim_bound(bound: A.Expr | None, env: FileEnv, diags: list[Diagnostic]) -> i
             )
         )
         return None
-    return int(q)
+    try:
+        return check_natural(q, bound.span, "a dimension's bound")
+    except ConstError as e:
+        diags.append(e.diagnostic)
+        return None
 
 
 def file_dim(env: FileEnv, name: str) -> Dim:
@@ -480,7 +484,17 @@ def scope_length(e: A.Expr, scope: TypeScope) -> Lin:
     ):
         scope.dims.add(e.name)
         scope.implicit.append((e.name, e.span))
-    return length_of(e, scope.env, scope.dims)
+    lin = length_of(e, scope.env, scope.dims)
+    if max((abs(k) for k in (lin.constant, *(c for _, c in lin.coeffs))), default=0) > NAT_MAX:
+        raise ConstError(  # a length is an int64 wherever it is computed
+            error(
+                "E1013",
+                f"the length `{env_text(scope.env, e.span)}` is outside the range of `nat`",
+                Label(e.span, "a number over 2^63 - 1"),
+                note="lengths are 64-bit machine integers: at most 2^63 - 1",
+            )
+        )
+    return lin
 
 
 def resolve_type(t: A.Type, scope: TypeScope) -> Type:
