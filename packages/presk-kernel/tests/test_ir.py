@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import replace
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from kernel_entries import lowered
-from presk_kernel.codec import KERNEL_VERSION, decode_kernel, encode_kernel
+from presk_kernel.codec import KERNEL_CODEC, KERNEL_VERSION, decode_kernel, encode_kernel
+from presk_kernel.contract import recognize
 from presk_kernel.ir import (
     NODE_TYPES,
     Affine,
@@ -33,9 +35,9 @@ from presk_kernel.ir import (
     format_kernel,
     header,
 )
-from presk_syntax.codec import DocumentError, dump_document
+from presk_kernel.layout import default_layout
+from presk_syntax.codec import DocumentError, FileTable, dump_document
 
-GEMM = Gemm(0, 1, 2, "i0", "i1", "i2", 2, 3, 4, (("i3", 5),), ((("i0", 4),), (), ()), (0, 1, 2))
 Q = Buffer(0, "f64", (Axis("batch", 1), Axis("heads", 2), Axis("seq", 3), Axis("hd", 4)))
 
 
@@ -81,17 +83,39 @@ def every_node() -> Schedule:
         (out,),
         body,
         "f32",
-        Layout(("i0",), (("i0", 2),), "i0", 8, "i0", 2, (0,), GEMM),
+        Layout(("i0",), (("i0", 2),), "i0", 8, "i0", 2, (0,)),
         ("f/%2", "f/%3"),
     )
-    gather = Store(2, (Op("pow", (Load(1, (Affine.constant(1),)),), 1),), Const(True, "bool"))
-    k2 = Kernel("fill", "f/%4", (), (out,), (Loop("i0", None, 2, (gather,), serial=True),), "f32")
+    # a gather at a loaded index, a serial loop, an integer attr, a truth value
+    value = Op("pow", (Op("real", (Const(True, "bool"),)),), 1)
+    gather = Store(1, (Load(0, (Affine.constant(1),)),), value)
+    k2 = Kernel("fill", "f/%4", (Buffer(0, "i64", ids.axes),), (Buffer(1, "bf16", out.axes),),
+                (Loop("i0", None, 2, (gather,), serial=True),), "f32")  # fmt: skip
+    k2 = replace(k2, layout=default_layout(k2))
+    # a contraction laid out as a GEMM statement (its operands packed)
+    a, w, c = Buffer(0, "f32", (Axis(None, 2), Axis(None, 4))), Buffer(1, "f32", (Axis(None, 4),
+              Axis(None, 3))), Buffer(2, "f32", (Axis(None, 2), Axis(None, 3)))  # fmt: skip
+    v = Affine.var
+    fold = Reduce("s", "fma", (("p", None, 4),), (), (Load(0, (v("i"), v("p"))),
+                  Load(1, (v("p"), v("j")))), "f32")  # fmt: skip
+    nest = (Loop("i", None, 2, (Loop("j", None, 3, (fold, Store(2, (v("i"), v("j")),
+            Var("s")))),)),)  # fmt: skip
+    gemm = Gemm(0, 1, 2, "i", "j", "p", 2, 3, 4, (), ((("i", 4), ("p", 1)), (("j", 1),
+                ("p", 3)), (("j", 1), ("i", 3))), (0, 0, 0))  # fmt: skip
+    k3 = Kernel(
+        "ein", "f/%5", (a, w), (c,), nest, "f32", Layout(("i", "j"), pack=(0, 1), gemm=gemm)
+    )
+    assert recognize(k3) == gemm
     buffers = tuple(
         HostBuffer(i, b.dtype, b.axes, f"b{i}", "input" if i < 2 else "output")
-        for i, b in enumerate((x, ids, out))
+        for i, b in enumerate((x, ids, out, a, w, c))
     )
-    launches = (Launch(k, (Arg(0), Arg(1), Arg(2))), Launch(k2, (Arg(2, 0),)))
-    return Schedule("f", (("B", 2),), buffers, launches, (0, 1), (2,))
+    launches = (
+        Launch(k, (Arg(0), Arg(1), Arg(2))),
+        Launch(k2, (Arg(1), Arg(2, 0))),
+        Launch(k3, (Arg(3), Arg(4), Arg(5))),
+    )
+    return Schedule("f", (("B", 2),), buffers, launches, (0, 1, 3, 4), (2, 5))
 
 
 def _types(value, seen: set) -> None:
@@ -141,7 +165,9 @@ def test_affine_maps_and_constants_round_trip(terms, const, value):
         "k", "f/%1", (), (Q,), (Store(0, (Affine(tuple(terms), const),) * 4, Const(value, "f64")),)
     )
     s = Schedule("f", (), (), (Launch(k, (Arg(0),)),), (), ())
-    assert decode_kernel(encode_kernel(s)) == s
+    # the codec alone: decode_kernel also verifies, and these indices are not in bounds
+    files = FileTable()
+    assert KERNEL_CODEC.decode(KERNEL_CODEC.encode(s, files), files) == s
 
 
 def test_the_printed_form_shows_loops_folds_and_layouts():
