@@ -169,7 +169,17 @@ CONFORMANCE = [
         "block",
         ["B=1", "T=3"],
     ),
+    ("tests/export/programs/consts.psk", {}, [], "c", []),  # constants alone: a tensor
 ]
+
+
+def test_an_entry_of_constants_returns_a_tensor_of_its_type():
+    """Issue 27: `fn c() -> ℝ = 1.5 + 2` returned the Python float 3.5; `2` would be an
+    int64 tensor without the dtype."""
+    text = export("tests/export/programs/consts.psk")["consts.py"]
+    assert "    return torch.tensor(1.5 + 2, dtype=torch.get_default_dtype())\n" in text
+    assert "    return torch.tensor(2, dtype=torch.get_default_dtype())\n" in text
+    assert "    return torch.tensor(e * 2, dtype=torch.get_default_dtype())\n" in text
 
 
 def test_the_conformance_tests_pass(tmp_path):

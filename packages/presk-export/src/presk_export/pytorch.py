@@ -23,7 +23,7 @@ from presk_core.ir import Function, Instr
 from presk_core.ir import Program as Core
 from presk_types.elab import FileEnv, ModuleInfo, Program
 from presk_types.presburger import Lin
-from presk_types.types import ModuleT, ParamsT, TupleT, Type, shape_of
+from presk_types.types import ModuleT, ParamsT, Real, TupleT, Type, shape_of
 from presk_types.values import FnInfo
 
 from presk_export.body import Body, Tree, linked_modules
@@ -392,8 +392,20 @@ class FileWriter:
         self.export.needs[fn.name] = b.needed
         if isinstance(result, Tree):
             raise ExportError(f"`{fn.name}` returns a parameter tree", span=fn.span)
+        result = _as_declared(result, fn.result)
         ret = _tuple_text(result) if isinstance(result, tuple) else str(result)
         return [*head, *b.lines, f"return {ret}"]
+
+
+def _as_declared(value, t: Type):
+    """A result the body computes as a Python number (a function of constants, `1.5 + 2`,
+    or of hyperparameters) returned as the tensor its type declares (of the default
+    dtype: `2` is no int64 tensor), each element of a tuple apart."""
+    if isinstance(value, tuple) and isinstance(t, TupleT):
+        return tuple(_as_declared(v, e) for v, e in zip(value, t.elements, strict=True))
+    if isinstance(value, Expr) and value.scalar and isinstance(t, Real):
+        return Expr(f"torch.tensor({value}, dtype=torch.get_default_dtype())")
+    return value
 
 
 def _one_line(text: str) -> str:

@@ -6,7 +6,8 @@ MPFR rule per name.
 A rule takes the function's `Body` (for its operands, laid out for broadcasting, and the
 imports it needs) and the instruction, and returns the Python expression of its value.
 The choices follow the interpreter's semantics (presk-core's `mpfr.py`): gelu is the erf
-form, a masked softmax excludes the masked positions, `max` over an axis is `amax`.
+form, a masked softmax excludes the masked positions, `max` over an axis is the value at
+the first extremum (`.max(dim=…).values`), so that autograd gives it the cotangent.
 """
 
 from __future__ import annotations
@@ -131,6 +132,20 @@ def _reduce(name: str, whole: str) -> Rule:
         if not ins.attr("axes"):
             return method(x, whole)
         return method(x, name, f"dim={b.axis(ins)}")
+
+    return rule
+
+
+def _extremum(name: str) -> Rule:
+    """`max`/`min` as the values of `torch.max(dim=…)`: their gradient goes to the index it
+    returns, the first extremum, as Presk's (docs/language.md, "Kinks"), where `amax` and
+    a whole `x.max()` split it among tied elements. Over every axis: of the flattened x."""
+
+    def rule(b: Body, ins: Instr) -> Expr:
+        (x,) = b.operands(ins)
+        if not ins.attr("axes"):
+            return Expr(f"{method(x, 'flatten').at(ATOM)}.{name}(dim=0).values")
+        return Expr(f"{method(x, name, f'dim={b.axis(ins)}').at(ATOM)}.values")
 
     return rule
 
@@ -273,8 +288,8 @@ RULES: dict[str, Rule] = {
     "minimum": _pair("torch.minimum", "min"),
     "sum": _reduce("sum", "sum"),
     "mean": _reduce("mean", "mean"),
-    "max": _reduce("amax", "max"),
-    "min": _reduce("amin", "min"),
+    "max": _extremum("max"),
+    "min": _extremum("min"),
     "softmax": _softmax("torch.softmax", "0.0"),
     "log_softmax": _softmax("torch.log_softmax", "-math.inf"),
     "causal_mask": _causal_mask,
