@@ -3,14 +3,19 @@
 The help follows the specification's layout (clap's): `Usage: presk <COMMAND>`, the
 commands with their one-line descriptions, the options. A command appears here when it is
 implemented; exit codes are 0 success, 1 an error diagnostic, 2 usage, 101 an internal
-error (a bug of presk's; `PRESK_DEBUG=1` prints its traceback), 130 interrupted.
+error (a bug of presk's; `PRESK_DEBUG=1` prints its traceback), and 128 + the signal's number
+when a signal stops it: 130 SIGINT, 143 SIGTERM, 129 SIGHUP (each a line on standard error,
+the temporaries of unfinished writes removed), 141 when standard output is a closed pipe
+(`presk run … | head`: quiet, the status a program killed by SIGPIPE has; docs/cli.md).
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import signal
 import sys
+import threading
 import traceback
 import warnings
 
@@ -91,26 +96,89 @@ def help_command(ctx: click.Context, command: str | None) -> None:
         click.echo(sub.get_help(sub_ctx))
 
 
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised wherever the process is, as SIGINT raises KeyboardInterrupt:
+    every `except KeyboardInterrupt` and `finally` on the way out runs for the three."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+STOPS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated", signal.SIGHUP: "hung up"}
+"""The signals presk stops on cleanly, and what it says."""
+
+
+def stopped(e: BaseException) -> tuple[int, str]:
+    """The exit status (128 + the signal's number) and the words for a KeyboardInterrupt."""
+    signum = getattr(e, "signum", signal.SIGINT)
+    words = STOPS[signum] + ("" if signum == signal.SIGINT else f" ({signal.Signals(signum).name})")
+    return 128 + signum, words
+
+
+def _raise(signum: int, frame) -> None:
+    raise Interrupted(signum)
+
+
+def _handle_signals() -> dict:
+    """SIGTERM and SIGHUP raise Interrupted; the handlers before, to restore (main() also runs
+    inside other programs: the tests, the fuzzer)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    before = {}
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        handler = signal.getsignal(signum)
+        if handler is not signal.SIG_IGN:  # `nohup` keeps SIGHUP ignored
+            before[signum] = handler
+            signal.signal(signum, _raise)
+    return before
+
+
+def mask_signals() -> set | None:
+    """No second signal in the middle of the way out (a Ctrl-C pressed twice); the mask before."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.pthread_sigmask(signal.SIG_BLOCK, set(STOPS))
+
+
+def _clean_up() -> None:
+    data = sys.modules.get("presk_core.data")  # loaded only by a command that writes
+    if data is not None:
+        data.remove_temporaries()
+
+
+def _quiet_stdout() -> None:
+    """Standard output to /dev/null: the interpreter's last flush finds no closed pipe."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
-    """The console script: exit codes 0, 1, 2; never a traceback."""
+    """The console script: exit codes 0, 1, 2, 128 + a signal; never a traceback."""
     # numpy's RuntimeWarnings (an overflow to inf, 0/0 to NaN) are values of IEEE arithmetic:
     # presk prints them as results, never as warnings
     warnings.simplefilter("ignore", RuntimeWarning)
+    before, mask = _handle_signals(), None
     try:
         result = cli.main(args=argv, prog_name="presk", standalone_mode=False)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at the interpreter's exit
     except click.exceptions.Exit as e:
         return e.exit_code
     except click.ClickException as e:
         e.show()
         return 2
-    except click.exceptions.Abort:
-        click.echo("presk: interrupted", err=True)
-        return 130
-    except KeyboardInterrupt:
-        click.echo("presk: interrupted", err=True)
-        return 130
-    except BrokenPipeError:
-        return 0
+    except (click.exceptions.Abort, KeyboardInterrupt) as e:
+        mask = mask_signals()
+        _clean_up()
+        status, words = stopped(e)
+        click.echo(f"presk: {words}", err=True)
+        return status
+    except BrokenPipeError:  # `presk run … | head`: quiet, as a program SIGPIPE stops
+        _quiet_stdout()
+        return 128 + signal.SIGPIPE
     except Exception as e:  # a bug of presk's: one line, and how to report it
         from presk_syntax.diagnostics import DiagnosticError, emit
 
@@ -125,6 +193,12 @@ def main(argv: list[str] | None = None) -> int:
             err=True,
         )
         return 101
+    finally:
+        _clean_up()
+        for signum, handler in before.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+        if mask is not None and argv is not None:  # called by a program: its mask back (the
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # console script exits masked)
     return result if isinstance(result, int) else 0
 
 

@@ -79,11 +79,15 @@ def train(
 
 def checkpoints(run: Training, folder: str, ckpt: str | None) -> tuple[str | None, int | None]:
     """Where a run's checkpoints go (`--ckpt`, else the run's `checkpoint` folder beside the
-    main file, else none) and every how many steps."""
+    main file, else none) and every how many steps; the temporaries that dead runs left
+    there (and beside `final.psk.d`) are removed first."""
     if run.checkpoint is None:
-        return ckpt, None
-    name, every = run.checkpoint
-    return (ckpt if ckpt is not None else os.path.join(folder, name)), every
+        where, every = ckpt, None
+    else:
+        name, every = run.checkpoint
+        where = ckpt if ckpt is not None else os.path.join(folder, name)
+    D.remove_stale(where or folder or ".")
+    return where, every
 
 
 def step_line(t: int, epoch: int, loss: float, rate: float, norm: float) -> str:
@@ -102,10 +106,15 @@ def finish(run: Training, folder: str, horizon: int, loss: float, theta: dict, e
 
 
 def save(path: str, model: str, tree: dict) -> None:
-    """A parameter tree as a one-sample `.psk.d` of type `params M`, its leaves in order."""
-    D.write_tree(
-        path, f"params {model}", [np.asarray(x, dtype=object).astype(float) for x in tree.values()]
-    )
+    """A parameter tree as a one-sample `.psk.d` of type `params M`, its leaves in order and
+    their paths and shapes in the header; E7004 (a DataError) when it cannot be written, the
+    file before left as it was."""
+    arrays = [np.asarray(x, dtype=object).astype(float) for x in tree.values()]
+    try:
+        D.write_tree(path, f"params {model}", arrays, list(tree))
+    except OSError as e:
+        why = (e.strerror or str(e)).lower()
+        raise D.DataError("E7004", f"cannot write `{path}`: {why}") from None
 
 
 __all__ = ["TrainError", "train"]

@@ -9,21 +9,28 @@ offset  size  field
 20      8     sample size S in bytes (u64)
 28      4     length T of the type's text (u32)
 32      T     the sample type, as presk prints it, UTF-8: `(ℝ[model: 4], ℝ[model: 4])`
-32+T    …     zero padding up to H, a multiple of 8
+32+T    …     zero padding up to H, a multiple of 8; in a parameter tree's file (`params M`),
+              first its layout: a u32 length L and L bytes of JSON, `[[path, [lengths]], …]`,
+              each leaf's path and shape in order (so a reader checks the tree it expects)
 H       N·S   the samples: sample i at H + i·S, its leaves in the type's order, each
               row-major: reals as f64, indices as i64, truth values as u8
 ```
 
 A reader in any language seeks sample i without parsing the type. Writes are atomic (a
-temporary file in the same folder, then a rename): a reader never sees half a file.
+temporary file in the same folder, then a rename): a reader never sees half a file. The
+temporary's name holds the writer's pid (`.psk-<pid>-<random>.tmp`): the process removes its
+own on the way out (`remove_temporaries`, however it stops short of SIGKILL), and a later
+run removes those of writers that are dead (`remove_stale`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import secrets
 import struct
-import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -163,6 +170,8 @@ class Header:
     count: int
     sample_size: int
     type_text: str
+    layout: tuple[tuple[str, tuple[int, ...]], ...] | None = None
+    """A parameter tree's leaves (path, shape) in order, when the file records them."""
 
 
 def write(path: str, type_text: str, t: Type, samples: list[list[np.ndarray]]) -> None:
@@ -170,9 +179,16 @@ def write(path: str, type_text: str, t: Type, samples: list[list[np.ndarray]]) -
     _write(path, type_text, leaves(t), samples)
 
 
-def write_tree(path: str, type_text: str, arrays: list[np.ndarray]) -> None:
-    """A parameter tree as one sample of reals (`params Tower`: its leaves in order)."""
-    _write(path, type_text, [Leaf("<f8", np.shape(a)) for a in arrays], [arrays])
+def write_tree(
+    path: str, type_text: str, arrays: list[np.ndarray], paths: list[str] | None = None
+) -> None:
+    """A parameter tree as one sample of reals (`params Tower`: its leaves in order), its
+    layout (each leaf's path, from `paths`, and shape) recorded in the header."""
+    spec = [Leaf("<f8", np.shape(a)) for a in arrays]
+    layout = None
+    if paths is not None:
+        layout = [[p, list(leaf.shape)] for p, leaf in zip(paths, spec, strict=True)]
+    _write(path, type_text, spec, [arrays], layout)
 
 
 def read_reals(path: str) -> np.ndarray:
@@ -209,38 +225,128 @@ def write_rows(path: str, type_text: str, t: Type, rows: np.ndarray) -> None:
         f.write(rows.tobytes())
 
 
-def _head(type_text: str, count: int, size: int) -> bytes:
+def _head(type_text: str, count: int, size: int, layout: list | None = None) -> bytes:
     text = type_text.encode("utf-8")
+    if layout is not None:  # after the type, in what a reader skips: the tree's leaves
+        blob = json.dumps(layout, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        text += struct.pack("<I", len(blob)) + blob
     header_size = (_FIXED.size + len(text) + 7) // 8 * 8
-    head = _FIXED.pack(MAGIC, VERSION, header_size, count, size, len(text)) + text
+    head = _FIXED.pack(MAGIC, VERSION, header_size, count, size, len(type_text.encode())) + text
     return head + b"\0" * (header_size - len(head))
 
 
-def _write(path: str, type_text: str, spec: list[Leaf], samples: list[list[np.ndarray]]) -> None:
+def _write(
+    path: str,
+    type_text: str,
+    spec: list[Leaf],
+    samples: list[list[np.ndarray]],
+    layout: list | None = None,
+) -> None:
     size = sum(leaf.size for leaf in spec)
     with atomic(path) as f:
-        f.write(_head(type_text, len(samples), size))
+        f.write(_head(type_text, len(samples), size, layout))
         for sample in samples:
             for leaf, value in zip(spec, sample, strict=True):
                 f.write(np.ascontiguousarray(value, dtype=leaf.dtype).reshape(leaf.shape).tobytes())
 
 
+_LIVE: set[str] = set()
+"""The temporaries this process is writing: removed by `remove_temporaries` on the way out."""
+
+TEMPORARY = re.compile(r"^\.psk-(\d+)-[0-9a-f]+\.tmp$")
+
+
+def _temporary(folder: str) -> tuple[int, str]:
+    """A new temporary in `folder`, created (O_EXCL) after its name is registered: a signal
+    between the two leaves a name to remove, never a file nobody knows."""
+    while True:
+        tmp = os.path.join(folder, f".psk-{os.getpid()}-{secrets.token_hex(6)}.tmp")
+        _LIVE.add(tmp)
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600), tmp
+        except FileExistsError:  # another writer's name (an interrupt keeps it registered)
+            _LIVE.discard(tmp)
+
+
+def _unlink(tmp: str) -> None:
+    try:
+        os.unlink(tmp)
+    except FileNotFoundError:
+        pass
+    _LIVE.discard(tmp)
+
+
 @contextmanager
 def atomic(path: str) -> Iterator[BinaryIO]:
     """A file opened for writing that appears at `path` whole when the block ends, or not at
-    all if it raises: a temporary file in the same folder, then a rename."""
+    all if it raises (a full disk, an interrupt): a temporary file in the same folder, then a
+    rename; the file at `path` before stays as it was until the rename."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".psk-", suffix=".tmp", dir=folder)
+    fd, tmp = _temporary(folder)
     try:
         with os.fdopen(fd, "wb") as f:
             yield f
-        os.chmod(tmp, 0o666 & ~_umask())  # as `open` would create it, not mkstemp's 0600
+            f.flush()
+            os.fsync(f.fileno())  # the data on disk before the name: a crash leaves the old file
+        if os.environ.get(HOLD):
+            _hold(os.environ[HOLD], tmp)
+        os.chmod(tmp, 0o666 & ~_umask())  # as `open` would create it, not 0600
         os.replace(tmp, path)
+        _LIVE.discard(tmp)
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        _unlink(tmp)
         raise
+
+
+HOLD = "PRESK_TEST_HOLD_WRITE"
+"""For the tests of signals (tests/cli/test_signals.py): a file path; each write, its
+temporary complete, names the temporary in that file and waits until the file is removed."""
+
+
+def _hold(path: str, tmp: str) -> None:
+    with open(path, "w") as f:
+        f.write(tmp)
+    while os.path.exists(path):
+        time.sleep(0.005)
+
+
+def remove_temporaries() -> None:
+    """Remove the temporaries this process left (it stops in the middle of a write)."""
+    for tmp in list(_LIVE):
+        try:
+            _unlink(tmp)
+        except OSError:
+            _LIVE.discard(tmp)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def remove_stale(folder: str) -> list[str]:
+    """Remove the temporaries in `folder` of writers that are dead (their pid in the name);
+    the names removed."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        m = TEMPORARY.match(name)
+        if m and int(m.group(1)) != os.getpid() and not _alive(int(m.group(1))):
+            try:
+                os.unlink(os.path.join(folder, name))
+                removed.append(name)
+            except OSError:
+                pass
+    return removed
 
 
 def _umask() -> int:
@@ -289,6 +395,8 @@ def read_header(path: str) -> Header:
             " no reals, indices or truth values holds nothing)",
         )
     header = Header(version, header_size, count, size, text.decode("utf-8", errors="replace"))
+    if header.type_text.startswith("params "):
+        header.layout = _layout(path, header_size - _FIXED.size - tlen)
     expected = header_size + count * size
     actual = os.path.getsize(path)
     if actual != expected:
@@ -297,6 +405,35 @@ def read_header(path: str) -> Header:
             f"`{path}` is truncated: it holds {actual} bytes, and its header says {expected}",
         )
     return header
+
+
+def _layout(path: str, room: int) -> tuple[tuple[str, tuple[int, ...]], ...] | None:
+    """A parameter tree's recorded leaves, from the header's room after the type; None for a
+    file that records none (written before presk recorded them) or one it cannot read."""
+    if room < 4:
+        return None
+    try:
+        with open(path, "rb") as f:
+            f.seek(_FIXED.size + struct.unpack_from("<I", _peek(f, 28, 4))[0])
+            blob = f.read(room)
+    except OSError:
+        return None
+    (n,) = struct.unpack_from("<I", blob)
+    if n == 0 or n > len(blob) - 4:
+        return None
+    try:
+        leaves = tuple((p, tuple(shape)) for p, shape in json.loads(blob[4 : 4 + n]))
+    except (ValueError, TypeError):
+        return None
+    good = all(
+        isinstance(p, str) and all(type(x) is int and x >= 0 for x in shape) for p, shape in leaves
+    )
+    return leaves if good else None
+
+
+def _peek(f: BinaryIO, at: int, n: int) -> bytes:
+    f.seek(at)
+    return f.read(n)
 
 
 def read(path: str, t: Type) -> list[list[np.ndarray]]:
