@@ -268,6 +268,14 @@ def test_a_length_over_64_bits_is_e1013(tmp_path: Path, source: str) -> None:
     assert codes(write(tmp_path, source)) == ["E1013"]
 
 
+def test_an_integer_exponent_over_64_bits_is_e1013(tmp_path: Path) -> None:
+    # natively a power by an int64: x^(2^64 + 1) was x^1 there, 0 on the interpreter
+    path = write(tmp_path, "fn f(x : ℝ[2]) -> ℝ[2] = x^18446744073709551617\n")
+    assert codes(path) == ["E1013"]
+    path = write(tmp_path, "fn f(x : ℝ[2]) -> ℝ[2] = x^9223372036854775807\n")
+    assert codes(path) == []
+
+
 def test_the_largest_length_is_kept(tmp_path: Path) -> None:
     source = "fn f(x : idx[9223372036854775807][2]) -> idx[9223372036854775807][2] = x\n"
     assert codes(write(tmp_path, source)) == []

@@ -33,7 +33,13 @@ from presk_types.elab import (
     resolve_type,
 )
 from presk_types.modules import check_modules
-from presk_types.numbers import check_double, check_real_literal, default_text
+from presk_types.numbers import (
+    check_double,
+    check_natural,
+    check_real_literal,
+    default_text,
+    literal_value,
+)
 from presk_types.operands import Operands
 from presk_types.presburger import Dim, DimContext, Lin
 from presk_types.rules import (
@@ -505,6 +511,8 @@ class Body(Calls):
         return v.type
 
     def binary(self, op: str, left: A.Expr, right: A.Expr, span: Span) -> Val:
+        if op == "^" and isinstance(right, A.IntLit):  # natively a power by an int64
+            check_natural(literal_value(right), right.span, "the exponent", kind="int64")
         a, b = self.value(left), self.value(right)
         reg = join(a.reg, b.reg)
         effects = a.effects + b.effects
