@@ -10,7 +10,7 @@ import click
 from presk_syntax.diagnostics import Diagnostic, DiagnosticError, Severity, emit
 from presk_syntax.span import SourceMap
 
-from presk_cli.native import NativeError, backend_options
+from presk_cli.native import REALIZE, NativeError, backend_options
 from presk_cli.native import fail as native_fail
 from presk_cli.pipeline import PIPELINE, RUN, TRAIN
 
@@ -166,10 +166,10 @@ def check(file: str, summary: bool, consts: tuple[str, ...]) -> None:
 @click.option("--dim", "dims", multiple=True, metavar="NAME=N", help="With --entry: a dimension.")
 @click.option(
     "--realize",
-    type=click.Choice(["f64", "f32", "bf16"]),
+    type=REALIZE,
     default="f64",
     show_default=True,
-    help="With --stage kernel: the type of every real.",
+    help="With --stage sched or kernel: the type of every real, or a realization (@FILE).",
 )
 def dump(
     file: str,
