@@ -3,7 +3,8 @@ gradient in θ, in one call) and the loop of steps.
 
 `presk train` (presk-cli) runs the loop; the export of a training run (presk-export)
 records its first K steps for the conformance test of train.py. Both take it from here,
-so the two see the same batches, rates and θ.
+so the two see the same batches, rates and θ; so does `presk train --backend
+native|kernel`, whose one call a step is `native_step` (value and gradient, then AdamW).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from presk_core.run import parse_entry, stack_samples, synthesize
 from presk_types.elab import type_from_text
 from presk_types.presburger import Lin
 from presk_types.training import match_sample
-from presk_types.types import TupleT
+from presk_types.types import SCALAR, Real, TupleT
 
 from presk_ad.vjp import differentiate
 
@@ -57,6 +58,49 @@ def training_step(core: Program, objective: str) -> Program:
 
 
 # ---- the loop of a training run on the interpreter --------------------------------------
+
+
+NATIVE_STEP = "{}.native_step"
+"""The function a native step calls: value and gradient, then AdamW, in one call."""
+
+
+def native_step(program: Program, objective: str) -> Program:
+    """The program with `obj.native_step(batch, θ, m, v, t, lr) -> (loss, g, θ', m', v')`:
+    a call of the training step's value and gradient, then of `adamw.step`."""
+    step = program.function(STEP.format(objective))
+    adam = program.function("adamw.step")
+    if len(step.params) != 2:  # (key, batch, θ): an objective that draws
+        raise RunError(
+            "E7002",
+            f"`{objective}` takes a key: a training run that draws (dropout) runs on the"
+            " reference interpreter (no --backend)",
+        )
+    batch, theta = step.params
+    r0 = Real(SCALAR)
+    names = (("batch", batch.type), ("θ", theta.type), ("m", theta.type), ("v", theta.type))
+    params = tuple(Value(i, t, n) for i, (n, t) in enumerate(names)) + (
+        Value(4, r0, "t"),
+        Value(5, r0, "lr"),
+    )
+    dims = tuple(dict.fromkeys(step.dims + adam.dims))
+    made = Origin(objective, f"native training step of {objective}")
+    b = FunctionBuilder(NATIVE_STEP.format(objective), len(params))
+
+    def call(fn: Function, args) -> Value:
+        bound = {"fn": fn.name, "dims": tuple((d, Lin.var(d)) for d in fn.dims)}
+        return b.emit("call", args, fn.result, bound, None, made)
+
+    p_batch, p_theta, p_m, p_v, p_t, p_lr = params
+    pair = call(step, (p_batch, p_theta))
+    loss_type, grad_type = step.result.elements
+    loss = b.emit("get", (pair,), loss_type, {"index": 0}, None, made)
+    grads = b.emit("get", (pair,), grad_type, {"index": 1}, None, made)
+    triple = call(adam, (p_theta, p_m, p_v, grads, p_t, p_lr))
+    trees = [b.emit("get", (triple,), theta.type, {"index": i}, None, made) for i in range(3)]
+    result = TupleT((loss_type, grad_type, theta.type, theta.type, theta.type))
+    out = b.emit("tuple", (loss, grads, *trees), result, (), None, made)
+    fn = Function(b.name, dims, params, result, tuple(b.body), out)
+    return replace(program, functions=program.functions + (fn,))
 
 
 class TrainError(RunError):

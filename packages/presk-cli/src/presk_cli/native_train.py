@@ -1,7 +1,7 @@
 """`presk train --backend native|kernel`: a training step as one call of compiled kernels.
 
-The step is one PSK-Core function written here over the training step program of
-presk_ad.step (`obj.train_value_grad`) and the optimizer's `adamw.step`:
+The step is one PSK-Core function, presk_ad.step.native_step, over the training step
+program (`obj.train_value_grad`) and the optimizer's `adamw.step`:
 
     obj.native_step(batch, θ, m, v, t, lr) -> (loss, g, θ', m', v')
 
@@ -20,62 +20,15 @@ import math
 import os
 import statistics
 import time
-from dataclasses import replace
 
 import numpy as np
-from presk_ad.step import STEP, Trainer, finite
-from presk_core.build import FunctionBuilder
-from presk_core.interp import RunError
-from presk_core.ir import Function, Origin, Program, Training, Value
+from presk_ad.step import NATIVE_STEP, Trainer, finite, native_step
+from presk_core.ir import Program, Training
 from presk_kernel.fuse import launch_counts
 from presk_kernel.lower import argument_leaves
-from presk_types.presburger import Lin
-from presk_types.types import SCALAR, Real, TupleT
 
 from presk_cli.native import NativeError, compiled, lower, storage
 from presk_cli.train import checkpoints, finish, save, step_line
-
-NATIVE_STEP = "{}.native_step"
-"""The function a native step calls: value and gradient, then AdamW, in one call."""
-
-
-def native_step(program: Program, objective: str) -> Program:
-    """The program with `obj.native_step(batch, θ, m, v, t, lr) -> (loss, g, θ', m', v')`:
-    a call of the training step's value and gradient, then of `adamw.step`."""
-    step = program.function(STEP.format(objective))
-    adam = program.function("adamw.step")
-    if len(step.params) != 2:  # (key, batch, θ): an objective that draws
-        raise RunError(
-            "E7002",
-            f"`{objective}` takes a key: a training run that draws (dropout) runs on the"
-            " reference interpreter (no --backend)",
-        )
-    batch, theta = step.params
-    r0 = Real(SCALAR)
-    names = (("batch", batch.type), ("θ", theta.type), ("m", theta.type), ("v", theta.type))
-    params = tuple(Value(i, t, n) for i, (n, t) in enumerate(names)) + (
-        Value(4, r0, "t"),
-        Value(5, r0, "lr"),
-    )
-    dims = tuple(dict.fromkeys(step.dims + adam.dims))
-    made = Origin(objective, f"native training step of {objective}")
-    b = FunctionBuilder(NATIVE_STEP.format(objective), len(params))
-
-    def call(fn: Function, args) -> Value:
-        bound = {"fn": fn.name, "dims": tuple((d, Lin.var(d)) for d in fn.dims)}
-        return b.emit("call", args, fn.result, bound, None, made)
-
-    p_batch, p_theta, p_m, p_v, p_t, p_lr = params
-    pair = call(step, (p_batch, p_theta))
-    loss_type, grad_type = step.result.elements
-    loss = b.emit("get", (pair,), loss_type, {"index": 0}, None, made)
-    grads = b.emit("get", (pair,), grad_type, {"index": 1}, None, made)
-    triple = call(adam, (p_theta, p_m, p_v, grads, p_t, p_lr))
-    trees = [b.emit("get", (triple,), theta.type, {"index": i}, None, made) for i in range(3)]
-    result = TupleT((loss_type, grad_type, theta.type, theta.type, theta.type))
-    out = b.emit("tuple", (loss, grads, *trees), result, (), None, made)
-    fn = Function(b.name, dims, params, result, tuple(b.body), out)
-    return replace(program, functions=program.functions + (fn,))
 
 
 class NativeTrainer:
