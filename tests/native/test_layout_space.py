@@ -118,3 +118,13 @@ def test_a_contraction_over_no_term_is_zeros_packed_or_not(compiler):
         outs += [NativeEntry(s).run(args)[0], run_schedule(s, args, laid=True)[0]]
     assert recognize(k) is None  # no row has a stride in an empty A: loops, packed or not
     assert all(o.tobytes() == np.zeros((3, 4)).tobytes() for o in outs)
+
+
+def test_dump_shows_the_layouts_a_native_run_compiles():
+    from helpers import presk_ok
+
+    entry = ("tutorial/01_linear.psk", "--entry", "Linear{64, 64}.apply", "--dim", "batch=8")
+    out = presk_ok("dump", entry[0], "--stage", "kernel", *entry[1:]).stdout
+    sites = [line for line in out.splitlines() if line.startswith("  // site")]
+    assert len(sites) == 2 and "pack %0, %1, gemm 8x64x64" in sites[0], sites
+    assert "gemm" not in sites[1]
