@@ -3,6 +3,7 @@ profile file (`presk bench --calibrate` itself: tests/opt/test_calibrate_cli.py)
 
 import json
 import math
+import os
 import re
 from pathlib import Path
 
@@ -66,6 +67,16 @@ def test_sci_and_the_column() -> None:
 def _profile() -> R.Profile:
     s = R.Sample("kernel k (…)", "f/%1", 1, 60, 164, 0.25, 7, "a.psk:f", "0123")
     return R.Profile(R.machine("f64"), [s], R.Roofline(1e9, 1e10, 1e-7))
+
+
+def test_a_profile_is_created_as_presk_creates_files(tmp_path: Path) -> None:
+    """0666 less the umask (issue 27: mkstemp's 0600 where presk's files are 0644)."""
+    old = os.umask(0o027)
+    try:
+        R.write(_profile(), str(tmp_path / "p.json"))
+    finally:
+        os.umask(old)
+    assert (tmp_path / "p.json").stat().st_mode & 0o777 == 0o640
 
 
 def test_a_profile_is_read_back_as_written(tmp_path: Path) -> None:

@@ -54,8 +54,11 @@ def export_pytorch(
 
 def write_files(out: str, files: dict[str, str]) -> list[str]:
     """Write each file whole (a temporary file, then a rename), after every text exists:
-    a failed export leaves nothing half-written. The paths, in order."""
+    a failed export leaves nothing half-written. Each is created as `open` creates a file,
+    0666 less the umask, as presk's own files are (presk_core.data), not mkstemp's 0600.
+    The paths, in order."""
     written = []
+    mode = 0o666 & ~_umask()
     for name, text in files.items():
         path = os.path.join(out, name)
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
@@ -63,12 +66,19 @@ def write_files(out: str, files: dict[str, str]) -> list[str]:
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(text)
+            os.chmod(tmp, mode)
             os.replace(tmp, path)
         except BaseException:
             os.unlink(tmp)
             raise
         written.append(path)
     return written
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 __all__ = ["Options", "export_pytorch", "write_files"]

@@ -216,12 +216,16 @@ class Profile:
 
 
 def write(profile: Profile, path: str) -> None:
-    """The profile as JSON, atomically (a temporary file beside it, renamed)."""
+    """The profile as JSON, atomically (a temporary file beside it, renamed), created as
+    `open` creates a file (0666 less the umask: presk's one mode, not mkstemp's 0600)."""
     target = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(profile.to_json())
+        mask = os.umask(0o022)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

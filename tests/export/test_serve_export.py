@@ -1,0 +1,80 @@
+"""What the export writes as files (issue 27): their mode is presk's own (0666 less the
+umask, where mkstemp gave 0600), and the exported serve.py reads a damaged weights file or
+a temperature it cannot use as an error, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import struct
+import subprocess
+import sys
+
+import pytest
+from helpers import PRESK, ROOT
+
+MINIGPT = "tests/examples/minigpt/minigpt.psk"
+TINY = ("--const", "V=64", "--const", "D=16", "--const", "H=2", "--const", "L=2")
+
+
+@pytest.fixture(scope="module")
+def serve_export(tmp_path_factory):
+    """minigpt's serve.py, exported under the umask 027."""
+    out = tmp_path_factory.mktemp("serve") / "export"
+    r = subprocess.run(
+        [*PRESK, "export", MINIGPT, "--target", "pytorch", *TINY, "--serve", "-o", str(out)],
+        cwd=ROOT, capture_output=True, text=True, preexec_fn=lambda: os.umask(0o027),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def test_exported_files_have_presk_s_mode(serve_export):
+    modes = {
+        str(p.relative_to(serve_export)): stat.S_IMODE(p.stat().st_mode)
+        for p in serve_export.rglob("*")
+        if p.is_file()
+    }
+    assert "serve.py" in modes
+    assert set(modes.values()) == {0o640}, modes
+
+
+def _weights(text: bytes) -> bytes:
+    start = (32 + len(text) + 7) // 8 * 8
+    head = struct.pack("<4sIIQQI", b"PSKD", 1, start, 1, 8, len(text)) + text
+    return head.ljust(start, b"\0") + bytes(8)
+
+
+RUNS = """
+import contextlib, io, json, sys
+import serve
+out = []
+for argv in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            code = serve.main(argv)
+        except SystemExit as e:
+            code = e.code
+    out.append([code, err.getvalue()])
+print(json.dumps(out))
+"""
+
+
+def test_serve_py_refuses_what_it_cannot_use(serve_export):
+    pytest.importorskip("torch")
+    (serve_export / "latin.psk.d").write_bytes(_weights("params Mini\xefGPT".encode("latin-1")))
+    cases = [
+        ["--prompt", "ab", "--weights", "latin.psk.d"],
+        ["--prompt", "ab", "--temperature", "nan"],
+        ["--prompt", "ab", "--temperature", "inf"],
+    ]
+    r = subprocess.run([sys.executable, "-c", RUNS, json.dumps(cases)], cwd=serve_export,
+                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    (latin, nan, inf) = json.loads(r.stdout)
+    assert latin == [1, "serve.py: latin.psk.d: the sample type's text is not UTF-8\n"]
+    for code, err in (nan, inf):
+        assert code == 2 and "--temperature is a finite number, 0 or above" in err
+        assert "Traceback" not in err
