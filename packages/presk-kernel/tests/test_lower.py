@@ -103,3 +103,37 @@ def test_the_optimizer_step():
     assert len(got) == len(ref) == 12  # θ, m and v: four leaves each
     for r, g in zip(ref, got, strict=True):
         assert np.allclose(g, r, rtol=1e-12, atol=1e-13, equal_nan=True)
+
+
+# ---- from the core document alone ---------------------------------------------------------------
+
+LOWERED = [(spec, False) for spec in ENTRIES] + [
+    (("tutorial/07_train.psk", "loss", (("B", 8),), ()), True),
+    (("tests/examples/minigpt/train_minigpt.psk", "loss", (("B", 2), ("T", 8)), MINIGPT), True),
+]
+
+
+@pytest.mark.parametrize(
+    ("spec", "train"), LOWERED, ids=[f"{s[1]}{' step' if t else ''}" for s, t in LOWERED]
+)
+def test_an_entry_lowers_from_the_core_document_alone(spec, train):
+    """No argument values: the trees' shapes from the program's layouts, a hyperparameter at
+    its default; the same kernels as from the run's inputs."""
+    from kernel_entries import case
+
+    file, entry, dims, consts = spec
+    core, name, d, args, _ = case(file, entry, dims, train, consts)
+    assert lower_entry(core, name, d) == lower_entry(core, name, d, args)
+
+
+def test_arguments_of_other_shapes_than_the_types_are_refused():
+    from kernel_entries import case
+
+    core, name, d, args, _ = case("tutorial/07_train.psk", "loss", (("B", 8),))
+    theta = dict(args[0])
+    path = next(iter(theta))
+    theta[path] = np.zeros((1, *np.shape(theta[path])))
+    with pytest.raises(LowerError, match="a tree of shapes"):
+        lower_entry(core, name, d, [theta, *args[1:]])
+    with pytest.raises(LowerError, match="takes 2 arguments, not 1"):
+        lower_entry(core, name, d, args[:1])

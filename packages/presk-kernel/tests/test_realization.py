@@ -223,3 +223,20 @@ def test_the_kernel_interpreter_runs_a_mixed_realization_near_the_reference():
         err = float(np.max(np.abs(np.asarray(got, np.float64) - want))) / scale
         assert 2.0**-24 < err < 2.0**-6  # bf16's rounding shows, and stays bf16's
         assert float(np.max(np.abs(f64 - want))) / scale < 2.0**-40
+
+
+def test_the_sched_stage_lists_the_narrowable_sites_after_the_launches():
+    from presk_kernel.cli import format_groups
+
+    core, fn, dims, _, _ = entry()
+    schedule = lower_entry(core, fn, dims)
+    fused, groups = fuse(schedule)
+    text = format_groups(schedule, fused, groups).splitlines()
+    sites = narrowable_sites(schedule)
+    at = text.index(f"-- {len(sites.narrowable)} narrowable sites (a realization's `sites`)")
+    assert at == 1 + len(fused.launches) + sum(len(g.steps) for g in groups)
+    listed = [line.split()[0] for line in text[at + 1 :]]
+    assert listed == list(sites.narrowable)
+    for member, root in sites.members.items():
+        line = text[at + 1 + listed.index(root)]
+        assert member in line.split("(with ", 1)[1]
