@@ -107,3 +107,29 @@ def test_a_document_with_fields_of_wrong_types_is_refused(field, value, words):
     source, tree = parse_file(str(REPO / "tutorial" / "01_linear.psk"))
     with pytest.raises(DocumentError, match=words):
         decode_ast(_retyped(encode_ast(tree, source), field, value))
+
+
+# ---- issue 27: number literals of any length --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "number",
+    [
+        "1" * 4301,  # int() refused it: an internal error
+        "1e999999999999",  # GMP aborted (a signal) making 10^999999999999
+        "1e000000000000999999999999",  # leading zeros do not hide the exponent
+        "1.5e-100000",
+        "0." + "0" * 4300 + "1",
+    ],
+    ids=["digits", "exponent", "zeros", "negative", "mantissa"],
+)
+def test_a_number_too_long_to_read_is_e0014(number: str) -> None:
+    diag, text = diagnostic(HEAD + f"x * {number}\n")
+    assert diag.code == "E0014" and "too long to be read" in diag.message
+    assert diag.labels[0].span.start == len((HEAD + "x * ").encode())
+
+
+@pytest.mark.parametrize("number", ["1" * 4300, "1e99999", "1e-99999", "2.5E+00099999"])
+def test_a_number_within_the_limits_parses(number: str) -> None:
+    tree = parse_source(Source("n.psk", HEAD + f"x * {number}\n"))
+    assert tree.decls

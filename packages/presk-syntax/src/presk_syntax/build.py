@@ -9,9 +9,31 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from presk_syntax import ast as A
-from presk_syntax.span import Span
 from tree_sitter import Node
+
+from presk_syntax import ast as A
+from presk_syntax.diagnostics import Diagnostic, DiagnosticError, Label, Severity
+from presk_syntax.span import Span
+
+# A number literal's size (E0014): an integer's digits or a decimal's mantissa at most
+# Python's limit for converting text to an integer (4300 digits), an exponent at most
+# 99999 (10^99999 is exact in 40 kB; `1e999999999999` made GMP abort). Far beyond every
+# machine type: within these, presk_types.numbers says which type holds a number (E1013).
+MAX_DIGITS = 4300
+MAX_EXPONENT = 99999
+
+
+def _too_long(text: str, span: Span, what: str) -> Diagnostic:
+    shown = text if len(text) <= 24 else f"{text[:10]}…{text[-10:]}"
+    limit = f"{MAX_DIGITS} digits" if what == "digits" else f"an exponent of ±{MAX_EXPONENT}"
+    return Diagnostic(
+        "E0014",
+        Severity.ERROR,
+        f"the number `{shown}` is too long to be read",
+        (Label(span, f"over {limit}"),),
+        note="no type of Presk holds a number of this size: f64's reach 1.8e308, nat's 2^63 - 1",
+    )
+
 
 # The ASCII synonyms, folded into the spelling that diagnostics print.
 OPERATORS = {"@": "·", "≤": "<=", "≥": ">=", "≠": "!="}
@@ -226,10 +248,20 @@ class Builder:
         return A.Var(self.text[start:end].decode("utf-8"), Span(self.path, start, end))
 
     def integer(self, node: Node) -> A.IntLit:
-        return A.IntLit(int(self.source(node)), self.span(node))
+        text = self.source(node)
+        if len(text) > MAX_DIGITS:
+            raise DiagnosticError([_too_long(text, self.span(node), "digits")])
+        return A.IntLit(int(text), self.span(node))
 
     def float(self, node: Node) -> A.FloatLit:
-        return A.FloatLit(self.source(node), self.span(node))
+        text = self.source(node)
+        mantissa, _, exponent = text.lower().partition("e")
+        if len(mantissa) > MAX_DIGITS:
+            raise DiagnosticError([_too_long(text, self.span(node), "digits")])
+        digits = exponent.lstrip("+-").lstrip("0")
+        if len(digits) > len(str(MAX_EXPONENT)) or int(digits or "0") > MAX_EXPONENT:
+            raise DiagnosticError([_too_long(text, self.span(node), "exponent")])
+        return A.FloatLit(text, self.span(node))
 
     def string(self, node: Node) -> A.StrLit:
         return A.StrLit(self.string_value(node), self.span(node))
