@@ -182,6 +182,10 @@ class Realization:
             raise RealizationError(
                 "E7035", f"`{path}` is not JSON: {e.msg} at line {e.lineno}, column {e.colno}"
             ) from None
+        except RecursionError:
+            raise RealizationError(
+                "E7035", f"`{path}` nests too deeply to be a realization"
+            ) from None
         return Realization.from_json(doc, path)
 
     def write(self, path: str) -> None:
