@@ -262,8 +262,9 @@ def worker(conn, folder: str, timeout: float) -> None:
 def _rmtree(where: Path) -> None:
     """Remove a damaged cache, modes cleared first (a folder of mode 0 included)."""
     for p in sorted(where.rglob("*"), reverse=True) if where.is_dir() else ():
-        with contextlib.suppress(OSError):
-            os.chmod(p, 0o700, follow_symlinks=False)
+        if not p.is_symlink():
+            with contextlib.suppress(OSError):
+                os.chmod(p, 0o700)
     shutil.rmtree(where, ignore_errors=True)
 
 

@@ -118,3 +118,58 @@ def test_a_worker_that_dies_on_a_run_leaves_its_mutant_saved(tmp_path, monkeypat
     for case in again:
         (name,) = case.files
         assert name == case.argv[1] and name.endswith("/fuzz_mutant.psk")
+
+
+# ---- issue 27's surfaces ------------------------------------------------------------------
+
+
+def test_every_document_kind_s_decoder_gives_no_internal_error():
+    """The `documents` surface: ast, elab, core and kernel documents damaged (type-confused,
+    extreme numbers, cut, nested, random bytes) through the program that decodes each,
+    and sources of integers ≥ 2⁶⁴ through presk-parse: every one a DocumentError or read."""
+    tally = fuzz.fuzz(80, seed=3, timeout=10.0, only=("documents",))
+    assert tally.tried["documents"] == 80
+    assert tally.internal["documents"] == 0 and tally.hangs["documents"] == 0, fuzz.table(tally)
+
+
+def test_each_surface_draws_its_own_inputs():
+    import fuzz_cases
+
+    docs = fuzz.documents_of(str(ROOT))
+    for surface in ("native", "serve", "profile", "documents", "values"):
+        cases = fuzz_cases.make_cases(40, 0, docs, (surface,))
+        assert {c.kind for c in cases} == {surface}
+        assert cases == fuzz_cases.make_cases(40, 0, docs, (surface,))  # seeded
+    natives = fuzz_cases.make_cases(40, 0, docs, ("native",))
+    assert any(c.prepare and c.prepare[0] == "cache" for c in natives)
+    assert any(c.remutate and "--backend" in c.argv for c in natives)
+    assert fuzz._consts(["--const", "D=8", "--backend", "native", "--const", "H=2"]) == (
+        ["--const", "D=8", "--const", "H=2"],
+        ["--backend", "native"],
+    )
+
+
+def test_a_cache_is_damaged_by_each_kind_of_damage(tmp_path):
+    from fuzz_surfaces import CACHE_DAMAGE, damage_cache
+
+    seen = set()
+    for seed in range(200):
+        where = tmp_path / f"c{seed}"
+        (where / "ab").mkdir(parents=True)
+        obj = where / "ab" / "abc.so"
+        obj.write_bytes(b"\x7fELF" + bytes(range(256)) * 4)
+        (where / "ab" / "abc.c").write_text("int presk_entry(void);\n")
+        (where / "ab" / "abc.lock").write_bytes(b"")
+        other = tmp_path / "other.so"
+        other.write_bytes(b"\x7fELF other")
+        before = {p: p.read_bytes() for p in where.rglob("*") if p.is_file()}
+        op = damage_cache(where, [other], seed)
+        seen.add(op)
+        after = (
+            {p: p.read_bytes() for p in where.rglob("*") if p.is_file() and not p.is_symlink()}
+            if where.is_dir() and not where.is_symlink()
+            else {}
+        )
+        assert after != before or op in ("lock-folder",), op
+        fuzz._rmtree(where) if where.is_dir() and not where.is_symlink() else where.unlink()
+    assert seen == set(CACHE_DAMAGE)
