@@ -136,3 +136,15 @@ def test_a_plan_lays_out_its_sites_and_refuses_an_illegal_layout():
     with pytest.raises(LayoutError, match="nowhere/%9") as e:
         lay_out(fused, plan={"nowhere/%9": Layout()})
     assert e.value.code == "E7041"
+
+
+def test_a_serial_loop_keeps_its_order():
+    from presk_kernel.ir import Affine, Axis, Buffer, Kernel, Load, Loop, Op, Store
+
+    i = Affine.var("i")
+    add = Store(1, (Load(0, (i,)),), Op("add", (Load(1, (Load(0, (i,)),)), Load(0, (i,)))))
+    k = Kernel("scatter", "s/%1", (Buffer(0, "i64", (Axis(None, 8),)),),
+               (Buffer(1, "i64", (Axis(None, 8),)),), (Loop("i", None, 8, (add,), True),))  # fmt: skip
+    assert check_layout(k, default_layout(k, 2)) is None
+    assert "serial loop" in check_layout(k, Layout(order=("i",), lanes="i", width=4))
+    assert "serial loop" in check_layout(k, Layout(order=("i",), split="i", threads=2))

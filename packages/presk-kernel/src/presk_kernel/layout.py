@@ -51,6 +51,10 @@ def _innermost_store_loop(k: Kernel) -> Loop | None:
     return loops[-1] if loops else None
 
 
+def _serial(loops: list[Loop], var: str) -> bool:
+    return any(lp.serial for lp in loops if lp.var == var)
+
+
 def _reduces(k: Kernel) -> bool:
     def walk(body) -> bool:
         return any(isinstance(s, Reduce) or (isinstance(s, Loop) and walk(s.body)) for s in body)
@@ -66,15 +70,18 @@ def default_layout(k: Kernel, threads: int = 1) -> Layout:
     order = tuple(lp.var for lp in loops)
     width = LANE_WIDTH.get(k.compute, 1)
     inner = _innermost_store_loop(k)
-    lanes = inner.var if inner is not None and inner.extent >= width else None
+    full = inner is not None and inner.extent >= width and not inner.serial
+    lanes = inner.var if full else None
     tiles: tuple[tuple[str, int], ...] = ()
     if _reduces(k) and len(loops) >= 2:
         a, b = loops[-2], loops[-1]
         tiles = ((a.var, min(4, a.extent)), (b.var, min(16, b.extent)))
+        tiles = tuple((v, n) for v, n in tiles if not _serial(loops, v))  # keeps its order
     size = 1
     for lp in loops:
         size *= lp.extent
-    split = loops[0].var if loops and threads > 1 and size >= SPLIT_AT else None
+    big = loops and threads > 1 and size >= SPLIT_AT and not loops[0].serial
+    split = loops[0].var if big else None
     return Layout(
         order=order,
         tiles=tiles,
@@ -93,6 +100,8 @@ def check_layout(k: Kernel, layout: Layout) -> str | None:
     for v in [layout.lanes, layout.split, *(v for v, _ in layout.tiles)]:
         if v is not None and v not in loops:
             return f"`{v}` is not a parallel loop of the kernel (a reduction keeps its order)"
+        if v is not None and loops[v].serial:
+            return f"`{v}` is a serial loop (its iterations add in order): no lanes, split or tile"
     if any(n < 1 for _, n in layout.tiles) or layout.width < 1 or layout.threads < 1:
         return "tile sizes, lanes and threads are positive"
     if any(i >= len(k.inputs) for i in layout.pack):
@@ -166,8 +175,10 @@ def layout_space(k: Kernel, threads: int = 1) -> list[Layout]:
     width = LANE_WIDTH.get(k.compute, 1)
     out = []
     for order in itertools.permutations([lp.var for lp in loops]):
-        for lanes in dict.fromkeys((None, order[-1] if order else None)):
-            for split in dict.fromkeys((None, order[0] if order and threads > 1 else None)):
+        inner = order[-1] if order and not _serial(loops, order[-1]) else None
+        outer = order[0] if order and threads > 1 and not _serial(loops, order[0]) else None
+        for lanes in dict.fromkeys((None, inner)):
+            for split in dict.fromkeys((None, outer)):
                 out.append(
                     Layout(
                         order=order,
