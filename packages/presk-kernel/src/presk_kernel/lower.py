@@ -52,11 +52,7 @@ from presk_kernel.ir import (
     HostBuffer,
     Kernel,
     Launch,
-    Let,
     Load,
-    Loop,
-    Op,
-    Reduce,
     Schedule,
     Store,
     elements,
@@ -67,6 +63,7 @@ from presk_kernel.realization import (
     RealizationError,
     as_realization,
     compute_type,
+    convert_loads,
     function_of,
     narrowable_sites,
 )
@@ -211,44 +208,6 @@ class Nest:
         k = replace(k, layout=default_layout(k))
         self.lowering.launches.append(Launch(k, tuple(self.args)))
         return self.result
-
-
-def convert_loads(body: tuple, buffers: list[Buffer], compute: str) -> tuple:
-    """`body` with each load of a real of another type than `compute` converted to it
-    (`real`: f64 rounded to f32 to nearest even, f32 and bf16 widened exactly), so that a
-    nest computes in its site's type whatever the types of what it reads (a realization's
-    sites and parameters: DESIGN §11). A store rounds to its buffer's type, as always."""
-    other = {b.id for b in buffers if b.dtype in REAL_DTYPES and compute_type(b.dtype) != compute}
-    if not other:
-        return body
-
-    def expr(e):
-        match e:
-            case Load(buf, index):
-                load = Load(buf, tuple(i if isinstance(i, Affine) else expr(i) for i in index))
-                return Op("real", (load,)) if buf in other else load
-            case Op(name, args, attr):
-                return Op(name, tuple(expr(a) for a in args), attr)
-        return e
-
-    def index(ix: tuple) -> tuple:
-        return tuple(i if isinstance(i, Affine) else expr(i) for i in ix)
-
-    def stmt(st):
-        match st:
-            case Let(name, e):
-                return Let(name, expr(e))
-            case Store(buf, ix, e):
-                return Store(buf, index(ix), expr(e))
-            case Loop(var, axis, extent, inner, serial):
-                return Loop(var, axis, extent, tuple(stmt(b) for b in inner), serial)
-            case Reduce(acc, op, vs, inner, terms, dtype):
-                return Reduce(
-                    acc, op, vs, tuple(stmt(b) for b in inner), tuple(expr(t) for t in terms), dtype
-                )
-        raise TypeError(f"not a kernel statement: {st!r}")
-
-    return tuple(stmt(st) for st in body)
 
 
 @dataclass

@@ -28,6 +28,8 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from presk_kernel.ir import REAL_DTYPES, Affine, Buffer, Let, Load, Loop, Op, Reduce, Store
+
 TYPES = ("f64", "f32", "bf16")
 """The machine types of a real: IEEE binary64 and binary32, and bf16 (stored as the 16 high
 bits of a binary32, computed in f32, rounded to nearest even at every store: DESIGN §11)."""
@@ -295,6 +297,44 @@ def narrowable_sites(schedule, fused=None, groups=None) -> Sites:
     return Sites(tuple(order), root)
 
 
+def convert_loads(body: tuple, buffers: list[Buffer], compute: str) -> tuple:
+    """`body` with each load of a real of another type than `compute` converted to it
+    (`real`: f64 rounded to f32 to nearest even, f32 and bf16 widened exactly), so that a
+    nest computes in its site's type whatever the types of what it reads (a realization's
+    sites and parameters: DESIGN §11). A store rounds to its buffer's type, as always."""
+    other = {b.id for b in buffers if b.dtype in REAL_DTYPES and compute_type(b.dtype) != compute}
+    if not other:
+        return body
+
+    def expr(e):
+        match e:
+            case Load(buf, index):
+                load = Load(buf, tuple(i if isinstance(i, Affine) else expr(i) for i in index))
+                return Op("real", (load,)) if buf in other else load
+            case Op(name, args, attr):
+                return Op(name, tuple(expr(a) for a in args), attr)
+        return e
+
+    def index(ix: tuple) -> tuple:
+        return tuple(i if isinstance(i, Affine) else expr(i) for i in ix)
+
+    def stmt(st):
+        match st:
+            case Let(name, e):
+                return Let(name, expr(e))
+            case Store(buf, ix, e):
+                return Store(buf, index(ix), expr(e))
+            case Loop(var, axis, extent, inner, serial):
+                return Loop(var, axis, extent, tuple(stmt(b) for b in inner), serial)
+            case Reduce(acc, op, vs, inner, terms, dtype):
+                return Reduce(
+                    acc, op, vs, tuple(stmt(b) for b in inner), tuple(expr(t) for t in terms), dtype
+                )
+        raise TypeError(f"not a kernel statement: {st!r}")
+
+    return tuple(stmt(st) for st in body)
+
+
 def parse_realization(text: str) -> Realization:
     """`--realize T`: a type name (uniform) or `@FILE` (a realization file)."""
     if text.startswith("@"):
@@ -342,6 +382,7 @@ __all__ = [
     "Sites",
     "as_realization",
     "compute_type",
+    "convert_loads",
     "function_of",
     "narrowable_sites",
     "parse_realization",
