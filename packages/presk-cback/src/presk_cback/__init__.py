@@ -4,7 +4,8 @@ Modules (imported one by one, so that start-up pays only for what it uses):
 `toolchain` (the C compiler, E9001), `cache` (objects by content), `load` (cffi's ABI
 mode): presk-core's `presk_core.cc` under this generator's version; `gemm` (the generated
 GEMM; presk libm, which every file includes, is presk-kernel's `presk_kernel.libm`), `contract`
-(contractions among kernels), `emit` (C for PSK-Kernel), `native` (`NativeEntry`: an
+(the names of presk_kernel.contract, where the layout pass recognises contractions), `emit`
+(C for PSK-Kernel: it renders the layouts it is given, a GEMM statement as GEMM calls), `native` (`NativeEntry`: an
 entry compiled and run). docs/native.md describes them.
 """
 
