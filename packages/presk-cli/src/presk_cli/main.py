@@ -64,6 +64,16 @@ class PreskGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return [*COMMANDS, *(n for n in self.commands if n not in COMMANDS)]
 
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:  # past click, which would exit 1 for it (its convention)
+            raise ClosedPipe() from None
+
+
+class ClosedPipe(Exception):
+    """Standard output is a closed pipe (`presk run … | head`)."""
+
 
 @click.group(
     cls=PreskGroup,
@@ -176,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         status, words = stopped(e)
         click.echo(f"presk: {words}", err=True)
         return status
-    except BrokenPipeError:  # `presk run … | head`: quiet, as a program SIGPIPE stops
+    except (BrokenPipeError, ClosedPipe):  # `presk run … | head`: quiet, as SIGPIPE stops one
         _quiet_stdout()
         return 128 + signal.SIGPIPE
     except Exception as e:  # a bug of presk's: one line, and how to report it

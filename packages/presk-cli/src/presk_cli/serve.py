@@ -59,10 +59,80 @@ def _shape(leaf, dims: dict[str, int]) -> tuple[int, ...]:
     )
 
 
+def _lengths(leaf) -> list:
+    return [c for _, c in leaf.stack] + [a.length for a in leaf.type.shape.axes]
+
+
+def _text(shape: tuple[int, ...]) -> str:
+    return f"ℝ[{', '.join(map(str, shape))}]"
+
+
+def _layout_dims(layout, found, dims: dict[str, int], path: str, want: str) -> dict[str, int]:
+    """The dimensions a checkpoint's recorded leaves fix (a length that is one dimension
+    alone, or solved from one), each leaf checked against the program's at the constants
+    given: E7021 naming the leaf, the shape expected and the shape found."""
+    paths = [leaf.path for leaf in layout.leaves]
+    if [p for p, _ in found] != paths:
+        extra = [p for p, _ in found if p not in paths]
+        lacking = [p for p in paths if p not in {q for q, _ in found}]
+        what = (
+            f"a leaf `{extra[0]}` that `{want}` does not have"
+            if extra
+            else f"no leaf `{lacking[0]}`"
+            if lacking
+            else "its leaves in another order"
+        )
+        raise ServeError("E7021", f"`{path}` holds {what} (the program's: {', '.join(paths)})")
+    known = dict(dims)
+    for _ in range(len(layout.leaves) + 1):  # each pass fixes a dimension or none is left
+        fixed = False
+        for leaf, (_, shape) in zip(layout.leaves, found, strict=True):
+            for lin, n in zip(_lengths(leaf), shape, strict=False):
+                unknown = [(d, c) for d, c in lin.coeffs if d not in known]
+                if len(unknown) != 1:
+                    continue
+                (d, c), rest = unknown[0], lin.constant
+                rest += sum(k * known[e] for e, k in lin.coeffs if e != d)
+                if (n - rest) % c == 0 and (n - rest) // c >= 0:
+                    known[d] = (n - rest) // c
+                    fixed = True
+        if not fixed:
+            break
+    for leaf, (p, shape) in zip(layout.leaves, found, strict=True):
+        if any(d not in known for lin in _lengths(leaf) for d in lin.names):
+            continue  # the size decides below (or asks for --dim)
+        expected = _shape(leaf, known)
+        if expected != tuple(shape):
+            raise ServeError(
+                "E7021",
+                f"`{path}`: `{p}` is {_text(tuple(shape))} in the weights, and {_text(expected)}"
+                f" in the program's `{want}` (weights of other constants or dimensions: give"
+                " the ones they were trained with, --const or --dim)",
+            )
+    return {d: v for d, v in known.items() if d not in dims}
+
+
+def _check_bounds(core, solved: dict[str, int], path: str, want: str) -> None:
+    """The dimensions the weights fixed, against the program's `dim` bounds (E7021)."""
+    from presk_types.presburger import Dim, DimContext, check_assignment
+
+    bounds, lowers = dict(core.bounds), dict(core.lowers)
+    ctx = DimContext(tuple(Dim(d, bounds.get(d), lowers.get(d, 0)) for d in sorted(solved)))
+    violated = check_assignment(ctx, solved) if solved else None
+    if violated is not None:
+        raise ServeError(
+            "E7021", f"`{path}` holds a `{want}` whose dimensions break a bound: {violated}"
+        )
+
+
 def load_weights(core, model: str, path: str, dims: dict[str, int]) -> tuple[dict, dict]:
     """θ from a one-sample `.psk.d` of `params model` (path -> doubles, in the layout's
-    order), and the dimensions its size fixes (the position table's T)."""
+    order), and the dimensions it fixes (the position table's T): from its recorded leaves,
+    checked one by one against the program's, or from its size; then checked against the
+    program's `dim` bounds."""
     import numpy as np
+
+    given = dict(dims)
     from presk_core.data import DataError, read_header, read_reals
 
     try:
@@ -75,18 +145,17 @@ def load_weights(core, model: str, path: str, dims: dict[str, int]) -> tuple[dic
         held = f"{samples} of `{header.type_text}`"
         raise ServeError("E7021", f"`{path}` holds {held}, not one `{want}`")
     layout = core.layout(model)
-    reals = read_reals(path)
+    try:
+        reals = read_reals(path)
+    except DataError as e:
+        raise ServeError(e.code, f"the weights: {e}") from None
+    dims = dict(dims)
+    if header.layout is not None:  # the file says what it holds: leaf by leaf
+        dims.update(_layout_dims(layout, header.layout, dims, path, want))
     free = sorted(
-        {
-            n
-            for leaf in layout.leaves
-            for lin in [c for _, c in leaf.stack] + [a.length for a in leaf.type.shape.axes]
-            for n in lin.names
-        }
-        - set(dims)
+        {n for leaf in layout.leaves for lin in _lengths(leaf) for n in lin.names} - set(dims)
     )
     size = lambda d: sum(int(np.prod(_shape(leaf, d))) for leaf in layout.leaves)  # noqa: E731
-    dims = dict(dims)
     if len(free) > 1:
         raise ServeError(
             "E7021", f"`{want}` depends on {', '.join(free)}: give them with --dim NAME=N"
@@ -107,6 +176,7 @@ def load_weights(core, model: str, path: str, dims: dict[str, int]) -> tuple[dic
             "E7021",
             f"`{path}` holds {reals.size} reals, and `{want}` at {at} has {size(dims)}",
         )
+    _check_bounds(core, {d: dims[d] for d in set(dims) - set(given)}, path, want)
     theta, at = {}, 0
     for leaf in layout.leaves:
         shape = _shape(leaf, dims)
@@ -135,6 +205,32 @@ def load_vocabulary(path: str, size: int) -> list[str]:
             CODE, f"`{path}` has {len(vocab)} characters, and the model's tokens are idx[{size}]"
         )
     return vocab
+
+
+def read_prompt(path: str) -> str:
+    """A prompt from a file (`-`: standard input), UTF-8, one line end at its end left out
+    (a file written by an editor or `echo` ends with one); E7004 when it cannot be read."""
+    name = "standard input" if path == "-" else f"`{path}`"
+    try:
+        if path == "-":
+            blob = sys.stdin.buffer.read()
+        else:
+            with open(path, "rb") as f:
+                blob = f.read()
+    except OSError as e:
+        raise ServeError("E7004", f"cannot read {name}: {(e.strerror or str(e)).lower()}") from None
+    try:
+        text = blob.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = blob.count(b"\n", 0, e.start) + 1
+        raise ServeError(
+            "E7004",
+            f"{name} is not UTF-8 text: byte 0x{blob[e.start]:02x} at offset {e.start} (line {line})",
+        ) from None
+    for end in ("\r\n", "\n"):
+        if text.endswith(end):
+            return text[: -len(end)]
+    return text
 
 
 # ---- the generation function on a backend --------------------------------------------------
@@ -208,6 +304,46 @@ def token_keys(seed: int):
     return lambda i: R.fold_in(base, i)
 
 
+def scaled(row: np.ndarray, temperature: float) -> np.ndarray:
+    """logits / temperature, in doubles; where that overflows (a tiny temperature), the logits
+    shifted by their maximum first, which softmax does not change: the largest is 0, the
+    others at most -inf, never +inf."""
+    import numpy as np
+
+    out = row / temperature
+    if np.all(np.isfinite(out)):
+        return out
+    return (row - row.max()) / temperature
+
+
+def _temperature(value: float, where: str) -> str | None:
+    """Why a temperature cannot be used, or None: 0 (greedy) or a finite normal double."""
+    if value != value or value in (float("inf"), float("-inf")):
+        return f"{where} is {value}: a temperature is finite"
+    if value < 0 or 0 < value < sys.float_info.min:
+        return (
+            f"{where} is {value:g}: a temperature is 0 (greedy) or a normal double from"
+            f" {sys.float_info.min:g}"
+        )
+    return None
+
+
+class Temperature(click.ParamType):
+    """--temperature: 0, or a finite double of at least the smallest normal one."""
+
+    name = "float"
+
+    def convert(self, value, param, ctx):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        why = _temperature(number, f"`{value}`")
+        if why is not None:
+            self.fail(why, param, ctx)
+        return number
+
+
 def generate(
     logits: Callable[[np.ndarray], np.ndarray],
     prompt: list[int],
@@ -234,7 +370,7 @@ def generate(
         if temperature == 0:
             token = int(np.argmax(row))
         else:
-            token = int(R.sample(key(i), row / temperature))
+            token = int(R.sample(key(i), scaled(row, temperature)))
         text.append(token)
         out.append(token)
         emit_token(token)
@@ -248,12 +384,20 @@ def generate(
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--prompt", default="", help="The text to continue (characters of the vocabulary).")
 @click.option(
+    "--prompt-file",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    metavar="FILE",
+    help="The text to continue from a UTF-8 file, `-` for standard input (one line end at its"
+    " end left out).",
+)
+@click.option(
     "--tokens", type=click.IntRange(1), help="How many tokens (default: the block's max_tokens)."
 )
 @click.option(
     "--temperature",
-    type=click.FloatRange(0),
-    help="0: greedy decoding (argmax); above: sampling from softmax(logits / T)."
+    type=Temperature(),
+    help="0: greedy decoding (argmax); above (a finite normal double): sampling from"
+    " softmax(logits / T)."
     " Default: the block's temperature, else 0.",
 )
 @click.option("--seed", type=SEED, default=0, show_default=True, help="The root of the draws.")
@@ -270,7 +414,9 @@ def generate(
     help="MPFR precision of the reference interpreter.",
 )
 @backend_options
-def serve(file, prompt, tokens, temperature, seed, weights, dims, consts, bits, **native) -> None:
+def serve(
+    file, prompt, prompt_file, tokens, temperature, seed, weights, dims, consts, bits, **native
+) -> None:
     """Generate text with FILE's `inference serve`: the prompt encoded with the block's
     vocabulary, each next token from the generation function's logits at the last position
     of the text's last T tokens; the text printed as it comes, then tokens per second on
@@ -294,9 +440,19 @@ def serve(file, prompt, tokens, temperature, seed, weights, dims, consts, bits, 
     serves = elaborated.serves
     if not serves:
         _stop(ServeError("E7020", f"`{file}` has no `inference serve` to serve"), sources)
+    if prompt_file is not None:
+        if prompt:
+            raise click.BadParameter(
+                "give --prompt or --prompt-file, not both", param_hint="--prompt"
+            )
+        try:
+            prompt = read_prompt(prompt_file)
+        except ServeError as e:
+            _stop(e, sources)
     if not prompt:
         raise click.BadParameter(
-            "the text to continue: at least one character", param_hint="--prompt"
+            "the text to continue: at least one character",
+            param_hint="--prompt-file" if prompt_file is not None else "--prompt",
         )
     try:
         block = serves[0]
@@ -329,6 +485,9 @@ def serve(file, prompt, tokens, temperature, seed, weights, dims, consts, bits, 
             raise ServeError(e.code, str(e)) from None
         count = tokens or block.max_tokens or TOKENS
         heat = float(temperature if temperature is not None else (block.temperature or 0))
+        why = _temperature(heat, "the block's `temperature`")
+        if why is not None:
+            raise ServeError("E7023", why)
         options = (native["backend"], native["realize"], native["threads"])
         logits = logits_function(core, fn.name, theta, window, call_dims, options, bits)
 

@@ -63,15 +63,21 @@ def parse_vocabulary(text: str, name: str) -> list[str]:
         raise DataError(
             CODE, f"`{name}` is not JSON: {e.msg.lower()} at line {e.lineno}, column {e.colno}"
         ) from None
+    except RecursionError:  # [[[[…]]]]: deeper than the JSON reader follows
+        raise DataError(
+            CODE, f"`{name}` is not a JSON array of characters: its arrays nest too deeply"
+        ) from None
     if not isinstance(value, list):
         raise DataError(CODE, f"`{name}` is not a JSON array of characters")
     seen: dict[str, int] = {}
     for i, c in enumerate(value):
         if not isinstance(c, str) or len(c) != 1:
-            raise DataError(
-                CODE,
-                f"`{name}`: entry {i} is {json.dumps(c, ensure_ascii=False)}, not one character",
-            )
+            shown = json.dumps(c, ensure_ascii=False) if not isinstance(c, list | dict) else None
+            if shown is None or len(shown) > 40:  # an array, an object, a long string: its kind
+                kind = {list: "an array", dict: "an object", str: "a string"}
+                shown = kind.get(type(c), "a number")
+                shown += f" of {len(c)} characters" if isinstance(c, str) else ""
+            raise DataError(CODE, f"`{name}`: entry {i} is {shown}, not one character")
         if c in seen:
             raise DataError(CODE, f"`{name}`: {show(c)} is both entry {seen[c]} and entry {i}")
         seen[c] = i
