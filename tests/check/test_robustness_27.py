@@ -351,6 +351,33 @@ def test_a_const_flag_that_divides_by_zero_is_e1003(tmp_path: Path, given: str) 
     assert "[E1003] Error: --const S=" in r.stderr and "internal error" not in r.stderr
 
 
+@pytest.mark.parametrize("given", ["1e999999999999", "1e-100000", "1" * 9000])
+def test_a_const_flag_too_long_to_read_is_refused_not_a_gmp_abort(
+    tmp_path: Path, given: str
+) -> None:
+    path = write(tmp_path, "const S : nat = 3\nfn f(x : ℝ[2]) -> ℝ[2] = x\n")
+    r = presk("check", str(path), "--const", f"S={given}")
+    assert r.returncode == 2 and "--const" in r.stderr, r.stderr  # a usage error, as `S=x`
+    with pytest.raises(DiagnosticError) as e:  # the stage programs' own reading: E1006
+        check_file(str(path), {"S": given})
+    assert [d.code for d in e.value.diagnostics] == ["E1006"]
+
+
+def test_a_constant_in_error_is_reported_once_where_it_is_used(tmp_path: Path) -> None:
+    # `S` over 2^63: E1013, and its uses as a default or a seed said nothing more (they said
+    # `unresolved name`, a second error for the same mistake)
+    path = write(
+        tmp_path,
+        """
+        const S : nat = 2^64
+        const T : nat = S + 1
+        dim N <= S
+        fn f(x : ℝ[2], k : nat = S) -> ℝ[2] = x * real(k)
+        """,
+    )
+    assert codes(path) == ["E1013"]
+
+
 # ---- the checker's internal errors ------------------------------------------------------
 
 GRAD = """

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import gmpy2
@@ -24,6 +25,16 @@ class ConstError(Exception):
         self.diagnostic = diagnostic
 
 
+REPORTED = Diagnostic("E1000", Severity.ERROR, "(reported)")
+"""An error already reported (a constant whose declaration is in error): not shown again."""
+
+
+def keep(diags: list[Diagnostic], d: Diagnostic) -> None:
+    """Append `d` to `diags` unless it stands for an error already reported."""
+    if d.code != "E1000":
+        diags.append(d)
+
+
 def eval_const(e: A.Expr, env: FileEnv) -> gmpy2.mpq:
     """The exact value of a constant expression (numbers, constants, + - * / % ^)."""
     match e:
@@ -34,6 +45,8 @@ def eval_const(e: A.Expr, env: FileEnv) -> gmpy2.mpq:
         case A.Var(name, span):
             if name in env.consts:
                 return env.consts[name]
+            if name in env.const_decls:  # declared, and its error reported: not again here
+                raise ConstError(REPORTED)
             raise ConstError(
                 error("E2001", f"unresolved name `{name}`", Label(span, "not a constant in scope"))
             )
@@ -41,6 +54,8 @@ def eval_const(e: A.Expr, env: FileEnv) -> gmpy2.mpq:
             target = env.imports[alias]
             if name in target.consts:
                 return target.consts[name]
+            if name in target.const_decls:
+                raise ConstError(REPORTED)
             raise ConstError(
                 error("E2001", f"unresolved name `{alias}.{name}`", Label(span, "not a constant"))
             )
@@ -107,14 +122,29 @@ def format_q(q: gmpy2.mpq) -> str:
     return str(q.numerator) if q.denominator == 1 else f"{q.numerator}/{q.denominator}"
 
 
+_NUMBER = re.compile(r"[+-]?(\d+/\d+|(\d+\.?\d*|\.\d+)([eE]([+-]?\d+))?)")
+MAX_DIGITS, MAX_EXPONENT = 4300, 99999  # presk_syntax.build's, for a literal
+
+
+def read_number(text: str) -> gmpy2.mpq:
+    """A number written on the command line (`8`, `-2`, `1/2`, `0.02`, `1e-3`), exactly;
+    ValueError when it is not one or is too long to read (the limits of a literal,
+    presk_syntax.build: `1e999999999999` made GMP abort), ZeroDivisionError for `1/0`."""
+    m = _NUMBER.fullmatch(text.strip())
+    if m is None:
+        raise ValueError(f"`{text}` is not a number")
+    exponent = (m.group(4) or "0").lstrip("+-").lstrip("0") or "0"
+    if len(m.group(0)) > 2 * MAX_DIGITS or len(exponent) > 5 or int(exponent) > MAX_EXPONENT:
+        raise ValueError(f"`{text}` is too long to be read")
+    return gmpy2.mpq(m.group(0).removeprefix("+"))
+
+
 def _parse_override(name: str, text: str) -> gmpy2.mpq:
     try:
-        return gmpy2.mpq(text)
+        return read_number(text)
     except ZeroDivisionError:  # `--const D=1/0`
         raise DiagnosticError(
             error("E1003", f"--const {name}={text}: division by zero in a constant")
         ) from None
-    except ValueError:
-        raise DiagnosticError(
-            error("E1006", f"--const {name}={text}: `{text}` is not a number")
-        ) from None
+    except ValueError as e:
+        raise DiagnosticError(error("E1006", f"--const {name}={text}: {e}")) from None

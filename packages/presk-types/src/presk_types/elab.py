@@ -26,6 +26,7 @@ from presk_types.constants import (  # noqa: F401 (re-exported: the checker's na
     error,
     eval_const,
     format_q,
+    keep,
 )
 from presk_types.numbers import NAT_MAX, check_double, check_natural
 from presk_types.presburger import Dim, DimContext, Ge, Lin, Undecidable, holds_for_all
@@ -227,7 +228,7 @@ def _collect(env: FileEnv, program: Program, overrides: dict[str, str]) -> None:
                         else eval_const(value, env)
                     )
                 except ConstError as e:
-                    diags.append(e.diagnostic)
+                    keep(diags, e.diagnostic)
                     continue
                 kind = type_.name.parts[-1] if isinstance(type_, A.NamedType) else "?"
                 try:  # a machine constant's type must hold it (presk_types.numbers)
@@ -236,7 +237,7 @@ def _collect(env: FileEnv, program: Program, overrides: dict[str, str]) -> None:
                     elif kind == "f64":
                         check_double(q, value.span, "f64")
                 except ConstError as e:
-                    diags.append(e.diagnostic)
+                    keep(diags, e.diagnostic)
                     continue
                 env.consts[name] = q
             case A.DimDecl(name, bound, _, lower):
@@ -290,7 +291,7 @@ def _dim_bound(bound: A.Expr | None, env: FileEnv, diags: list[Diagnostic]) -> i
     try:
         q = eval_const(bound, env)
     except ConstError as e:
-        diags.append(e.diagnostic)
+        keep(diags, e.diagnostic)
         return None
     if q.denominator != 1 or q < 0:
         diags.append(
@@ -304,7 +305,7 @@ def _dim_bound(bound: A.Expr | None, env: FileEnv, diags: list[Diagnostic]) -> i
     try:
         return check_natural(q, bound.span, "a dimension's bound")
     except ConstError as e:
-        diags.append(e.diagnostic)
+        keep(diags, e.diagnostic)
         return None
 
 
@@ -326,7 +327,7 @@ def check_assert(decl: A.StaticAssert, env: FileEnv) -> Diagnostic | None:
         formula = formula_of(decl.condition, lambda e: length_of(e, env, set(env.dims)))
         counter = holds_for_all(file_context(env), formula)
     except ConstError as e:
-        return None if e.diagnostic is _REPORTED else e.diagnostic
+        return None if e.diagnostic.code == "E1000" else e.diagnostic
     except Undecidable:
         return error(
             "E1004",

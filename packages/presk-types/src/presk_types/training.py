@@ -26,6 +26,7 @@ from presk_syntax.diagnostics import Diagnostic, DiagnosticError, Label, Severit
 from presk_syntax.span import Span
 
 from presk_types.check import Checker, FnInfo
+from presk_types.constants import keep
 from presk_types.elab import (
     ConstError,
     FileEnv,
@@ -147,12 +148,12 @@ def _pipeline(
                 try:  # a seed is a 64-bit integer (presk_core.random.root_key)
                     seed = _natural(value, env, "the seed", SEED_LIMIT, "seed")
                 except ConstError as err:
-                    diags.append(err.diagnostic)
+                    keep(diags, err.diagnostic)
             case A.Call(A.Var("batch"), args) if all(isinstance(a, A.KeywordArg) for a in args):
                 try:
                     batch = {a.name: _natural(a.value, env, f"`{a.name}`") for a in args}
                 except ConstError as err:
-                    diags.append(err.diagnostic)
+                    keep(diags, err.diagnostic)
             case _:
                 diags.append(
                     _error(
@@ -351,7 +352,7 @@ def check_training(block: A.Training, env: FileEnv, checker: Checker) -> Run | l
         try:
             epochs_value = _natural(epochs.value, env, "`epochs`")
         except ConstError as err:
-            return [err.diagnostic]
+            return [d for d in [err.diagnostic] if d.code != "E1000"]
     return Run(
         info.decl.name,
         fn,
