@@ -240,3 +240,14 @@ def test_the_sched_stage_lists_the_narrowable_sites_after_the_launches():
     for member, root in sites.members.items():
         line = text[at + 1 + listed.index(root)]
         assert member in line.split("(with ", 1)[1]
+
+
+def test_a_site_that_stores_no_real_is_not_narrowable():
+    core, fn, dims, _, _ = entry(ENTRIES[2])  # attend: its causal mask stores truth values
+    schedule = lower_entry(core, fn, dims)
+    sites = narrowable_sites(schedule)
+    masks = [lc.kernel.site for lc in schedule.launches if lc.kernel.name == "causal_mask"]
+    assert masks and not set(masks) & set(sites.narrowable)
+    with pytest.raises(LowerError, match="stores no real") as e:
+        lower_entry(core, fn, dims, None, Realization("f64", ((masks[0], "f32"),)))
+    assert e.value.code == "E7037"

@@ -543,7 +543,7 @@ def realized_types(
     schedule, lw = _lower(program, entry, dims, args, r.default)
     sites = narrowable_sites(schedule)
     functions = {f.name for f in program.functions} | {function_of(s) for s in sites.root}
-    r.check(sites.narrowable, sites.members, lw.paths, functions)
+    r.check(sites.narrowable, sites.members, lw.paths, functions, sites.root)
     types = {site: r.site_type(root) for site, root in sites.root.items()}
     return types, {path: r.param_type(path) for path in lw.paths}
 

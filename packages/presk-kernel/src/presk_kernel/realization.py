@@ -206,10 +206,13 @@ class Realization:
         members: Mapping[str, str],
         paths: Iterable[str],
         functions: Iterable[str],
+        stored: Iterable[str] = (),
     ) -> None:
         """E7037–E7039 for a site, a path or a function the entry does not have:
         `narrowable` its narrowable sites, `members` each fused member's root, `paths` its
-        trees' parameter paths, `functions` the program's functions."""
+        trees' parameter paths, `functions` the program's functions, `stored` every site
+        with a kernel."""
+        stored = set(stored)
         w = _where(self.source)
         sites = set(narrowable)
         for site, _ in self.sites:
@@ -220,6 +223,12 @@ class Realization:
                     "E7037",
                     f"{w}`{site}` is not a narrowable site: fused into `{members[site]}`, it is"
                     " computed in its group's root's type (give the root its type)",
+                )
+            if site in stored:
+                raise RealizationError(
+                    "E7037",
+                    f"{w}`{site}` is not a narrowable site: it stores no real (an index or a"
+                    " truth value has no type to choose)",
                 )
             raise RealizationError(
                 "E7037",
@@ -260,8 +269,9 @@ class Sites:
 
 def narrowable_sites(schedule, fused=None, groups=None) -> Sites:
     """The narrowable sites of a schedule before fusion (presk_kernel.ir.Schedule): each
-    value a kernel stores that is not fused into another, one per fusion group (its root's
-    site: the members are computed in its type, spec L906). Sites fused together (a site
+    real a kernel stores that is not fused into another, one per fusion group (its root's
+    site: the members are computed in its type, spec L906; a site that stores only indices
+    or truth values has no type to choose, and computes in its function's or the default). Sites fused together (a site
     whose kernels are in two groups joins them) are one class, named by its first fused
     kernel's site (a group's root), else its first launch's; listed in launch order.
     `fused` and `groups`: `fuse(schedule)`, when the caller has it."""
@@ -288,13 +298,18 @@ def narrowable_sites(schedule, fused=None, groups=None) -> Sites:
     names: dict[str, str] = {}  # a class's representative -> its narrowable site
     for launch in sorted(fused.launches, key=lambda lc: not lc.kernel.steps):
         names.setdefault(find(launch.kernel.site), launch.kernel.site)  # a group's root first
+    real = {find(lc.kernel.site) for lc in schedule.launches if _stores_real(lc.kernel)}
     order: list[str] = []
     for launch in fused.launches:
-        name = names[find(launch.kernel.site)]
-        if name not in order:
-            order.append(name)
+        top = find(launch.kernel.site)
+        if top in real and names[top] not in order:
+            order.append(names[top])
     root = {s: names[find(s)] for s in parent}
     return Sites(tuple(order), root)
+
+
+def _stores_real(kernel) -> bool:
+    return any(b.dtype in REAL_DTYPES for b in kernel.outputs)
 
 
 def convert_loads(body: tuple, buffers: list[Buffer], compute: str) -> tuple:
