@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from presk_cback.emit import C_RULES, KernelC
+from presk_cback.emit import KernelC
+from presk_cback.scalar_c import C_RULES
 from presk_kernel.contract import recognize
 from presk_kernel.ir import (
     SCALAR_TABLE,
