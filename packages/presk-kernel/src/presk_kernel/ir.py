@@ -53,8 +53,8 @@ def _table(*ops: ScalarOp) -> dict[str, ScalarOp]:
 
 
 # The table of record: the kernel interpreter's rules (presk_kernel.interp.OP_RULES), the C
-# emitter's (presk_cback.emit.C_RULES) and the verifier (presk_kernel.spec) are keyed by it,
-# and a test asserts each covers every entry.
+# emitter's (presk_cback.scalar_c.C_RULES) and the verifier (presk_kernel.spec) are keyed by
+# it, and a test asserts each covers every entry.
 SCALAR_TABLE: dict[str, ScalarOp] = _table(
     # arithmetic: numpy's promotion (an integer with a real is the real's type)
     ScalarOp("add", 2, ("any", "any"), "same"),
