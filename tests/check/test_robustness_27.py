@@ -378,6 +378,56 @@ def test_a_constant_in_error_is_reported_once_where_it_is_used(tmp_path: Path) -
     assert codes(path) == ["E1013"]
 
 
+# every place a number is written, with numbers of every size: a coded diagnostic or none
+PLACES = [
+    "fn f(x : ℝ[2], h : f64 = {n}) -> ℝ[2] = x * real(h)\n",
+    "fn f(x : ℝ[2], k : nat = {n}) -> ℝ[2] = x * real(k)\n",
+    "fn f(x : ℝ[2]) -> ℝ[2] = x * {n}\n",
+    "fn f(x : ℝ[2]) -> ℝ[2] = x^{n}\n",
+    "const C : f64 = {n}\nfn f(x : ℝ[2]) -> ℝ[2] = x * real(C)\n",
+    "const C : nat = {n}\nfn f(x : ℝ[C]) -> ℝ[] = sum(x)\n",
+    "fn f(x : ℝ[{n}]) -> ℝ[] = sum(x)\n",
+    "dim T <= {n}\nfn f(x : ℝ[T]) -> ℝ[T] = x\n",
+    "module M {{\n  param w : ℝ[2] init = normal(std = {n})\n"
+    "  fn apply(x : ℝ[2]) -> ℝ[2] = x * w\n}}\n",
+]
+NUMBERS = st.one_of(
+    st.integers(0, 10**400).map(str),
+    st.builds("{}e{}".format, st.integers(0, 99), st.integers(-100050, 100050)),
+    st.builds("{}.{}e{}".format, st.integers(0, 9), st.integers(0, 99), st.integers(-400, 400)),
+    st.sampled_from(["-1", "0", "1/0", "0/0", "2^64", "2^-1075", "-1e-400", "S", "(-2)^63"]),
+)
+
+
+@PROPERTY
+@given(st.sampled_from(PLACES), NUMBERS)
+def test_a_number_anywhere_is_a_coded_diagnostic_or_none(tmp_path: Path, place, n) -> None:
+    path = write(tmp_path, place.format(n=n))
+    try:
+        found = check_file(str(path)).diagnostics
+    except DiagnosticError as e:
+        found = e.diagnostics
+    assert all(d.code[:2] in ("E0", "E1", "E2", "W0") and d.code != "E1000" for d in found)
+
+
+@PROPERTY
+@given(
+    st.sampled_from(["seed", "batch", "epochs", "lr"]),
+    st.one_of(st.integers(0, 2**70).map(str), st.sampled_from(["2^64", "1e309", "0 - 1"])),
+)
+def test_a_training_runs_number_anywhere_is_coded(tmp_path: Path, where: str, n: str) -> None:
+    fields = {"seed": {"seed": n}, "epochs": {"epochs": n}, "lr": {"lr": n}}.get(where, {})
+    source = train(tmp_path, **fields).read_text()
+    if where == "batch":
+        source = source.replace("batch(B = 8)", f"batch(B = {n})")
+    path = write(tmp_path, source)
+    try:
+        found = check_file(str(path)).diagnostics
+    except DiagnosticError as e:
+        found = e.diagnostics
+    assert all(d.code[:2] in ("E0", "E1", "E2", "W0") and d.code != "E1000" for d in found)
+
+
 # ---- the checker's internal errors ------------------------------------------------------
 
 GRAD = """
