@@ -225,6 +225,16 @@ def test_an_exponent_with_no_double_is_refused_with_its_span(tmp_path: Path) -> 
     assert "t.psk:2:5 ]" in r.stderr and "rounds to 0 in binary64" in r.stderr
 
 
+@pytest.mark.parametrize("backend", ["interp", "kernel", "native"])
+def test_an_exponent_with_a_double_is_the_same_on_every_executor(
+    tmp_path: Path, backend: str
+) -> None:
+    # 1e-300 is its own double: x^1e-300 is 1 for x > 0 and NaN for x < 0 everywhere
+    path = write(tmp_path, "fn f(x : ℝ[4]) -> ℝ[4] =\n  x^1e-300\n")
+    r = presk("run", str(path), "--entry", "f", "--backend", backend)
+    assert r.stdout.strip() == "ℝ[4] = [4] [1, NaN, NaN, NaN]", r.stderr
+
+
 @PROPERTY
 @given(st.integers(1, 9), st.integers(-420, 420), st.sampled_from(["literal", "default"]))
 def test_a_literal_is_refused_exactly_when_binary64_has_no_double_of_it(
