@@ -124,6 +124,23 @@ def test_each_problem_is_refused(broken, says):
     assert found and any(says in p for p in found), found
 
 
+def test_an_index_buffer_stores_integers():
+    k = matmul(store_buf=3)
+    k = replace(k, outputs=(Buffer(2, "f64", ax(2, 3)), Buffer(3, "i64", ax(2, 3))))
+    assert "a store of a real into %3 : i64" in problems(k)[0]
+    as_int = Let("t", Op("compare", (Var("s"), Const(0.0, "f64")), "<"))
+    assert "a store of a bool into %3 : i64" in problems(replace(k, body=_relet(k, as_int)))[0]
+    floats = replace(k, outputs=(Buffer(2, "f64", ax(2, 3)), Buffer(3, "f64", ax(2, 3))))
+    assert problems(replace(floats, body=_relet(floats, as_int))) == []  # a truth as a real
+
+
+def _relet(k: Kernel, let: Let) -> tuple:
+    (outer,) = k.body
+    (inner,) = outer.body
+    fold, _, store = inner.body
+    return (replace(outer, body=(replace(inner, body=(fold, let, store)),)),)
+
+
 def test_a_legal_layout_is_accepted():
     layout = Layout(order=("j", "i"), tiles=(("i", 2),), lanes="i", width=2, split="j", threads=2)
     assert problems(matmul(layout=layout)) == []

@@ -5,7 +5,8 @@ schedule and each kernel it launches:
 
 - buffers: numbered `%0, %1, …` inputs first, each of a type of `DTYPES` with lengths ≥ 0;
   a load reads a buffer of the kernel, a store writes an output, each with one index per
-  axis;
+  axis, an integer or a truth value stores one of its kind (an integer or a truth value
+  may be stored as a real: the conversion is exact or IEEE's rounding);
 - indices in bounds: an affine index, over the ranges of its loop variables, stays inside
   its axis (a gather's computed index is checked when it runs: E7003), and a gather's index
   is an integer;
@@ -171,7 +172,9 @@ class _Check:
                         self.expr(expr, loops, scalars)
                         continue
                     self.index(buf, index, loops, scalars, "store")
-                    self.expr(expr, loops, scalars)
+                    kind, dtype = self.expr(expr, loops, scalars), self.k.buffers[buf].dtype
+                    if KIND[dtype] != "real" and kind != KIND[dtype]:  # a real is never cut
+                        self.bad(f"a store of a {kind} into %{buf} : {dtype}")
                 case Loop(var, _, extent, inner, _):
                     if extent < 0:
                         self.bad(f"the loop over `{var}` has extent {extent}")
