@@ -353,6 +353,27 @@ def test_a_serve_field_written_with_a_colon_is_e1012(tmp_path: Path) -> None:
     assert codes(path) == ["E1012"]
 
 
+MINIGPT = ROOT / "tests/examples/minigpt/minigpt.psk"
+
+
+@pytest.mark.parametrize(
+    ("line", "code"),
+    [
+        ("temperature : f64 = 1e400", "E1013"),  # overflowed in presk serve
+        ("temperature : f64 = 1e-400", "E1013"),
+        ("max_tokens  : nat = 9223372036854775808", "E1013"),
+        ("temperature : f64 = 0.7", None),
+    ],
+)
+def test_a_serves_numbers_are_in_their_types_range(tmp_path: Path, line: str, code) -> None:
+    source = MINIGPT.read_text(encoding="utf-8")
+    key = line.split(":")[0].strip()
+    old = next(x for x in source.splitlines() if x.strip().startswith(key))
+    path = tmp_path / "minigpt.psk"  # it imports nothing; check opens none of its files
+    path.write_text(source.replace(old, "  " + line), encoding="utf-8")
+    assert codes(path) == ([code] if code else [])
+
+
 @pytest.mark.parametrize("given", ["1/0", "2/0", "0/0"])
 def test_a_const_flag_that_divides_by_zero_is_e1003(tmp_path: Path, given: str) -> None:
     path = write(tmp_path, "const S : nat = 3\nfn f(x : ℝ[2], h : f64 = S) -> ℝ[2] = x\n")
