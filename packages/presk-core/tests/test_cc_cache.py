@@ -108,6 +108,26 @@ def test_a_damaged_object_is_compiled_again_and_gives_the_right_result(compiler,
     assert so.read_bytes() == good and cache.trusted(so)
 
 
+@pytest.mark.parametrize("where", [".so", ".sha256", ".lock", ".c"])
+@pytest.mark.parametrize("what", ["folder", "dangling link"])
+def test_a_folder_or_a_link_in_place_of_an_entrys_file_is_replaced(compiler, here, where, what):
+    src = _source(f"in place {where} {what} {uuid.uuid4().hex}")
+    so = cache.build(GEN, compiler, compiler.flags(), src)
+    good = so.read_bytes()
+    path = so.with_suffix(where)
+    path.unlink()
+    if what == "folder":
+        (path / "inside").mkdir(parents=True)
+    else:
+        path.symlink_to(here / "nowhere")
+    if where in (".lock", ".c"):  # and the object to be compiled again, through them
+        cache.digest_path(so).unlink()
+    assert not cache.trusted(so)
+    m = load.load(GEN, src, CDEF, ("presk_cc_test",))
+    assert m.lib.presk_cc_test(1) == 5.0
+    assert cache.trusted(so) and so.read_bytes() == good
+
+
 def test_an_object_without_its_digest_is_not_trusted(compiler, here):
     src = _source(f"no digest {uuid.uuid4().hex}")
     so = cache.build(GEN, compiler, compiler.flags(), src)

@@ -33,6 +33,7 @@ import errno
 import fcntl
 import hashlib
 import os
+import shutil
 import stat
 import struct
 import subprocess
@@ -198,7 +199,7 @@ def trusted(so: Path) -> bool:
     try:
         check_owned(sidecar)
         recorded = sidecar.read_text().strip()
-    except (FileNotFoundError, UnicodeDecodeError):
+    except (FileNotFoundError, IsADirectoryError, UnicodeDecodeError):
         return False
     return looks_complete(so) and recorded == _digest(so)
 
@@ -242,9 +243,23 @@ def entry_path(key: str) -> Path:
     return cache_dir() / key[:2] / f"{key}.so"
 
 
+def _clear(path: Path) -> None:
+    """Whatever is where an entry's file should be, removed: a damaged object, or a folder
+    or a link in its place (inside the user's own, checked folder)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+
 @contextlib.contextmanager
 def _entry_lock(folder: Path, key: str):
-    with writing(folder), open(folder / f"{key}.lock", "a+b") as f:
+    lock = folder / f"{key}.lock"
+    if lock.is_symlink() or (lock.exists() and not lock.is_file()):
+        with writing(folder):
+            _clear(lock)
+    with writing(folder), open(lock, "a+b") as f:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX)
         try:
             yield
@@ -333,14 +348,16 @@ def build(
 
 
 def _compile(tc, flags, source, libs, so: Path) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(so)
+    for path in (so, digest_path(so)):
+        _clear(path)
     if isinstance(source, str):
         c_paths = [so.with_suffix(".c")]
+        _clear(c_paths[0])
         _write_atomic(c_paths[0], source)
     else:
         c_paths = [so.with_suffix(f".{i}.c") for i in range(len(source))]
         for c_path, text in zip(c_paths, source, strict=True):
+            _clear(c_path)
             _write_atomic(c_path, text)
     fd, tmp = tempfile.mkstemp(dir=so.parent, prefix=f".{so.stem}.", suffix=".so.tmp")
     os.close(fd)
