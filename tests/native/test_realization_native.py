@@ -221,16 +221,21 @@ def test_presk_train_takes_a_step_realization(compiler, tmp_path):
     path = tmp_path / "step.json"
     path.write_text(json.dumps(doc))
     run = ("train", "tutorial/07_train.psk", "--steps", "6", "--log-every", "3")
-    logs = []
+    logs, launches = [], []
     for backend in ("kernel", "native"):
         r = presk(
             *run, "--backend", backend, "--realize", f"@{path}", "--ckpt", str(tmp_path / backend)
         )
         assert r.returncode == 0, r.stderr
         logs.append([line for line in r.stdout.splitlines() if line.startswith("step ")])
+        launches += [line for line in r.stdout.splitlines() if "kernel launches" in line]
     plain = presk(*run, "--backend", "native", "--ckpt", str(tmp_path / "f64"))
     f64 = [line for line in plain.stdout.splitlines() if line.startswith("step ")]
     assert logs[0] == logs[1] and len(logs[0]) == 2 and logs[0] != f64
+    # a realization changes no launch: the counts are the f64 run's
+    assert launches[-1:] == [
+        line for line in plain.stdout.splitlines() if "kernel launches" in line
+    ]
 
 
 def test_presk_bench_times_a_realization(compiler):
