@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Iterator
 
 import tree_sitter as ts
+
 from presk_syntax.span import Span
 
 # Tokens whose names are not their spelling with a capital.

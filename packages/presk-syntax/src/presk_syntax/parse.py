@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import cache
 
 import tree_sitter as ts
+
 from presk_syntax import ast as A
 from presk_syntax._binding import language as _language
 from presk_syntax.build import Builder
