@@ -242,6 +242,8 @@ def document_case(rng: random.Random, documents: dict[str, bytes]) -> Case:
 
     kind = rng.choice(sorted(DECODERS))
     program = DECODERS[kind] if rng.random() < 0.7 else "presk-dump"
+    if kind == "kernel" and rng.random() < 0.5:
+        program = "presk-c"  # the C of a schedule that decodes
     op = rng.choice(("confuse", "confuse", "big", "cut", "bytes", "version", "deep", "drop",
                      "parse"))  # fmt: skip
     doc = documents[kind]
