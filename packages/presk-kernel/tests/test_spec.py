@@ -215,3 +215,14 @@ def test_the_kernel_interpreter_has_a_rule_for_every_operation():
     missing = sorted(set(SCALAR_TABLE) - set(OP_RULES))
     assert not missing, f"the kernel interpreter's OP_RULES lack {missing}"
     assert not set(OP_RULES) - set(SCALAR_TABLE)
+
+
+def test_the_passes_run_the_verifier_under_presk_verify(monkeypatch):
+    broken = _schedule(matmul(extent_j=4))
+    monkeypatch.setenv("PRESK_VERIFY", "1")
+    with pytest.raises(KernelVerifyError, match="after the kernel pass `fusion`"):
+        fuse(broken)
+    with pytest.raises(KernelVerifyError, match="after the kernel pass `layout`"):
+        lay_out(broken)
+    monkeypatch.setenv("PRESK_VERIFY", "0")
+    assert fuse(broken)[0] == broken and lay_out(broken).launches[0].kernel.name == "ein"
