@@ -21,10 +21,13 @@ import dataclasses
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from presk_syntax.ast import SourceFile
-from presk_syntax.span import Source, SourceMap
+from presk_syntax.span import SourceMap
+
+if TYPE_CHECKING:  # `presk --help` assembles the pipeline without loading the syntax tree
+    from presk_syntax.ast import SourceFile
+    from presk_syntax.span import Source
 
 
 class Parsed(NamedTuple):
