@@ -144,7 +144,7 @@ def test_presk_kernel_needs_an_entry_and_refuses_a_terminal(stage):
     code, out, err = stage(kernel_main, "--dim", "B=1", stdin=b"")
     assert code == 2 and out == b""
     assert err.decode().startswith("usage: presk-parse FILE | presk-elab [--const NAME=V]…")
-    assert "presk-kernel --entry E [--dim N=V]… [--realize T] | presk-dump" in err.decode()
+    assert "presk-kernel --entry E [--dim N=V]… [--realize T|@FILE] | presk-dump" in err.decode()
     code, _, err = stage(kernel_main, "--entry", "f", "--realize", "f16", stdin=b"")
     assert code == 2
     code, _, err = stage(kernel_main, "--entry", "f", "--dim", "B", stdin=b"")
