@@ -6,8 +6,13 @@
 - `ℝ` is exact in the interpreter, but every native executor (the kernel interpreter, the
   native backend, the exports) computes in binary64: an ℝ literal must round to a finite
   double that is 0 only when the literal is, or `x^1e-400` would be `x^0` natively;
-- `nat` (hyperparameters, constants, seeds' halves) and lengths are 64-bit machine
-  integers: naturals up to 2^63 - 1; a seed is a natural below 2^64.
+- `nat` (hyperparameters, constants, epochs, batch sizes), lengths, bounds and integer
+  exponents are int64s: naturals up to 2^63 - 1; a seed is a natural below 2^64.
+
+Where each is checked: constants and bounds in `elab`, defaults, literals and exponents in
+`check`, lengths in `elab.scope_length`, a run's and a serve's numbers in `training` and
+`serving`, initializers' in `modules`; a literal too long to even convert is presk_syntax's
+E0014.
 
 A hyperparameter's default is any constant expression (`= S`, `= 1/2`, `= -2`): its exact
 value, rounded once to the hyperparameter's type (`default_text`).
