@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from typing import TYPE_CHECKING, NoReturn
 
@@ -22,7 +23,18 @@ if TYPE_CHECKING:
 
 # The stages `presk dump` prints: the list of passes (presk_cli.pipeline.PIPELINE).
 STAGES = {p.name: p.line for p in PIPELINE}
-SEED = click.IntRange(-(2**63), 2**64 - 1)  # --seed: a 64-bit integer (docs/randomness.md)
+
+
+class Count(click.IntRange):
+    """An integer flag in ASCII digits, an optional sign before (`int` reads `١٢` as 12)."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not re.fullmatch(r"[+-]?[0-9]+", value.strip()):
+            self.fail(f"{value!r} is not an integer in ASCII digits", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+SEED = Count(-(2**63), 2**64 - 1)  # --seed: a 64-bit integer (docs/randomness.md)
 
 
 def _fail(error: DiagnosticError, sources: SourceMap) -> None:
@@ -244,11 +256,11 @@ def _dims(values: tuple[str, ...]) -> dict[str, int]:
     help="The root of every random draw.",
 )
 @click.option(
-    "--bits", type=click.IntRange(2, 100000), default=256, show_default=True, help="MPFR precision."
+    "--bits", type=Count(2, 100000), default=256, show_default=True, help="MPFR precision."
 )
 @click.option(
     "--digits",
-    type=click.IntRange(1, 1000),
+    type=Count(1, 1000),
     default=12,
     show_default=True,
     help="Significant digits printed.",
@@ -344,10 +356,10 @@ def run(
     short_help="Run the `training run` of a file, on the reference interpreter or natively"
 )
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--steps", type=click.IntRange(1), help="The horizon (default: the run's epochs).")
+@click.option("--steps", type=Count(1), help="The horizon (default: the run's epochs).")
 @click.option(
     "--log-every",
-    type=click.IntRange(0),
+    type=Count(0),
     default=10,
     show_default=True,
     help="Log a line every K steps.",
@@ -363,7 +375,7 @@ def run(
     help="The root of θ's draws.",
 )
 @click.option(
-    "--bits", type=click.IntRange(2, 100000), default=256, show_default=True, help="MPFR precision."
+    "--bits", type=Count(2, 100000), default=256, show_default=True, help="MPFR precision."
 )
 @click.option(
     "--data",

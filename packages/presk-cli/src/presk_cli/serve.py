@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, NoReturn
 import click
 from presk_syntax.diagnostics import DiagnosticError, emit, error
 
-from presk_cli.commands import CONST, RUN, SEED, _consts, _dims, _fail
+from presk_cli.commands import CONST, RUN, SEED, Count, _consts, _dims, _fail
 from presk_cli.native import NativeError, backend_options
 from presk_cli.native import fail as native_fail
 
@@ -335,9 +335,11 @@ class Temperature(click.ParamType):
 
     def convert(self, value, param, ctx):
         try:
+            if isinstance(value, str) and not value.isascii():  # float reads `١.٥` as 1.5
+                raise ValueError(value)
             number = float(value)
         except (TypeError, ValueError):
-            self.fail(f"{value!r} is not a number", param, ctx)
+            self.fail(f"{value!r} is not a number in ASCII digits", param, ctx)
         why = _temperature(number, f"`{value}`")
         if why is not None:
             self.fail(why, param, ctx)
@@ -390,9 +392,7 @@ def generate(
     help="The text to continue from a UTF-8 file, `-` for standard input (one line end at its"
     " end left out).",
 )
-@click.option(
-    "--tokens", type=click.IntRange(1), help="How many tokens (default: the block's max_tokens)."
-)
+@click.option("--tokens", type=Count(1), help="How many tokens (default: the block's max_tokens).")
 @click.option(
     "--temperature",
     type=Temperature(),
@@ -408,7 +408,7 @@ def generate(
 @CONST
 @click.option(
     "--bits",
-    type=click.IntRange(2, 100000),
+    type=Count(2, 100000),
     default=256,
     show_default=True,
     help="MPFR precision of the reference interpreter.",
