@@ -1,21 +1,12 @@
 """`presk run` on inputs a new user or a fuzzer reaches (issue 27): each a result or a coded
 diagnostic, never an internal error (exit 101)."""
 
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
+from helpers import presk
 
 ROOT = Path(__file__).resolve().parents[2]
-PRESK = ROOT / ".venv" / "bin" / "presk"
-
-
-def presk(*args, cwd=ROOT) -> subprocess.CompletedProcess:
-    env = {**os.environ, "NO_COLOR": "1"}
-    return subprocess.run(
-        [str(PRESK), *map(str, args)], cwd=cwd, capture_output=True, text=True, env=env, timeout=120
-    )
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -92,3 +83,23 @@ def test_run_data_on_a_file_of_no_sample_is_a_batch_of_length_0(tmp_path):
     bounded = write(tmp_path, "b.psk", "dim B >= 1\n" + f.read_text().split("\n", 1)[1])
     r = presk("run", bounded, "--entry", "f", "--data", "e.psk.d", cwd=tmp_path)
     assert r.returncode == 1 and r.stderr.startswith("[E7001]"), r.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("run", "tutorial/02_norm.psk", "--entry", "RMSNorm.apply", "--dim", "batch=2", "--seed"),
+        ("run", "tutorial/02_norm.psk", "--entry", "RMSNorm.apply", "--dim", "batch=2", "--bits"),
+        ("run", "tutorial/02_norm.psk", "--entry", "RMSNorm.apply", "--dim", "batch=2", "--digits"),
+        ("train", "tutorial/07_train.psk", "--steps"),
+        ("train", "tutorial/07_train.psk", "--log-every"),
+        ("data", "info", "tutorial/data/pairs.psk.d", "--limit"),
+        ("serve", "tests/examples/minigpt/minigpt.psk", "--prompt", "a", "--tokens"),
+        ("serve", "tests/examples/minigpt/minigpt.psk", "--prompt", "a", "--temperature"),
+    ],
+    ids=lambda a: f"{a[0]} {a[-1]}",
+)
+def test_a_number_flag_is_ascii_digits_only(args):
+    for value in ("١٢", "٣"):  # int() and float() read them as 12 and 3
+        r = presk(*args, value)
+        assert r.returncode == 2 and "ASCII digits" in r.stderr, (value, r.stderr)

@@ -9,6 +9,8 @@ import click
 from presk_syntax.diagnostics import Diagnostic, Severity, emit
 from presk_syntax.span import SourceMap
 
+from presk_cli.commands import Count
+
 
 def _data_fail(e: Exception, code: str | None = None) -> None:
     emit([Diagnostic(getattr(e, "code", code or "E7004"), Severity.ERROR, str(e))], SourceMap())
@@ -77,9 +79,7 @@ def _sample_text(values: list, t) -> str:
 
 @data.command("info")
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option(
-    "--limit", type=click.IntRange(0), default=10, show_default=True, help="Samples shown."
-)
+@click.option("--limit", type=Count(0), default=10, show_default=True, help="Samples shown.")
 def data_info(file: str, limit: int) -> None:
     """The type, count, version and sample size of FILE, then its first samples."""
     from presk_core.data import DataError, leaves, read_header, read_reals
@@ -185,7 +185,7 @@ VOCAB_SIZE = click.option(
     "--vocab",
     "vocab_size",
     required=True,
-    type=click.IntRange(1, 2**63 - 1),
+    type=Count(1, 2**63 - 1),
     help="The vocabulary's size V: every token is below it.",
 )
 
@@ -236,7 +236,7 @@ def data_encode(text: str, vocab_file: str, out: str) -> None:
 @data.command("lm-windows", short_help="Windows of tokens and their next tokens, a .psk.d file")
 @click.argument("tokens", type=click.Path(dir_okay=False))
 @VOCAB_SIZE
-@click.option("--seq", required=True, type=click.IntRange(1), help="The window's length T.")
+@click.option("--seq", required=True, type=Count(1), help="The window's length T.")
 @OUT
 def data_lm_windows(tokens: str, vocab_size: int, seq: int, out: str) -> None:
     """Windows of a token file for a language model: samples (x, y) of type
@@ -267,10 +267,10 @@ def data_lm_windows(tokens: str, vocab_size: int, seq: int, out: str) -> None:
 @click.option(
     "--context",
     required=True,
-    type=click.IntRange(1),
+    type=Count(1),
     help="The tokens K before each target: 1 for pairs.",
 )
-@click.option("--limit", type=click.IntRange(1), help="Keep the first N samples only.")
+@click.option("--limit", type=Count(1), help="Keep the first N samples only.")
 @OUT
 def data_ngrams(tokens: str, vocab_size: int, context: int, limit: int | None, out: str) -> None:
     """The n-grams of a token file: samples (x, y), x the K tokens before a target y, one a
