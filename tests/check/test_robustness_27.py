@@ -25,6 +25,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
+from helpers import presk
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from presk_core.lower import lower_checked
@@ -38,13 +39,6 @@ PRESK = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "presk_cli.
 PROPERTY = settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-
-
-def presk(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "NO_COLOR": "1"}
-    return subprocess.run(
-        [*PRESK, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
-    )
 
 
 def write(tmp_path: Path, source: str, name: str = "t.psk") -> Path:

@@ -2,23 +2,14 @@
 and `diff` say E7010 for samples that are not whole reals, never an internal error; a
 checkpoint records its leaves (paths and shapes) where readers of the format skip."""
 
-import os
 import struct
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import presk
 
 ROOT = Path(__file__).resolve().parents[2]
-PRESK = ROOT / ".venv" / "bin" / "presk"
-
-
-def presk(*args, cwd=ROOT) -> subprocess.CompletedProcess:
-    env = {**os.environ, "NO_COLOR": "1"}
-    return subprocess.run(
-        [str(PRESK), *map(str, args)], cwd=cwd, capture_output=True, text=True, env=env, timeout=60
-    )
 
 
 def params_file(path: Path, size: int, count: int = 1) -> Path:

@@ -9,18 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import presk
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESK = ROOT / ".venv" / "bin" / "presk"
 MINIGPT = "tests/examples/minigpt/minigpt.psk"
 TINY = ("--const", "V=64", "--const", "D=16", "--const", "H=2", "--const", "L=2")
-
-
-def presk(*args, cwd=ROOT, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(PRESK), *map(str, args)], cwd=cwd, capture_output=True, text=True,
-        env={**os.environ, "NO_COLOR": "1"}, timeout=300, **kw,
-    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -2,14 +2,12 @@
 a coded diagnostic, never an internal error; native training computes each step's rate when
 the step runs (a horizon of 10^6 starts at once)."""
 
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
+from helpers import presk
 
 ROOT = Path(__file__).resolve().parents[2]
-PRESK = ROOT / ".venv" / "bin" / "presk"
 
 PROGRAM = """dim B
 module M {{
@@ -32,13 +30,6 @@ training run {{
 }}
 """
 PAIRED = {"second": "ℝ[batch: B, model: 2]", "body": "mean((M.apply(θ, x) - y)^2)"}
-
-
-def presk(*args, cwd=ROOT) -> subprocess.CompletedProcess:
-    env = {**os.environ, "NO_COLOR": "1"}
-    return subprocess.run(
-        [str(PRESK), *map(str, args)], cwd=cwd, capture_output=True, text=True, env=env, timeout=300
-    )
 
 
 @pytest.fixture
