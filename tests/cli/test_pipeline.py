@@ -164,6 +164,16 @@ def test_presk_kernel_reports_a_bad_entry_and_a_bad_document(stage):
     assert code == 1 and out == b"" and err.decode().startswith("presk-kernel: ")
 
 
+@pytest.mark.parametrize("fn", [elab_main, lower_main, ad_main, kernel_main, c_main])
+def test_a_stage_program_says_when_the_one_before_it_wrote_nothing(stage, fn):
+    args = ["--entry", "f"] if fn is kernel_main else []
+    code, out, err = stage(fn, *args, stdin=b"")
+    assert code == 1 and out == b""
+    assert err.decode().endswith(
+        ": no document on standard input (did the stage before it fail?)\n"
+    ), err.decode()
+
+
 def _core(stage, file: str) -> bytes:
     data = None
     for fn, args in ((parse_main, [file]), (elab_main, []), (lower_main, [])):

@@ -261,8 +261,13 @@ def stage_main(pipeline: Pipeline, program: str, argv: list[str] | None = None) 
         binary = "reads and writes binary documents; use it in a pipe"
         print(f"{program}: {binary}\n{text}", file=sys.stderr)
         return 2
+    data = b"" if prog.reads is None else sys.stdin.buffer.read()
+    if prog.reads is not None and not data:
+        why = "did the stage before it fail?"
+        print(f"{program}: no document on standard input ({why})", file=sys.stderr)
+        return 1
     try:
-        value = path if prog.reads is None else prog.reads.read(sys.stdin.buffer.read(), ctx)
+        value = path if prog.reads is None else prog.reads.read(data, ctx)
         out = p.run(value, ctx)
         if p.verify is not None:
             out = p.verify(out, p.name, None)
