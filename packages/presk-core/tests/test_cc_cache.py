@@ -9,6 +9,7 @@ interpreter's C helpers go through the same cache: PRESK_CACHE, the compiler and
 import contextlib
 import errno
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -106,6 +107,19 @@ def test_a_damaged_object_is_compiled_again_and_gives_the_right_result(compiler,
     m = load.load(GEN, src, CDEF, ("presk_cc_test",))
     assert [m.lib.presk_cc_test(i) for i in range(4)] == [2.5, 5.0, 7.5, 2469.1356]
     assert so.read_bytes() == good and cache.trusted(so)
+
+
+@pytest.mark.parametrize("what", ["file", "dangling link"])
+def test_a_file_or_a_link_in_place_of_an_entry_folder_is_replaced(compiler, here, what):
+    src = _source(f"entry folder {what} {uuid.uuid4().hex}")
+    so = cache.build(GEN, compiler, compiler.flags(), src)
+    shutil.rmtree(so.parent)
+    if what == "file":
+        so.parent.write_text("")
+    else:
+        so.parent.symlink_to(here / "nowhere")
+    m = load.load(GEN, src, CDEF, ("presk_cc_test",))
+    assert m.lib.presk_cc_test(2) == 7.5 and cache.trusted(so)
 
 
 @pytest.mark.parametrize("where", [".so", ".sha256", ".lock", ".c"])

@@ -338,6 +338,9 @@ def build(
     so = entry_path(key)
     if not rebuild and so.parent.is_dir() and trusted(so):
         return so
+    if (so.parent.is_symlink() and not so.parent.exists()) or so.parent.is_file():
+        with writing(so.parent.parent):
+            _clear(so.parent)  # a file or a dangling link where an entry's folder should be
     folder = _folder(so.parent, root=False)
     with _entry_lock(folder, key):
         if not rebuild and trusted(so):  # another process built it while we waited
