@@ -229,6 +229,9 @@ def main() -> int:
         return 1
     if a.what == "dist":
         print(f"uv build --all-packages: {len(wheels)} wheels and sdists in {BUILD / 'dist'}")
+    # setuptools builds presk-syntax in its folder (build/): removed after the run, so that
+    # no stale copy of a source file lies in packages/ for the scans of the tests.
+    before = set(ROOT.glob("packages/*/build"))
     failed = 0
     for name in chosen:
         start = time.monotonic()
@@ -241,6 +244,8 @@ def main() -> int:
         failed += not ok
         print(f"{name:<13} {'ok  ' if ok else 'FAIL'} {line}  [{time.monotonic() - start:.0f} s]")
         sys.stdout.flush()
+    for left in set(ROOT.glob("packages/*/build")) - before:
+        shutil.rmtree(left, ignore_errors=True)
     print(f"packages {a.what}: {len(chosen) - failed} of {len(chosen)} passed")
     return 1 if failed else 0
 
