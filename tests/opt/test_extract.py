@@ -1,22 +1,19 @@
 """Extraction (presk_opt.extract): deterministic across processes (ties broken by the
 terms' digests, not egglog's numbering), and every string read back as it was written."""
 
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
+from helpers import presk
 
 ROOT = Path(__file__).resolve().parents[2]
-PRESK = ROOT / ".venv" / "bin" / "presk"
 TINY = ["--const", "V=64", "--const", "D=16", "--const", "H=2", "--const", "L=2"]
 
 
 def _dump(seed: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [PRESK, "dump", *args, "--stage", "core-opt", "--sites"], cwd=ROOT, capture_output=True,
-        text=True, env={**os.environ, "PYTHONHASHSEED": seed, "PRESK_VERIFY": "1"},
-    )  # fmt: skip
+    env = {"PYTHONHASHSEED": seed, "PRESK_VERIFY": "1"}
+    return presk("dump", *args, "--stage", "core-opt", "--sites", env=env)
 
 
 @pytest.mark.parametrize(

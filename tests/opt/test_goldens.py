@@ -3,19 +3,18 @@ same text under --opt, byte for byte, a zero's sign included (the rules that rem
 addition of zeros keep the sign IEEE gives: docs/optimizer.md, "Zeros and their sign");
 the report is on standard error, in the specification's form."""
 
-import os
 import re
 import subprocess
 from pathlib import Path
 
 import pytest
+from helpers import presk
 from presk_cli.pipeline import run_pipeline
 from presk_core.run import run_entry
 from presk_opt.optimize import optimize
 from presk_syntax.pipeline import Context
 
 ROOT = Path(__file__).resolve().parents[2]
-PRESK = ROOT / ".venv" / "bin" / "presk"
 TINY = {"V": "64", "D": "16", "H": "2", "L": "2"}
 
 RUNS = [  # file, entry, dimensions, constants, seed, digits, verbose: as tests/run runs them
@@ -61,13 +60,8 @@ def test_the_printed_digits_are_the_same_under_opt(case) -> None:
 
 def test_run_opt_reports_then_prints_the_gradient_of_step_4() -> None:
     args = ["run", "tutorial/04_grad.psk", "--entry", "loss_grad", "--dim", "D=3", "--dim", "B=2"]
-    env = {**os.environ, "NO_COLOR": "1", "PRESK_VERIFY": "1"}
-    plain = subprocess.run(
-        [PRESK, *args, "--digits", "6"], cwd=ROOT, capture_output=True, text=True, env=env
-    )
-    opt = subprocess.run(
-        [PRESK, *args, "--digits", "6", "--opt"], cwd=ROOT, capture_output=True, text=True, env=env
-    )
+    plain = presk(*args, "--digits", "6", env={"PRESK_VERIFY": "1"})
+    opt = presk(*args, "--digits", "6", "--opt", env={"PRESK_VERIFY": "1"})
     assert opt.returncode == 0, opt.stderr
     assert opt.stdout == plain.stdout and plain.stderr == ""
     lines = opt.stderr.splitlines()
@@ -82,10 +76,9 @@ def test_run_opt_reports_then_prints_the_gradient_of_step_4() -> None:
 
 
 def test_dump_core_opt_is_a_stage() -> None:
-    r = subprocess.run(
-        [PRESK, "dump", "tutorial/04_grad.psk", "--stage", "core-opt", "--sites"],
-        cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PRESK_VERIFY": "1"},
-    )  # fmt: skip
+    r = presk(
+        "dump", "tutorial/04_grad.psk", "--stage", "core-opt", "--sites", env={"PRESK_VERIFY": "1"}
+    )
     assert r.returncode == 0, r.stderr
     assert re.search(r"= record \{w = %\d+, b = %\d+\}  -- Linear.apply.bwd/", r.stdout)
     assert re.search(r"= add %10, 0  -- Linear.apply.bwd/%\d+ \(puts of zeros summed", r.stdout)
@@ -101,10 +94,7 @@ def test_dump_core_opt_is_a_stage() -> None:
 )
 def test_the_kernels_print_the_same_digits_under_opt(args) -> None:
     def run(*extra: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [PRESK, "run", *args, "--backend", "kernel", *extra],
-            cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PRESK_VERIFY": "1"},
-        )  # fmt: skip
+        return presk("run", *args, "--backend", "kernel", *extra, env={"PRESK_VERIFY": "1"})
 
     plain, opt = run(), run("--opt")
     assert plain.returncode == 0 and opt.returncode == 0, opt.stderr

@@ -1,12 +1,12 @@
 """`--opt --profile FILE`: the roofline of a machine profile prices the extraction at the
 sizes of the run (presk_opt.price); run, train and bench take it; `bench --opt`."""
 
-import os
 import re
 import subprocess
 from pathlib import Path
 
 import pytest
+from helpers import presk
 from presk_cli.pipeline import run_pipeline
 from presk_core.ir import Lit
 from presk_opt import roofline as R
@@ -15,7 +15,6 @@ from presk_opt.price import RooflinePrices, Sizes, predicted, roofline_model
 from presk_syntax.pipeline import Context
 
 ROOT = Path(__file__).resolve().parents[2]
-PRESK = ROOT / ".venv" / "bin" / "presk"
 ROOF = R.Roofline(1e9, 1e10, 0.1e-6)
 
 
@@ -72,10 +71,7 @@ def test_the_report_is_in_microseconds_and_the_program_verifies(train07) -> None
 
 
 def _presk(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [PRESK, *args], cwd=ROOT, capture_output=True, text=True,
-        env={**os.environ, "NO_COLOR": "1", "PRESK_VERIFY": "1"},
-    )  # fmt: skip
+    return presk(*args, env={"PRESK_VERIFY": "1"})
 
 
 GRAD = ("tutorial/04_grad.psk", "--entry", "loss_grad", "--dim", "D=3", "--dim", "B=2")

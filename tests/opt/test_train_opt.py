@@ -2,25 +2,20 @@
 the same weights, byte for byte, on the reference interpreter; natively, the same lines and
 weights within an ulp (constant folding), byte for byte without folding."""
 
-import os
 import re
 import subprocess
 from pathlib import Path
 
 import numpy as np
+from helpers import presk
 from presk_core.data import read_reals
 
 ROOT = Path(__file__).resolve().parents[2]
-PRESK = ROOT / ".venv" / "bin" / "presk"
 
 
 def _train(tmp: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(PRESK), "train", "tutorial/07_train.psk", "--steps", "10", "--log-every", "5",
-         "--ckpt", str(tmp), *extra],
-        cwd=ROOT, capture_output=True, text=True,
-        env={**os.environ, "NO_COLOR": "1", "PRESK_VERIFY": "1"},
-    )  # fmt: skip
+    args = ("--steps", "10", "--log-every", "5", "--ckpt", tmp, *extra)
+    return presk("train", "tutorial/07_train.psk", *args, env={"PRESK_VERIFY": "1"})
 
 
 def test_train_opt_logs_and_writes_the_same(tmp_path: Path) -> None:
