@@ -92,6 +92,16 @@ def test_a_signal_inside_a_checkpoints_write_leaves_no_temporary(run, tmp_path_f
     assert len(assert_clean(run)) == write - 1  # the held write never appeared
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_stops_a_run_on_the_kernels_alike(run, tmp_path_factory, signum):
+    hold = tmp_path_factory.mktemp("hold") / "held"
+    p = start(run, "--backend", "kernel", "--steps", "40", env={"PRESK_TEST_HOLD_WRITE": str(hold)})
+    while not hold.exists() or not hold.read_text():  # step 1's checkpoint, held
+        assert p.poll() is None, p.stderr.read()
+    stop(p, signum)
+    assert assert_clean(run) == []
+
+
 def test_the_temporaries_of_dead_runs_are_removed_at_start(run):
     (run / "ckpt").mkdir()
     dead = subprocess.Popen(["true"])
