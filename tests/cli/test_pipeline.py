@@ -219,6 +219,26 @@ def test_passes_hand_each_other_values_not_an_options_bag():
     assert len(elaborated.runs) == 1 and elaborated.serves == ()
 
 
+def test_each_stage_programs_usage_is_the_pipelines(stage):
+    """A stage program assembles the passes up to its own; its usage line is the one the
+    whole pipeline gives for its pass."""
+    mains = {
+        "presk-parse": parse_main,
+        "presk-elab": elab_main,
+        "presk-lower": lower_main,
+        "presk-ad": ad_main,
+        "presk-kernel": kernel_main,
+        "presk-c": c_main,
+    }
+    programs = [p for p in PIPELINE if p.program is not None]
+    assert [p.program.name for p in programs] == list(mains)
+    for p in programs:
+        code, out, _ = stage(mains[p.program.name], "--help")
+        assert code == 0 and out.decode() == PIPELINE.usage(p.name) + "\n"
+    last = "| presk-kernel --entry E [--dim N=V]… [--realize T|@FILE] | presk-c"
+    assert PIPELINE.usage("c").endswith(last)  # the C is text: no presk-dump after it
+
+
 def test_no_stage_program_imports_a_later_stage():
     """Each stage program's module loads its own package and those before it, never a
     later one (issue 21: presk-parse alone must not need presk-core)."""
