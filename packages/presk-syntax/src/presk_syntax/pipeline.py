@@ -189,6 +189,8 @@ class Pipeline:
         earlier: dict[object, object] = {}  # per verifier, the first value it checked
         for p in passes:
             value = p.run(value, ctx)
+            if not isinstance(value, p.gives):  # a bug of the pass, not a user's error
+                raise TypeError(f"the pass `{p.name}` gave a {type(value).__name__}")
             if p.verify is not None:
                 value = p.verify(value, p.name, earlier.get(p.verify))
                 earlier.setdefault(p.verify, value)
