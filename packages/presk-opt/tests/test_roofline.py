@@ -126,13 +126,17 @@ def _patched(where: str, key: str, value) -> str:
         (_patched("fit", "pi", 1e309), "`pi` is not a finite number"),
         (_patched("fit", "beta", float("nan")), "`beta` is not a finite number"),
         (_patched("fit", "lambda", "0"), "`lambda` is not a number"),
+        (_patched("fit", "pi", 5e-324), "π and β are rates from 1 to 1e+30 a second"),
+        (_patched("fit", "beta", 1e300), "π and β are rates from 1 to 1e+30 a second"),
+        (_patched("fit", "lambda", 1e300), "λ is a latency from 0 to 1000 s"),
+        (_patched("machine", "type", "x"), "the type timed, `x`, is not one of"),
         (
-            '{"presk_profile": 1, "machine": {"os": "", "arch": "", "cpu": "", "type": ""},'
+            '{"presk_profile": 1, "machine": {"os": "", "arch": "", "cpu": "", "type": "f64"},'
             ' "samples": [1], "fit": null}',
             "a sample is not a map",
         ),
         (
-            '{"presk_profile": 1, "machine": {"os": "", "arch": "", "cpu": "", "type": ""},'
+            '{"presk_profile": 1, "machine": {"os": "", "arch": "", "cpu": "", "type": "f64"},'
             ' "samples": {}, "fit": null}',
             "`samples` is not a list",
         ),

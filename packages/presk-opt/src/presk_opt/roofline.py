@@ -34,6 +34,9 @@ OP_WORK = {"fma": 2, **dict.fromkeys(("exp", "log", "tanh", "erf", "erfc", "sin"
 """The work of a scalar operation that is not one: fma two, a libm function eight (a
 polynomial of about eight multiply-adds after its argument's reduction); others one."""
 ITEMSIZE = {"f64": 8, "f32": 4, "bf16": 2, "i64": 8, "bool": 1}
+REAL_TYPES = ("f64", "f32", "bf16")  # what a profile can have timed
+RATES = (1.0, 1e30)  # the rates a profile's π and β may have, in operations or bytes a second
+LATENCY = 1e3  # the largest λ, in seconds
 VERSION = 1
 
 
@@ -253,8 +256,12 @@ def read(path: str) -> Profile:
         )
     try:
         m = doc["machine"]
+        if not isinstance(m, dict):
+            raise TypeError("`machine` is not a map")
         if not all(isinstance(m[k], str) for k in ("os", "arch", "cpu", "type")):
             raise TypeError("a field of `machine` is not a string")
+        if m["type"] not in REAL_TYPES:
+            raise ValueError(f"the type timed, `{m['type'][:20]}`, is not one of {REAL_TYPES}")
         if not isinstance(doc["samples"], list):
             raise TypeError("`samples` is not a list")
         samples = [
@@ -277,8 +284,13 @@ def read(path: str) -> Profile:
             if not isinstance(f, dict):
                 raise TypeError("`fit` is not a map")
             roof = Roofline(_real(f, "pi"), _real(f, "beta"), _real(f, "lambda"))
-            if not (roof.pi > 0 and roof.beta > 0 and roof.lam >= 0):
-                raise ValueError("π and β must be positive, λ not negative")
+            if not (RATES[0] <= roof.pi <= RATES[1] and RATES[0] <= roof.beta <= RATES[1]):
+                raise ValueError(
+                    f"π and β are rates from {RATES[0]:g} to {RATES[1]:g} a second (a price"
+                    " W/π of a rate below would overflow)"
+                )
+            if not 0 <= roof.lam <= LATENCY:
+                raise ValueError(f"λ is a latency from 0 to {LATENCY:g} s")
     except (KeyError, TypeError, ValueError) as e:
         what = f"no field {e}" if isinstance(e, KeyError) else str(e)
         raise ProfileError(f"`{path}` is a malformed profile: {what}") from None
