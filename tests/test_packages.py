@@ -121,6 +121,18 @@ def test_a_declared_later_stage_and_a_stale_known_entry_are_problems(tmp_path) -
     assert scan(tmp_path, known) == ["presk-core: no longer imports x (y): delete it from KNOWN"]
 
 
+@pytest.mark.parametrize("pkg", PACKAGES, ids=lambda p: p.name)
+def test_every_presk_dependency_comes_from_the_workspace(pkg) -> None:
+    """A Presk package a pyproject names is the workspace's member, never looked up on an
+    index (uv lock would ask PyPI for `presk-core` otherwise)."""
+    meta = tomllib.loads((pkg.path / "pyproject.toml").read_text(encoding="utf-8"))
+    sources = meta.get("tool", {}).get("uv", {}).get("sources", {})
+    named = {d for d in pkg.runtime | pkg.test if d.startswith("presk-")}
+    assert {d: sources.get(d) for d in named} == {d: {"workspace": True} for d in named}
+    root = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert root["tool"]["uv"]["sources"][pkg.name] == {"workspace": True}
+
+
 # ---- versions, READMEs, changelogs ----------------------------------------------------------
 
 
