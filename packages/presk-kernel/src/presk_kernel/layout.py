@@ -75,7 +75,8 @@ def default_layout(k: Kernel, threads: int = 1) -> Layout:
     tiles: tuple[tuple[str, int], ...] = ()
     if _reduces(k) and len(loops) >= 2:
         a, b = loops[-2], loops[-1]
-        tiles = ((a.var, min(4, a.extent)), (b.var, min(16, b.extent)))
+        # a length-0 loop keeps a tile of 1 (it runs no iteration): a tile is positive
+        tiles = ((a.var, max(1, min(4, a.extent))), (b.var, max(1, min(16, b.extent))))
         tiles = tuple((v, n) for v, n in tiles if not _serial(loops, v))  # keeps its order
     size = 1
     for lp in loops:
