@@ -10,6 +10,7 @@ import resource
 import shutil
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -81,12 +82,14 @@ def test_a_signal_inside_a_checkpoints_write_leaves_no_temporary(run, tmp_path_f
     for k in range(write):
         while not hold.exists() or not hold.read_text():  # the k-th write, held: its temporary
             assert p.poll() is None, p.stderr.read()
+            time.sleep(0.01)  # polling, not timing: the CPU to the run
         tmp = Path(hold.read_text())
         assert tmp.exists() and tmp.name.startswith(f".psk-{p.pid}-")
         if k + 1 < write:
             hold.unlink()  # let this one through
             while tmp.exists():
                 assert p.poll() is None, p.stderr.read()
+                time.sleep(0.01)
     stop(p, signum)
     assert not tmp.exists()
     assert len(assert_clean(run)) == write - 1  # the held write never appeared
@@ -98,6 +101,7 @@ def test_a_signal_stops_a_run_on_the_kernels_alike(run, tmp_path_factory, signum
     p = start(run, "--backend", "kernel", "--steps", "40", env={"PRESK_TEST_HOLD_WRITE": str(hold)})
     while not hold.exists() or not hold.read_text():  # step 1's checkpoint, held
         assert p.poll() is None, p.stderr.read()
+        time.sleep(0.01)
     stop(p, signum)
     assert assert_clean(run) == []
 
