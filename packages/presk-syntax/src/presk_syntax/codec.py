@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import msgpack
+
 from presk_syntax import ast as A
 from presk_syntax.span import Source, Span
 
