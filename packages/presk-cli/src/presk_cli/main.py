@@ -151,6 +151,12 @@ def mask_signals() -> set | None:
     return signal.pthread_sigmask(signal.SIG_BLOCK, set(STOPS))
 
 
+def _current_mask() -> set | None:
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.pthread_sigmask(signal.SIG_BLOCK, set())
+
+
 def _clean_up() -> None:
     data = sys.modules.get("presk_core.data")  # loaded only by a command that writes
     if data is not None:
@@ -171,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     # numpy's RuntimeWarnings (an overflow to inf, 0/0 to NaN) are values of IEEE arithmetic:
     # presk prints them as results, never as warnings
     warnings.simplefilter("ignore", RuntimeWarning)
-    before, mask = _handle_signals(), None
+    # a program calling main() gets its signal mask back (the train command masks on its way
+    # out, and children, which inherit the mask, would never see a signal)
+    before, mask = _handle_signals(), _current_mask()
     try:
         result = cli.main(args=argv, prog_name="presk", standalone_mode=False)
         sys.stdout.flush()  # here, where a closed pipe is caught, not at the interpreter's exit
@@ -181,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         e.show()
         return 2
     except (click.exceptions.Abort, KeyboardInterrupt) as e:
-        mask = mask_signals()
+        mask_signals()
         _clean_up()
         status, words = stopped(e)
         click.echo(f"presk: {words}", err=True)
@@ -207,8 +215,8 @@ def main(argv: list[str] | None = None) -> int:
         _clean_up()
         for signum, handler in before.items():
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
-        if mask is not None and argv is not None:  # called by a program: its mask back (the
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # console script exits masked)
+        if mask is not None and argv is not None:  # the console script exits masked
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     return result if isinstance(result, int) else 0
 
 
