@@ -2,6 +2,7 @@
 a coded diagnostic, never an internal error; native training computes each step's rate when
 the step runs (a horizon of 10^6 starts at once)."""
 
+import signal
 from pathlib import Path
 
 import pytest
@@ -93,7 +94,9 @@ def test_native_training_computes_each_rate_when_its_step_runs(monkeypatch, tmp_
         return watched_step(self, batch, t, rate)
 
     monkeypatch.setattr(native_train.NativeTrainer, "step", stop_at_3)
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, set())
     with pytest.raises(SystemExit) as stopped:  # in step 4, as a Ctrl-C would
         main(argv)
     assert stopped.value.code == 130
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, set()) == mask  # the caller's mask back
     assert seen == [(1, 1), (2, 2), (3, 3)]  # step t ran after t rates, not 1000
