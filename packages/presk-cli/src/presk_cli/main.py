@@ -121,7 +121,8 @@ STOPS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated", signal.SIGH
 
 def stopped(e: BaseException) -> tuple[int, str]:
     """The exit status (128 + the signal's number) and the words for a KeyboardInterrupt."""
-    signum = getattr(e, "signum", signal.SIGINT)
+    # click turns a KeyboardInterrupt (ours too) into Abort: the signal is its cause
+    signum = getattr(e, "signum", getattr(e.__cause__, "signum", signal.SIGINT))
     words = STOPS[signum] + ("" if signum == signal.SIGINT else f" ({signal.Signals(signum).name})")
     return 128 + signum, words
 
