@@ -140,3 +140,23 @@ def test_a_checkpoint_that_cannot_be_written_is_E7004_and_the_file_before_stays(
     assert r.stderr.startswith("[E7004] Error: cannot write `ckpt/final.psk.d`: file too large")
     assert final.read_bytes() == b"the weights of an earlier run"
     assert [p.name for p in run.rglob("*.tmp")] == []
+
+
+@pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: signal.Signals(s).name)
+def test_every_command_stops_on_a_signal_with_its_status(tmp_path, signum):
+    fifo = tmp_path / "d.psk.d"  # a reader of it waits for its data: presk is in main()
+    os.mkfifo(fifo)
+    p = subprocess.Popen([str(PRESK), "data", "info", str(fifo)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)  # fmt: skip
+    while True:  # the FIFO opened for writing once presk has opened it for reading
+        try:
+            writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError:
+            assert p.poll() is None, p.stderr.read()
+            time.sleep(0.01)
+    p.send_signal(signum)
+    out, err = p.communicate(timeout=60)
+    os.close(writer)
+    assert p.returncode == 128 + signum, (p.returncode, err)
+    assert err.lstrip("\n") == f"presk: {WORDS[signum]}\n" and out == ""  # click: a new line
