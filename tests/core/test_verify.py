@@ -22,7 +22,7 @@ from presk_core.lower import lower_program
 from presk_core.passes import unroll_stack
 from presk_core.specialize import specialize
 from presk_core.verify import VerifyError, problems, verify
-from presk_types.core_rules import CORE_RULES, PRIMITIVE_RULES
+from presk_types.core_rules import CORE_RULES, PRIMITIVE_SHAPE_RULES
 from presk_types.driver import check_file
 from presk_types.elab import load_program
 from presk_types.ops import OPS
@@ -119,7 +119,7 @@ def test_specialized_and_flattened_programs_verify(
 def test_the_rules_cover_the_operation_set() -> None:
     """One rule per operation of the operation set (presk_types.ops): the primitives of
     the registry, the structure, differentiation's; the interpreter's table is the same."""
-    assert set(PRIMITIVE_RULES) == set(PRIMITIVES)
+    assert set(PRIMITIVE_SHAPE_RULES) == set(PRIMITIVES)
     assert set(CORE_RULES) == set(OPS) == set(eval_rules)
 
 

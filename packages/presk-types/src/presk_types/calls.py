@@ -6,7 +6,7 @@ from presk_syntax import ast as A
 from presk_syntax.diagnostics import Diagnostic, Label, Severity
 from presk_syntax.span import Span
 
-from presk_types.core_rules import PRIMITIVE_RULES
+from presk_types.core_rules import PRIMITIVE_SHAPE_RULES
 from presk_types.elab import ConstError
 from presk_types.operands import Operands, Signature
 from presk_types.presburger import Lin
@@ -288,7 +288,7 @@ class Calls:
         sig = Signature(tuple(lam.generic), tuple(t for _, t in lam.params), lam.result)
         ctx = CheckContext(self.lengths, span, functions={lam.key: sig})
         dims = tuple((d, Lin.var(d)) for d in lam.generic)
-        return PRIMITIVE_RULES["grad"](
+        return PRIMITIVE_SHAPE_RULES["grad"](
             Operands("grad", tuple(types), attrs={"fn": lam.key, "dims": dims}), ctx
         )
 

@@ -19,7 +19,7 @@ from presk_syntax.diagnostics import Diagnostic, Label, Severity
 from presk_syntax.span import Span
 
 from presk_types.calls import Calls, reported
-from presk_types.core_rules import PRIMITIVE_RULES
+from presk_types.core_rules import PRIMITIVE_SHAPE_RULES
 from presk_types.elab import (
     ConstError,
     FileEnv,
@@ -553,7 +553,7 @@ class Body(Calls):
         """The type of `op` by its shape rule (core_rules), errors at these spans."""
         where = {("operand", i): s for i, s in enumerate(spans)}
         ctx = CheckContext(self.lengths, span, where)
-        return PRIMITIVE_RULES[op](Operands(op, types, attrs=attrs), ctx)
+        return PRIMITIVE_SHAPE_RULES[op](Operands(op, types, attrs=attrs), ctx)
 
     def ein(self, axes: tuple[str, ...], operand: A.Expr, span: Span) -> Val:
         if isinstance(operand, A.Binary) and operand.op == "*":

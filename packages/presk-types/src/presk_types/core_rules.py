@@ -405,7 +405,7 @@ def _named_shape(o: Operands, ctx: Context) -> Shape:
 
 # ---- the table -----------------------------------------------------------------------------
 
-PRIMITIVE_RULES: dict[str, Rule] = {
+PRIMITIVE_SHAPE_RULES: dict[str, Rule] = {
     "add": _binary,
     "sub": _binary,
     "mul": _binary,
@@ -450,5 +450,9 @@ PRIMITIVE_RULES: dict[str, Rule] = {
 }
 """The rule of each primitive of the registry (`rules.PRIMITIVES`)."""
 
-CORE_RULES: dict[str, Rule] = {**PRIMITIVE_RULES, **S.STRUCTURE_RULES, **S.ADJOINT_RULES}
+CORE_RULES: dict[str, Rule] = {
+    **PRIMITIVE_SHAPE_RULES,
+    **S.STRUCTURE_RULES,
+    **S.ADJOINT_SHAPE_RULES,
+}
 """The rule of every operation of PSK-Core: primitives, structure, differentiation's."""

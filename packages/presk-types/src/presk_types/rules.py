@@ -14,7 +14,7 @@ from enum import IntEnum
 
 from presk_syntax.span import Span
 
-from presk_types.core_rules import PRIMITIVE_RULES
+from presk_types.core_rules import PRIMITIVE_SHAPE_RULES
 from presk_types.operands import Context, Operands, Signature, Where
 from presk_types.ops import OPS, Kind, Op  # noqa: F401  (the operation set, re-exported)
 from presk_types.presburger import Lin
@@ -178,7 +178,7 @@ class CheckContext(Context):
 
 
 def _by_name(name: str) -> Callable[[Args], Type]:
-    rule = PRIMITIVE_RULES[name]
+    rule = PRIMITIVE_SHAPE_RULES[name]
 
     def typed(args: Args) -> Type:
         return rule(args.operands(), args.context())
@@ -188,6 +188,6 @@ def _by_name(name: str) -> Callable[[Args], Type]:
 
 
 type_rules: dict[str, Callable[[Args], Type]] = {name: _by_name(name) for name in CALL_NAMES}
-"""Typing of the primitives called by name: each the rule of `core_rules.PRIMITIVE_RULES`,
-its errors pointed at the call's arguments. Operators, `ein` and `grad` are typed by the
+"""Typing of the primitives called by name: each the rule of
+`core_rules.PRIMITIVE_SHAPE_RULES`, its errors pointed at the call's arguments. Operators, `ein` and `grad` are typed by the
 checker (check.py, calls.py) with the same rules, since their operands are expressions."""

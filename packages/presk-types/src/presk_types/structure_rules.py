@@ -355,7 +355,7 @@ def _idx_operand(i: int, rule):
     return checked
 
 
-ADJOINT_RULES = {
+ADJOINT_SHAPE_RULES = {
     "zeros_like": _like(0),
     "accum": _like(0, 1),
     "sum_to": _sum_to,
@@ -380,4 +380,4 @@ ADJOINT_RULES = {
 }
 """Differentiation's operations (presk_ad.vjp), until each is a registry operation."""
 
-__all__ = ["ADJOINT_RULES", "STRUCTURE_RULES", "AxisT"]
+__all__ = ["ADJOINT_SHAPE_RULES", "STRUCTURE_RULES", "AxisT"]
