@@ -8,7 +8,7 @@ from presk_syntax.codec import Codec, DocumentError, FileTable, decode_root, dum
 
 from presk_kernel.ir import NODE_TYPES, Schedule
 
-KERNEL_VERSION = 2  # 2: Layout.gemm, the layout pass's GEMM statement
+KERNEL_VERSION = 3  # 2: Layout.gemm; 3: the host functions (Schedule.functions, .body)
 KERNEL_CODEC = Codec(NODE_TYPES)
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from presk_kernel.calls import fused_body, with_calls
 from presk_kernel.ir import (
     Affine,
     Arg,
@@ -59,6 +60,7 @@ def fuse(schedule: Schedule) -> tuple[Schedule, list[Group]]:
     writes: dict[int, set[int]] = {}
     for i, lc in enumerate(launches):
         _index(lc, i, reads, writes, add=True)
+    merges: list[tuple[int, int]] = []  # (producer, consumer): positions before fusion
     changed = True
     while changed:  # a second pass catches the producers a fusion left with one reader
         changed = False
@@ -75,11 +77,15 @@ def fuse(schedule: Schedule) -> tuple[Schedule, list[Group]]:
             _index(launches[j], j, reads, writes, add=False)
             _index(fused, j, reads, writes, add=True)
             launches[i], launches[j] = None, fused
+            merges.append((i, j))
             names[j] = names[i] + names[j]
             changed = True
     kept = [(lc, n) for lc, n in zip(launches, names, strict=True) if lc is not None]
     groups = [Group(lc.kernel.site, lc.kernel.steps, n) for lc, n in kept if lc.kernel.steps]
     fused = replace(schedule, launches=tuple(lc for lc, _ in kept))
+    if schedule.body is not None:  # a call fused across is inlined (presk_kernel.calls)
+        at = [i for i, lc in enumerate(launches) if lc is not None]
+        fused = with_calls(fused, fused_body(schedule.body, merges, at))
     return verified(fused, "fusion"), groups  # PRESK_VERIFY=1: the verifier after fusion
 
 

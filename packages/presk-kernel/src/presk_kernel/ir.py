@@ -342,8 +342,47 @@ class Launch:
 
 
 @dataclass(frozen=True, slots=True)
+class Inlined:
+    """A call the lowering (or fusion) inlined into its caller's body, and why."""
+
+    function: str
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A host function called: `function` (its name as the specialized Core program names
+    it, `Block.apply[batch: 2]`), its arguments and results as the caller's host buffers
+    (one per tensor leaf, in order), and its body in this call: the launches it runs
+    (indices into `Schedule.launches`) and the calls it makes, in order; `inlined`, the calls
+    of its body that were not kept as calls (their launches are in this body)."""
+
+    function: str
+    args: tuple[Arg, ...]
+    results: tuple[Arg, ...]
+    body: tuple[int | Call, ...]
+    inlined: tuple[Inlined, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class HostFunction:
+    """A Presk function the entry reaches, as the host runs it: the types of its parameters
+    and of its results (a buffer per tensor leaf, numbered `%0…` as a kernel's, parameters
+    first), and how many times the schedule calls it."""
+
+    name: str
+    params: tuple[Buffer, ...]
+    results: tuple[Buffer, ...]
+    calls: int = 1
+
+
+@dataclass(frozen=True, slots=True)
 class Schedule:
-    """An entry's host program: its buffers, and the kernels it launches in order."""
+    """An entry's host program: its buffers, the kernels it launches in order (`launches`,
+    the flattened view every executor runs), and the host functions around them: one per
+    Presk function the entry reaches (`functions`, the entry's first) and the entry's call
+    (`body`), whose tree of calls holds every launch once, in order. A schedule built
+    without them (`body` None) is the entry's function alone, every launch in it."""
 
     entry: str
     dims: tuple[tuple[str, int], ...]
@@ -351,6 +390,8 @@ class Schedule:
     launches: tuple[Launch, ...]
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
+    functions: tuple[HostFunction, ...] = ()
+    body: Call | None = None
 
 
 NODE_TYPES = (
@@ -372,6 +413,9 @@ NODE_TYPES = (
     Arg,
     HostBuffer,
     Launch,
+    Inlined,
+    Call,
+    HostFunction,
     Schedule,
 )
 
@@ -435,4 +479,40 @@ def format_schedule(s: Schedule) -> str:
     out = [f"entry {s.entry}{f' at {dims}' if dims else ''}: {len(s.launches)} launches"]
     for launch in s.launches:
         out.append(format_kernel(launch.kernel))
+    if s.body is not None:
+        out.extend(format_host(s))
     return "\n".join(out) + "\n"
+
+
+def format_host(s: Schedule) -> list[str]:
+    """Each host function: its signature, then the body of its first call: its launches
+    under their sites, its calls, the calls inlined into it and why."""
+    buffers = {b.id: b for b in s.buffers}
+    first: dict[str, Call] = {}
+    stack = [s.body]
+    while stack:
+        call = stack.pop()
+        first.setdefault(call.function, call)
+        stack.extend(reversed([c for c in call.body if isinstance(c, Call)]))
+
+    def names(args: tuple[Arg, ...]) -> str:
+        return ", ".join(buffers[a.buf].name + (f"+{a.offset}" if a.offset else "") for a in args)
+
+    out = []
+    for f in s.functions:
+        ins = ", ".join(str(b) for b in f.params)
+        outs = ", ".join(str(b) for b in f.results)
+        times = "inlined at every call" if f.calls == 0 else f"called {f.calls}"
+        out.append(f"host {f.name} ({ins}) -> ({outs}), {times} {{")
+        call = first.get(f.name)
+        for item in call.body if call is not None else ():
+            if isinstance(item, Call):
+                out.append(
+                    f"  call {item.function} ({names(item.args)}) -> ({names(item.results)})"
+                )
+            else:
+                out.append(f"  {item}: {format_launch(s.launches[item], buffers)}")
+        for i in call.inlined if call is not None else ():
+            out.append(f"  // inlined {i.function}: {i.why}")
+        out.append("}")
+    return out

@@ -41,12 +41,14 @@ from presk_types.types import (
 )
 
 from presk_kernel import nests as N
+from presk_kernel.calls import Recorder, host_schedule
 from presk_kernel.ir import (
     REAL_DTYPES,
     Affine,
     Arg,
     Axis,
     Buffer,
+    Call,
     Const,
     Expr,
     HostBuffer,
@@ -292,6 +294,8 @@ class Lowering:
     site_types: Mapping[str, str] = field(default_factory=dict)
     param_types: Mapping[str, str] = field(default_factory=dict)
     paths: list[str] = field(default_factory=list)  # the trees' parameter paths, in order
+    recorder: Recorder = field(default_factory=Recorder)  # the calls made, kept or inlined
+    calls: Call | None = None  # the last call recorded: the entry's, once lowered
 
     @property
     def compute(self) -> str:
@@ -320,6 +324,18 @@ class Lowering:
         return Tensor(len(self.buffers) - 1, 0, tuple(axes), dtype)
 
     # ---- the host walk ----
+
+    def recorded(self, fn: Function, args: list) -> object:
+        """`call`, recorded as a call of the host (presk_kernel.calls) or inlined."""
+        rec = self.recorder
+        rec.enter(fn.name, _args(args), len(self.launches), len(self.buffers))
+        result = self.call(fn, args)
+        out = leaves(result)
+        known = isinstance(result, Known) or any(isinstance(v, Known) for v in _all(result))
+        results = [(t.buf, t.offset, t.size) for t in out]
+        sizes = [elements(b.axes) for b in self.buffers]
+        self.calls = rec.leave(len(self.launches), results, known, sizes)
+        return result
 
     def call(self, fn: Function, args: list) -> object:
         env: dict[int, object] = {p.id: a for p, a in zip(fn.params, args, strict=True)}
@@ -390,7 +406,8 @@ def _slice(lw: Lowering, ins: Instr, values: list) -> object:
 
 
 def _call(lw: Lowering, ins: Instr, values: list) -> object:
-    return _rename(ins, lw.call(lw.program.function(ins.attr("fn")), values))
+    fn = lw.program.function(ins.attr("fn"))
+    return _rename(ins, lw.recorded(fn, values))
 
 
 HOST: dict[str, Callable] = {
@@ -485,6 +502,20 @@ class HostKey:
     name: str
 
 
+def _all(value: object) -> list:
+    """Every leaf of a host value: tensors, numbers known when lowering, keys."""
+    match value:
+        case dict():
+            return [x for v in value.values() for x in _all(v)]
+        case tuple() | list():
+            return [x for v in value for x in _all(v)]
+    return [value]
+
+
+def _args(values: list) -> tuple[Arg, ...]:
+    return tuple(Arg(t.buf, t.offset) for t in leaves(values))
+
+
 def leaves(value: object) -> list[Tensor]:
     match value:
         case dict():
@@ -571,11 +602,14 @@ def _lower(
         _inputs(lw, str(p), p.type, a, defaults) for p, a in zip(fn.params, given, strict=True)
     ]
     inputs = [t.buf for t in leaves(values)]
-    result = lw.call(fn, values)
+    result = lw.recorded(fn, values)
+    body, called = lw.calls, len(lw.launches)
     outs = leaves(result)
     if isinstance(result, Known):
         step = Step(lw, Instr(Value(-1, Real(SCALAR)), "real", ()), f"{entry}/return", [result])
         outs = [_fill(step, result)]
+    results = tuple(Arg(t.buf, t.offset) for t in outs)
+    body = replace(body, results=results, body=body.body + tuple(range(called, len(lw.launches))))
     schedule = Schedule(
         entry,
         tuple(sorted(dims.items())),
@@ -584,7 +618,7 @@ def _lower(
         tuple(inputs),
         tuple(t.buf for t in outs),
     )
-    return schedule, lw
+    return host_schedule(schedule, body, lw.recorder), lw
 
 
 def _fill(step: Step, value: Known) -> Tensor:

@@ -257,6 +257,54 @@ def schedule_problems(s: Schedule) -> list[str]:
                     f"`{h.name}` ({elements(h.axes)})"
                 )
         out += problems(k)
+    return out + host_problems(s)
+
+
+def host_problems(s: Schedule) -> list[str]:
+    """Every way the host functions of `s` are ill formed: each call of a host function
+    that exists, its buffers of its parameters' and results' number and types, the entry's
+    call first, and every launch in exactly one function, in order."""
+    from presk_kernel.calls import call_launches, calls_in
+
+    if s.body is None:
+        return ["host functions without the entry's call"] if s.functions else []
+    out: list[str] = []
+    functions = {f.name: f for f in s.functions}
+    if len(functions) != len(s.functions):
+        out.append("two host functions of one name")
+    if not s.functions or s.functions[0].name != s.body.function:
+        out.append(f"the entry's call is of `{s.body.function}`, not the first host function")
+    if [a.buf for a in s.body.args] != list(s.inputs):
+        out.append("the entry's call does not take the entry's inputs")
+    if [a.buf for a in s.body.results] != list(s.outputs):
+        out.append("the entry's call does not give the entry's outputs")
+    hosts = {b.id: b for b in s.buffers}
+    for call in (s.body, *calls_in(s.body)):
+        f = functions.get(call.function)
+        if f is None:
+            out.append(f"a call of `{call.function}`, not a host function")
+            continue
+        for what, args, bufs in (
+            ("argument", call.args, f.params),
+            ("result", call.results, f.results),
+        ):
+            if len(args) != len(bufs):
+                out.append(f"a call of `{f.name}` with {len(args)} {what}s, not {len(bufs)}")
+            for a, b in zip(args, bufs, strict=False):
+                h = hosts.get(a.buf)
+                if h is None:
+                    out.append(f"a call of `{f.name}` passes {a.buf}, not a host buffer")
+                elif h.dtype != b.dtype or not 0 <= a.offset <= elements(h.axes) - b.size:
+                    out.append(
+                        f"a call of `{f.name}` passes `{h.name}` : {h.dtype}[{elements(h.axes)}] from element {a.offset} as its {what} {b}"
+                    )
+    order = list(call_launches(s.body))
+    if order != list(range(len(s.launches))):
+        missing = sorted(set(range(len(s.launches))) - set(order))
+        if missing:
+            out.append(f"launch {missing[0]} is outside every host function")
+        else:
+            out.append("the host functions run the launches out of order, or one twice")
     return out
 
 
