@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from kernel_entries import lowered
+from presk_kernel.calls import signature
 from presk_kernel.codec import KERNEL_CODEC, KERNEL_VERSION, decode_kernel, encode_kernel
 from presk_kernel.contract import recognize
 from presk_kernel.ir import (
@@ -17,10 +18,12 @@ from presk_kernel.ir import (
     Arg,
     Axis,
     Buffer,
+    Call,
     Const,
     Gemm,
     HostBuffer,
     Index,
+    Inlined,
     Kernel,
     Launch,
     Layout,
@@ -115,7 +118,13 @@ def every_node() -> Schedule:
         Launch(k2, (Arg(1), Arg(2, 0))),
         Launch(k3, (Arg(3), Arg(4), Arg(5))),
     )
-    return Schedule("f", (("B", 2),), buffers, launches, (0, 1, 3, 4), (2, 5))
+    flat = Schedule("f", (("B", 2),), buffers, launches, (0, 1, 3, 4), (2, 5))
+    # the host functions: f runs launches 0 and 1, calls g (launch 2), h was inlined
+    g = Call("g", (Arg(3), Arg(4)), (Arg(5),), (2,))
+    body = Call("f", tuple(Arg(b) for b in flat.inputs), (Arg(2), Arg(5)), (0, 1, g),
+                (Inlined("h", "launches no kernel"),))  # fmt: skip
+    functions = (signature(body, flat), signature(g, flat))
+    return replace(flat, functions=functions, body=body)
 
 
 def _types(value, seen: set) -> None:

@@ -18,7 +18,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
-from presk_kernel.ir import Arg, Axis, Buffer, Call, HostFunction, Inlined, Launch, Schedule
+from presk_kernel.ir import (
+    Arg,
+    Axis,
+    Buffer,
+    Call,
+    HostFunction,
+    Inlined,
+    Launch,
+    Schedule,
+    elements,
+)
 
 NO_KERNEL = "launches no kernel"
 VIEW = "a result is a view of an argument"
@@ -180,13 +190,16 @@ class Recorder:
     order: list[str] = field(default_factory=list)  # the functions, in the order reached
     first: dict[str, Call] = field(default_factory=dict)  # each one's first call
 
-    def enter(self, function: str, args: tuple[Arg, ...], launches: int, buffers: int) -> None:
+    types: dict[int, HostFunction] = field(default_factory=dict)  # each call's, by its id
+
+    def enter(self, function: str, args: list, launches: int, buffers: int) -> None:
+        """Open a call of `function` on `args`, its tensor leaves (buf, offset, dtype, axes)."""
         if function not in self.order:
             self.order.append(function)
-        self.frames.append(Frame(function, args, launches, buffers))
+        self.frames.append(Frame(function, tuple(args), launches, buffers))
 
     def leave(self, launches: int, results: list, known: bool, sizes: list[int]) -> Call:
-        """Close the innermost call: `results`, its result leaves as (buffer, offset, size)
+        """Close the innermost call: `results`, its result leaves as (buf, offset, dtype, axes)
         (`known`: a leaf is a number), `sizes` the host buffers' sizes. The call is kept,
         or handed to its caller inlined with the reason."""
         f = self.frames.pop()
@@ -202,8 +215,12 @@ class Recorder:
                 inlined.extend(notes)
             pos = end
         body.extend(range(pos, launches))
-        result_args = tuple(Arg(b, o) for b, o, _ in results)
-        call = Call(f.function, f.args, result_args, tuple(body), tuple(inlined))
+        args = tuple(Arg(b, o) for b, o, _, _ in f.args)
+        result_args = tuple(Arg(b, o) for b, o, _, _ in results)
+        call = Call(f.function, args, result_args, tuple(body), tuple(inlined))
+        params = tuple(Buffer(i, d, a) for i, (_, _, d, a) in enumerate(f.args))
+        outs = tuple(Buffer(len(params) + i, d, a) for i, (_, _, d, a) in enumerate(results))
+        self.types[id(call)] = HostFunction(f.function, params, outs)
         self.first.setdefault(f.function, call)
         why = None if not self.frames else _why(f, launches, results, known, sizes)
         if self.frames:
@@ -218,11 +235,11 @@ def _why(f: Frame, launches: int, results: list, known: bool, sizes: list[int]) 
         return NO_KERNEL
     if known:
         return KNOWN
-    if any(b < f.buffers for b, _, _ in results):
+    if any(b < f.buffers for b, _, _, _ in results):
         return VIEW
-    if any(o != 0 or n != sizes[b] for b, o, n in results):
+    if any(o != 0 or elements(a) != sizes[b] for b, o, _, a in results):
         return PART
-    if len({b for b, _, _ in results}) != len(results):
+    if len({b for b, _, _, _ in results}) != len(results):
         return TWICE
     return None
 
@@ -237,15 +254,15 @@ def host_schedule(schedule: Schedule, body: Call, recorder: Recorder) -> Schedul
         return tuple(_unnamed(schedule.launches[i].kernel) for i in call_launches(c))
 
     def shape(c: Call) -> tuple:
-        return _unnamed(signature(c, schedule)), kernels(c)
+        return _unnamed(recorder.types[id(c)]), kernels(c)
 
     reference: dict[str, tuple] = {}
     for c in calls_in(body):
         reference.setdefault(c.function, shape(c))
     bad = {c.function for c in calls_in(body) if shape(c) != reference[c.function]}
     body = inline(body, lambda c: DIFFERENT if c.function in bad else None)
-    functions = [signature(body, schedule)] + [
-        signature(recorder.first[name], schedule, 0)
+    functions = [recorder.types[id(recorder.first[body.function])]] + [
+        replace(recorder.types[id(recorder.first[name])], calls=0)
         for name in recorder.order
         if name != body.function
     ]

@@ -330,9 +330,8 @@ class Lowering:
         rec = self.recorder
         rec.enter(fn.name, _args(args), len(self.launches), len(self.buffers))
         result = self.call(fn, args)
-        out = leaves(result)
         known = isinstance(result, Known) or any(isinstance(v, Known) for v in _all(result))
-        results = [(t.buf, t.offset, t.size) for t in out]
+        results = _args(result)
         sizes = [elements(b.axes) for b in self.buffers]
         self.calls = rec.leave(len(self.launches), results, known, sizes)
         return result
@@ -512,8 +511,9 @@ def _all(value: object) -> list:
     return [value]
 
 
-def _args(values: list) -> tuple[Arg, ...]:
-    return tuple(Arg(t.buf, t.offset) for t in leaves(values))
+def _args(values: object) -> list[tuple]:
+    """The tensor leaves of a host value as the calls' recorder takes them."""
+    return [(t.buf, t.offset, t.dtype, t.axes) for t in leaves(values)]
 
 
 def leaves(value: object) -> list[Tensor]:
