@@ -172,3 +172,33 @@ def test_the_stage_program_prints_a_bad_document_and_exits_1(documents, kind):
     assert r.returncode == 1 and r.stdout == b"", r.stderr
     assert r.stderr.decode().startswith(f"{READERS[kind]}: "), r.stderr
     assert b"Traceback" not in r.stderr
+
+
+def _nodes(value, name: str) -> list[dict]:
+    """Every node of class `name` in a msgpack value."""
+    found = [value] if isinstance(value, dict) and value.get("@") == name else []
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    for v in items:
+        found += _nodes(v, name)
+    return found
+
+
+@pytest.mark.parametrize(
+    "node, field, value",
+    [
+        ("FloatLit", "text", "1.5.3"),  # a string, but no decimal (found by fuzz: constants)
+        ("FloatLit", "text", "1e999999999"),  # a decimal too long to read (GMP aborts)
+        ("QualName", "parts", []),  # a name of no part (found by fuzz: elab.py)
+        ("QualName", "parts", ["not a name"]),
+    ],
+)
+@pytest.mark.parametrize("kind", ["ast", "elab"])
+def test_a_tree_holds_only_what_the_parser_makes(documents, kind, node, field, value) -> None:
+    """A field of the right type whose contents the parser could not have made is refused
+    (a `FloatLit` that is not a decimal, a `QualName` that is not identifiers)."""
+    doc = msgpack.unpackb(documents[kind], raw=False, strict_map_key=False)
+    targets = _nodes(doc, node)
+    assert targets, f"07_train.psk has a {node}"
+    targets[0][field] = value
+    with pytest.raises(DocumentError, match="malformed"):
+        DECODERS[kind](msgpack.packb(doc, use_bin_type=True))

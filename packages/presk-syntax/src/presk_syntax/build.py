@@ -13,14 +13,8 @@ from tree_sitter import Node
 
 from presk_syntax import ast as A
 from presk_syntax.diagnostics import Diagnostic, DiagnosticError, Label, Severity
+from presk_syntax.literals import MAX_DIGITS, MAX_EXPONENT, float_too_long
 from presk_syntax.span import Span
-
-# A number literal's size (E0014): an integer's digits or a decimal's mantissa at most
-# Python's limit for converting text to an integer (4300 digits), an exponent at most
-# 99999 (10^99999 is exact in 40 kB; `1e999999999999` made GMP abort). Far beyond every
-# machine type: within these, presk_types.numbers says which type holds a number (E1013).
-MAX_DIGITS = 4300
-MAX_EXPONENT = 99999
 
 
 def _too_long(text: str, span: Span, what: str) -> Diagnostic:
@@ -255,12 +249,8 @@ class Builder:
 
     def float(self, node: Node) -> A.FloatLit:
         text = self.source(node)
-        mantissa, _, exponent = text.lower().partition("e")
-        if len(mantissa) > MAX_DIGITS:
-            raise DiagnosticError([_too_long(text, self.span(node), "digits")])
-        digits = exponent.lstrip("+-").lstrip("0")
-        if len(digits) > len(str(MAX_EXPONENT)) or int(digits or "0") > MAX_EXPONENT:
-            raise DiagnosticError([_too_long(text, self.span(node), "exponent")])
+        if what := float_too_long(text):
+            raise DiagnosticError([_too_long(text, self.span(node), what)])
         return A.FloatLit(text, self.span(node))
 
     def string(self, node: Node) -> A.StrLit:

@@ -21,12 +21,13 @@ import re
 import sys
 import types
 import typing
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import msgpack
 
 from presk_syntax import ast as A
+from presk_syntax.literals import float_problem, name_problem
 from presk_syntax.span import Source, Span
 
 AST_VERSION = 1
@@ -99,8 +100,13 @@ class FileTable:
 class Codec:
     """Encodes and decodes trees of the given frozen dataclasses (and Span)."""
 
-    def __init__(self, node_types: Iterable[type]) -> None:
+    def __init__(
+        self,
+        node_types: Iterable[type],
+        checks: dict[str, Callable[[Any], str | None]] | None = None,
+    ) -> None:
         self.types = {t.__name__: t for t in node_types}
+        self.checks = checks or {}  # a node's class -> why a decoded node is not one a stage makes
         self.fields = {
             name: [f.name for f in dataclasses.fields(t)] for name, t in self.types.items()
         }
@@ -163,6 +169,8 @@ class Codec:
                             f"a `{name}` node's field `{f}` holds {_kind(value)}, not"
                             f" {_show(hints[f])}"
                         )
+                if (check := self.checks.get(name)) and (why := check(args)):
+                    raise DocumentError(f"a `{name}` node is malformed ({why})")
                 try:
                     return self.types[name](**args)
                 except RecursionError:
@@ -257,7 +265,11 @@ def _show(hint: Any) -> str:
     return "`" + re.sub(r"\b[a-z_]+(\.[a-z_]+)*\.(?=[A-Z])", "", text)[:120] + "`"
 
 
-AST_CODEC = Codec(A.NODE_TYPES)
+AST_CHECKS: dict[str, Callable[[Any], str | None]] = {
+    "FloatLit": lambda f: float_problem(f["text"]),  # constants read it with gmpy2
+    "QualName": lambda f: name_problem(f["parts"]),  # the elaborator looks up its parts
+}
+AST_CODEC = Codec(A.NODE_TYPES, AST_CHECKS)
 
 
 def dump_document(kind: str, version: int, payload: dict, files: FileTable) -> bytes:

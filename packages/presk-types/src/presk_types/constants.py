@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import gmpy2
 from presk_syntax import ast as A
 from presk_syntax.diagnostics import Diagnostic, DiagnosticError, Label, Severity
+from presk_syntax.literals import MAX_DIGITS, MAX_EXPONENT
 
 if TYPE_CHECKING:
     from presk_types.elab import FileEnv
@@ -123,7 +124,6 @@ def format_q(q: gmpy2.mpq) -> str:
 
 
 _NUMBER = re.compile(r"[+-]?(\d+/\d+|(\d+\.?\d*|\.\d+)([eE]([+-]?\d+))?)")
-MAX_DIGITS, MAX_EXPONENT = 4300, 99999  # presk_syntax.build's, for a literal
 
 
 def read_number(text: str) -> gmpy2.mpq:
