@@ -103,6 +103,18 @@ def test_a_temperature_outside_its_domain_is_a_usage_error(ckpt, value):
     assert r.returncode == 2 and "Invalid value for '--temperature'" in r.stderr, r.stderr
 
 
+@pytest.mark.parametrize(
+    "flag, value",
+    [("--tokens", str(2**1000)), ("--tokens", "1000001"), ("--dim", "V=" + "9" * 5000)],
+)
+def test_a_count_out_of_its_range_is_a_usage_error(ckpt, flag, value):
+    """Counts beyond their bound (found by fuzz --surface values: `--tokens 2^1000` ran for
+    ever, 5000 digits of a dimension were an internal error past int()'s limit)."""
+    r = serve(ckpt, "--prompt", "a", flag, value)
+    assert r.returncode == 2 and "Invalid value for" in r.stderr and flag in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
 def test_a_tiny_temperature_samples_the_argmax():
     from presk_cli.serve import generate
 

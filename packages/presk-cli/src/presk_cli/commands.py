@@ -31,9 +31,12 @@ class Count(click.IntRange):
     def convert(self, value, param, ctx):
         if isinstance(value, str) and not re.fullmatch(r"[+-]?[0-9]+", value.strip()):
             self.fail(f"{value!r} is not an integer in ASCII digits", param, ctx)
+        if isinstance(value, str) and len(value.strip().lstrip("+-")) > 40:  # int() stops at 4300
+            self.fail(f"{value.strip()[:20]}… is out of range", param, ctx)
         return super().convert(value, param, ctx)
 
 
+DIM_MAX = 2**63 - 1  # a dimension is a natural of int64 (indices are int64)
 SEED = Count(-(2**63), 2**64 - 1)  # --seed: a 64-bit integer (docs/randomness.md)
 
 
@@ -231,7 +234,11 @@ def _dims(values: tuple[str, ...]) -> dict[str, int]:
         digits = value.strip()  # ASCII only: str.isdigit takes `²`, and int() reads `١` as 1
         if not eq or not name.strip() or not (digits.isascii() and digits.isdigit()):
             raise click.BadParameter(
-                f"`{item}` is not NAME=N (N a natural number)", param_hint="--dim"
+                f"`{item[:60]}` is not NAME=N (N a natural number)", param_hint="--dim"
+            )
+        if len(digits.lstrip("0")) > 19 or int(digits) > DIM_MAX:  # int() stops at 4300 digits
+            raise click.BadParameter(
+                f"`{item[:60]}`: a dimension is at most 2^63 - 1", param_hint="--dim"
             )
         out[name.strip()] = int(digits)
     return out

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
 TOKENS = 32
 """Tokens generated when neither --tokens nor the block's `max_tokens` says."""
+MAX_TOKENS = 1_000_000
+"""The most tokens one `presk serve` generates (a bound, so that a mistyped count ends)."""
 
 
 class ServeError(Exception):
@@ -392,7 +394,11 @@ def generate(
     help="The text to continue from a UTF-8 file, `-` for standard input (one line end at its"
     " end left out).",
 )
-@click.option("--tokens", type=Count(1), help="How many tokens (default: the block's max_tokens).")
+@click.option(
+    "--tokens",
+    type=Count(1, MAX_TOKENS),
+    help="How many tokens (default: the block's max_tokens; at most a million).",
+)
 @click.option(
     "--temperature",
     type=Temperature(),
@@ -484,6 +490,8 @@ def serve(
         except DataError as e:
             raise ServeError(e.code, str(e)) from None
         count = tokens or block.max_tokens or TOKENS
+        if count > MAX_TOKENS:  # only the block's can be: --tokens is checked as a flag
+            raise ServeError("E7023", f"the block's `max_tokens` is {count}, at most {MAX_TOKENS}")
         heat = float(temperature if temperature is not None else (block.temperature or 0))
         why = _temperature(heat, "the block's `temperature`")
         if why is not None:
