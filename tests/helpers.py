@@ -6,6 +6,7 @@ folder on sys.path, since pytest runs with --import-mode=importlib).
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -44,3 +45,45 @@ def presk_ok(*args: object, quiet: bool = False, **kw) -> subprocess.CompletedPr
     if quiet:
         assert done.stderr == "", done.stderr
     return done
+
+
+# ---- the reference interpreter's results, for the native tests ------------------------------
+
+
+@functools.cache
+def core_of(file: str, consts: tuple = ()):
+    """The differentiated PSK-Core of `file` (relative to the root) at `consts`."""
+    from presk_cli.pipeline import run_pipeline
+    from presk_syntax.pipeline import Context
+
+    return run_pipeline("core-after-ad", str(ROOT / file), Context(consts=dict(consts)))
+
+
+def json_leaves(doc) -> list:
+    """A JSON result's tensors (trees and tuples flattened), as arrays of doubles."""
+    import numpy as np
+
+    match doc:
+        case dict():
+            return [x for v in doc.values() for x in json_leaves(v)]
+        case list() if doc and isinstance(doc[0], dict | list) and not _tensor(doc):
+            return [x for v in doc for x in json_leaves(v)]
+    return [np.asarray(np.asarray(doc, dtype=object).astype(float), dtype=np.float64)]
+
+
+def _tensor(doc) -> bool:
+    while isinstance(doc, list) and doc:
+        doc = doc[0]
+    return not isinstance(doc, dict)
+
+
+@functools.cache
+def reference(case) -> list:
+    """The reference interpreter's result of `case` = (file, entry, dims, consts), as doubles."""
+    import json
+
+    from presk_core.run import run_entry
+
+    file, entry, dims, consts = case
+    text = run_entry(core_of(file, consts), None, entry, dict(dims), as_json=True)
+    return json_leaves(json.loads(text)["result"])

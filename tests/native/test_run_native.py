@@ -10,13 +10,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import presk
+from helpers import core_of as core
+from helpers import json_leaves as leaves
+from helpers import presk, reference
 from presk_cli.native import NativeError, entry_inputs, executor, lower, run_text, storage
-from presk_cli.pipeline import run_pipeline
-from presk_core.run import parse_entry, run_entry
+from presk_core.run import parse_entry
 from presk_kernel.ir import Loop, Reduce
 from presk_kernel.lower import argument_leaves
-from presk_syntax.pipeline import Context
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = (("V", "64"), ("D", "16"), ("H", "2"), ("L", "2"))
@@ -40,34 +40,6 @@ CASES = [  # (file, entry, dims, constants): tests/run's entries and the tutoria
 ]
 IDS = [f"{Path(f).stem}:{e}" for f, e, _, _ in CASES]
 UNIT = {"f64": 2.0**-53, "f32": 2.0**-24}
-
-
-@functools.cache
-def core(file: str, consts: tuple):
-    return run_pipeline("core-after-ad", str(ROOT / file), Context(consts=dict(consts)))
-
-
-def leaves(doc) -> list[np.ndarray]:
-    """A JSON result's tensors (trees and tuples flattened), as doubles."""
-    match doc:
-        case dict():
-            return [x for v in doc.values() for x in leaves(v)]
-        case list() if doc and isinstance(doc[0], dict | list) and not _tensor(doc):
-            return [x for v in doc for x in leaves(v)]
-    return [np.asarray(np.asarray(doc, dtype=object).astype(float), dtype=np.float64)]
-
-
-def _tensor(doc) -> bool:
-    while isinstance(doc, list) and doc:
-        doc = doc[0]
-    return not isinstance(doc, dict)
-
-
-@functools.cache
-def reference(case) -> list[np.ndarray]:
-    file, entry, dims, consts = case
-    text = run_entry(core(file, consts), None, entry, dict(dims), as_json=True)
-    return leaves(json.loads(text)["result"])
 
 
 @functools.cache
