@@ -27,6 +27,7 @@ import click
 from presk_syntax.diagnostics import DiagnosticError
 
 from presk_cli.commands import CONST, SEED, _consts, _dims, _fail, entry_fail
+from presk_cli.flags import Count
 from presk_cli.native import REALIZE, REALIZES, NativeError, fail
 
 ROWS = (
@@ -119,14 +120,12 @@ def bench_rows(core, entry, args, rows, bits: int, repeat: int, threads: int) ->
 )
 @click.option(
     "--bits",
-    type=click.IntRange(2, 100000),
+    type=Count(2, 100000),
     default=64,
     show_default=True,
     help="The reference row's MPFR precision.",
 )
-@click.option(
-    "--repeat", type=click.IntRange(1), default=21, show_default=True, help="Timed calls a row."
-)
+@click.option("--repeat", type=Count(1), default=21, show_default=True, help="Timed calls a row.")
 @click.option(
     "--realize",
     type=REALIZE,
@@ -135,7 +134,7 @@ def bench_rows(core, entry, args, rows, bits: int, repeat: int, threads: int) ->
 )
 @click.option(
     "--threads",
-    type=click.IntRange(1, 256),
+    type=Count(1, 256),
     default=1,
     show_default=True,
     help="Threads of the native rows' large launches.",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import sys
 from typing import TYPE_CHECKING, NoReturn
 
@@ -11,6 +10,7 @@ import click
 from presk_syntax.diagnostics import Diagnostic, DiagnosticError, Severity, emit
 from presk_syntax.span import SourceMap
 
+from presk_cli.flags import Count
 from presk_cli.native import REALIZE, NativeError, backend_options
 from presk_cli.native import fail as native_fail
 from presk_cli.pipeline import PIPELINE, RUN, TRAIN
@@ -23,17 +23,6 @@ if TYPE_CHECKING:
 
 # The stages `presk dump` prints: the list of passes (presk_cli.pipeline.PIPELINE).
 STAGES = {p.name: p.line for p in PIPELINE}
-
-
-class Count(click.IntRange):
-    """An integer flag in ASCII digits, an optional sign before (`int` reads `١٢` as 12)."""
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, str) and not re.fullmatch(r"[+-]?[0-9]+", value.strip()):
-            self.fail(f"{value!r} is not an integer in ASCII digits", param, ctx)
-        if isinstance(value, str) and len(value.strip().lstrip("+-")) > 40:  # int() stops at 4300
-            self.fail(f"{value.strip()[:20]}… is out of range", param, ctx)
-        return super().convert(value, param, ctx)
 
 
 DIM_MAX = 2**63 - 1  # a dimension is a natural of int64 (indices are int64)

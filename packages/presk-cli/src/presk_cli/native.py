@@ -17,6 +17,8 @@ from typing import NoReturn
 
 import click
 
+from presk_cli.flags import Count
+
 BACKENDS = ("interp", "kernel", "native")
 REALIZES = ("f64", "f32", "bf16")
 
@@ -84,7 +86,7 @@ def backend_options(command: Callable) -> Callable:
             ),
             click.option(
                 "--threads",
-                type=click.IntRange(1, 256),
+                type=Count(1, 256),
                 default=1,
                 show_default=True,
                 help="With --backend native: threads for the large launches (no bit changes).",
