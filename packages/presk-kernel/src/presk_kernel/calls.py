@@ -257,9 +257,10 @@ def host_schedule(schedule: Schedule, body: Call, recorder: Recorder) -> Schedul
         return _unnamed(recorder.types[id(c)]), kernels(c)
 
     reference: dict[str, tuple] = {}
+    bad = set()
     for c in calls_in(body):
-        reference.setdefault(c.function, shape(c))
-    bad = {c.function for c in calls_in(body) if shape(c) != reference[c.function]}
+        if c.function not in bad and reference.setdefault(c.function, shape(c)) != shape(c):
+            bad.add(c.function)
     body = inline(body, lambda c: DIFFERENT if c.function in bad else None)
     functions = [recorder.types[id(recorder.first[body.function])]] + [
         replace(recorder.types[id(recorder.first[name])], calls=0)
