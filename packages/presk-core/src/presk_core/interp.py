@@ -35,7 +35,7 @@ from presk_core import mpfr as M
 from presk_core import random as R
 from presk_core.ir import Function, Instr, Program, Value
 from presk_core.prepare import (
-    PRIMITIVE_RULES,
+    PRIMITIVE_EVAL_RULES,
     Env,
     Placement,
     Prep,
@@ -350,7 +350,7 @@ def _spread(p: Prep) -> Step:
 
 
 rules: dict[str, Rule] = {
-    **PRIMITIVE_RULES,
+    **PRIMITIVE_EVAL_RULES,
     "grad": _grad,
     "value_grad": _grad,
     # structure

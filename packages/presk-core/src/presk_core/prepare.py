@@ -410,7 +410,7 @@ def apply(kernel: Callable) -> Rule:
     return rule
 
 
-PRIMITIVE_RULES: dict[str, Rule] = {
+PRIMITIVE_EVAL_RULES: dict[str, Rule] = {
     "add": _elementwise(M.add),
     "sub": _elementwise(M.sub),
     "mul": _elementwise(M.mul),

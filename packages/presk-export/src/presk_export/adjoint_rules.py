@@ -342,7 +342,7 @@ def tree_record(b: Body, ins: Instr) -> Expr:
     return Expr("{" + ", ".join(parts) + "}")
 
 
-ADJOINT_RULES: dict[str, Rule] = {
+ADJOINT_TORCH_RULES: dict[str, Rule] = {
     "zeros_like": _zeros_like,
     "accum": _accum,
     "sum_to": _sum_to,
@@ -366,4 +366,4 @@ ADJOINT_RULES: dict[str, Rule] = {
     "reshape_like": _reshape_like,
 }
 
-__all__ = ["ADJOINT_RULES", "tree_record", "tree_slice"]
+__all__ = ["ADJOINT_TORCH_RULES", "tree_record", "tree_slice"]

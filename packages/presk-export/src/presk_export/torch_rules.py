@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from presk_core.ir import Instr
 from presk_types.types import Machine
 
-from presk_export.adjoint_rules import ADJOINT_RULES, tree_record, tree_slice
+from presk_export.adjoint_rules import ADJOINT_TORCH_RULES, tree_record, tree_slice
 from presk_export.pyexpr import (
     ADD,
     ATOM,
@@ -311,7 +311,7 @@ RULES: dict[str, Rule] = {
     "ones": _filled("torch.ones"),
     "slice": tree_slice,  # a block of a stack (unrolled stacks, differentiated code)
     "record": tree_record,
-    **ADJOINT_RULES,  # what differentiation writes (presk_export.adjoint_rules)
+    **ADJOINT_TORCH_RULES,  # what differentiation writes (presk_export.adjoint_rules)
 }
 
 STRUCTURAL = frozenset({"grad", "field", "call", "fold", "tuple", "cast", "get"})
