@@ -80,7 +80,7 @@ def program(source: Source) -> Program:
     return Program((fn,), bounds=(("B", None), ("T", 1024)))
 
 
-METADATA = {"Layout", "Leaf", "Training"}
+METADATA = {"ParamLayout", "Leaf", "Training"}
 """The program's metadata (docs/ir.md, "The program's metadata"), round-tripped by
 test_metadata.py on the tutorial's programs."""
 

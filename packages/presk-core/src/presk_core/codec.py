@@ -23,11 +23,14 @@ from presk_types.types import (
     TupleT,
 )
 
-from presk_core.ir import Function, Instr, Layout, Leaf, Lit, Origin, Program, Training, Value
+from presk_core.ir import Function, Instr, Leaf, Lit, Origin, ParamLayout, Program, Training, Value
 
-CORE_VERSION = 3  # 2: the sites and origins of instructions; 3: layouts, bounds, trainings
+# 2: sites and origins of instructions; 3: layouts, bounds, trainings; 4: `ParamLayout`
+CORE_VERSION = 4
 TYPES = (Lin, AxisT, Shape, Real, Idx, Bool, Machine, KeyT, Instance, ParamsT, ModuleT, TupleT, FnT)
-CORE_CODEC = Codec((*TYPES, Value, Lit, Origin, Instr, Function, Leaf, Layout, Training, Program))
+CORE_CODEC = Codec(
+    (*TYPES, Value, Lit, Origin, Instr, Function, Leaf, ParamLayout, Training, Program)
+)
 
 
 def encode_core(program: Program, sources: list[Source]) -> bytes:

@@ -119,7 +119,7 @@ class Leaf:
 
 
 @dataclass(frozen=True, slots=True)
-class Layout:
+class ParamLayout:
     """The parameter tree of a module: `params Linear{In, Out}` is `w`, then `b`."""
 
     module: str  # the module's key (`Instance.module`: `01_linear.psk:Linear`)
@@ -160,7 +160,7 @@ class Program:
     is self-contained."""
 
     functions: tuple[Function, ...]
-    layouts: tuple[Layout, ...] = ()
+    layouts: tuple[ParamLayout, ...] = ()
     bounds: tuple[tuple[str, int | None], ...] = ()
     trainings: tuple[Training, ...] = ()
     lowers: tuple[tuple[str, int], ...] = ()  # `dim T >= 2`: the lower bounds above 0
@@ -171,7 +171,7 @@ class Program:
                 return f
         raise KeyError(name)
 
-    def layout(self, name: str) -> Layout | None:
+    def layout(self, name: str) -> ParamLayout | None:
         """The layout of the module `name` (its name as written, or its key)."""
         for layout in self.layouts:
             if name in (layout.name, layout.module):

@@ -21,7 +21,7 @@ from presk_types.elab import (
 from presk_types.presburger import Lin
 from presk_types.types import Idx, ParamsT, Type, shape_of, subst, subst_lin
 
-from presk_core.ir import Layout, Leaf, Training, Value
+from presk_core.ir import Leaf, ParamLayout, Training, Value
 from presk_core.ir import Program as Core
 
 Tree = tuple[tuple[str, ...], tuple[tuple[str, Type], ...]]
@@ -29,7 +29,7 @@ Tree = tuple[tuple[str, ...], tuple[tuple[str, Type], ...]]
 parameter and sub-module (a sub-module's type `params …`)."""
 
 
-def module_layout(info: ModuleInfo, program: Program) -> Layout:
+def module_layout(info: ModuleInfo, program: Program) -> ParamLayout:
     """`params M{dims}` as its leaves in the order of the declaration (the interpreter's
     order too): a parameter `w`, then a sub-module's leaves under its name (`proj.w`),
     a stacked sub-module's with the stack (its path and count) first in their `stack`."""
@@ -48,10 +48,10 @@ def module_layout(info: ModuleInfo, program: Program) -> Layout:
                 inner = tuple((f"{item.name}.{p}", subst_lin(s, values)) for p, s in leaf.stack)
                 stack = outer + inner
                 leaves.append(Leaf(f"{item.name}.{leaf.path}", subst(leaf.type, values), stack))
-    return Layout(info.key, info.decl.name, tuple(info.dims), tuple(leaves))
+    return ParamLayout(info.key, info.decl.name, tuple(info.dims), tuple(leaves))
 
 
-def layouts(program: Program) -> tuple[Layout, ...]:
+def layouts(program: Program) -> tuple[ParamLayout, ...]:
     """Every module's layout, in the order of the files (imports first), then of the source."""
     return tuple(
         module_layout(info, program) for env in program.files for info in env.modules.values()
@@ -104,7 +104,7 @@ def trainings(program: Program, checker) -> tuple[Training, ...]:
 # ---- a module's file dimensions --------------------------------------------------------------
 
 
-def free_dims(layout: Layout) -> frozenset[str]:
+def free_dims(layout: ParamLayout) -> frozenset[str]:
     """The dimensions a module's leaves use beyond its own parameters: its file's (`T` of
     minigpt's `pos : ℝ[seq: T, D]`), which `params MiniGPT` does not carry."""
     names: set[str] = set()
@@ -115,7 +115,7 @@ def free_dims(layout: Layout) -> frozenset[str]:
     return frozenset(names - set(layout.dims))
 
 
-def bound_layout(layout: Layout, values: Mapping[str, int]) -> Layout:
+def bound_layout(layout: ParamLayout, values: Mapping[str, int]) -> ParamLayout:
     """The layout with its file dimensions in `values` replaced by their numbers (its own
     dimensions stay: `params M{…}` binds them)."""
     lins = {d: Lin.const(v) for d, v in values.items() if d not in layout.dims}

@@ -44,7 +44,17 @@ from presk_types.types import (
     subst,
 )
 
-from presk_core.ir import Function, Instr, Layout, Lit, Operand, Origin, Program, Value, site_of
+from presk_core.ir import (
+    Function,
+    Instr,
+    Lit,
+    Operand,
+    Origin,
+    ParamLayout,
+    Program,
+    Value,
+    site_of,
+)
 from presk_core.layout import bound_layout, free_dims, init_trees
 
 CALLS = ("call", "fold", "fold_init", "grad", "value_grad")
@@ -130,7 +140,7 @@ class Specializer:
                 if d in values:
                     self.read.setdefault(module, {}).setdefault(d, set()).add(values[d])
 
-    def layouts(self) -> tuple[Layout, ...]:
+    def layouts(self) -> tuple[ParamLayout, ...]:
         """`Program.layouts` with each module's file dimensions at the values the reached
         functions bind them to (a sub-module's at its parent's): `params MiniGPT`'s `pos`
         is `ℝ[seq: 8, 16]` at `T = 8`. A dimension read at two values stays a name."""
