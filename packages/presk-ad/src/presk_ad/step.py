@@ -111,7 +111,7 @@ class TrainError(RunError):
 
 
 @dataclass(frozen=True, slots=True)
-class Step:
+class StepRecord:
     """What one step did: its batch (the samples' indices and their doubles, stacked), the
     loss and gradient before the update, the rate, and θ after it."""
 
@@ -220,7 +220,7 @@ class Trainer:
         value = stack_samples(self.run.batch_type, [self.samples[i] for i in indices])
         return epoch, indices, value
 
-    def steps(self, count: int | None = None) -> Iterator[Step]:
+    def steps(self, count: int | None = None) -> Iterator[StepRecord]:
         """The first `count` steps (the whole horizon by default), θ updated as they go."""
         for t in range(1, (count or self.horizon) + 1):
             epoch, indices, value = self.batch(t)
@@ -241,7 +241,7 @@ class Trainer:
             self.theta, self.m, self.v = self.interp.run(
                 "adamw.step", [self.theta, self.m, self.v, grads, step, lr], self.dims
             )
-            yield Step(t, epoch, indices, value, loss, grads, lr, self.theta)
+            yield StepRecord(t, epoch, indices, value, loss, grads, lr, self.theta)
 
 
 def _bad(x: object) -> bool:
@@ -279,4 +279,4 @@ def finite(t: int, indices: list[int], loss: object, grads: dict) -> None:
             )
 
 
-__all__ = ["STEP", "Step", "TrainError", "Trainer", "finite", "training_step"]
+__all__ = ["STEP", "StepRecord", "TrainError", "Trainer", "finite", "training_step"]

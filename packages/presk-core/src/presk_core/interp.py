@@ -41,7 +41,7 @@ from presk_core.prepare import (
     Prep,
     Rule,
     RunError,
-    Step,
+    Thunk,
     apply,
     explicit,
 )
@@ -145,7 +145,7 @@ class Interpreter:
                 ) from None
 
 
-def _roomy(ins: Instr, step: Step, dims: dict[str, int]) -> Step:
+def _roomy(ins: Instr, step: Thunk, dims: dict[str, int]) -> Thunk:
     """`step`, which first makes sure there is room for its result if that is a large
     tensor of reals (presk_core.room: GMP aborts the process where memory runs out). The
     result's explicit axes are measured, its open prefix (known only at run time) not."""
@@ -166,7 +166,7 @@ def _roomy(ins: Instr, step: Step, dims: dict[str, int]) -> Step:
     return checked
 
 
-def _abs_step(ins: Instr, step: Step) -> Step:
+def _abs_step(ins: Instr, step: Thunk) -> Thunk:
     """Σ|terms| of a sum or contraction: `step` on its real operands' absolute values."""
     ids = [a.id for a in ins.args if isinstance(a, Value) and isinstance(a.type, Real)]
     if ins.op == "sum_to":
@@ -181,12 +181,12 @@ def _abs_step(ins: Instr, step: Step) -> Step:
 # ---- structure ---------------------------------------------------------------------------
 
 
-def _call(p: Prep) -> Step:
+def _call(p: Prep) -> Thunk:
     interp, name, gets, dims = p.interp, p.attr("fn"), p.args, p.bound()
     return lambda env: interp.call(name, [g(env) for g in gets], dims)
 
 
-def _fold(p: Prep) -> Step:
+def _fold(p: Prep) -> Thunk:
     interp, name, gets, dims = p.interp, p.attr("fn"), p.args, p.bound()
     count = p.length(p.attr("count"))
 
@@ -200,12 +200,12 @@ def _fold(p: Prep) -> Step:
     return step
 
 
-def _slice(p: Prep) -> Step:
+def _slice(p: Prep) -> Thunk:
     get, i = p.args[0], p.attr("index")
     return lambda env: {path: leaf[i] for path, leaf in get(env).items()}
 
 
-def _field(p: Prep) -> Step:
+def _field(p: Prep) -> Thunk:
     get, path = p.args[0], p.attr("path")
 
     def step(env: Env) -> object:
@@ -215,29 +215,29 @@ def _field(p: Prep) -> Step:
     return step
 
 
-def _record(p: Prep) -> Step:
+def _record(p: Prep) -> Thunk:
     pairs = list(zip(p.attr("keys"), p.args, strict=True))
     return lambda env: record([k for k, _ in pairs], [get(env) for _, get in pairs])
 
 
-def _get(p: Prep) -> Step:
+def _get(p: Prep) -> Thunk:
     get, i = p.args[0], p.attr("index")
     return lambda env: get(env)[i]
 
 
-def _fold_key(p: Prep) -> Step:
+def _fold_key(p: Prep) -> Thunk:
     get, name = p.args[0], p.attr("name")
     return lambda env: R.fold_in_name(get(env), name)
 
 
-def _init(p: Prep) -> Step:
+def _init(p: Prep) -> Thunk:
     shape = tuple(p.length(a.length) for a in explicit(p.ins.out.type).axes)
     attrs = {k: v for k, v in p.ins.attrs if k != "init"}
     get, init = p.args[0], p.attr("init")
     return lambda env: M.real(R.init_param(init, get(env), shape, **attrs))
 
 
-def _fold_init(p: Prep) -> Step:
+def _fold_init(p: Prep) -> Thunk:
     interp, name, get, dims = p.interp, p.attr("fn"), p.args[0], p.bound()
     count = p.length(p.attr("count"))
 
@@ -249,7 +249,7 @@ def _fold_init(p: Prep) -> Step:
     return step
 
 
-def _grad(p: Prep) -> Step:
+def _grad(p: Prep) -> Thunk:
     def step(env: Env) -> object:
         raise RunError(
             "E7002",
@@ -263,7 +263,7 @@ def _grad(p: Prep) -> Step:
 # ---- what differentiation writes (presk_types.ops.ADJOINT_OPS; presk_core.adjoints) ---------
 
 
-def _sum_to(p: Prep) -> Step:
+def _sum_to(p: Prep) -> Thunk:
     """ct (of the result's type) back to the shape of operand x, as x was aligned to it."""
     (get_ct, get_x), (ct_val, x_val) = p.args, p.ins.args
     ct_rank = explicit(ct_val.type).rank
@@ -279,7 +279,7 @@ def _sum_to(p: Prep) -> Step:
     return step
 
 
-def _expand(p: Prep) -> Step:
+def _expand(p: Prep) -> Thunk:
     (get_ct, get_x), axis, mean = p.args, p.axis(1), bool(p.attr("mean"))
 
     def step(env: Env) -> object:
@@ -290,7 +290,7 @@ def _expand(p: Prep) -> Step:
 
 
 def _softmax_adj(kernel: Callable) -> Rule:
-    def rule(p: Prep) -> Step:
+    def rule(p: Prep) -> Thunk:
         (get_ct, get_y), axis = p.args, p.axis(1)
 
         def step(env: Env) -> object:
@@ -302,7 +302,7 @@ def _softmax_adj(kernel: Callable) -> Rule:
     return rule
 
 
-def _take_grad(p: Prep) -> Step:
+def _take_grad(p: Prep) -> Thunk:
     (get_ct, get_x, get_ids), axis = p.args, p.axis(1)
 
     def step(env: Env) -> object:
@@ -312,7 +312,7 @@ def _take_grad(p: Prep) -> Step:
     return step
 
 
-def _reduce_pick(p: Prep) -> Step:
+def _reduce_pick(p: Prep) -> Thunk:
     (get_ct, get_x), axis, kind = p.args, p.axis(1), p.attr("kind")
 
     def step(env: Env) -> object:
@@ -322,7 +322,7 @@ def _reduce_pick(p: Prep) -> Step:
     return step
 
 
-def _pick2(p: Prep) -> Step:
+def _pick2(p: Prep) -> Thunk:
     operands, which, kind = p.placed(), p.attr("which"), p.attr("kind")
 
     def step(env: Env) -> object:
@@ -337,14 +337,14 @@ def _pick2(p: Prep) -> Step:
 def _with_attr(kernel: Callable, name: str) -> Rule:
     """`kernel(a, attribute, b)`: put, put_slice, put_item."""
 
-    def rule(p: Prep) -> Step:
+    def rule(p: Prep) -> Thunk:
         (get_a, get_b), value = p.args, p.attr(name)
         return lambda env: kernel(get_a(env), value, get_b(env))
 
     return rule
 
 
-def _spread(p: Prep) -> Step:
+def _spread(p: Prep) -> Thunk:
     (get_ct, get_x), (ct_names, x_names) = p.args, p.attr("_names")
     return lambda env: A.spread(get_ct(env), ct_names, get_x(env), x_names)
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from presk_core.interp import Interpreter
 
 Env = dict[int, object]
-Step = Callable[[Env], object]
+Thunk = Callable[[Env], object]  # an instruction prepared: its value from the environment
 
 
 class RunError(Exception):
@@ -53,7 +53,7 @@ def literal(a: Lit, dims: dict[str, int]) -> object:
 # ---- preparing an instruction ------------------------------------------------------------
 
 
-def constant(value: object) -> Step:
+def constant(value: object) -> Thunk:
     return lambda env: value
 
 
@@ -70,7 +70,7 @@ class Prep:
         self.args = [Prep.reader(a, dims) for a in ins.args]
 
     @staticmethod
-    def reader(a: Value | Lit, dims: dict[str, int]) -> Step:
+    def reader(a: Value | Lit, dims: dict[str, int]) -> Thunk:
         return constant(literal(a, dims)) if isinstance(a, Lit) else itemgetter(a.id)
 
     def attr(self, name: str, default: object = None) -> object:
@@ -180,10 +180,10 @@ class Placement:
 
 # ---- rules -------------------------------------------------------------------------------
 
-Rule = Callable[[Prep], Step]
+Rule = Callable[[Prep], Thunk]
 
 
-def _real_of(get: Step) -> Step:
+def _real_of(get: Thunk) -> Thunk:
     def read(env: Env) -> np.ndarray:
         x = get(env)
         if type(x) is not np.ndarray or x.dtype != object:
@@ -194,7 +194,7 @@ def _real_of(get: Step) -> Step:
 
 
 def _elementwise(kernel: Callable) -> Rule:
-    def rule(p: Prep) -> Step:
+    def rule(p: Prep) -> Thunk:
         operands = p.placed()
         return lambda env: kernel(*operands(env))
 
@@ -202,7 +202,7 @@ def _elementwise(kernel: Callable) -> Rule:
 
 
 def _unary(kernel: Callable) -> Rule:
-    def rule(p: Prep) -> Step:
+    def rule(p: Prep) -> Thunk:
         read = _real_of(p.args[0])
         return lambda env: kernel(read(env))
 
@@ -210,7 +210,7 @@ def _unary(kernel: Callable) -> Rule:
 
 
 def _reduce(kernel: Callable) -> Rule:
-    def rule(p: Prep) -> Step:
+    def rule(p: Prep) -> Thunk:
         (get,), axis = p.args, p.axis(0)
 
         def step(env: Env) -> object:
@@ -222,7 +222,7 @@ def _reduce(kernel: Callable) -> Rule:
     return rule
 
 
-def _pow(p: Prep) -> Step:
+def _pow(p: Prep) -> Thunk:
     get, y = p.args[0], p.ins.args[1]
     if isinstance(y, Lit):
         q = gmpy2.mpq(y.text)
@@ -233,7 +233,7 @@ def _pow(p: Prep) -> Step:
 
 
 def _softmax(kernel: Callable) -> Rule:
-    def rule(p: Prep) -> Step:
+    def rule(p: Prep) -> Thunk:
         get, axis = p.args[0], p.axis(0)
         if not p.attr("where"):
 
@@ -256,23 +256,23 @@ def _softmax(kernel: Callable) -> Rule:
     return rule
 
 
-def _compare(p: Prep) -> Step:
+def _compare(p: Prep) -> Thunk:
     operands, op = p.placed(), p.attr("op")
     return lambda env: M.compare(op, *operands(env))
 
 
-def _select(p: Prep) -> Step:
+def _select(p: Prep) -> Thunk:
     operands = p.placed()
     return lambda env: M.select(*operands(env))
 
 
-def _causal_mask(p: Prep) -> Step:
+def _causal_mask(p: Prep) -> Thunk:
     ((_, length),) = p.attr("shapes")
     n = p.length(length)
     return lambda env: np.tril(np.ones((n, n), dtype=bool))
 
 
-def _draw(p: Prep) -> Step:
+def _draw(p: Prep) -> Thunk:
     """`uniform(key, n: T, …)` and `bernoulli(key, p, n: T, …)` (issue 16): doubles drawn
     by presk_core.random, exact at 53 bits or more."""
     shape = tuple(p.length(length) for _, length in p.attr("shapes", ()))
@@ -283,14 +283,14 @@ def _draw(p: Prep) -> Step:
     return lambda env: M.real(R.bernoulli(key(env), prob(env).reshape(()).item(), shape))
 
 
-def _filled(p: Prep) -> Step:
+def _filled(p: Prep) -> Thunk:
     """`zeros(n: T, …)` and `ones(n: T, …)`."""
     shape = tuple(p.length(length) for _, length in p.attr("shapes", ()))
     value = 0.0 if p.ins.op == "zeros" else 1.0
     return lambda env: M.real(np.full(shape, value))
 
 
-def _ein(p: Prep) -> Step:
+def _ein(p: Prep) -> Thunk:
     out, names = p.attr("axes"), p.attr("_names")
     gets = p.args
     if len(gets) == 1:
@@ -344,7 +344,7 @@ def _sum_alone(x, names, p, other, out):
     return x, tuple(names)
 
 
-def _argmax(p: Prep) -> Step:
+def _argmax(p: Prep) -> Thunk:
     get, axis = p.args[0], p.axis(0)
 
     def step(env: Env) -> object:
@@ -355,12 +355,12 @@ def _argmax(p: Prep) -> Step:
     return step
 
 
-def _one_hot(p: Prep) -> Step:
+def _one_hot(p: Prep) -> Thunk:
     get, n = p.args[0], p.length(p.ins.args[0].type.bound)
     return lambda env: M.one_hot(get(env), n)
 
 
-def _take(p: Prep) -> Step:
+def _take(p: Prep) -> Thunk:
     (get, get_ids), axis = p.args, p.axis(0)
 
     def step(env: Env) -> object:
@@ -370,7 +370,7 @@ def _take(p: Prep) -> Step:
     return step
 
 
-def _merge(p: Prep) -> Step:
+def _merge(p: Prep) -> Thunk:
     get, axis = p.args[0], p.axis(0)
 
     def step(env: Env) -> object:
@@ -381,7 +381,7 @@ def _merge(p: Prep) -> Step:
     return step
 
 
-def _split(p: Prep) -> Step:
+def _split(p: Prep) -> Thunk:
     get, axis = p.args[0], p.axis(0)
     (_, la), (_, lb) = p.attr("shapes")
     lengths = (p.length(la), p.length(lb))
@@ -397,7 +397,7 @@ def _split(p: Prep) -> Step:
 def apply(kernel: Callable) -> Rule:
     """`kernel` of the operands as they are."""
 
-    def rule(p: Prep) -> Step:
+    def rule(p: Prep) -> Thunk:
         gets = p.args
         if len(gets) == 1:
             (get,) = gets

@@ -213,7 +213,7 @@ class Nest:
 
 
 @dataclass
-class Step:
+class InstrLowering:
     """One instruction being lowered: its operands' host values and how to build kernels."""
 
     lowering: Lowering
@@ -360,7 +360,7 @@ class Lowering:
             raise LowerError(f"`{ins.op}` ({kind}) has no loop nest in this presk-kernel")
         if ins.op == "real" and isinstance(values[0], Known):
             return values[0]
-        return rule(Step(self, ins, site, values))
+        return rule(InstrLowering(self, ins, site, values))
 
 
 def site_in_source(fn: Function, ins: Instr) -> str:
@@ -606,7 +606,9 @@ def _lower(
     body, called = lw.calls, len(lw.launches)
     outs = leaves(result)
     if isinstance(result, Known):
-        step = Step(lw, Instr(Value(-1, Real(SCALAR)), "real", ()), f"{entry}/return", [result])
+        step = InstrLowering(
+            lw, Instr(Value(-1, Real(SCALAR)), "real", ()), f"{entry}/return", [result]
+        )
         outs = [_fill(step, result)]
     results = tuple(Arg(t.buf, t.offset) for t in outs)
     body = replace(body, results=results, body=body.body + tuple(range(called, len(lw.launches))))
@@ -623,7 +625,7 @@ def _lower(
     return host_schedule(schedule, body, lw.recorder), lw
 
 
-def _fill(step: Step, value: Known) -> Tensor:
+def _fill(step: InstrLowering, value: Known) -> Tensor:
     k = step.nest("fill")
     out = k.output((), step.lowering.type_at(step.site))
     return k.finish([Store(out, (), k.const(value.text))])

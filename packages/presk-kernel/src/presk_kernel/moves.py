@@ -10,14 +10,14 @@ from presk_types.shapes import alignment
 from presk_types.types import Shape
 
 from presk_kernel.ir import REAL_DTYPES, Affine, Axis, Index, Load, Loop, Store
-from presk_kernel.lower import LowerError, Step, Tensor, explicit
+from presk_kernel.lower import InstrLowering, LowerError, Tensor, explicit
 from presk_kernel.nests import at, nest, op
 from presk_kernel.rules import _copy, _fill, _with, _zeros_like
 
 # ---- gathers, scatters, layouts ----------------------------------------------------------
 
 
-def _gather(step: Step, x: Tensor, axis: int, ids: Tensor, x_place, ids_place) -> Tensor:
+def _gather(step: InstrLowering, x: Tensor, axis: int, ids: Tensor, x_place, ids_place) -> Tensor:
     k = step.nest()
     xi, ii = k.input(x), k.input(ids)
     axes = step.out_axes()
@@ -36,13 +36,13 @@ def _gather(step: Step, x: Tensor, axis: int, ids: Tensor, x_place, ids_place) -
     return k.finish(nest(v, axes, [Store(out, at(v), Load(xi, tuple(idx)))]))
 
 
-def _embed(step: Step) -> Tensor:
+def _embed(step: InstrLowering) -> Tensor:
     table, ids = step.tensor(0), step.tensor(1)
     s = len(ids.axes)
     return _gather(step, table, 0, ids, list(range(s, s + len(table.axes) - 1)), list(range(s)))
 
 
-def _take(step: Step) -> Tensor:
+def _take(step: InstrLowering) -> Tensor:
     x, ids = step.tensor(0), step.tensor(1)
     axis = step.axis(0, step.ins.attr("axes")[0])
     dst = Shape(False, explicit(step.ins.out.type).axes)
@@ -54,7 +54,7 @@ def _take(step: Step) -> Tensor:
     return _gather(step, x, axis, ids, xp, ip)
 
 
-def _one_hot(step: Step) -> Tensor:
+def _one_hot(step: InstrLowering) -> Tensor:
     def formula(c, ids):
         return op("select", op("compare", ids, Index(v_last[0]), attr="=="), c(1), c(0))
 
@@ -70,7 +70,13 @@ def _one_hot(step: Step) -> Tensor:
 
 
 def _scatter(
-    step: Step, ct: Tensor, ids: Tensor, x_axes, axis: int, name: str, after: int | None = None
+    step: InstrLowering,
+    ct: Tensor,
+    ids: Tensor,
+    x_axes,
+    axis: int,
+    name: str,
+    after: int | None = None,
 ) -> Tensor:
     """Zeros of x's shape, then each element of ct added at its index, in index order: ct's
     element at v goes to x[v[:axis], ids[v[:len(ids.axes)]], v[after:]] (after = axis when
@@ -92,7 +98,7 @@ def _scatter(
     return full
 
 
-def _embed_grad(step: Step) -> Tensor:
+def _embed_grad(step: InstrLowering) -> Tensor:
     ct, table, ids = step.tensor(0), step.tensor(1), step.tensor(2)
     rows = ids.size
     flat_ids = ids.named((Axis(None, rows),))
@@ -100,7 +106,7 @@ def _embed_grad(step: Step) -> Tensor:
     return _scatter(step, flat_ct, flat_ids, step.out_axes(), 0, "embed_grad", after=1)
 
 
-def _take_grad(step: Step) -> Tensor:
+def _take_grad(step: InstrLowering) -> Tensor:
     ct, x, ids = step.tensor(0), step.tensor(1), step.tensor(2)
     axis = step.axis(1, step.ins.attr("axes")[0])
     rest = tuple(a for i, a in enumerate(x.axes) if i != axis)
@@ -109,7 +115,7 @@ def _take_grad(step: Step) -> Tensor:
     return _scatter(step, ct, ids.named(rest), step.out_axes(), axis, "take_grad")
 
 
-def _merge(step: Step) -> Tensor:
+def _merge(step: InstrLowering) -> Tensor:
     x = step.tensor(0)
     i = step.axis(0, step.ins.attr("axes")[0])
     n = x.axes[i + 1].length
@@ -123,7 +129,7 @@ def _merge(step: Step) -> Tensor:
     return k.finish(nest(v, x.axes, [Store(out, tuple(idx), Load(xi, at(v)))]))
 
 
-def _split(step: Step) -> Tensor:
+def _split(step: InstrLowering) -> Tensor:
     x = step.tensor(0)
     i = step.axis(0, step.ins.attr("axes")[0])
     k = step.nest()
@@ -136,7 +142,7 @@ def _split(step: Step) -> Tensor:
     return k.finish(nest(v, axes, [Store(out, at(v), Load(xi, tuple(idx)))]))
 
 
-def _reshape_like(step: Step) -> Tensor:
+def _reshape_like(step: InstrLowering) -> Tensor:
     """ct's data under x's shape: a view of ct's buffer (row-major, the same elements in
     the same order: no kernel), or a copy where the storage type changes (a real stays a
     view in its own type: a realization changes no launch)."""
@@ -151,7 +157,7 @@ def _reshape_like(step: Step) -> Tensor:
 # ---- trees of cotangents -----------------------------------------------------------------
 
 
-def _put(step: Step) -> object:
+def _put(step: InstrLowering) -> object:
     tree, a = step.values
     path = step.ins.attr("path")
     out = {}
@@ -165,14 +171,14 @@ def _put(step: Step) -> object:
     return out
 
 
-def _put_item(step: Step) -> object:
+def _put_item(step: InstrLowering) -> object:
     t, a = step.values
     i = step.ins.attr("index")
     zero = _zeros_like(_with(step, [t]))
     return tuple(a if j == i else z for j, z in enumerate(zero))
 
 
-def _put_slice(step: Step) -> object:
+def _put_slice(step: InstrLowering) -> object:
     tree, a = step.values
     i = step.ins.attr("index")
     out = {}
@@ -189,7 +195,7 @@ def _put_slice(step: Step) -> object:
     return out
 
 
-MOVES: dict[str, Callable[[Step], object]] = {
+MOVES: dict[str, Callable[[InstrLowering], object]] = {
     "embed": _embed,
     "take": _take,
     "one_hot": _one_hot,

@@ -1,6 +1,6 @@
 """The loop nest of each tensor operation: the table `NESTS`, keyed by operation.
 
-Each rule gets a `Step` (presk_kernel.lower): the instruction, its operands as host values
+Each rule gets a `InstrLowering` (presk_kernel.lower): the instruction, its operands as host values
 (a `Tensor` in a host buffer, or a `Known` number) and a way to build kernels, and returns
 the result's host value after adding its launches. The arithmetic follows the reference
 interpreter's (presk_core.mpfr's docstring) operation for operation, in the realization's

@@ -11,11 +11,11 @@ from presk_types.types import Shape
 
 from presk_kernel import nests as N
 from presk_kernel.ir import Affine, Axis, Const, Index, Load, Loop, Reduce, Store, Var
-from presk_kernel.lower import Known, Step, Tensor, explicit
+from presk_kernel.lower import InstrLowering, Known, Tensor, explicit
 from presk_kernel.nests import at, nest, op
 
 
-def _elementwise(step: Step, formula: Callable | None = None) -> Tensor:
+def _elementwise(step: InstrLowering, formula: Callable | None = None) -> Tensor:
     formula = formula or N.ELEMENTWISE[step.ins.op]
     k = step.nest()
     step.inputs(k)
@@ -27,7 +27,7 @@ def _elementwise(step: Step, formula: Callable | None = None) -> Tensor:
     return k.finish(nest(v, axes, [Store(out, at(v), formula(k.const, *args))]))
 
 
-def _leafwise(step: Step, fn: Callable) -> object:
+def _leafwise(step: InstrLowering, fn: Callable) -> object:
     """An operation on trees and tuples, leaf by leaf (accum, zeros_like)."""
 
     def go(*vs):
@@ -41,7 +41,7 @@ def _leafwise(step: Step, fn: Callable) -> object:
     return go(*step.values)
 
 
-def _fill(step: Step, axes, dtype: str, value: str | int = 0, into: Tensor | None = None):
+def _fill(step: InstrLowering, axes, dtype: str, value: str | int = 0, into: Tensor | None = None):
     k = step.nest("fill")
     out = k.output(axes, dtype) if into is None else k.output_into(into)
     v = k.vars(len(axes))
@@ -50,7 +50,7 @@ def _fill(step: Step, axes, dtype: str, value: str | int = 0, into: Tensor | Non
     return k.finish(nest(v, axes, [Store(out, at(v), c)]))
 
 
-def _copy(step: Step, src: Tensor, into: Tensor, name: str) -> Tensor:
+def _copy(step: InstrLowering, src: Tensor, into: Tensor, name: str) -> Tensor:
     k = step.nest(name)
     xi = k.input(src.named(into.axes))
     out = k.output_into(into)
@@ -58,7 +58,7 @@ def _copy(step: Step, src: Tensor, into: Tensor, name: str) -> Tensor:
     return k.finish(nest(v, into.axes, [Store(out, at(v), Load(xi, at(v)))]))
 
 
-def _accum(step: Step) -> object:
+def _accum(step: InstrLowering) -> object:
     if isinstance(step.values[0], Tensor | Known):
         return _elementwise(step)
 
@@ -73,7 +73,7 @@ def _accum(step: Step) -> object:
     return _leafwise(step, add)
 
 
-def _zeros_like(step: Step) -> object:
+def _zeros_like(step: InstrLowering) -> object:
     def zero(x):
         if isinstance(x, Known):
             return Known("0")
@@ -82,7 +82,7 @@ def _zeros_like(step: Step) -> object:
     return _leafwise(step, zero)
 
 
-def _pow(step: Step) -> Tensor:
+def _pow(step: InstrLowering) -> Tensor:
     y = step.ins.args[1]
     if isinstance(y, Lit):
         q = Known(y.text).text
@@ -95,11 +95,11 @@ def _pow(step: Step) -> Tensor:
     return _elementwise(step, lambda c, x, e: op("powf", x, e))
 
 
-def _compare(step: Step) -> Tensor:
+def _compare(step: InstrLowering) -> Tensor:
     return _elementwise(step, lambda c, a, b: op("compare", a, b, attr=step.ins.attr("op")))
 
 
-def _causal_mask(step: Step) -> Tensor:
+def _causal_mask(step: InstrLowering) -> Tensor:
     k = step.nest()
     axes = step.out_axes()
     out = k.output(axes, "bool")
@@ -108,7 +108,7 @@ def _causal_mask(step: Step) -> Tensor:
     return k.finish(nest([i, j], axes, [Store(out, at([i, j]), expr)]))
 
 
-def _expand(step: Step) -> Tensor:
+def _expand(step: InstrLowering) -> Tensor:
     ct, x = step.values
     axes = step.out_axes()
     names = step.ins.attr("axes", ())
@@ -127,7 +127,7 @@ def _expand(step: Step) -> Tensor:
     return k.finish(nest(v, axes, [Store(out, at(v), value)]))
 
 
-def _spread(step: Step) -> Tensor:
+def _spread(step: InstrLowering) -> Tensor:
     ct_names, x_names = step.ins.attr("_names")
     axes = step.out_axes()
     k = step.nest()
@@ -138,7 +138,7 @@ def _spread(step: Step) -> Tensor:
     return k.finish(nest(v, axes, [Store(out, at(v), load)]))
 
 
-def _pick2(step: Step) -> Tensor:
+def _pick2(step: InstrLowering) -> Tensor:
     which, kind = step.ins.attr("which"), step.ins.attr("kind")
 
     def formula(c, ct, a, b):
@@ -154,14 +154,14 @@ def _pick2(step: Step) -> Tensor:
 # ---- reductions --------------------------------------------------------------------------
 
 
-def _reduced(step: Step, i: int = 0) -> tuple[Tensor, list[int]]:
+def _reduced(step: InstrLowering, i: int = 0) -> tuple[Tensor, list[int]]:
     x = step.tensor(i)
     names = step.ins.attr("axes", ())
     return x, [step.axis(i, names[0])] if names else list(range(len(x.axes)))
 
 
-def _reduce(kind: str, mean: bool = False) -> Callable[[Step], Tensor]:
-    def rule(step: Step) -> Tensor:
+def _reduce(kind: str, mean: bool = False) -> Callable[[InstrLowering], Tensor]:
+    def rule(step: InstrLowering) -> Tensor:
         x, red = _reduced(step)  # every axis: one fold in their row-major order
         n = N.count(x, red)
         finish = (lambda acc: op("div", acc, Const(float(n), step.compute))) if mean else None
@@ -170,7 +170,7 @@ def _reduce(kind: str, mean: bool = False) -> Callable[[Step], Tensor]:
     return rule
 
 
-def _rows(step: Step, x: Tensor, axis: int, body: Callable) -> Tensor:
+def _rows(step: InstrLowering, x: Tensor, axis: int, body: Callable) -> Tensor:
     """A nest over every row of x along `axis`: `body(k, xi, vars)` gives the statements
     before the row's loop and the value stored at each of its elements."""
     k = step.nest()
@@ -187,8 +187,8 @@ def _rows(step: Step, x: Tensor, axis: int, body: Callable) -> Tensor:
     return k.finish(nest(outer, outer_axes, [*before, final]))
 
 
-def _softmax(log: bool) -> Callable[[Step], Tensor]:
-    def rule(step: Step) -> Tensor:
+def _softmax(log: bool) -> Callable[[InstrLowering], Tensor]:
+    def rule(step: InstrLowering) -> Tensor:
         x = step.tensor(0)
         axis = step.axis(0, step.ins.attr("axes")[0])
         where = bool(step.ins.attr("where"))
@@ -217,8 +217,8 @@ def _softmax(log: bool) -> Callable[[Step], Tensor]:
     return rule
 
 
-def _softmax_grad(log: bool) -> Callable[[Step], Tensor]:
-    def rule(step: Step) -> Tensor:
+def _softmax_grad(log: bool) -> Callable[[InstrLowering], Tensor]:
+    def rule(step: InstrLowering) -> Tensor:
         ct, y = step.tensor(0), step.tensor(1)
         axis = step.axis(1, step.ins.attr("axes")[0])
 
@@ -241,7 +241,7 @@ def _softmax_grad(log: bool) -> Callable[[Step], Tensor]:
     return rule
 
 
-def _argmax(step: Step) -> Tensor:
+def _argmax(step: InstrLowering) -> Tensor:
     x = step.tensor(0)
     names = step.ins.attr("axes", ())
     axis = step.axis(0, names[0]) if names else len(x.axes) - 1
@@ -255,7 +255,7 @@ def _argmax(step: Step) -> Tensor:
     return k.finish(nest(outer, outer_axes, [*stmts, Store(out, at(outer), r)]))
 
 
-def _reduce_pick(step: Step) -> Tensor:
+def _reduce_pick(step: InstrLowering) -> Tensor:
     ct, x = step.values
     names = step.ins.attr("axes", ())
     kind = step.ins.attr("kind")
@@ -283,7 +283,7 @@ def _reduce_pick(step: Step) -> Tensor:
     return full
 
 
-def _sum_to(step: Step) -> object:
+def _sum_to(step: InstrLowering) -> object:
     ct, x = step.values
     if not isinstance(ct, Tensor):
         return ct
@@ -323,14 +323,14 @@ def _sum_to(step: Step) -> object:
     return k.finish(nest(loops, axes, [reduce, Store(out, at(v), Var(acc))]))
 
 
-def _with(step: Step, values: list) -> Step:
-    return Step(step.lowering, step.ins, step.site, values)
+def _with(step: InstrLowering, values: list) -> InstrLowering:
+    return InstrLowering(step.lowering, step.ins, step.site, values)
 
 
 # ---- contractions ------------------------------------------------------------------------
 
 
-def _contract(step: Step, a: Tensor, b: Tensor, ia: list, ib: list, summed) -> Tensor:
+def _contract(step: InstrLowering, a: Tensor, b: Tensor, ia: list, ib: list, summed) -> Tensor:
     """out[v] = fold fma over `summed` of a[ia]·b[ib]; ia, ib name out vars by position
     (int) and summed vars by ('s', n)."""
     k = step.nest()
@@ -360,7 +360,7 @@ def _contract(step: Step, a: Tensor, b: Tensor, ia: list, ib: list, summed) -> T
     return k.finish(nest(v, axes, body))
 
 
-def _dot(step: Step) -> Tensor:
+def _dot(step: InstrLowering) -> Tensor:
     a, b = step.tensor(0), step.tensor(1)
     na = len(a.axes) - 1
     n = a.axes[-1]
@@ -369,7 +369,7 @@ def _dot(step: Step) -> Tensor:
     return _contract(step, a, b, ia, ib, [(n.name, n.length)])
 
 
-def _dot_left(step: Step) -> Tensor:
+def _dot_left(step: InstrLowering) -> Tensor:
     ct, b = step.tensor(0), step.tensor(1)
     t = len(b.axes) - 1
     lead = len(ct.axes) - t
@@ -378,7 +378,7 @@ def _dot_left(step: Step) -> Tensor:
     return _contract(step, ct, b, ia, ib, [(x.name, x.length) for x in b.axes[1:]])
 
 
-def _dot_right(step: Step) -> Tensor:
+def _dot_right(step: InstrLowering) -> Tensor:
     a, ct = step.tensor(0), step.tensor(1)
     lead = len(a.axes) - 1
     ia = [*(("s", i) for i in range(lead)), 0]
@@ -386,7 +386,7 @@ def _dot_right(step: Step) -> Tensor:
     return _contract(step, a, ct, ia, ib, [(x.name, x.length) for x in a.axes[:lead]])
 
 
-def _ein(step: Step) -> Tensor:
+def _ein(step: InstrLowering) -> Tensor:
     out = list(step.ins.attr("axes"))
     names = [list(n) for n in step.ins.attr("_names")]
     if len(step.values) == 1:
@@ -419,7 +419,7 @@ def _ein(step: Step) -> Tensor:
     return _contract(step, a, b, spec(na), spec(nb), lengths)
 
 
-def _sum_alone(step: Step, x: Tensor, names: list, other: list, out: list):
+def _sum_alone(step: InstrLowering, x: Tensor, names: list, other: list, out: list):
     """Sum first the axes of one operand in neither the other nor the output (reference)."""
     for n in [n for n in names if n not in other and n not in out][::-1]:
         d = names.index(n)
@@ -437,7 +437,7 @@ def _sum_alone(step: Step, x: Tensor, names: list, other: list, out: list):
     return x, names
 
 
-NESTS: dict[str, Callable[[Step], object]] = {
+NESTS: dict[str, Callable[[InstrLowering], object]] = {
     **{name: _elementwise for name in N.ELEMENTWISE},
     "accum": _accum,
     "zeros_like": _zeros_like,
