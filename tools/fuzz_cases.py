@@ -40,6 +40,7 @@ SOURCES = {  # the programs mutated, and the constants they run at
 PAIRS = "tutorial/data/pairs.psk.d"
 WINDOWS = "tests/examples/minigpt/data/tiny_T8.psk.d"
 STAGES = ("presk-parse", "presk-elab", "presk-lower", "presk-ad", "presk-dump")
+LONG = (10_000, 200_000)  # how many times a long line repeats `, x`
 EXTREME_NUMBERS = ("0", "1", "-1", "2147483648", "4294967297", "1e308", "1e-308", "0.0")
 EXTREME_NUMBERS += ("99999999999999999999", "1e8", "2^31", "1 + 0", "7 % 0", "(0 - 3)")
 WORDS = ("fn", "let", "grad", "module", "param", "use", "stack{2}", "ein[", "(", ")", "[", "]")
@@ -57,13 +58,29 @@ class Case:
     stdin: bytes = b""
     remutate: tuple[str, int] | None = None  # run/dump: (source, seed) of mutants until one checks
     prepare: tuple | None = None  # native: ("cache", template, seed): a damaged cache to run on
+    # runs until stopped, as asked (`train --steps 2^64`): its timeout is no hang once it has
+    # logged its first step
+    endless: bool = False
 
 
 # ---- the inputs --------------------------------------------------------------------------
 
 
-def tokens(text: str) -> list[tuple[int, int, str]]:
-    """The tokens of a program: (start, end, kind), character offsets (in one pass)."""
+def tokens(text: str) -> tuple[tuple[int, int, str], ...]:
+    """The tokens of a program: (start, end, kind), character offsets (in one pass; kept for
+    the programs mutated, which every mutant's first mutation starts from)."""
+    if text in _TOKENS:
+        return _TOKENS[text]
+    found = _tokens(text)
+    if len(_TOKENS) < 64 and len(text) < 100_000:
+        _TOKENS[text] = found
+    return found
+
+
+_TOKENS: dict[str, tuple[tuple[int, int, str], ...]] = {}
+
+
+def _tokens(text: str) -> tuple[tuple[int, int, str], ...]:
     from presk_syntax.parse import parse_tree
 
     data = text.encode("utf-8", errors="surrogatepass")
@@ -85,10 +102,10 @@ def tokens(text: str) -> list[tuple[int, int, str]]:
             out.append((start, char(node.end_byte), node.type))
         while not cursor.goto_next_sibling():
             if not cursor.goto_parent():
-                return out
+                return tuple(out)
 
 
-def mutate(text: str, rng: random.Random) -> str:
+def mutate(text: str, rng: random.Random, long=LONG) -> str:
     toks = tokens(text)
     if not toks:
         return text
@@ -123,7 +140,7 @@ def mutate(text: str, rng: random.Random) -> str:
         )
         return text[:start] + deep + text[end:]
     if op == "long":
-        return text[:end] + ", x" * rng.choice((10_000, 200_000)) + text[end:]
+        return text[:end] + ", x" * rng.choice(long) + text[end:]
     return text[:start] + rng.choice(WORDS) + " " + text[start:]
 
 
@@ -147,11 +164,12 @@ def entry_and_dims(text: str, rng: random.Random) -> list[str]:
     return args
 
 
-def mutant(path: str, rng: random.Random) -> tuple[str, str]:
-    """A mutant of a program: its file name (next to the original) and its text."""
+def mutant(path: str, rng: random.Random, long=LONG) -> tuple[str, str]:
+    """A mutant of a program: its file name (next to the original) and its text (a long
+    line `long` times `, x`, one of them drawn)."""
     text = (ROOT / path).read_text(encoding="utf-8")
     for _ in range(rng.choice((1, 1, 1, 2, 3))):
-        text = mutate(text, rng)
+        text = mutate(text, rng, long)
         if len(text) > 100_000:  # a line of megabytes: mutated no further
             break
     return str(Path(path).parent / "fuzz_mutant.psk"), text

@@ -366,4 +366,9 @@ def values_case(rng: random.Random) -> Case:
     argv = [*base, flag, value]
     if base[0] == "serve" and flag == "--threads":
         argv += ["--backend", "native"]
-    return Case("values", "presk", argv)
+    # a horizon of more steps than the timeout allows is a training that runs until stopped:
+    # each step logged, so that one that never reaches its first step is still a hang
+    endless = flag == "--steps" and value.isascii() and value.isdigit() and len(value) > 4
+    if endless:
+        argv += ["--log-every", "1"]
+    return Case("values", "presk", argv, endless=endless)

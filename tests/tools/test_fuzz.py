@@ -173,3 +173,64 @@ def test_a_cache_is_damaged_by_each_kind_of_damage(tmp_path):
         assert after != before or op in ("lock-folder",), op
         fuzz._rmtree(where) if where.is_dir() and not where.is_symlink() else where.unlink()
     assert seen == set(CACHE_DAMAGE)
+
+
+def test_a_training_of_a_horizon_longer_than_the_timeout_is_no_hang(monkeypatch):
+    """`train --steps 2^64` trains until stopped, as asked (the values surface counted it as a
+    hang): its timeout is an ordinary end once it has logged its first step, and still a hang
+    when nothing gets there."""
+    import time
+
+    from presk_ad import step
+
+    argv = ["train", str(ROOT / "tutorial/07_train.psk"), "--steps", str(2**64)]
+    argv += ["--log-every", "1", "--ckpt", "ckpt"]
+    endless = fuzz.Case("values", "presk", argv, endless=True)
+    assert fuzz.run_case(endless, 3) == ("ok", "exit stopped")
+    assert fuzz.run_case(fuzz.Case("values", "presk", argv), 3) == ("hang", "timeout")
+
+    def spin(self, *args, **kwargs):  # stuck before the first step
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            pass
+        yield from ()
+
+    monkeypatch.setattr(step.Trainer, "steps", spin)
+    assert fuzz.run_case(endless, 1) == ("hang", "timeout")
+
+
+def test_the_values_surface_draws_huge_horizons_as_endless():
+    import fuzz_cases
+
+    cases = fuzz_cases.make_cases(2000, 0, fuzz.documents_of(str(ROOT)), ("values",))
+    for c in cases:
+        steps = c.argv[-1] if c.argv[-2] == "--steps" else c.argv[-3]
+        huge = c.argv[0] == "train" and steps.isascii() and steps.isdigit() and len(steps) > 4
+        assert c.endless == huge
+        assert c.argv[-2:] == (["--log-every", "1"] if huge else c.argv[-2:])
+    assert any(c.endless and c.argv[-3] == str(2**64) for c in cases)
+
+
+def test_a_mutant_with_a_syntax_error_is_not_clean_and_not_checked(tmp_path, monkeypatch):
+    """A run, dump or native mutant is checked only when its syntax tree has no error (what
+    check says of the others is the check surface's), and once per text in a worker."""
+    calls = []
+    real = fuzz.invoke
+
+    def invoke(program, argv, stdin):
+        calls.append(argv)
+        return real(program, argv, stdin)
+
+    monkeypatch.setattr(fuzz, "invoke", invoke)
+    monkeypatch.setattr(fuzz, "_CHECKED", {})
+    good = (ROOT / "tutorial/01_linear.psk").read_bytes()
+    (tmp_path / "m.psk").write_bytes(good)
+    argv = ["check", str(tmp_path / "m.psk")]
+    assert fuzz.checks_clean(argv, good) and fuzz.checks_clean(argv, good)
+    assert calls == [argv]
+    bad = good.replace(b"fn ", b"fn fn ", 1)
+    (tmp_path / "m.psk").write_bytes(bad)
+    assert not fuzz.checks_clean(argv, bad) and calls == [argv]
+    typo = good.replace(b"->", b"-> ", 1) + b"\nfn g(x : nope) -> nope = x\n"
+    (tmp_path / "m.psk").write_bytes(typo)
+    assert not fuzz.checks_clean(argv, typo) and calls == [argv, argv]  # checked: E-code
