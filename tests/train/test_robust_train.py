@@ -51,17 +51,23 @@ def test_a_constant_schedule_logs_its_rate(folder, opt):
     assert len(steps) == 4 and all("  lr 1.000e-2  " in line for line in steps), r.stdout
 
 
-def test_a_batch_element_without_the_batch_axis_is_E7008(folder):
+def test_a_batch_element_without_the_batch_axis_is_E1011_at_check(folder):
+    """`np.stack` had nothing to stack on (a TypeError, then E7008 at train time): the
+    objective's batch is checked against the data pipeline by `presk check`, on the `data`
+    field, and so by `train` on every backend before anything runs."""
     second = {"second": "ℝ[model: 2]", "body": "mean(M.apply(θ, x)^2) + mean(y)"}
     (folder / "t.psk").write_text(PROGRAM.format(schedule="constant", **second))
-    for backend in ("interp", "kernel"):
-        r = presk("train", "t.psk", "--backend", backend, cwd=folder)
-        assert r.returncode == 1, (backend, r.stderr)
-        assert r.stderr.startswith("[E7008] Error: training stopped: element 2 of the batch,"), (
-            backend,
-            r.stderr,
-        )
-        assert "has no `batch` axis" in r.stderr
+    expected = (
+        "[E1011] Error: training run: element 2 of the batch, `ℝ[model: 2]`, has no `batch`"
+        " axis to stack the samples on\n    ,-[ t.psk:17:3 ]"
+    )
+    for argv in (["check"], *(["train", "--backend", b] for b in ("interp", "kernel", "native"))):
+        r = presk(argv[0], "t.psk", *argv[1:], cwd=folder)
+        assert r.returncode == 1, (argv, r.stderr)
+        assert r.stderr.startswith(expected), (argv, r.stderr)
+        assert "the samples are stacked on each tensor's `batch` axis" in r.stderr
+    (folder / "t.psk").write_text(PROGRAM.format(schedule="constant", **PAIRED))
+    assert presk("check", "t.psk", cwd=folder).returncode == 0
 
 
 def test_native_training_computes_each_rate_when_its_step_runs(monkeypatch, tmp_path):

@@ -346,6 +346,9 @@ def check_training(block: A.Training, env: FileEnv, checker: Checker) -> Run | l
     path, seed, batch, more = _pipeline(fields["data"].value, env)
     if more:
         return more
+    unstacked = _without_batch_axis(params[-1], fields["data"].span)
+    if unstacked is not None:
+        return [unstacked]
     epochs = fields.get("epochs")
     epochs_value = None
     if epochs is not None:
@@ -366,6 +369,24 @@ def check_training(block: A.Training, env: FileEnv, checker: Checker) -> Run | l
         without_batch(params[-1]),
         span=fields["data"].span,
     )
+
+
+def _without_batch_axis(t: Type, span: Span) -> Diagnostic | None:
+    """E1011 on the `data` field when a tensor of the objective's batch has no `batch` axis:
+    the data's samples are stacked on each one's (train time stopped there, E7008)."""
+    elements = t.elements if isinstance(t, TupleT) else (t,)
+    for i, e in enumerate(elements):
+        if isinstance(e, Real | Bool | Idx) and e.shape.axis("batch") is not None:
+            continue
+        where = f"element {i + 1} of the batch, `{e}`," if isinstance(t, TupleT) else f"`{e}`"
+        return Diagnostic(
+            "E1011",
+            Severity.ERROR,
+            f"training run: {where} has no `batch` axis to stack the samples on",
+            (Label(span, "the samples are stacked on each tensor's `batch` axis"),),
+            help="give every tensor of the objective's batch a `batch` axis (`ℝ[batch: B, …]`)",
+        )
+    return None
 
 
 def _qualname(e: A.Expr) -> A.QualName | None:
