@@ -202,7 +202,9 @@ def main() -> int:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
     if args.json:
         figures.update(l01=l01, whole=whole, three=three, t_interp=t_interp, t_native=t_native)
-        args.json.write_text(json.dumps(figures, indent=1) + "\n")
+        from presk_core.data import write_text
+
+        write_text(str(args.json), json.dumps(figures, indent=1) + "\n")
     return 0 if ok else 1
 
 

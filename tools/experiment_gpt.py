@@ -96,16 +96,17 @@ def export(psk: Path, consts: dict[str, str], out: Path, data: str | None = None
 
 
 def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    from presk_core.data import write_text
+
+    write_text(str(path), text)
 
 
 def save_tree(path: Path, tree: dict) -> list[str]:
     """A tree of reals as an .npz of its leaves in order (`a0`, `a1`, …); their paths."""
-    tmp = path.with_name(f".{path.stem}.tmp.npz")
-    np.savez(tmp, **{f"a{i}": np.asarray(x, np.float64) for i, x in enumerate(tree.values())})
-    os.replace(tmp, path)
+    from presk_core.data import atomic
+
+    with atomic(str(path)) as f:
+        np.savez(f, **{f"a{i}": np.asarray(x, np.float64) for i, x in enumerate(tree.values())})
     return list(tree)
 
 
@@ -157,7 +158,9 @@ def run_native(args, core, run, out: Path) -> tuple[list[dict], dict, dict]:
     }
     write_atomic(out / "plan.json", json.dumps(plan))
     rows, theta = [], []
-    with open(out / ".native.jsonl.tmp", "w", encoding="utf-8") as log:
+    from presk_core.data import atomic
+
+    with atomic(str(out / "native.jsonl")) as log:
         for t in range(1, args.steps + 1):
             start = time.perf_counter()
             indices, batch = native.batch(t)
@@ -166,11 +169,10 @@ def run_native(args, core, run, out: Path) -> tuple[list[dict], dict, dict]:
             ms = (time.perf_counter() - start) * 1e3
             row = {"step": t, "loss": loss, "lr": rates[t - 1], "ms": round(ms, 3)}
             rows.append(row)
-            log.write(json.dumps(row) + "\n")
+            log.write((json.dumps(row) + "\n").encode())
             log.flush()
             if args.log_every and t % args.log_every == 0:
                 print(f"  native   step {t}/{args.steps}  loss {loss:.6f}  {ms:.0f} ms", flush=True)
-    os.replace(out / ".native.jsonl.tmp", out / "native.jsonl")
     return rows, theta0, _tree(native, theta)
 
 
@@ -289,15 +291,17 @@ def pytorch_worker(folder: Path) -> None:
             model, {p: z[f"a{i}"] for i, p in enumerate(plan["paths"])}, getattr(torch, dtype_name)
         )
     optimizer, schedule = train.make_optimizer(model, plan["horizon"])
-    with open(folder / ".pytorch.jsonl.tmp", "w", encoding="utf-8") as log:
+    from presk_core.data import atomic
+
+    with atomic(str(folder / "pytorch.jsonl")) as log:
         for t, indices in enumerate(plan["batches"], 1):
             start = time.perf_counter()
             lr = optimizer.param_groups[0]["lr"]
             loss = train.train_step(model, optimizer, schedule, data.batch(indices))
             ms = (time.perf_counter() - start) * 1e3
-            log.write(json.dumps({"step": t, "loss": loss, "lr": lr, "ms": round(ms, 3)}) + "\n")
+            row = {"step": t, "loss": loss, "lr": lr, "ms": round(ms, 3)}
+            log.write((json.dumps(row) + "\n").encode())
             log.flush()
-    os.replace(folder / ".pytorch.jsonl.tmp", folder / "pytorch.jsonl")
     save_tree(folder / "theta_pytorch.npz", tree_of(model, plan["paths"]))
 
 
@@ -355,10 +359,11 @@ def plot(native: list[dict], torch_rows: list[dict], title: str, label: str, pat
     bottom.set_xlabel("step")
     bottom.grid(alpha=0.3)
     fig.tight_layout()
-    tmp = path.with_name(f".{path.stem}.tmp.png")
-    fig.savefig(tmp, dpi=110)
+    from presk_core.data import atomic
+
+    with atomic(str(path)) as f:
+        fig.savefig(f, dpi=110, format="png")
     plt.close(fig)
-    os.replace(tmp, path)
 
 
 def median_ms(rows: list[dict]) -> float:

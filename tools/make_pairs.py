@@ -18,8 +18,9 @@ def main() -> None:
         x = [Decimal(rng.randint(-10000, 10000)) / 10000 for _ in range(4)]
         y = [2 * v + 1 for v in x]
         lines.append(" ".join(f"{v:f}" for v in x + y))
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text("\n".join(lines) + "\n")
+    from presk_core.data import write_text
+
+    write_text(str(OUT), "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

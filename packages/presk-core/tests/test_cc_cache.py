@@ -211,7 +211,9 @@ def test_a_write_that_fails_is_its_diagnostic(compiler, here, monkeypatch, code,
     def refused(*args, **kwargs):
         raise OSError(err, os.strerror(err))
 
-    monkeypatch.setattr(cache.tempfile, "mkstemp", refused)
+    from presk_core import data
+
+    monkeypatch.setattr(data, "_temporary", refused)  # every file is written through it
     with pytest.raises(DiagnosticError) as e:
         cache.build(GEN, compiler, compiler.flags(), src)
     assert _code(e) == code and "PRESK_CACHE" in e.value.diagnostics[0].help

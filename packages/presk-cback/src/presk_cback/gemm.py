@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from presk_core.cc.cache import FILE_MODE
+from presk_core.data import write_text
 
 from presk_cback.cache import cache_dir
 from presk_cback.load import load, pointer
@@ -99,10 +99,7 @@ def save_blocking(tag: str, tc: Toolchain, blocking: Blocking) -> Path:
         table = {}
     b = blocking
     table.setdefault(_host(tc), {})[tag] = [b.mr, b.nv, b.kc, b.mc, b.nc]
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".gemm-blocking.", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(table, f, indent=1, sort_keys=True)
-    os.replace(tmp, path)
+    write_text(str(path), json.dumps(table, indent=1, sort_keys=True), FILE_MODE)
     return path
 
 

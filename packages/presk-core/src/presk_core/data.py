@@ -277,10 +277,12 @@ def _unlink(tmp: str) -> None:
 
 
 @contextmanager
-def atomic(path: str) -> Iterator[BinaryIO]:
+def atomic(path: str, mode: int | None = None) -> Iterator[BinaryIO]:
     """A file opened for writing that appears at `path` whole when the block ends, or not at
     all if it raises (a full disk, an interrupt): a temporary file in the same folder, then a
-    rename; the file at `path` before stays as it was until the rename."""
+    rename; the file at `path` before stays as it was until the rename. Created `mode`
+    (default 0666 less the umask, as `open` creates a file: presk's one mode). Presk's one
+    way to write a file whole: every writer goes through it or `atomic_path`."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     fd, tmp = _temporary(folder)
@@ -289,14 +291,41 @@ def atomic(path: str) -> Iterator[BinaryIO]:
             yield f
             f.flush()
             os.fsync(f.fileno())  # the data on disk before the name: a crash leaves the old file
-        if os.environ.get(HOLD):
-            _hold(os.environ[HOLD], tmp)
-        os.chmod(tmp, 0o666 & ~_umask())  # as `open` would create it, not 0600
-        os.replace(tmp, path)
-        _LIVE.discard(tmp)
+        _publish(tmp, path, mode)
     except BaseException:
         _unlink(tmp)
         raise
+
+
+@contextmanager
+def atomic_path(path: str, mode: int | None = None) -> Iterator[str]:
+    """`atomic` for a writer that takes a file name (the C compiler and its linker): the name
+    of an empty temporary in `path`'s folder, renamed to `path` when the block ends (the
+    writer may replace the file under that name), removed if the block raises."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = _temporary(folder)
+    os.close(fd)
+    try:
+        yield tmp
+        fd = os.open(tmp, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        _publish(tmp, path, mode)
+    except BaseException:
+        _unlink(tmp)
+        raise
+
+
+def _publish(tmp: str, path: str, mode: int | None) -> None:
+    """The complete temporary `tmp` renamed to `path`, given its mode first."""
+    if os.environ.get(HOLD):
+        _hold(os.environ[HOLD], tmp)
+    os.chmod(tmp, 0o666 & ~_umask() if mode is None else mode)  # not mkstemp's 0600
+    os.replace(tmp, path)
+    _LIVE.discard(tmp)
 
 
 HOLD = "PRESK_TEST_HOLD_WRITE"
@@ -355,10 +384,15 @@ def _umask() -> int:
     return mask
 
 
-def write_bytes(path: str, blob: bytes) -> None:
+def write_bytes(path: str, blob: bytes, mode: int | None = None) -> None:
     """Write `blob` to `path` atomically (a vocabulary, a token file: docs/data.md)."""
-    with atomic(path) as f:
+    with atomic(path, mode) as f:
         f.write(blob)
+
+
+def write_text(path: str, text: str, mode: int | None = None) -> None:
+    """Write `text` to `path` atomically, in UTF-8 (a realization, a profile, an export)."""
+    write_bytes(path, text.encode("utf-8"), mode)
 
 
 def read_header(path: str) -> Header:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-import tempfile
 
+from presk_core.data import write_text
 from presk_core.lower import lower_checked
 from presk_types.elab import Program
 
@@ -53,32 +53,15 @@ def export_pytorch(
 
 
 def write_files(out: str, files: dict[str, str]) -> list[str]:
-    """Write each file whole (a temporary file, then a rename), after every text exists:
-    a failed export leaves nothing half-written. Each is created as `open` creates a file,
-    0666 less the umask, as presk's own files are (presk_core.data), not mkstemp's 0600.
-    The paths, in order."""
+    """Write each file whole (presk_core.data.atomic: a temporary file, then a rename), after
+    every text exists: a failed export leaves nothing half-written. Each is created as `open`
+    creates a file, 0666 less the umask, as presk's own files are. The paths, in order."""
     written = []
-    mode = 0o666 & ~_umask()
     for name, text in files.items():
         path = os.path.join(out, name)
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".presk-")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-            os.chmod(tmp, mode)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        write_text(path, text)
         written.append(path)
     return written
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 __all__ = ["Options", "export_pytorch", "write_files"]

@@ -24,9 +24,10 @@ E7039 (a function the program does not have).
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+
+from presk_core.data import write_text
 
 from presk_kernel.ir import REAL_DTYPES, Affine, Buffer, Let, Load, Loop, Op, Reduce, Store
 
@@ -191,12 +192,8 @@ class Realization:
         return Realization.from_json(doc, path)
 
     def write(self, path: str) -> None:
-        """The JSON form into `path`, through a temporary file renamed."""
-        tmp = f"{path}.tmp{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(self.to_json(), f, indent=2, sort_keys=True)
-            f.write("\n")
-        os.replace(tmp, path)
+        """The JSON form into `path`, whole (presk_core.data.atomic)."""
+        write_text(path, json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n")
 
     # ---- against an entry ----------------------------------------------------------------
 

@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import platform
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from presk_core.data import write_text
 
 TRANSCENDENTAL_WORK = 8
 OP_WORK = {"fma": 2, **dict.fromkeys(("exp", "log", "tanh", "erf", "erfc", "sin", "cos", "powf"),
@@ -219,20 +218,9 @@ class Profile:
 
 
 def write(profile: Profile, path: str) -> None:
-    """The profile as JSON, atomically (a temporary file beside it, renamed), created as
-    `open` creates a file (0666 less the umask: presk's one mode, not mkstemp's 0600)."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(profile.to_json())
-        mask = os.umask(0o022)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """The profile as JSON, whole (presk_core.data.atomic: a temporary file beside it,
+    renamed), created as `open` creates a file (0666 less the umask)."""
+    write_text(path, profile.to_json())
 
 
 def read(path: str) -> Profile:

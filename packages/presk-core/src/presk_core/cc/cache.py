@@ -37,7 +37,6 @@ import shutil
 import stat
 import struct
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -51,9 +50,11 @@ from presk_core.cc.toolchain import (
     empty_object,
     no_space,
 )
+from presk_core.data import atomic_path, write_text
 
 FOLDER_MODE = 0o700
 OBJECT_MODE = 0o700  # what the linker gives an object, less the group's and others' bits
+FILE_MODE = 0o600  # a source and a digest: the user's alone, whatever the umask
 UNTRUSTED = stat.S_IWGRP | stat.S_IWOTH
 
 
@@ -267,18 +268,6 @@ def _entry_lock(folder: Path, key: str):
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
-def _write_atomic(path: Path, data: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def compile_units(
     tc: Toolchain,
     c_paths: list[str],
@@ -356,27 +345,22 @@ def _compile(tc, flags, source, libs, so: Path) -> None:
     if isinstance(source, str):
         c_paths = [so.with_suffix(".c")]
         _clear(c_paths[0])
-        _write_atomic(c_paths[0], source)
+        write_text(str(c_paths[0]), source, FILE_MODE)
     else:
         c_paths = [so.with_suffix(f".{i}.c") for i in range(len(source))]
         for c_path, text in zip(c_paths, source, strict=True):
             _clear(c_path)
-            _write_atomic(c_path, text)
-    fd, tmp = tempfile.mkstemp(dir=so.parent, prefix=f".{so.stem}.", suffix=".so.tmp")
-    os.close(fd)
-    try:
+            write_text(str(c_path), text, FILE_MODE)
+    # OBJECT_MODE whatever the umask gave the linker's file; the digest written before the
+    # object is renamed into place
+    with atomic_path(str(so), OBJECT_MODE) as tmp:
         if len(c_paths) == 1:
             compile_shared(tc, str(c_paths[0]), tmp, flags, libs)
         else:
             compile_units(tc, [str(c) for c in c_paths], tmp, flags, libs)
         if not looks_complete(Path(tmp)):
             raise empty_object(tc)
-        os.chmod(tmp, OBJECT_MODE)  # whatever the umask gave the linker's file
-        _write_atomic(digest_path(so), _digest(Path(tmp)) + "\n")
-        os.replace(tmp, so)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        write_text(str(digest_path(so)), _digest(Path(tmp)) + "\n", FILE_MODE)
 
 
 __all__ = [
