@@ -11,7 +11,8 @@ front):
   word inserted, an expression nested a thousand deep, a line of megabytes) through
   `presk check`;
 - `run`, `dump`: the mutants that check clean, through `presk run` of one of their
-  functions and `presk dump --stage core-after-ad`;
+  functions and `presk dump --stage core-after-ad` (up to 12 mutants drawn, each checked
+  once a worker and only when its syntax tree has no error: `checks_clean`);
 - `data`: `.psk.d` files corrupted (header fields set to extremes, bytes flipped, cut,
   extended, their type replaced, NaN samples) through `presk data info|diff`,
   `presk run --data` and `presk train --data`;
