@@ -101,13 +101,12 @@ def clean_mutant(case: Case, tries: int = 12, timeout=None, started=None) -> lis
     for _ in range(tries):
         name, text = mutant(path, rng, RUN_LONG)
         case.files = {name: text.encode("utf-8", errors="surrogatepass")}
-        Path(name).write_bytes(case.files[name])
         case.argv = ["check", name, *consts]  # a hang here is check's
         if timeout is not None:
             signal.setitimer(signal.ITIMER_PROF, timeout)
         if started is not None:
             started(case.argv, case.files)
-        if checks_clean(case.argv, case.files[name]):
+        if checks_clean(case.argv, case.files[name], name):
             if case.kind in ("run", "native"):
                 return ["run", name, *entry_and_dims(text, rng), *consts, *extra]
             return ["dump", name, "--stage", "core-after-ad", *consts]
@@ -120,12 +119,12 @@ def clean_mutant(case: Case, tries: int = 12, timeout=None, started=None) -> lis
 _CHECKED: dict[bytes, bool] = {}
 
 
-def checks_clean(argv: list[str], text: bytes) -> bool:
-    """Whether `presk check` of a mutant (`argv`, its file holding `text`) exits 0 with no
-    internal error. A mutant whose syntax tree has an error is not clean and is not checked
-    (what check says of it is the `check` surface's: a run or dump surface spent nine tenths
-    of its time there, in the syntax error's repairs); a mutant seen before is not checked
-    again."""
+def checks_clean(argv: list[str], text: bytes, name: str) -> bool:
+    """Whether `presk check` of a mutant (`argv`, its file `name` holding `text`, written
+    when it is checked or clean) exits 0 with no internal error. A mutant whose syntax tree
+    has an error is not clean and is not checked (what check says of it is the `check`
+    surface's: a run or dump surface spent nine tenths of its time there, in the syntax
+    error's repairs); a mutant seen before is not checked again."""
     from presk_syntax.parse import parse_tree
 
     key = hashlib.sha256(json.dumps(argv).encode() + b"\0" + text).digest()
@@ -133,8 +132,11 @@ def checks_clean(argv: list[str], text: bytes) -> bool:
         if parse_tree(text).root_node.has_error:
             _CHECKED[key] = False
         else:
+            Path(name).write_bytes(text)
             code, _, escaped = invoke("presk", argv, b"")
             _CHECKED[key] = code == 0 and escaped is None
+    elif _CHECKED[key]:
+        Path(name).write_bytes(text)  # what runs next reads it
     return _CHECKED[key]
 
 

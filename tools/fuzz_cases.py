@@ -81,25 +81,19 @@ _TOKENS: dict[str, tuple[tuple[int, int, str], ...]] = {}
 
 
 def _tokens(text: str) -> tuple[tuple[int, int, str], ...]:
+    import numpy as np
     from presk_syntax.parse import parse_tree
 
     data = text.encode("utf-8", errors="surrogatepass")
     out, cursor = [], parse_tree(data).walk()
-    at_byte = at_char = 0
-
-    def char(byte: int) -> int:
-        nonlocal at_byte, at_char
-        at_char += len(data[at_byte:byte].decode("utf-8", errors="ignore"))
-        at_byte = byte
-        return at_char
-
+    # the character at each byte offset: the UTF-8 lead bytes before it
+    char = [0, *np.cumsum((np.frombuffer(data, np.uint8) & 0xC0) != 0x80).tolist()]
     while True:
         if cursor.goto_first_child():
             continue
         node = cursor.node
         if node.type != "comment" and node.end_byte > node.start_byte:
-            start = char(node.start_byte)
-            out.append((start, char(node.end_byte), node.type))
+            out.append((char[node.start_byte], char[node.end_byte], node.type))
         while not cursor.goto_next_sibling():
             if not cursor.goto_parent():
                 return tuple(out)

@@ -224,13 +224,14 @@ def test_a_mutant_with_a_syntax_error_is_not_clean_and_not_checked(tmp_path, mon
     monkeypatch.setattr(fuzz, "invoke", invoke)
     monkeypatch.setattr(fuzz, "_CHECKED", {})
     good = (ROOT / "tutorial/01_linear.psk").read_bytes()
-    (tmp_path / "m.psk").write_bytes(good)
-    argv = ["check", str(tmp_path / "m.psk")]
-    assert fuzz.checks_clean(argv, good) and fuzz.checks_clean(argv, good)
-    assert calls == [argv]
+    name = str(tmp_path / "m.psk")
+    argv = ["check", name]
+    assert fuzz.checks_clean(argv, good, name)
+    Path(name).unlink()
+    assert fuzz.checks_clean(argv, good, name) and calls == [argv]
+    assert Path(name).read_bytes() == good  # a clean mutant's file is there to run
     bad = good.replace(b"fn ", b"fn fn ", 1)
-    (tmp_path / "m.psk").write_bytes(bad)
-    assert not fuzz.checks_clean(argv, bad) and calls == [argv]
+    assert not fuzz.checks_clean(argv, bad, name) and calls == [argv]
     typo = good.replace(b"->", b"-> ", 1) + b"\nfn g(x : nope) -> nope = x\n"
-    (tmp_path / "m.psk").write_bytes(typo)
-    assert not fuzz.checks_clean(argv, typo) and calls == [argv, argv]  # checked: E-code
+    assert not fuzz.checks_clean(argv, typo, name) and calls == [argv, argv]  # checked: E-code
+    assert Path(name).read_bytes() == typo
