@@ -87,3 +87,17 @@ def reference(case) -> list:
     file, entry, dims, consts = case
     text = run_entry(core_of(file, consts), None, entry, dict(dims), as_json=True)
     return json_leaves(json.loads(text)["result"])
+
+
+def close(got: list, want: list, tol: float) -> bool:
+    """The same number of arrays, each of its pair's shape and within `tol` of it relative to
+    the largest magnitude of the wanted array (1 where that is 0)."""
+    import numpy as np
+
+    if len(got) != len(want):
+        return False
+    for g, w in zip(got, want, strict=True):
+        scale = float(np.max(np.abs(w), initial=0.0)) or 1.0
+        if g.shape != w.shape or not np.all(np.abs(g - w) <= tol * scale):
+            return False
+    return True

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import dataclasses
 import os
 import statistics
 import sys
 import threading
 import time
+from pathlib import Path
 
 CAVEAT = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 if any(v in os.environ for v in CAVEAT) and not os.environ.get("PRESK_BENCH_REEXEC"):
@@ -41,23 +41,10 @@ from presk_cback import gemm as G  # noqa: E402
 from presk_cback.load import pointer  # noqa: E402
 from presk_cback.native import NativeEntry  # noqa: E402
 from presk_cback.toolchain import find_toolchain  # noqa: E402
-from presk_kernel.ir import (  # noqa: E402
-    Affine,
-    Arg,
-    Axis,
-    Buffer,
-    HostBuffer,
-    Kernel,
-    Launch,
-    Layout,
-    Load,
-    Loop,
-    Reduce,
-    Schedule,
-    Store,
-    Var,
-)
-from presk_kernel.layout import with_gemm  # noqa: E402
+from presk_kernel.ir import Layout, Schedule  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "packages/presk-kernel/tests"))
+from kernel_entries import contraction_schedule  # noqa: E402
 
 CANDIDATES = {  # the other start points of the measurements, and other KC
     "f32": [G.Blocking(6, 4, 384, 192), G.Blocking(12, 2, 256, 96)],
@@ -68,21 +55,9 @@ CANDIDATES = {  # the other start points of the measurements, and other KC
 def ein_schedule(n: int, tag: str, threads: int) -> Schedule:
     """`out[i, j] = Σ_p x[i, p]·w[p, j]` as PSK-Kernel data: one kernel, both operands packed,
     which the native backend runs through the generated GEMM."""
-    ax = (Axis(None, n), Axis(None, n))
-    v = Affine.var
-    fold = Reduce("s", "fma", (("p", None, n),), (), (Load(0, (v("i"), v("p"))),
-                  Load(1, (v("p"), v("j")))), tag)  # fmt: skip
-    body = (
-        Loop("i", None, n, (Loop("j", None, n, (fold, Store(2, (v("i"), v("j")), Var("s")))),)),
-    )
     split = "i" if threads > 1 else None
     layout = Layout(order=("i", "j"), pack=(0, 1), split=split, threads=threads)
-    kern = Kernel("ein", "gemm/%1", (Buffer(0, tag, ax), Buffer(1, tag, ax)),
-                  (Buffer(2, tag, ax),), body, tag, layout)  # fmt: skip
-    kern = dataclasses.replace(kern, layout=with_gemm(kern, layout))  # the GEMM statement
-    bufs = tuple(HostBuffer(i, tag, ax, name, role) for i, name, role in
-                 ((0, "x", "input"), (1, "w", "input"), (2, "out", "output")))  # fmt: skip
-    return Schedule("gemm", (), bufs, (Launch(kern, (Arg(0), Arg(1), Arg(2))),), (0, 1), (2,))
+    return contraction_schedule(n, n, n, tag, layout=layout)
 
 
 def measure_entry(n: int, tag: str, dtype, threads: int, pairs: int, set_threads):

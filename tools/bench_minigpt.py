@@ -106,7 +106,8 @@ def export(psk: Path, dims: dict[str, int], out: Path) -> None:
     from presk_cli.pipeline import run_pipeline
     from presk_core.lower import lower_checked
     from presk_export.export import write_files
-    from presk_export.pytorch import Export, Options, ruff_format
+    from presk_export.pyformat import lay_out
+    from presk_export.pytorch import Export, Options
     from presk_export.train_export import Script, training_run
     from presk_syntax.pipeline import Context
 
@@ -115,7 +116,7 @@ def export(psk: Path, dims: dict[str, int], out: Path) -> None:
     core, infos = lower_checked(program)
     ex = Export(program, core, infos, Options())
     files = ex.files()
-    files["train.py"] = ruff_format(Script(ex, training_run(ex, None), str(out)).render())
+    files["train.py"] = lay_out(Script(ex, training_run(ex, None), str(out)).render())
     out.mkdir()
     write_files(str(out), files)
 

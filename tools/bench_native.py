@@ -17,10 +17,7 @@
 from __future__ import annotations
 
 import argparse
-import os
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,31 +25,23 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import median_step, run_checked  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "tutorial" / "07_train.psk"
 GPT = ROOT / "tests" / "examples" / "minigpt" / "train_minigpt.psk"
 GPT_DATA = ROOT / "tests" / "examples" / "minigpt" / "data" / "tiny_T8.psk.d"
 TINY = {"V": "64", "D": "16", "H": "2", "L": "2"}
 PRESK = [sys.executable, "-m", "presk_cli.main"]
-MEDIAN = re.compile(
-    r"^(presk train|train\.py): (\d+(?:\.\d+)?(?:e-?\d+)?) ms a step, median of", re.M
-)
 
 
 def _run(cmd: list[str], cwd: Path, env: dict | None = None) -> str:
-    done = subprocess.run(
-        cmd, cwd=cwd, capture_output=True, text=True, check=False, env={**os.environ, **(env or {})}
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"bench_native: `{' '.join(cmd)}` failed:\n{done.stderr}")
-    return done.stdout
+    return run_checked("bench_native", cmd, cwd, env)
 
 
 def _median(out: str) -> float:
-    m = MEDIAN.search(out)
-    if m is None:
-        raise SystemExit(f"bench_native: no median step time in:\n{out}")
-    return float(m.group(2))
+    return median_step("bench_native", out)
 
 
 def tower(steps: int, threads: int, pairs: int) -> None:

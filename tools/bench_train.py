@@ -24,12 +24,13 @@ D=16, H=2, L=2, windows of 8).
 from __future__ import annotations
 
 import argparse
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import median_step, run_checked  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "tutorial" / "07_train.psk"
@@ -37,21 +38,14 @@ MINIGPT = ROOT / "tests" / "examples" / "minigpt"
 TINY = ["--const", "V=64", "--const", "D=16", "--const", "H=2", "--const", "L=2"]
 PRESK = [sys.executable, "-m", "presk_cli.main"]
 CPU = "import sys, time; time.perf_counter = time.process_time; sys.argv[0] = 'x'; "
-MEDIAN = re.compile(r"^(presk train|train\.py): (\d+(?:\.\d+)?) ms a step, median of", re.M)
 
 
-def _run(cmd: list[str], cwd: Path) -> str:
-    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"bench_train: `{' '.join(cmd)}` failed:\n{done.stderr}")
-    return done.stdout
+def _run(cmd: list[str], cwd: Path, env: dict | None = None) -> str:
+    return run_checked("bench_train", cmd, cwd, env)
 
 
 def _median(out: str) -> float:
-    m = MEDIAN.search(out)
-    if m is None:
-        raise SystemExit(f"bench_train: no median step time in:\n{out}")
-    return float(m.group(2))
+    return median_step("bench_train", out)
 
 
 def main() -> None:

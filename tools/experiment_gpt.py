@@ -82,7 +82,8 @@ def export(psk: Path, consts: dict[str, str], out: Path, data: str | None = None
     from presk_cli.pipeline import run_pipeline
     from presk_core.lower import lower_checked
     from presk_export.export import write_files
-    from presk_export.pytorch import Export, Options, ruff_format
+    from presk_export.pyformat import lay_out
+    from presk_export.pytorch import Export, Options
     from presk_export.train_export import Script, training_run
     from presk_syntax.pipeline import Context
 
@@ -90,7 +91,7 @@ def export(psk: Path, consts: dict[str, str], out: Path, data: str | None = None
     core, infos = lower_checked(program)
     ex = Export(program, core, infos, Options())
     files = ex.files()
-    files["train.py"] = ruff_format(Script(ex, training_run(ex, data), str(out)).render())
+    files["train.py"] = lay_out(Script(ex, training_run(ex, data), str(out)).render())
     out.mkdir(parents=True, exist_ok=True)
     write_files(str(out), files)
 

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from kernel_entries import ENTRIES
 from presk_ad.cli import ad_main
 from presk_cback.cli import c_main
 from presk_cli.dump import dump_main
@@ -26,23 +27,6 @@ from presk_types.cli import elab_main
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = REPO / ".venv" / "bin"
-
-MINIGPT = (("V", "64"), ("D", "16"), ("H", "2"), ("L", "2"))
-BERT = (("V", "32"), ("D", "8"), ("H", "2"), ("L", "2"))
-LLAMA = (("D", "8"), ("H", "2"), ("F", "12"))
-
-ENTRIES = [  # (file, entry, dims, constants): the tutorial's and the reference examples'
-    ("tutorial/01_linear.psk", "Linear{3, 2}.apply", (("batch", 4),), ()),
-    ("tutorial/02_norm.psk", "RMSNorm{4}.apply", (("batch", 2),), ()),
-    ("tutorial/03_attention.psk", "attend", (("B", 2), ("T", 3)), ()),
-    ("tutorial/04_grad.psk", "loss_grad", (("D", 3), ("B", 2)), ()),
-    ("tutorial/06_tower.psk", "Tower.apply", (("batch", 2),), ()),
-    ("tutorial/07_train.psk", "loss", (("B", 8),), ()),
-    ("tests/examples/mlp/mlp.psk", "mse", (("D", 3), ("B", 2)), ()),
-    ("tests/examples/minigpt/train_minigpt.psk", "loss", (("B", 2), ("T", 8)), MINIGPT),
-    ("tests/examples/bert/bert.psk", "MaskedLM.apply", (("B", 1), ("T", 4)), BERT),
-    ("tests/examples/llama/llama.psk", "block", (("B", 1), ("T", 3)), LLAMA),
-]
 
 
 @pytest.fixture

@@ -10,18 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import sys
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "packages" / "presk-kernel" / "tests"))
-from kernel_entries import ENTRIES, lowered  # noqa: E402
-from presk_kernel.contract import recognize  # noqa: E402
-from presk_kernel.fuse import fuse  # noqa: E402
-from presk_kernel.interp import run_schedule  # noqa: E402
-from presk_kernel.layout import (  # noqa: E402
+from kernel_entries import ENTRIES, contraction_schedule, lowered
+from presk_kernel.contract import recognize
+from presk_kernel.fuse import fuse
+from presk_kernel.interp import run_schedule
+from presk_kernel.layout import (
     check_layout,
     layout_space,
     parallel_loops,
@@ -80,43 +75,14 @@ def test_sampled_points_compute_point_0s_bits_natively(compiler, case):
 def test_a_contraction_over_no_term_is_zeros_packed_or_not(compiler):
     import numpy as np
     from presk_cback.native import NativeEntry
-    from presk_kernel.ir import (
-        Affine,
-        Arg,
-        Axis,
-        Buffer,
-        HostBuffer,
-        Kernel,
-        Launch,
-        Layout,
-        Load,
-        Loop,
-        Reduce,
-        Schedule,
-        Store,
-        Var,
-    )
+    from presk_kernel.ir import Layout
 
-    v, ax = Affine.var, lambda *ns: tuple(Axis(None, n) for n in ns)
-    terms = (Load(0, (v("i"), v("p"))), Load(1, (v("p"), v("j"))))
-    fold = Reduce("s", "fma", (("p", None, 0),), (), terms, "f64")
-    body = (
-        Loop("i", None, 3, (Loop("j", None, 4, (fold, Store(2, (v("i"), v("j")), Var("s")))),)),
-    )
-    k = Kernel("ein", "e/%1", (Buffer(0, "f64", ax(3, 0)), Buffer(1, "f64", ax(0, 4))),
-               (Buffer(2, "f64", ax(3, 4)),), body, "f64", Layout(order=("i", "j")))  # fmt: skip
-    bufs = (
-        HostBuffer(0, "f64", ax(3, 0), "x", "input"),
-        HostBuffer(1, "f64", ax(0, 4), "w", "input"),
-        HostBuffer(2, "f64", ax(3, 4), "out", "output"),
-    )
     args = [np.zeros((3, 0)), np.zeros((0, 4))]
     outs = []
-    for layout in (k.layout, with_gemm(k, dataclasses.replace(k.layout, pack=(0, 1)))):
-        kk = dataclasses.replace(k, layout=layout)
-        s = Schedule("e", (), bufs, (Launch(kk, (Arg(0), Arg(1), Arg(2))),), (0, 1), (2,))
+    for pack in ((), (0, 1)):  # x[i, p]·w[p, j] summed over no p, in loops or packed
+        s = contraction_schedule(3, 0, 4, layout=Layout(order=("i", "j"), pack=pack))
         outs += [NativeEntry(s).run(args)[0], run_schedule(s, args, laid=True)[0]]
-    assert recognize(k) is None  # no row has a stride in an empty A: loops, packed or not
+    assert recognize(s.launches[0].kernel) is None  # no row has a stride in an empty A
     assert all(o.tobytes() == np.zeros((3, 4)).tobytes() for o in outs)
 
 

@@ -6,39 +6,19 @@ by the interpreter's printer, and the diagnostics of what the kernels cannot run
 
 import functools
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import close, presk, reference
 from helpers import core_of as core
 from helpers import json_leaves as leaves
-from helpers import presk, reference
+from kernel_entries import CASE_IDS as IDS
+from kernel_entries import CASES
 from presk_cli.native import NativeError, entry_inputs, executor, lower, run_text, storage
 from presk_core.run import parse_entry
 from presk_kernel.ir import Loop, Reduce
 from presk_kernel.lower import argument_leaves
 
-ROOT = Path(__file__).resolve().parents[2]
-TINY = (("V", "64"), ("D", "16"), ("H", "2"), ("L", "2"))
-BERT = (("V", "32"), ("D", "8"), ("H", "2"), ("L", "2"))
-LLAMA = (("D", "8"), ("H", "2"), ("F", "12"))
-
-CASES = [  # (file, entry, dims, constants): tests/run's entries and the tutorial's
-    ("tutorial/01_linear.psk", "Linear{3, 2}.apply", (("batch", 4),), ()),
-    ("tutorial/02_norm.psk", "RMSNorm{4}.apply", (("batch", 2),), ()),
-    ("tutorial/03_attention.psk", "attend", (("B", 2), ("T", 5)), ()),
-    ("tutorial/04_grad.psk", "loss", (("D", 3), ("B", 2)), ()),
-    ("tutorial/04_grad.psk", "loss_grad", (("D", 3), ("B", 2)), ()),
-    ("tutorial/06_tower.psk", "Tower.apply", (("batch", 3),), ()),
-    ("tutorial/07_train.psk", "loss", (("B", 8),), ()),
-    ("tests/examples/mlp/mlp.psk", "mse", (("D", 3), ("B", 2)), ()),
-    ("tests/examples/mlp/mlp.psk", "mse_grad", (("D", 3), ("B", 2)), ()),
-    ("tests/examples/minigpt/minigpt.psk", "MiniGPT.apply", (("B", 2), ("T", 8)), TINY),
-    ("tests/examples/minigpt/train_minigpt.psk", "loss", (("B", 2), ("T", 8)), TINY),
-    ("tests/examples/bert/bert.psk", "MaskedLM.apply", (("B", 1), ("T", 4)), BERT),
-    ("tests/examples/llama/llama.psk", "block", (("B", 1), ("T", 3)), LLAMA),
-]
-IDS = [f"{Path(f).stem}:{e}" for f, e, _, _ in CASES]
 UNIT = {"f64": 2.0**-53, "f32": 2.0**-24}
 
 
@@ -82,16 +62,6 @@ def tolerance(case, realize: str) -> float:
     magnitude of each output."""
     launches, longest = sizes(case)
     return launches * longest * UNIT[realize]
-
-
-def close(got, want, tol) -> bool:
-    if len(got) != len(want):
-        return False
-    for g, w in zip(got, want, strict=True):
-        scale = float(np.max(np.abs(w), initial=0.0)) or 1.0
-        if g.shape != w.shape or not np.all(np.abs(g - w) <= tol * scale):
-            return False
-    return True
 
 
 @pytest.mark.parametrize("realize", ["f64", "f32"])

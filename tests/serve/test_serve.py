@@ -1,5 +1,5 @@
 """`presk serve` on the tiny MiniGPT (minigpt.psk's `inference serve` at V=64, D=16, H=2,
-L=2) from a checkpoint `presk train --backend native` writes in 2 steps: greedy tokens
+L=2) from a checkpoint `presk train` writes in 2 steps (conftest.py): greedy tokens
 equal on every backend, seeded sampling equal on every backend and different across
 seeds, the sliding context, the diagnostics, and the exported serve.py's greedy tokens."""
 
@@ -16,18 +16,6 @@ ROOT = Path(__file__).resolve().parents[2]
 MINIGPT = "tests/examples/minigpt/minigpt.psk"
 TINY = ("--const", "V=64", "--const", "D=16", "--const", "H=2", "--const", "L=2")
 RATE = re.compile(r"^presk serve: (\d+) tokens in [0-9.]+ s, [0-9.]+ tokens/s \(.*\)$")
-
-
-@pytest.fixture(scope="module")
-def ckpt(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("ckpt")
-    r = presk(
-        "train", "tests/examples/minigpt/train_minigpt.psk", *TINY,
-        "--data", "tests/examples/minigpt/data/tiny_T8.psk.d", "--steps", 2,
-        "--log-every", 0, "--ckpt", folder, "--backend", "native",
-    )  # fmt: skip
-    assert r.returncode == 0, r.stderr
-    return folder / "final.psk.d"
 
 
 def serve(ckpt, *args, ok=True) -> subprocess.CompletedProcess:

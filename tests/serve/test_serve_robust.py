@@ -17,19 +17,6 @@ MINIGPT = "tests/examples/minigpt/minigpt.psk"
 TINY = ("--const", "V=64", "--const", "D=16", "--const", "H=2", "--const", "L=2")
 
 
-@pytest.fixture(scope="module")
-def ckpt(tmp_path_factory) -> Path:
-    """The tiny MiniGPT's weights after 1 step on the kernel interpreter (T = 8)."""
-    folder = tmp_path_factory.mktemp("ckpt")
-    r = presk(
-        "train", "tests/examples/minigpt/train_minigpt.psk", *TINY,
-        "--data", "tests/examples/minigpt/data/tiny_T8.psk.d", "--steps", 1,
-        "--log-every", 0, "--ckpt", folder, "--backend", "kernel",
-    )  # fmt: skip
-    assert r.returncode == 0, r.stderr
-    return folder / "final.psk.d"
-
-
 def serve(weights, *args, consts=TINY, **kw) -> subprocess.CompletedProcess:
     return presk("serve", MINIGPT, *consts, "--weights", weights, "--backend", "kernel", *args,
                  **kw)  # fmt: skip

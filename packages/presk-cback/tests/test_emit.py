@@ -28,15 +28,13 @@ from presk_kernel.ir import (
     Layout,
     Load,
     Loop,
-    Reduce,
     Schedule,
     Store,
-    Var,
 )
 from presk_kernel.layout import check_layout, parallel_loops, with_gemm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "presk-kernel" / "tests"))
-from kernel_entries import ENTRIES, MINIGPT, lowered, same_bits  # noqa: E402
+from kernel_entries import ENTRIES, MINIGPT, contraction_schedule, lowered, same_bits  # noqa: E402
 
 TRAIN = ("tutorial/07_train.psk", "loss", (("B", 8),))
 
@@ -216,41 +214,11 @@ def test_contractions_through_the_gemm_keep_the_bits(realize):
         assert multi or file != gpt[0], entry
 
 
-def batched_contraction(nb: int, m: int, k: int, n: int, dtype: str) -> Schedule:
-    """out[b, i, j] = fold fma over p of x[b, i, p]·w[j, p] (w transposed in memory)."""
-    ax = lambda *ns: tuple(Axis(None, v) for v in ns)  # noqa: E731
-    v = Affine.var
-    fold = Reduce(
-        "s",
-        "fma",
-        (("p", None, k),),
-        (),
-        (Load(0, (v("b"), v("i"), v("p"))), Load(1, (v("j"), v("p")))),
-        dtype,
-    )
-    store = Store(2, (v("b"), v("i"), v("j")), Var("s"))
-    body = (Loop("b", None, nb, (Loop("i", None, m, (Loop("j", None, n, (fold, store)),)),)),)
-    kern = Kernel(
-        "ein",
-        "e/%1",
-        (Buffer(0, dtype, ax(nb, m, k)), Buffer(1, dtype, ax(n, k))),
-        (Buffer(2, dtype, ax(nb, m, n)),),
-        body,
-        dtype,
-        Layout(order=("b", "i", "j"), pack=(0, 1), split="b", threads=2),
-    )
-    kern = dataclasses.replace(kern, layout=with_gemm(kern, kern.layout))
-    bufs = (
-        HostBuffer(0, dtype, ax(nb, m, k), "x", "input"),
-        HostBuffer(1, dtype, ax(n, k), "w", "input"),
-        HostBuffer(2, dtype, ax(nb, m, n), "out", "output"),
-    )
-    return Schedule("e", (), bufs, (Launch(kern, (Arg(0), Arg(1), Arg(2))),), (0, 1), (2,))
-
-
 @pytest.mark.parametrize("dtype", ["f64", "f32"])
 def test_a_batched_contraction_with_a_transposed_operand(dtype):
-    s = batched_contraction(3, 37, 401, 29, dtype)
+    # out[b, i, j] = fold fma over p of x[b, i, p]·w[j, p] (w transposed in memory)
+    layout = Layout(order=("b", "i", "j"), pack=(0, 1), split="b", threads=2)
+    s = contraction_schedule(37, 401, 29, dtype, batch=3, transposed=True, layout=layout)
     g = contraction(s.launches[0].kernel)
     assert g is not None and g.m.var == "i" and g.n.var == "j"
     # b's strides continue i's in A and C, and B does not see b: one GEMM of 3·37 rows

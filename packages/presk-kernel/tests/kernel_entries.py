@@ -1,7 +1,10 @@
-"""Entries of the tutorial lowered to kernels, with the reference interpreter's result."""
+"""What the tests of the executors after the interpreter share: the entries (the tutorial's
+and the examples'), lowered to kernels with the reference interpreter's result, a hand-built
+contraction, and `same_bits`."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from pathlib import Path
 
@@ -11,6 +14,23 @@ from presk_ad.step import STEP, training_step
 from presk_core.interp import Interpreter
 from presk_core.lower import lower_program
 from presk_core.run import parse_entry, synthesize
+from presk_kernel.ir import (
+    Affine,
+    Arg,
+    Axis,
+    Buffer,
+    HostBuffer,
+    Kernel,
+    Launch,
+    Layout,
+    Load,
+    Loop,
+    Reduce,
+    Schedule,
+    Store,
+    Var,
+)
+from presk_kernel.layout import with_gemm
 from presk_kernel.lower import argument_leaves, lower_entry
 from presk_syntax.span import SourceMap
 from presk_types.elab import load_program
@@ -87,15 +107,71 @@ MINIGPT = (("V", "64"), ("D", "16"), ("H", "2"), ("L", "2"))
 BERT = (("V", "32"), ("D", "8"), ("H", "2"), ("L", "2"))
 LLAMA = (("D", "8"), ("H", "2"), ("F", "12"))
 
-ENTRIES = [  # (file, entry, dims, constants), the tutorial's and the reference examples'
+# (file, entry, dims, constants): the tutorial's entries and the reference examples', the
+# one list the tests of every executor after the interpreter draw from (presk-kernel's,
+# presk-cback's, and tests/native, tests/cli across the stages)
+CASES = [
     ("tutorial/01_linear.psk", "Linear{3, 2}.apply", (("batch", 4),), ()),
     ("tutorial/02_norm.psk", "RMSNorm{4}.apply", (("batch", 2),), ()),
     ("tutorial/03_attention.psk", "attend", (("B", 2), ("T", 3)), ()),
+    ("tutorial/04_grad.psk", "loss", (("D", 3), ("B", 2)), ()),
     ("tutorial/04_grad.psk", "loss_grad", (("D", 3), ("B", 2)), ()),
     ("tutorial/06_tower.psk", "Tower.apply", (("batch", 2),), ()),
     ("tutorial/07_train.psk", "loss", (("B", 8),), ()),
     ("tests/examples/mlp/mlp.psk", "mse", (("D", 3), ("B", 2)), ()),
+    ("tests/examples/mlp/mlp.psk", "mse_grad", (("D", 3), ("B", 2)), ()),
+    ("tests/examples/minigpt/minigpt.psk", "MiniGPT.apply", (("B", 2), ("T", 8)), MINIGPT),
     ("tests/examples/minigpt/train_minigpt.psk", "loss", (("B", 2), ("T", 8)), MINIGPT),
     ("tests/examples/bert/bert.psk", "MaskedLM.apply", (("B", 1), ("T", 4)), BERT),
     ("tests/examples/llama/llama.psk", "block", (("B", 1), ("T", 3)), LLAMA),
 ]
+CASE_IDS = [f"{Path(f).stem}:{e}" for f, e, _, _ in CASES]
+# The entries whose every layout the kernel tests walk: CASES but three whose kinds of nest the
+# others have (04_grad's loss is in its gradient, mse_grad's in loss_grad's, MiniGPT.apply's
+# in the loss of train_minigpt)
+ELSEWHERE = {
+    ("tutorial/04_grad.psk", "loss"),
+    ("tests/examples/mlp/mlp.psk", "mse_grad"),
+    ("tests/examples/minigpt/minigpt.psk", "MiniGPT.apply"),
+}
+ENTRIES = [c for c in CASES if c[:2] not in ELSEWHERE]
+
+
+def contraction_schedule(
+    m: int,
+    k: int,
+    n: int,
+    dtype: str = "f64",
+    *,
+    batch: int | None = None,
+    transposed: bool = False,
+    layout: Layout | None = None,
+) -> Schedule:
+    """`out[b, i, j] = Σ_p x[b, i, p]·w[p, j]` built by hand as PSK-Kernel data (no `b`
+    without `batch`; `w[j, p]` in memory when `transposed`): one kernel, a fold of fma over
+    `p`, and its host buffers x, w, out. Its layout is `layout` (the natural order if not
+    given), with its GEMM statement where the layout packs the operands."""
+    ax = lambda *ns: tuple(Axis(None, v) for v in ns)  # noqa: E731
+    v = Affine.var
+    rows = (v("b"), v("i")) if batch is not None else (v("i"),)
+    lead = (batch,) if batch is not None else ()
+    w_at, w_axes = ((v("j"), v("p")), ax(n, k)) if transposed else ((v("p"), v("j")), ax(k, n))
+    fold = Reduce(
+        "s", "fma", (("p", None, k),), (), (Load(0, (*rows, v("p"))), Load(1, w_at)), dtype
+    )
+    body: tuple = (Loop("j", None, n, (fold, Store(2, (*rows, v("j")), Var("s")))),)
+    body = (Loop("i", None, m, body),)
+    if batch is not None:
+        body = (Loop("b", None, batch, body),)
+    x_axes, out_axes = ax(*lead, m, k), ax(*lead, m, n)
+    order = ("b", "i", "j") if batch is not None else ("i", "j")
+    kern = Kernel("ein", "e/%1", (Buffer(0, dtype, x_axes), Buffer(1, dtype, w_axes)),
+                  (Buffer(2, dtype, out_axes),), body, dtype, layout or Layout(order=order))  # fmt: skip
+    if kern.layout.pack:
+        kern = dataclasses.replace(kern, layout=with_gemm(kern, kern.layout))
+    bufs = (
+        HostBuffer(0, dtype, x_axes, "x", "input"),
+        HostBuffer(1, dtype, w_axes, "w", "input"),
+        HostBuffer(2, dtype, out_axes, "out", "output"),
+    )
+    return Schedule("e", (), bufs, (Launch(kern, (Arg(0), Arg(1), Arg(2))),), (0, 1), (2,))

@@ -5,7 +5,7 @@ __version__ = "0.1.0"
 from presk_export.conformance import conformance_files
 from presk_export.export import export_pytorch, write_files
 from presk_export.pyexpr import ExportError
-from presk_export.pytorch import Export, Options, python_module, ruff_format
+from presk_export.pytorch import Export, Options, python_module
 
 __all__ = [
     "Export",
@@ -14,6 +14,5 @@ __all__ = [
     "conformance_files",
     "export_pytorch",
     "python_module",
-    "ruff_format",
     "write_files",
 ]

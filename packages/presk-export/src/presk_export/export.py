@@ -9,7 +9,8 @@ from presk_core.lower import lower_checked
 from presk_types.elab import Program
 
 from presk_export.conformance import conformance_files
-from presk_export.pytorch import Export, Options, ruff_format
+from presk_export.pyformat import lay_out
+from presk_export.pytorch import Export, Options
 from presk_export.serve_export import serve_files
 from presk_export.train_export import train_files, train_steps
 
@@ -47,7 +48,7 @@ def export_pytorch(
         files.update(serve_files(export, out))
     for name, text in files.items():
         if name.endswith(".py"):
-            files[name] = ruff_format(text)
+            files[name] = lay_out(text)
             compile(files[name], name, "exec")  # a SyntaxError here is a bug of the export
     return files
 

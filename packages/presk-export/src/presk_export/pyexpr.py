@@ -4,6 +4,7 @@ operand is parenthesized only where Python needs it."""
 from __future__ import annotations
 
 import keyword
+import re
 from dataclasses import dataclass
 
 from presk_types.presburger import Lin
@@ -39,7 +40,18 @@ class Expr:
 def binary(a: Expr, op: str, b: Expr, prec: int, right_assoc: bool = False) -> Expr:
     left = a.at(prec + 1 if right_assoc else prec)
     right = b.at(prec if right_assoc else prec + 1)
+    if op == "**" and _simple(left) and _simple(right):
+        return Expr(f"{left}**{right}", prec, a.scalar and b.scalar)  # ruff's `x**2`
     return Expr(f"{left} {op} {right}", prec, a.scalar and b.scalar)
+
+
+# A name, an attribute of one, or a number, with a sign: a power's operand that ruff writes
+# without spaces around `**`.
+SIMPLE = re.compile(r"[-+~]*(?:[^\W\d][\w]*(?:\.[^\W\d]\w*)*|\d[\d_]*(?:\.\d*)?(?:e[-+]?\d+)?)")
+
+
+def _simple(text: str) -> bool:
+    return SIMPLE.fullmatch(text) is not None
 
 
 def call(fn: str, *args: object, scalar: bool = False) -> Expr:

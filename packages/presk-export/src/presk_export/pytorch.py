@@ -6,15 +6,15 @@ dimensions its parameters' shapes use: `MiniGPT(T)`), makes each `param` an
 `nn.ModuleList`); `fn apply` is `forward`, its other functions methods. A free function
 is a function whose module arguments are `nn.Module`s and whose parameter trees are dicts
 of tensors (or the module itself, when no module argument names it). Each file imports the
-others as its source does. The text is rendered from jinja2 templates, then formatted by
-ruff, so that it reads as written by hand and a formatter leaves it unchanged.
+others as its source does. The text is rendered from jinja2 templates written in ruff's
+format, its long statements broken as ruff breaks them (presk_export.pyformat), so that it
+reads as written by hand and `ruff format` leaves it unchanged.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import subprocess
 import textwrap
 from dataclasses import dataclass, field
 
@@ -238,7 +238,9 @@ class FileWriter:
         for module in sorted(self.from_imports, key=ours.index):
             imports.append(f"from {module} import {', '.join(self.from_imports[module])}")
         text = TEMPLATES.get_template("module.py.j2").render(
-            source=os.path.basename(self.env.path), imports=imports, blocks=blocks
+            source=os.path.basename(self.env.path),
+            imports=imports,
+            blocks=[b.rstrip("\n") for b in blocks],
         )
         return text
 
@@ -453,19 +455,4 @@ def _single(e: Lin) -> str | None:
     return None
 
 
-def ruff_format(text: str) -> str:
-    """The text as `ruff format` writes it (ruff's own defaults, whatever the project's)."""
-    from ruff.__main__ import find_ruff_bin
-
-    done = subprocess.run(
-        [find_ruff_bin(), "format", "--isolated", "-"],
-        input=text.encode("utf-8"),
-        capture_output=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"ruff format refused the generated code: {done.stderr.decode()}")
-    return done.stdout.decode("utf-8")
-
-
-__all__ = ["Export", "Options", "python_module", "ruff_format"]
+__all__ = ["Export", "Options", "python_module"]

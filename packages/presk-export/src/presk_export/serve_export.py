@@ -20,6 +20,7 @@ from presk_types.driver import checked
 from presk_types.serving import Serve
 
 from presk_export.pyexpr import ExportError, identifier
+from presk_export.pyformat import py_literal
 from presk_export.pytorch import TEMPLATES, Export
 
 # the names serve.py defines or binds; an imported class or function of the same name is
@@ -101,17 +102,17 @@ def serve_files(export: Export, out: str | None = None) -> dict[str, str]:
         imports=imports,
         build=f"{model_here}({'window' if d else ''})",
         call=call,
-        weights=repr(export.beside(block.weights, out)),
+        weights=py_literal(export.beside(block.weights, out)),
         weights_shown=block.weights,
-        vocabulary=repr(export.beside(block.vocabulary, out)),
+        vocabulary=py_literal(export.beside(block.vocabulary, out)),
         vocabulary_shown=block.vocabulary,
-        leaves=repr(leaves),
+        leaves=py_literal(leaves),
         size0=s0,
         size_step=step,
-        dim=repr(d),
+        dim=repr(d),  # in a comment: as Python prints it
         window=seq.constant if seq.is_const else None,
         max_tokens=block.max_tokens or 32,
-        temperature=repr(float(block.temperature or 0)),
+        temperature=py_literal(float(block.temperature or 0)),
     )
     return {"serve.py": text}
 

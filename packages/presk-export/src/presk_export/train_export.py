@@ -33,6 +33,7 @@ from presk_types.training import Run, replace_data
 from presk_types.types import Bool, Idx, Real, TupleT, Type
 
 from presk_export.pyexpr import ExportError, identifier
+from presk_export.pyformat import py_literal
 from presk_export.pytorch import TEMPLATES, Export
 
 TRAIN_ENTRY = re.compile(r"^\s*train\s*:(.*)$")
@@ -214,7 +215,7 @@ class Script:
     def render(self) -> str:
         run, opt = self.run, self.opt
         imports, (model, objective) = self.imports([run.model, run.objective.key])
-        ctor = ", ".join(f"dims[{d!r}]" for d in self.ctor)
+        ctor = ", ".join(f"dims[{py_literal(d)}]" for d in self.ctor)
         epochs = run.epochs or 1
         ckpt = run.checkpoint
         return TEMPLATES.get_template("train.py.j2").render(
@@ -225,23 +226,23 @@ class Script:
             model=model,
             objective=objective,
             build=f"{model}({ctor})",
-            data=repr(self.export.beside(self.run.data, self.out)),
+            data=py_literal(self.export.beside(self.run.data, self.out)),
             data_shown=run.data,
-            sample=repr([(k, b, ls) for k, b, ls in self.sample]),
-            sample_type=repr(str(run.sample_type)),
-            batch_axes=repr(tuple(self.batch_axes)),
+            sample=py_literal([(k, b, ls) for k, b, ls in self.sample]),
+            sample_type=py_literal(str(run.sample_type)),
+            batch_axes=py_literal(tuple(self.batch_axes)),
             tuple=isinstance(run.batch_type, TupleT),
-            dims=repr(dict(run.batch)),
+            dims=py_literal(dict(run.batch)),
             batch=self.batch_size,
             shuffle=run.shuffle or 0,
             epochs=epochs,
-            ckpt=repr(ckpt.dir if ckpt is not None else None),
-            ckpt_every=repr(ckpt.every if ckpt is not None else None),
-            lr=repr(float(opt.lr)),
-            betas=repr((float(opt.beta1), float(opt.beta2))),
-            eps=repr(float(opt.eps)),
-            weight_decay=repr(float(opt.weight_decay)),
-            warmup=repr(opt.warmup),
+            ckpt=py_literal(ckpt.dir if ckpt is not None else None),
+            ckpt_every=py_literal(ckpt.every if ckpt is not None else None),
+            lr=py_literal(float(opt.lr)),
+            betas=py_literal((float(opt.beta1), float(opt.beta2))),
+            eps=py_literal(float(opt.eps)),
+            weight_decay=py_literal(float(opt.weight_decay)),
+            warmup=py_literal(opt.warmup),
             schedule=f"cosine(warmup = {opt.warmup})" if opt.warmup is not None else "constant",
         )
 
