@@ -224,7 +224,7 @@ def breakdown(
     batch = stack_samples(trainer.run.batch_type, trainer.samples[: trainer.batch_size])
     args = [batch, trainer.theta, trainer.m, trainer.v, np.full((), 1.0), np.full((), 1e-4)]
     name = NATIVE_STEP.format(trainer.objective)
-    _, schedule = lower(step, name, trainer.dims, args, "f32", threads)
+    schedule = lower(step, name, trainer.dims, args, "f32", threads)
     start = time.perf_counter()
     entry = NativeEntry(schedule, timed="cpu" if clock == "cpu" else True)
     print(f"  compiled in {time.perf_counter() - start:.1f} s ({len(entry.source)} units)")

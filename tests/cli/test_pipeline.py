@@ -195,6 +195,7 @@ def test_each_pass_takes_what_the_pass_before_gives():
         "core",
         "core-after-ad",
         "kernel",
+        "layout",
         "c",
     ]
 

@@ -57,7 +57,7 @@ def sizes(case) -> tuple[int, int]:
     c = core(file, consts)
     e = parse_entry(entry, c, None, dict(dims))
     args = [v for _, _, v in entry_inputs(c, e, 0, 53)]
-    _, s = lower(c, e.function.name, dict(e.dims) | dict(e.prefix), args, "f64")
+    s = lower(c, e.function.name, dict(e.dims) | dict(e.prefix), args, "f64")
     longest = 1
 
     def walk(body):
@@ -136,7 +136,7 @@ def test_lanes_and_threads_change_no_bit(compiler, big, realize):
     args = [v for _, _, v in entry_inputs(c, e, 0, 53)]
     runs = []
     for threads in (1, 2):
-        _, s = lower(c, e.function.name, dict(e.dims) | dict(e.prefix), args, realize, threads)
+        s = lower(c, e.function.name, dict(e.dims) | dict(e.prefix), args, realize, threads)
         split = [lc.kernel.layout.threads for lc in s.launches if lc.kernel.layout.split]
         assert split == ([] if threads == 1 else [2] * len(split)) and (threads == 1 or split)
         inputs = storage(s, argument_leaves(args))
@@ -204,7 +204,7 @@ def test_a_gather_out_of_range_is_e7003(compiler, backend):
     c = core(file, consts)
     e = parse_entry(entry, c, None, dict(dims))
     args = [v for _, _, v in entry_inputs(c, e, 0, 53)]
-    _, s = lower(c, e.function.name, dict(e.dims) | dict(e.prefix), args, "f64")
+    s = lower(c, e.function.name, dict(e.dims) | dict(e.prefix), args, "f64")
     inputs = storage(s, argument_leaves(args))
     ids = [i for i, b in enumerate(s.inputs) if s.buffers[b].dtype == "i64"]
     assert ids

@@ -262,7 +262,7 @@ def logits_function(core, name: str, theta: dict, window: int, dims, options, bi
 
     from presk_cli.native import compiled, lower, storage
 
-    _, schedule = lower(core, name, dims, [theta, ids0], realize, threads)
+    schedule = lower(core, name, dims, [theta, ids0], realize, threads)
     values = storage(schedule, argument_leaves([theta, ids0]))
     types = {b.id: b.dtype for b in schedule.buffers}
     last, out = schedule.inputs[-1], schedule.outputs[0]

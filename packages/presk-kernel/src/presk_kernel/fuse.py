@@ -338,4 +338,9 @@ def launch_counts(schedule: Schedule) -> tuple[int, int]:
     return len(fuse(schedule)[0].launches), len(schedule.launches)
 
 
-__all__ = ["Const", "Group", "fuse", "launch_counts", "merge"]
+def unfused_launches(fused: Schedule) -> int:
+    """The launches a fused schedule makes without fusion: a fused kernel's steps, one each."""
+    return sum(len(lc.kernel.steps) or 1 for lc in fused.launches)
+
+
+__all__ = ["Const", "Group", "fuse", "launch_counts", "merge", "unfused_launches"]
