@@ -142,7 +142,8 @@ def test_lanes_and_threads_change_no_bit(compiler, big, realize):
         inputs = storage(s, argument_leaves(args))
         for lanes in (False, True):
             runs.append([x.tobytes() for x in executor(s, "native", lanes)(inputs)])
-    assert runs[0] == runs[1] == runs[2] == runs[3]
+        runs.append([x.tobytes() for x in executor(s, "kernel")(inputs)])  # laid out alike
+    assert all(run == runs[0] for run in runs) and len(runs) == 6
 
 
 # ---- through the command ---------------------------------------------------------------------

@@ -141,11 +141,13 @@ def lower(core, name: str, dims: dict, args, realize, threads: int = 1, plan=Non
 
 def executor(schedule, backend: str, lanes: bool = True) -> Callable[[list], list]:
     """A function from the entry's input leaves to its output leaves: the kernel interpreter
-    (`kernel`) or the compiled entry (`native`, with or without vector lanes)."""
+    on the laid-out kernels (`kernel`: each nest as its layout executes it, the schedule
+    `native` compiles, presk_kernel.interp_laid) or the compiled entry (`native`, with or
+    without vector lanes)."""
     from presk_kernel.interp import KernelError, run_schedule
 
     if backend == "kernel":
-        run = lambda inputs: run_schedule(schedule, inputs)  # noqa: E731
+        run = lambda inputs: run_schedule(schedule, inputs, laid=True)  # noqa: E731
     else:
         run = compiled(schedule, lanes).run
 

@@ -117,7 +117,7 @@ class NativeTrainer:
 
         self.values = parts + self.values[self.n_batch : -2] + scalars
         try:
-            outs = run_schedule(self.schedule, self.values)
+            outs = run_schedule(self.schedule, self.values, laid=True)  # as native lays it out
         except KernelError as e:
             raise NativeError("E7003", str(e)) from None
         self.values[self.n_batch : -2] = [np.asarray(x, np.float64) for x in outs[1 + n :]]

@@ -271,7 +271,7 @@ def logits_function(core, name: str, theta: dict, window: int, dims, options, bi
         def kernels(ids: np.ndarray) -> np.ndarray:
             values[-1] = to_storage(ids.reshape(1, -1), types[last])
             try:
-                result = run_schedule(schedule, values)
+                result = run_schedule(schedule, values, laid=True)  # as native lays it out
             except KernelError as e:
                 raise NativeError("E7003", str(e)) from None
             return np.asarray(result[0], dtype=np.float64).reshape(window, -1)
