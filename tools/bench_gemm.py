@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import dataclasses
 import os
 import statistics
 import sys
@@ -57,7 +56,7 @@ from presk_kernel.ir import (  # noqa: E402
     Store,
     Var,
 )
-from presk_kernel.layout import with_gemm  # noqa: E402
+from presk_kernel.layout import apply_layout, with_gemm  # noqa: E402
 
 CANDIDATES = {  # the other start points of the measurements, and other KC
     "f32": [G.Blocking(6, 4, 384, 192), G.Blocking(12, 2, 256, 96)],
@@ -79,7 +78,7 @@ def ein_schedule(n: int, tag: str, threads: int) -> Schedule:
     layout = Layout(order=("i", "j"), pack=(0, 1), split=split, threads=threads)
     kern = Kernel("ein", "gemm/%1", (Buffer(0, tag, ax), Buffer(1, tag, ax)),
                   (Buffer(2, tag, ax),), body, tag, layout)  # fmt: skip
-    kern = dataclasses.replace(kern, layout=with_gemm(kern, layout))  # the GEMM statement
+    kern = apply_layout(kern, with_gemm(kern, layout))  # the GEMM statement
     bufs = tuple(HostBuffer(i, tag, ax, name, role) for i, name, role in
                  ((0, "x", "input"), (1, "w", "input"), (2, "out", "output")))  # fmt: skip
     return Schedule("gemm", (), bufs, (Launch(kern, (Arg(0), Arg(1), Arg(2))),), (0, 1), (2,))

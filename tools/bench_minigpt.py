@@ -181,7 +181,7 @@ def compare(
 
 
 def kernel_class(k) -> str:
-    from presk_kernel.ir import Loop, Reduce
+    from presk_kernel.ir import Loop, Reduce, plain
 
     def has_fma(body) -> bool:
         return any(
@@ -192,7 +192,7 @@ def kernel_class(k) -> str:
 
     if k.site.startswith("adamw"):
         return "optimizer"
-    if has_fma(k.body):
+    if has_fma(plain(k.body)):  # a laid-out body: the nest it lays out
         return "contraction"
     if "softmax" in k.name or any("softmax" in s for s in k.steps):
         return "softmax"
@@ -273,11 +273,11 @@ def ein(k) -> tuple[str, str]:
     column strides: `A 1,384` is A[m, k] read down its columns, a transposed operand) and
     its path: `gemm` (the layout packs it) or `nest` (the kernel's loops)."""
     from presk_cback.contract import contraction
-    from presk_kernel.ir import Reduce
+    from presk_kernel.ir import Reduce, plain
 
     g = contraction(k)
     if g is None:
-        folds = [s for s in _statements(k.body) if isinstance(s, Reduce) and s.op == "fma"]
+        folds = [s for s in _statements(plain(k.body)) if isinstance(s, Reduce) and s.op == "fma"]
         summed = ",".join(f"{v}={n}" for r in folds for v, _, n in r.vars)
         shapes = " ".join("x".join(str(a.length) for a in b.axes) for b in k.buffers)
         return f"fold over {summed}: {shapes}", "nest"
@@ -320,7 +320,7 @@ def contractions(schedule, classes: list[str], ms: np.ndarray) -> None:
 
 def multiply_adds(k) -> int:
     """The fma folds' terms, each loop's extent over its body (a GEMM's m·n·k·batch)."""
-    from presk_kernel.ir import Loop, Reduce
+    from presk_kernel.ir import Loop, Reduce, plain
 
     def count(body, outer: int) -> int:
         n = 0
@@ -332,7 +332,7 @@ def multiply_adds(k) -> int:
                 n += (inner if s.op == "fma" else 0) + count(s.body, inner)
         return n
 
-    return count(k.body, 1)
+    return count(plain(k.body), 1)
 
 
 def main() -> None:

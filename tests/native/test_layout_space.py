@@ -24,6 +24,7 @@ from presk_kernel.contract import recognize  # noqa: E402
 from presk_kernel.fuse import fuse  # noqa: E402
 from presk_kernel.interp import run_schedule  # noqa: E402
 from presk_kernel.layout import (  # noqa: E402
+    apply_layout,
     check_layout,
     layout_space,
     parallel_loops,
@@ -39,7 +40,7 @@ def relaid(schedule, choose):
     for launch in schedule.launches:
         layout = choose(launch.kernel)
         assert check_layout(launch.kernel, layout) is None, layout
-        k = dataclasses.replace(launch.kernel, layout=layout)
+        k = apply_layout(launch.kernel, layout)  # what the layout pass writes for it
         launches.append(dataclasses.replace(launch, kernel=k))
     return dataclasses.replace(schedule, launches=tuple(launches))
 
@@ -117,7 +118,7 @@ def test_a_contraction_over_no_term_is_zeros_packed_or_not(compiler):
     args = [np.zeros((3, 0)), np.zeros((0, 4))]
     outs = []
     for layout in (k.layout, with_gemm(k, dataclasses.replace(k.layout, pack=(0, 1)))):
-        kk = dataclasses.replace(k, layout=layout)
+        kk = apply_layout(k, layout)
         s = Schedule("e", (), bufs, (Launch(kk, (Arg(0), Arg(1), Arg(2))),), (0, 1), (2,))
         outs += [NativeEntry(s).run(args)[0], run_schedule(s, args, laid=True)[0]]
     assert recognize(k) is None  # no row has a stride in an empty A: loops, packed or not

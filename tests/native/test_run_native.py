@@ -15,7 +15,7 @@ from helpers import json_leaves as leaves
 from helpers import presk, reference
 from presk_cli.native import NativeError, entry_inputs, executor, lower, run_text, storage
 from presk_core.run import parse_entry
-from presk_kernel.ir import Loop, Reduce
+from presk_kernel.ir import Loop, Reduce, plain
 from presk_kernel.lower import argument_leaves
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,7 +73,7 @@ def sizes(case) -> tuple[int, int]:
                 walk(st.body)
 
     for launch in s.launches:
-        walk(launch.kernel.body)
+        walk(plain(launch.kernel.body))  # laid out: the nest it lays out
     return len(s.launches), longest
 
 

@@ -83,6 +83,20 @@ def lowered(
     return lower_entry(core, name, d, args, realize), argument_leaves(args), ref
 
 
+def laid_default(schedule, threads: int = 1):
+    """`schedule` with every kernel at its default layout, applied to its body (the layout
+    pass without the packing of large contractions)."""
+    import dataclasses
+
+    from presk_kernel.layout import apply_layout, default_layout
+
+    launches = tuple(
+        dataclasses.replace(lc, kernel=apply_layout(lc.kernel, default_layout(lc.kernel, threads)))
+        for lc in schedule.launches
+    )
+    return dataclasses.replace(schedule, launches=launches)
+
+
 MINIGPT = (("V", "64"), ("D", "16"), ("H", "2"), ("L", "2"))
 BERT = (("V", "32"), ("D", "8"), ("H", "2"), ("L", "2"))
 LLAMA = (("D", "8"), ("H", "2"), ("F", "12"))

@@ -36,7 +36,7 @@ from presk_kernel.ir import (
     Store,
     Var,
 )
-from presk_kernel.layout import default_layout
+from presk_kernel.layout import natural_layout
 from presk_kernel.spec import verified
 
 CHEAP = 8  # operations a 0-d producer may have to be recomputed at every read
@@ -199,7 +199,7 @@ def merge(p: Launch, c: Launch) -> Launch | None:
         ck.compute,
         steps=steps,
     )
-    return Launch(replace(k, layout=default_layout(k)), tuple(args))
+    return Launch(replace(k, layout=natural_layout(k)), tuple(args))
 
 
 class _NoFusion(Exception):
