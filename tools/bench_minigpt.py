@@ -182,7 +182,7 @@ def compare(
 
 
 def kernel_class(k) -> str:
-    from presk_kernel.ir import Loop, Reduce
+    from presk_kernel.ir import Loop, Reduce, plain
 
     def has_fma(body) -> bool:
         return any(
@@ -193,7 +193,7 @@ def kernel_class(k) -> str:
 
     if k.site.startswith("adamw"):
         return "optimizer"
-    if has_fma(k.body):
+    if has_fma(plain(k.body)):  # a laid-out body: the nest it lays out
         return "contraction"
     if "softmax" in k.name or any("softmax" in s for s in k.steps):
         return "softmax"
@@ -225,7 +225,7 @@ def breakdown(
     batch = stack_samples(trainer.run.batch_type, trainer.samples[: trainer.batch_size])
     args = [batch, trainer.theta, trainer.m, trainer.v, np.full((), 1.0), np.full((), 1e-4)]
     name = NATIVE_STEP.format(trainer.objective)
-    _, schedule = lower(step, name, trainer.dims, args, "f32", threads)
+    schedule = lower(step, name, trainer.dims, args, "f32", threads)
     start = time.perf_counter()
     entry = NativeEntry(schedule, timed="cpu" if clock == "cpu" else True)
     print(f"  compiled in {time.perf_counter() - start:.1f} s ({len(entry.source)} units)")
@@ -274,11 +274,11 @@ def ein(k) -> tuple[str, str]:
     column strides: `A 1,384` is A[m, k] read down its columns, a transposed operand) and
     its path: `gemm` (the layout packs it) or `nest` (the kernel's loops)."""
     from presk_cback.contract import contraction
-    from presk_kernel.ir import Reduce
+    from presk_kernel.ir import Reduce, plain
 
     g = contraction(k)
     if g is None:
-        folds = [s for s in _statements(k.body) if isinstance(s, Reduce) and s.op == "fma"]
+        folds = [s for s in _statements(plain(k.body)) if isinstance(s, Reduce) and s.op == "fma"]
         summed = ",".join(f"{v}={n}" for r in folds for v, _, n in r.vars)
         shapes = " ".join("x".join(str(a.length) for a in b.axes) for b in k.buffers)
         return f"fold over {summed}: {shapes}", "nest"
@@ -321,7 +321,7 @@ def contractions(schedule, classes: list[str], ms: np.ndarray) -> None:
 
 def multiply_adds(k) -> int:
     """The fma folds' terms, each loop's extent over its body (a GEMM's m·n·k·batch)."""
-    from presk_kernel.ir import Loop, Reduce
+    from presk_kernel.ir import Loop, Reduce, plain
 
     def count(body, outer: int) -> int:
         n = 0
@@ -333,7 +333,7 @@ def multiply_adds(k) -> int:
                 n += (inner if s.op == "fma" else 0) + count(s.body, inner)
         return n
 
-    return count(k.body, 1)
+    return count(plain(k.body), 1)
 
 
 def main() -> None:

@@ -103,7 +103,7 @@ def compile_once() -> float:
     batch = stack_samples(trainer.run.batch_type, trainer.samples[: trainer.batch_size])
     zero = np.zeros((), dtype=np.float64)
     args = [batch, trainer.theta, trainer.m, trainer.v, zero, zero]
-    _, schedule = lower(step, NATIVE_STEP.format(trainer.objective), trainer.dims, args, "f32")
+    schedule = lower(step, NATIVE_STEP.format(trainer.objective), trainer.dims, args, "f32")
     find_toolchain()
     start = time.perf_counter()
     compiled(schedule)

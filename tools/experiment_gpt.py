@@ -245,9 +245,9 @@ def exported(folder: str, data: str, dtype_name: str = "float32", seed: int = 0)
 def light_trainer(core, run, folder: str, theta: dict):
     """What NativeTrainer reads of presk_ad.step.Trainer, around a given θ₀ (no draw), and
     `lr(t, horizon)`, the rate of `adamw.lr` on the reference interpreter."""
-    from types import SimpleNamespace
+    from types import MethodType, SimpleNamespace
 
-    from presk_ad.step import opened, training_step
+    from presk_ad.step import Trainer, opened, training_step
     from presk_core import data as D
     from presk_core import mpfr as M
     from presk_core.interp import Interpreter
@@ -267,7 +267,7 @@ def light_trainer(core, run, folder: str, theta: dict):
         return float(interp.run("adamw.lr", [at, total], {}))
 
     zeros = {p: np.zeros_like(x) for p, x in theta.items()}
-    return SimpleNamespace(
+    trainer = SimpleNamespace(
         interp=interp,
         objective=run.objective,
         theta=theta,
@@ -279,7 +279,10 @@ def light_trainer(core, run, folder: str, theta: dict):
         batch_size=b,
         per_epoch=len(samples) // b,
         lr=lr,
+        _order=None,
     )
+    trainer.batch = MethodType(Trainer.batch, trainer)  # the one order of batches
+    return trainer
 
 
 def pytorch_worker(folder: Path) -> None:

@@ -114,7 +114,7 @@ def native_side(folder: Path, plan: dict, realize: str, warm_only: bool) -> None
     assert native.batch(1)[0] == indices, "the batch is not the run's first"
     args = [theta, batch]
     start = time.perf_counter()
-    _, schedule = lower(program, run.objective, run.dims(), args, realize, plan["threads"])
+    schedule = lower(program, run.objective, run.dims(), args, realize, plan["threads"])
     times["forward: lower"] = time.perf_counter() - start
     start = time.perf_counter()
     entry = compiled(schedule)
@@ -160,7 +160,7 @@ def breakdown_side(folder: Path, plan: dict, realize: str, steps: int) -> None:
     batch = stack_samples(run.batch_type, [trainer.samples[i] for i in plan["indices"]])
     args = [batch, theta, trainer.m, trainer.v, np.full((), 1.0), np.full((), 1e-4)]
     name = NATIVE_STEP.format(run.objective)
-    _, schedule = lower(step, name, trainer.dims, args, realize, plan["threads"])
+    schedule = lower(step, name, trainer.dims, args, realize, plan["threads"])
     start = time.perf_counter()
     entry = NativeEntry(schedule, timed=True)
     compile_s = time.perf_counter() - start

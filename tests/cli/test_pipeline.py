@@ -179,6 +179,7 @@ def test_each_pass_takes_what_the_pass_before_gives():
         "core",
         "core-after-ad",
         "kernel",
+        "layout",
         "c",
     ]
 
@@ -252,3 +253,24 @@ def _main(module: str) -> str:
     names = {"presk_syntax": "parse", "presk_types": "elab", "presk_core": "lower"}
     package = module.split(".")[0]
     return names.get(package, package.removeprefix("presk_").replace("cback", "c")) + "_main"
+
+
+def test_kernel_and_layout_are_two_passes_and_dump_kernel_prints_the_laid_out_one(stage):
+    from presk_cli.pipeline import SHOWN, native_schedule, show
+    from presk_kernel.layout import lay_out
+    from presk_syntax.pipeline import EntryOptions
+
+    entry = EntryOptions("Linear{64, 64}.apply", (("batch", 8),), threads=2)
+    ctx = Context(entry=entry)
+    core = PIPELINE.run("core-after-ad", str(REPO / "tutorial/01_linear.psk"), ctx)
+    fused = PIPELINE.run("kernel", "", ctx, core, first="core-after-ad")
+    laid = PIPELINE.run("layout", "", ctx, fused, first="kernel")
+    assert laid == lay_out(fused, 2) == native_schedule(core, entry)
+    assert [lc.kernel.layout.gemm is not None for lc in laid.launches] == [True, False]
+    assert all(lc.kernel.layout.gemm is None for lc in fused.launches)
+    assert SHOWN == {"kernel": "layout"}
+    args = ["tutorial/01_linear.psk", "--entry", "Linear{64, 64}.apply", "--dim", "batch=8"]
+    code, kernel, err = stage(main, "dump", *args, "--stage", "kernel")
+    assert code in (0, None), err.decode()
+    assert kernel.decode() == show(lay_out(fused, 1))
+    assert stage(main, "dump", *args, "--stage", "layout")[1] == kernel

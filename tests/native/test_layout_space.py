@@ -4,7 +4,8 @@ spaces (orders, lanes, splits over threads, tiles, packed operands through the G
 compared bit for bit with point 0 (the natural order, no lanes, one thread) on the kernel
 interpreter. The kernel interpreter's half walks every point (packages/presk-kernel/tests/
 test_laid.py); compiling a schedule per point would take minutes, so each compiled schedule
-here puts every one of its kernels at a random point, and the test says how many it ran."""
+here puts every one of its kernels at a random point, runs it natively and on the kernel
+backend (`--backend kernel`: the laid-out interpreter), and says how many points it ran."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ import random
 
 import pytest
 from kernel_entries import ENTRIES, contraction_schedule, lowered
+from presk_cli.native import executor
 from presk_kernel.contract import recognize
 from presk_kernel.fuse import fuse
 from presk_kernel.interp import run_schedule
 from presk_kernel.layout import (
+    apply_layout,
     check_layout,
     layout_space,
     parallel_loops,
@@ -32,7 +35,7 @@ def relaid(schedule, choose):
     for launch in schedule.launches:
         layout = choose(launch.kernel)
         assert check_layout(launch.kernel, layout) is None, layout
-        k = dataclasses.replace(launch.kernel, layout=layout)
+        k = apply_layout(launch.kernel, layout)  # what the layout pass writes for it
         launches.append(dataclasses.replace(launch, kernel=k))
     return dataclasses.replace(schedule, launches=tuple(launches))
 
@@ -69,6 +72,8 @@ def test_sampled_points_compute_point_0s_bits_natively(compiler, case):
         points += len(sample.launches)
         got = [x.tobytes() for x in NativeEntry(sample).run(args)]
         assert got == reference, [str(lc.kernel.layout) for lc in sample.launches]
+        kernel = executor(sample, "kernel")(args)  # `--backend kernel`: the same layouts
+        assert [x.tobytes() for x in kernel] == reference
     print(f"{entry}: {points} kernels at sampled points, natively, of {len(fused.launches)}")
 
 

@@ -18,10 +18,10 @@ from helpers import core_of as core
 from helpers import json_leaves as leaves
 from kernel_entries import CASE_IDS as IDS
 from kernel_entries import CASES
-from presk_cli.native import entry_inputs, lower, run_text
+from presk_cli.native import entry_inputs, run_text
 from presk_core.run import parse_entry
 from presk_kernel.ir import Loop, Reduce
-from presk_kernel.lower import _lower
+from presk_kernel.lower import _lower, lower_entry
 from presk_kernel.realization import Realization, narrowable_sites
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,7 +76,8 @@ def bound(case, unit=UNIT) -> float:
     e = parse_entry(entry, c, None, dict(dims))
     args = [v for _, _, v in entry_inputs(c, e, 0, 53)]
     all_dims = dict(e.dims) | dict(e.prefix)
-    schedule, _ = lower(c, e.function.name, all_dims, args, "@" + realization_file(case))
+    realize = "@" + realization_file(case)
+    schedule = lower_entry(c, e.function.name, all_dims, args, realize)  # before fusion
     total = 0.0
     for launch in schedule.launches:
         k = launch.kernel

@@ -16,7 +16,7 @@ from kernel_entries import CASE_IDS as IDS
 from kernel_entries import CASES
 from presk_cli.native import NativeError, entry_inputs, executor, lower, run_text, storage
 from presk_core.run import parse_entry
-from presk_kernel.ir import Loop, Reduce
+from presk_kernel.ir import Loop, Reduce, plain
 from presk_kernel.lower import argument_leaves
 
 UNIT = {"f64": 2.0**-53, "f32": 2.0**-24}
@@ -37,7 +37,7 @@ def sizes(case) -> tuple[int, int]:
     c = core(file, consts)
     e = parse_entry(entry, c, None, dict(dims))
     args = [v for _, _, v in entry_inputs(c, e, 0, 53)]
-    _, s = lower(c, e.function.name, dict(e.dims) | dict(e.prefix), args, "f64")
+    s = lower(c, e.function.name, dict(e.dims) | dict(e.prefix), args, "f64")
     longest = 1
 
     def walk(body):
@@ -53,7 +53,7 @@ def sizes(case) -> tuple[int, int]:
                 walk(st.body)
 
     for launch in s.launches:
-        walk(launch.kernel.body)
+        walk(plain(launch.kernel.body))  # laid out: the nest it lays out
     return len(s.launches), longest
 
 
@@ -106,13 +106,14 @@ def test_lanes_and_threads_change_no_bit(compiler, big, realize):
     args = [v for _, _, v in entry_inputs(c, e, 0, 53)]
     runs = []
     for threads in (1, 2):
-        _, s = lower(c, e.function.name, dict(e.dims) | dict(e.prefix), args, realize, threads)
+        s = lower(c, e.function.name, dict(e.dims) | dict(e.prefix), args, realize, threads)
         split = [lc.kernel.layout.threads for lc in s.launches if lc.kernel.layout.split]
         assert split == ([] if threads == 1 else [2] * len(split)) and (threads == 1 or split)
         inputs = storage(s, argument_leaves(args))
         for lanes in (False, True):
             runs.append([x.tobytes() for x in executor(s, "native", lanes)(inputs)])
-    assert runs[0] == runs[1] == runs[2] == runs[3]
+        runs.append([x.tobytes() for x in executor(s, "kernel")(inputs)])  # laid out alike
+    assert all(run == runs[0] for run in runs) and len(runs) == 6
 
 
 # ---- through the command ---------------------------------------------------------------------
@@ -174,7 +175,7 @@ def test_a_gather_out_of_range_is_e7003(compiler, backend):
     c = core(file, consts)
     e = parse_entry(entry, c, None, dict(dims))
     args = [v for _, _, v in entry_inputs(c, e, 0, 53)]
-    _, s = lower(c, e.function.name, dict(e.dims) | dict(e.prefix), args, "f64")
+    s = lower(c, e.function.name, dict(e.dims) | dict(e.prefix), args, "f64")
     inputs = storage(s, argument_leaves(args))
     ids = [i for i, b in enumerate(s.inputs) if s.buffers[b].dtype == "i64"]
     assert ids

@@ -19,7 +19,7 @@ from presk_kernel.fuse import fuse
 from presk_kernel.interp import run_schedule
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "presk-kernel" / "tests"))
-from kernel_entries import ENTRIES, lowered, same_bits  # noqa: E402
+from kernel_entries import ENTRIES, laid_default, lowered, same_bits  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 POOL = HERE / "data" / "pool.psk"  # sum(axis seq, embed(table, ids)): the crash of issue 27
@@ -33,7 +33,7 @@ ARRAY = re.compile(r"^\s*(?:const\s+)?(?:double|float|int64_t|uint16_t|int)\s+\w
 def _fused(case, realize="f64"):
     file, entry, dims, consts = case
     schedule, args, _ = lowered(file, entry, dims, realize, False, consts)
-    fused, _ = fuse(schedule)
+    fused = laid_default(fuse(schedule)[0])
     return fused, args
 
 

@@ -22,7 +22,7 @@ from presk_kernel.ir import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "presk-kernel" / "tests"))
-from kernel_entries import MINIGPT, lowered, same_bits  # noqa: E402
+from kernel_entries import MINIGPT, laid_default, lowered, same_bits  # noqa: E402
 
 TRAIN = ("tutorial/07_train.psk", "loss", (("B", 8),), ())
 MINIGPT_STEP = ("tests/examples/minigpt/train_minigpt.psk", "loss", (("B", 2), ("T", 8)), MINIGPT)
@@ -78,7 +78,7 @@ def test_a_shared_temporary_is_zeroed_at_its_first_launch(acc_and_copy):
 @pytest.mark.parametrize("case", [TRAIN, MINIGPT_STEP], ids=["tower", "minigpt"])
 def test_training_steps_share_and_keep_their_bits(case):
     schedule, args, _ = lowered(*case[:3], "f32", True, case[3])
-    fused, _ = fuse(schedule)
+    fused = laid_default(fuse(schedule)[0])
     offsets, size = arena_layout(fused, share=True)
     alone = arena_layout(fused, share=False)[1]
     assert size < alone
@@ -93,7 +93,7 @@ def test_training_steps_share_and_keep_their_bits(case):
 
 def test_sharing_turned_off_by_the_environment(monkeypatch):
     schedule, args, _ = lowered(*TRAIN[:3], "f64", True)
-    fused, _ = fuse(schedule)
+    fused = laid_default(fuse(schedule)[0])
     monkeypatch.setenv("PRESK_ARENA_SHARE", "0")
     offsets, size = arena_layout(fused)
     live = used(fused)

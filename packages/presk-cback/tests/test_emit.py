@@ -31,10 +31,17 @@ from presk_kernel.ir import (
     Schedule,
     Store,
 )
-from presk_kernel.layout import check_layout, parallel_loops, with_gemm
+from presk_kernel.layout import apply_layout, check_layout, parallel_loops, with_gemm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "presk-kernel" / "tests"))
-from kernel_entries import ENTRIES, MINIGPT, contraction_schedule, lowered, same_bits  # noqa: E402
+from kernel_entries import (  # noqa: E402
+    ENTRIES,
+    MINIGPT,
+    contraction_schedule,
+    laid_default,
+    lowered,
+    same_bits,
+)
 
 TRAIN = ("tutorial/07_train.psk", "loss", (("B", 8),))
 
@@ -44,9 +51,7 @@ def relayout(schedule: Schedule, fn) -> Schedule:
     for launch in schedule.launches:
         layout = fn(launch.kernel)
         assert check_layout(launch.kernel, layout) is None, layout
-        launches.append(
-            dataclasses.replace(launch, kernel=dataclasses.replace(launch.kernel, layout=layout))
-        )
+        launches.append(dataclasses.replace(launch, kernel=apply_layout(launch.kernel, layout)))
     return dataclasses.replace(schedule, launches=tuple(launches))
 
 
@@ -71,7 +76,7 @@ def turned(k: Kernel) -> Layout:
 def test_native_entries_give_the_kernel_interpreters_bits(case, realize):
     file, entry, dims, *consts = case  # (file, entry, dims[, constants])
     schedule, args, _ = lowered(file, entry, dims, realize, False, *consts)
-    fused, _ = fuse(schedule)
+    fused = laid_default(fuse(schedule)[0])
     for s in (schedule, fused) if realize == "f64" else (fused,):  # unfused once: time
         assert same_bits(NativeEntry(s).run(args), run_schedule(s, args))
 
@@ -79,7 +84,7 @@ def test_native_entries_give_the_kernel_interpreters_bits(case, realize):
 @pytest.mark.parametrize("realize", ["f64", "f32", "bf16"])
 def test_the_tutorial_training_step(realize):
     schedule, args, _ = lowered(*TRAIN, realize, True)
-    fused, _ = fuse(schedule)
+    fused = laid_default(fuse(schedule)[0])
     expected = run_schedule(fused, args)
     entry = NativeEntry(fused)
     assert same_bits(entry.run(args), expected)
@@ -88,7 +93,7 @@ def test_the_tutorial_training_step(realize):
 
 def test_layouts_lanes_and_threads_change_no_bit():
     schedule, args, _ = lowered(*TRAIN, "f32", True)
-    fused, _ = fuse(schedule)
+    fused = laid_default(fuse(schedule)[0])
     base = NativeEntry(fused).run(args)
     other = relayout(fused, turned)
     assert entry_source(other) != entry_source(fused)
@@ -106,7 +111,7 @@ def test_lanes_across_folds_keep_the_bits(realize):
     # sum down the rows of each column); where they would be strided (a softmax's passes
     # over its rows), strips of rows, each fold's terms in lanes along its variable
     schedule, args, _ = lowered(*MINIGPT_STEP, realize, True, MINIGPT)
-    fused, _ = fuse(schedule)
+    fused = laid_default(fuse(schedule)[0])
     c = entry_source(fused)
     assert "_s += " in c and "lj < v_" in c  # strips
     assert re.search(r"v_s\d+_t\[lj\]\[v_i\d+\] = ", c)  # rows' terms in lanes
@@ -124,7 +129,7 @@ def test_lanes_across_folds_keep_the_bits(realize):
 
 def test_units_and_the_timed_entry_change_no_bit():
     schedule, args, _ = lowered(*TRAIN, "f32", True)
-    fused, _ = fuse(schedule)
+    fused = laid_default(fuse(schedule)[0])
     one = NativeEntry(fused, units=1)
     three = NativeEntry(fused, units=3, timed=True)
     assert len(one.source) == 1 and len(three.source) == 3
@@ -145,7 +150,7 @@ def test_units_and_the_timed_entry_change_no_bit():
 def test_buffers_written_whole_need_no_zeroing(case):
     # the arena filled with NaN bytes: a buffer whose zeroing was wrongly skipped shows
     schedule, args, _ = lowered(*case[:3], "f32", True, case[3])
-    fused, _ = fuse(schedule)
+    fused = laid_default(fuse(schedule)[0])
     entry = NativeEntry(fused)
     src = "".join(entry.source)
     zeroed = src.count("memset(arena")
@@ -201,7 +206,7 @@ def test_contractions_through_the_gemm_keep_the_bits(realize):
     cases = [(*ENTRIES[2], False), (*ENTRIES[-1], False), (*TRAIN, (), True), (*gpt, True)]
     for file, entry, dims, consts, train in cases:
         schedule, args, _ = lowered(file, entry, dims, realize, train, consts)
-        fused, _ = fuse(schedule)
+        fused = laid_default(fuse(schedule)[0])
         source = entry_source(packed(fused))
         assert f"presk_gemm_{realize}(" in source, entry
         assert same_bits(NativeEntry(packed(fused)).run(args), run_schedule(fused, args))
@@ -276,7 +281,7 @@ def test_a_gather_out_of_range_is_caught():
 
 def test_the_c_is_warning_free(tmp_path, strict_cc):
     schedule, _, _ = lowered(*TRAIN, "bf16", True)
-    fused, _ = fuse(schedule)
+    fused = laid_default(fuse(schedule)[0])
     tc = find_toolchain()
     c = tmp_path / "entry.c"
     c.write_text(entry_source(relayout(fused, turned)))

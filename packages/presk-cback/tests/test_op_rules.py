@@ -22,6 +22,7 @@ from presk_kernel.ir import (
     Store,
     Var,
 )
+from presk_kernel.layout import apply_layout
 
 
 def test_the_emitter_has_a_rule_for_every_operation():
@@ -46,8 +47,8 @@ def test_the_emitter_renders_the_layouts_gemm_statement_only():
     g = recognize(k)
     assert g is not None and (g.rows, g.cols, g.depth) == (4, 5, 8)
     packed = dataclasses.replace(k.layout, pack=(0, 1))
-    loops = "\n".join(KernelC(dataclasses.replace(k, layout=packed), "k0", True).function())
+    loops = "\n".join(KernelC(apply_layout(k, packed), "k0", True).function())
     assert "presk_gemm" not in loops  # packed, but no GEMM statement: the loops
     laid = dataclasses.replace(packed, gemm=g)
-    call = "\n".join(KernelC(dataclasses.replace(k, layout=laid), "k0", True).function())
+    call = "\n".join(KernelC(apply_layout(k, laid), "k0", True).function())
     assert "presk_gemm_f64(4, 5, 8, b0 + 0, 8, 1, b1 + 0, 5, 1, b2 + 0, 5, 1);" in call

@@ -30,7 +30,7 @@ from presk_kernel.ir import (
     Store,
     Var,
 )
-from presk_kernel.layout import with_gemm
+from presk_kernel.layout import apply_layout, with_gemm
 from presk_kernel.lower import argument_leaves, lower_entry
 from presk_syntax.span import SourceMap
 from presk_types.elab import load_program
@@ -103,6 +103,20 @@ def lowered(
     return lower_entry(core, name, d, args, realize), argument_leaves(args), ref
 
 
+def laid_default(schedule, threads: int = 1):
+    """`schedule` with every kernel at its default layout, applied to its body (the layout
+    pass without the packing of large contractions)."""
+    import dataclasses
+
+    from presk_kernel.layout import apply_layout, default_layout
+
+    launches = tuple(
+        dataclasses.replace(lc, kernel=apply_layout(lc.kernel, default_layout(lc.kernel, threads)))
+        for lc in schedule.launches
+    )
+    return dataclasses.replace(schedule, launches=launches)
+
+
 MINIGPT = (("V", "64"), ("D", "16"), ("H", "2"), ("L", "2"))
 BERT = (("V", "32"), ("D", "8"), ("H", "2"), ("L", "2"))
 LLAMA = (("D", "8"), ("H", "2"), ("F", "12"))
@@ -169,6 +183,7 @@ def contraction_schedule(
                   (Buffer(2, dtype, out_axes),), body, dtype, layout or Layout(order=order))  # fmt: skip
     if kern.layout.pack:
         kern = dataclasses.replace(kern, layout=with_gemm(kern, kern.layout))
+    kern = apply_layout(kern)  # as the layout pass gives it: the emitter only renders
     bufs = (
         HostBuffer(0, dtype, x_axes, "x", "input"),
         HostBuffer(1, dtype, w_axes, "w", "input"),

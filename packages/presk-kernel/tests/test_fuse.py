@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from kernel_entries import ENTRIES, MINIGPT, lowered, same_bits
-from presk_kernel.fuse import fuse, launch_counts
+from presk_kernel.fuse import fuse, launch_counts, unfused_launches
 from presk_kernel.interp import run_schedule
 from presk_kernel.ir import Op, Reduce, format_kernel
 
@@ -32,6 +32,14 @@ def test_fusion_changes_no_bit_in_training_steps(realize):
 def test_launch_counts_of_the_tutorial_step():
     schedule, _, _ = lowered("tutorial/07_train.psk", "loss", (("B", 8),), train=True)
     assert launch_counts(schedule) == (84, 187)
+    assert unfused_launches(fuse(schedule)[0]) == 187  # what `presk train` prints, after fusion
+    assert unfused_launches(schedule) == 187
+
+
+@pytest.mark.parametrize(("file", "entry", "dims", "consts"), ENTRIES)
+def test_a_fused_schedule_counts_its_launches_without_fusion(file, entry, dims, consts):
+    schedule, _, _ = lowered(file, entry, dims, consts=consts)
+    assert unfused_launches(fuse(schedule)[0]) == len(schedule.launches)
 
 
 def test_an_elementwise_producer_moves_into_the_reduction_that_reads_it():

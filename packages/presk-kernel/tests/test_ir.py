@@ -21,6 +21,7 @@ from presk_kernel.ir import (
     Call,
     Const,
     Gemm,
+    GemmStmt,
     HostBuffer,
     Index,
     Inlined,
@@ -38,7 +39,7 @@ from presk_kernel.ir import (
     format_kernel,
     header,
 )
-from presk_kernel.layout import default_layout
+from presk_kernel.layout import apply_layout, default_layout
 from presk_syntax.codec import DocumentError, FileTable, dump_document
 
 Q = Buffer(0, "f64", (Axis("batch", 1), Axis("heads", 2), Axis("seq", 3), Axis("hd", 4)))
@@ -86,15 +87,17 @@ def every_node() -> Schedule:
         (out,),
         body,
         "f32",
-        Layout(("i0",), (("i0", 2),), "i0", 8, "i0", 2, (0,)),
+        Layout(("i0",), (("i0", 1),), "i0", 8, "i0", 2, (0,)),
         ("f/%2", "f/%3"),
     )
+    k = apply_layout(k)  # a tile loop in threads around a loop in strips of rows
+    assert [type(s).__name__ for s in k.body] == ["Tile"] and k.body[0].threads == 2
     # a gather at a loaded index, a serial loop, an integer attr, a truth value
     value = Op("pow", (Op("real", (Const(True, "bool"),)),), 1)
     gather = Store(1, (Load(0, (Affine.constant(1),)),), value)
     k2 = Kernel("fill", "f/%4", (Buffer(0, "i64", ids.axes),), (Buffer(1, "bf16", out.axes),),
                 (Loop("i0", None, 2, (gather,), serial=True),), "f32")  # fmt: skip
-    k2 = replace(k2, layout=default_layout(k2))
+    k2 = apply_layout(k2, default_layout(k2))
     # a contraction laid out as a GEMM statement (its operands packed)
     a, w, c = Buffer(0, "f32", (Axis(None, 2), Axis(None, 4))), Buffer(1, "f32", (Axis(None, 4),
               Axis(None, 3))), Buffer(2, "f32", (Axis(None, 2), Axis(None, 3)))  # fmt: skip
@@ -109,6 +112,8 @@ def every_node() -> Schedule:
         "ein", "f/%5", (a, w), (c,), nest, "f32", Layout(("i", "j"), pack=(0, 1), gemm=gemm)
     )
     assert recognize(k3) == gemm
+    k3 = apply_layout(k3)  # the GEMM statement over its nest
+    assert k3.body == (GemmStmt(gemm, 1, nest),)
     buffers = tuple(
         HostBuffer(i, b.dtype, b.axes, f"b{i}", "input" if i < 2 else "output")
         for i, b in enumerate((x, ids, out, a, w, c))
@@ -185,7 +190,11 @@ def test_the_printed_form_shows_loops_folds_and_layouts():
         text.splitlines()[0]
         == "kernel max axis x (%0 : bf16[batch: 2, 3], %1 : i64[batch: 2]) -> %2 : bf16[batch: 2] {"
     )
-    assert "// site f/%3, f32, order i0, tile [i0: 2], lanes i0 x8, split (i0, 2), pack %0" in text
+    assert "// site f/%3, f32, order i0, tile [i0: 1], lanes i0 x8, split (i0, 2), pack %0" in text
+    assert "  tile i0_t < 2 by 1 (i0) threads 2 {" in text  # the layout applied
+    assert "    for i0 < 2 in i0_t + 1 (batch), lanes 8, strip 8 rows {" in text
+    gemm = format_kernel(every_node().launches[2].kernel)
+    assert "  gemm 2x3x4 (a %0, b %1, c %2), threads 1, of {\n    for i < 2 {" in gemm
     assert "s1 : f32 = fold max over i1 < 3 {" in text
     assert "} of select(compare <(index i1, %1[i0]), t2, -inf)" in text
     assert "for serial i0 < 2 {" in format_kernel(every_node().launches[1].kernel)

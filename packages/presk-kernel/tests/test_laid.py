@@ -13,9 +13,10 @@ from kernel_entries import ENTRIES, lowered
 from presk_kernel.contract import recognize
 from presk_kernel.fuse import fuse
 from presk_kernel.interp import NUMPY, run_kernel, run_schedule, to_storage
-from presk_kernel.interp_laid import block_count, chunks, pieces, run_laid_kernel
+from presk_kernel.interp_laid import NotLaidOut, block_count, chunks, pieces, run_laid_kernel
 from presk_kernel.ir import Layout, elements
 from presk_kernel.layout import (
+    apply_layout,
     check_layout,
     lay_out,
     layout_space,
@@ -41,7 +42,7 @@ def launches_with_views(schedule, inputs):
 
 def outputs(k, views, layout: Layout) -> list[bytes]:
     mine = [v.copy() for v in views]
-    run_laid_kernel(dataclasses.replace(k, layout=layout), mine)
+    run_laid_kernel(apply_layout(k, layout), mine)
     return [mine[i].tobytes() for i in range(len(k.inputs), len(k.buffers))]
 
 
@@ -119,6 +120,8 @@ def test_the_blocks_are_the_layouts():
     inner = loops[-1]
     lay = Layout(order=tuple(lp.var for lp in loops), lanes=inner.var, width=2)
     # lanes of 2 over an extent of 3: two strips
-    assert block_count(dataclasses.replace(k, layout=lay)) == 2
+    assert block_count(apply_layout(k, lay)) == 2
     split = dataclasses.replace(lay, split=loops[0].var, threads=2)
-    assert block_count(dataclasses.replace(k, layout=split)) == 2 * min(2, loops[0].extent)
+    assert block_count(apply_layout(k, split)) == 2 * min(2, loops[0].extent)
+    with pytest.raises(NotLaidOut, match="not applied"):  # a layout is the layout pass's
+        run_laid_kernel(dataclasses.replace(k, layout=split), [])

@@ -33,7 +33,7 @@ from presk_kernel.ir import (
     Store,
     Var,
 )
-from presk_kernel.layout import lay_out
+from presk_kernel.layout import apply_layout, lay_out
 from presk_kernel.spec import KernelVerifyError, problems, schedule_problems, verify_schedule
 
 v = Affine.var
@@ -142,8 +142,23 @@ def _relet(k: Kernel, let: Let) -> tuple:
 
 
 def test_a_legal_layout_is_accepted():
-    layout = Layout(order=("j", "i"), tiles=(("i", 2),), lanes="i", width=2, split="j", threads=2)
-    assert problems(matmul(layout=layout)) == []
+    layout = Layout(order=("j", "i"), tiles=(("i", 1),), lanes="i", width=2, split="j", threads=2)
+    laid = apply_layout(matmul(), layout)
+    assert problems(laid) == []
+    assert [type(s).__name__ for s in laid.body] == ["Tile"]  # i in tiles of 1, j split
+
+
+def test_a_layout_is_applied_to_the_body_it_says():
+    layout = Layout(order=("j", "i"), tiles=(("i", 1),), lanes="i", width=2, split="j", threads=2)
+    (p,) = problems(matmul(layout=layout))  # the near miss above, not laid out
+    assert "is not applied to its body (the `layout` pass)" in p
+    laid = apply_layout(matmul(), layout)
+    (tile,) = laid.body
+    (point,) = tile.body
+    wrong = replace(laid, body=(replace(tile, body=(replace(point, threads=4),)),))
+    (p,) = problems(wrong)  # threads on the wrong loop: not what the layout says
+    assert "its laid-out body is not its layout" in p
+    assert problems(apply_layout(matmul(), Layout(order=("i", "j")))) == []
 
 
 def test_a_gathered_index_from_an_integer_buffer_is_accepted():

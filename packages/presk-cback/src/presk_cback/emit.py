@@ -1,9 +1,10 @@
 """C for PSK-Kernel: each kernel a C function, an entry one host function over one arena.
 
-A kernel's C follows its data (presk_kernel.ir) statement for statement, and its layout
-decides only how the parallel loops run: their order, tiles, the loop in vector lanes
-(`#pragma omp simd`) and the loop split over threads (`#pragma omp parallel for`). None
-changes a bit (DESIGN §11): the arithmetic is the kernel interpreter's, operation for
+A kernel's C follows its data (presk_kernel.ir) statement for statement: the `layout` pass
+wrote its layout into its body (tile loops, loops with their threads — `#pragma omp
+parallel for` —, lanes — `#pragma omp simd` — or strips of lanes, GEMM statements), and
+the emitter renders those statements as they are, deciding nothing. None changes a bit
+(DESIGN §11): the arithmetic is the kernel interpreter's, operation for
 operation — numpy's type promotion written as explicit casts, folds from their first term
 in increasing index, `fma` where the kernel has one, IEEE maximum and minimum, presk libm
 for the transcendentals, bf16 rounded to nearest even at each store.
@@ -22,11 +23,12 @@ import math
 import re
 
 from presk_kernel import libm
-from presk_kernel.contract import perfect_nest
 from presk_kernel.ir import (
     Affine,
     Const,
+    For,
     Gemm,
+    GemmStmt,
     Index,
     Kernel,
     Let,
@@ -36,18 +38,21 @@ from presk_kernel.ir import (
     Reduce,
     Schedule,
     Store,
+    Tile,
     Var,
 )
+from presk_kernel.layout import applies, is_laid
 
 from presk_cback import gemm
 from presk_cback.arena import ITEMSIZE, plan
 from presk_cback.arena import arena_layout as arena_layout  # its former home
 from presk_cback.scalar_c import C_RULES, SUFFIX
 from presk_cback.scalar_c import promote as _promote
-from presk_cback.strip import Strip, strip_width
+from presk_cback.strip import Strip
 from presk_cback.toolchain import Toolchain, find_toolchain
 
 ENTRY_CDEF = "int presk_entry(char *arena);"
+PARALLEL = "#pragma omp parallel for{simd} num_threads({threads}) schedule(static)"
 TIMED_CDEF = "int presk_entry_timed(char *arena, double *ns);"
 TIMED_PRELUDE = r"""
 static double presk_clock(void) {
@@ -245,6 +250,8 @@ class KernelC:
                 self.emit("}", depth)
             case Reduce():
                 self.reduce(s, depth)
+            case Tile() | For() | GemmStmt():
+                self.laid(s, depth)
             case _:
                 raise TypeError(f"not a kernel statement: {s!r}")
 
@@ -305,13 +312,44 @@ class KernelC:
                 value = f"{fn}({acc}, {x})"
         self.emit(f"{acc} = {value};", depth)
 
-    # ---- the nest and its layout ---------------------------------------------------------
+    # ---- the laid-out statements (the `layout` pass's) -------------------------------------
 
-    def gemm_call(self, g: Gemm) -> list[str]:
-        """The layout's GEMM statement (over the operands it packs) as calls of the generated
-        GEMM, one per point of its batch loops; the same fold, so the same bits."""
+    def laid(self, s, depth: int) -> None:
+        """A statement of a laid-out nest, as the layout pass wrote it: a tile loop, a loop
+        with its threads, lanes or strips, or a GEMM statement."""
+        match s:
+            case Tile(var, _, extent, size, body, threads):
+                if threads > 1:
+                    self.emit(PARALLEL.format(threads=threads, simd=""), 0)
+                v = _name(var)
+                self.emit(f"for (int64_t {v} = 0; {v} < {extent}; {v} += {size}) {{", depth)
+                self.block(body, depth + 1)
+                self.emit("}", depth)
+            case For(var, _, extent, body, tile, size, threads, lanes, strip, rows):
+                v = _name(var)
+                lo, hi = "0", str(extent)
+                if tile is not None:
+                    lo = _name(tile)
+                    hi = f"({lo} + {size} < {extent} ? {lo} + {size} : {extent})"
+                if strip and self.lanes:  # strips of lanes across the folds of its body
+                    par = PARALLEL.format(threads=threads, simd="") if threads > 1 else None
+                    Strip(self, v, strip, rows).emit(lo, hi, depth, body, par)
+                    return
+                simd = self.lanes and lanes > 0
+                if threads > 1:  # one loop in threads and in lanes
+                    self.emit(PARALLEL.format(threads=threads, simd=" simd" if simd else ""), 0)
+                elif simd:
+                    self.emit("#pragma omp simd", 0)
+                self.emit(f"for (int64_t {v} = {lo}; {v} < {hi}; {v}++) {{", depth)
+                self.block(body, depth + 1)
+                self.emit("}", depth)
+            case GemmStmt(gemm, threads, _):
+                self.gemm_call(gemm, threads, depth)
+
+    def gemm_call(self, g: Gemm, threads: int, depth: int) -> None:
+        """A GEMM statement (over the operands it packs) as calls of the generated GEMM, one
+        per point of its batch loops; the same fold, so the same bits."""
         self.gemm = self.k.compute
-        depth = 1
         for v, extent in g.batch:
             self.emit(
                 f"for (int64_t {_name(v)} = 0; {_name(v)} < {extent}; {_name(v)}++) {{", depth
@@ -327,7 +365,6 @@ class KernelC:
         def st(which: int, v: str) -> int:
             return g.stride(which, v)
 
-        threads = self.k.layout.threads if self.k.layout.split else 1
         self.emit(
             f"presk_gemm_{self.gemm}({g.rows}, {g.cols}, {g.depth}, b{g.a} + {at(0)}, "
             f"{st(0, g.m)}, {st(0, g.k)}, b{g.b} + {at(1)}, {st(1, g.k)}, {st(1, g.n)}, "
@@ -337,8 +374,6 @@ class KernelC:
         for _ in g.batch:
             depth -= 1
             self.emit("}", depth)
-        self.lines.append("}")
-        return self.lines
 
     def function(self) -> list[str]:
         k = self.k
@@ -348,71 +383,12 @@ class KernelC:
         ]
         self.lines = [f"static void {self.fname}({', '.join([*params, 'int *err'])}) {{"]
         self.emit("(void)err;", 1)
-        if k.layout.gemm is not None:  # the layout pass's GEMM statement
-            return self.gemm_call(k.layout.gemm)
-        loops = perfect_nest(k)
-        if not loops:
-            self.block(k.body, 1)
-            self.lines.append("}")
-            return self.lines
-        by_var = {lp.var: lp for lp in loops}
-        lay = k.layout
-        order = [v for v in lay.order if v in by_var] or [lp.var for lp in loops]
-        order += [lp.var for lp in loops if lp.var not in order]
-        tiles = {v: n for v, n in lay.tiles if v in by_var and n < by_var[v].extent}
-        depth = 1
-        heads: list[tuple[str, str]] = []  # (kind, var)
-        heads += [("tile", v) for v in order if v in tiles]
-        heads += [("point", v) for v in order]
-        body = loops[-1].body
-        width = None  # a strip's lanes, across rows or not (presk_cback.strip)
-        if self.lanes and lay.lanes == order[-1]:
-            width = strip_width(k, body, order[-1])
-        for at, (kind, v) in enumerate(heads[:-1] if width else heads):
-            lp = by_var[v]
-            name = _name(v)
-            simd = kind == "point" and self.lanes and lay.lanes == v
-            if at == 0 and lay.split == v and lay.threads > 1:  # threads on the outermost
-                both = " simd" if simd else ""  # one loop in threads and in lanes
-                self.emit(
-                    f"#pragma omp parallel for{both} num_threads({lay.threads}) schedule(static)",
-                    0,
-                )
-                simd = False
-            if kind == "tile":
-                step = tiles[v]
-                self.emit(
-                    f"for (int64_t {name}_t = 0; {name}_t < {lp.extent}; {name}_t += {step}) {{",
-                    depth,
-                )
-            else:
-                if simd:
-                    self.emit("#pragma omp simd", 0)
-                if v in tiles:
-                    end = (
-                        f"{name}_t + {tiles[v]} < {lp.extent} ? {name}_t + {tiles[v]} : {lp.extent}"
-                    )
-                    self.emit(
-                        f"for (int64_t {name} = {name}_t; {name} < ({end}); {name}++) {{", depth
-                    )
-                else:
-                    self.emit(f"for (int64_t {name} = 0; {name} < {lp.extent}; {name}++) {{", depth)
-            depth += 1
-        if width:  # the lane loop as strips of lanes, across the folds of its body
-            v, n = order[-1], by_var[order[-1]].extent
-            lo, hi = "0", str(n)
-            if v in tiles:
-                lo = f"{_name(v)}_t"
-                hi = f"({lo} + {tiles[v]} < {n} ? {lo} + {tiles[v]} : {n})"
-            par = None
-            if len(heads) == 1 and lay.split == v and lay.threads > 1:
-                par = f"#pragma omp parallel for num_threads({lay.threads}) schedule(static)"
-            Strip(self, _name(v), *width).emit(lo, hi, depth, body, par)
-        else:
-            self.block(body, depth)
-        for _ in heads[:-1] if width else heads:
-            depth -= 1
-            self.emit("}", depth)
+        if applies(k.layout) and not is_laid(k):
+            raise EmitError(
+                f"`{k.name}` at {k.site}: its layout ({k.layout}) is not applied to its body"
+                " (presk_kernel.layout.apply_layout, the `layout` pass)"
+            )
+        self.block(k.body, 1)
         self.lines.append("}")
         return self.lines
 

@@ -1,4 +1,4 @@
-"""presk-cback's pass `c`: the C of an entry's laid-out kernels, one translation unit
+"""presk-cback's pass `c` (after `layout`): the C of an entry's laid-out kernels, one translation unit
 (presk libm, the kernels, `int presk_entry(char *arena)`), and its stage program
 `presk-c`: a `kernel` document on standard input, the C on standard output as text
 (presk_syntax.pipeline; docs/ir.md, "The stage programs")."""
@@ -36,7 +36,7 @@ PASSES: tuple[Pass, ...] = (
         "the C of an entry's kernels (--entry, --dim): presk libm, the kernels, presk_entry",
         Schedule,
         CSource,
-        "kernel",
+        "layout",
         c_pass,
         StageProgram("presk-c", KERNEL, C),
     ),

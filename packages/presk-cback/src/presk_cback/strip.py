@@ -1,5 +1,6 @@
 """Lanes across folds: a kernel whose loop in vector lanes holds folds or loops, written as
-strips of W lanes, each statement of its body a short loop over the strip's lanes.
+strips of W lanes, each statement of its body a short loop over the strip's lanes (the
+`layout` pass decides which loops, `For.strip`: presk_kernel.strips; this renders them).
 
 A nest whose innermost parallel loop is in lanes but whose body folds (a softmax's three
 passes over a row, a `sum_to` down the rows of each column) does not vectorize as written:
@@ -27,8 +28,8 @@ import math
 
 from presk_kernel import libm
 from presk_kernel.ir import Affine, Kernel, Let, Load, Loop, Op, Reduce, Store, Var
-
-from presk_cback.contract import linear
+from presk_kernel.strips import ROWS
+from presk_kernel.strips import straight as _straight
 
 # Every array of a strip is declared 64-byte aligned (a vector register of AVX-512): its
 # lanes are read and written by vector moves, and C must never assume an alignment it has
@@ -36,66 +37,7 @@ from presk_cback.contract import linear
 ALIGN = 64
 ALIGNED = f"_Alignas({ALIGN}) "
 
-# Lanes of a strip (four vector registers' worth).
-WIDTH = {"f64": 32, "f32": 64}
-ROWS = 8  # rows of a strip across rows: as many independent folds at once
 TERMS_BYTES = 1 << 16  # the most a strip across rows keeps of its folds' terms
-
-
-def _straight(body) -> bool:
-    return all(isinstance(s, (Let, Store)) for s in body)
-
-
-def _fits(body) -> bool:
-    """A body the strip form writes: lets, stores, folds whose bodies are lets, and loops
-    over such bodies."""
-    for s in body:
-        if isinstance(s, Reduce) and not all(isinstance(b, Let) for b in s.body):
-            return False
-        if isinstance(s, Loop) and (s.serial or not _fits(s.body)):
-            return False
-    return True
-
-
-def _accesses(body):
-    def expr(e):
-        if isinstance(e, Load):
-            yield e.buf, e.index
-            for i in e.index:
-                if not isinstance(i, Affine):
-                    yield from expr(i)
-        elif isinstance(e, Op):
-            for a in e.args:
-                yield from expr(a)
-
-    for s in body:
-        match s:
-            case Let(_, e):
-                yield from expr(e)
-            case Store(buf, index, e):
-                yield buf, index
-                yield from expr(e)
-            case Loop():
-                yield from _accesses(s.body)
-            case Reduce():
-                yield from _accesses(s.body)
-                for t in s.terms:
-                    yield from expr(t)
-
-
-def strip_width(k: Kernel, body, var: str) -> tuple[int, bool] | None:
-    """(lanes of a strip, whether they run across rows) when the lane loop `var`'s body
-    holds a fold or a loop and the strip form writes it; None when the body is straight (it
-    vectorizes as written). Lanes that run along `var` contiguously in every access are
-    vector lanes; otherwise (a softmax's rows) they are ROWS rows interleaved, each fold's
-    terms in vector lanes along its variable (`Strip.reduce`)."""
-    if _straight(body) or not _fits(body) or k.compute not in WIDTH:
-        return None
-    for buf, index in _accesses(body):
-        lin = linear(k.buffers[buf], index)
-        if lin is None or lin[0].get(var, 0) not in (0, 1):
-            return ROWS, True
-    return WIDTH[k.compute], False
 
 
 def _keepable(k: Kernel, r: Reduce) -> list:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from presk_kernel.ir import Affine, Kernel, Let, Load, Loop, Op, Reduce, Schedule, Store
+from presk_kernel.ir import Affine, Kernel, Let, Load, Loop, Op, Reduce, Schedule, Store, plain
 from presk_kernel.layout import parallel_loops
 
 
@@ -70,7 +70,7 @@ def zeroed(schedule: Schedule) -> list[int]:
     for launch in schedule.launches:
         k = launch.kernel
         reads: set[int] = set()
-        _loads(k.body, reads)
+        _loads(plain(k.body), reads)  # a laid-out body: the nest it lays out
         g = k.layout.gemm  # the layout's GEMM statement: a GEMM over no term stores nothing
         whole = covers(k) if g is None or g.depth > 0 else set()
         for i, (buf, arg) in enumerate(zip(k.buffers, launch.args, strict=True)):

@@ -90,7 +90,7 @@ def bench_rows(core, entry, args, rows, bits: int, repeat: int, threads: int) ->
             call = lambda interp=interp: interp.run(name, args, entry.dims)  # noqa: E731
         else:
             if realize not in schedules:
-                schedules[realize] = lower(core, name, dims, args, realize, threads)[1]
+                schedules[realize] = lower(core, name, dims, args, realize, threads)
             schedule = schedules[realize]
             inputs = storage(schedule, argument_leaves(args))
             if kind == "kernel":
@@ -237,8 +237,8 @@ def calibrate_command(core, run, realize, threads, repeat, out, sources) -> None
     try:
         e = parse_entry(entry, core, None, dims)
         args = [v for _, _, v in entry_inputs(core, e, seed, bits)]
-        _, schedule = lower(core, e.function.name, dict(e.dims) | dict(e.prefix), args, realize,
-                            threads)  # fmt: skip
+        schedule = lower(core, e.function.name, dict(e.dims) | dict(e.prefix), args, realize,
+                         threads)  # fmt: skip
         if not schedule.launches:
             raise NativeError("E7002", f"`{e.shown}` launches no kernel: nothing to time")
         native = timed_entry(schedule)
@@ -284,7 +284,7 @@ def opt_command(core, ctx, run, realize, threads, repeat, profile) -> None:
             e = parse_entry(entry, program, None, dims)
             args = [v for _, _, v in entry_inputs(program, e, seed, bits)]
             all_dims = dict(e.dims) | dict(e.prefix)
-            _, schedule = lower(program, e.function.name, all_dims, args, realize, threads)
+            schedule = lower(program, e.function.name, all_dims, args, realize, threads)
             call = compiled(schedule).run
             inputs = storage(schedule, argument_leaves(args))
             rows.append((name, *timed(lambda call=call, inputs=inputs: call(inputs), repeat)))

@@ -13,7 +13,7 @@ from presk_syntax.span import SourceMap
 from presk_cli.flags import Count
 from presk_cli.native import REALIZE, NativeError, backend_options
 from presk_cli.native import fail as native_fail
-from presk_cli.pipeline import PIPELINE, RUN, TRAIN
+from presk_cli.pipeline import PIPELINE, RUN, SHOWN, TRAIN
 
 if TYPE_CHECKING:
     from presk_core.run import EntryError, RunError
@@ -199,7 +199,7 @@ def dump(
     elab = issubclass(p.gives, Elaborated)
     ctx = Context(consts=_consts(consts), remat=remat, check=elab, entry=where)
     try:
-        value = PIPELINE.run(stage, file, ctx)
+        value = PIPELINE.run(SHOWN.get(stage, stage), file, ctx)
     except DiagnosticError as e:
         _fail(e, ctx.sources)
     if isinstance(value, Optimized):  # printed as its program

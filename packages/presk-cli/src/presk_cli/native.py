@@ -1,6 +1,7 @@
 """`--backend native|kernel` for `presk run` (and what `presk train` and `presk bench` share):
-an entry lowered to kernels (presk-kernel), fused, given the layouts of a run (threads,
-contractions through the GEMM), and executed by the kernel interpreter or compiled to C
+an entry through the pipeline's native passes (presk_cli.pipeline.native_schedule: `kernel`,
+lowered and fused; `layout`, the layouts of a run: threads, contractions through the GEMM)
+from an `EntryOptions`, then executed as laid out by the kernel interpreter or compiled to C
 (presk-cback); its outputs put back into the shape of the entry's result and printed by the
 interpreter's printer.
 
@@ -108,18 +109,31 @@ class NativeError(Exception):
 # ---- schedules -----------------------------------------------------------------------------
 
 
-def lower(core, name: str, dims: dict, args: list, realize: str, threads: int = 1):
-    """(the schedule before fusion, the schedule a run executes): the pass `kernel`'s
-    lowering, then its fusion and layouts (presk_kernel.passes.laid_out) at `threads`."""
-    from presk_kernel.lower import LowerError, lower_entry
-    from presk_kernel.passes import laid_out
-    from presk_syntax.diagnostics import DiagnosticError
+def entry_text(core, name: str, dims: dict) -> str:
+    """The function `name` of `core` as `--entry` reads it: `M{3, 2}.f` for a function of
+    a module with dimensions (their values from `dims`), the name otherwise."""
+    head, dot, tail = name.partition(".")
+    layout = core.layout(head) if dot else None
+    if layout is None or not layout.dims or any(d not in dims for d in layout.dims):
+        return name
+    return f"{head}{{{', '.join(str(dims[d]) for d in layout.dims)}}}.{tail}"
 
+
+def lower(core, name: str, dims: dict, args, realize, threads: int = 1, plan=None):
+    """The schedule a run executes: the function `name` of `core` at `dims` (every
+    dimension), with the run's inputs `args`, through the pipeline's passes `kernel` and
+    `layout` (presk_cli.pipeline.native_schedule) at `realize`, `threads` and `plan`."""
+    from presk_syntax.diagnostics import DiagnosticError
+    from presk_syntax.pipeline import EntryOptions
+
+    from presk_cli.pipeline import native_schedule
+
+    given = None if args is None else tuple(args)
+    entry = EntryOptions(
+        entry_text(core, name, dims), tuple(dims.items()), realize, threads, given, plan
+    )
     try:
-        schedule = lower_entry(core, name, dims, args, realize)
-        return schedule, laid_out(schedule, threads)
-    except LowerError as e:
-        raise NativeError(e.code, f"cannot lower `{name}` to kernels: {e}") from None
+        return native_schedule(core, entry)
     except DiagnosticError as e:
         d = e.diagnostics[0]
         raise NativeError(d.code, d.message) from None
@@ -127,11 +141,13 @@ def lower(core, name: str, dims: dict, args: list, realize: str, threads: int = 
 
 def executor(schedule, backend: str, lanes: bool = True) -> Callable[[list], list]:
     """A function from the entry's input leaves to its output leaves: the kernel interpreter
-    (`kernel`) or the compiled entry (`native`, with or without vector lanes)."""
+    on the laid-out kernels (`kernel`: each nest as its layout executes it, the schedule
+    `native` compiles, presk_kernel.interp_laid) or the compiled entry (`native`, with or
+    without vector lanes)."""
     from presk_kernel.interp import KernelError, run_schedule
 
     if backend == "kernel":
-        run = lambda inputs: run_schedule(schedule, inputs)  # noqa: E731
+        run = lambda inputs: run_schedule(schedule, inputs, laid=True)  # noqa: E731
     else:
         run = compiled(schedule, lanes).run
 
@@ -215,7 +231,7 @@ def run_text(core, entry_text, dims, seed, bits, digits, verbose, as_json, data,
     inputs = entry_inputs(core, entry, seed, bits, given)
     args = [v for _, _, v in inputs]
     all_dims = dict(entry.dims) | dict(entry.prefix)
-    _, schedule = lower(core, entry.function.name, all_dims, args, realize, threads)
+    schedule = lower(core, entry.function.name, all_dims, args, realize, threads)
     outputs = executor(schedule, backend)(storage(schedule, argument_leaves(args)))
     it = iter(outputs)
     result = rebuild(core, entry.function.result, it)
@@ -270,6 +286,7 @@ __all__ = [
     "entry_inputs",
     "executor",
     "fail",
+    "entry_text",
     "lower",
     "rebuild",
     "run_native",

@@ -24,7 +24,7 @@ import time
 import numpy as np
 from presk_ad.step import NATIVE_STEP, Trainer, finite, native_step
 from presk_core.ir import Program, Training
-from presk_kernel.fuse import launch_counts
+from presk_kernel.fuse import unfused_launches
 from presk_kernel.lower import argument_leaves
 
 from presk_cli.native import NativeError, compiled, lower, storage
@@ -44,7 +44,7 @@ class NativeTrainer:
         zero = np.zeros((), dtype=np.float64)
         args = [first, trainer.theta, trainer.m, trainer.v, zero, zero]
         name = NATIVE_STEP.format(objective)
-        self.unfused, self.schedule = lower(program, name, trainer.dims, args, realize, threads)
+        self.schedule = lower(program, name, trainer.dims, args, realize, threads)
         leaves = storage(self.schedule, argument_leaves(args))
         n = len(self.keys)
         self.n_batch = len(leaves) - 3 * n - 2
@@ -117,7 +117,7 @@ class NativeTrainer:
 
         self.values = parts + self.values[self.n_batch : -2] + scalars
         try:
-            outs = run_schedule(self.schedule, self.values)
+            outs = run_schedule(self.schedule, self.values, laid=True)  # as native lays it out
         except KernelError as e:
             raise NativeError("E7003", str(e)) from None
         self.values[self.n_batch : -2] = [np.asarray(x, np.float64) for x in outs[1 + n :]]
@@ -162,7 +162,7 @@ def train_native(
             echo(step_line(t, epoch, loss, rate, norm))
         if ckpt_dir is not None and every and t % every == 0 and t != horizon:
             save(os.path.join(ckpt_dir, f"step_{t}.psk.d"), run.model, _tree(native, theta))
-    fused, unfused = launch_counts(native.unfused)
+    fused, unfused = len(native.schedule.launches), unfused_launches(native.schedule)
     removed = round(100 * (unfused - fused) / unfused) if unfused else 0
     echo(
         f"presk train: {fused} kernel launches a step, {unfused} without fusion"

@@ -18,12 +18,14 @@ from presk_kernel import passes as kernel
 from presk_kernel.ir import Schedule
 from presk_opt import passes as opt
 from presk_syntax import passes as syntax
-from presk_syntax.pipeline import Context, Parsed, Pass, Pipeline, Text
+from presk_syntax.pipeline import Context, EntryOptions, Parsed, Pass, Pipeline, Text
 from presk_types import passes as types
 from presk_types.passes import Elaborated
 
 RUN = "core-after-ad"  # the last pass `presk run` runs before the interpreter
 TRAIN = "core"  # and `presk train`, before its step (presk_ad.step differentiates it)
+NATIVE = "layout"  # the schedule `--backend kernel|native` runs, from RUN's value
+SHOWN = kernel.SHOWN  # `presk dump --stage S` prints the value of the pass SHOWN.get(S, S)
 
 _ENTRY = tuple(dataclasses.replace(p, after=RUN) for p in core.ENTRY_PASSES[:1])
 
@@ -41,6 +43,13 @@ PIPELINE = Pipeline(
 
 DOCUMENTS = {d.kind: d for d in (syntax.AST, types.ELAB, core.CORE, kernel.KERNEL)}
 """The documents `presk-dump` reads, by kind."""
+
+
+def native_schedule(core: Program, entry: EntryOptions) -> Schedule:
+    """The laid-out schedule `entry` runs on `--backend kernel|native`: `core` (a program
+    as the pass RUN gives it, or a training step's) through the passes `kernel` and
+    `layout`, each through the PSK-Kernel verifier."""
+    return PIPELINE.run(NATIVE, "", Context(entry=entry), core, first=RUN)
 
 
 def find(name: str) -> Pass:

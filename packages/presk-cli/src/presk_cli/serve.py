@@ -262,7 +262,7 @@ def logits_function(core, name: str, theta: dict, window: int, dims, options, bi
 
     from presk_cli.native import compiled, lower, storage
 
-    _, schedule = lower(core, name, dims, [theta, ids0], realize, threads)
+    schedule = lower(core, name, dims, [theta, ids0], realize, threads)
     values = storage(schedule, argument_leaves([theta, ids0]))
     types = {b.id: b.dtype for b in schedule.buffers}
     last, out = schedule.inputs[-1], schedule.outputs[0]
@@ -271,7 +271,7 @@ def logits_function(core, name: str, theta: dict, window: int, dims, options, bi
         def kernels(ids: np.ndarray) -> np.ndarray:
             values[-1] = to_storage(ids.reshape(1, -1), types[last])
             try:
-                result = run_schedule(schedule, values)
+                result = run_schedule(schedule, values, laid=True)  # as native lays it out
             except KernelError as e:
                 raise NativeError("E7003", str(e)) from None
             return np.asarray(result[0], dtype=np.float64).reshape(window, -1)

@@ -1,6 +1,7 @@
 """`presk-kernel --entry E --dim N=V… [--realize T]`: a `core` document on standard input,
-the `kernel` document of the entry on standard output (the stage program of the pass
-`kernel`, presk_kernel.passes); the text of the stage `sched`."""
+the `kernel` document of the entry on standard output (the stage program of the passes
+`kernel` and `layout`, presk_kernel.passes: the laid-out kernels `presk dump --stage
+kernel` prints); the text of the stage `sched`."""
 
 from __future__ import annotations
 

@@ -8,7 +8,9 @@ from presk_syntax.codec import Codec, DocumentError, FileTable, decode_root, dum
 
 from presk_kernel.ir import NODE_TYPES, Schedule
 
-KERNEL_VERSION = 3  # 2: Layout.gemm; 3: the host functions (Schedule.functions, .body)
+KERNEL_VERSION = (
+    4  # 2: Layout.gemm; 3: the host functions; 4: laid-out bodies (Tile, For, GemmStmt)
+)
 KERNEL_CODEC = Codec(NODE_TYPES)
 
 

@@ -10,14 +10,14 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from presk_kernel.ir import Affine, Buffer, Gemm, Kernel, Load, Loop, Reduce, Store, Var
+from presk_kernel.ir import Affine, Buffer, Gemm, Kernel, Load, Loop, Reduce, Store, Var, plain
 
 
 def perfect_nest(k: Kernel) -> list[Loop]:
     """The outer perfect nest's parallel loops (a serial loop and what it holds keep their
-    order: they are body, not layout)."""
+    order: they are body, not layout), of the nest a laid-out body lays out."""
     out: list[Loop] = []
-    body = k.body
+    body = plain(k.body)
     while len(body) == 1 and isinstance(body[0], Loop) and not body[0].serial:
         out.append(body[0])
         body = body[0].body

@@ -36,7 +36,7 @@ from presk_kernel.ir import (
     Store,
     Var,
 )
-from presk_kernel.layout import default_layout
+from presk_kernel.layout import natural_layout
 from presk_kernel.spec import verified
 
 CHEAP = 8  # operations a 0-d producer may have to be recomputed at every read
@@ -199,7 +199,7 @@ def merge(p: Launch, c: Launch) -> Launch | None:
         ck.compute,
         steps=steps,
     )
-    return Launch(replace(k, layout=default_layout(k)), tuple(args))
+    return Launch(replace(k, layout=natural_layout(k)), tuple(args))
 
 
 class _NoFusion(Exception):
@@ -338,4 +338,9 @@ def launch_counts(schedule: Schedule) -> tuple[int, int]:
     return len(fuse(schedule)[0].launches), len(schedule.launches)
 
 
-__all__ = ["Const", "Group", "fuse", "launch_counts", "merge"]
+def unfused_launches(fused: Schedule) -> int:
+    """The launches a fused schedule makes without fusion: a fused kernel's steps, one each."""
+    return sum(len(lc.kernel.steps) or 1 for lc in fused.launches)
+
+
+__all__ = ["Const", "Group", "fuse", "launch_counts", "merge", "unfused_launches"]

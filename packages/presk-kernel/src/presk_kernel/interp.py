@@ -27,6 +27,8 @@ from presk_kernel import libm as libm_module
 from presk_kernel.ir import (
     Affine,
     Const,
+    For,
+    GemmStmt,
     Index,
     Kernel,
     Let,
@@ -36,8 +38,10 @@ from presk_kernel.ir import (
     Reduce,
     Schedule,
     Store,
+    Tile,
     Var,
     elements,
+    plain,
 )
 from presk_kernel.lower import F64_CONTEXT
 
@@ -233,7 +237,7 @@ class Run:
         self.ndim = len(self.positions)
 
     def _assign(self, body) -> None:
-        for s in body:
+        for s in plain(body):  # a laid-out body: the positions of the loops it lays out
             if isinstance(s, Loop):
                 if not s.serial and s.var not in self.positions:
                     self.positions[s.var] = len(self.positions)
@@ -268,6 +272,8 @@ class Run:
                         self.block(body)
             case Reduce():
                 self.reduce(s)
+            case Tile() | For() | GemmStmt():  # a laid-out body: the nest it lays out
+                self.block(plain((s,)))
 
     def reduce(self, r: Reduce) -> None:
         dtype = NUMPY[r.dtype]

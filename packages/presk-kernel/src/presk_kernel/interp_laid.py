@@ -1,24 +1,22 @@
-"""The kernel interpreter on laid-out kernels: each nest executed as its layout says, so that
-the bits of a layout are checked in Python (L1067: every point of a layout space computes
-point 0's bits).
+"""The kernel interpreter on laid-out kernels: each nest executed as the `layout` pass wrote
+it (presk_kernel.layout.apply_layout), so that the bits of a layout are checked in Python
+(L1067: every point of a layout space computes point 0's bits).
 
-`run_laid_kernel(k, views)` runs the outer perfect nest (presk_kernel.contract.perfect_nest)
-block by block, as the layout cuts it:
+`run_laid_kernel(k, views)` runs the kernel's laid-out body, statement by statement:
 
-- the split loop's range in `threads` contiguous pieces (OpenMP's static schedule), the
-  pieces one after another;
-- each tiled loop's range (or piece) in tiles of its size;
-- the lanes loop in strips of `width` lanes, each strip a vectorized axis;
-- the blocks in the layout's loop order, outermost first; within a block the loops that
-  are neither split, tiled nor in lanes are vectorized over their whole range (numpy, as
-  the plain interpreter does: their iterations are independent);
-- packed inputs read from a copy (a panel in another memory order), the layout's `pack`;
-- a layout's GEMM statement (`Layout.gemm`) executed as the statement says, from the flat
-  buffers through its strides and offsets, once per point of its batch loops: C's rows ×
-  columns vectorized, the fold over k from the rounded first product then fma, in order —
-  the description the C emitter renders, checked here against the loops' bits.
+- a `Tile` runs its tiles in order, its variable the tile's first index (its threads'
+  pieces, OpenMP's static schedule, run one after another: the same order);
+- a `For` runs its range (or, in a tile, the tile's part of it) in blocks: its threads'
+  contiguous pieces, each in strips of `lanes` lanes when it is in lanes, each block one
+  vectorized axis; a `For` in no lanes is one block (its iterations are independent);
+- a `GemmStmt` runs as its GEMM says, from the flat buffers through its strides and
+  offsets, once per point of its batch loops: C's rows × columns vectorized, the fold over
+  k from the rounded first product then fma, in order — what the C emitter renders,
+  checked here against the loops' bits;
+- packed inputs (the layout's `pack`) are read from a copy (a panel in another memory
+  order).
 
-The body below the perfect nest (folds, serial loops, lets) is the plain interpreter's
+Below the laid-out loops (folds, serial loops, lets) the body is the plain interpreter's
 (presk_kernel.interp.Run), so the arithmetic is the same rule for rule.
 """
 
@@ -28,9 +26,9 @@ import itertools
 
 import numpy as np
 
-from presk_kernel.contract import perfect_nest
-from presk_kernel.interp import NUMPY, Run, fma, run_kernel
-from presk_kernel.ir import Gemm, Kernel
+from presk_kernel.interp import NUMPY, Run, fma
+from presk_kernel.ir import For, Gemm, GemmStmt, Kernel, Tile
+from presk_kernel.layout import applies, is_laid
 
 
 def pieces(lo: int, hi: int, count: int) -> list[tuple[int, int]]:
@@ -50,20 +48,6 @@ def pieces(lo: int, hi: int, count: int) -> list[tuple[int, int]]:
 def chunks(lo: int, hi: int, size: int) -> list[tuple[int, int]]:
     """[lo, hi) in runs of `size` (the last one shorter)."""
     return [(a, min(a + size, hi)) for a in range(lo, hi, size)]
-
-
-def _ranges(var: str, extent: int, layout) -> list[tuple[int, int]]:
-    """The blocks of one loop, in the order they run: its split pieces, their tiles, their
-    strips of lanes."""
-    out = [(0, extent)]
-    if layout.split == var and layout.threads > 1:
-        out = [p for lo, hi in out for p in pieces(lo, hi, layout.threads)]
-    tile = dict(layout.tiles).get(var)
-    if tile is not None and tile < extent:
-        out = [t for lo, hi in out for t in chunks(lo, hi, tile)]
-    if layout.lanes == var and layout.width > 1:
-        out = [s for lo, hi in out for s in chunks(lo, hi, layout.width)]
-    return out
 
 
 def packed(k: Kernel, views: list[np.ndarray]) -> list[np.ndarray]:
@@ -103,39 +87,77 @@ def run_gemm(k: Kernel, views: list[np.ndarray], g: Gemm) -> None:
             c[base[2] + rows * scm + cols] = acc
 
 
+class LaidRun(Run):
+    """A kernel's run through its laid-out statements (`Tile`, `For`, `GemmStmt`)."""
+
+    def stmt(self, s) -> None:
+        match s:
+            case Tile(var, _, extent, size, body, _):
+                for start in range(0, extent, size):  # the threads' pieces, one after another
+                    self.env[var] = start
+                    self.block(body)
+            case For(var, _, extent, body, tile, size, threads, lanes):
+                for lo, hi in self.ranges(var, extent, tile, size, threads, lanes):
+                    shape = [1] * self.ndim
+                    shape[self.positions[var]] = hi - lo
+                    self.env[var] = np.arange(lo, hi, dtype=np.int64).reshape(shape)
+                    self.block(body)
+            case GemmStmt(gemm, _, _):
+                run_gemm(self.k, self.views, gemm)
+            case _:
+                Run.stmt(self, s)
+
+    def ranges(self, var, extent, tile, size, threads, lanes) -> list[tuple[int, int]]:
+        """A `For`'s blocks, in the order they run: its range (in a tile, the tile's part),
+        its threads' pieces, their strips of lanes (empty blocks left out)."""
+        lo, hi = (
+            (0, extent) if tile is None else (self.env[tile], min(self.env[tile] + size, extent))
+        )
+        out = [(lo, hi)] if hi > lo else []
+        if threads > 1:
+            out = [p for a, b in out for p in pieces(a, b, threads)]
+        if lanes > 1:
+            out = [c for a, b in out for c in chunks(a, b, lanes)]
+        return out
+
+
+class NotLaidOut(ValueError):
+    """A kernel whose layout says more than its body does: a bug of the caller, which must
+    apply it (presk_kernel.layout.apply_layout, the `layout` pass)."""
+
+
 def run_laid_kernel(k: Kernel, views: list[np.ndarray]) -> None:
-    """Run `k` over `views` as its layout executes it (the bits of `run_kernel`'s, which a
-    layout must not change)."""
-    lay = k.layout
-    views = packed(k, views)
-    if lay.gemm is not None:
-        run_gemm(k, views, lay.gemm)
-        return
-    loops = perfect_nest(k)
-    if not loops:
-        run_kernel(k, views)
-        return
-    if any(lp.extent == 0 for lp in loops):
-        return
-    by_var = {lp.var: lp for lp in loops}
-    order = [v for v in lay.order if v in by_var]
-    order += [lp.var for lp in loops if lp.var not in order]
-    run = Run(k, views)
-    blocks = [_ranges(v, by_var[v].extent, lay) for v in order]
+    """Run `k` over `views` as its laid-out body executes it (the bits of `run_kernel`'s,
+    which a layout must not change)."""
+    if applies(k.layout) and not is_laid(k):
+        raise NotLaidOut(f"the layout of `{k.name}` at {k.site} is not applied to its body")
+    run = LaidRun(k, packed(k, views))
     with np.errstate(all="ignore"):
-        for block in itertools.product(*blocks):
-            for v, (lo, hi) in zip(order, block, strict=True):
-                shape = [1] * run.ndim
-                shape[run.positions[v]] = hi - lo
-                run.env[v] = np.arange(lo, hi, dtype=np.int64).reshape(shape)
-            run.block(loops[-1].body)
+        run.block(k.body)
 
 
 def block_count(k: Kernel) -> int:
-    """The blocks `run_laid_kernel` runs `k` in (1 for a GEMM statement's batch point)."""
-    if k.layout.gemm is not None:
-        return max(1, int(np.prod([n for _, n in k.layout.gemm.batch])))
-    count = 1
-    for lp in perfect_nest(k):
-        count *= len(_ranges(lp.var, lp.extent, k.layout))
+    """The blocks `run_laid_kernel` runs `k`'s laid-out loops in (a GEMM statement's batch
+    points; 1 for a body without laid-out loops)."""
+    run = LaidRun(k, [])
+    count = 0
+
+    def walk(body) -> None:
+        nonlocal count
+        laid = [s for s in body if isinstance(s, (Tile, For, GemmStmt))]
+        if not laid:
+            count += 1
+        for s in laid:
+            match s:
+                case Tile(var, _, extent, size, inner, _):
+                    for start in range(0, extent, size):
+                        run.env[var] = start
+                        walk(inner)
+                case For(var, _, extent, inner, tile, size, threads, lanes):
+                    for _ in run.ranges(var, extent, tile, size, threads, lanes):
+                        walk(inner)
+                case GemmStmt(gemm, _, _):
+                    count += max(1, int(np.prod([n for _, n in gemm.batch])))
+
+    walk(k.body)
     return count

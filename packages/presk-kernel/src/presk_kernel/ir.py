@@ -238,7 +238,40 @@ class Reduce:
     dtype: str = "f64"  # the accumulator's type (i64 for an index)
 
 
-Stmt = Let | Store | Loop | Reduce
+@dataclass(frozen=True, slots=True)
+class Tile:
+    """A tile loop of a laid-out nest (the `layout` pass writes it): `var`, the tile's first
+    index, runs over 0, size, 2·size, … below `extent` (of the loop variable `of`, whose
+    `For` inside it runs within the tile); `threads` > 1: its iterations split among that
+    many threads (OpenMP's static schedule), each tile computed by one."""
+
+    var: str
+    of: str
+    extent: int
+    size: int
+    body: tuple[Stmt, ...]
+    threads: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class For:
+    """A loop of a laid-out nest (the `layout` pass writes it from a parallel `Loop`): `var`
+    runs over [0, extent), or, inside the `Tile` whose variable is `tile`, over [tile,
+    min(tile + size, extent)). Its iterations are independent. `threads` > 1: split among
+    that many threads (OpenMP's static schedule); `lanes` > 1: in vector lanes of that
+    width; `strip` > 0: the lanes written as strips of `strip` lanes across the folds of its
+    body (`rows`: lanes across rows, each fold's terms in lanes along the fold)."""
+
+    var: str
+    axis: str | None
+    extent: int
+    body: tuple[Stmt, ...]
+    tile: str | None = None
+    size: int = 0
+    threads: int = 1
+    lanes: int = 1
+    strip: int = 0
+    rows: bool = False
 
 
 # ---- kernels -----------------------------------------------------------------------------
@@ -272,6 +305,21 @@ class Gemm:
     def __str__(self) -> str:
         batch = "".join(f" x{n}" for _, n in self.batch)
         return f"gemm {self.rows}x{self.cols}x{self.depth}{batch}"
+
+
+@dataclass(frozen=True, slots=True)
+class GemmStmt:
+    """A nest executed as the generated GEMM (the `layout` pass writes it where the layout
+    asks for one): `gemm` says how (presk_kernel.contract), `threads` how many threads share
+    its columns, and `nest` is the loop nest it computes, the same fold in the same order
+    (so the same bits: an executor may run either)."""
+
+    gemm: Gemm
+    threads: int
+    nest: tuple[Stmt, ...]
+
+
+Stmt = Let | Store | Loop | Reduce | Tile | For | GemmStmt
 
 
 @dataclass(frozen=True, slots=True)
@@ -407,7 +455,10 @@ NODE_TYPES = (
     Store,
     Loop,
     Reduce,
+    Tile,
+    For,
     Gemm,
+    GemmStmt,
     Layout,
     Kernel,
     Arg,
@@ -418,6 +469,23 @@ NODE_TYPES = (
     HostFunction,
     Schedule,
 )
+
+
+def plain(body: tuple) -> tuple:
+    """A laid-out body as the nest it lays out: each `For` its `Loop`, a `Tile` its body, a
+    GEMM statement its nest (a body not laid out is itself)."""
+    out: list = []
+    for s in body:
+        match s:
+            case Tile():
+                out.extend(plain(s.body))
+            case For():
+                out.append(Loop(s.var, s.axis, s.extent, plain(s.body)))
+            case GemmStmt():
+                out.extend(s.nest)
+            case _:
+                out.append(s)
+    return tuple(out)
 
 
 # ---- printing ----------------------------------------------------------------------------
@@ -454,6 +522,28 @@ def _stmt(s: Stmt, indent: str) -> list[str]:
             for b in body:
                 lines.extend(_stmt(b, indent + "  "))
             return [*lines, f"{indent}}} of {', '.join(str(t) for t in terms)}"]
+        case Tile(var, of, extent, size, body, threads):
+            on = f" threads {threads}" if threads > 1 else ""
+            lines = [f"{indent}tile {var} < {extent} by {size} ({of}){on} {{"]
+            for b in body:
+                lines.extend(_stmt(b, indent + "  "))
+            return [*lines, f"{indent}}}"]
+        case For(var, axis, extent, body, tile, size, threads, lanes, strip, rows):
+            where = f" in {tile} + {size}" if tile else ""
+            marks = [f"threads {threads}"] if threads > 1 else []
+            marks += [f"lanes {lanes}"] if lanes > 1 else []
+            marks += [f"strip {strip}{' rows' if rows else ''}"] if strip else []
+            head = f"{indent}for {var} < {extent}{where}{f' ({axis})' if axis else ''}"
+            lines = [f"{head}{''.join(f', {m}' for m in marks)} {{"]
+            for b in body:
+                lines.extend(_stmt(b, indent + "  "))
+            return [*lines, f"{indent}}}"]
+        case GemmStmt(gemm, threads, nest):
+            g = gemm
+            lines = [f"{indent}{g} (a %{g.a}, b %{g.b}, c %{g.c}), threads {threads}, of {{"]
+            for b in nest:
+                lines.extend(_stmt(b, indent + "  "))
+            return [*lines, f"{indent}}}"]
     raise TypeError(f"not a kernel statement: {s!r}")
 
 

@@ -7,9 +7,11 @@ thread), tiles and orders permute independent iterations, and a packed operand i
 nest's shape alone, so that step 17's plans can search the same space (`layout_space`).
 
 `lay_out(schedule, threads, plan)` is the `layout` pass: it gives every kernel the layout a
-run compiles (the default at `threads`, or the plan's for its site), decides packing, and
-records a contraction's GEMM statement (presk_kernel.contract) on the layout, so that the
-emitter renders what it is given and never looks for a GEMM itself.
+run compiles (the default at `threads`, or the plan's for its site), decides packing,
+records a contraction's GEMM statement (presk_kernel.contract) on the layout, and applies
+the layout to the kernel's body (`apply_layout`): explicit loops (`Tile`, `For` with its
+threads, lanes and strips) or a `GemmStmt`, so that the executors (the laid-out kernel
+interpreter, the C emitter) run what they are given and decide nothing.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import itertools
 from collections.abc import Mapping
 
 from presk_kernel.contract import recognize
-from presk_kernel.ir import Kernel, Layout, Loop, Reduce, Schedule
+from presk_kernel.ir import For, GemmStmt, Kernel, Layout, Loop, Reduce, Schedule, Tile, plain
 
 LANE_WIDTH = {"f64": 4, "f32": 8}
 SPLIT_AT = 1 << 15  # elements: below this a launch is not worth dividing among threads
@@ -36,10 +38,21 @@ class LayoutError(Exception):
         self.code = code
 
 
+def is_laid(k: Kernel) -> bool:
+    """Whether the kernel's body is laid out (the `layout` pass's explicit statements)."""
+    return any(isinstance(s, (Tile, For, GemmStmt)) for s in k.body)
+
+
+def applies(layout: Layout) -> bool:
+    """Whether a layout says more than a loop order (a body not laid out runs its order)."""
+    return bool(layout.tiles or layout.lanes or layout.split or layout.pack or layout.gemm)
+
+
 def parallel_loops(k: Kernel) -> list[Loop]:
-    """The loops of the outer perfect nest: independent iterations, outermost first."""
+    """The loops of the outer perfect nest: independent iterations, outermost first (of
+    the nest a laid-out body lays out)."""
     out: list[Loop] = []
-    body = k.body
+    body = plain(k.body)
     while len(body) == 1 and isinstance(body[0], Loop):
         out.append(body[0])
         body = body[0].body
@@ -59,7 +72,13 @@ def _reduces(k: Kernel) -> bool:
     def walk(body) -> bool:
         return any(isinstance(s, Reduce) or (isinstance(s, Loop) and walk(s.body)) for s in body)
 
-    return walk(k.body)
+    return walk(plain(k.body))
+
+
+def natural_layout(k: Kernel) -> Layout:
+    """The layout of a kernel before the `layout` pass: its loops in their order, nothing
+    else (what a body not laid out runs)."""
+    return Layout(order=tuple(lp.var for lp in parallel_loops(k)))
 
 
 def default_layout(k: Kernel, threads: int = 1) -> Layout:
@@ -117,6 +136,50 @@ def check_layout(k: Kernel, layout: Layout) -> str | None:
     return None
 
 
+def apply_layout(k: Kernel, layout: Layout | None = None) -> Kernel:
+    """`k` with `layout` (its own by default) applied to its body, as the emitter renders it
+    and the laid-out interpreter runs it: a GEMM statement over the nest where the layout
+    has one; else the outer perfect nest's loops in the layout's order, each tiled loop a
+    `Tile` (outermost, in order) around its point loop (`For` within the tile), the
+    outermost loop's threads when it is the split one, lanes on the lanes loop, and, when
+    that loop is the innermost and its body folds, the strips it is written in
+    (presk_kernel.strips). Legal layouts only (`check_layout`)."""
+    from presk_kernel.contract import perfect_nest
+    from presk_kernel.strips import strip_width
+
+    layout = k.layout if layout is None else layout
+    nest = plain(k.body)
+    base = dataclasses.replace(k, body=nest, layout=layout)
+    if layout.gemm is not None:
+        threads = layout.threads if layout.split else 1
+        return dataclasses.replace(base, body=(GemmStmt(layout.gemm, threads, nest),))
+    loops = perfect_nest(base)
+    if not loops:
+        return base
+    by_var = {lp.var: lp for lp in loops}
+    order = [v for v in layout.order if v in by_var] or [lp.var for lp in loops]
+    order += [lp.var for lp in loops if lp.var not in order]
+    tiles = {v: n for v, n in layout.tiles if v in by_var and n < by_var[v].extent}
+    heads = [("tile", v) for v in order if v in tiles] + [("point", v) for v in order]
+    body = loops[-1].body
+    strip = strip_width(k, body, order[-1]) if layout.lanes == order[-1] else None
+    for at in reversed(range(len(heads))):
+        kind, v = heads[at]
+        lp = by_var[v]
+        split = at == 0 and layout.split == v and layout.threads > 1  # threads on the outermost
+        threads = layout.threads if split else 1
+        if kind == "tile":
+            body = (Tile(f"{v}_t", v, lp.extent, tiles[v], body, threads),)
+            continue
+        lanes = layout.width if layout.lanes == v else 0
+        width, rows = strip if strip and at == len(heads) - 1 else (0, False)
+        tile = f"{v}_t" if v in tiles else None
+        body = (
+            For(v, lp.axis, lp.extent, body, tile, tiles.get(v, 0), threads, lanes, width, rows),
+        )
+    return dataclasses.replace(base, body=body)
+
+
 def with_gemm(k: Kernel, layout: Layout) -> Layout:
     """`layout` with the kernel's GEMM statement when it packs the operands of a contraction
     (the generated GEMM reads them as panels), without one otherwise."""
@@ -164,7 +227,7 @@ def lay_out(
                 )
         else:
             layout = run_layout(k, threads)
-        launches.append(dataclasses.replace(launch, kernel=dataclasses.replace(k, layout=layout)))
+        launches.append(dataclasses.replace(launch, kernel=apply_layout(k, layout)))
     from presk_kernel.spec import verified  # the verifier imports check_layout from here
 
     return verified(dataclasses.replace(schedule, launches=tuple(launches)), "layout")

@@ -59,7 +59,7 @@ from presk_kernel.ir import (
     Store,
     elements,
 )
-from presk_kernel.layout import default_layout
+from presk_kernel.layout import natural_layout
 from presk_kernel.realization import (
     Realization,
     RealizationError,
@@ -207,7 +207,7 @@ class Nest:
             body,
             self.compute,
         )
-        k = replace(k, layout=default_layout(k))
+        k = replace(k, layout=natural_layout(k))  # the `layout` pass chooses
         self.lowering.launches.append(Launch(k, tuple(self.args)))
         return self.result
 

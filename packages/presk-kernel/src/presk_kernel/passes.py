@@ -1,11 +1,14 @@
-"""presk-kernel's passes `sched` and `kernel`, and the `kernel` document the stage program
-`presk-kernel --entry E --dim N=V… [--realize T]` writes (presk_syntax.pipeline).
+"""presk-kernel's passes `sched`, `kernel` and `layout`, and the `kernel` document the stage
+program `presk-kernel --entry E --dim N=V… [--realize T]` writes (presk_syntax.pipeline).
 
-Both lower the entry of `ctx.entry` (as `presk run --entry E --dim …` takes it) from the
+They lower the entry of `ctx.entry` (as `presk run --entry E --dim …` takes it) from the
 core document alone: the shapes of θ from the program's parameter layouts, no interpreter
-run. `kernel` gives what a native run compiles: the kernels lowered (`lower_entry`), fused
-(`fuse`), each nest's layout applied (`lay_out`, at `ctx.entry.threads`); `sched` prints
-the fusion groups and the launches they remove.
+run. `kernel` gives the entry's kernels lowered (`lower_entry`) and fused (`fuse`);
+`layout` each nest's layout applied (`lay_out`: the run's at `ctx.entry.threads`, or the
+plan's, `ctx.entry.plan`): what a native run compiles, what `presk dump --stage kernel`
+prints and `presk-kernel` writes (it runs both). The PSK-Kernel verifier
+(presk_kernel.spec) follows each. `sched` prints the fusion groups and the launches they
+remove.
 """
 
 from __future__ import annotations
@@ -33,9 +36,10 @@ def _error(code: str, message: str) -> DiagnosticError:
     return DiagnosticError(Diagnostic(code, Severity.ERROR, message))
 
 
-def entry_schedule(core: Program, entry: EntryOptions, args: list | None = None) -> Schedule:
-    """The schedule of `entry` before fusion (`args`: the run's inputs, when a run has
-    them); E7001 for an entry that cannot be, the lowering's code for what has no kernel."""
+def entry_schedule(core: Program, entry: EntryOptions) -> Schedule:
+    """The schedule of `entry` before fusion (`entry.args`: the run's inputs, when a run
+    has them); E7001 for an entry that cannot be, the lowering's code for what has no
+    kernel."""
     from presk_core.run import EntryError, parse_entry
 
     from presk_kernel.lower import LowerError, lower_entry
@@ -45,23 +49,12 @@ def entry_schedule(core: Program, entry: EntryOptions, args: list | None = None)
     try:
         e = parse_entry(entry.entry, core, None, entry.dim_values)
         dims = dict(e.dims) | dict(e.prefix)
+        args = None if entry.args is None else list(entry.args)
         return lower_entry(core, e.function.name, dims, args, entry.realize)
     except EntryError as err:
         raise _error("E7001", str(err)) from None
     except LowerError as err:
         raise _error(err.code, f"cannot lower `{entry.entry}` to kernels: {err}") from None
-
-
-def laid_out(schedule: Schedule, threads: int = 1, plan=None) -> Schedule:
-    """`schedule` fused, each nest's layout applied (`lay_out`: a run's, or the plan's);
-    a plan's illegal layout is its diagnostic (E7040, E7041)."""
-    from presk_kernel.fuse import fuse
-    from presk_kernel.layout import LayoutError, lay_out
-
-    try:
-        return lay_out(fuse(schedule)[0], threads, plan)
-    except LayoutError as err:
-        raise _error(err.code, str(err)) from None
 
 
 def sched_pass(core: Program, ctx: Context) -> Text:
@@ -75,8 +68,31 @@ def sched_pass(core: Program, ctx: Context) -> Text:
 
 
 def kernel_pass(core: Program, ctx: Context) -> Schedule:
-    """The pass `kernel`: the laid-out kernels a native run of the entry compiles."""
-    return laid_out(entry_schedule(core, ctx.entry), ctx.entry.threads)
+    """The pass `kernel`: the kernels the entry launches, lowered and fused (each nest at
+    the lowering's layout, its natural order)."""
+    from presk_kernel.fuse import fuse
+
+    return fuse(entry_schedule(core, ctx.entry))[0]
+
+
+def layout_pass(schedule: Schedule, ctx: Context) -> Schedule:
+    """The pass `layout`: each nest's layout applied (`lay_out`: the run's at
+    `ctx.entry.threads`, or the plan's for its site); a plan's illegal layout is its
+    diagnostic (E7040, E7041)."""
+    from presk_kernel.layout import LayoutError, lay_out
+
+    try:
+        return lay_out(schedule, ctx.entry.threads, ctx.entry.plan)
+    except LayoutError as err:
+        raise _error(err.code, str(err)) from None
+
+
+def verified(schedule: Schedule, after: str, first: object = None) -> Schedule:
+    """The PSK-Kernel verifier after the pass `after` (presk_kernel.spec.verified: when
+    `PRESK_VERIFY=1`)."""
+    from presk_kernel.spec import verified as spec_verified
+
+    return spec_verified(schedule, after)
 
 
 def read_kernel(data: bytes, ctx: Context) -> Schedule:
@@ -120,11 +136,26 @@ PASSES: tuple[Pass, ...] = (
     ),
     Pass(
         "kernel",
-        "PSK-Kernel: the kernels an entry (--entry, --dim) launches, after fusion",
+        "PSK-Kernel: the kernels an entry (--entry, --dim) launches, after fusion and layout",
         Program,
         Schedule,
         "core-after-ad",
         kernel_pass,
-        StageProgram("presk-kernel", CORE, KERNEL, (ENTRY, DIM, REALIZE)),
+        verify=verified,
+    ),
+    Pass(
+        "layout",
+        "each nest's layout applied: loop order, tiles, lanes, threads, packs, GEMM statements",
+        Schedule,
+        Schedule,
+        "kernel",
+        layout_pass,
+        StageProgram("presk-kernel", CORE, KERNEL, (ENTRY, DIM, REALIZE), since="core-after-ad"),
+        verify=verified,
     ),
 )
+
+SHOWN = {"kernel": "layout"}
+"""`presk dump --stage kernel` prints the kernels an entry launches (the specification's
+stage list, §7): the value of the pass `layout`, the schedule a native run compiles, as
+`presk-kernel` writes it."""

@@ -17,7 +17,10 @@ schedule and each kernel it launches:
   table gives (a truth value where one is wanted, a number elsewhere) and its attr;
 - folds: an op of add, max, min, fma (with two terms, one otherwise), an accumulator of the
   kernel's compute type (or i64, for an index), the compute type f64 or f32;
-- the layout: legal for the nest (presk_kernel.layout.check_layout).
+- the layout: legal for the nest (presk_kernel.layout.check_layout); a laid-out body
+  (`Tile`, `For`, `GemmStmt`: the `layout` pass's) is exactly its layout applied to the nest
+  it lays out (`apply_layout`), and a body that is not laid out has a layout that says no
+  more than a loop order (a tiled, laned, split, packed or GEMM layout is applied).
 
 For a schedule, also: each launch binds one host buffer of the same type per kernel buffer,
 the slice inside it, and the entry's inputs and outputs are host buffers.
@@ -30,6 +33,7 @@ pass.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from presk_kernel.ir import (
@@ -38,6 +42,8 @@ from presk_kernel.ir import (
     SCALAR_TABLE,
     Affine,
     Const,
+    For,
+    GemmStmt,
     Index,
     Kernel,
     Let,
@@ -47,10 +53,12 @@ from presk_kernel.ir import (
     Reduce,
     Schedule,
     Store,
+    Tile,
     Var,
     elements,
+    plain,
 )
-from presk_kernel.layout import check_layout
+from presk_kernel.layout import applies, apply_layout, check_layout, is_laid
 
 COMPARES = frozenset({"<", "<=", ">", ">=", "==", "!="})
 FOLDS = frozenset({"add", "max", "min", "fma"})
@@ -183,6 +191,8 @@ class _Check:
                     self.block(inner, loops | {var: extent}, scalars)
                 case Reduce():
                     scalars[s.acc] = self.reduce(s, loops, scalars)
+                case Tile() | For() | GemmStmt():  # laid out: the loops it lays out
+                    self.block(plain((s,)), loops, scalars)
                 case _:
                     self.bad(f"not a kernel statement: {s!r}")
         return scalars
@@ -231,6 +241,11 @@ def problems(k: Kernel) -> list[str]:
     why = check_layout(k, k.layout)
     if why is not None:
         c.bad(f"its layout ({k.layout}) is illegal: {why}")
+    elif is_laid(k):
+        if apply_layout(dataclasses.replace(k, body=plain(k.body))) != k:
+            c.bad(f"its laid-out body is not its layout ({k.layout}) applied")
+    elif applies(k.layout):
+        c.bad(f"its layout ({k.layout}) is not applied to its body (the `layout` pass)")
     return c.out
 
 

@@ -74,7 +74,9 @@ def _stmts_ops(body) -> int:
 
 def work(kernel) -> int:
     """W: the scalar operations of the kernel's nest (module docstring)."""
-    return _stmts_ops(kernel.body)
+    from presk_kernel.ir import plain
+
+    return _stmts_ops(plain(kernel.body))  # a laid-out body: the nest it lays out
 
 
 def traffic(kernel) -> int:

@@ -45,12 +45,16 @@ class Text(str):
 class EntryOptions:
     """The entry the passes after differentiation specialize, lower and compile, as
     `presk run --entry E --dim N=V… --realize T --threads K` takes it; `realize` is a type
-    of every real (`f64`, `f32`, `bf16`) or a realization value (presk-kernel's)."""
+    of every real (`f64`, `f32`, `bf16`) or a realization value (presk-kernel's); `args`
+    the run's inputs when a run has them (they give the hyperparameters' values); `plan` a
+    layout per nest, by site (presk-kernel's `Layout`s: step 17's), None for a run's."""
 
     entry: str | None = None
     dims: tuple[tuple[str, int], ...] = ()
     realize: object = "f64"
     threads: int = 1
+    args: tuple | None = None
+    plan: object = None
 
     @property
     def dim_values(self) -> dict[str, int]:
@@ -109,12 +113,15 @@ class Option:
 
 @dataclass(frozen=True, slots=True)
 class StageProgram:
-    """The console script of a pass: `reads` None when it reads a FILE argument."""
+    """The console script of a pass: `reads` None when it reads a FILE argument. `since`:
+    the pass whose value it reads when it runs the passes after that one up to its own
+    (`presk-kernel`: `kernel` then `layout`); None, its own pass alone."""
 
     name: str
     reads: Document | None
     writes: Document
     options: tuple[Option, ...] = ()
+    since: str | None = None
 
     def usage(self) -> str:
         shown = [
@@ -270,9 +277,12 @@ def stage_main(pipeline: Pipeline, program: str, argv: list[str] | None = None) 
         return 1
     try:
         value = path if prog.reads is None else prog.reads.read(data, ctx)
-        out = p.run(value, ctx)
-        if p.verify is not None:
-            out = p.verify(out, p.name, None)
+        if prog.since is not None:  # each pass through its verifier, as the pipeline runs it
+            out = pipeline.run(p.name, "", ctx, value, first=prog.since)
+        else:
+            out = p.run(value, ctx)
+            if p.verify is not None:
+                out = p.verify(out, p.name, None)
         emit(ctx.diagnostics, ctx.sources)
         if any(d.is_error for d in ctx.diagnostics):
             return 1

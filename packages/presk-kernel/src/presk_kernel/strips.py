@@ -1,0 +1,78 @@
+"""Which lane loops are written as strips: the `layout` pass's decision (presk_kernel.layout
+records it on the loop, `For.strip`), which presk_cback.strip renders.
+
+A nest whose innermost parallel loop is in lanes but whose body folds (a softmax's three
+passes over a row, a `sum_to` down the rows of each column) does not vectorize as written:
+the compiler will not vectorize a loop that holds other loops. Written as strips of lanes,
+each statement of the body a short loop over the strip's lanes, the lane loop moves inside
+the fold's loops. Every lane computes what its iteration computed, in the same order, so
+the bits are the same.
+"""
+
+from __future__ import annotations
+
+from presk_kernel.contract import linear
+from presk_kernel.ir import Affine, Kernel, Let, Load, Loop, Op, Reduce, Store
+
+# Lanes of a strip (four vector registers' worth).
+WIDTH = {"f64": 32, "f32": 64}
+ROWS = 8  # rows of a strip across rows: as many independent folds at once
+
+
+def straight(body) -> bool:
+    """A body of lets and stores alone (it vectorizes as written)."""
+    return all(isinstance(s, (Let, Store)) for s in body)
+
+
+def fits(body) -> bool:
+    """A body the strip form writes: lets, stores, folds whose bodies are lets, and loops
+    over such bodies."""
+    for s in body:
+        if isinstance(s, Reduce) and not all(isinstance(b, Let) for b in s.body):
+            return False
+        if isinstance(s, Loop) and (s.serial or not fits(s.body)):
+            return False
+    return True
+
+
+def accesses(body):
+    """(buffer, index) of every load and store under `body`."""
+
+    def expr(e):
+        if isinstance(e, Load):
+            yield e.buf, e.index
+            for i in e.index:
+                if not isinstance(i, Affine):
+                    yield from expr(i)
+        elif isinstance(e, Op):
+            for a in e.args:
+                yield from expr(a)
+
+    for s in body:
+        match s:
+            case Let(_, e):
+                yield from expr(e)
+            case Store(buf, index, e):
+                yield buf, index
+                yield from expr(e)
+            case Loop():
+                yield from accesses(s.body)
+            case Reduce():
+                yield from accesses(s.body)
+                for t in s.terms:
+                    yield from expr(t)
+
+
+def strip_width(k: Kernel, body, var: str) -> tuple[int, bool] | None:
+    """(lanes of a strip, whether they run across rows) when the lane loop `var`'s body
+    holds a fold or a loop and the strip form writes it; None when the body is straight (it
+    vectorizes as written). Lanes that run along `var` contiguously in every access are
+    vector lanes; otherwise (a softmax's rows) they are ROWS rows interleaved, each fold's
+    terms in vector lanes along its variable."""
+    if straight(body) or not fits(body) or k.compute not in WIDTH:
+        return None
+    for buf, index in accesses(body):
+        lin = linear(k.buffers[buf], index)
+        if lin is None or lin[0].get(var, 0) not in (0, 1):
+            return ROWS, True
+    return WIDTH[k.compute], False
