@@ -177,3 +177,73 @@ def _weights(core, entry, args, path, bits, dims) -> tuple[int, dict]:
             "E7103", f"--weights `{path}`: a tree of shapes {got}, not the entry's {want}"
         )
     return j, {k: interp_real(v, bits) for k, v in theta.items()}
+
+
+# ---- presk check --precision ---------------------------------------------------------------
+
+
+def check_precision(env_path: str, file: str, realize: str, model: str, consts: dict) -> None:
+    """`presk check --precision ENV FILE --realize T`: the bound of the realization T of the
+    envelope's entry (docs/precision.md, "The bound"), printed as the spec does (L888)."""
+    from presk_core.envelope import Envelope, EnvelopeError
+    from presk_kernel.bound import BoundError
+    from presk_kernel.realization import as_realization
+    from presk_syntax.diagnostics import DiagnosticError
+    from presk_syntax.pipeline import Context
+
+    from presk_cli.commands import _fail
+    from presk_cli.pipeline import PIPELINE, RUN
+
+    ctx = Context(consts=consts)
+    try:
+        envelope = Envelope.read(env_path)
+    except EnvelopeError as e:
+        fail(e.code, str(e))
+    try:
+        core = PIPELINE.run(RUN, file, ctx)
+    except DiagnosticError as e:
+        _fail(e, ctx.sources)
+    try:
+        envelope.check_program(core)
+        b = realization_bound(core, envelope, realize, model)
+    except EnvelopeError as e:
+        fail(e.code, str(e), ctx.sources)
+    except BoundError as e:
+        fail(e.code, f"no bound for `{envelope.entry}` under {realize}: {e}", ctx.sources)
+    except PrecisionError as e:
+        fail(e.code, str(e), ctx.sources)
+    shown = str(as_realization(realize)) if realize.startswith("@") else realize
+    mag = envelope.output
+    rel = b.absolute / mag if mag > 0 else float("inf")
+    click.echo(
+        "\n".join(
+            [
+                f"presk check --precision: `{envelope.entry}` under {shown}",
+                f"  magnitude   {exp_text(mag, 4)}",
+                f"  bound    {model:<10}{exp_text(b.absolute, 4)}  ({exp_text(rel, 2)} relative)",
+                f"  envelope    {env_path} over {envelope.samples} samples,"
+                f" {len(envelope.counted())} sites, {envelope.weights_text}",
+            ]
+        )
+    )
+
+
+def realization_bound(core, envelope, realize, model: str = "cond"):
+    """The presk_kernel.bound.Bound of the envelope's entry of `core` under `realize` (a
+    type name, `@FILE` or a Realization)."""
+    from presk_core.run import EntryError, parse_entry
+    from presk_kernel.bound import bound
+    from presk_kernel.lower import LowerError, lower_entry
+
+    try:
+        entry = parse_entry(envelope.entry, core, None, dict(envelope.dims))
+    except EntryError as e:
+        raise PrecisionError("E7101", f"the envelope's entry: {e}") from None
+    dims = dict(entry.dims) | dict(entry.prefix)
+    try:
+        schedule = lower_entry(core, entry.function.name, dims, None, realize)
+    except LowerError as e:
+        raise PrecisionError(e.code, f"cannot lower `{entry.shown}` to kernels: {e}") from None
+    sites = {k: (s.lo, s.hi, s.abs_sum, s.cond) for k, s in envelope.sites.items()}
+    inputs = {k: (s.lo, s.hi) for k, s in envelope.inputs.items()}
+    return bound(schedule, sites, inputs, model)

@@ -319,9 +319,12 @@ def calibrate(
     seed: int,
     weights: str | None = None,
     progress: Callable[[int], None] | None = None,
+    results: list | None = None,
 ) -> Envelope:
     """The envelope of `entry` (a presk_core.run.Entry of `program`) over `samples` runs,
-    `inputs(i)` giving the arguments (name, type, value) of sample i."""
+    `inputs(i)` giving the arguments (name, type, value) of sample i; each run's result
+    appended to `results` when given (the exact reference a realization is measured
+    against)."""
     from presk_core.interp import Interpreter
 
     widen = 2.0 ** (20 - bits)
@@ -343,6 +346,8 @@ def calibrate(
                 for a in _reals(value):
                     stat.take(*outward(a, widen))
         result = interp.run(fn.name, [v for _, _, v in args], entry.dims)
+        if results is not None:
+            results.append(result)
         for a in _reals(result):
             lo, hi = outward(a, widen)
             if lo <= hi:
