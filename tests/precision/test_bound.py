@@ -135,7 +135,7 @@ def test_the_spec_lines(envelope):
     assert lines[3] == f"  envelope    {envelope} over 1 samples, 30 sites, initial weights"
 
 
-def test_the_bound_against_a_native_run(envelope):
+def test_the_bound_against_a_native_run(compiler_or_skip, envelope):
     # the command's bound ≥ `presk run --backend native`'s distance to the reference
     run = ("run", *LOSS, "--entry", "loss", "--dim", "B=4", "--digits", "17")
     exact = float(presk(*run).stdout.split("=")[1])

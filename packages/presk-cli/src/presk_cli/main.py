@@ -31,6 +31,7 @@ COMMANDS = {
     "dump": "presk_cli.commands:dump",
     "bench": "presk_cli.bench:bench",
     "calibrate": "presk_cli.precision:calibrate",
+    "solve": "presk_cli.solve:solve",
     "export": "presk_cli.export:export",
     "data": "presk_cli.data:data",
 }

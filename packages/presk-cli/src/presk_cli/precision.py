@@ -109,8 +109,7 @@ def calibrate(file, entry, dims, bits, out, samples, seed, weights, step, consts
 
 def _calibrate(file, entry_text, dims, bits, samples, seed, weights, consts):
     from presk_core.envelope import calibrate
-    from presk_core.interp import Interpreter
-    from presk_core.run import EntryError, RunError, entry_inputs, parse_entry
+    from presk_core.run import EntryError, RunError, parse_entry
     from presk_syntax.diagnostics import DiagnosticError
     from presk_syntax.pipeline import Context
 
@@ -124,26 +123,37 @@ def _calibrate(file, entry_text, dims, bits, samples, seed, weights, consts):
         _fail(e, ctx.sources)
     try:
         entry = parse_entry(entry_text, core, None, dims)
-        interp = Interpreter(core, bits)
-        first = entry_inputs(entry, interp, seed, bits)
-        theta = _weights(core, entry, first, weights, bits, dims) if weights else None
-
-        def inputs(i: int) -> list:
-            args = first if i == 0 else entry_inputs(entry, interp, seed + i, bits)
-            out = []
-            for j, (name, t, value) in enumerate(args):
-                if theta is not None and j == theta[0]:
-                    value = theta[1]
-                elif i and j == _tree_index(first):  # θ stays the first sample's
-                    value = first[j][2]
-                out.append((name, t, value))
-            return out
-
+        inputs = sample_inputs(core, entry, seed, bits, weights, dims)
         return calibrate(core, entry, inputs, samples, bits, file, seed, weights)
     except PrecisionError as e:
         fail(e.code, str(e), ctx.sources)
     except (EntryError, RunError) as e:
         entry_fail("calibrate", e, ctx.sources)
+
+
+def sample_inputs(core, entry, seed: int, bits: int, weights: str | None, dims: dict):
+    """A function of i: the arguments (name, type, value) of sample i, as `calibrate` draws
+    them: synthesized from seed + i, θ the first sample's (or the checkpoint's)."""
+    from presk_core.interp import Interpreter
+    from presk_core.run import entry_inputs
+
+    interp = Interpreter(core, bits)
+    first = entry_inputs(entry, interp, seed, bits)
+    theta = _weights(core, entry, first, weights, bits, dims) if weights else None
+    tree = _tree_index(first)
+
+    def inputs(i: int) -> list:
+        args = first if i == 0 else entry_inputs(entry, interp, seed + i, bits)
+        out = []
+        for j, (name, t, value) in enumerate(args):
+            if theta is not None and j == theta[0]:
+                value = theta[1]
+            elif i and j == tree:  # θ stays the first sample's
+                value = first[j][2]
+            out.append((name, t, value))
+        return out
+
+    return inputs
 
 
 def _tree_index(args: list) -> int | None:
