@@ -168,8 +168,8 @@ def _lines(envelope, budget, absolute, items, s, out, listed) -> list[str]:
         f" {n16} bf16): {exp_text(rest, 4)} bytes at rest against {exp_text(rest64, 4)} in f64",
         f"  cost        {exp_text(s.cost, 4)} against {exp_text(s.all_f64, 4)} all-f64"
         f" ({ratio:.2f}x), relaxation floor {exp_text(s.floor, 4)}",
-        f"  proposal    {exp_text(s.proposal, 4)} before measurement widened anything (time when"
-        " --profile is given, bytes otherwise)",
+        f"  proposal    {exp_text(s.proposal, 4)} before measurement widened anything (bytes:"
+        " time by a --profile is not implemented)",
         f"  estimate    {_e(s.estimate, 3)} (isolated gaps, root-sum-square: it ranks, it does"
         " not guarantee)",
         f"  measured    {_e(s.measured, 3)} against the exact reference, after {s.rounds}"
