@@ -124,3 +124,19 @@ def test_weights_from_a_checkpoint(tmp_path):
     assert (init["weights"], trained["weights"]) == (None, str(ckpt))
     assert trained["inputs"]["θ.final.γ"] != init["inputs"]["θ.final.γ"]
     assert trained["inputs"]["batch.0"] == init["inputs"]["batch.0"]  # the same inputs
+
+
+def test_windows_of_data_are_the_samples(tmp_path):
+    data = ("--data", "tutorial/data/pairs.psk.d")
+    args = ("--precision", "tutorial/07_train.psk", "--entry", "loss", "--dim", "B=8", *data)
+    lines, doc, _ = calibrated(tmp_path, *args, "--samples", "16")  # 16 windows of 8: all 128
+    assert lines[0] == "presk calibrate: 30 sites over 16 samples of `loss` at 128 bits"
+    assert doc["data"] == "tutorial/data/pairs.psk.d"
+    run = presk("run", "tutorial/07_train.psk", "--entry", "loss", *data, "--json")
+    x = [float(Fraction(v)) for row in json.loads(run.stdout)["inputs"]["batch"][0] for v in row]
+    got = doc["inputs"]["batch.0"]
+    assert (got["lo"], got["hi"]) == pytest.approx((min(x), max(x)), rel=1e-15)
+    out = tmp_path / "more.json"
+    r = presk("calibrate", *args, "--samples", "17", "--out", out)
+    assert r.returncode == 1 and r.stderr.startswith("[E7103] Error: ") and not out.exists()
+    assert "128 samples: 16 windows of 8, not 17" in r.stderr

@@ -70,9 +70,16 @@ def exp_text(x: float, digits: int) -> str:
     metavar="CKPT",
     help="θ from a checkpoint (a `.psk.d` of the entry's parameters) instead of the initializers.",
 )
+@click.option(
+    "--data",
+    "data_file",
+    type=click.Path(dir_okay=False),
+    help="The samples' last argument: windows of this .psk.d file, each of the --dim the"
+    " batch axis has (--samples windows, from the first).",
+)
 @click.option("--step", "step", type=click.Path(dir_okay=False), metavar="FILE", hidden=True)
 @click.option("--const", "consts", multiple=True, metavar="NAME=V", help="Override a constant.")
-def calibrate(file, entry, dims, bits, out, samples, seed, weights, step, consts) -> None:
+def calibrate(file, entry, dims, bits, out, samples, seed, weights, data_file, step, consts):
     """Run an entry of FILE on the exact interpreter and record every site's magnitude and
     every sum's condition number: the envelope `presk check --precision` bounds with
     (docs/precision.md)."""
@@ -85,7 +92,9 @@ def calibrate(file, entry, dims, bits, out, samples, seed, weights, step, consts
         if value is None:
             click.echo(f"presk calibrate: give {flag}", err=True)
             sys.exit(2)
-    envelope = _calibrate(file, entry, _dims(dims), bits, samples, seed, weights, _consts(consts))
+    envelope = _calibrate(
+        file, entry, _dims(dims), bits, samples, seed, weights, _consts(consts), data_file
+    )
     s = envelope.samples
     counted = envelope.counted()
     lines = [
@@ -107,7 +116,7 @@ def calibrate(file, entry, dims, bits, out, samples, seed, weights, step, consts
     click.echo("\n".join(lines))
 
 
-def _calibrate(file, entry_text, dims, bits, samples, seed, weights, consts):
+def _calibrate(file, entry_text, dims, bits, samples, seed, weights, consts, data=None):
     from presk_core.envelope import calibrate
     from presk_core.run import EntryError, RunError, parse_entry
     from presk_syntax.diagnostics import DiagnosticError
@@ -123,27 +132,31 @@ def _calibrate(file, entry_text, dims, bits, samples, seed, weights, consts):
         _fail(e, ctx.sources)
     try:
         entry = parse_entry(entry_text, core, None, dims)
-        inputs = sample_inputs(core, entry, seed, bits, weights, dims)
-        return calibrate(core, entry, inputs, samples, bits, file, seed, weights)
+        inputs = sample_inputs(core, entry, seed, bits, weights, dims, data, samples)
+        return calibrate(core, entry, inputs, samples, bits, file, seed, weights, data=data)
     except PrecisionError as e:
         fail(e.code, str(e), ctx.sources)
     except (EntryError, RunError) as e:
         entry_fail("calibrate", e, ctx.sources)
 
 
-def sample_inputs(core, entry, seed: int, bits: int, weights: str | None, dims: dict):
+def sample_inputs(
+    core, entry, seed: int, bits: int, weights: str | None, dims: dict, data=None, samples=1
+):
     """A function of i: the arguments (name, type, value) of sample i, as `calibrate` draws
-    them: synthesized from seed + i, θ the first sample's (or the checkpoint's)."""
+    them: synthesized from seed + i, θ the first sample's (or the checkpoint's), the last
+    argument window i of `data` when given."""
     from presk_core.interp import Interpreter
     from presk_core.run import entry_inputs
 
     interp = Interpreter(core, bits)
-    first = entry_inputs(entry, interp, seed, bits)
+    window = _windows(core, entry, data, samples) if data else (lambda i: None)
+    first = entry_inputs(entry, interp, seed, bits, window(0))
     theta = _weights(core, entry, first, weights, bits, dims) if weights else None
     tree = _tree_index(first)
 
     def inputs(i: int) -> list:
-        args = first if i == 0 else entry_inputs(entry, interp, seed + i, bits)
+        args = first if i == 0 else entry_inputs(entry, interp, seed + i, bits, window(i))
         out = []
         for j, (name, t, value) in enumerate(args):
             if theta is not None and j == theta[0]:
@@ -154,6 +167,42 @@ def sample_inputs(core, entry, seed: int, bits: int, weights: str | None, dims: 
         return out
 
     return inputs
+
+
+def _windows(core, entry, path: str, samples: int):
+    """Window i of the `.psk.d` at `path` as the entry's last argument: the batch axis's
+    length (its --dim) of consecutive samples; E7103 when there are fewer than `samples`."""
+    import numpy as np
+    from presk_core.run import EntryError, data_argument
+    from presk_types.types import TupleT
+
+    try:
+        bound, given = data_argument(core, entry.shown, path)
+    except EntryError as e:
+        raise PrecisionError(getattr(e, "code", None) or "E7103", f"--data: {e}") from None
+    last = entry.function.params[-1].type
+    types = list(last.elements) if isinstance(last, TupleT) else [last]
+    leaves = list(given) if isinstance(given, tuple) else [given]
+    axes = [t.shape.axis("batch") for t in types]
+    length = types[0].shape.axes[axes[0]].length
+    name = length.coeffs[0][0] if length.coeffs else None
+    width = entry.dims.get(name) if name else None
+    total = leaves[0].shape[axes[0]]
+    if not width:
+        raise PrecisionError("E7103", f"--data: give the batch's length with --dim {name}=N")
+    if total // width < samples:
+        raise PrecisionError(
+            "E7103",
+            f"--data: `{path}` holds {total} samples: {total // width} windows of {width},"
+            f" not {samples}",
+        )
+
+    def window(i: int):
+        span = range(i * width, (i + 1) * width)
+        cut = [np.take(x, span, axis=a) for x, a in zip(leaves, axes, strict=True)]
+        return tuple(cut) if isinstance(given, tuple) else cut[0]
+
+    return window
 
 
 def _tree_index(args: list) -> int | None:

@@ -98,7 +98,14 @@ def _solve(core, envelope, absolute: float):
     try:
         entry = parse_entry(envelope.entry, core, None, dict(envelope.dims))
         inputs = sample_inputs(
-            core, entry, envelope.seed, envelope.bits, envelope.weights, dict(envelope.dims)
+            core,
+            entry,
+            envelope.seed,
+            envelope.bits,
+            envelope.weights,
+            dict(envelope.dims),
+            envelope.data,
+            envelope.samples,
         )
         samples = [inputs(i) for i in range(envelope.samples)]
         interp = Interpreter(core, envelope.bits)

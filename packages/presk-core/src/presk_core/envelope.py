@@ -101,6 +101,7 @@ class Envelope:
     inputs: dict[str, Stat] = field(default_factory=dict)  # by host buffer name
     written: dict[str, str] = field(default_factory=dict)  # a site -> the site it counts as
     source: str | None = None  # the file it was read from (not written)
+    data: str | None = None  # the `.psk.d` whose windows were the samples' last argument
 
     # ---- what `presk calibrate` prints --------------------------------------------------
 
@@ -148,6 +149,7 @@ class Envelope:
             "samples": self.samples,
             "seed": self.seed,
             "weights": self.weights,
+            "data": self.data,
             "output": _num(self.output),
             "sites": {k: s.to_json() for k, s in self.sites.items()},
             "inputs": {k: s.to_json() for k, s in self.inputs.items()},
@@ -182,6 +184,7 @@ class Envelope:
                 {str(k): Stat.from_json(v) for k, v in doc["inputs"].items()},
                 {str(k): str(v) for k, v in doc["written"].items()},
                 source,
+                None if doc.get("data") is None else str(doc["data"]),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise EnvelopeError(
@@ -320,6 +323,7 @@ def calibrate(
     weights: str | None = None,
     progress: Callable[[int], None] | None = None,
     results: list | None = None,
+    data: str | None = None,
 ) -> Envelope:
     """The envelope of `entry` (a presk_core.run.Entry of `program`) over `samples` runs,
     `inputs(i)` giving the arguments (name, type, value) of sample i; each run's result
@@ -368,6 +372,7 @@ def calibrate(
         sites,
         inputs_stats,
         written_sites(program),
+        data=data,
     )
 
 
