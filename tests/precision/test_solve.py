@@ -112,3 +112,16 @@ def test_an_envelope_that_does_not_fit(envelope, tmp_path):
     bad.write_text("{")
     r = presk("solve", *LOSS, "--precision", bad, "--budget", "1e-3", "--out", out)
     assert r.stderr.startswith("[E7100] Error: ") and not out.exists()
+
+
+def test_native_and_kernel_measure_alike(compiler_or_skip, envelope, tmp_path):
+    runs = []
+    for backend in ("kernel", "native"):
+        out = tmp_path / f"{backend}.json"
+        r = presk(
+            "solve", *LOSS, "--precision", envelope, "--budget", "1e-3", "--out", out,
+            "--backend", backend,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        runs.append((r.stdout.splitlines()[:-1], out.read_text()))
+    assert runs[0] == runs[1]

@@ -38,8 +38,16 @@ from presk_cli.precision import PrecisionError, exp_text, fail
     show_default=True,
     help="List the first N sites and parameters with their types and isolated gaps.",
 )
+@click.option(
+    "--backend",
+    type=click.Choice(["kernel", "native"]),
+    default="kernel",
+    show_default=True,
+    help="Where each candidate is measured: the kernel interpreter or compiled C (the same"
+    " bits; C compiles each candidate).",
+)
 @click.option("--const", "consts", multiple=True, metavar="NAME=V", help="Override a constant.")
-def solve(file, envelope_path, budget, out, listed, consts) -> None:
+def solve(file, envelope_path, budget, out, listed, backend, consts) -> None:
     """Choose a type for every narrowable site and parameter of the envelope's entry in FILE:
     the fewest bytes whose measured gap to the exact reference is inside --budget."""
     from presk_cli.commands import _consts
@@ -66,7 +74,7 @@ def solve(file, envelope_path, budget, out, listed, consts) -> None:
     absolute = budget * envelope.output
     try:
         envelope.check_program(core)
-        items, solution = _solve(core, envelope, absolute)
+        items, solution = _solve(core, envelope, absolute, backend)
     except EnvelopeError as e:
         fail(e.code, str(e), ctx.sources)
     except (PrecisionError, SolveError) as e:
@@ -81,7 +89,7 @@ def solve(file, envelope_path, budget, out, listed, consts) -> None:
     click.echo("\n".join(_lines(envelope, budget, absolute, items, solution, out, listed)))
 
 
-def _solve(core, envelope, absolute: float):
+def _solve(core, envelope, absolute: float, backend: str = "kernel"):
     """(the items offered, the Solution) for the envelope's entry of `core`."""
     import numpy as np
     from presk_core.envelope import _reals
@@ -131,7 +139,7 @@ def _solve(core, envelope, absolute: float):
         for vals, want in zip(values, exact, strict=True):
             try:
                 _, laid = lower(core, name, dims, vals, r)
-                got = executor(laid, "kernel")(storage(laid, argument_leaves(vals)))
+                got = executor(laid, backend)(storage(laid, argument_leaves(vals)))
             except NativeError as e:
                 raise PrecisionError(e.code, str(e)) from None
             for g, w in zip(got, want, strict=True):
