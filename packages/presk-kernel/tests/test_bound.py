@@ -65,6 +65,8 @@ BINARY = {
     "sub": (lambda x, y: x - y, lambda x, y: x - y),
     "mul": (lambda x, y: x * y, lambda x, y: x * y),
     "div": (lambda x, y: x / y, lambda x, y: x / y),
+    "max": (np.maximum, max),
+    "min": (np.minimum, min),
 }
 
 

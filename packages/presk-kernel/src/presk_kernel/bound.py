@@ -327,8 +327,8 @@ def _extremum(ctx: Ctx, a: A, b: A, pick) -> A:
     if a.kind != "real" or b.kind != "real":
         return _int_op(a, b, pick)
     tri = None
-    if a.nonneg and b.nonneg:  # the result is the larger: each operand's share at most its
-        tri = tuple(max(x, y) for x, y in zip(a.mixed, b.mixed, strict=True))
+    if pick is max and a.nonneg and b.nonneg:  # |max| bounds each operand's magnitude (not
+        tri = tuple(max(x, y) for x, y in zip(a.mixed, b.mixed, strict=True))  # |min|)
     floor = pick(a.computed[0], b.computed[0])
     return tight(A(pick(a.lo, b.lo), pick(a.hi, b.hi), max(a.err, b.err), tri=tri, floor=floor))
 
@@ -613,7 +613,8 @@ def _fold(ctx: Ctx, r: Reduce) -> A:
     match r.op:
         case "max" | "min":
             t = terms[0]
-            return tight(A(t.lo, t.hi, t.err, tri=t.mixed if t.nonneg else None))
+            tri = t.mixed if r.op == "max" and t.nonneg else None  # |max| ≥ every term's
+            return tight(A(t.lo, t.hi, t.err, tri=tri))
         case "add":
             t = _as_real(terms[0])
             lo, hi = n * t.lo, n * t.hi
