@@ -125,3 +125,10 @@ def test_native_and_kernel_measure_alike(compiler_or_skip, envelope, tmp_path):
         assert r.returncode == 0, r.stderr
         runs.append((r.stdout.splitlines()[:-1], out.read_text()))
     assert runs[0] == runs[1]
+
+
+def test_a_solved_realization_runs_alike_on_kernel_and_native(compiler_or_skip, envelope, tmp_path):
+    _, out = solved(envelope, tmp_path, "1e-4")
+    runs = [presk(*RUN, "--backend", b, "--realize", f"@{out}") for b in ("kernel", "native")]
+    assert all(r.returncode == 0 for r in runs), runs[0].stderr
+    assert runs[0].stdout == runs[1].stdout
