@@ -129,10 +129,47 @@ def _profile_needs_opt(command: str, opt: bool, profile: str | None) -> None:
     "--summary", is_flag=True, help="Print each function's type and lets, then classes and effects."
 )
 @CONST
-def check(file: str, summary: bool, consts: tuple[str, ...]) -> None:
+@click.option(
+    "--precision",
+    "envelope",
+    type=click.Path(dir_okay=False),
+    metavar="ENV",
+    help="Bound the error of --realize on the entry of this envelope (presk calibrate"
+    " --precision): a sound bound, docs/precision.md.",
+)
+@click.option(
+    "--realize",
+    type=REALIZE,
+    default=None,
+    help="With --precision: the realization to bound (f64, f32, bf16 or @FILE).",
+)
+@click.option(
+    "--model",
+    type=click.Choice(["cond", "interval"]),
+    default="cond",
+    show_default=True,
+    help="With --precision: a sum's rounding from its measured Σ|terms| (cond), or from its"
+    " terms' magnitudes alone (interval).",
+)
+def check(
+    file: str,
+    summary: bool,
+    consts: tuple[str, ...],
+    envelope: str | None,
+    realize: str | None,
+    model: str,
+) -> None:
     """Check FILE: syntax, constants, shapes for every value of the dimensions,
     regularity classes and effects. Silent on success (exit 0); diagnostics on standard
-    error (exit 1 if any is an error)."""
+    error (exit 1 if any is an error). With --precision ENV --realize T: print a sound bound
+    on the error of T on the envelope's entry instead."""
+    if envelope is not None or realize is not None:
+        if envelope is None or realize is None or summary:
+            raise click.UsageError("--precision ENV and --realize T go together, without --summary")
+        from presk_cli.precision import check_precision
+
+        check_precision(envelope, file, realize, model, _consts(consts))
+        return
     from presk_types.driver import check_file
     from presk_types.summary import summary as summary_text
 

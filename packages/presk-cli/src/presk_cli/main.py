@@ -30,6 +30,8 @@ COMMANDS = {
     "serve": "presk_cli.serve:serve",
     "dump": "presk_cli.commands:dump",
     "bench": "presk_cli.bench:bench",
+    "calibrate": "presk_cli.precision:calibrate",
+    "solve": "presk_cli.solve:solve",
     "export": "presk_cli.export:export",
     "data": "presk_cli.data:data",
 }
@@ -51,7 +53,9 @@ class PreskGroup(click.Group):
     def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         every = {name: self.get_command(ctx, name) for name in self.list_commands(ctx)}
         shown = {name: c for name, c in every.items() if not c.hidden}
-        width = max(len(name) for name in [*shown, "help"]) + 2
+        width = (
+            max(len(name) for name in [*shown, "help"]) + 1
+        )  # clap's: two spaces after the longest
         lines = [DESCRIPTION, "", "Usage: presk <COMMAND>", "", "Commands:"]
         for name, command in shown.items():
             lines.append(f"  {name:<{width}} {command.get_short_help_str(limit=200)}")
