@@ -552,6 +552,8 @@ vjp_rules: dict[str, Rule] = {
     "stop_grad": _none,  # the identity whose adjoint is zero (issue 16)
     "zeros": _none,
     "ones": _none,
+    "pi": _none,  # a constant
+    "iota": _none,  # indices
     "cast": _identity,
     "call": _call,
     "field": _field,

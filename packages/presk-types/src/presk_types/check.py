@@ -44,6 +44,7 @@ from presk_types.operands import Operands
 from presk_types.presburger import Dim, DimContext, Lin
 from presk_types.rules import (
     COMPARISONS,
+    CONSTANT_NAMES,
     OPERATORS,
     CheckContext,
     Cls,
@@ -426,6 +427,9 @@ class Body(Calls):
                 Label(span, "a length"),
                 help=f"`({name} : ℝ)` injects it into ℝ",
             )
+        if name in CONSTANT_NAMES:  # π, unless a name of the program hides it
+            t = Real(SCALAR)
+            return Val(t, {}, (), self.emit.prim(CONSTANT_NAMES[name], [], t, {}, span))
         raise err(
             "E2001",
             f"unresolved name `{name}`",
@@ -517,7 +521,10 @@ class Body(Calls):
         reg = join(a.reg, b.reg)
         effects = a.effects + b.effects
         if op in COMPARISONS:
-            ta, tb = self.require_real(a, left.span), self.require_real(b, right.span)
+            if isinstance(a.type, Idx) and isinstance(b.type, Idx):  # indices: of any bounds
+                ta, tb = a.type, b.type
+            else:
+                ta, tb = self.require_real(a, left.span), self.require_real(b, right.span)
             t = self.rule("compare", (ta, tb), {"op": op}, span, left.span, right.span)
             shape = t.shape
             attrs = {"op": op, "_align": (alignment(ta.shape, shape), alignment(tb.shape, shape))}
