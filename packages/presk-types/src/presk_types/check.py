@@ -12,7 +12,7 @@ primitive that caused it (E3001 names it, even through calls).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from presk_syntax import ast as A
 from presk_syntax.diagnostics import Diagnostic, Label, Severity
@@ -500,9 +500,41 @@ class Body(Calls):
         v = self.value(inner)
         if isinstance(v.type, Machine) and target == Real(SCALAR):
             return Val(target, v.reg, v.effects, self.emit.prim("real", [v.ref], target, {}, span))
-        self.same(target, v.type, span)
+        if _renames(target, v.type):  # axes renamed one for one, lengths equal for all values
+            self.renamed(target, v.type, span)
+        else:
+            self.same(target, v.type, span)
         ref = v.ref if target == v.type else self.emit.prim("cast", [v.ref], target, {}, span)
         return Val(target, v.reg, v.effects, ref)
+
+    def renamed(self, target: Type, actual: Type, span: Span) -> None:
+        """`(x : ℝ[src: N])` of an `x : ℝ[dst: N]`: the same axes one for one, in order, each
+        of the same length for every value of the dimensions (E2006 with the values that
+        break it), their names the target's; an index's bound the same."""
+        s1, s2 = target.shape, actual.shape
+        if s1.prefix != s2.prefix:
+            fixed = replace(target, shape=Shape(s2.prefix, s1.axes))
+            raise err(
+                "E2014",
+                f"an ascription renames axes one for one, and `{actual}` cannot be `{target}`:"
+                " an open prefix `...` is on both sides or on neither",
+                Label(span, f"this is `{actual}`"),
+                help=f"`{fixed}` renames its axes",
+            )
+        before = [a.name for a in s2.axes]
+        for i, (x, y) in enumerate(zip(s1.axes, s2.axes, strict=True)):
+            if x.name and x.name != y.name and x.name in before:  # it would read as a transpose
+                raise err(
+                    "E2015",
+                    f"`{target}` calls axis {i + 1} of `{actual}` `{x.name}`, the name of another"
+                    " of its axes: an ascription renames in place, it does not reorder",
+                    Label(span, f"axis {i + 1} is `{y.name or y.length}`"),
+                    help=f"`ein[{', '.join(n or '?' for n in s1.names())}](x)` reorders named axes",
+                )
+        if isinstance(target, Idx):
+            self.lengths.require_equal(target.bound, actual.bound, span)
+        for x, y in zip(s1.axes, s2.axes, strict=True):
+            self.lengths.require_equal(x.length, y.length, span)
 
     def require_real(self, v: Val, span: Span) -> Real:
         if not isinstance(v.type, Real):
@@ -581,6 +613,16 @@ class Body(Calls):
         return Val(t, a.reg, a.effects, self.emit.prim("ein", [a.ref], t, attrs, span))
 
     # ---- calls -----------------------------------------------------------------------------
+
+
+def _renames(target: Type, actual: Type) -> bool:
+    """An ascription that renames: tensors of one kind and rank with an axis named in both,
+    differently (`ℝ[dst: N]` as `ℝ[src: N]`); the others are `same`'s to decide."""
+    if not (isinstance(target, Real | Idx | Bool) and type(target) is type(actual)):
+        return False
+    pairs = zip(target.shape.axes, actual.shape.axes, strict=False)
+    same_rank = target.shape.rank == actual.shape.rank
+    return same_rank and any(x.name and y.name and x.name != y.name for x, y in pairs)
 
 
 def check_program(program: Program, emitter: Emitter | None = None) -> Checker:
