@@ -12,7 +12,7 @@ primitive that caused it (E3001 names it, even through calls).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from presk_syntax import ast as A
 from presk_syntax.diagnostics import Diagnostic, Label, Severity
@@ -80,6 +80,7 @@ from presk_types.values import (
     join,
     through,
 )
+from presk_types.views import Views
 
 
 @dataclass
@@ -195,7 +196,7 @@ class Checker:
         info.generic = tuple(dict.fromkeys((*info.dims, *env.dims)))  # instantiated at calls
 
 
-class Body(Calls):
+class Body(Calls, Views):
     """The checking of one function's body."""
 
     def __init__(self, checker: Checker, info: FnInfo) -> None:
@@ -446,96 +447,6 @@ class Body(Calls):
             check_double(q, span, "f64", name)
         return Val(Machine(kind), {}, (), self.emit.literal(format_q(q), Machine(kind)))
 
-    def field(self, obj: object, name: str, span: Span) -> object:
-        match obj:
-            case Namespace(file):
-                if name in file.fns:
-                    return FnRef(self.checker.info(file, file.fns[name], None))
-                if name in file.modules:
-                    info = file.modules[name]
-                    return ModuleVal(
-                        Instance(info.key, name, tuple(Lin.var(d) for d in info.dims)), False
-                    )
-                if name in file.consts:
-                    return self.constant(file, name, span)
-            case ModuleVal(inst, implicit, tree):
-                info = self._module_info(inst)
-                if name in info.fns:
-                    fn = self.checker.info(info.file, info.fns[name], info)
-                    return FnRef(fn, inst, implicit, tree)
-        if isinstance(obj, Val) and isinstance(obj.type, ParamsT):
-            inst = obj.type.instance
-            while inst.inner is not None:
-                inst = inst.inner
-            info = self._module_info(inst)
-            if name not in {p.name for p in info.params} | {u.name for u in info.uses}:
-                raise err(
-                    "E2001",
-                    f"`{obj.type}` has no member `{name}`",
-                    Label(span, f"not a parameter or `use` of `{info.decl.name}`"),
-                )
-            raise err(
-                "E2001",
-                f"`{name}` is not reached from outside its module",
-                Label(span, f"a parameter tree `{obj.type}`"),
-                help="call a function of the module with the tree: `net.apply(θ, x)`",
-            )
-        what = {
-            Namespace: "an imported file",
-            ModuleVal: "a module",
-            Val: f"a value of type `{getattr(obj, 'type', '')}`",
-        }.get(type(obj), "this")
-        raise err("E2001", f"unresolved name `{name}`", Label(span, f"not a member of {what}"))
-
-    def _module_info(self, inst: Instance) -> ModuleInfo:
-        from presk_types.elab import module_info
-
-        return module_info(inst.inner if inst.inner is not None else inst, self.checker.program)
-
-    def ascription(self, inner: A.Expr, t: A.Type, span: Span) -> Val:
-        target = resolve_type(t, self.scope)
-        if isinstance(inner, A.Var) and inner.name in self.scope.dims and target == Real(SCALAR):
-            dim = self.emit.literal(inner.name, Machine("nat"))  # a dimension's value at run time
-            return Val(target, {}, (), self.emit.prim("real", [dim], target, {}, span))
-        v = self.value(inner)
-        if isinstance(v.type, Machine) and target == Real(SCALAR):
-            return Val(target, v.reg, v.effects, self.emit.prim("real", [v.ref], target, {}, span))
-        if _renames(target, v.type):  # axes renamed one for one, lengths equal for all values
-            self.renamed(target, v.type, span)
-        else:
-            self.same(target, v.type, span)
-        ref = v.ref if target == v.type else self.emit.prim("cast", [v.ref], target, {}, span)
-        return Val(target, v.reg, v.effects, ref)
-
-    def renamed(self, target: Type, actual: Type, span: Span) -> None:
-        """`(x : ℝ[src: N])` of an `x : ℝ[dst: N]`: the same axes one for one, in order, each
-        of the same length for every value of the dimensions (E2006 with the values that
-        break it), their names the target's; an index's bound the same."""
-        s1, s2 = target.shape, actual.shape
-        if s1.prefix != s2.prefix:
-            fixed = replace(target, shape=Shape(s2.prefix, s1.axes))
-            raise err(
-                "E2014",
-                f"an ascription renames axes one for one, and `{actual}` cannot be `{target}`:"
-                " an open prefix `...` is on both sides or on neither",
-                Label(span, f"this is `{actual}`"),
-                help=f"`{fixed}` renames its axes",
-            )
-        before = [a.name for a in s2.axes]
-        for i, (x, y) in enumerate(zip(s1.axes, s2.axes, strict=True)):
-            if x.name and x.name != y.name and x.name in before:  # it would read as a transpose
-                raise err(
-                    "E2015",
-                    f"`{target}` calls axis {i + 1} of `{actual}` `{x.name}`, the name of another"
-                    " of its axes: an ascription renames in place, it does not reorder",
-                    Label(span, f"axis {i + 1} is `{y.name or y.length}`"),
-                    help=f"`ein[{', '.join(n or '?' for n in s1.names())}](x)` reorders named axes",
-                )
-        if isinstance(target, Idx):
-            self.lengths.require_equal(target.bound, actual.bound, span)
-        for x, y in zip(s1.axes, s2.axes, strict=True):
-            self.lengths.require_equal(x.length, y.length, span)
-
     def require_real(self, v: Val, span: Span) -> Real:
         if not isinstance(v.type, Real):
             raise err(
@@ -613,16 +524,6 @@ class Body(Calls):
         return Val(t, a.reg, a.effects, self.emit.prim("ein", [a.ref], t, attrs, span))
 
     # ---- calls -----------------------------------------------------------------------------
-
-
-def _renames(target: Type, actual: Type) -> bool:
-    """An ascription that renames: tensors of one kind and rank with an axis named in both,
-    differently (`ℝ[dst: N]` as `ℝ[src: N]`); the others are `same`'s to decide."""
-    if not (isinstance(target, Real | Idx | Bool) and type(target) is type(actual)):
-        return False
-    pairs = zip(target.shape.axes, actual.shape.axes, strict=False)
-    same_rank = target.shape.rank == actual.shape.rank
-    return same_rank and any(x.name and y.name and x.name != y.name for x, y in pairs)
 
 
 def check_program(program: Program, emitter: Emitter | None = None) -> Checker:
