@@ -106,7 +106,7 @@ PRIMITIVES: dict[str, Primitive] = {
         ),
         Primitive("zeros", "zeros(n: T, …) -> ℝ[n: T, …]", (S,)),
         Primitive("ones", "ones(n: T, …) -> ℝ[n: T, …]", (S,)),
-        Primitive("pi", "π -> ℝ[]  (also `pi`: a constant, not called)", (S,)),
+        Primitive("pi", "π -> ℝ[]  (also pi: a constant, not called)", (S,)),
         # differentiation: the identity, a constant for `grad` (its adjoint is zero)
         Primitive("stop_grad", "stop_grad(ℝ[s]) -> ℝ[s]", (S,)),
         # differentiation
