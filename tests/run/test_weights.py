@@ -150,3 +150,17 @@ def test_weights_of_another_tree_are_refused_naming_the_path(trained):
         1,
         f"[E7060] Error: `{ckpt}`: `pick` takes no parameter tree for the weights to bind\n",
     )
+
+
+def test_a_leaf_of_another_path_is_refused_naming_it(tmp_path):
+    from presk_core import data as D
+
+    ckpt = tmp_path / "lin.psk.d"
+    D.write_tree(str(ckpt), "params Linear", [np.zeros((3, 1)), np.ones(1)], ["w", "bias"])
+    done = presk("run", "tutorial/04_grad.psk", "--entry", "loss", "--dim", "B=2", "--dim", "D=3",
+                 "--weights", ckpt)  # fmt: skip
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (
+        f"[E7060] Error: `{ckpt}` holds a leaf `bias` that `params Linear` does not have"
+        " (the program's: w, b)\n"
+    )
