@@ -127,3 +127,19 @@ def test_the_export_passes_its_conformance_test(tmp_path):
         text=True,
     )
     assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout
+
+
+def test_the_gradient_is_torchs():
+    """The same loss written in torch (float64), differentiated by autograd."""
+    torch = pytest.importorskip("torch")
+    doc = run("dloss", "--dim", "B=6")
+    θ = {p: torch.tensor(floats(v), requires_grad=True) for p, v in doc["inputs"]["θ"].items()}
+    x = torch.tensor(floats(doc["inputs"]["x"]))
+    hidden = torch.relu(x @ θ["l1.w"] + θ["l1.b"])
+    y = hidden @ θ["l2.w"] + θ["l2.b"]
+    penalty = (θ["l1.w"] ** 2).sum() + θ["l2.b"].sum()
+    loss = (y**2).mean() + penalty / 100 + (θ["l1.w"] ** 2).sum()
+    loss.backward()
+    for p in PATHS:
+        np.testing.assert_allclose(floats(doc["result"][p]), θ[p].grad.numpy(), rtol=1e-12,
+                                   atol=1e-14)  # fmt: skip
