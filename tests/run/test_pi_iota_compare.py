@@ -38,7 +38,7 @@ def test_the_summary_is_the_golden():
     assert done.stdout == (GOLDEN / "pi_iota.summary.txt").read_text(encoding="utf-8")
 
 
-@pytest.mark.parametrize("name", ["bad_pi_iota", "bad_iota", "bad_pi_const"])
+@pytest.mark.parametrize("name", ["bad_pi_iota", "bad_iota", "bad_pi_const", "bad_pi_call"])
 def test_the_misuses_are_the_goldens(name):
     done = presk("check", f"programs/{name}.psk", cwd="tests/check")
     assert (done.returncode, done.stdout) == (1, "")
