@@ -336,6 +336,8 @@ NOTHING_FLOWS |= {
     "stop_grad",
     "zeros",
     "ones",
+    "pi",
+    "iota",
 }  # stop_grad: tests/run/test_stop_grad_*
 
 

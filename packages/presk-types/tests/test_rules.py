@@ -16,7 +16,7 @@ from presk_types.rules import CALL_NAMES, OPERATORS, PRIMITIVES, Cls, type_rules
 # Typed by the checker itself (check.py), not by `type_rules`: the operators, `ein`,
 # comparisons, `grad(f)(θ)`, and `max`/`min` of two operands (`maximum`, `minimum`).
 CHECKER_TYPED = {"add", "sub", "mul", "div", "pow", "neg", "dot", "ein", "compare", "grad"}
-CHECKER_TYPED |= {"maximum", "minimum"}
+CHECKER_TYPED |= {"maximum", "minimum", "pi"}  # pi: a name (check.py), not a call
 
 PRELUDE = "dim B\ndim T\n"
 
@@ -156,6 +156,7 @@ TYPINGS: dict[str, tuple[str, str, str, str, str]] = {
     "stop_grad": (X, "", "stop_grad(relu(x))", "ℝ[batch: B, model: 4]", "x C∞"),
     "zeros": ("", "", "zeros(batch: B, model: 4)", "ℝ[batch: B, model: 4]", ""),
     "ones": ("", "", "ones(seq: T)", "ℝ[seq: T]", ""),
+    "iota": ("", "", "iota(seq: T)", "idx[T][seq: T]", ""),
 }
 
 

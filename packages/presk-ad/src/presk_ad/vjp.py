@@ -444,6 +444,12 @@ def _identity(s: Sweep, ins: Instr, ct: Operand) -> None:
     s.add(ins.args[0], ct)
 
 
+def _cast(s: Sweep, ins: Instr, ct: Operand) -> None:
+    """The same data under the operand's type: an ascription's renamed axes named back."""
+    x = ins.args[0]
+    s.add(x, ct if ct.type == x.type else s.emit("cast", [ct], x.type))
+
+
 def _field(s: Sweep, ins: Instr, ct: Operand) -> None:
     tree = ins.args[0]
     s.add(tree, s.emit("put", [tree, ct], tree.type, {"path": ins.attr("path")}))
@@ -552,7 +558,9 @@ vjp_rules: dict[str, Rule] = {
     "stop_grad": _none,  # the identity whose adjoint is zero (issue 16)
     "zeros": _none,
     "ones": _none,
-    "cast": _identity,
+    "pi": _none,  # a constant
+    "iota": _none,  # indices
+    "cast": _cast,
     "call": _call,
     "field": _field,
     "slice": _slice,

@@ -26,7 +26,7 @@ from collections.abc import Callable
 import click
 from presk_syntax.diagnostics import DiagnosticError
 
-from presk_cli.commands import CONST, SEED, _consts, _dims, _fail, entry_fail
+from presk_cli.commands import CONST, SEED, WEIGHTS, _consts, _dims, _fail, entry_fail
 from presk_cli.flags import Count
 from presk_cli.native import REALIZE, REALIZES, NativeError, fail
 
@@ -152,6 +152,7 @@ def bench_rows(core, entry, args, rows, bits: int, repeat: int, threads: int) ->
     help="Time the entry natively without and with --opt's rewriting (its report on standard"
     " error).",
 )
+@WEIGHTS
 @click.option(
     "--profile",
     type=click.Path(dir_okay=False),
@@ -160,7 +161,19 @@ def bench_rows(core, entry, args, rows, bits: int, repeat: int, threads: int) ->
     " times it predicts.",
 )
 def bench(
-    file, entry, dims, consts, seed, bits, repeat, realize, threads, calibrate_out, opt, profile
+    file,
+    entry,
+    dims,
+    consts,
+    seed,
+    bits,
+    repeat,
+    realize,
+    threads,
+    calibrate_out,
+    opt,
+    weights_file,
+    profile,
 ) -> None:
     """Time an entry of FILE on every executor: the reference interpreter at --bits, the
     kernel interpreter, and the compiled kernels in f64, f32 (with and without vector lanes)
@@ -169,7 +182,6 @@ def bench(
     from presk_core.run import EntryError, RunError, parse_entry
     from presk_syntax.pipeline import Context
 
-    from presk_cli.native import entry_inputs
     from presk_cli.pipeline import PIPELINE, RUN
 
     ctx = Context(consts=_consts(consts))
@@ -191,16 +203,17 @@ def bench(
         click.echo("presk bench: --opt and --calibrate are two runs: give one", err=True)
         sys.exit(2)
     if opt:
-        run = (file, entry, _dims(dims), seed, bits)
+        run = (file, entry, _dims(dims), seed, bits, weights_file)
         return opt_command(core, ctx, run, realize or "f64", threads, repeat, profile)
     if calibrate_out is not None:
         return calibrate_command(
-            core, (file, entry, _dims(dims), seed, bits), realize or "f64", threads, repeat,
+            core, (file, entry, _dims(dims), seed, bits, weights_file), realize or "f64", threads,
+            repeat,
             calibrate_out, sources,
         )  # fmt: skip
     try:
         e = parse_entry(entry, core, None, _dims(dims))
-        args = [v for _, _, v in entry_inputs(core, e, seed, bits)]
+        args = arguments(core, e, seed, bits, weights_file)
         table = bench_rows(core, e, args, rows, bits, repeat, threads)
     except (EntryError, RunError) as err:
         entry_fail("bench", err, sources)
@@ -210,18 +223,28 @@ def bench(
     sys.stdout.flush()
 
 
+def arguments(core, entry, seed: int, bits: int, weights: str | None) -> list:
+    """The entry's arguments as `presk run` makes them: drawn from `seed`, its tree bound
+    from the checkpoint `weights` when given (presk_cli.weights)."""
+    from presk_cli.native import entry_inputs
+    from presk_cli.weights import bind_weights
+
+    trees = bind_weights(core, entry, weights, bits) if weights is not None else None
+    return [v for _, _, v in entry_inputs(core, entry, seed, bits, None, trees)]
+
+
 def calibrate_command(core, run, realize, threads, repeat, out, sources) -> None:
     """`presk bench --calibrate OUT.json`: the table and `--` lines of the specification
     (presk_opt.calibrate), the profile written atomically; an existing profile's samples
-    kept. `run`: (file, entry, dims, seed, bits)."""
+    kept. `run`: (file, entry, dims, seed, bits, weights)."""
     from presk_core.run import EntryError, RunError, parse_entry
     from presk_kernel.lower import argument_leaves
     from presk_opt import roofline
     from presk_opt.calibrate import calibrate, time_kernels
 
-    from presk_cli.native import entry_inputs, lower, storage
+    from presk_cli.native import lower, storage
 
-    file, entry, dims, seed, bits = run
+    file, entry, dims, seed, bits, weights = run
     machine = roofline.machine(realize)
     old = None
     try:
@@ -236,7 +259,7 @@ def calibrate_command(core, run, realize, threads, repeat, out, sources) -> None
         fail(NativeError("E9002", str(err), "write the profile to another file"), sources)
     try:
         e = parse_entry(entry, core, None, dims)
-        args = [v for _, _, v in entry_inputs(core, e, seed, bits)]
+        args = arguments(core, e, seed, bits, weights)
         schedule = lower(core, e.function.name, dict(e.dims) | dict(e.prefix), args, realize,
                          threads)  # fmt: skip
         if not schedule.launches:
@@ -267,9 +290,9 @@ def opt_command(core, ctx, run, realize, threads, repeat, profile) -> None:
     from presk_opt.optimize import number
     from presk_syntax.pipeline import Pricing
 
-    from presk_cli.native import compiled, entry_inputs, lower, storage
+    from presk_cli.native import compiled, lower, storage
 
-    file, entry, dims, seed, bits = run
+    file, entry, dims, seed, bits, weights = run
     sources = ctx.sources
     if profile is not None:
         ctx.pricing = Pricing(profile, entry_sizes(core, entry, dims))
@@ -282,7 +305,7 @@ def opt_command(core, ctx, run, realize, threads, repeat, profile) -> None:
     try:
         for name, program in ((f"native {realize}", core), (f"native {realize} --opt", rewritten)):
             e = parse_entry(entry, program, None, dims)
-            args = [v for _, _, v in entry_inputs(program, e, seed, bits)]
+            args = arguments(program, e, seed, bits, weights)
             all_dims = dict(e.dims) | dict(e.prefix)
             schedule = lower(program, e.function.name, all_dims, args, realize, threads)
             call = compiled(schedule).run

@@ -108,6 +108,14 @@ REMAT = click.option(
     " .vjp computes its forward pass again.",
 )
 
+WEIGHTS = click.option(
+    "--weights",
+    "weights_file",
+    type=click.Path(dir_okay=False),
+    metavar="CKPT",
+    help="Bind the entry's parameter tree from a checkpoint (a .psk.d of `params M`, as"
+    " `presk train` writes it) instead of drawing it from its initializers.",
+)
 PROFILE = click.option(
     "--profile",
     type=click.Path(dir_okay=False),
@@ -310,6 +318,7 @@ def _dims(values: tuple[str, ...]) -> dict[str, int]:
     type=click.Path(dir_okay=False),
     help="Fill the entry's last argument from a .psk.d file, its samples on the `batch` axis.",
 )
+@WEIGHTS
 @REMAT
 @click.option("--opt", is_flag=True, help="Rewrite by the exact rules first (docs/optimizer.md).")
 @PROFILE
@@ -325,6 +334,7 @@ def run(
     verbose,
     as_json,
     data_file,
+    weights_file,
     remat,
     opt,
     profile,
@@ -369,17 +379,23 @@ def run(
             check_dim_names(parse_entry(entry, core, None, dim_values))
         except EntryError as e:
             entry_fail("run", e, sources)
+    weights = None
+    if weights_file is not None:  # the entry's tree from a checkpoint (presk_cli.weights)
+        from presk_cli.weights import bind_weights
+
+        weights = lambda e: bind_weights(core, e, weights_file, bits)  # noqa: E731
     if native["backend"] != "interp":
         from presk_cli.native import run_native
 
         args = (entry, dim_values, seed, bits, digits, verbose, as_json, data_file)
-        text = run_native(core, args, native, sources)
+        text = run_native(core, args, native, sources, weights)
         click.echo(text, nl=False)
         return
     try:
         text = run_entry(  # the core program alone: its metadata says what the source did
-            core, None, entry, dim_values, seed, bits, digits, verbose, as_json, data_file
-        )
+            core, None, entry, dim_values, seed, bits, digits, verbose, as_json, data_file,
+            weights,
+        )  # fmt: skip
     except (EntryError, RunError) as e:
         entry_fail("run", e, sources)
     click.echo(text, nl=False)

@@ -215,10 +215,12 @@ def rebuild(core, t, outputs: Iterator):
 # ---- presk run --backend kernel|native -----------------------------------------------------
 
 
-def run_text(core, entry_text, dims, seed, bits, digits, verbose, as_json, data, options):
+def run_text(
+    core, entry_text, dims, seed, bits, digits, verbose, as_json, data, options, weights=None
+):
     """The text `presk run --backend kernel|native` prints: as presk_core.run.run_entry
     prints the interpreter's result, from the kernels' outputs. `options`: (backend,
-    realize, threads)."""
+    realize, threads); `weights`: run_entry's."""
     from presk_core.run import data_argument, parse_entry, result_text
     from presk_kernel.lower import argument_leaves
 
@@ -228,7 +230,8 @@ def run_text(core, entry_text, dims, seed, bits, digits, verbose, as_json, data,
         bound, given = data_argument(core, entry_text, data)
         dims = {**bound, **dims}
     entry = parse_entry(entry_text, core, None, dims)
-    inputs = entry_inputs(core, entry, seed, bits, given)
+    trees = weights(entry) if weights is not None else None
+    inputs = entry_inputs(core, entry, seed, bits, given, trees)
     args = [v for _, _, v in inputs]
     all_dims = dict(entry.dims) | dict(entry.prefix)
     schedule = lower(core, entry.function.name, all_dims, args, realize, threads)
@@ -253,29 +256,30 @@ def fail(e: NativeError, sources=None) -> NoReturn:
     sys.exit(1)
 
 
-def run_native(core, args: tuple, native: dict, sources) -> str:
+def run_native(core, args: tuple, native: dict, sources, weights=None) -> str:
     """`presk run --backend kernel|native`: `args` are run_entry's (entry, dims, seed, bits,
-    digits, verbose, as_json, data), `native` the options of backend_options."""
+    digits, verbose, as_json, data), `native` the options of backend_options, `weights`
+    run_entry's."""
     from presk_core.run import EntryError, RunError
 
     from presk_cli.commands import entry_fail
 
     options = (native["backend"], native["realize"], native["threads"])
     try:
-        return run_text(core, *args, options)
+        return run_text(core, *args, options, weights)
     except (EntryError, RunError) as e:
         entry_fail("run", e, sources)
     except NativeError as e:
         fail(e, sources)
 
 
-def entry_inputs(core, entry, seed: int, bits: int, given=None) -> list:
+def entry_inputs(core, entry, seed: int, bits: int, given=None, bound=None) -> list:
     """The entry's arguments as `presk run` synthesizes them (DESIGN §5), the last one from
-    `--data` when given: (name, type, value)."""
+    `--data` when given, the trees `--weights` binds (`bound`): (name, type, value)."""
     from presk_core import run
     from presk_core.interp import Interpreter
 
-    return run.entry_inputs(entry, Interpreter(core, bits), seed, bits, given)
+    return run.entry_inputs(entry, Interpreter(core, bits), seed, bits, given, bound)
 
 
 __all__ = [

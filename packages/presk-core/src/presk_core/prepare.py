@@ -290,6 +290,18 @@ def _filled(p: Prep) -> Thunk:
     return lambda env: M.real(np.full(shape, value))
 
 
+def _pi(p: Prep) -> Thunk:
+    """π: MPFR's const_pi at the working precision (correctly rounded), a real scalar."""
+    return lambda env: M.real(gmpy2.const_pi())
+
+
+def _iota(p: Prep) -> Thunk:
+    """`iota(n: T)`: the indices 0, 1, …, T - 1 (int64, as every index)."""
+    ((_, length),) = p.attr("shapes")
+    n = p.length(length)
+    return lambda env: np.arange(n, dtype=np.int64)
+
+
 def _ein(p: Prep) -> Thunk:
     out, names = p.attr("axes"), p.attr("_names")
     gets = p.args
@@ -455,5 +467,7 @@ PRIMITIVE_EVAL_RULES: dict[str, Rule] = {
     "stop_grad": _unary(lambda x: x),
     "zeros": _filled,
     "ones": _filled,
+    "pi": _pi,
+    "iota": _iota,
 }
 """The rules of the primitives of the language (`presk_types.rules.PRIMITIVES`) but `grad`."""

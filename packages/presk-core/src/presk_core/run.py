@@ -219,10 +219,14 @@ def _prefix_shape(entry: Entry, t: Type, name: str) -> tuple[int, ...]:
 
 
 def synthesize(
-    entry: Entry, interp: Interpreter, seed: int, skip_last: bool = False
+    entry: Entry,
+    interp: Interpreter,
+    seed: int,
+    skip_last: bool = False,
+    bound: dict[str, object] | None = None,
 ) -> list[tuple[str, Type, object]]:
     """The entry's arguments, drawn from `seed` (DESIGN §5); the last one left to the caller
-    (None) with `skip_last`."""
+    (None) with `skip_last`; those `bound` names (`--weights`' trees) taken from it."""
     root = R.root_key(seed)
     out = []
     defaults = dict(entry.function.defaults)
@@ -230,6 +234,9 @@ def synthesize(
     for i, p in enumerate(params):
         if skip_last and i == len(params) - 1:
             out.append((p.name, p.type, None))
+            continue
+        if bound and p.name in bound:
+            out.append((p.name, p.type, bound[p.name]))
             continue
         try:
             value = _draw(entry, interp, root, p.name, p.type, defaults)
@@ -246,12 +253,17 @@ def synthesize(
 
 
 def entry_inputs(
-    entry: Entry, interp: Interpreter, seed: int, bits: int, given: object = None
+    entry: Entry,
+    interp: Interpreter,
+    seed: int,
+    bits: int,
+    given: object = None,
+    bound: dict[str, object] | None = None,
 ) -> list[tuple[str, Type, object]]:
     """The entry's arguments as `presk run` makes them (name, type, value): drawn from `seed`
     by `interp` (at `bits`), the last one `given` (a `--data` sample's doubles) when not
-    None, rounded to `bits`."""
-    inputs = synthesize(entry, interp, seed, skip_last=given is not None)
+    None, rounded to `bits`, and those `bound` by name (`--weights`) as they are."""
+    inputs = synthesize(entry, interp, seed, skip_last=given is not None, bound=bound)
     if given is not None:
         name, t, _ = inputs[-1]
         reals = tuple(
@@ -457,15 +469,18 @@ def run_entry(
     verbose: bool = False,
     as_json: bool = False,
     data: str | None = None,
+    weights=None,
 ) -> str:
-    """The text `presk run` prints; EntryError or RunError when it cannot."""
+    """The text `presk run` prints; EntryError or RunError when it cannot. `weights`, a
+    function of the entry giving the arguments it binds (`--weights`), or None."""
     given = None
     if data is not None:
         bound, given = data_argument(core, entry_text, data)
         dims = {**bound, **dims}
     entry = parse_entry(entry_text, core, elab, dims)
     interp = Interpreter(core, bits)
-    inputs = entry_inputs(entry, interp, seed, bits, given)
+    trees = weights(entry) if weights is not None else None
+    inputs = entry_inputs(entry, interp, seed, bits, given, trees)
     result = interp.run(entry.function.name, [v for _, _, v in inputs], entry.dims)
     return result_text(entry, inputs, result, seed, bits, digits, verbose, as_json)
 
@@ -510,4 +525,12 @@ def result_text(
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["EntryError", "RunError", "entry_inputs", "entry_names", "result_text", "run_entry"]
+__all__ = [
+    "Entry",
+    "EntryError",
+    "RunError",
+    "entry_inputs",
+    "entry_names",
+    "result_text",
+    "run_entry",
+]

@@ -12,6 +12,7 @@ the first extremum (`.max(dim=…).values`), so that autograd gives it the cotan
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -257,6 +258,17 @@ def _filled(torch_fn: str) -> Rule:
     return rule
 
 
+def _pi(b: Body, ins: Instr) -> Expr:
+    """π: its nearest double, written out (Python reads it back to the same bits)."""
+    return Expr(repr(math.pi), ATOM, scalar=True)
+
+
+def _iota(b: Body, ins: Instr) -> Expr:
+    """`iota(n: T)`: `torch.arange(T)`, int64 as every index."""
+    ((_, length),) = ins.attr("shapes")
+    return call("torch.arange", b.length(length))
+
+
 def _unsupported(why: str) -> Rule:
     def rule(b: Body, ins: Instr) -> Expr:
         raise ExportError(f"`{ins.op}` has no PyTorch export: {why}", span=ins.span)
@@ -309,6 +321,8 @@ RULES: dict[str, Rule] = {
     "stop_grad": _stop_grad,
     "zeros": _filled("torch.zeros"),
     "ones": _filled("torch.ones"),
+    "pi": _pi,
+    "iota": _iota,
     "slice": tree_slice,  # a block of a stack (unrolled stacks, differentiated code)
     "record": tree_record,
     **ADJOINT_TORCH_RULES,  # what differentiation writes (presk_export.adjoint_rules)

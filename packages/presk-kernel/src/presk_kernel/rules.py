@@ -108,6 +108,14 @@ def _causal_mask(step: InstrLowering) -> Tensor:
     return k.finish(nest([i, j], axes, [Store(out, at([i, j]), expr)]))
 
 
+def _iota(step: InstrLowering) -> Tensor:
+    k = step.nest()
+    axes = step.out_axes()
+    out = k.output(axes, step.out_dtype())
+    (i,) = k.vars(1)
+    return k.finish(nest([i], axes, [Store(out, at([i]), Index(i))]))
+
+
 def _expand(step: InstrLowering) -> Tensor:
     ct, x = step.values
     axes = step.out_axes()
@@ -446,6 +454,8 @@ NESTS: dict[str, Callable[[InstrLowering], object]] = {
     "causal_mask": _causal_mask,
     "zeros": lambda step: _fill(step, step.out_axes(), step.out_dtype(), 0),
     "ones": lambda step: _fill(step, step.out_axes(), step.out_dtype(), 1),
+    "pi": lambda step: _fill(step, step.out_axes(), step.out_dtype(), "π"),  # the nearest double
+    "iota": _iota,
     "expand": _expand,
     "spread": _spread,
     "pick2": _pick2,

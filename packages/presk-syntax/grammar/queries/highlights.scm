@@ -45,3 +45,14 @@
 (dim_decl name: (identifier) @constant)
 (block_field name: (identifier) @property)
 (import_decl alias: (identifier) @module)
+
+; The primitives a program calls by name and the constant π (names of the language, which a
+; name of the program hides: presk_types.rules.CALL_NAMES and CONSTANT_NAMES).
+((identifier) @constant.builtin (#any-of? @constant.builtin "π" "pi"))
+(call
+  function: (identifier) @function.builtin
+  (#any-of? @function.builtin
+    "abs" "argmax" "bernoulli" "causal_mask" "cos" "embed" "exp" "gelu" "iota" "log"
+    "log_softmax" "max" "mean" "merge" "min" "one_hot" "ones" "real" "relu" "sample" "select"
+    "sigmoid" "silu" "sin" "softmax" "split" "split_key" "sqrt" "stop_grad" "sum" "take" "tanh"
+    "uniform" "zeros"))

@@ -10,7 +10,15 @@ from presk_types.core_rules import PRIMITIVE_SHAPE_RULES
 from presk_types.elab import ConstError
 from presk_types.operands import Operands, Signature
 from presk_types.presburger import Lin
-from presk_types.rules import CALL_NAMES, PRIMITIVES, Args, CheckContext, Cls, type_rules
+from presk_types.rules import (
+    CALL_NAMES,
+    CONSTANT_NAMES,
+    PRIMITIVES,
+    Args,
+    CheckContext,
+    Cls,
+    type_rules,
+)
 from presk_types.shapes import TypeErr, err
 from presk_types.types import (
     Bool,
@@ -62,7 +70,22 @@ class Calls:
                 "a module is not a function: call one of its functions",
                 Label(function.span, "e.g. `.apply(…)`"),
             )
+        if isinstance(function, A.Var) and self._is_pi(function.name):
+            raise err(
+                "E2008",
+                f"`{function.name}` is the constant π, not a function",
+                Label(function.span, "a real scalar"),
+                help=f"write `{function.name}` without `(…)`",
+            )
         raise err("E2008", "this is not a function", Label(function.span, ""))
+
+    def _is_pi(self, name: str) -> bool:
+        """`name` is the constant π here: no name of the program hides it (check.Body.name)."""
+        module = self.info.module
+        hidden = set(self.vars) | set(self.env.consts)
+        if module is not None:
+            hidden |= {p.name for p in module.params} | {u.name for u in module.uses}
+        return name in CONSTANT_NAMES and name not in hidden
 
     def primitive(self, name: str, args: tuple[A.Arg, ...], span: Span) -> Val:
         a = Args(name, span, self.lengths)

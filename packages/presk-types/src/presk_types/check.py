@@ -44,6 +44,7 @@ from presk_types.operands import Operands
 from presk_types.presburger import Dim, DimContext, Lin
 from presk_types.rules import (
     COMPARISONS,
+    CONSTANT_NAMES,
     OPERATORS,
     CheckContext,
     Cls,
@@ -79,6 +80,7 @@ from presk_types.values import (
     join,
     through,
 )
+from presk_types.views import Views
 
 
 @dataclass
@@ -194,7 +196,7 @@ class Checker:
         info.generic = tuple(dict.fromkeys((*info.dims, *env.dims)))  # instantiated at calls
 
 
-class Body(Calls):
+class Body(Calls, Views):
     """The checking of one function's body."""
 
     def __init__(self, checker: Checker, info: FnInfo) -> None:
@@ -426,6 +428,9 @@ class Body(Calls):
                 Label(span, "a length"),
                 help=f"`({name} : ℝ)` injects it into ℝ",
             )
+        if name in CONSTANT_NAMES:  # π, unless a name of the program hides it
+            t = Real(SCALAR)
+            return Val(t, {}, (), self.emit.prim(CONSTANT_NAMES[name], [], t, {}, span))
         raise err(
             "E2001",
             f"unresolved name `{name}`",
@@ -441,64 +446,6 @@ class Body(Calls):
         if kind == "f64":
             check_double(q, span, "f64", name)
         return Val(Machine(kind), {}, (), self.emit.literal(format_q(q), Machine(kind)))
-
-    def field(self, obj: object, name: str, span: Span) -> object:
-        match obj:
-            case Namespace(file):
-                if name in file.fns:
-                    return FnRef(self.checker.info(file, file.fns[name], None))
-                if name in file.modules:
-                    info = file.modules[name]
-                    return ModuleVal(
-                        Instance(info.key, name, tuple(Lin.var(d) for d in info.dims)), False
-                    )
-                if name in file.consts:
-                    return self.constant(file, name, span)
-            case ModuleVal(inst, implicit, tree):
-                info = self._module_info(inst)
-                if name in info.fns:
-                    fn = self.checker.info(info.file, info.fns[name], info)
-                    return FnRef(fn, inst, implicit, tree)
-        if isinstance(obj, Val) and isinstance(obj.type, ParamsT):
-            inst = obj.type.instance
-            while inst.inner is not None:
-                inst = inst.inner
-            info = self._module_info(inst)
-            if name not in {p.name for p in info.params} | {u.name for u in info.uses}:
-                raise err(
-                    "E2001",
-                    f"`{obj.type}` has no member `{name}`",
-                    Label(span, f"not a parameter or `use` of `{info.decl.name}`"),
-                )
-            raise err(
-                "E2001",
-                f"`{name}` is not reached from outside its module",
-                Label(span, f"a parameter tree `{obj.type}`"),
-                help="call a function of the module with the tree: `net.apply(θ, x)`",
-            )
-        what = {
-            Namespace: "an imported file",
-            ModuleVal: "a module",
-            Val: f"a value of type `{getattr(obj, 'type', '')}`",
-        }.get(type(obj), "this")
-        raise err("E2001", f"unresolved name `{name}`", Label(span, f"not a member of {what}"))
-
-    def _module_info(self, inst: Instance) -> ModuleInfo:
-        from presk_types.elab import module_info
-
-        return module_info(inst.inner if inst.inner is not None else inst, self.checker.program)
-
-    def ascription(self, inner: A.Expr, t: A.Type, span: Span) -> Val:
-        target = resolve_type(t, self.scope)
-        if isinstance(inner, A.Var) and inner.name in self.scope.dims and target == Real(SCALAR):
-            dim = self.emit.literal(inner.name, Machine("nat"))  # a dimension's value at run time
-            return Val(target, {}, (), self.emit.prim("real", [dim], target, {}, span))
-        v = self.value(inner)
-        if isinstance(v.type, Machine) and target == Real(SCALAR):
-            return Val(target, v.reg, v.effects, self.emit.prim("real", [v.ref], target, {}, span))
-        self.same(target, v.type, span)
-        ref = v.ref if target == v.type else self.emit.prim("cast", [v.ref], target, {}, span)
-        return Val(target, v.reg, v.effects, ref)
 
     def require_real(self, v: Val, span: Span) -> Real:
         if not isinstance(v.type, Real):
@@ -517,7 +464,10 @@ class Body(Calls):
         reg = join(a.reg, b.reg)
         effects = a.effects + b.effects
         if op in COMPARISONS:
-            ta, tb = self.require_real(a, left.span), self.require_real(b, right.span)
+            if isinstance(a.type, Idx) and isinstance(b.type, Idx):  # indices: of any bounds
+                ta, tb = a.type, b.type
+            else:
+                ta, tb = self.require_real(a, left.span), self.require_real(b, right.span)
             t = self.rule("compare", (ta, tb), {"op": op}, span, left.span, right.span)
             shape = t.shape
             attrs = {"op": op, "_align": (alignment(ta.shape, shape), alignment(tb.shape, shape))}

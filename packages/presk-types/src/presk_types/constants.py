@@ -48,8 +48,20 @@ def eval_const(e: A.Expr, env: FileEnv) -> gmpy2.mpq:
                 return env.consts[name]
             if name in env.const_decls:  # declared, and its error reported: not again here
                 raise ConstError(REPORTED)
+            from presk_types.rules import CONSTANT_NAMES  # rules' imports reach this module
+
+            why = (
+                "π is not a rational: it is a value of functions, not of constants"
+                if name in CONSTANT_NAMES
+                else None
+            )
             raise ConstError(
-                error("E2001", f"unresolved name `{name}`", Label(span, "not a constant in scope"))
+                error(
+                    "E2001",
+                    f"unresolved name `{name}`",
+                    Label(span, "not a constant in scope"),
+                    help=why,
+                )
             )
         case A.FieldAccess(A.Var(alias), name, span) if alias in env.imports:
             target = env.imports[alias]

@@ -130,8 +130,16 @@ def _pow(o: Operands, ctx: Context) -> Type:
 
 
 def _compare(o: Operands, ctx: Context) -> Type:
+    """Two real tensors, or two index tensors (of any bounds: their values are integers)."""
     if o.attrs.get("op") not in COMPARISONS:
         raise err("E2004", f"`compare` with the operator `{o.attrs.get('op')}`", Label(None))
+    if len(o.positional) == 2 and all(isinstance(t, Idx) for t in o.positional):
+        a, b = o.positional
+        shape = broadcast(a.shape, b.shape, ctx, ctx.span())
+        if shape is None:
+            raise no_broadcast(ctx, a, b)
+        check_align(o, ctx, shape)
+        return Bool(shape)
     return Bool(_two(o, ctx))
 
 
@@ -393,6 +401,21 @@ def _filled(o: Operands, ctx: Context) -> Type:
     return Real(_named_shape(o, ctx))
 
 
+def _pi(o: Operands, ctx: Context) -> Type:
+    """The constant π: a real scalar (MPFR's const_pi at the working precision)."""
+    arity(o, ctx, 0, signature(o.op))
+    return Real(SCALAR)
+
+
+def _iota(o: Operands, ctx: Context) -> Type:
+    """`iota(n: T)`: the indices 0, 1, …, T - 1 along the axis n, an `idx[T][n: T]`."""
+    arity(o, ctx, 0, signature(o.op), shapes=True)
+    if len(o.shapes) != 1:
+        raise err("E2004", "`iota` takes one axis: `iota(seq: T)`", Label(ctx.span(), ""))
+    name, length = o.shapes[0]
+    return Idx(length, Shape(False, (AxisT(name, length),)))
+
+
 def _named_shape(o: Operands, ctx: Context) -> Shape:
     seen: set[str] = set()
     for name, _ in o.shapes:
@@ -432,6 +455,7 @@ PRIMITIVE_SHAPE_RULES: dict[str, Rule] = {
     "causal_mask": _causal_mask,
     "compare": _compare,
     "select": _select,
+    "iota": _iota,
     "real": _real,
     "argmax": _argmax,
     "one_hot": _one_hot,
@@ -446,6 +470,7 @@ PRIMITIVE_SHAPE_RULES: dict[str, Rule] = {
     "stop_grad": _elementwise,
     "zeros": _filled,
     "ones": _filled,
+    "pi": _pi,
     "grad": S.grad,
 }
 """The rule of each primitive of the registry (`rules.PRIMITIVES`)."""

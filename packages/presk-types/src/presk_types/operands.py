@@ -249,10 +249,10 @@ def remove_axis(shape: Shape, name: str, ctx: Context, where: Where) -> tuple[Sh
 
 
 def same(
-    ctx: Context, expected: Type, actual: Type, where: Where = None, names: bool = True
+    ctx: Context, expected: Type, actual: Type, where: Where = None, names: bool | None = True
 ) -> None:
     """`actual` is `expected`: lengths equal in `ctx`; names equal where both are named
-    (everywhere when `names`)."""
+    (everywhere when `names`; nowhere when None: a renaming `cast`)."""
 
     def fail() -> TypeErr:
         return err(
@@ -281,11 +281,13 @@ def same(
     raise fail()
 
 
-def same_shape(ctx: Context, s1: Shape, s2: Shape, fail, where: Where, names: bool) -> None:
+def same_shape(ctx: Context, s1: Shape, s2: Shape, fail, where: Where, names: bool | None) -> None:
     if s1.prefix != s2.prefix or s1.rank != s2.rank:
         raise fail()
     for x, y in zip(s1.axes, s2.axes, strict=True):
-        if (x.name != y.name) if names else (x.name and y.name and x.name != y.name):
+        if names is not None and (
+            (x.name != y.name) if names else (x.name and y.name and x.name != y.name)
+        ):
             raise fail()
         ctx.require_equal(x.length, y.length, ctx.span(where))
 

@@ -164,6 +164,7 @@ def _ops() -> list[Op]:
         src("causal_mask", E, (0, 0), (("shapes", Attr.SHAPES),)),
         src("compare", E, two, (("op", Attr.NAME), *_ALIGN), _OPT_ALIGN),
         src("select", E, (3, 3), _ALIGN, _OPT_ALIGN),
+        src("iota", E, (0, 0), _SHAPES),  # issue 29: the indices of an axis
         src("real", E, one),
         src("argmax", R, one, _AXES, _OPT_AXES),
         src("one_hot", G, one),
@@ -178,6 +179,7 @@ def _ops() -> list[Op]:
         src("bernoulli", X, two, _SHAPES, _OPT_SHAPES),
         *(src(n, E, (0, 0), _SHAPES, _OPT_SHAPES) for n in ("zeros", "ones")),
         src("stop_grad", E, one),
+        src("pi", E, (0, 0)),  # issue 29: the constant π
         src("grad", S, (1, None), _CALL),
         # ---- structural: lowering's
         core("call", S, (0, None), _CALL),

@@ -81,9 +81,14 @@ PRIMITIVES: dict[str, Primitive] = {
         Primitive("log_softmax", "log_softmax(axis a, ℝ[s][, where = bool[t]]) -> ℝ[s]", (S, D)),
         # masks, comparisons, selection
         Primitive("causal_mask", "causal_mask(n: T) -> bool[n: T, n2: T]", (S,)),
-        Primitive("compare", "ℝ[s] < ℝ[t] (and == != <= > >=) -> bool[broadcast(s, t)]", (D,)),
+        Primitive(
+            "compare",
+            "ℝ[s] < ℝ[t], idx[n][s] == idx[m][t] (and == != <= > >=) -> bool[broadcast(s, t)]",
+            (D,),
+        ),
         Primitive("select", "select(bool[c], ℝ[s], ℝ[t]) -> ℝ[broadcast(c, s, t)]", (D, S, S)),
         # indices
+        Primitive("iota", "iota(n: T) -> idx[T][n: T]  (0, 1, …, T - 1)", (S,)),
         Primitive("real", "real(idx[n][s], bool[s], f64 or nat) -> ℝ[s]", (S,)),
         Primitive("argmax", "argmax([axis a,] ℝ[s, a: n]) -> idx[n][s]", (D,)),
         Primitive("one_hot", "one_hot(idx[n][s]) -> ℝ[s, n]", (D,)),
@@ -101,6 +106,7 @@ PRIMITIVES: dict[str, Primitive] = {
         ),
         Primitive("zeros", "zeros(n: T, …) -> ℝ[n: T, …]", (S,)),
         Primitive("ones", "ones(n: T, …) -> ℝ[n: T, …]", (S,)),
+        Primitive("pi", "π -> ℝ[]  (also pi: a constant, not called)", (S,)),
         # differentiation: the identity, a constant for `grad` (its adjoint is zero)
         Primitive("stop_grad", "stop_grad(ℝ[s]) -> ℝ[s]", (S,)),
         # differentiation
@@ -112,13 +118,16 @@ PRIMITIVES: dict[str, Primitive] = {
 OPERATORS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "^": "pow", "·": "dot"}
 COMPARISONS = {"==", "!=", "<", "<=", ">", ">="}
 
+# The names that are the constant π (a value, not a call: check.py resolves them).
+CONSTANT_NAMES = {"π": "pi", "pi": "pi"}
+
 # The names a program calls that are not the primitive's registry name.
 CALL_NAMES = {
     name: name
     for name in PRIMITIVES
     if name
     not in {"add", "sub", "mul", "div", "pow", "neg", "dot", "ein", "compare", "maximum", "minimum"}
-    | {"grad"}
+    | {"grad", "pi"}
 }
 
 

@@ -175,7 +175,7 @@ def cast(o: Operands, ctx: Context) -> Type:
     x = operand(o, ctx, 0)
     if o.declared is None:
         raise err("E2008", "`cast` without a type", Label(None))
-    same(ctx, o.declared, x, ("operand", 0), names=False)
+    same(ctx, o.declared, x, ("operand", 0), names=None)  # an ascription may rename (issue 29)
     return o.declared
 
 
