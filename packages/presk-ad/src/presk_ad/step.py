@@ -113,7 +113,7 @@ class TrainError(RunError):
 @dataclass(frozen=True, slots=True)
 class StepRecord:
     """What one step did: its batch (the samples' indices and their doubles, stacked), the
-    loss and gradient before the update, the rate, and θ after it."""
+    loss and gradient before the update, the rate, and θ and AdamW's moments after it."""
 
     t: int
     epoch: int
@@ -123,6 +123,8 @@ class StepRecord:
     grads: dict
     lr: object
     theta: dict
+    m: dict
+    v: dict
 
 
 def opened(run: Training, folder: str) -> Training:
@@ -220,9 +222,10 @@ class Trainer:
         value = stack_samples(self.run.batch_type, [self.samples[i] for i in indices])
         return epoch, indices, value
 
-    def steps(self, count: int | None = None) -> Iterator[StepRecord]:
-        """The first `count` steps (the whole horizon by default), θ updated as they go."""
-        for t in range(1, (count or self.horizon) + 1):
+    def steps(self, count: int | None = None, start: int = 0) -> Iterator[StepRecord]:
+        """The steps after step `start` up to step `count` (the horizon by default), θ updated
+        as they go; from a `start` past 0, θ, m and v must be that step's (a resumed run)."""
+        for t in range(start + 1, (count or self.horizon) + 1):
             epoch, indices, value = self.batch(t)
             leaves = value if isinstance(value, tuple) else (value,)
             with M.precision(self.bits):
@@ -241,7 +244,7 @@ class Trainer:
             self.theta, self.m, self.v = self.interp.run(
                 "adamw.step", [self.theta, self.m, self.v, grads, step, lr], self.dims
             )
-            yield StepRecord(t, epoch, indices, value, loss, grads, lr, self.theta)
+            yield StepRecord(t, epoch, indices, value, loss, grads, lr, self.theta, self.m, self.v)
 
 
 def _bad(x: object) -> bool:
