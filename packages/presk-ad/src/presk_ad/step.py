@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 import gmpy2
@@ -161,13 +161,17 @@ class Trainer:
         bits: int,
         horizon: int | None,
         rewrite=None,
+        phase: Callable[[str], None] | None = None,
     ) -> None:
         """`run`: one of `core.trainings`; `folder`: the main file's, where its data are;
-        `rewrite`: a pass the step's program goes through (`presk train --opt`)."""
+        `rewrite`: a pass the step's program goes through (`presk train --opt`); `phase`
+        told the words of each phase as it begins (`presk train`'s progress)."""
+        phase = phase or (lambda words: None)
         if run.file_type is None:  # the checker did not open the data file: open it here
             run = opened(run, folder)
         self.run, self.bits = run, bits
         self.objective = run.objective
+        phase(f"differentiating `{self.objective}`")
         program = verified(training_step(core, self.objective), "training step")
         if rewrite is not None:
             program = rewrite(program)
@@ -178,6 +182,7 @@ class Trainer:
         self.interp = Interpreter(program, bits)
         self.folder = folder
         held = type_from_text(run.file_type)
+        phase(f"reading `{run.data}`")
         try:
             self.samples = D.read(os.path.join(self.folder, run.data), held)
         except D.DataError as e:
@@ -196,6 +201,7 @@ class Trainer:
         self.horizon = horizon if horizon is not None else self.epochs_horizon
         self.dims = run.dims()
         self.entry = parse_entry(self.objective, program, None, self.dims)
+        phase(f"drawing θ₀ of `{run.model}` (seed {seed}, {bits} bits)")
         self.theta = synthesize(self.entry, self.interp, seed, skip_last=True)[0][2]
         params = program.function(self.objective).params
         # an objective that takes a key draws with fold_in(its key, t) at step t (issue 16)

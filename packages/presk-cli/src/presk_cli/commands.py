@@ -75,6 +75,33 @@ def _keeping(resume, stop_after, metrics, plot, compare):
     return Keeping(resume, metrics, stop_after, plot, other)
 
 
+def _train_lowered(file, ctx, elaborated, shown, flags, opt, profile, native, keeping) -> None:
+    """`presk train` past checking: the file lowered to PSK-Core, its step rewritten
+    (`--opt`), trained on the interpreter or the kernels (`flags`: steps, log_every, ckpt,
+    seed, bits)."""
+    from presk_cli.train import train as run_training
+
+    steps, log_every, ckpt, seed, bits = flags
+    shown.phase("lowering to PSK-Core")
+    core = PIPELINE.run(TRAIN, file, ctx, start=elaborated, first="elab")
+    rewrite = _step_rewrite(ctx, profile, core, os.path.dirname(file)) if opt else None
+    where = (core, core.trainings[0], os.path.dirname(file))
+    if native["backend"] != "interp":  # --opt: the rewritten step lowered to kernels
+        from presk_cli.native_train import train_native
+
+        options = (native["backend"], native["realize"], native["threads"])
+        train_native(
+            *where, steps, log_every, ckpt, seed, bits, click.echo, options, rewrite, keeping, shown
+        )
+        return
+    # from the core program: its training run, its data by the file's folder
+    run_training(*where, steps, log_every, ckpt, seed, bits, click.echo, shown, rewrite, keeping)
+
+
+def _write_on_terminal(text: str) -> None:
+    click.echo(text, nl=False)
+
+
 def _say_saved(e: BaseException, sources: SourceMap) -> None:
     """Where an interrupted run saved its last completed step (presk_cli.train.interrupted)."""
     error = getattr(e, "save_error", None)
@@ -447,6 +474,11 @@ def run(
     metavar="FILE",
     help="With --plot: another run's --metrics file, drawn beside this run's.",
 )
+@click.option(
+    "--quiet",
+    is_flag=True,
+    help="On a terminal too, only the log: no phases before step 1, no line of the step.",
+)
 @backend_options
 def train(
     file,
@@ -464,6 +496,7 @@ def train(
     metrics,
     plot,
     compare,
+    quiet,
     **native,
 ) -> None:
     """Train the model of FILE's `training run`: each step the objective and its gradient on
@@ -476,24 +509,30 @@ def train(
     from presk_types.training import replace_data
 
     from presk_cli.metrics import MetricsError
+    from presk_cli.progress import Progress
     from presk_cli.resume import ResumeError
     from presk_cli.train import StoppedAfter, TrainError
-    from presk_cli.train import train as run_training
 
     keeping = _keeping(resume, stop_after, metrics, plot, compare)
     header = None if data_file else _held_type
     ctx = Context(consts=_consts(consts), check=True, data_header=header)
     sources = ctx.sources
     _profile_needs_opt("train", opt, profile)
+    # on a terminal: what the run waits for, then where it is (nothing through a pipe)
+    shown = Progress(_write_on_terminal if sys.stdout.isatty() and not quiet else None)
+    shown.phase(f"checking `{file}`")
     try:  # the passes of the pipeline up to lowering; the step differentiates (presk_ad.step)
         elaborated = PIPELINE.run("elab", file, ctx)
     except DiagnosticError as e:
+        shown.clear()
         _fail(e, sources)
     program, runs, diagnostics = elaborated.program, elaborated.runs, ctx.diagnostics
     if runs and data_file:  # the run's data replaced: open and match this file
         problem = replace_data(runs[0], program.main, data_file, _held_type)
         if problem is not None:
             diagnostics.append(problem)
+    if diagnostics:
+        shown.clear()  # the diagnostics where the phase's line was
     emit(diagnostics, sources)
     if not any(d.is_error for d in diagnostics) and not runs:
         click.echo(f"presk train: `{file}` has no `training run`", err=True)
@@ -501,33 +540,9 @@ def train(
     if any(d.is_error for d in diagnostics):
         sys.exit(1)
     try:
-        core = PIPELINE.run(TRAIN, file, ctx, start=elaborated, first="elab")
-        terminal = sys.stdout.isatty()
-        progress = (lambda text: click.echo(text, nl=False)) if terminal else None
-        rewrite = _step_rewrite(ctx, profile, core, os.path.dirname(file)) if opt else None
-        if native["backend"] != "interp":  # --opt: the rewritten step lowered to kernels
-            from presk_cli.native_train import train_native
-
-            where = (core, core.trainings[0], os.path.dirname(file))
-            options = (native["backend"], native["realize"], native["threads"])
-            train_native(
-                *where, steps, log_every, ckpt, seed, bits, click.echo, options, rewrite, keeping
-            )
-            return
-        run_training(  # from the core program: its training run, its data by the file's folder
-            core,
-            core.trainings[0],
-            os.path.dirname(file),
-            steps,
-            log_every,
-            ckpt,
-            seed,
-            bits,
-            click.echo,
-            progress,
-            rewrite,
-            keeping,
-        )
+        with shown:  # its line cleared when the run stops on an error or a signal
+            _train_lowered(file, ctx, elaborated, shown, (steps, log_every, ckpt, seed, bits),
+                           opt, profile, native, keeping)  # fmt: skip
     except KeyboardInterrupt as e:  # SIGINT, SIGTERM, SIGHUP (presk_cli.main.Interrupted)
         from presk_cli.main import mask_signals, stopped
 

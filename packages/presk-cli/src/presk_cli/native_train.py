@@ -30,6 +30,7 @@ from presk_kernel.lower import argument_leaves
 
 from presk_cli import resume as R
 from presk_cli.native import NativeError, compiled, lower, storage
+from presk_cli.progress import Progress
 from presk_cli.resume import ResumeError
 from presk_cli.train import (
     Keeping,
@@ -240,15 +241,17 @@ def train_native(
     options: tuple[str, str, int],
     rewrite=None,
     keeping: Keeping | None = None,
+    progress: Progress | None = None,
 ) -> None:
     """presk_cli.train.train on the kernels: `options` is (backend, realize, threads);
     `rewrite` a pass the step's program goes through before it is lowered (`--opt`);
-    `keeping` what the run keeps beside its log (presk_cli.train.Keeping)."""
+    `keeping` what the run keeps beside its log (presk_cli.train.Keeping); `progress` what
+    a terminal shows (presk_cli.progress)."""
     backend, realize, threads = options
-    keeping = keeping or Keeping()
+    keeping, shown = keeping or Keeping(), progress or Progress(None)
     state, horizon = resumed(keeping, steps)
-    trainer = Trainer(core, run, folder, seed, bits, horizon, rewrite)
-    native = NativeTrainer(trainer, backend, realize, threads)
+    trainer = Trainer(core, run, folder, seed, bits, horizon, rewrite, shown.phase)
+    native = _built(trainer, options, shown)
     horizon = trainer.horizon
     recorded = R.settings(trainer, backend, realize, bits, seed)
     first, loss = 0, 0.0
@@ -266,9 +269,11 @@ def train_native(
     done = R.Completed(first, loss, saved=keeping.resume)
     try:
         metrics = keeping.writer(recorded, first)
+        shown.steps(first, horizon)
         with StepSignals(native) as signals:
             for t in range(first + 1, horizon + 1):
-                loss, theta = _one_step(native, trainer, t, echo, log_every, metrics, times)
+                loss, theta = _one_step(native, trainer, t, echo, log_every, metrics, times, shown)
+                shown.step(t, loss)
                 if ckpt_dir is not None and every and t % every == 0 and t != horizon:
                     path = os.path.join(ckpt_dir, f"step_{t}.psk.d")
                     save(path, run.model, _tree(native, theta))
@@ -290,6 +295,7 @@ def train_native(
     finally:
         if metrics is not None:
             metrics.close()
+    shown.clear()
     fused, unfused = launch_counts(native.unfused)
     removed = round(100 * (unfused - fused) / unfused) if unfused else 0
     echo(
@@ -304,8 +310,29 @@ def train_native(
     keeping.draw(metrics, echo)
 
 
+def _built(trainer: Trainer, options: tuple[str, str, int], shown: Progress) -> NativeTrainer:
+    """The NativeTrainer, its lowering and compiling shown as one phase, which says how many
+    launches a step makes and whether its object was compiled or found in the cache."""
+    from presk_core.cc import cache
+
+    backend, realize, threads = options
+    shown.phase(
+        f"lowering the step to kernels ({realize})"
+        + (" and compiling it" if backend == "native" else "")
+    )
+    before = cache.compiled_count
+    native = NativeTrainer(trainer, backend, realize, threads)
+    launches = launch_counts(native.unfused)[0]
+    if backend == "native":
+        how = "compiled" if cache.compiled_count > before else "its object from the cache"
+        shown.end_phase(f"{launches} kernel launches, {how}")
+    else:
+        shown.end_phase(f"{launches} kernel launches")
+    return native
+
+
 def _one_step(native: NativeTrainer, trainer: Trainer, t: int, echo, log_every: int, metrics,
-              times: list[float]) -> tuple[float, list]:  # fmt: skip
+              times: list[float], shown: Progress) -> tuple[float, list]:  # fmt: skip
     """Step t on the kernels, its log line and metrics: (the loss, θ's leaves after it)."""
     epoch = (t - 1) // trainer.per_epoch
     rate = float(trainer.lr(t))  # each rate when its step runs: step 1 starts at once
@@ -320,6 +347,7 @@ def _one_step(native: NativeTrainer, trainer: Trainer, t: int, echo, log_every: 
         squares = (np.square(np.ravel(g), dtype=np.float64).tolist() for g in grads)
         norm = math.sqrt(math.fsum(itertools.chain.from_iterable(squares)))
     if logged:
+        shown.clear()
         echo(step_line(t, epoch, loss, rate, norm))
     if metrics is not None:
         metrics.step(t, epoch, loss, rate, norm, times[-1])

@@ -30,6 +30,7 @@ from presk_core.show import format_exp
 
 from presk_cli import resume as R
 from presk_cli.metrics import MetricsWriter, label, plot
+from presk_cli.progress import Progress
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,12 +92,13 @@ def train(
     keeping: Keeping | None = None,
 ) -> None:
     """Train the run (one of `core.trainings`; its data in `folder`, the main file's);
-    `echo` prints a line, `progress` (on a terminal) writes without a newline; `rewrite`
+    `echo` prints a line, `progress` (on a terminal) shows the phases and the steps
+    (presk_cli.progress.Progress); `rewrite`
     a pass the step's program goes through (`--opt`); `keeping` what the run keeps beside
     its log (resume, metrics, a step to stop after)."""
-    keeping = keeping or Keeping()
+    keeping, shown = keeping or Keeping(), progress or Progress(None)
     state, horizon = resumed(keeping, steps)
-    trainer = Trainer(core, run, folder, seed, bits, horizon, rewrite)
+    trainer = Trainer(core, run, folder, seed, bits, horizon, rewrite, shown.phase)
     horizon = trainer.horizon
     recorded = R.settings(trainer, "interp", None, bits, seed)
     start, loss_value = 0, None
@@ -109,6 +111,7 @@ def train(
     written: set[int] = set()  # the steps this run wrote a checkpoint of
     done = R.Completed(start, loss_value, saved=keeping.resume)
     times: list[float] = []
+    shown.steps(start, horizon)
     start_time = time.perf_counter()
     try:
         metrics = keeping.writer(recorded, start)
@@ -116,8 +119,7 @@ def train(
             times.append(time.perf_counter() - start_time)
             t = s.t
             loss_value = float(np.asarray(s.loss).item())
-            if progress is not None:  # a terminal: the step we are at, overwritten in place
-                progress(f"\rstep {t}/{horizon}  loss {loss_value:.6f}")
+            shown.step(t, loss_value)  # a terminal: the step we are at, overwritten in place
             logged = log_every and t % log_every == 0
             if logged or metrics is not None:
                 with M.precision(bits):
@@ -125,8 +127,7 @@ def train(
                 # np.asarray: a rate is a 0-d array, or an mpfr where --opt folded it
                 rate = float(np.asarray(s.lr).item())
             if logged:
-                if progress is not None:
-                    progress("\r\x1b[K")
+                shown.clear()
                 echo(step_line(t, s.epoch, loss_value, rate, float(norm)))
             if metrics is not None:
                 metrics.step(t, s.epoch, loss_value, rate, float(norm), times[-1])
@@ -144,8 +145,7 @@ def train(
     finally:
         if metrics is not None:
             metrics.close()
-    if progress is not None:
-        progress("\r\x1b[K")
+    shown.clear()
     if len(times) > 1:
         median = statistics.median(times[1:]) * 1000
         echo(
