@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import resource
 import subprocess
 import sys
@@ -35,7 +34,6 @@ DATA = NLP / "data"
 PRESK = ROOT / ".venv" / "bin" / "presk"
 CLOSE = 0.01  # 02's last loss is within this of 01's
 TAIL = 100  # steps whose batch losses are averaged for 03 and 04
-STEP = re.compile(r"^step (\d+)\s+epoch \d+\s+loss (\S+)")
 
 
 CPU: dict[str, float] = {}  # the CPU seconds of each command's process, by its first words
@@ -70,11 +68,16 @@ def result(stdout: str) -> str:
 def train(
     name: str, log_every: int, steps: int | None, realize: str = "f32"
 ) -> tuple[list[tuple[int, float]], float]:
-    """Train a rung natively: its logged (step, batch loss) and the wall time."""
+    """Train a rung natively: the (step, batch loss) of every `log_every`-th step, from its
+    `--metrics` file (corpus/nlp/ckpt/NAME.jsonl, presk_cli.metrics), and the wall time."""
+    from presk_cli.metrics import read_metrics
+
+    metrics = NLP / "ckpt" / f"{Path(name).stem}.jsonl"
     args = ["train", rung(name), "--backend", "native", "--realize", realize]
     args += ["--log-every", str(log_every)] + (["--steps", str(steps)] if steps else [])
-    out, seconds = presk(*args)
-    losses = [(int(m[1]), float(m[2])) for m in map(STEP.match, out.splitlines()) if m]
+    out, seconds = presk(*args, "--metrics", str(metrics))
+    rows = read_metrics(str(metrics))[1]
+    losses = [(row["step"], row["loss"]) for row in rows if row["step"] % log_every == 0]
     print("\n".join(line for line in out.splitlines() if line.startswith("presk train")))
     return losses, seconds
 

@@ -21,14 +21,15 @@ weights on the same batches: `make experiment-gpt`.
    (a Presk path to the module's parameter names, as the export's conformance test maps
    them), each step's batch from the same indices through train.py's `Data.batch`.
 4. **The comparison**: each side's metrics as JSON lines in DIR (`native.jsonl`,
-   `pytorch.jsonl`: step, loss, lr, ms), the largest |Δloss| and |Δloss|/loss over the
+   `pytorch.jsonl`, written by `presk train --metrics`'s writer, presk_cli.metrics: the
+   side's settings, then step, epoch, loss, lr, grad_norm, seconds), the largest |Δloss| and |Δloss|/loss over the
    steps, the relative distance of the two θ after the last step, and both curves drawn
    into DIR/loss_curves.png (matplotlib, Agg).
 
 DIR is the run's checkpoint folder (corpus/nlp/ckpt/) by default; the export goes to
 DIR/export. The first native run compiles the step (about 10 s at the course's size on this
-machine; the cache keeps it for the next run). Each JSON-lines file is written under a
-temporary name and renamed when its run ends.
+machine; the cache keeps it for the next run). Each JSON-lines file is written a line a
+step, flushed, so that it can be followed while the run goes.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from presk_cli.metrics import MetricsWriter, read_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 GPT = ROOT / "corpus" / "nlp" / "05_gpt.psk"
@@ -156,25 +158,35 @@ def run_native(args, core, run, out: Path) -> tuple[list[dict], dict, dict]:
         "horizon": args.steps,
         "paths": save_tree(out / "theta0.npz", theta0),
         "batches": batches,
+        "per_epoch": trainer.per_epoch,
+        "settings": side_settings(args, "exported train.py (PyTorch eager)", run.model),
     }
     write_atomic(out / "plan.json", json.dumps(plan))
-    rows, theta = [], []
-    from presk_core.data import atomic
+    theta = []
+    settings = side_settings(args, f"presk train --backend {args.backend}", run.model)
+    log = MetricsWriter(str(out / "native.jsonl"), settings, keep=True)
+    for t in range(1, args.steps + 1):
+        start = time.perf_counter()
+        indices, batch = native.batch(t)
+        loss, grads, theta = native.step(batch, t, rates[t - 1])
+        finite(t, indices, loss, _tree(native, grads, copy=False))
+        seconds = time.perf_counter() - start
+        norm = math.sqrt(math.fsum(float(np.sum(np.square(g, dtype=np.float64))) for g in grads))
+        log.step(t, (t - 1) // trainer.per_epoch, loss, rates[t - 1], norm, seconds)
+        if args.log_every and t % args.log_every == 0:
+            print(
+                f"  native   step {t}/{args.steps}  loss {loss:.6f}  {seconds * 1e3:.0f} ms",
+                flush=True,
+            )
+    log.close()
+    return log.rows, theta0, _tree(native, theta)
 
-    with atomic(str(out / "native.jsonl")) as log:
-        for t in range(1, args.steps + 1):
-            start = time.perf_counter()
-            indices, batch = native.batch(t)
-            loss, grads, theta = native.step(batch, t, rates[t - 1])
-            finite(t, indices, loss, _tree(native, grads, copy=False))
-            ms = (time.perf_counter() - start) * 1e3
-            row = {"step": t, "loss": loss, "lr": rates[t - 1], "ms": round(ms, 3)}
-            rows.append(row)
-            log.write((json.dumps(row) + "\n").encode())
-            log.flush()
-            if args.log_every and t % args.log_every == 0:
-                print(f"  native   step {t}/{args.steps}  loss {loss:.6f}  {ms:.0f} ms", flush=True)
-    return rows, theta0, _tree(native, theta)
+
+def side_settings(args, side: str, model: str) -> dict:
+    """The first line of a side's metrics (presk_cli.metrics): what ran, and how."""
+    return {"side": side, "model": model, "backend": args.backend, "realize": args.realize,
+            "threads": args.threads, "seed": args.seed, "init": args.init,
+            "horizon": args.steps}  # fmt: skip
 
 
 # ---- the PyTorch side (a process of its own) -------------------------------------------
@@ -295,17 +307,16 @@ def pytorch_worker(folder: Path) -> None:
             model, {p: z[f"a{i}"] for i, p in enumerate(plan["paths"])}, getattr(torch, dtype_name)
         )
     optimizer, schedule = train.make_optimizer(model, plan["horizon"])
-    from presk_core.data import atomic
-
-    with atomic(str(folder / "pytorch.jsonl")) as log:
-        for t, indices in enumerate(plan["batches"], 1):
-            start = time.perf_counter()
-            lr = optimizer.param_groups[0]["lr"]
-            loss = train.train_step(model, optimizer, schedule, data.batch(indices))
-            ms = (time.perf_counter() - start) * 1e3
-            row = {"step": t, "loss": loss, "lr": lr, "ms": round(ms, 3)}
-            log.write((json.dumps(row) + "\n").encode())
-            log.flush()
+    log = MetricsWriter(str(folder / "pytorch.jsonl"), plan["settings"])
+    for t, indices in enumerate(plan["batches"], 1):
+        start = time.perf_counter()
+        lr = optimizer.param_groups[0]["lr"]
+        loss = train.train_step(model, optimizer, schedule, data.batch(indices))
+        seconds = time.perf_counter() - start
+        # the step's gradient is still in .grad (train_step zeroes it before the next)
+        squares = (float(torch.sum(p.grad.double() ** 2)) for p in model.parameters())
+        log.step(t, (t - 1) // plan["per_epoch"], loss, lr, math.sqrt(math.fsum(squares)), seconds)
+    log.close()
     save_tree(folder / "theta_pytorch.npz", tree_of(model, plan["paths"]))
 
 
@@ -313,7 +324,7 @@ def pytorch_worker(folder: Path) -> None:
 
 
 def read_rows(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return read_metrics(str(path))[1]
 
 
 def distance(a: dict, b: dict) -> float:
@@ -371,8 +382,8 @@ def plot(native: list[dict], torch_rows: list[dict], title: str, label: str, pat
 
 
 def median_ms(rows: list[dict]) -> float:
-    times = [r["ms"] for r in rows[1:]] or [rows[0]["ms"]]
-    return statistics.median(times)
+    times = [r["seconds"] for r in rows[1:]] or [rows[0]["seconds"]]
+    return statistics.median(times) * 1e3
 
 
 def main() -> None:

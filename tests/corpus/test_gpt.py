@@ -7,7 +7,6 @@ stand-in data file of the same type (a few windows of random characters), and ag
 the real corpus/nlp/data/civil_T256.psk.d when `make corpus-data` has written it. The
 course-size model itself is never run here (tools/experiment_gpt.py trains it)."""
 
-import json
 import math
 import re
 import shutil
@@ -120,15 +119,19 @@ def test_experiment_starts_both_sides_alike(tmp_path):
     ]
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stderr
-    native, torch_rows = (
-        [json.loads(line) for line in (out / f"{side}.jsonl").read_text().splitlines()]
-        for side in ("native", "pytorch")
+    from presk_cli.metrics import read_metrics  # the writer of `presk train --metrics`
+
+    (mine, native), (theirs, torch_rows) = (
+        read_metrics(str(out / f"{side}.jsonl")) for side in ("native", "pytorch")
     )
+    assert mine["backend"] == theirs["backend"] == "kernel" and mine["horizon"] == 2
+    assert theirs["side"] == "exported train.py (PyTorch eager)"
     assert [row["step"] for row in native] == [row["step"] for row in torch_rows] == [1, 2]
     assert native[0]["loss"] == pytest.approx(math.log(86), rel=1e-14)
     for a, b in zip(native, torch_rows, strict=True):
         assert a["loss"] == pytest.approx(b["loss"], rel=1e-12)
         assert a["lr"] == pytest.approx(b["lr"], rel=1e-12)
+        assert a["grad_norm"] == pytest.approx(b["grad_norm"], rel=1e-10)  # the same gradient
     gap = re.search(r"‖θ_native − θ_torch‖ / ‖θ_torch‖ = (\S+)", r.stdout)
     assert gap and float(gap.group(1)) < 1e-12, r.stdout
     assert (out / "loss_curves.png").read_bytes()[:4] == b"\x89PNG"

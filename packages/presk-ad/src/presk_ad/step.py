@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 import gmpy2
@@ -113,7 +113,7 @@ class TrainError(RunError):
 @dataclass(frozen=True, slots=True)
 class StepRecord:
     """What one step did: its batch (the samples' indices and their doubles, stacked), the
-    loss and gradient before the update, the rate, and θ after it."""
+    loss and gradient before the update, the rate, and θ and AdamW's moments after it."""
 
     t: int
     epoch: int
@@ -123,6 +123,8 @@ class StepRecord:
     grads: dict
     lr: object
     theta: dict
+    m: dict
+    v: dict
 
 
 def opened(run: Training, folder: str) -> Training:
@@ -159,13 +161,17 @@ class Trainer:
         bits: int,
         horizon: int | None,
         rewrite=None,
+        phase: Callable[[str], None] | None = None,
     ) -> None:
         """`run`: one of `core.trainings`; `folder`: the main file's, where its data are;
-        `rewrite`: a pass the step's program goes through (`presk train --opt`)."""
+        `rewrite`: a pass the step's program goes through (`presk train --opt`); `phase`
+        told the words of each phase as it begins (`presk train`'s progress)."""
+        phase = phase or (lambda words: None)
         if run.file_type is None:  # the checker did not open the data file: open it here
             run = opened(run, folder)
         self.run, self.bits = run, bits
         self.objective = run.objective
+        phase(f"differentiating `{self.objective}`")
         program = verified(training_step(core, self.objective), "training step")
         if rewrite is not None:
             program = rewrite(program)
@@ -176,6 +182,7 @@ class Trainer:
         self.interp = Interpreter(program, bits)
         self.folder = folder
         held = type_from_text(run.file_type)
+        phase(f"reading `{run.data}`")
         try:
             self.samples = D.read(os.path.join(self.folder, run.data), held)
         except D.DataError as e:
@@ -194,6 +201,7 @@ class Trainer:
         self.horizon = horizon if horizon is not None else self.epochs_horizon
         self.dims = run.dims()
         self.entry = parse_entry(self.objective, program, None, self.dims)
+        phase(f"drawing θ₀ of `{run.model}` (seed {seed}, {bits} bits)")
         self.theta = synthesize(self.entry, self.interp, seed, skip_last=True)[0][2]
         params = program.function(self.objective).params
         # an objective that takes a key draws with fold_in(its key, t) at step t (issue 16)
@@ -220,9 +228,10 @@ class Trainer:
         value = stack_samples(self.run.batch_type, [self.samples[i] for i in indices])
         return epoch, indices, value
 
-    def steps(self, count: int | None = None) -> Iterator[StepRecord]:
-        """The first `count` steps (the whole horizon by default), θ updated as they go."""
-        for t in range(1, (count or self.horizon) + 1):
+    def steps(self, count: int | None = None, start: int = 0) -> Iterator[StepRecord]:
+        """The steps after step `start` up to step `count` (the horizon by default), θ updated
+        as they go; from a `start` past 0, θ, m and v must be that step's (a resumed run)."""
+        for t in range(start + 1, (count or self.horizon) + 1):
             epoch, indices, value = self.batch(t)
             leaves = value if isinstance(value, tuple) else (value,)
             with M.precision(self.bits):
@@ -241,7 +250,7 @@ class Trainer:
             self.theta, self.m, self.v = self.interp.run(
                 "adamw.step", [self.theta, self.m, self.v, grads, step, lr], self.dims
             )
-            yield StepRecord(t, epoch, indices, value, loss, grads, lr, self.theta)
+            yield StepRecord(t, epoch, indices, value, loss, grads, lr, self.theta, self.m, self.v)
 
 
 def _bad(x: object) -> bool:

@@ -52,6 +52,67 @@ def entry_fail(command: str, e: EntryError | RunError, sources: SourceMap) -> No
     sys.exit(1)
 
 
+def _keeping(resume, stop_after, metrics, plot, compare):
+    """What `presk train` keeps beside its log (presk_cli.train.Keeping): `--compare`'s file
+    read and matplotlib's presence checked before the run, not after it."""
+    from presk_cli.metrics import MetricsError, label, needs_matplotlib, read_metrics
+    from presk_cli.train import Keeping
+
+    if compare is not None and plot is None:
+        raise click.BadParameter(
+            "draws beside --plot's run: give --plot FILE.png", param_hint="--compare"
+        )
+    other = None
+    try:
+        if plot is not None:
+            needs_matplotlib()
+        if compare is not None:
+            head, rows = read_metrics(compare)
+            other = (label(head, compare), rows)
+    except MetricsError as e:
+        emit([Diagnostic(e.code, Severity.ERROR, str(e))], {})
+        sys.exit(1)
+    return Keeping(resume, metrics, stop_after, plot, other)
+
+
+def _train_lowered(file, ctx, elaborated, shown, flags, opt, profile, native, keeping) -> None:
+    """`presk train` past checking: the file lowered to PSK-Core, its step rewritten
+    (`--opt`), trained on the interpreter or the kernels (`flags`: steps, log_every, ckpt,
+    seed, bits)."""
+    from presk_cli.train import train as run_training
+
+    steps, log_every, ckpt, seed, bits = flags
+    shown.phase("lowering to PSK-Core")
+    core = PIPELINE.run(TRAIN, file, ctx, start=elaborated, first="elab")
+    rewrite = _step_rewrite(ctx, profile, core, os.path.dirname(file)) if opt else None
+    where = (core, core.trainings[0], os.path.dirname(file))
+    if native["backend"] != "interp":  # --opt: the rewritten step lowered to kernels
+        from presk_cli.native_train import train_native
+
+        options = (native["backend"], native["realize"], native["threads"])
+        train_native(
+            *where, steps, log_every, ckpt, seed, bits, click.echo, options, rewrite, keeping, shown
+        )
+        return
+    # from the core program: its training run, its data by the file's folder
+    run_training(*where, steps, log_every, ckpt, seed, bits, click.echo, shown, rewrite, keeping)
+
+
+def _write_on_terminal(text: str) -> None:
+    click.echo(text, nl=False)
+
+
+def _say_saved(e: BaseException, sources: SourceMap) -> None:
+    """Where an interrupted run saved its last completed step (presk_cli.train.interrupted)."""
+    error = getattr(e, "save_error", None)
+    if error is not None:
+        emit([Diagnostic(error.code, Severity.ERROR, str(error))], sources)
+    elif getattr(e, "saved", None):
+        click.echo(f"presk train: continue with --resume {e.saved}", err=True)
+    elif hasattr(e, "saved"):
+        click.echo("presk train: no step was complete: nothing to resume", err=True)
+
+
 def _held_type(path: str) -> str:
     """The sample type a data file holds (its header), for the checker's training runs."""
     from presk_core.data import read_header
@@ -435,9 +496,61 @@ def run(
 @CONST
 @click.option("--opt", is_flag=True, help="Rewrite the step by the exact rules first.")
 @PROFILE
+@click.option(
+    "--resume",
+    type=click.Path(dir_okay=False),
+    metavar="CKPT",
+    help="Continue the run from this checkpoint and the state saved beside it (a run saves"
+    " one when a signal or --stop-after stops it).",
+)
+@click.option(
+    "--stop-after",
+    type=Count(1),
+    metavar="K",
+    help="Stop after step K of the horizon, saved for --resume.",
+)
+@click.option(
+    "--metrics",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Write the run's settings, then each step's metrics, as JSON lines.",
+)
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Plot the loss and |g| against the step into this PNG (needs matplotlib).",
+)
+@click.option(
+    "--compare",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="With --plot: another run's --metrics file, drawn beside this run's.",
+)
+@click.option(
+    "--quiet",
+    is_flag=True,
+    help="On a terminal too, only the log: no phases before step 1, no line of the step.",
+)
 @backend_options
 def train(
-    file, steps, log_every, ckpt, seed, bits, data_file, consts, opt, profile, **native
+    file,
+    steps,
+    log_every,
+    ckpt,
+    seed,
+    bits,
+    data_file,
+    consts,
+    opt,
+    profile,
+    resume,
+    stop_after,
+    metrics,
+    plot,
+    compare,
+    quiet,
+    **native,
 ) -> None:
     """Train the model of FILE's `training run`: each step the objective and its gradient on
     a batch, then an AdamW step, on the reference interpreter (docs/training.md), or with
@@ -448,22 +561,31 @@ def train(
     from presk_syntax.pipeline import Context
     from presk_types.training import replace_data
 
-    from presk_cli.train import TrainError
-    from presk_cli.train import train as run_training
+    from presk_cli.metrics import MetricsError
+    from presk_cli.progress import Progress
+    from presk_cli.resume import ResumeError
+    from presk_cli.train import StoppedAfter, TrainError
 
+    keeping = _keeping(resume, stop_after, metrics, plot, compare)
     header = None if data_file else _held_type
     ctx = Context(consts=_consts(consts), check=True, data_header=header)
     sources = ctx.sources
     _profile_needs_opt("train", opt, profile)
+    # on a terminal: what the run waits for, then where it is (nothing through a pipe)
+    shown = Progress(_write_on_terminal if sys.stdout.isatty() and not quiet else None)
+    shown.phase(f"checking `{file}`")
     try:  # the passes of the pipeline up to lowering; the step differentiates (presk_ad.step)
         elaborated = PIPELINE.run("elab", file, ctx)
     except DiagnosticError as e:
+        shown.clear()
         _fail(e, sources)
     program, runs, diagnostics = elaborated.program, elaborated.runs, ctx.diagnostics
     if runs and data_file:  # the run's data replaced: open and match this file
         problem = replace_data(runs[0], program.main, data_file, _held_type)
         if problem is not None:
             diagnostics.append(problem)
+    if diagnostics:
+        shown.clear()  # the diagnostics where the phase's line was
     emit(diagnostics, sources)
     if not any(d.is_error for d in diagnostics) and not runs:
         click.echo(f"presk train: `{file}` has no `training run`", err=True)
@@ -471,30 +593,9 @@ def train(
     if any(d.is_error for d in diagnostics):
         sys.exit(1)
     try:
-        core = PIPELINE.run(TRAIN, file, ctx, start=elaborated, first="elab")
-        terminal = sys.stdout.isatty()
-        progress = (lambda text: click.echo(text, nl=False)) if terminal else None
-        rewrite = _step_rewrite(ctx, profile, core, os.path.dirname(file)) if opt else None
-        if native["backend"] != "interp":  # --opt: the rewritten step lowered to kernels
-            from presk_cli.native_train import train_native
-
-            where = (core, core.trainings[0], os.path.dirname(file))
-            options = (native["backend"], native["realize"], native["threads"])
-            train_native(*where, steps, log_every, ckpt, seed, bits, click.echo, options, rewrite)
-            return
-        run_training(  # from the core program: its training run, its data by the file's folder
-            core,
-            core.trainings[0],
-            os.path.dirname(file),
-            steps,
-            log_every,
-            ckpt,
-            seed,
-            bits,
-            click.echo,
-            progress,
-            rewrite,
-        )
+        with shown:  # its line cleared when the run stops on an error or a signal
+            _train_lowered(file, ctx, elaborated, shown, (steps, log_every, ckpt, seed, bits),
+                           opt, profile, native, keeping)  # fmt: skip
     except KeyboardInterrupt as e:  # SIGINT, SIGTERM, SIGHUP (presk_cli.main.Interrupted)
         from presk_cli.main import mask_signals, stopped
 
@@ -502,7 +603,16 @@ def train(
         status, words = stopped(e)
         # checkpoints are written whole or not at all: the last one is intact
         click.echo(f"\npresk train: {words}; the checkpoints written so far are whole", err=True)
+        _say_saved(e, sources)
         sys.exit(status)
+    except StoppedAfter as e:
+        click.echo(
+            f"presk train: stopped after step {e.t} (--stop-after); continue with --resume"
+            f" {e.where}"
+        )
+    except (ResumeError, MetricsError) as e:
+        emit([Diagnostic(e.code, Severity.ERROR, str(e))], sources)
+        sys.exit(1)
     except DataError as e:  # a checkpoint that cannot be written: the file before is kept
         emit([Diagnostic(e.code, Severity.ERROR, str(e))], sources)
         sys.exit(1)

@@ -148,6 +148,36 @@ def data_diff(a: str, b: str) -> None:
     )
 
 
+@data.command("convert", short_help="Weights to and from safetensors and .npz")
+@click.argument("source", type=click.Path(dir_okay=False))
+@click.option(
+    "-o", "out", required=True, type=click.Path(dir_okay=False), help="The file to write."
+)
+@click.option(
+    "--like",
+    type=click.Path(dir_okay=False),
+    metavar="CKPT",
+    help="A checkpoint of the model (a .psk.d of params M): the tree to fit, for a .psk.d out.",
+)
+def data_convert(source: str, out: str, like: str | None) -> None:
+    """Convert a parameter checkpoint (.psk.d) to safetensors or .npz, or back (formats by
+    extension): the tree's paths are the tensors' names; a stacked leaf is one tensor, or
+    read from its blocks' PyTorch names (`blocks.0.proj.w`)."""
+    from presk_cli.convert import FORMATS, WeightsError, convert, format_of
+
+    for path, hint in ((source, "SOURCE"), (out, "-o")):
+        if format_of(path) is None:
+            raise click.BadParameter(
+                f"`{path}`: a weights file ends in {', '.join(FORMATS)}", param_hint=hint
+            )
+    if like is None and format_of(out) == ".psk.d" and format_of(source) != ".psk.d":
+        raise click.UsageError(f"writing `{out}` needs the model's tree: give --like CKPT.psk.d")
+    try:
+        click.echo(convert(source, out, like))
+    except WeightsError as e:
+        _data_fail(e)
+
+
 def _read_text(path: str) -> str:
     """A text file's characters exactly (UTF-8, line ends kept); E7004 when it cannot be."""
     from presk_core.data import DataError

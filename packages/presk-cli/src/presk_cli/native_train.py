@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import signal
 import statistics
 import time
 
@@ -27,8 +28,20 @@ from presk_core.ir import Program, Training
 from presk_kernel.fuse import unfused_launches
 from presk_kernel.lower import argument_leaves
 
+from presk_cli import resume as R
 from presk_cli.native import NativeError, compiled, lower, storage
-from presk_cli.train import checkpoints, finish, save, step_line
+from presk_cli.progress import Progress
+from presk_cli.resume import ResumeError
+from presk_cli.train import (
+    Keeping,
+    StoppedAfter,
+    checkpoints,
+    finish,
+    interrupted,
+    resumed,
+    save,
+    step_line,
+)
 
 
 class NativeTrainer:
@@ -124,6 +137,97 @@ class NativeTrainer:
         return float(outs[0]), outs[1 : 1 + n], outs[1 + n : 1 + 2 * n]
 
 
+class ArenaState:
+    """θ, m and v of a NativeTrainer as a state holds them (presk_cli.resume): the arena's
+    input buffers in their storage types, or the kernel interpreter's values."""
+
+    @staticmethod
+    def snapshot(native: NativeTrainer):
+        """A function giving the (θ, m, v) trees of the step just completed: natively read
+        from the arena when called (signals are held during a step, so the arena is that
+        step's until the next begins); on the kernel interpreter the arrays of now (each
+        step makes new ones)."""
+        n = len(native.keys)
+        at = slice(native.n_batch, native.n_batch + 3 * n)
+        if native.backend == "native":
+            return lambda: ArenaState._trees(native, [np.array(x) for x in native.ins[at]])
+        leaves = list(native.values[at])
+        return lambda: ArenaState._trees(native, leaves)
+
+    @staticmethod
+    def _trees(native: NativeTrainer, leaves: list) -> tuple[dict, dict, dict]:
+        n = len(native.keys)
+        return tuple(
+            dict(zip(native.keys, leaves[k * n : (k + 1) * n], strict=True)) for k in range(3)
+        )
+
+    @staticmethod
+    def restore(native: NativeTrainer, theta: dict, m: dict, v: dict) -> None:
+        """A state's θ, m and v into the arena (or the kernel interpreter's values): E7071
+        when a leaf's type or shape is not the arena's (another realization's state)."""
+        leaves = [np.asarray(tree[k]) for tree in (theta, m, v) for k in native.keys]
+        n_batch = native.n_batch
+        if native.backend != "native":
+            native.values[n_batch : n_batch + len(leaves)] = leaves
+            return
+        for i, leaf in enumerate(leaves):
+            view = native.ins[n_batch + i]
+            if leaf.dtype != view.dtype or leaf.size != view.size:
+                raise ResumeError(
+                    "E7071",
+                    f"the state's `{native.keys[i % len(native.keys)]}` is {leaf.dtype}"
+                    f" {leaf.shape}, the step's {view.dtype} {view.shape}: resume with the"
+                    " realization it was trained with",
+                )
+            view[...] = leaf.reshape(view.shape)
+
+
+class StepSignals:
+    """Natively, a signal (SIGINT, SIGTERM, SIGHUP) waits for the end of the step it lands in
+    (its update copied into the arena, its log line, its checkpoint), so that the arena holds
+    a completed step when the run stops. A handler notes the signal; `check()` at the end of
+    a step raises what the signal raises elsewhere (presk_cli.main). Masking the signals
+    would not do: a signal sent to the process goes to any thread that does not mask it
+    (numpy's BLAS threads). Off the main thread, or on the other backends, signals are as
+    they are."""
+
+    def __init__(self, native: NativeTrainer) -> None:
+        self.on = native.backend == "native"
+        self.pending: int | None = None
+        self.before: dict = {}
+
+    def __enter__(self) -> StepSignals:
+        import threading
+
+        from presk_cli.main import STOPS
+
+        if self.on and threading.current_thread() is threading.main_thread():
+            for signum in STOPS:
+                handler = signal.getsignal(signum)
+                if handler is not signal.SIG_IGN:  # `nohup` keeps SIGHUP ignored
+                    self.before[signum] = handler
+                    signal.signal(signum, self._note)
+        return self
+
+    def _note(self, signum: int, frame) -> None:
+        self.pending = signum
+
+    def check(self) -> None:
+        """At the end of a step: the signal that came during it, raised now."""
+        if self.pending is None:
+            return
+        from presk_cli.main import Interrupted
+
+        signum, self.pending = self.pending, None
+        self.__exit__()
+        raise KeyboardInterrupt() if signum == signal.SIGINT else Interrupted(signum)
+
+    def __exit__(self, *exc) -> None:
+        for signum, handler in self.before.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+        self.before = {}
+
+
 def train_native(
     core: Program,
     run: Training,
@@ -136,32 +240,62 @@ def train_native(
     echo,
     options: tuple[str, str, int],
     rewrite=None,
+    keeping: Keeping | None = None,
+    progress: Progress | None = None,
 ) -> None:
     """presk_cli.train.train on the kernels: `options` is (backend, realize, threads);
-    `rewrite` a pass the step's program goes through before it is lowered (`--opt`)."""
+    `rewrite` a pass the step's program goes through before it is lowered (`--opt`);
+    `keeping` what the run keeps beside its log (presk_cli.train.Keeping); `progress` what
+    a terminal shows (presk_cli.progress)."""
     backend, realize, threads = options
-    trainer = Trainer(core, run, folder, seed, bits, steps, rewrite)
-    native = NativeTrainer(trainer, backend, realize, threads)
+    keeping, shown = keeping or Keeping(), progress or Progress(None)
+    state, horizon = resumed(keeping, steps)
+    trainer = Trainer(core, run, folder, seed, bits, horizon, rewrite, shown.phase)
+    native = _built(trainer, options, shown)
     horizon = trainer.horizon
+    recorded = R.settings(trainer, backend, realize, bits, seed)
+    first, loss = 0, 0.0
+    if state is not None:
+        R.check(state, keeping.resume, recorded)
+        ArenaState.restore(native, state.theta, state.m, state.v)
+        first, loss = state.t, float(state.settings.get("loss") or 0.0)
     ckpt_dir, every = checkpoints(run, folder, ckpt)
+    metrics = None
     times: list[float] = []
-    loss = 0.0
-    theta: list = []
-    for t in range(1, horizon + 1):
-        epoch = (t - 1) // trainer.per_epoch
-        rate = float(trainer.lr(t))  # each rate when its step runs: step 1 starts at once
-        start = time.perf_counter()
-        indices, batch = native.batch(t)
-        loss, grads, theta = native.step(batch, t, rate)
-        finite(t, indices, loss, _tree(native, grads, copy=False))  # θ updated, never saved
-        times.append(time.perf_counter() - start)
-        if log_every and t % log_every == 0:
-            # each square rounded to a double, their sum exact (fsum), as the interpreter's
-            squares = (np.square(np.ravel(g), dtype=np.float64).tolist() for g in grads)
-            norm = math.sqrt(math.fsum(itertools.chain.from_iterable(squares)))
-            echo(step_line(t, epoch, loss, rate, norm))
-        if ckpt_dir is not None and every and t % every == 0 and t != horizon:
-            save(os.path.join(ckpt_dir, f"step_{t}.psk.d"), run.model, _tree(native, theta))
+    theta: list = []  # θ's leaves after the last step (the resumed checkpoint's before one)
+    if state is not None:
+        theta = list(R.checkpoint_tree(keeping.resume, trainer.theta).values())
+    written: set[int] = set()
+    done = R.Completed(first, loss, saved=keeping.resume)
+    try:
+        metrics = keeping.writer(recorded, first)
+        shown.steps(first, horizon)
+        with StepSignals(native) as signals:
+            for t in range(first + 1, horizon + 1):
+                loss, theta = _one_step(native, trainer, t, echo, log_every, metrics, times, shown)
+                shown.step(t, loss)
+                if ckpt_dir is not None and every and t % every == 0 and t != horizon:
+                    path = os.path.join(ckpt_dir, f"step_{t}.psk.d")
+                    save(path, run.model, _tree(native, theta))
+                    written.add(t)
+                leaves = theta  # this step's, for its checkpoint
+                done = R.Completed(
+                    t,
+                    loss,
+                    ArenaState.snapshot(native),
+                    lambda leaves=leaves: _tree(native, leaves),
+                )
+                signals.check()
+                if keeping.stop_after == t and t != horizon:
+                    where = R.keep(done, ckpt_dir or folder, run.model, recorded, written, save)
+                    raise StoppedAfter(t, where)
+    except KeyboardInterrupt as e:  # SIGINT, SIGTERM, SIGHUP: the last completed step saved
+        interrupted(e, done, ckpt_dir or folder, run.model, recorded, written)
+        raise
+    finally:
+        if metrics is not None:
+            metrics.close()
+    shown.clear()
     fused, unfused = len(native.schedule.launches), unfused_launches(native.schedule)
     removed = round(100 * (unfused - fused) / unfused) if unfused else 0
     echo(
@@ -173,6 +307,51 @@ def train_native(
         shown = f"{median:.1f}" if median >= 0.1 else f"{median:.2g}"
         echo(f"presk train: {shown} ms a step, median of {len(times) - 1} (the first excluded)")
     finish(run, ckpt_dir or folder, horizon, loss, _tree(native, theta), echo)
+    keeping.draw(metrics, echo)
+
+
+def _built(trainer: Trainer, options: tuple[str, str, int], shown: Progress) -> NativeTrainer:
+    """The NativeTrainer, its lowering and compiling shown as one phase, which says how many
+    launches a step makes and whether its object was compiled or found in the cache."""
+    from presk_core.cc import cache
+
+    backend, realize, threads = options
+    shown.phase(
+        f"lowering the step to kernels ({realize})"
+        + (" and compiling it" if backend == "native" else "")
+    )
+    before = cache.compiled_count
+    native = NativeTrainer(trainer, backend, realize, threads)
+    launches = len(native.schedule.launches)
+    if backend == "native":
+        how = "compiled" if cache.compiled_count > before else "its object from the cache"
+        shown.end_phase(f"{launches} kernel launches, {how}")
+    else:
+        shown.end_phase(f"{launches} kernel launches")
+    return native
+
+
+def _one_step(native: NativeTrainer, trainer: Trainer, t: int, echo, log_every: int, metrics,
+              times: list[float], shown: Progress) -> tuple[float, list]:  # fmt: skip
+    """Step t on the kernels, its log line and metrics: (the loss, θ's leaves after it)."""
+    epoch = (t - 1) // trainer.per_epoch
+    rate = float(trainer.lr(t))  # each rate when its step runs: step 1 starts at once
+    start = time.perf_counter()
+    indices, batch = native.batch(t)
+    loss, grads, theta = native.step(batch, t, rate)
+    finite(t, indices, loss, _tree(native, grads, copy=False))  # θ updated, never saved
+    times.append(time.perf_counter() - start)
+    logged = log_every and t % log_every == 0
+    if logged or metrics is not None:
+        # each square rounded to a double, their sum exact (fsum), as the interpreter's
+        squares = (np.square(np.ravel(g), dtype=np.float64).tolist() for g in grads)
+        norm = math.sqrt(math.fsum(itertools.chain.from_iterable(squares)))
+    if logged:
+        shown.clear()
+        echo(step_line(t, epoch, loss, rate, norm))
+    if metrics is not None:
+        metrics.step(t, epoch, loss, rate, norm, times[-1])
+    return loss, theta
 
 
 def _tree(native: NativeTrainer, leaves: list, copy: bool = True) -> dict:

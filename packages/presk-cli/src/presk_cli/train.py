@@ -18,14 +18,63 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from dataclasses import dataclass
 
 import gmpy2
 import numpy as np
-from presk_ad.step import Trainer, TrainError
+from presk_ad.step import StepRecord, Trainer, TrainError
 from presk_core import data as D
 from presk_core import mpfr as M
 from presk_core.ir import Program, Training
 from presk_core.show import format_exp
+
+from presk_cli import resume as R
+from presk_cli.metrics import MetricsWriter, label, plot
+from presk_cli.progress import Progress
+
+
+@dataclass(frozen=True, slots=True)
+class Keeping:
+    """What a run keeps beside its log lines: the checkpoint it resumes from (`--resume`, a
+    state beside it: presk_cli.resume), the JSON-lines file of its metrics (`--metrics`),
+    the step it stops after (`--stop-after`), the plot of its metrics (`--plot`, with
+    another run's beside them: `--compare`)."""
+
+    resume: str | None = None
+    metrics: str | None = None
+    stop_after: int | None = None
+    plot: str | None = None
+    compare: tuple[str, list[dict]] | None = None
+    """`--compare`: a label and the rows of another run's metrics, read before the run."""
+
+    def writer(self, settings: dict, start: int) -> MetricsWriter | None:
+        """The run's metrics writer (None when neither --metrics nor --plot is given)."""
+        return MetricsWriter.open(self.metrics, settings, start, keep=self.plot is not None)
+
+    def draw(self, metrics: MetricsWriter | None, echo) -> None:
+        """`--plot`: the run's loss and |g|, and `--compare`'s beside them."""
+        if self.plot is None or metrics is None:
+            return
+        mine = (label(metrics.head, self.metrics or "this run"), metrics.rows)
+        plot(self.plot, [mine, *([self.compare] if self.compare else [])])
+        echo(f"presk train: the loss and |g| plotted in {self.plot}")
+
+
+class StoppedAfter(Exception):
+    """`--stop-after K` reached: the run saved step K for `--resume` (`where`) and stops."""
+
+    def __init__(self, t: int, where: str) -> None:
+        super().__init__(f"stopped after step {t}")
+        self.t, self.where = t, where
+
+
+def resumed(keeping: Keeping, steps: int | None) -> tuple[object, int | None]:
+    """The state `--resume` names (None without it) and the horizon: `--steps`, else the
+    resumed run's."""
+    if keeping.resume is None:
+        return None, steps
+    state = R.read_state(keeping.resume)
+    return state, steps if steps is not None else int(state.settings["horizon"])
 
 
 def train(
@@ -40,41 +89,109 @@ def train(
     echo,
     progress=None,
     rewrite=None,
+    keeping: Keeping | None = None,
 ) -> None:
     """Train the run (one of `core.trainings`; its data in `folder`, the main file's);
-    `echo` prints a line, `progress` (on a terminal) writes without a newline; `rewrite`
-    a pass the step's program goes through (`--opt`)."""
-    trainer = Trainer(core, run, folder, seed, bits, steps, rewrite)
+    `echo` prints a line, `progress` (on a terminal) shows the phases and the steps
+    (presk_cli.progress.Progress); `rewrite`
+    a pass the step's program goes through (`--opt`); `keeping` what the run keeps beside
+    its log (resume, metrics, a step to stop after)."""
+    keeping, shown = keeping or Keeping(), progress or Progress(None)
+    state, horizon = resumed(keeping, steps)
+    trainer = Trainer(core, run, folder, seed, bits, horizon, rewrite, shown.phase)
     horizon = trainer.horizon
+    recorded = R.settings(trainer, "interp", None, bits, seed)
+    start, loss_value = 0, None
+    if state is not None:
+        R.check(state, keeping.resume, recorded)
+        trainer.theta, trainer.m, trainer.v = state.theta, state.m, state.v
+        start, loss_value = state.t, state.settings.get("loss")
     ckpt_dir, every = checkpoints(run, folder, ckpt)
+    metrics = None
+    written: set[int] = set()  # the steps this run wrote a checkpoint of
+    done = R.Completed(start, loss_value, saved=keeping.resume)
     times: list[float] = []
-    loss_value = None
-    start = time.perf_counter()
-    for s in trainer.steps():
-        times.append(time.perf_counter() - start)
-        t = s.t
-        loss_value = float(np.asarray(s.loss).item())
-        if progress is not None:  # a terminal: the step we are at, overwritten in place
-            progress(f"\rstep {t}/{horizon}  loss {loss_value:.6f}")
-        if log_every and t % log_every == 0:
-            with M.precision(bits):
-                norm = gmpy2.sqrt(sum(M.sum(M.mul(g, g)).item() for g in s.grads.values()))
-            if progress is not None:
-                progress("\r\x1b[K")
-            # np.asarray: a rate is a 0-d array, or an mpfr where --opt folded it to a constant
-            rate = float(np.asarray(s.lr).item())
-            echo(step_line(t, s.epoch, loss_value, rate, float(norm)))
-        if ckpt_dir is not None and every and t % every == 0 and t != horizon:
-            save(os.path.join(ckpt_dir, f"step_{t}.psk.d"), run.model, s.theta)
-        start = time.perf_counter()
-    if progress is not None:
-        progress("\r\x1b[K")
+    shown.steps(start, horizon)
+    start_time = time.perf_counter()
+    try:
+        metrics = keeping.writer(recorded, start)
+        for s in trainer.steps(start=start):
+            times.append(time.perf_counter() - start_time)
+            t = s.t
+            loss_value = float(np.asarray(s.loss).item())
+            shown.step(t, loss_value)  # a terminal: the step we are at, overwritten in place
+            logged = log_every and t % log_every == 0
+            if logged or metrics is not None:
+                with M.precision(bits):
+                    norm = gmpy2.sqrt(sum(M.sum(M.mul(g, g)).item() for g in s.grads.values()))
+                # np.asarray: a rate is a 0-d array, or an mpfr where --opt folded it
+                rate = float(np.asarray(s.lr).item())
+            if logged:
+                shown.clear()
+                echo(step_line(t, s.epoch, loss_value, rate, float(norm)))
+            if metrics is not None:
+                metrics.step(t, s.epoch, loss_value, rate, float(norm), times[-1])
+            if ckpt_dir is not None and every and t % every == 0 and t != horizon:
+                save(os.path.join(ckpt_dir, f"step_{t}.psk.d"), run.model, s.theta)
+                written.add(t)
+            done = R.Completed(t, loss_value, _exact_of(s), _doubles_of(s))  # one store
+            if keeping.stop_after == t and t != horizon:
+                where = _keep(done, ckpt_dir or folder, run.model, recorded, written)
+                raise StoppedAfter(t, where)
+            start_time = time.perf_counter()
+    except KeyboardInterrupt as e:  # SIGINT, SIGTERM, SIGHUP: the last completed step saved
+        interrupted(e, done, ckpt_dir or folder, run.model, recorded, written)
+        raise
+    finally:
+        if metrics is not None:
+            metrics.close()
+    shown.clear()
     if len(times) > 1:
         median = statistics.median(times[1:]) * 1000
         echo(
             f"presk train: {median:.1f} ms a step, median of {len(times) - 1} (the first excluded)"
         )
     finish(run, ckpt_dir or folder, horizon, loss_value, trainer.theta, echo)
+    keeping.draw(metrics, echo)
+
+
+def _exact_of(s: StepRecord):
+    return lambda: (s.theta, s.m, s.v)
+
+
+def _doubles_of(s: StepRecord):
+    return lambda: s.theta
+
+
+def _keep(done: R.Completed, folder: str, model: str, recorded: dict, written: set) -> str | None:
+    return R.keep(done, folder, model, recorded, written, save)
+
+
+def interrupted(e: BaseException, done: R.Completed, folder: str, model: str, recorded: dict,
+                written: set) -> None:  # fmt: skip
+    """A signal stopped the run: signals masked (the save is not cut in two), the last
+    completed step saved for `--resume`; where, or the error that kept it from being written,
+    recorded on `e` (`saved`, `save_error`) for the command to say."""
+    import signal
+
+    from presk_cli.main import STOPS, mask_signals
+
+    mask_signals()
+    # and ignored: a signal sent to the process reaches the threads that do not mask it
+    before = {s: signal.signal(s, signal.SIG_IGN) for s in STOPS if _main_thread()}
+    try:
+        e.saved = _keep(done, folder, model, recorded, written)
+    except D.DataError as error:
+        e.saved, e.save_error = None, error
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
 
 
 def checkpoints(run: Training, folder: str, ckpt: str | None) -> tuple[str | None, int | None]:
@@ -117,4 +234,4 @@ def save(path: str, model: str, tree: dict) -> None:
         raise D.DataError("E7004", f"cannot write `{path}`: {why}") from None
 
 
-__all__ = ["TrainError", "train"]
+__all__ = ["Keeping", "StoppedAfter", "TrainError", "train"]

@@ -339,7 +339,14 @@ def build(
     return so
 
 
+compiled_count = 0
+"""How many objects this process compiled rather than found in the cache (`presk train`
+says which the step's was)."""
+
+
 def _compile(tc, flags, source, libs, so: Path) -> None:
+    global compiled_count
+    compiled_count += 1
     for path in (so, digest_path(so)):
         _clear(path)
     if isinstance(source, str):
