@@ -11,7 +11,19 @@ from __future__ import annotations
 
 import math
 
-from presk_kernel.ir import Affine, Kernel, Let, Load, Loop, Op, Reduce, Schedule, Store, plain
+from presk_kernel.ir import (
+    Affine,
+    GemmStmt,
+    Kernel,
+    Let,
+    Load,
+    Loop,
+    Op,
+    Reduce,
+    Schedule,
+    Store,
+    plain,
+)
 from presk_kernel.layout import parallel_loops
 
 
@@ -71,8 +83,9 @@ def zeroed(schedule: Schedule) -> list[int]:
         k = launch.kernel
         reads: set[int] = set()
         _loads(plain(k.body), reads)  # a laid-out body: the nest it lays out
-        g = k.layout.gemm  # the layout's GEMM statement: a GEMM over no term stores nothing
-        whole = covers(k) if g is None or g.depth > 0 else set()
+        # a GEMM statement over no term stores nothing (the generated GEMM's)
+        empty = any(isinstance(s, GemmStmt) and s.gemm.depth == 0 for s in k.body)
+        whole = set() if empty else covers(k)
         for i, (buf, arg) in enumerate(zip(k.buffers, launch.args, strict=True)):
             if arg.buf in first:
                 continue

@@ -258,8 +258,8 @@ class For:
     """A loop of a laid-out nest (the `layout` pass writes it from a parallel `Loop`): `var`
     runs over [0, extent), or, inside the `Tile` whose variable is `tile`, over [tile,
     min(tile + size, extent)). Its iterations are independent. `threads` > 1: split among
-    that many threads (OpenMP's static schedule); `lanes` > 1: in vector lanes of that
-    width; `strip` > 0: the lanes written as strips of `strip` lanes across the folds of its
+    that many threads (OpenMP's static schedule); `lanes` > 0: in vector lanes of that
+    width (0: none); `strip` > 0: the lanes written as strips of `strip` lanes across the folds of its
     body (`rows`: lanes across rows, each fold's terms in lanes along the fold)."""
 
     var: str
@@ -269,7 +269,7 @@ class For:
     tile: str | None = None
     size: int = 0
     threads: int = 1
-    lanes: int = 1
+    lanes: int = 0
     strip: int = 0
     rows: bool = False
 
@@ -531,7 +531,7 @@ def _stmt(s: Stmt, indent: str) -> list[str]:
         case For(var, axis, extent, body, tile, size, threads, lanes, strip, rows):
             where = f" in {tile} + {size}" if tile else ""
             marks = [f"threads {threads}"] if threads > 1 else []
-            marks += [f"lanes {lanes}"] if lanes > 1 else []
+            marks += [f"lanes {lanes}"] if lanes > 0 else []
             marks += [f"strip {strip}{' rows' if rows else ''}"] if strip else []
             head = f"{indent}for {var} < {extent}{where}{f' ({axis})' if axis else ''}"
             lines = [f"{head}{''.join(f', {m}' for m in marks)} {{"]
