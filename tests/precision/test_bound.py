@@ -2,9 +2,8 @@
 example entry of tests/native's list, for inputs drawn from many seeds, the envelope taken
 on those inputs bounds the error of f64, f32 and bf16 as the kernel interpreter computes
 them (the native backend's bits: tests/native), and a mixed realization, against the exact
-reference; and it is
-informative: divided by 10 it fails somewhere. Then the command's lines (spec L888–L890) and
-its diagnostics."""
+reference; and it is informative: divided by 10 it fails somewhere. Then the command's lines
+(spec L888–L890) and its diagnostics."""
 
 from __future__ import annotations
 
