@@ -1,9 +1,9 @@
 """The bound of `presk check --precision` (docs/precision.md, "The bound") is sound: on every
 example entry of tests/native's list, for inputs drawn from many seeds, the envelope taken
 on those inputs bounds the error of f64, f32 and bf16 as the kernel interpreter computes
-them (the native backend's bits: tests/native) against the exact reference; and it is
-informative: divided by 10 it fails somewhere. Then the command's lines (spec L888–L890) and
-its diagnostics."""
+them (the native backend's bits: tests/native), and a mixed realization, against the exact
+reference; and it is informative: divided by 10 it fails somewhere. Then the command's lines
+(spec L888–L890) and its diagnostics."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from presk_kernel.bound import BoundError, bound
 from presk_kernel.lower import argument_leaves
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "native"))
-from test_realization_native import CASES, IDS  # noqa: E402
+from test_realization_native import CASES, IDS, realization_file  # noqa: E402
 
 TYPES = ("f64", "f32", "bf16")
 LAYER_NORMS = {"MiniGPT.apply", "loss@minigpt", "MaskedLM.apply"}
@@ -46,7 +46,8 @@ def _core(file, consts):
 
 
 def measure(case, seed: int) -> dict[str, tuple[float, float | None]]:
-    """Each type's (measured error, bound; None where the bound is refused) at `seed`."""
+    """Each type's (measured error, bound; None where the bound is refused) at `seed`, and
+    a mixed realization's (tests/native's: every load converting between types)."""
     file, name, dims, consts = case
     c = _core(file, consts)
     e = parse_entry(name, c, None, dict(dims))
@@ -59,7 +60,8 @@ def measure(case, seed: int) -> dict[str, tuple[float, float | None]]:
     values = [v for _, _, v in args]
     every = dict(e.dims) | dict(e.prefix)
     out = {}
-    for t in TYPES:
+    mixed = "@" + realization_file(case)  # sites in f32, bf16, f64 in turn, a path in bf16
+    for t in (*TYPES, mixed):
         before, laid = lower(c, e.function.name, every, values, t)
         got = executor(laid, "kernel")(storage(laid, argument_leaves(values)))
         err = max(
@@ -78,7 +80,7 @@ def measure(case, seed: int) -> dict[str, tuple[float, float | None]]:
 @given(seed=st.integers(0, 2**32 - 1))
 def test_the_bound_is_sound(case, seed):
     for t, (err, b) in measure(case, seed).items():
-        if b is None and t != "f64" and _key(case) in LAYER_NORMS:
+        if b is None and t != "f64" and _key(case) in LAYER_NORMS:  # f32, bf16, mixed
             continue
         assert b is not None, f"no bound for {t}"
         assert err <= b, f"{t}: measured {err:.3e} above the bound {b:.3e}"

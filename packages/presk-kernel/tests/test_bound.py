@@ -1,7 +1,8 @@
-"""presk_kernel.bound's rules, one operation at a time, against exact arithmetic: for an exact
-operand anywhere in its interval and a computed one anywhere within its error (absolute or
-relative), the operation computed in f32 or f64 (numpy: IEEE) is within the rule's bound of
-the exact result. The rule table covers every scalar operation (docs/precision.md)."""
+"""presk_kernel.error_rules (the bound's rules), one operation at a time, against exact
+arithmetic: for an exact operand anywhere in its interval and a computed one anywhere within
+its error (absolute or relative), the operation computed in f32 or f64 (numpy: IEEE) is
+within the rule's bound of the exact result. The rule table covers every scalar operation
+(docs/precision.md)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
-from presk_kernel.bound import SCALAR_RULES, A, Ctx
+from presk_kernel.error_rules import SCALAR_RULES, A, Ctx
 from presk_kernel.ir import SCALAR_TABLE, Kernel
 
 NP = {"f64": np.float64, "f32": np.float32}
@@ -107,7 +108,7 @@ def replace_err(a: A, slack: float) -> A:
 
 
 def test_a_divisor_that_may_be_zero_is_refused():
-    from presk_kernel.bound import BoundError
+    from presk_kernel.error_rules import BoundError
 
     with pytest.raises(BoundError, match="holds 0"):
         SCALAR_RULES["div"](ctx("f64"), A(1, 2), A(0.5, 1.0, 0.6), None)

@@ -16,7 +16,9 @@ An observer (`Interpreter(program, bits, observer)`), when given, is called as
 `F/%id`). If it has a true `wants_abs_sums`, each sum and contraction (`ABS_SUMS`) calls it
 as `observer(site, value, abs_sum)` instead, `abs_sum` being Σ|terms| of each result: the
 same operation evaluated on the absolute values of its operands (a `mean`'s terms are
-xᵢ/n). Without an observer, the loop is the plain one.
+xᵢ/n). An observer with a true `replaces` returns the value to keep instead (the
+sensitivity's probes perturb a site's value: presk_core.sensitivity). Without an observer,
+the loop is the plain one.
 """
 
 from __future__ import annotations
@@ -108,6 +110,7 @@ class Interpreter:
 
             return run
         sums = getattr(observer, "wants_abs_sums", False)
+        replaces = getattr(observer, "replaces", False)
         watched = [
             (out, step, ins.site, _abs_step(ins, step) if sums and ins.op in ABS_SUMS else None)
             for (out, step), ins in zip(steps, fn.body, strict=True)
@@ -118,9 +121,11 @@ class Interpreter:
             for out, step, site, abs_step in watched:
                 value = env[out] = step(env)
                 if abs_step is None:
-                    observer(site, value)
+                    seen = observer(site, value)
                 else:
-                    observer(site, value, abs_step(env))
+                    seen = observer(site, value, abs_step(env))
+                if replaces:
+                    env[out] = seen
             return ret(env)
 
         return observed

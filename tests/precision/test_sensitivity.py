@@ -1,0 +1,59 @@
+"""`presk dump --stage sensitivity` (spec L487, docs/precision.md "Sensitivities"): the
+output's own site moves it by its own magnitude, a site of zeros by nothing, and a
+sensitivity predicts the order of the gap a site rounded alone in bf16 measures."""
+
+from __future__ import annotations
+
+import json
+import re
+from fractions import Fraction
+
+import pytest
+from helpers import presk
+
+LOSS = ("tutorial/07_train.psk", "--entry", "loss", "--dim", "B=4")
+ROW = re.compile(r"^  (\S+) +(\S+) +(\S+) +(\S+)$")
+
+
+@pytest.fixture(scope="module")
+def table():
+    r = presk("dump", LOSS[0], "--stage", "sensitivity", *LOSS[1:])
+    assert (r.returncode, r.stderr) == (0, ""), r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("sensitivity of `loss` at B = 4: 26 sites, 4 probes a site")
+    rows = {m.group(1): [float(x) for x in m.groups()[1:]] for m in map(ROW.match, lines[2:])}
+    assert len(rows) == 26
+    return rows
+
+
+def test_the_outputs_own_site(table):
+    run = presk("run", *LOSS, "--json")
+    loss = float(Fraction(json.loads(run.stdout)["result"]))
+    s, f32, bf16 = table["loss/%7"]
+    assert s == pytest.approx(loss, rel=1e-3)
+    assert (f32, bf16) == pytest.approx((s * 2.0**-24, s * 2.0**-8), rel=1e-3)
+
+
+def test_a_site_of_zeros_moves_nothing(table):
+    assert table["Linear.apply/%4"][0] == 0.0  # θ.b, zeros from the initializer
+
+
+def test_sensitivities_rank_like_the_measured_gaps(table, tmp_path):
+    # two narrowable sites, rounded alone in bf16 on the kernel interpreter: the one the
+    # table ranks higher moves the output more, by the order of magnitude u·S says
+    def gap(site):
+        path = tmp_path / "r.json"
+        path.write_text(json.dumps({"presk": "realization", "version": 1, "sites": {site: "bf16"}}))
+        run = ("run", *LOSS, "--digits", "17")
+        got = presk(*run, "--backend", "kernel", "--realize", f"@{path}").stdout
+        exact = presk(*run).stdout
+        return abs(float(got.split("=")[1]) - float(exact.split("=")[1]))
+
+    high, low = "RMSNorm.apply/%7", "RMSNorm.apply/%4"
+    assert table[high][0] > table[low][0] and gap(high) > gap(low)
+    assert 0.01 * table[high][2] <= gap(high) <= 10 * table[high][2]
+
+
+def test_the_entry_is_required():
+    r = presk("dump", LOSS[0], "--stage", "sensitivity")
+    assert r.returncode == 1 and r.stderr.startswith("[E7001] Error: ")
