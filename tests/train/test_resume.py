@@ -142,6 +142,14 @@ def test_resume_without_a_state_or_from_another_run_is_a_diagnostic(run):
     r = presk("train", "07_train.psk", "--ckpt", "c", "--resume", "c/step_4.psk.d", "--backend",
               "native", cwd=run)  # fmt: skip
     assert r.returncode == 1 and "[E7071]" in r.stderr and "--backend `interp`" in r.stderr
+    r = presk("train", "07_train.psk", "--ckpt", "c", "--resume", "c/step_4.psk.d", "--stop-after",
+              "3", cwd=run)  # fmt: skip
+    assert r.returncode == 1 and r.stderr.startswith(
+        "[E7072] Error: --stop-after 3: the run resumes after step 4 of `c/step_4.psk.d`"
+    ), r.stderr
+    r = presk("train", "07_train.psk", "--ckpt", "c", "--resume", "c/step_4.psk.d", "--opt",
+              cwd=run)  # fmt: skip
+    assert r.returncode == 1 and "[E7071]" in r.stderr and "with --opt `False`" in r.stderr
     (run / "c/step_4.state").write_bytes(b"not a zip")
     r = presk("train", "07_train.psk", "--ckpt", "c", "--resume", "c/step_4.psk.d", cwd=run)
     assert r.returncode == 1 and r.stderr.startswith("[E7070] Error: `c/step_4.state` is not a")

@@ -253,10 +253,10 @@ def train_native(
     trainer = Trainer(core, run, folder, seed, bits, horizon, rewrite, shown.phase)
     native = _built(trainer, options, shown)
     horizon = trainer.horizon
-    recorded = R.settings(trainer, backend, realize, bits, seed)
+    recorded = R.settings(trainer, backend, realize, bits, seed, rewrite is not None)
     first, loss = 0, 0.0
     if state is not None:
-        R.check(state, keeping.resume, recorded)
+        R.check(state, keeping.resume, recorded, keeping.stop_after)
         ArenaState.restore(native, state.theta, state.m, state.v)
         first, loss = state.t, float(state.settings.get("loss") or 0.0)
     ckpt_dir, every = checkpoints(run, folder, ckpt)

@@ -29,7 +29,7 @@ from presk_core import data as D
 STATE_KIND = "presk-train-state"
 STATE_VERSION = 1
 
-COMPARED = ("backend", "realize", "bits", "seed", "model", "objective", "data", "layout")
+COMPARED = ("backend", "realize", "bits", "seed", "opt", "model", "objective", "data", "layout")
 """The settings a resumed run must share with the run it continues: each changes the bits of
 the steps after (the seed: the draws of an objective that draws, at step t)."""
 
@@ -38,6 +38,7 @@ FLAGS = {
     "realize": "--realize",
     "bits": "--bits",
     "seed": "--seed",
+    "opt": "--opt",
     "data": "the data (--data)",
     "model": "the model",
     "objective": "the objective",
@@ -46,7 +47,8 @@ FLAGS = {
 
 
 class ResumeError(Exception):
-    """A state that cannot be resumed (E7070: missing or unreadable; E7071: another run's)."""
+    """A state that cannot be resumed (E7070: missing or unreadable; E7071: another run's;
+    E7072: a step to stop after that is already done)."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
@@ -162,7 +164,20 @@ def checkpoint_tree(ckpt: str, like: dict) -> dict:
     return tree
 
 
-def settings(trainer, backend: str, realize: str | None, bits: int, seed: int) -> dict:
+def _realization(realize: str | None) -> str | None:
+    """`f32`, or a realization file named by its SHA-256 (`@r.json (sha256 …)`): a file of
+    the same name with other types is another run."""
+    if realize is None or not realize.startswith("@"):
+        return realize
+    try:
+        return f"@{data_digest(realize[1:])}"
+    except OSError:
+        return realize
+
+
+def settings(
+    trainer, backend: str, realize: str | None, bits: int, seed: int, opt: bool = False
+) -> dict:
     """The settings a state and a metrics file record: the run's and its flags'
     (`trainer` a presk_ad.step.Trainer)."""
     run = trainer.run
@@ -171,9 +186,10 @@ def settings(trainer, backend: str, realize: str | None, bits: int, seed: int) -
         "presk": STATE_KIND,
         "version": STATE_VERSION,
         "backend": backend,
-        "realize": realize if backend != "interp" else None,
+        "realize": _realization(realize) if backend != "interp" else None,
         "bits": bits,
         "seed": seed,
+        "opt": opt,
         "model": run.model,
         "objective": run.objective,
         "data": data_digest(os.path.join(trainer.folder, run.data)),
@@ -182,9 +198,15 @@ def settings(trainer, backend: str, realize: str | None, bits: int, seed: int) -
     }
 
 
-def check(state: TrainState, ckpt: str, now: dict) -> None:
+def check(state: TrainState, ckpt: str, now: dict, stop_after: int | None = None) -> None:
     """E7071 when the run that wrote `state` differs from this one in a setting that changes
-    the bits (COMPARED): the first such, with both values."""
+    the bits (COMPARED): the first such, with both values; E7072 when `--stop-after` is not
+    after the step the state is at."""
+    if stop_after is not None and stop_after <= state.t:
+        raise ResumeError(
+            "E7072",
+            f"--stop-after {stop_after}: the run resumes after step {state.t} of `{ckpt}`",
+        )
     for key in COMPARED:
         then = state.settings.get(key)
         if then != now.get(key):

@@ -93,17 +93,17 @@ def train(
 ) -> None:
     """Train the run (one of `core.trainings`; its data in `folder`, the main file's);
     `echo` prints a line, `progress` (on a terminal) shows the phases and the steps
-    (presk_cli.progress.Progress); `rewrite`
-    a pass the step's program goes through (`--opt`); `keeping` what the run keeps beside
-    its log (resume, metrics, a step to stop after)."""
+    (presk_cli.progress.Progress); `rewrite` a pass the step's program goes through
+    (`--opt`); `keeping` what the run keeps beside its log (resume, metrics, a step to stop
+    after)."""
     keeping, shown = keeping or Keeping(), progress or Progress(None)
     state, horizon = resumed(keeping, steps)
     trainer = Trainer(core, run, folder, seed, bits, horizon, rewrite, shown.phase)
     horizon = trainer.horizon
-    recorded = R.settings(trainer, "interp", None, bits, seed)
+    recorded = R.settings(trainer, "interp", None, bits, seed, rewrite is not None)
     start, loss_value = 0, None
     if state is not None:
-        R.check(state, keeping.resume, recorded)
+        R.check(state, keeping.resume, recorded, keeping.stop_after)
         trainer.theta, trainer.m, trainer.v = state.theta, state.m, state.v
         start, loss_value = state.t, state.settings.get("loss")
     ckpt_dir, every = checkpoints(run, folder, ckpt)
