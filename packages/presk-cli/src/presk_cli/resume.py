@@ -241,11 +241,11 @@ class Completed:
     """A step saved already: the checkpoint a resumed run started from (no step since)."""
 
 
-def keep(done: Completed, ckpt_dir: str, model: str, run_settings: dict, written: set[int],
-         save: Callable[[str, str, dict], None]) -> str | None:  # fmt: skip
+def keep(done: Completed, ckpt_dir: str, model: str, run_settings: Callable[[], dict],
+         written: set[int], save: Callable[[str, str, dict], None]) -> str | None:  # fmt: skip
     """Save the completed step for `--resume`: `DIR/step_K.psk.d` (unless this run wrote that
-    checkpoint already, `written`) and its state beside; the checkpoint's path, or None when
-    no step is complete."""
+    checkpoint already, `written`) and its state beside, its settings `run_settings()`; the
+    checkpoint's path, or None when no step is complete."""
     if done.saved is not None or done.t == 0:
         return done.saved
     path = os.path.join(ckpt_dir, f"step_{done.t}.psk.d")
@@ -253,7 +253,7 @@ def keep(done: Completed, ckpt_dir: str, model: str, run_settings: dict, written
         save(path, model, done.doubles())
     theta, m, v = done.exact()
     write_state(
-        state_path(path), TrainState({**run_settings, "loss": done.loss}, done.t, theta, m, v)
+        state_path(path), TrainState({**run_settings(), "loss": done.loss}, done.t, theta, m, v)
     )
     return path
 

@@ -15,6 +15,7 @@ the interpreter like the objective.
 
 from __future__ import annotations
 
+import functools
 import os
 import statistics
 import time
@@ -47,9 +48,12 @@ class Keeping:
     compare: tuple[str, list[dict]] | None = None
     """`--compare`: a label and the rows of another run's metrics, read before the run."""
 
-    def writer(self, settings: dict, start: int) -> MetricsWriter | None:
-        """The run's metrics writer (None when neither --metrics nor --plot is given)."""
-        return MetricsWriter.open(self.metrics, settings, start, keep=self.plot is not None)
+    def writer(self, settings, start: int) -> MetricsWriter | None:
+        """The run's metrics writer (None when neither --metrics nor --plot is given), its
+        first line `settings()`."""
+        if self.metrics is None and self.plot is None:
+            return None
+        return MetricsWriter(self.metrics, settings(), start, keep=self.plot is not None)
 
     def draw(self, metrics: MetricsWriter | None, echo) -> None:
         """`--plot`: the run's loss and |g|, and `--compare`'s beside them."""
@@ -100,10 +104,13 @@ def train(
     state, horizon = resumed(keeping, steps)
     trainer = Trainer(core, run, folder, seed, bits, horizon, rewrite, shown.phase)
     horizon = trainer.horizon
-    recorded = R.settings(trainer, "interp", None, bits, seed, rewrite is not None)
+    # the settings, the data's digest among them, when a state or metrics record them
+    recorded = functools.cache(
+        lambda: R.settings(trainer, "interp", None, bits, seed, rewrite is not None)
+    )
     start, loss_value = 0, None
     if state is not None:
-        R.check(state, keeping.resume, recorded, keeping.stop_after)
+        R.check(state, keeping.resume, recorded(), keeping.stop_after)
         trainer.theta, trainer.m, trainer.v = state.theta, state.m, state.v
         start, loss_value = state.t, state.settings.get("loss")
     ckpt_dir, every = checkpoints(run, folder, ckpt)
@@ -163,11 +170,11 @@ def _doubles_of(s: StepRecord):
     return lambda: s.theta
 
 
-def _keep(done: R.Completed, folder: str, model: str, recorded: dict, written: set) -> str | None:
+def _keep(done: R.Completed, folder: str, model: str, recorded, written: set) -> str | None:
     return R.keep(done, folder, model, recorded, written, save)
 
 
-def interrupted(e: BaseException, done: R.Completed, folder: str, model: str, recorded: dict,
+def interrupted(e: BaseException, done: R.Completed, folder: str, model: str, recorded,
                 written: set) -> None:  # fmt: skip
     """A signal stopped the run: signals masked (the save is not cut in two), the last
     completed step saved for `--resume`; where, or the error that kept it from being written,
