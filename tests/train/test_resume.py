@@ -169,3 +169,15 @@ def test_a_signal_before_any_step_saves_nothing_and_says_so(run):
     out, err = p.communicate(timeout=120)
     assert p.returncode == 130 and "no step was complete: nothing to resume" in err, err
     assert not (run / "c").exists() or not list((run / "c").iterdir())
+
+
+@pytest.mark.parametrize("backend", [[], ["--backend", "native"]], ids=["interp", "native"])
+def test_resumable_writes_a_state_beside_every_checkpoint(run, backend):
+    whole = train(run, "whole", "--steps", "25", *backend)
+    part = train(run, "part", "--steps", "25", "--resumable", *backend)  # as if killed after
+    assert sorted(p.name for p in (run / "part").iterdir()) == [
+        "final.psk.d", "step_10.psk.d", "step_10.state", "step_20.psk.d", "step_20.state"
+    ]  # fmt: skip
+    rest = train(run, "again", "--resume", "part/step_10.psk.d", *backend)
+    assert steps(part.stdout)[:10] + steps(rest.stdout) == steps(whole.stdout)
+    assert (run / "again/final.psk.d").read_bytes() == (run / "whole/final.psk.d").read_bytes()

@@ -289,6 +289,8 @@ def train_native(
                     ArenaState.snapshot(native),
                     lambda leaves=leaves: _tree(native, leaves),
                 )
+                if keeping.resumable and t in written:  # the state beside the checkpoint
+                    R.keep(done, ckpt_dir, run.model, recorded, written, save)
                 signals.check()
                 if keeping.stop_after == t and t != horizon:
                     where = R.keep(done, ckpt_dir or folder, run.model, recorded, written, save)

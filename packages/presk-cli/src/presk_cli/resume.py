@@ -115,7 +115,7 @@ def read_state(ckpt: str) -> TrainState:
         raise ResumeError(
             "E7070",
             f"`{ckpt}` has no state beside it (`{path}`): a run saves one when it stops before"
-            " its horizon (a signal, --stop-after); a periodic checkpoint holds θ alone",
+            " its horizon (a signal, --stop-after); a periodic checkpoint holds θ alone unless the run had --resumable",
         )
     try:
         with np.load(path, allow_pickle=False) as z:

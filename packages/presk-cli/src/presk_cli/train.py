@@ -39,13 +39,16 @@ class Keeping:
     """What a run keeps beside its log lines: the checkpoint it resumes from (`--resume`, a
     state beside it: presk_cli.resume), the JSON-lines file of its metrics (`--metrics`),
     the step it stops after (`--stop-after`), the plot of its metrics (`--plot`, with
-    another run's beside them: `--compare`)."""
+    another run's beside them: `--compare`), a state beside every checkpoint
+    (`--resumable`)."""
 
     resume: str | None = None
     metrics: str | None = None
     stop_after: int | None = None
     plot: str | None = None
     compare: tuple[str, list[dict]] | None = None
+    resumable: bool = False
+    """`--resumable`: the state beside every checkpoint, not only when the run stops early."""
     """`--compare`: a label and the rows of another run's metrics, read before the run."""
 
     def writer(self, settings, start: int) -> MetricsWriter | None:
@@ -142,6 +145,8 @@ def train(
                 save(os.path.join(ckpt_dir, f"step_{t}.psk.d"), run.model, s.theta)
                 written.add(t)
             done = R.Completed(t, loss_value, _exact_of(s), _doubles_of(s))  # one store
+            if keeping.resumable and t in written:  # the state beside the checkpoint
+                _keep(done, ckpt_dir, run.model, recorded, written)
             if keeping.stop_after == t and t != horizon:
                 where = _keep(done, ckpt_dir or folder, run.model, recorded, written)
                 raise StoppedAfter(t, where)
