@@ -142,6 +142,14 @@ def test_resume_without_a_state_or_from_another_run_is_a_diagnostic(run):
     r = presk("train", "07_train.psk", "--ckpt", "c", "--resume", "c/step_4.psk.d", "--backend",
               "native", cwd=run)  # fmt: skip
     assert r.returncode == 1 and "[E7071]" in r.stderr and "--backend `interp`" in r.stderr
+    r = presk("train", "07_train.psk", "--ckpt", "c", "--resume", "c/step_4.psk.d", "--stop-after",
+              "3", cwd=run)  # fmt: skip
+    assert r.returncode == 1 and r.stderr.startswith(
+        "[E7072] Error: --stop-after 3: the run resumes after step 4 of `c/step_4.psk.d`"
+    ), r.stderr
+    r = presk("train", "07_train.psk", "--ckpt", "c", "--resume", "c/step_4.psk.d", "--opt",
+              cwd=run)  # fmt: skip
+    assert r.returncode == 1 and "[E7071]" in r.stderr and "with --opt `False`" in r.stderr
     (run / "c/step_4.state").write_bytes(b"not a zip")
     r = presk("train", "07_train.psk", "--ckpt", "c", "--resume", "c/step_4.psk.d", cwd=run)
     assert r.returncode == 1 and r.stderr.startswith("[E7070] Error: `c/step_4.state` is not a")
@@ -161,3 +169,15 @@ def test_a_signal_before_any_step_saves_nothing_and_says_so(run):
     out, err = p.communicate(timeout=120)
     assert p.returncode == 130 and "no step was complete: nothing to resume" in err, err
     assert not (run / "c").exists() or not list((run / "c").iterdir())
+
+
+@pytest.mark.parametrize("backend", [[], ["--backend", "native"]], ids=["interp", "native"])
+def test_resumable_writes_a_state_beside_every_checkpoint(run, backend):
+    whole = train(run, "whole", "--steps", "25", *backend)
+    part = train(run, "part", "--steps", "25", "--resumable", *backend)  # as if killed after
+    assert sorted(p.name for p in (run / "part").iterdir()) == [
+        "final.psk.d", "step_10.psk.d", "step_10.state", "step_20.psk.d", "step_20.state"
+    ]  # fmt: skip
+    rest = train(run, "again", "--resume", "part/step_10.psk.d", *backend)
+    assert steps(part.stdout)[:10] + steps(rest.stdout) == steps(whole.stdout)
+    assert (run / "again/final.psk.d").read_bytes() == (run / "whole/final.psk.d").read_bytes()

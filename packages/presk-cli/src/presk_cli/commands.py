@@ -52,7 +52,7 @@ def entry_fail(command: str, e: EntryError | RunError, sources: SourceMap) -> No
     sys.exit(1)
 
 
-def _keeping(resume, stop_after, metrics, plot, compare):
+def _keeping(resume, stop_after, metrics, plot, compare, resumable):
     """What `presk train` keeps beside its log (presk_cli.train.Keeping): `--compare`'s file
     read and matplotlib's presence checked before the run, not after it."""
     from presk_cli.metrics import MetricsError, label, needs_matplotlib, read_metrics
@@ -72,7 +72,7 @@ def _keeping(resume, stop_after, metrics, plot, compare):
     except MetricsError as e:
         emit([Diagnostic(e.code, Severity.ERROR, str(e))], {})
         sys.exit(1)
-    return Keeping(resume, metrics, stop_after, plot, other)
+    return Keeping(resume, metrics, stop_after, plot, other, resumable)
 
 
 def _train_lowered(file, ctx, elaborated, shown, flags, opt, profile, native, keeping) -> None:
@@ -510,6 +510,12 @@ def run(
     help="Stop after step K of the horizon, saved for --resume.",
 )
 @click.option(
+    "--resumable",
+    is_flag=True,
+    help="Write the state --resume needs beside every checkpoint too (a run killed by"
+    " SIGKILL resumes from its last one).",
+)
+@click.option(
     "--metrics",
     type=click.Path(dir_okay=False),
     metavar="FILE",
@@ -546,6 +552,7 @@ def train(
     profile,
     resume,
     stop_after,
+    resumable,
     metrics,
     plot,
     compare,
@@ -566,7 +573,7 @@ def train(
     from presk_cli.resume import ResumeError
     from presk_cli.train import StoppedAfter, TrainError
 
-    keeping = _keeping(resume, stop_after, metrics, plot, compare)
+    keeping = _keeping(resume, stop_after, metrics, plot, compare, resumable)
     header = None if data_file else _held_type
     ctx = Context(consts=_consts(consts), check=True, data_header=header)
     sources = ctx.sources

@@ -57,13 +57,6 @@ class MetricsWriter:
         except OSError as e:
             raise MetricsError("E7074", f"cannot write `{path}`: {_why(e)}") from None
 
-    @classmethod
-    def open(
-        cls, path: str | None, settings: dict, start: int = 0, keep: bool = False
-    ) -> MetricsWriter | None:
-        """A writer, or None when neither a file nor the rows are asked for."""
-        return None if path is None and not keep else cls(path, settings, start, keep)
-
     def step(self, t: int, epoch: int, loss: float, lr: float, norm: float, seconds: float):
         """Step t's line (`epoch` from 0, written from 1 as the log writes it)."""
         row = {"step": t, "epoch": epoch + 1, "loss": loss, "lr": lr, "grad_norm": norm,

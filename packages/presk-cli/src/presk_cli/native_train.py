@@ -15,6 +15,7 @@ launches a step, with and without fusion, and the step's time.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import os
@@ -253,10 +254,13 @@ def train_native(
     trainer = Trainer(core, run, folder, seed, bits, horizon, rewrite, shown.phase)
     native = _built(trainer, options, shown)
     horizon = trainer.horizon
-    recorded = R.settings(trainer, backend, realize, bits, seed)
+    # the settings, the data's digest among them, when a state or metrics record them
+    recorded = functools.cache(
+        lambda: R.settings(trainer, backend, realize, bits, seed, rewrite is not None)
+    )
     first, loss = 0, 0.0
     if state is not None:
-        R.check(state, keeping.resume, recorded)
+        R.check(state, keeping.resume, recorded(), keeping.stop_after)
         ArenaState.restore(native, state.theta, state.m, state.v)
         first, loss = state.t, float(state.settings.get("loss") or 0.0)
     ckpt_dir, every = checkpoints(run, folder, ckpt)
@@ -285,6 +289,8 @@ def train_native(
                     ArenaState.snapshot(native),
                     lambda leaves=leaves: _tree(native, leaves),
                 )
+                if keeping.resumable and t in written:  # the state beside the checkpoint
+                    R.keep(done, ckpt_dir, run.model, recorded, written, save)
                 signals.check()
                 if keeping.stop_after == t and t != horizon:
                     where = R.keep(done, ckpt_dir or folder, run.model, recorded, written, save)

@@ -29,7 +29,7 @@ from presk_core import data as D
 STATE_KIND = "presk-train-state"
 STATE_VERSION = 1
 
-COMPARED = ("backend", "realize", "bits", "seed", "model", "objective", "data", "layout")
+COMPARED = ("backend", "realize", "bits", "seed", "opt", "model", "objective", "data", "layout")
 """The settings a resumed run must share with the run it continues: each changes the bits of
 the steps after (the seed: the draws of an objective that draws, at step t)."""
 
@@ -38,6 +38,7 @@ FLAGS = {
     "realize": "--realize",
     "bits": "--bits",
     "seed": "--seed",
+    "opt": "--opt",
     "data": "the data (--data)",
     "model": "the model",
     "objective": "the objective",
@@ -46,7 +47,8 @@ FLAGS = {
 
 
 class ResumeError(Exception):
-    """A state that cannot be resumed (E7070: missing or unreadable; E7071: another run's)."""
+    """A state that cannot be resumed (E7070: missing or unreadable; E7071: another run's;
+    E7072: a step to stop after that is already done)."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
@@ -113,7 +115,7 @@ def read_state(ckpt: str) -> TrainState:
         raise ResumeError(
             "E7070",
             f"`{ckpt}` has no state beside it (`{path}`): a run saves one when it stops before"
-            " its horizon (a signal, --stop-after); a periodic checkpoint holds θ alone",
+            " its horizon (a signal, --stop-after); a periodic checkpoint holds θ alone unless the run had --resumable",
         )
     try:
         with np.load(path, allow_pickle=False) as z:
@@ -162,7 +164,20 @@ def checkpoint_tree(ckpt: str, like: dict) -> dict:
     return tree
 
 
-def settings(trainer, backend: str, realize: str | None, bits: int, seed: int) -> dict:
+def _realization(realize: str | None) -> str | None:
+    """`f32`, or a realization file named by its SHA-256 (`@r.json (sha256 …)`): a file of
+    the same name with other types is another run."""
+    if realize is None or not realize.startswith("@"):
+        return realize
+    try:
+        return f"@{data_digest(realize[1:])}"
+    except OSError:
+        return realize
+
+
+def settings(
+    trainer, backend: str, realize: str | None, bits: int, seed: int, opt: bool = False
+) -> dict:
     """The settings a state and a metrics file record: the run's and its flags'
     (`trainer` a presk_ad.step.Trainer)."""
     run = trainer.run
@@ -171,9 +186,10 @@ def settings(trainer, backend: str, realize: str | None, bits: int, seed: int) -
         "presk": STATE_KIND,
         "version": STATE_VERSION,
         "backend": backend,
-        "realize": realize if backend != "interp" else None,
+        "realize": _realization(realize) if backend != "interp" else None,
         "bits": bits,
         "seed": seed,
+        "opt": opt,
         "model": run.model,
         "objective": run.objective,
         "data": data_digest(os.path.join(trainer.folder, run.data)),
@@ -182,9 +198,15 @@ def settings(trainer, backend: str, realize: str | None, bits: int, seed: int) -
     }
 
 
-def check(state: TrainState, ckpt: str, now: dict) -> None:
+def check(state: TrainState, ckpt: str, now: dict, stop_after: int | None = None) -> None:
     """E7071 when the run that wrote `state` differs from this one in a setting that changes
-    the bits (COMPARED): the first such, with both values."""
+    the bits (COMPARED): the first such, with both values; E7072 when `--stop-after` is not
+    after the step the state is at."""
+    if stop_after is not None and stop_after <= state.t:
+        raise ResumeError(
+            "E7072",
+            f"--stop-after {stop_after}: the run resumes after step {state.t} of `{ckpt}`",
+        )
     for key in COMPARED:
         then = state.settings.get(key)
         if then != now.get(key):
@@ -219,11 +241,11 @@ class Completed:
     """A step saved already: the checkpoint a resumed run started from (no step since)."""
 
 
-def keep(done: Completed, ckpt_dir: str, model: str, run_settings: dict, written: set[int],
-         save: Callable[[str, str, dict], None]) -> str | None:  # fmt: skip
+def keep(done: Completed, ckpt_dir: str, model: str, run_settings: Callable[[], dict],
+         written: set[int], save: Callable[[str, str, dict], None]) -> str | None:  # fmt: skip
     """Save the completed step for `--resume`: `DIR/step_K.psk.d` (unless this run wrote that
-    checkpoint already, `written`) and its state beside; the checkpoint's path, or None when
-    no step is complete."""
+    checkpoint already, `written`) and its state beside, its settings `run_settings()`; the
+    checkpoint's path, or None when no step is complete."""
     if done.saved is not None or done.t == 0:
         return done.saved
     path = os.path.join(ckpt_dir, f"step_{done.t}.psk.d")
@@ -231,7 +253,7 @@ def keep(done: Completed, ckpt_dir: str, model: str, run_settings: dict, written
         save(path, model, done.doubles())
     theta, m, v = done.exact()
     write_state(
-        state_path(path), TrainState({**run_settings, "loss": done.loss}, done.t, theta, m, v)
+        state_path(path), TrainState({**run_settings(), "loss": done.loss}, done.t, theta, m, v)
     )
     return path
 

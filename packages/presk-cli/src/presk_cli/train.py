@@ -15,6 +15,7 @@ the interpreter like the objective.
 
 from __future__ import annotations
 
+import functools
 import os
 import statistics
 import time
@@ -38,18 +39,24 @@ class Keeping:
     """What a run keeps beside its log lines: the checkpoint it resumes from (`--resume`, a
     state beside it: presk_cli.resume), the JSON-lines file of its metrics (`--metrics`),
     the step it stops after (`--stop-after`), the plot of its metrics (`--plot`, with
-    another run's beside them: `--compare`)."""
+    another run's beside them: `--compare`), a state beside every checkpoint
+    (`--resumable`)."""
 
     resume: str | None = None
     metrics: str | None = None
     stop_after: int | None = None
     plot: str | None = None
     compare: tuple[str, list[dict]] | None = None
+    resumable: bool = False
+    """`--resumable`: the state beside every checkpoint, not only when the run stops early."""
     """`--compare`: a label and the rows of another run's metrics, read before the run."""
 
-    def writer(self, settings: dict, start: int) -> MetricsWriter | None:
-        """The run's metrics writer (None when neither --metrics nor --plot is given)."""
-        return MetricsWriter.open(self.metrics, settings, start, keep=self.plot is not None)
+    def writer(self, settings, start: int) -> MetricsWriter | None:
+        """The run's metrics writer (None when neither --metrics nor --plot is given), its
+        first line `settings()`."""
+        if self.metrics is None and self.plot is None:
+            return None
+        return MetricsWriter(self.metrics, settings(), start, keep=self.plot is not None)
 
     def draw(self, metrics: MetricsWriter | None, echo) -> None:
         """`--plot`: the run's loss and |g|, and `--compare`'s beside them."""
@@ -93,17 +100,20 @@ def train(
 ) -> None:
     """Train the run (one of `core.trainings`; its data in `folder`, the main file's);
     `echo` prints a line, `progress` (on a terminal) shows the phases and the steps
-    (presk_cli.progress.Progress); `rewrite`
-    a pass the step's program goes through (`--opt`); `keeping` what the run keeps beside
-    its log (resume, metrics, a step to stop after)."""
+    (presk_cli.progress.Progress); `rewrite` a pass the step's program goes through
+    (`--opt`); `keeping` what the run keeps beside its log (resume, metrics, a step to stop
+    after)."""
     keeping, shown = keeping or Keeping(), progress or Progress(None)
     state, horizon = resumed(keeping, steps)
     trainer = Trainer(core, run, folder, seed, bits, horizon, rewrite, shown.phase)
     horizon = trainer.horizon
-    recorded = R.settings(trainer, "interp", None, bits, seed)
+    # the settings, the data's digest among them, when a state or metrics record them
+    recorded = functools.cache(
+        lambda: R.settings(trainer, "interp", None, bits, seed, rewrite is not None)
+    )
     start, loss_value = 0, None
     if state is not None:
-        R.check(state, keeping.resume, recorded)
+        R.check(state, keeping.resume, recorded(), keeping.stop_after)
         trainer.theta, trainer.m, trainer.v = state.theta, state.m, state.v
         start, loss_value = state.t, state.settings.get("loss")
     ckpt_dir, every = checkpoints(run, folder, ckpt)
@@ -135,6 +145,8 @@ def train(
                 save(os.path.join(ckpt_dir, f"step_{t}.psk.d"), run.model, s.theta)
                 written.add(t)
             done = R.Completed(t, loss_value, _exact_of(s), _doubles_of(s))  # one store
+            if keeping.resumable and t in written:  # the state beside the checkpoint
+                _keep(done, ckpt_dir, run.model, recorded, written)
             if keeping.stop_after == t and t != horizon:
                 where = _keep(done, ckpt_dir or folder, run.model, recorded, written)
                 raise StoppedAfter(t, where)
@@ -163,11 +175,11 @@ def _doubles_of(s: StepRecord):
     return lambda: s.theta
 
 
-def _keep(done: R.Completed, folder: str, model: str, recorded: dict, written: set) -> str | None:
+def _keep(done: R.Completed, folder: str, model: str, recorded, written: set) -> str | None:
     return R.keep(done, folder, model, recorded, written, save)
 
 
-def interrupted(e: BaseException, done: R.Completed, folder: str, model: str, recorded: dict,
+def interrupted(e: BaseException, done: R.Completed, folder: str, model: str, recorded,
                 written: set) -> None:  # fmt: skip
     """A signal stopped the run: signals masked (the save is not cut in two), the last
     completed step saved for `--resume`; where, or the error that kept it from being written,
