@@ -79,23 +79,15 @@ def _train_lowered(file, ctx, elaborated, shown, flags, opt, profile, native, ke
     """`presk train` past checking: the file lowered to PSK-Core, its step rewritten
     (`--opt`), trained on the interpreter or the kernels (`flags`: steps, log_every, ckpt,
     seed, bits)."""
-    from presk_cli.train import train as run_training
+    from presk_cli.train import train_program
 
-    steps, log_every, ckpt, seed, bits = flags
     shown.phase("lowering to PSK-Core")
     core = PIPELINE.run(TRAIN, file, ctx, start=elaborated, first="elab")
     rewrite = _step_rewrite(ctx, profile, core, os.path.dirname(file)) if opt else None
-    where = (core, core.trainings[0], os.path.dirname(file))
-    if native["backend"] != "interp":  # --opt: the rewritten step lowered to kernels
-        from presk_cli.native_train import train_native
-
-        options = (native["backend"], native["realize"], native["threads"])
-        train_native(
-            *where, steps, log_every, ckpt, seed, bits, click.echo, options, rewrite, keeping, shown
-        )
-        return
-    # from the core program: its training run, its data by the file's folder
-    run_training(*where, steps, log_every, ckpt, seed, bits, click.echo, shown, rewrite, keeping)
+    # from the core program: its training run, its data by the file's folder (--opt: the
+    # rewritten step, lowered to kernels with --backend kernel|native)
+    options = (native["backend"], native["realize"], native["threads"])
+    train_program(core, os.path.dirname(file), flags, options, click.echo, rewrite, keeping, shown)
 
 
 def _write_on_terminal(text: str) -> None:

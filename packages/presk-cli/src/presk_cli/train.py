@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import gmpy2
@@ -46,10 +47,13 @@ class Keeping:
     plot: str | None = None
     compare: tuple[str, list[dict]] | None = None
     """`--compare`: a label and the rows of another run's metrics, read before the run."""
+    on_step: Callable[[dict], None] | None = None
+    """Given each step's metrics (the Python API's `callback`: presk_cli.training)."""
 
     def writer(self, settings: dict, start: int) -> MetricsWriter | None:
-        """The run's metrics writer (None when neither --metrics nor --plot is given)."""
-        return MetricsWriter.open(self.metrics, settings, start, keep=self.plot is not None)
+        """The run's metrics writer (None without --metrics, --plot or a callback)."""
+        keep = self.plot is not None
+        return MetricsWriter.open(self.metrics, settings, start, keep, self.on_step)
 
     def draw(self, metrics: MetricsWriter | None, echo) -> None:
         """`--plot`: the run's loss and |g|, and `--compare`'s beside them."""
@@ -155,6 +159,23 @@ def train(
     keeping.draw(metrics, echo)
 
 
+def train_program(core: Program, folder: str, flags: tuple, options: tuple[str, str, int], echo,
+                  rewrite=None, keeping: Keeping | None = None, progress=None) -> None:  # fmt: skip
+    """The first `training run` of `core` (the pass TRAIN's value; its data in `folder`, the
+    main file's) on the reference interpreter or, by `options` (backend, realize, threads),
+    the kernels: `flags` are (steps, log_every, ckpt, seed, bits). `presk train` and the
+    Python API's Program.train call it."""
+    steps, log_every, ckpt, seed, bits = flags
+    where = (core, core.trainings[0], folder)
+    if options[0] != "interp":
+        from presk_cli.native_train import train_native
+
+        train_native(*where, steps, log_every, ckpt, seed, bits, echo, options, rewrite, keeping,
+                     progress)  # fmt: skip
+        return
+    train(*where, steps, log_every, ckpt, seed, bits, echo, progress, rewrite, keeping)
+
+
 def _exact_of(s: StepRecord):
     return lambda: (s.theta, s.m, s.v)
 
@@ -234,4 +255,4 @@ def save(path: str, model: str, tree: dict) -> None:
         raise D.DataError("E7004", f"cannot write `{path}`: {why}") from None
 
 
-__all__ = ["Keeping", "StoppedAfter", "TrainError", "train"]
+__all__ = ["Keeping", "StoppedAfter", "TrainError", "train", "train_program"]

@@ -1,0 +1,198 @@
+"""The Python API (`import presk`, issue 28): an entry called on numpy arrays gives the bits
+`presk run --backend native` prints for the same inputs; each shape is compiled once; an
+argument that does not fit is a PreskError with the code `presk run` gives for data that do
+not fit (E7001) and for weights that do not (E7060); `.psk.d` files read and written as
+numpy; a run trained from Python logs what `presk train` logs."""
+
+import json
+import re
+
+import numpy as np
+import presk
+import pytest
+from click.testing import CliRunner
+from helpers import ROOT, json_leaves
+
+TRAIN = str(ROOT / "tutorial" / "07_train.psk")
+GRAD = str(ROOT / "tutorial" / "04_grad.psk")
+
+
+def cli(*args):
+    """`presk ARGS`, in this process: (exit code, stdout, stderr)."""
+    from presk_cli.main import cli as group
+
+    done = CliRunner().invoke(group, [str(a) for a in args], env={"NO_COLOR": "1"})
+    return done.exit_code, done.stdout, done.stderr
+
+
+def doubles(doc, t):
+    """A JSON value of `presk run --json` of type `t` as the API takes it: reals as float64
+    arrays (the doubles the kernels read), trees as dicts of dotted paths, tuples as tuples."""
+    from presk_types.types import ParamsT, TupleT
+
+    match t:
+        case ParamsT():
+            return {k: json_leaves(v)[0] for k, v in doc.items()}
+        case TupleT(elements):
+            return tuple(doubles(v, e) for v, e in zip(doc, elements, strict=True))
+    return json_leaves(doc)[0]
+
+
+def bits(x) -> np.ndarray:
+    return np.asarray(x, dtype=np.float64).view(np.uint64)
+
+
+@pytest.mark.parametrize(
+    "file, entry, dims, realize",
+    [
+        (TRAIN, "loss", {"B": 4}, "f64"),
+        (TRAIN, "loss", {"B": 3}, "f32"),
+        (GRAD, "loss_grad", {"D": 3, "B": 5}, "f64"),
+    ],
+)
+def test_an_entry_gives_the_bits_of_presk_run_native(file, entry, dims, realize) -> None:
+    flags = [f for d, v in dims.items() for f in ("--dim", f"{d}={v}")]
+    code, out, err = cli("run", file, "--entry", entry, *flags, "--backend", "native",
+                         "--realize", realize, "--json")  # fmt: skip
+    assert code == 0, err
+    doc = json.loads(out)
+    f = presk.load(file).entry(entry, backend="native", realize=realize)
+    types = {p.name: p.type for p in f.function.params}
+    inputs = {k: doubles(v, types[k]) for k, v in doc["inputs"].items()}
+    got = f(**inputs)  # the dimensions solved from the arrays' shapes
+    want = json_leaves(doc["result"])
+    leaves = json_leaves(got) if isinstance(got, dict) else [got]
+    if isinstance(got, dict):  # nested: blocks -> proj -> w, in the tree's order
+        from presk_cli.arguments import flat
+
+        leaves = list(flat(got).values())
+    assert len(leaves) == len(want)
+    for a, b in zip(leaves, want, strict=True):
+        assert np.array_equal(bits(a), bits(b))
+    # θ₀ drawn as `presk run --seed 0` draws the argument θ
+    theta = presk.load(file).init(doc["inputs"]["θ"] and ("Tower" if entry == "loss" else
+                                                          f"Linear{{{dims['D']}, 1}}"))  # fmt: skip
+    from presk_cli.arguments import flat
+
+    assert list(flat(theta)) == list(inputs["θ"])
+    for k, v in flat(theta).items():
+        assert np.array_equal(bits(v), bits(inputs["θ"][k])), k
+
+
+def test_the_kernel_interpreter_and_the_reference_agree_with_native() -> None:
+    program = presk.load(TRAIN)
+    theta = program.init("Tower", seed=1)
+    x = np.linspace(-1, 1, 12).reshape(3, 4)
+    native = program.entry("loss")(theta, (x, 2 * x + 1))
+    kernel = program.entry("loss", backend="kernel")(theta, (x, 2 * x + 1))
+    exact = program.entry("loss", backend="interp")(theta, (x, 2 * x + 1))
+    assert np.array_equal(bits(native), bits(kernel))  # the laid-out kernels, the same bits
+    assert native.shape == () and abs(float(native) - float(exact)) < 1e-12 * float(exact)
+
+
+def test_each_shape_is_compiled_once() -> None:
+    program = presk.load(TRAIN)
+    f = program.entry("loss")
+    theta = program.init("Tower")
+    x = np.ones((4, 4))
+    first = f(theta, (x, x))
+    assert f.compilations == 1
+    assert np.array_equal(bits(f(theta, (x, x))), bits(first)) and f.compilations == 1
+    f(theta, (np.ones((2, 4)), np.ones((2, 4))))  # B = 2: another shape
+    assert f.compilations == 2
+    f(theta, (x, 0 * x))
+    assert f.compilations == 2
+    # an entry with an open prefix `...`: its axes are a shape too
+    apply = program.entry("Tower.apply")
+    assert apply(theta, np.ones((2, 3, 4))).shape == (2, 3, 4)
+    assert apply(theta, np.ones((5, 4))).shape == (5, 4) and apply.compilations == 2
+
+
+def test_a_shape_that_does_not_fit_has_presk_runs_code(tmp_path) -> None:
+    program = presk.load(TRAIN)
+    f = program.entry("loss")
+    theta = program.init("Tower")
+    # presk run --data with samples of another shape: E7001
+    bad = tmp_path / "three.psk.d"
+    presk.write_data(bad, (np.ones((4, 3)), np.ones((4, 3))), type="(ℝ[model: 3], ℝ[model: 3])")
+    code, _, err = cli("run", TRAIN, "--entry", "loss", "--data", bad)
+    assert code == 1 and err.startswith("[E7001] Error:"), err
+    with pytest.raises(presk.PreskError) as e:
+        f(theta, (np.ones((4, 3)), np.ones((4, 3))))
+    assert e.value.code == "E7001" and "`ℝ[batch: B, model: 4]` has 4" in e.value.message
+    with pytest.raises(presk.PreskError) as e:
+        f(theta, (np.ones((4, 4)), np.ones((5, 4))))  # B = 4 from x, 5 from y
+    assert e.value.code == "E7001" and str(e.value).startswith("[E7001] Error: `batch.1`")
+    with pytest.raises(presk.PreskError) as e:
+        program.entry("loss", dims={"B": 8})(theta, (np.ones((4, 4)), np.ones((4, 4))))
+    assert e.value.code == "E7001" and "at B = 8" in e.value.message
+    # presk run --weights with a tree of other shapes: E7060
+    small = presk.load(ROOT / "tutorial" / "06_tower.psk", const={"D": 3})
+    ckpt = tmp_path / "small.psk.d"
+    presk.write_data(ckpt, small.init("Tower"), model="Tower")
+    code, _, err = cli("run", TRAIN, "--entry", "loss", "--dim", "B=4", "--weights", ckpt)
+    assert code == 1 and err.startswith("[E7060] Error:"), err
+    with pytest.raises(presk.PreskError) as e:
+        f(presk.read_data(ckpt), (np.ones((4, 4)), np.ones((4, 4))))
+    assert e.value.code == "E7060" and "blocks.norm.γ" in e.value.message
+    with pytest.raises(presk.PreskError) as e:
+        f({"final": theta["final"]}, (np.ones((4, 4)), np.ones((4, 4))))
+    assert e.value.code == "E7060" and "no leaf `blocks.norm.γ`" in e.value.message
+
+
+@pytest.mark.parametrize(
+    "call, code",
+    [
+        (lambda p: p.entry("loss", backend="gpu"), "E7080"),
+        (lambda p: p.entry("loss", backend="interp", realize="f32"), "E7080"),
+        (lambda p: p.entry("loss", threads=0), "E7080"),
+        (lambda p: p.entry("los"), "E7001"),
+        (lambda p: p.entry("loss", dims={"b": 4}), "E7001"),
+        (lambda p: p.entry("loss")(p.init("Tower")), "E7001"),
+        (lambda p: p.entry("loss")(p.init("Tower"), (np.ones((2, 4)), "x")), "E7001"),
+        (lambda p: p.init("Nothing"), "E7001"),
+        (lambda p: presk.load(ROOT / "tutorial" / "missing.psk"), None),
+    ],
+)
+def test_bad_calls_are_diagnostics(call, code) -> None:
+    with pytest.raises(presk.PreskError) as e:
+        call(presk.load(TRAIN))
+    assert re.fullmatch(r"E\d{4}", e.value.code)
+    assert code is None or e.value.code == code
+    assert e.value.message.startswith(f"[{e.value.code}] Error: ")
+
+
+def test_data_files_as_numpy(tmp_path) -> None:
+    pairs = ROOT / "tutorial" / "data" / "pairs.psk.d"
+    x, y = presk.read_data(pairs)
+    assert x.shape == y.shape == (x.shape[0], 4) and x.dtype == np.float64
+    again = tmp_path / "pairs.psk.d"
+    presk.write_data(again, (x, y), type="(ℝ[model: 4], ℝ[model: 4])")
+    assert again.read_bytes() == pairs.read_bytes()
+    tokens = tmp_path / "tokens.psk.d"
+    presk.write_data(tokens, np.arange(6).reshape(3, 2), type="idx[8][seq: 2]")
+    assert np.array_equal(presk.read_data(tokens), np.arange(6).reshape(3, 2))
+    with pytest.raises(presk.PreskError) as e:
+        presk.write_data(tokens, np.arange(6).reshape(3, 2) + 5, type="idx[8][seq: 2]")
+    assert e.value.code == "E7007"
+    with pytest.raises(presk.PreskError) as e:
+        presk.read_data(tmp_path / "none.psk.d")
+    assert e.value.code == "E7004"
+
+
+def test_training_from_python_logs_what_presk_train_logs(tmp_path) -> None:
+    code, out, err = cli("train", TRAIN, "--steps", 3, "--log-every", 1, "--backend", "native",
+                         "--ckpt", tmp_path / "cli")  # fmt: skip
+    assert code == 0, err
+    logged = [float(v) for v in re.findall(r"^step \d+ .* loss (\S+)", out, re.M)]
+    records, lines = [], []
+    theta = presk.load(TRAIN).train(steps=3, backend="native", ckpt=str(tmp_path / "py"),
+                                    callback=records.append, log=lines.append)  # fmt: skip
+    assert [r["step"] for r in records] == [1, 2, 3]
+    assert [round(r["loss"], 6) for r in records] == logged
+    assert lines[-1].startswith("presk train: 3 steps of Tower, final loss")
+    final = presk.read_data(tmp_path / "cli" / "final.psk.d")
+    from presk_cli.arguments import flat
+
+    for k, v in flat(final).items():
+        assert np.array_equal(bits(flat(theta)[k]), bits(v)), k
