@@ -151,6 +151,9 @@ def test_a_shape_that_does_not_fit_has_presk_runs_code(tmp_path) -> None:
         (lambda p: p.entry("loss")(p.init("Tower")), "E7001"),
         (lambda p: p.entry("loss")(p.init("Tower"), (np.ones((2, 4)), "x")), "E7001"),
         (lambda p: p.init("Nothing"), "E7001"),
+        (lambda p: p.train(steps=0), "E7080"),
+        (lambda p: presk.load(GRAD).train(steps=1), "E7081"),
+        (lambda p: presk.load(TRAIN, const={"D": "x"}), "E7080"),
         (lambda p: presk.load(ROOT / "tutorial" / "missing.psk"), None),
     ],
 )

@@ -9,7 +9,8 @@ its `training run`, read and write `.psk.d` files.
 Shipped by presk-cli; the functions are presk_cli.api's and presk_cli.pydata's.
 """
 
+from presk_cli import __version__
 from presk_cli.api import Entry, PreskError, Program, load
 from presk_cli.pydata import read_data, write_data
 
-__all__ = ["Entry", "PreskError", "Program", "load", "read_data", "write_data"]
+__all__ = ["Entry", "PreskError", "Program", "__version__", "load", "read_data", "write_data"]

@@ -223,14 +223,15 @@ def _text(shape) -> str:
 TREE = "the tree's leaf"
 
 
-def solve(lengths: list[tuple[Lin, int, str, str]], known: dict[str, int]) -> dict[str, int]:
-    """The dimensions the lengths fix beside `known`: a length whose expression has one
-    dimension not yet known gives it when it divides out to a natural; repeated until none
-    is fixed. Lengths that contradict are left for `check`."""
+def solve(lengths: list[tuple], known: dict[str, int]) -> dict[str, int]:
+    """The dimensions the lengths, each `(lin, n, …)`, fix beside `known`: a length whose
+    expression has one dimension not yet known gives it when it divides out to a natural;
+    repeated until none is fixed. Lengths that contradict are left for `check` (`presk
+    serve`'s checkpoint leaves are solved here too)."""
     known = dict(known)
     while True:
         fixed = False
-        for lin, n, _, _ in lengths:
+        for lin, n, *_ in lengths:
             unknown = [(d, c) for d, c in lin.coeffs if d not in known]
             if len(unknown) != 1:
                 continue
