@@ -184,18 +184,59 @@ def test_data_files_as_numpy(tmp_path) -> None:
 
 
 def test_training_from_python_logs_what_presk_train_logs(tmp_path) -> None:
+    x, y = presk.read_data(ROOT / "tutorial" / "data" / "pairs.psk.d")
+    eight = tmp_path / "eight.psk.d"  # one batch of B = 8: an epoch a step
+    presk.write_data(eight, (x[:8], y[:8]), type="(ℝ[model: 4], ℝ[model: 4])")
     code, out, err = cli("train", TRAIN, "--steps", 3, "--log-every", 1, "--backend", "native",
-                         "--ckpt", tmp_path / "cli")  # fmt: skip
+                         "--ckpt", tmp_path / "cli", "--data", eight)  # fmt: skip
     assert code == 0, err
-    logged = [float(v) for v in re.findall(r"^step \d+ .* loss (\S+)", out, re.M)]
+    logged = re.findall(r"^step \d+ .*$", out, re.M)
     records, lines = [], []
+    metrics = tmp_path / "m.jsonl"
     theta = presk.load(TRAIN).train(steps=3, backend="native", ckpt=str(tmp_path / "py"),
+                                    data=eight, metrics=str(metrics), log_every=1,
                                     callback=records.append, log=lines.append)  # fmt: skip
-    assert [r["step"] for r in records] == [1, 2, 3]
-    assert [round(r["loss"], 6) for r in records] == logged
+    assert [r["step"] for r in records] == [1, 2, 3] and [r["epoch"] for r in records] == [1, 2, 3]
+    assert [json.loads(line) for line in metrics.read_text().splitlines()[1:]] == records
+    assert [line for line in lines if line.startswith("step ")] == logged
     assert lines[-1].startswith("presk train: 3 steps of Tower, final loss")
     final = presk.read_data(tmp_path / "cli" / "final.psk.d")
     from presk_cli.arguments import flat
 
     for k, v in flat(final).items():
         assert np.array_equal(bits(flat(theta)[k]), bits(v)), k
+
+
+def test_a_run_stopped_by_presk_train_resumes_from_python(tmp_path) -> None:
+    flags = ["--steps", 3, "--backend", "native", "--log-every", 1]
+    code, out, err = cli("train", TRAIN, *flags, "--ckpt", tmp_path / "whole")
+    assert code == 0, err
+    code, out, err = cli("train", TRAIN, *flags, "--ckpt", tmp_path / "cut", "--stop-after", 1)
+    assert code == 0, err
+    where = re.search(r"--resume (\S+)", out).group(1)
+    records = []
+    theta = presk.load(TRAIN).train(steps=3, ckpt=str(tmp_path / "cut"), resume=where,
+                                    callback=records.append)  # fmt: skip
+    assert [r["step"] for r in records] == [2, 3]
+    from presk_cli.arguments import flat
+
+    whole = flat(presk.read_data(tmp_path / "whole" / "final.psk.d"))
+    assert all(np.array_equal(bits(v), bits(whole[k])) for k, v in flat(theta).items())
+
+
+def test_an_interrupted_run_saves_its_last_step_and_gives_the_mask_back(tmp_path) -> None:
+    import signal
+
+    def stop(record):  # Ctrl-C during step 2
+        if record["step"] == 2:
+            raise KeyboardInterrupt
+
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, set())
+    with pytest.raises(KeyboardInterrupt) as e:
+        presk.load(TRAIN).train(steps=4, ckpt=str(tmp_path), callback=stop)
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, set()) == before
+    assert e.value.saved and (tmp_path / "step_1.psk.d").exists()
+    records = []
+    presk.load(TRAIN).train(steps=4, ckpt=str(tmp_path), resume=e.value.saved,
+                            callback=records.append)  # fmt: skip
+    assert [r["step"] for r in records] == [2, 3, 4]

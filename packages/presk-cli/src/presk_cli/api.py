@@ -143,10 +143,11 @@ class Program:
         return Entry(self, name, dict(dims or {}), backend, realize, threads, bits)
 
     def init(self, model: str, seed: int = 0, dims: dict[str, int] | None = None,
-             name: str = "θ") -> dict:  # fmt: skip
+             name: str = "θ", bits: int = 256) -> dict:  # fmt: skip
         """θ₀ of `model` (`Tower`, `Linear{3, 1}`) from its initializers, as `presk run
-        --seed` draws an argument `name` of type `params model` (and `presk train` its
-        objective's first argument): a nested dict of float64 arrays."""
+        --seed --bits` draws an argument `name` of type `params model` (and `presk train` its
+        objective's first argument): a nested dict of float64 arrays. `dims`: the
+        dimensions of an imported file the tree needs (`--dim T=…`)."""
         from presk_core.interp import Interpreter
         from presk_core.run import EntryError, draw, parse_entry
 
@@ -158,7 +159,7 @@ class Program:
         try:
             entry = parse_entry(text, self.core, None, _dims(dims))
             init = self.core.function(entry.function.name)
-            tree = draw(entry, Interpreter(self.core, 256), seed, name, init.result)
+            tree = draw(entry, Interpreter(self.core, bits), seed, name, init.result)
         except EntryError as e:
             raise _raised(e) from None
         from presk_cli.arguments import to_numpy
@@ -167,17 +168,21 @@ class Program:
 
     def train(self, steps: int | None = None, backend: str = "native", realize: str = "f64",
               threads: int = 1, seed: int = 0, bits: int = 256, callback: Callable | None = None,
-              ckpt: str | None = None, log: Callable[[str], None] | None = None) -> dict:  # fmt: skip
-        """The file's `training run` as `presk train` runs it (`--steps`, `--backend`,
-        `--realize`, `--threads`, `--seed`, `--bits`, `--ckpt`): `callback(record)` after
-        each step, with its `--metrics` line as a dict (step, epoch, loss, lr, grad_norm,
+              ckpt: str | None = None, log: Callable[[str], None] | None = None,
+              log_every: int = 10, data: str | None = None, metrics: str | None = None,
+              resume: str | None = None) -> dict:  # fmt: skip
+        """The file's `training run` as `presk train` runs it, its flags as arguments
+        (`--steps`, `--backend`, `--realize`, `--threads`, `--seed`, `--bits`, `--ckpt`,
+        `--log-every`, `--data`, `--metrics`, `--resume`): `callback(record)` after each
+        step, with its `--metrics` line as a dict (step, epoch, loss, lr, grad_norm,
         seconds); `log(line)` each line of its log (none without it). The final θ, as a
         nested dict of float64 arrays (also written to `final.psk.d` in `ckpt`)."""
-        from presk_cli.training import train_file
+        from presk_cli.training import Run, train_file
 
         _options(backend, realize, threads)
-        return train_file(self, steps, (backend, realize, threads), seed, bits, callback, ckpt,
-                          log)  # fmt: skip
+        run = Run(steps, (backend, realize, threads), seed, bits, ckpt, data, metrics, resume,
+                  log_every)  # fmt: skip
+        return train_file(self, run, callback, log)
 
 
 def _dims(dims: dict | None) -> dict[str, int]:
@@ -218,7 +223,8 @@ class Entry:
                 f" {', '.join(self.function.dims) or 'none'})",
             )
         self.params = [p.name for p in self.function.params]
-        self._cache: dict[tuple, tuple] = {}
+        self._cache: dict[tuple, tuple] = {}  # (dims, prefix, scalars) -> schedule, executor
+        self._entries: dict[tuple, object] = {}  # (dims, prefix) -> presk_core.run.Entry
         self._lock = threading.Lock()
         self._interp = None
 
@@ -248,6 +254,9 @@ class Entry:
 
         fn = self.function
         dims = solve(shaped.lengths, self.dims)
+        key = (tuple(sorted(dims.items())), shaped.prefix)
+        if key in self._entries:  # parse_entry and the reach of the body: once a shape
+            return self._entries[key]
         needed = needed_dims(self.program.core, fn.name)
         for d in fn.dims:
             if d not in dims and d in needed:
@@ -258,9 +267,11 @@ class Entry:
                 )
         prefix = {f"…{i}": n for i, n in enumerate(shaped.prefix or ())}
         try:
-            return parse_entry(self.name, self.program.core, None, {**dims, **prefix})
+            entry = parse_entry(self.name, self.program.core, None, {**dims, **prefix})
         except EntryError as e:
             raise _raised(e) from None
+        self._entries[key] = entry
+        return entry
 
     def _call(self, args: tuple, kwargs: dict):
         from presk_cli.arguments import bind, check, shape_arguments

@@ -105,13 +105,6 @@ def _say_saved(e: BaseException, sources: SourceMap) -> None:
         click.echo("presk train: no step was complete: nothing to resume", err=True)
 
 
-def _held_type(path: str) -> str:
-    """The sample type a data file holds (its header), for the checker's training runs."""
-    from presk_core.data import read_header
-
-    return read_header(path).type_text
-
-
 def _step_rewrite(ctx, profile=None, core=None, folder=""):
     from presk_opt.cli import step_rewrite, step_sizes  # `--opt`: the step through core-opt
     from presk_syntax.pipeline import Pricing
@@ -237,7 +230,9 @@ def check(
     overrides = _consts(consts)
     sources = SourceMap()
     try:
-        checked = check_file(file, overrides, sources, data_header=_held_type)
+        from presk_cli.train import held_type
+
+        checked = check_file(file, overrides, sources, data_header=held_type)
     except DiagnosticError as e:
         _fail(e, sources)
     emit(checked.diagnostics, sources)
@@ -550,32 +545,25 @@ def train(
     from presk_ad import ADError
     from presk_core.data import DataError
     from presk_core.run import EntryError, RunError
-    from presk_syntax.pipeline import Context
-    from presk_types.training import replace_data
 
     from presk_cli.metrics import MetricsError
     from presk_cli.progress import Progress
     from presk_cli.resume import ResumeError
-    from presk_cli.train import StoppedAfter, TrainError
+    from presk_cli.train import StoppedAfter, TrainError, checked_training, training_context
 
     keeping = _keeping(resume, stop_after, metrics, plot, compare)
-    header = None if data_file else _held_type
-    ctx = Context(consts=_consts(consts), check=True, data_header=header)
+    ctx = training_context(_consts(consts), data_file)
     sources = ctx.sources
     _profile_needs_opt("train", opt, profile)
     # on a terminal: what the run waits for, then where it is (nothing through a pipe)
     shown = Progress(_write_on_terminal if sys.stdout.isatty() and not quiet else None)
     shown.phase(f"checking `{file}`")
     try:  # the passes of the pipeline up to lowering; the step differentiates (presk_ad.step)
-        elaborated = PIPELINE.run("elab", file, ctx)
+        elaborated = checked_training(file, ctx, data_file)
     except DiagnosticError as e:
         shown.clear()
         _fail(e, sources)
-    program, runs, diagnostics = elaborated.program, elaborated.runs, ctx.diagnostics
-    if runs and data_file:  # the run's data replaced: open and match this file
-        problem = replace_data(runs[0], program.main, data_file, _held_type)
-        if problem is not None:
-            diagnostics.append(problem)
+    runs, diagnostics = elaborated.runs, ctx.diagnostics
     if diagnostics:
         shown.clear()  # the diagnostics where the phase's line was
     emit(diagnostics, sources)

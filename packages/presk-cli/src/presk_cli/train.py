@@ -159,6 +159,36 @@ def train(
     keeping.draw(metrics, echo)
 
 
+def held_type(path: str) -> str:
+    """The sample type a data file holds (its header), for the checker's training runs."""
+    return D.read_header(path).type_text
+
+
+def training_context(consts: dict[str, str], data: str | None, remat: str = "residuals"):
+    """The context `presk train` checks a file in: the checker on, the run's data file
+    opened by its header unless `data` (`--data`) replaces it."""
+    from presk_syntax.pipeline import Context
+
+    header = None if data else held_type
+    return Context(consts=consts, check=True, data_header=header, remat=remat)
+
+
+def checked_training(file: str, ctx, data: str | None):
+    """`file` elaborated and checked in `ctx` (training_context) up to the pass `elab`, its
+    run's data replaced by `data` and opened and matched (`--data`); its problems in
+    `ctx.diagnostics`. `presk train` and the Python API's Program.train call it."""
+    from presk_types.training import replace_data
+
+    from presk_cli.pipeline import PIPELINE
+
+    elaborated = PIPELINE.run("elab", file, ctx)
+    if elaborated.runs and data:  # the run's data replaced: open and match this file
+        problem = replace_data(elaborated.runs[0], elaborated.program.main, data, held_type)
+        if problem is not None:
+            ctx.diagnostics.append(problem)
+    return elaborated
+
+
 def train_program(core: Program, folder: str, flags: tuple, options: tuple[str, str, int], echo,
                   rewrite=None, keeping: Keeping | None = None, progress=None) -> None:  # fmt: skip
     """The first `training run` of `core` (the pass TRAIN's value; its data in `folder`, the
