@@ -240,3 +240,21 @@ def test_an_interrupted_run_saves_its_last_step_and_gives_the_mask_back(tmp_path
     presk.load(TRAIN).train(steps=4, ckpt=str(tmp_path), resume=e.value.saved,
                             callback=records.append)  # fmt: skip
     assert [r["step"] for r in records] == [2, 3, 4]
+
+
+def test_a_key_and_a_draw_on_the_reference_interpreter_as_presk_run() -> None:
+    sample = ROOT / "tutorial" / "05_sample.psk"
+    code, out, err = cli("run", sample, "--entry", "pick", "--dim", "B=5", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    pick = presk.load(sample).entry("pick", backend="interp")
+    key = tuple(int(w) for w in doc["inputs"]["key"])
+    got = pick(key, json_leaves(doc["inputs"]["logits"])[0])
+    assert got.dtype == np.int64 and got.tolist() == doc["result"]
+    with pytest.raises(presk.PreskError) as e:  # no loop nest draws: E7002, as presk run says
+        presk.load(sample).entry("pick")(key, np.zeros((5, 8)))
+    assert e.value.code == "E7002"
+    apply = presk.load(TRAIN).entry("Tower.apply")
+    with pytest.raises(presk.PreskError) as e:  # the kernels need an axis of `...`
+        apply(presk.load(TRAIN).init("Tower"), np.ones(4))
+    assert e.value.code == "E7001"

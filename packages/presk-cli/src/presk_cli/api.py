@@ -279,6 +279,12 @@ class Entry:
         core, fn = self.program.core, self.function
         values = bind(fn, args, kwargs)
         shaped = shape_arguments(core, fn, values)
+        if shaped.prefix == () and self.backend != "interp":
+            raise PreskError.of(
+                "E7001",
+                f"`{fn.name}` takes an open prefix `...`, which the kernels need one axis of at"
+                " least (an array of one more axis), or backend='interp'",
+            )
         entry = self._entry(shaped)
         check(shaped, {**entry.dims, **{d: v for d, v in self.dims.items()}})
         if self.backend == "interp":
