@@ -38,19 +38,26 @@ def doubles(doc, t):
     return json_leaves(doc)[0]
 
 
+def leaves_of(value) -> list:
+    """A result's arrays in order: a tree's leaves in its layout's order."""
+    from presk_cli.arguments import flat
+
+    return list(flat(value).values()) if isinstance(value, dict) else [value]
+
+
 def bits(x) -> np.ndarray:
     return np.asarray(x, dtype=np.float64).view(np.uint64)
 
 
 @pytest.mark.parametrize(
-    "file, entry, dims, realize",
+    "file, entry, dims, realize, model",
     [
-        (TRAIN, "loss", {"B": 4}, "f64"),
-        (TRAIN, "loss", {"B": 3}, "f32"),
-        (GRAD, "loss_grad", {"D": 3, "B": 5}, "f64"),
+        (TRAIN, "loss", {"B": 4}, "f64", "Tower"),
+        (TRAIN, "loss", {"B": 3}, "f32", "Tower"),
+        (GRAD, "loss_grad", {"D": 3, "B": 5}, "f64", "Linear{3, 1}"),
     ],
 )
-def test_an_entry_gives_the_bits_of_presk_run_native(file, entry, dims, realize) -> None:
+def test_an_entry_gives_the_bits_of_presk_run_native(file, entry, dims, realize, model) -> None:
     flags = [f for d, v in dims.items() for f in ("--dim", f"{d}={v}")]
     code, out, err = cli("run", file, "--entry", entry, *flags, "--backend", "native",
                          "--realize", realize, "--json")  # fmt: skip
@@ -61,17 +68,15 @@ def test_an_entry_gives_the_bits_of_presk_run_native(file, entry, dims, realize)
     inputs = {k: doubles(v, types[k]) for k, v in doc["inputs"].items()}
     got = f(**inputs)  # the dimensions solved from the arrays' shapes
     want = json_leaves(doc["result"])
-    leaves = json_leaves(got) if isinstance(got, dict) else [got]
-    if isinstance(got, dict):  # nested: blocks -> proj -> w, in the tree's order
-        from presk_cli.arguments import flat
-
-        leaves = list(flat(got).values())
-    assert len(leaves) == len(want)
-    for a, b in zip(leaves, want, strict=True):
+    assert len(leaves_of(got)) == len(want)
+    for a, b in zip(leaves_of(got), want, strict=True):
+        assert np.array_equal(bits(a), bits(b))
+    # the inputs `presk run` draws, drawn from Python: the same call, the same bits
+    again = f(**f.inputs(seed=0, dims=dims))
+    for a, b in zip(leaves_of(again), want, strict=True):
         assert np.array_equal(bits(a), bits(b))
     # θ₀ drawn as `presk run --seed 0` draws the argument θ
-    theta = presk.load(file).init(doc["inputs"]["θ"] and ("Tower" if entry == "loss" else
-                                                          f"Linear{{{dims['D']}, 1}}"))  # fmt: skip
+    theta = presk.load(file).init(model, seed=0)
     from presk_cli.arguments import flat
 
     assert list(flat(theta)) == list(inputs["θ"])

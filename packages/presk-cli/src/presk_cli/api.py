@@ -239,6 +239,28 @@ class Entry:
             f" realize={self.realize!r})"
         )
 
+    def inputs(self, seed: int = 0, dims: dict[str, int] | None = None,
+               prefix: tuple[int, ...] = ()) -> dict:  # fmt: skip
+        """The arguments `presk run --seed` draws for this entry at `dims` (with the entry's
+        own) and the axes `prefix` of an open prefix `...`, by name, as this entry takes
+        them (hyperparameters left to their defaults): `f(**f.inputs(seed=0))` is `presk run
+        --entry E --seed 0`'s result."""
+        from presk_core.run import EntryError, parse_entry
+
+        from presk_cli.native import entry_inputs
+
+        given = {**self.dims, **_dims(dims)}
+        axes = {f"…{i}": n for i, n in enumerate(_dims(dict(enumerate(prefix))).values())}
+        try:
+            entry = parse_entry(self.name, self.program.core, None, {**given, **axes})
+            drawn = entry_inputs(self.program.core, entry, seed, self.bits)
+        except EntryError as e:
+            raise _raised(e) from None
+        from presk_types.types import Machine
+
+        # a hyperparameter is drawn as its default: left out, the call takes that default
+        return {name: _python(v) for name, t, v in drawn if not isinstance(t, Machine)}
+
     def __call__(self, *args, **kwargs):
         try:
             return self._call(args, kwargs)
@@ -328,6 +350,13 @@ class Entry:
             except NativeError as e:
                 raise PreskError([error(e.code, str(e), help=e.help)]) from None
         return _nested(result, nested)
+
+
+def _python(value):
+    """A drawn argument as the API takes it: numpy arrays, nested dicts (a key as it is)."""
+    from presk_cli.arguments import to_numpy
+
+    return to_numpy(value) if isinstance(value, np.ndarray | dict | tuple) else value
 
 
 def _nested(value, nested):
