@@ -105,6 +105,14 @@ def _say_saved(e: BaseException, sources: SourceMap) -> None:
         click.echo("presk train: no step was complete: nothing to resume", err=True)
 
 
+def _held_type(path: str) -> str:
+    """presk_cli.train.held_type, imported when a file has a training run: `presk check`
+    of one without loads neither numpy nor the trainer."""
+    from presk_cli.train import held_type
+
+    return held_type(path)
+
+
 def _step_rewrite(ctx, profile=None, core=None, folder=""):
     from presk_opt.cli import step_rewrite, step_sizes  # `--opt`: the step through core-opt
     from presk_syntax.pipeline import Pricing
@@ -230,9 +238,7 @@ def check(
     overrides = _consts(consts)
     sources = SourceMap()
     try:
-        from presk_cli.train import held_type
-
-        checked = check_file(file, overrides, sources, data_header=held_type)
+        checked = check_file(file, overrides, sources, data_header=_held_type)
     except DiagnosticError as e:
         _fail(e, sources)
     emit(checked.diagnostics, sources)
