@@ -263,3 +263,36 @@ def test_a_key_and_a_draw_on_the_reference_interpreter_as_presk_run() -> None:
     with pytest.raises(presk.PreskError) as e:  # the kernels need an axis of `...`
         apply(presk.load(TRAIN).init("Tower"), np.ones(4))
     assert e.value.code == "E7001"
+
+
+def test_any_arguments_give_a_result_or_a_diagnostic() -> None:
+    """Robustness: arrays of any rank, length and kind, trees with leaves missing or reshaped,
+    never a traceback of another kind."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    program = presk.load(TRAIN)
+    f = program.entry("loss", backend="kernel")
+    theta = program.init("Tower")
+    kinds = st.sampled_from([np.float64, np.float32, np.int64, np.bool_, np.complex128, str])
+    shapes = st.one_of(
+        st.lists(st.integers(0, 5), min_size=0, max_size=3).map(tuple),
+        st.integers(0, 5).map(lambda b: (b, 4)),  # a batch of B, 0 included
+    )
+    arrays = st.builds(lambda s, k: np.zeros(s, dtype=k), shapes, kinds)
+    batches = st.one_of(st.tuples(arrays, arrays), arrays, st.tuples(arrays), st.none())
+    trees = st.sampled_from(["whole", "missing", "reshaped", "list"])
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(batches, trees)
+    def call(batch, tree):
+        t = {"whole": theta, "list": [1.0], "missing": {"final": theta["final"]},
+             "reshaped": {**theta, "final": {"γ": np.ones(5)}}}[tree]  # fmt: skip
+        try:
+            value = f(t, batch)
+        except presk.PreskError as e:
+            assert re.fullmatch(r"E\d{4}", e.code) and e.message.startswith(f"[{e.code}]")
+            return
+        assert tree == "whole" and np.shape(value) == ()
+
+    call()
