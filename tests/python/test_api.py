@@ -170,6 +170,16 @@ def test_bad_calls_are_diagnostics(call, code) -> None:
     assert e.value.message.startswith(f"[{e.value.code}] Error: ")
 
 
+def test_a_presk_error_pickles_with_its_rendered_text() -> None:
+    import pickle
+
+    with pytest.raises(presk.PreskError) as e:
+        presk.load(TRAIN, const={"D": 3})  # E2006, with the source lines of the file
+    again = pickle.loads(pickle.dumps(e.value))
+    assert (again.code, again.message, str(again)) == (e.value.code, e.value.message, str(e.value))
+    assert "07_train.psk:7:26" in again.message
+
+
 def test_data_files_as_numpy(tmp_path) -> None:
     pairs = ROOT / "tutorial" / "data" / "pairs.psk.d"
     x, y = presk.read_data(pairs)

@@ -39,6 +39,16 @@ class PreskError(Exception):
     def of(cls, code: str, message: str) -> PreskError:
         return cls([error(code, message)])
 
+    def __reduce__(self):  # pickled whole (a worker process's error): its rendered text too
+        return (_unpickled, (self.diagnostics, self.message))
+
+
+def _unpickled(diagnostics: list[Diagnostic], message: str) -> PreskError:
+    e = PreskError(diagnostics)
+    e.message = message
+    e.args = (message.rstrip("\n"),)
+    return e
+
 
 def _raised(e: Exception, sources=None) -> PreskError:
     """The PreskError of an exception of the stages: its diagnostics, or its code."""
