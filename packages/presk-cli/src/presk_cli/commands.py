@@ -79,23 +79,15 @@ def _train_lowered(file, ctx, elaborated, shown, flags, opt, profile, native, ke
     """`presk train` past checking: the file lowered to PSK-Core, its step rewritten
     (`--opt`), trained on the interpreter or the kernels (`flags`: steps, log_every, ckpt,
     seed, bits)."""
-    from presk_cli.train import train as run_training
+    from presk_cli.train import train_program
 
-    steps, log_every, ckpt, seed, bits = flags
     shown.phase("lowering to PSK-Core")
     core = PIPELINE.run(TRAIN, file, ctx, start=elaborated, first="elab")
     rewrite = _step_rewrite(ctx, profile, core, os.path.dirname(file)) if opt else None
-    where = (core, core.trainings[0], os.path.dirname(file))
-    if native["backend"] != "interp":  # --opt: the rewritten step lowered to kernels
-        from presk_cli.native_train import train_native
-
-        options = (native["backend"], native["realize"], native["threads"])
-        train_native(
-            *where, steps, log_every, ckpt, seed, bits, click.echo, options, rewrite, keeping, shown
-        )
-        return
-    # from the core program: its training run, its data by the file's folder
-    run_training(*where, steps, log_every, ckpt, seed, bits, click.echo, shown, rewrite, keeping)
+    # from the core program: its training run, its data by the file's folder (--opt: the
+    # rewritten step, lowered to kernels with --backend kernel|native)
+    options = (native["backend"], native["realize"], native["threads"])
+    train_program(core, os.path.dirname(file), flags, options, click.echo, rewrite, keeping, shown)
 
 
 def _write_on_terminal(text: str) -> None:
@@ -114,10 +106,11 @@ def _say_saved(e: BaseException, sources: SourceMap) -> None:
 
 
 def _held_type(path: str) -> str:
-    """The sample type a data file holds (its header), for the checker's training runs."""
-    from presk_core.data import read_header
+    """presk_cli.train.held_type, imported when a file has a training run: `presk check`
+    of one without loads neither numpy nor the trainer."""
+    from presk_cli.train import held_type
 
-    return read_header(path).type_text
+    return held_type(path)
 
 
 def _step_rewrite(ctx, profile=None, core=None, folder=""):
@@ -565,32 +558,25 @@ def train(
     from presk_ad import ADError
     from presk_core.data import DataError
     from presk_core.run import EntryError, RunError
-    from presk_syntax.pipeline import Context
-    from presk_types.training import replace_data
 
     from presk_cli.metrics import MetricsError
     from presk_cli.progress import Progress
     from presk_cli.resume import ResumeError
-    from presk_cli.train import StoppedAfter, TrainError
+    from presk_cli.train import StoppedAfter, TrainError, checked_training, training_context
 
     keeping = _keeping(resume, stop_after, metrics, plot, compare, resumable)
-    header = None if data_file else _held_type
-    ctx = Context(consts=_consts(consts), check=True, data_header=header)
+    ctx = training_context(_consts(consts), data_file)
     sources = ctx.sources
     _profile_needs_opt("train", opt, profile)
     # on a terminal: what the run waits for, then where it is (nothing through a pipe)
     shown = Progress(_write_on_terminal if sys.stdout.isatty() and not quiet else None)
     shown.phase(f"checking `{file}`")
     try:  # the passes of the pipeline up to lowering; the step differentiates (presk_ad.step)
-        elaborated = PIPELINE.run("elab", file, ctx)
+        elaborated = checked_training(file, ctx, data_file)
     except DiagnosticError as e:
         shown.clear()
         _fail(e, sources)
-    program, runs, diagnostics = elaborated.program, elaborated.runs, ctx.diagnostics
-    if runs and data_file:  # the run's data replaced: open and match this file
-        problem = replace_data(runs[0], program.main, data_file, _held_type)
-        if problem is not None:
-            diagnostics.append(problem)
+    runs, diagnostics = elaborated.runs, ctx.diagnostics
     if diagnostics:
         shown.clear()  # the diagnostics where the phase's line was
     emit(diagnostics, sources)

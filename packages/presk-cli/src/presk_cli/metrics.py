@@ -18,6 +18,7 @@ import importlib
 import json
 import math
 import os
+from collections.abc import Callable
 
 from presk_core import data as D
 
@@ -41,11 +42,13 @@ def _dump(row: dict) -> str:
 class MetricsWriter:
     """The metrics of a run, a line a step, to a file and (for `--plot`) kept in memory."""
 
-    def __init__(self, path: str | None, settings: dict, start: int = 0, keep: bool = False):
+    def __init__(self, path: str | None, settings: dict, start: int = 0, keep: bool = False,
+                 on_step: Callable[[dict], None] | None = None):  # fmt: skip
         """A new file at `path` with `settings` on its first line; from `start` > 0 (a resumed
         run), the lines of the steps up to `start` a file at `path` holds are kept. `keep`:
-        the rows in memory too (`rows`), for a plot; `path` None: in memory only."""
-        self.path, self.file = path, None
+        the rows in memory too (`rows`), for a plot; `path` None: in memory only. `on_step`
+        is given each step's row as it is written (the Python API's callback)."""
+        self.path, self.file, self.on_step = path, None, on_step
         self.head = {"presk": KIND, "version": VERSION, **_without_kind(settings)}
         kept = [r for r in _rows_if_any(path) if r["step"] <= start] if start and path else []
         self.rows: list[dict] | None = list(kept) if keep else None
@@ -57,12 +60,23 @@ class MetricsWriter:
         except OSError as e:
             raise MetricsError("E7074", f"cannot write `{path}`: {_why(e)}") from None
 
+    @classmethod
+    def open(
+        cls, path: str | None, settings: dict, start: int = 0, keep: bool = False, on_step=None
+    ) -> MetricsWriter | None:
+        """A writer, or None when neither a file, the rows nor a callback are asked for."""
+        if path is None and not keep and on_step is None:
+            return None
+        return cls(path, settings, start, keep, on_step)
+
     def step(self, t: int, epoch: int, loss: float, lr: float, norm: float, seconds: float):
         """Step t's line (`epoch` from 0, written from 1 as the log writes it)."""
         row = {"step": t, "epoch": epoch + 1, "loss": loss, "lr": lr, "grad_norm": norm,
                "seconds": round(seconds, 6)}  # fmt: skip
         if self.rows is not None:
             self.rows.append(row)
+        if self.on_step is not None:
+            self.on_step(dict(row))
         if self.file is None:
             return
         try:

@@ -189,9 +189,10 @@ def storage(schedule, leaves: list) -> list:
 # ---- results -------------------------------------------------------------------------------
 
 
-def rebuild(core, t, outputs: Iterator):
+def rebuild(core, t, outputs: Iterator, real: Callable | None = None):
     """The entry's result, of type `t`, from its output leaves in order: trees as dicts of
-    their leaves' paths, tuples, tensors (reals as exact mpfr, as the interpreter gives)."""
+    their leaves' paths, tuples, tensors (reals as exact mpfr, as the interpreter gives, or
+    as `real` makes them of the doubles: the Python API's float64)."""
     import numpy as np
     from presk_core.run import interp_real
     from presk_types.types import ParamsT, Real, TupleT
@@ -201,15 +202,27 @@ def rebuild(core, t, outputs: Iterator):
             layout = core.layout(inst.module) or core.layout(inst.name)
             if layout is None:
                 raise NativeError("E7002", f"no parameter tree for `{t}` in the program")
-            return {leaf.path: rebuild(core, leaf.type, outputs) for leaf in layout.leaves}
+            return {leaf.path: rebuild(core, leaf.type, outputs, real) for leaf in layout.leaves}
         case TupleT(elements):
-            return tuple(rebuild(core, e, outputs) for e in elements)
+            return tuple(rebuild(core, e, outputs, real) for e in elements)
     value = next(outputs, None)
     if value is None:
         raise NativeError("E7002", f"the kernels give no value for a `{t}` of the result")
     if isinstance(t, Real):
-        return interp_real(np.asarray(value, dtype=np.float64), 53)
+        doubles = np.asarray(value, dtype=np.float64)
+        return interp_real(doubles, 53) if real is None else real(doubles)
     return np.asarray(value)
+
+
+def result_of(core, entry, outputs: list, real: Callable | None = None):
+    """The result of `entry` (presk_core.run.Entry) from all its kernels' outputs (rebuild)."""
+    it = iter(outputs)
+    result = rebuild(core, entry.function.result, it, real)
+    if next(it, None) is not None:
+        raise NativeError(
+            "E7002", f"the kernels of `{entry.shown}` give more values than it returns"
+        )
+    return result
 
 
 # ---- presk run --backend kernel|native -----------------------------------------------------
@@ -236,12 +249,7 @@ def run_text(
     all_dims = dict(entry.dims) | dict(entry.prefix)
     schedule = lower(core, entry.function.name, all_dims, args, realize, threads)
     outputs = executor(schedule, backend)(storage(schedule, argument_leaves(args)))
-    it = iter(outputs)
-    result = rebuild(core, entry.function.result, it)
-    if next(it, None) is not None:
-        raise NativeError(
-            "E7002", f"the kernels of `{entry.shown}` give more values than it returns"
-        )
+    result = result_of(core, entry, outputs)
     return result_text(
         entry, inputs, result, seed, bits, digits, verbose, as_json, (backend, realize)
     )
@@ -293,6 +301,7 @@ __all__ = [
     "entry_text",
     "lower",
     "rebuild",
+    "result_of",
     "run_native",
     "run_text",
     "storage",

@@ -85,21 +85,14 @@ def _layout_dims(layout, found, dims: dict[str, int], path: str, want: str) -> d
             else "its leaves in another order"
         )
         raise ServeError("E7021", f"`{path}` holds {what} (the program's: {', '.join(paths)})")
-    known = dict(dims)
-    for _ in range(len(layout.leaves) + 1):  # each pass fixes a dimension or none is left
-        fixed = False
-        for leaf, (_, shape) in zip(layout.leaves, found, strict=True):
-            for lin, n in zip(_lengths(leaf), shape, strict=False):
-                unknown = [(d, c) for d, c in lin.coeffs if d not in known]
-                if len(unknown) != 1:
-                    continue
-                (d, c), rest = unknown[0], lin.constant
-                rest += sum(k * known[e] for e, k in lin.coeffs if e != d)
-                if (n - rest) % c == 0 and (n - rest) // c >= 0:
-                    known[d] = (n - rest) // c
-                    fixed = True
-        if not fixed:
-            break
+    from presk_cli.arguments import solve
+
+    lengths = [
+        (lin, n)
+        for leaf, (_, shape) in zip(layout.leaves, found, strict=True)
+        for lin, n in zip(_lengths(leaf), shape, strict=False)
+    ]
+    known = solve(lengths, dims)  # as the Python API solves an entry's from its arguments
     for leaf, (p, shape) in zip(layout.leaves, found, strict=True):
         if any(d not in known for lin in _lengths(leaf) for d in lin.names):
             continue  # the size decides below (or asks for --dim)

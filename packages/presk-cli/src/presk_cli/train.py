@@ -19,6 +19,7 @@ import functools
 import os
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import gmpy2
@@ -47,16 +48,20 @@ class Keeping:
     stop_after: int | None = None
     plot: str | None = None
     compare: tuple[str, list[dict]] | None = None
+    """`--compare`: a label and the rows of another run's metrics, read before the run."""
     resumable: bool = False
     """`--resumable`: the state beside every checkpoint, not only when the run stops early."""
-    """`--compare`: a label and the rows of another run's metrics, read before the run."""
+    on_step: Callable[[dict], None] | None = None
+    """Given each step's metrics (the Python API's `callback`: presk_cli.training)."""
 
     def writer(self, settings, start: int) -> MetricsWriter | None:
-        """The run's metrics writer (None when neither --metrics nor --plot is given), its
-        first line `settings()`."""
-        if self.metrics is None and self.plot is None:
+        """The run's metrics writer (None without --metrics, --plot or a callback), its first
+        line `settings()` (computed only when a writer is made)."""
+        if self.metrics is None and self.plot is None and self.on_step is None:
             return None
-        return MetricsWriter(self.metrics, settings(), start, keep=self.plot is not None)
+        return MetricsWriter.open(
+            self.metrics, settings(), start, self.plot is not None, self.on_step
+        )
 
     def draw(self, metrics: MetricsWriter | None, echo) -> None:
         """`--plot`: the run's loss and |g|, and `--compare`'s beside them."""
@@ -167,6 +172,53 @@ def train(
     keeping.draw(metrics, echo)
 
 
+def held_type(path: str) -> str:
+    """The sample type a data file holds (its header), for the checker's training runs."""
+    return D.read_header(path).type_text
+
+
+def training_context(consts: dict[str, str], data: str | None, remat: str = "residuals"):
+    """The context `presk train` checks a file in: the checker on, the run's data file
+    opened by its header unless `data` (`--data`) replaces it."""
+    from presk_syntax.pipeline import Context
+
+    header = None if data else held_type
+    return Context(consts=consts, check=True, data_header=header, remat=remat)
+
+
+def checked_training(file: str, ctx, data: str | None):
+    """`file` elaborated and checked in `ctx` (training_context) up to the pass `elab`, its
+    run's data replaced by `data` and opened and matched (`--data`); its problems in
+    `ctx.diagnostics`. `presk train` and the Python API's Program.train call it."""
+    from presk_types.training import replace_data
+
+    from presk_cli.pipeline import PIPELINE
+
+    elaborated = PIPELINE.run("elab", file, ctx)
+    if elaborated.runs and data:  # the run's data replaced: open and match this file
+        problem = replace_data(elaborated.runs[0], elaborated.program.main, data, held_type)
+        if problem is not None:
+            ctx.diagnostics.append(problem)
+    return elaborated
+
+
+def train_program(core: Program, folder: str, flags: tuple, options: tuple[str, str, int], echo,
+                  rewrite=None, keeping: Keeping | None = None, progress=None) -> None:  # fmt: skip
+    """The first `training run` of `core` (the pass TRAIN's value; its data in `folder`, the
+    main file's) on the reference interpreter or, by `options` (backend, realize, threads),
+    the kernels: `flags` are (steps, log_every, ckpt, seed, bits). `presk train` and the
+    Python API's Program.train call it."""
+    steps, log_every, ckpt, seed, bits = flags
+    where = (core, core.trainings[0], folder)
+    if options[0] != "interp":
+        from presk_cli.native_train import train_native
+
+        train_native(*where, steps, log_every, ckpt, seed, bits, echo, options, rewrite, keeping,
+                     progress)  # fmt: skip
+        return
+    train(*where, steps, log_every, ckpt, seed, bits, echo, progress, rewrite, keeping)
+
+
 def _exact_of(s: StepRecord):
     return lambda: (s.theta, s.m, s.v)
 
@@ -246,4 +298,4 @@ def save(path: str, model: str, tree: dict) -> None:
         raise D.DataError("E7004", f"cannot write `{path}`: {why}") from None
 
 
-__all__ = ["Keeping", "StoppedAfter", "TrainError", "train"]
+__all__ = ["Keeping", "StoppedAfter", "TrainError", "train", "train_program"]

@@ -274,6 +274,12 @@ def entry_inputs(
     return inputs
 
 
+def draw(entry: Entry, interp: Interpreter, seed: int, name: str, t: Type) -> object:
+    """The value `presk run --seed` draws for an argument `name` of type `t` of `entry`
+    (a parameter tree: from its module's initializers, with the key of its name)."""
+    return _draw(entry, interp, R.root_key(seed), name, t, dict(entry.function.defaults))
+
+
 def _draw(entry: Entry, interp: Interpreter, root, name: str, t: Type, defaults: dict) -> object:
     key = R.fold_path(root, name)
     match t:
@@ -529,6 +535,7 @@ __all__ = [
     "Entry",
     "EntryError",
     "RunError",
+    "draw",
     "entry_inputs",
     "entry_names",
     "result_text",
