@@ -22,7 +22,7 @@ from presk_core.envelope import _reals, calibrate
 from presk_core.interp import Interpreter
 from presk_core.run import entry_inputs, parse_entry
 from presk_kernel.bound import BoundError, bound
-from presk_kernel.lower import argument_leaves
+from presk_kernel.lower import argument_leaves, lower_entry
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "native"))
 from test_realization_native import CASES, IDS, realization_file  # noqa: E402
@@ -62,7 +62,8 @@ def measure(case, seed: int) -> dict[str, tuple[float, float | None]]:
     out = {}
     mixed = "@" + realization_file(case)  # sites in f32, bf16, f64 in turn, a path in bf16
     for t in (*TYPES, mixed):
-        before, laid = lower(c, e.function.name, every, values, t)
+        before = lower_entry(c, e.function.name, every, values, t)  # the kernels the bound reads
+        laid = lower(c, e.function.name, every, values, t)  # the schedule a run executes
         got = executor(laid, "kernel")(storage(laid, argument_leaves(values)))
         err = max(
             float(np.max(np.abs(np.asarray(g, np.float64).reshape(-1) - x.reshape(-1)), initial=0))
@@ -107,7 +108,7 @@ def test_the_interval_model_is_looser_than_cond():
     env = calibrate(c, e, lambda i: args, 1, 256, file, 0)
     sites = {k: (s.lo, s.hi, s.abs_sum, s.cond) for k, s in env.sites.items()}
     inputs = {k: (s.lo, s.hi) for k, s in env.inputs.items()}
-    before, _ = lower(c, e.function.name, dict(e.dims), [v for _, _, v in args], "f64")
+    before = lower_entry(c, e.function.name, dict(e.dims), [v for _, _, v in args], "f64")
     cond = bound(before, sites, inputs, "cond").absolute
     assert bound(before, sites, inputs, "interval").absolute > cond > 0
 

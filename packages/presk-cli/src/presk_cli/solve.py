@@ -138,7 +138,7 @@ def _solve(core, envelope, absolute: float, backend: str = "kernel"):
         gap = 0.0
         for vals, want in zip(values, exact, strict=True):
             try:
-                _, laid = lower(core, name, dims, vals, r)
+                laid = lower(core, name, dims, vals, r)
                 got = executor(laid, backend)(storage(laid, argument_leaves(vals)))
             except NativeError as e:
                 raise PrecisionError(e.code, str(e)) from None
