@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 
 from presk_kernel import libm
@@ -348,7 +348,7 @@ def model_c(
         "",
         "/* a team of at most n threads (the divided loop's iterations), the export's threads",
         " * and the threads OpenMP may use */",
-        "static int presk_team(int64_t n) {",
+        "static inline int presk_team(int64_t n) {",
         "    int64_t m = omp_get_max_threads();",
         "    m = m < PRESK_THREADS ? m : PRESK_THREADS;",
         "    m = m < n ? m : n;",
@@ -363,7 +363,10 @@ def model_c(
         out.append(_signature(h, f))
         out.append("{")
         out.append("    const size_t mark = presk_mark(arena);")
-        out += _indent(_body(h, first[f.function], names, lets))
+        lines = _body(h, first[f.function], names, lets)
+        used = set(re.findall(r"\w+", "\n".join(lines)))
+        out += [f"    (void){b.name};" for b in (*f.params, *f.results) if b.name not in used]
+        out += _indent(lines)
         out.append("    presk_release(arena, mark);")
         out.append("}")
         out.append("")
@@ -381,6 +384,34 @@ def model_c(
     out.append("    presk_release(arena, mark);")
     out.append("}")
     return "\n".join(header), "\n".join(out) + "\n"
+
+
+RESERVED = frozenset(
+    "arena in out mark t w p i x auto break case char const continue default do double else"
+    " enum extern float for goto if inline int long register restrict return short signed"
+    " sizeof static struct switch typedef union unsigned void volatile while".split()
+)
+
+
+def _safe_frame(f: HostFrame) -> HostFrame:
+    """`f` with no buffer named as a C keyword or a name model.c declares itself (`arena`,
+    `in`, `out`, `mark`, …), nor as a kernel (`k0`): those take a `_`."""
+    taken = {b.name for b in (*f.params, *f.results, *f.locals)}
+
+    def safe(b):
+        name = b.name
+        if name in RESERVED or re.fullmatch(r"k\d+|presk_\w*", name):
+            while name in taken or name in RESERVED or re.fullmatch(r"k\d+", name):
+                name += "_"
+            taken.add(name)
+        return replace(b, name=name)
+
+    return replace(
+        f,
+        params=tuple(map(safe, f.params)),
+        results=tuple(map(safe, f.results)),
+        locals=tuple(map(safe, f.locals)),
+    )
 
 
 def _calls(call: Call):
@@ -416,14 +447,19 @@ def main_c(schedule: Schedule, frame: HostFrame, cname: str, output_header: byte
     for b, p in zip(schedule.inputs, frame.params, strict=True):
         n = math.prod(a.length for a in hb[b].axes)
         dt, ct = hb[b].dtype, CTYPE[hb[b].dtype]
-        read.append(f"{ct} *{p.name} = presk_alloc(&arena, {n} * sizeof({ct}));")
         src = {"bool": "uint8_t", "i64": "int64_t"}.get(dt, "double")
-        read.append(f"for (int64_t i = 0; i < {n}; i++) {{")
-        read.append(f"    {src} x; memcpy(&x, sample + {at} + i * sizeof x, sizeof x);")
         value = {"f32": "(float)x", "bf16": "presk_bf16_store((float)x)"}.get(dt, "x")
-        read.append(f"    {p.name}[i] = {value};")
-        read.append("}")
-        read.append(f"in.{p.name} = {p.name};")
+        read += [
+            "{",
+            f"    {ct} *p = presk_alloc(&arena, {n} * sizeof({ct}));",
+            f"    for (int64_t i = 0; i < {n}; i++) {{",
+            f"        {src} x;",
+            f"        memcpy(&x, sample + {at} + i * sizeof x, sizeof x);",
+            f"        p[i] = {value};",
+            "    }",
+            f"    in.{p.name} = p;",
+            "}",
+        ]
         at += n * FILE_ITEMSIZE[dt]
     at = 0
     for b, r in zip(schedule.outputs, frame.results, strict=True):
@@ -559,7 +595,7 @@ def c_program(
     `output_header` the .psk.d header main.c writes before the outputs (one sample of the
     entry's result leaves), `threads` the most a split launch's team takes."""
     tc = portable(toolchain or find_toolchain())
-    frames = {f.function: f for f in host_frames(schedule, lets)}
+    frames = {f.function: _safe_frame(f) for f in host_frames(schedule, lets)}
     # kernels: identical ones share a function, as the native backend's do
     texts: dict[str, str] = {}
     kernel_of: list[str] = []
