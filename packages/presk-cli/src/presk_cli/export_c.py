@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
-import tempfile
 
 from presk_cli.native import NativeError
 
@@ -160,10 +158,7 @@ def export_c(
     in_texts = _leaf_texts(schedule, schedule.inputs, in_bounds)
     out_texts = _leaf_texts(schedule, schedule.outputs, out_bounds)
     in_text, out_text = _type_text(in_texts), _type_text(out_texts)
-    parent = os.path.dirname(os.path.abspath(out))
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=".presk-export-", dir=parent)
-    try:
+    with D.atomic_dir(out) as tmp:  # whole or not at all
         conf = os.path.join(tmp, "conformance")
         os.mkdir(conf)
         leaves_in = [np.asarray(x) for x in storage(schedule, leaves)]
@@ -190,16 +185,6 @@ def export_c(
         files[EXPORT_MARK] = "presk export --target c\n"
         for name, text in files.items():
             D.write_text(os.path.join(tmp, name), text)
-        if os.path.exists(out):
-            old = tempfile.mkdtemp(prefix=".presk-old-", dir=parent)
-            os.rename(out, os.path.join(old, "x"))
-            os.rename(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     threads_text = (
         "on one thread"
         if program.split == 0
