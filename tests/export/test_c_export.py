@@ -29,15 +29,22 @@ LLAMA = (
     ("--dim", "B=1", "--dim", "T=3", "--const", "D=8", "--const", "H=2", "--const", "F=12"),
 )
 MLP_GRAD = ("tests/examples/mlp/mlp.psk", "mse_grad", ("--dim", "D=3", "--dim", "B=2"))
+MINIGPT = (  # large enough that its contractions are the GEMM's
+    "tests/examples/minigpt/minigpt.psk",
+    "MiniGPT.apply",
+    ("--dim", "B=1", "--dim", "T=16", "--const", "V=64", "--const", "D=32", "--const", "H=2",
+     "--const", "L=1"),
+)  # fmt: skip
 
-# (case, realization, threads): the tutorial's loss and two example entries of
-# presk-kernel's CASES, under f64 and f32 (bf16 once), one split among threads
+# (case, realization, threads): the tutorial's loss and example entries of presk-kernel's
+# CASES, under f64 and f32 (bf16 once), one split among threads, one through the GEMM
 EXPORTS = [
     (TRAIN, "f64", 1),
     (TRAIN, "f32", 1),
     (ATTEND, "f64", 2),
     (LLAMA, "f32", 1),
     (MLP_GRAD, "bf16", 1),
+    (MINIGPT, "f32", 2),
 ]
 IDS = [f"{Path(c[0]).stem}:{c[1]}:{r}:t{t}" for c, r, t in EXPORTS]
 
@@ -141,10 +148,41 @@ def test_c1_holds(exported, cc, openmp):
     assert check.stdout == "C1 holds: the outputs are the native backend's, bit for bit\n"
 
 
+def test_clean_under_werror_and_sanitizers(exported, tmp_path):
+    """The generated C builds with -Werror (gcc, with and without OpenMP), and runs under
+    AddressSanitizer and UndefinedBehaviorSanitizer with the same bits."""
+    out, _, native, _, _ = exported
+    copy = tmp_path / "prog"
+    shutil.copytree(out, copy)
+    strict = "-std=c11 -ffp-contract=off -O2 -Wall -Wextra -Werror"
+    for openmp in ("-fopenmp", ""):
+        subprocess.run(["make", "-s", "-C", str(copy), "clean"], check=True)
+        build = subprocess.run(
+            ["make", "-s", "-C", str(copy), "model", "CC=gcc", f"OPENMP={openmp}",
+             f"CFLAGS={strict}"],
+            capture_output=True,
+            text=True,
+        )  # fmt: skip
+        assert build.returncode == 0, build.stderr
+    sanitized = "-std=c11 -ffp-contract=off -O1 -g -fsanitize=address,undefined"
+    subprocess.run(["make", "-s", "-C", str(copy), "clean"], check=True)
+    build = subprocess.run(
+        ["make", "-s", "-C", str(copy), "model", "CC=gcc", "OPENMP=",
+         f"CFLAGS={sanitized} -fno-sanitize-recover=all"],
+        capture_output=True,
+        text=True,
+    )  # fmt: skip
+    assert build.returncode == 0, build.stderr
+    got = _run_model(copy, {"ASAN_OPTIONS": "detect_leaks=1"})
+    assert _bits(got) == _bits(_decimals(native["result"]))
+
+
 def test_inputs_are_the_runs(exported):
     """conformance/inputs.psk.d holds the inputs `presk run` synthesizes (the same seed)."""
     out, _, native, _, _ = exported
-    got = D.read_reals(str(out / "conformance" / "inputs.psk.d"))
+    path = str(out / "conformance" / "inputs.psk.d")
+    (sample,) = D.read(path, D.type_of(D.read_header(path).type_text))
+    got = np.concatenate([np.asarray(x, dtype=np.float64).reshape(-1) for x in sample])
     want = np.concatenate([_decimals(v) for v in native["inputs"].values()])
     assert _bits(got) == _bits(want)
 
@@ -167,7 +205,7 @@ def test_summary_line(exported):
     assert int(m["functions"]) == len(re.findall(r"^static void presk_\w+\(", model, re.M))
     assert f"#define PRESK_ARENA_BYTES {m['arena']} " in (out / "model.h").read_text()
     assert int(m["arena"]) <= int(m["all"])
-    if threads > 1:  # the case is large enough that a launch is divided
+    if case == ATTEND:  # large enough that the layout divides a launch: an OpenMP region
         assert regions >= 1
     if m["split"] is not None:
         assert int(m["threads"]) == threads and regions <= int(m["split"])
