@@ -149,21 +149,24 @@ def test_c1_holds(exported, cc, openmp):
 
 
 def test_clean_under_werror_and_sanitizers(exported, tmp_path):
-    """The generated C builds with -Werror (gcc, with and without OpenMP), and runs under
-    AddressSanitizer and UndefinedBehaviorSanitizer with the same bits."""
+    """The generated C builds with -Werror (gcc, with and without OpenMP, for this machine
+    and for the baseline, ARCH=), and runs with the same bits, under AddressSanitizer and
+    UndefinedBehaviorSanitizer too."""
     out, _, native, _, _ = exported
     copy = tmp_path / "prog"
     shutil.copytree(out, copy)
     strict = "-std=c11 -ffp-contract=off -O2 -Wall -Wextra -Werror"
-    for openmp in ("-fopenmp", ""):
+    want = _bits(_decimals(native["result"]))
+    for openmp, arch in (("-fopenmp", "-march=native"), ("", "")):  # ARCH=: the baseline
         subprocess.run(["make", "-s", "-C", str(copy), "clean"], check=True)
         build = subprocess.run(
             ["make", "-s", "-C", str(copy), "model", "CC=gcc", f"OPENMP={openmp}",
-             f"CFLAGS={strict}"],
+             f"ARCH={arch}", f"CFLAGS={strict}"],
             capture_output=True,
             text=True,
         )  # fmt: skip
         assert build.returncode == 0, build.stderr
+        assert _bits(_run_model(copy)) == want, arch
     sanitized = "-std=c11 -ffp-contract=off -O1 -g -fsanitize=address,undefined"
     subprocess.run(["make", "-s", "-C", str(copy), "clean"], check=True)
     build = subprocess.run(
@@ -174,7 +177,7 @@ def test_clean_under_werror_and_sanitizers(exported, tmp_path):
     )  # fmt: skip
     assert build.returncode == 0, build.stderr
     got = _run_model(copy, {"ASAN_OPTIONS": "detect_leaks=1"})
-    assert _bits(got) == _bits(_decimals(native["result"]))
+    assert _bits(got) == want
 
 
 def test_inputs_are_the_runs(exported):

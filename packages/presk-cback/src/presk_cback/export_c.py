@@ -115,6 +115,10 @@ class ExportKernelC(KernelC):
                 self.block(body, depth + 1)
                 self.emit("}", depth)
 
+    def gemm_call(self, g, threads, depth: int) -> None:
+        """The GEMM's call, its threads at most those OpenMP may use (presk_threads)."""
+        super().gemm_call(g, f"presk_threads({threads})" if threads > 1 else threads, depth)
+
     def function(self) -> list[str]:
         k = self.k
         if applies(k.layout) and not is_laid(k):
@@ -150,7 +154,9 @@ def param_names(k: Kernel) -> list[str]:
 
 
 def _omp_macros(text: str) -> str:
-    """`#pragma omp …` lines as PRESK_OMP(omp …) (presk_rt.h): nothing without OpenMP."""
+    """`#pragma omp …` lines as PRESK_OMP(omp …) (presk_rt.h): nothing without OpenMP; a
+    kernel's own team of N threads at most those OpenMP may use (presk_threads)."""
+    text = re.sub(r"num_threads\((\d+)\)", r"num_threads(presk_threads(\1))", text)
     return re.sub(r"(?m)^(\s*)#pragma (omp .*)$", r"\1PRESK_OMP(\2)", text)
 
 

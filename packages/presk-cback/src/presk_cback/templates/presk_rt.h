@@ -15,9 +15,19 @@
 #define PRESK_KERNEL static inline __attribute__((always_inline))
 #define PRESK_PRAGMA(x) _Pragma(#x)
 #ifdef _OPENMP
+#include <omp.h>
 #define PRESK_OMP(x) PRESK_PRAGMA(x)
+/* at most n threads, and at most those OpenMP may use (OMP_NUM_THREADS) */
+static inline int presk_threads(int n) {
+    int m = omp_get_max_threads();
+    return m < n ? m : n;
+}
 #else
 #define PRESK_OMP(x)
+static inline int presk_threads(int n) {
+    (void)n;
+    return 1;
+}
 #endif
 
 typedef struct {
