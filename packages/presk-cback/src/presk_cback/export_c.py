@@ -393,7 +393,7 @@ def model_c(
 
 
 RESERVED = frozenset(
-    "arena in out mark t w p i x auto break case char const continue default do double else"
+    "arena in out mark t w auto break case char const continue default do double else"
     " enum extern float for goto if inline int long register restrict return short signed"
     " sizeof static struct switch typedef union unsigned void volatile while".split()
 )
@@ -401,7 +401,8 @@ RESERVED = frozenset(
 
 def _safe_frame(f: HostFrame) -> HostFrame:
     """`f` with no buffer named as a C keyword or a name model.c declares itself (`arena`,
-    `in`, `out`, `mark`, …), nor as a kernel (`k0`): those take a `_`."""
+    `in`, `out`, `mark`, an OpenMP region's `t` and `w`), nor as a kernel (`k0`): those
+    take a `_`."""
     taken = {b.name for b in (*f.params, *f.results, *f.locals)}
 
     def safe(b):
