@@ -169,6 +169,18 @@ def portable(tc: Toolchain) -> Toolchain:
     return replace(tc, target="")
 
 
+def _gemm_source(tag: str, host: Toolchain, tc: Toolchain) -> str:
+    """The GEMM of `tag`: this machine's (its vector registers' intrinsics and its tuned
+    blocking) where the program is built for a target that has them (`-march=native`, the
+    Makefile's ARCH), else in plain C vector types; the same fold, so the same bits."""
+    plain = gemm.embedded_source(tag, gemm.default_blocking(tag, tc), tc)
+    if host.vector_bytes == tc.vector_bytes:
+        return plain
+    cond = {64: "defined(__AVX512F__)", 32: "defined(__AVX2__) && defined(__FMA__)"}
+    native = gemm.embedded_source(tag, gemm.host_blocking(tag, host), host)
+    return f"#if {cond[host.vector_bytes]}\n{native}\n#else\n{plain}\n#endif"
+
+
 # ---- model.c -------------------------------------------------------------------------------
 
 
@@ -601,7 +613,8 @@ def c_program(
     the buffers (presk_kernel.frames.let_names), `entry` is the entry as the user named it,
     `output_header` the .psk.d header main.c writes before the outputs (one sample of the
     entry's result leaves), `threads` the most a split launch's team takes."""
-    tc = portable(toolchain or find_toolchain())
+    host = toolchain or find_toolchain()
+    tc = portable(host)
     frames = {f.function: _safe_frame(f) for f in host_frames(schedule, lets)}
     # kernels: identical ones share a function, as the native backend's do
     texts: dict[str, str] = {}
@@ -621,7 +634,7 @@ def c_program(
             if kc.gemm:
                 tags.add(kc.gemm)
         kernel_of.append(texts[text])
-    gemms = [gemm.embedded_source(t, gemm.default_blocking(t, tc), tc) for t in sorted(tags)]
+    gemms = [_gemm_source(t, host, tc) for t in sorted(tags)]
     kernels = "\n".join(
         [
             "/* kernels.c: the kernels of the entry, each the native backend's, one C function",
