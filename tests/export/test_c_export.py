@@ -292,3 +292,20 @@ def test_an_entry_the_backend_cannot_lower_is_refused(tmp_path):
     assert done.returncode == 1
     assert done.stderr.startswith("[E7002] Error: cannot lower `pick` to kernels: `sample`")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_realization_file(tmp_path):
+    """`--realize @FILE`: the line names the file, and C1 holds (every real in f32 here)."""
+    from presk_kernel.realization import Realization
+
+    path = tmp_path / "r.json"
+    Realization.uniform("f32").write(str(path))
+    file, entry, dims = TRAIN
+    out = tmp_path / "c"
+    done = presk_ok(
+        "export", file, "--target", "c", "--entry", entry, *dims, "--realize", f"@{path}",
+        "-o", out,
+    )  # fmt: skip
+    assert f"`loss` at B = 8 under the realization {path}: " in done.stdout
+    check = subprocess.run(["make", "-s", "-C", str(out), "check"], capture_output=True, text=True)
+    assert check.stdout == "C1 holds: the outputs are the native backend's, bit for bit\n"
