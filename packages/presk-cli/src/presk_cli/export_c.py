@@ -112,6 +112,27 @@ def _sample(text: str, arrays: list) -> tuple:
     return t, [sample]
 
 
+def buffer_names(core) -> dict[str, str]:
+    """Site -> the name model.c gives its buffer: the `let` that binds it
+    (presk_kernel.frames.let_names), and for a function's returned value, the `let` its
+    first caller binds the call to (`s = scores(q, k)`: scores' result is `s` in attend)."""
+    from presk_kernel.frames import let_names
+    from presk_kernel.lower import site_in_source
+
+    functions = {f.name: f for f in core.functions}
+    called: dict[str, str] = {}
+    for f in core.functions:
+        for ins in f.body:
+            if ins.op != "call" or ins.out is None or ins.out.name is None:
+                continue
+            g = functions.get(dict(ins.attrs).get("fn"))
+            ret = getattr(g, "ret", None)
+            for r in g.body if g is not None else ():
+                if r.out is not None and r.out.id == getattr(ret, "id", None):
+                    called.setdefault(site_in_source(g, r), ins.out.name)
+    return called | let_names(core)
+
+
 def check_out(out: str) -> None:
     """E8010 for an output path that exists and is not a C export (nothing is written)."""
     if os.path.lexists(out) and not (
@@ -133,7 +154,6 @@ def export_c(
     from presk_core import data as D
     from presk_core.interp import Interpreter
     from presk_core.run import check_dim_names, parse_entry
-    from presk_kernel.frames import let_names
     from presk_kernel.lower import argument_leaves
 
     from presk_cli.native import compiled, entry_inputs, lower, storage
@@ -170,7 +190,7 @@ def export_c(
         size = D.read_header(native_path).header_size
         with open(native_path, "rb") as f:
             header = f.read(size)
-        program = c_program(schedule, let_names(core), entry.shown, header, threads)
+        program = c_program(schedule, buffer_names(core), entry.shown, header, threads)
         shown_dims = ", ".join(f"{k} = {v}" for k, v in dims.items())
         at = f" at {shown_dims}" if shown_dims else ""
         kind = (
