@@ -309,3 +309,31 @@ def test_a_realization_file(tmp_path):
     assert f"`loss` at B = 8 under the realization {path}: " in done.stdout
     check = subprocess.run(["make", "-s", "-C", str(out), "check"], capture_output=True, text=True)
     assert check.stdout == "C1 holds: the outputs are the native backend's, bit for bit\n"
+
+
+def test_the_entry_host_function_as_the_spec_prints_it(tmp_path):
+    """Step 3's attention at B = 1, T = 3 (L1123): model.c's entry has the spec's lines, in
+    the spec's order (L1151–L1171): the inputs from `in`, the result allocated before the
+    mark, `s` from scores into a buffer of the caller, the result out, the release."""
+    out = tmp_path / "c"
+    presk_ok(
+        "export", "tutorial/03_attention.psk", "--target", "c", "--entry", "attend",
+        "--dim", "B=1", "--dim", "T=3", "-o", out,
+    )  # fmt: skip
+    model = (out / "model.c").read_text()
+    entry = model[model.index("void presk_attend(") :]
+    spec_lines = [
+        "void presk_attend(presk_arena *arena, const presk_attend_in *in, presk_attend_out *out)",
+        "    const double *q = in->q;",
+        "    const double *k = in->k;",
+        "    const double *v = in->v;",
+        "    double *result = presk_alloc(arena, 24 * sizeof(double));",
+        "    const size_t mark = presk_mark(arena);",
+        "    double *s = presk_alloc(arena, 18 * sizeof(double));",
+        "    presk_scores(arena, q, k, s);",
+        "    double *a = presk_alloc(arena, 18 * sizeof(double));",
+        "    out->result = result;",
+        "    presk_release(arena, mark);",
+    ]
+    lines = entry.splitlines()
+    assert [line for line in lines if line in spec_lines] == spec_lines
