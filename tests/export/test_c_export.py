@@ -312,7 +312,8 @@ def test_a_realization_file(tmp_path):
 
 
 def test_the_entry_host_function_as_the_spec_prints_it(tmp_path):
-    """Step 3's attention at B = 1, T = 3 (L1123): model.c's entry has the spec's lines, in
+    """Step 3's attention at B = 1, T = 3 (L1123): kernels.c's first kernel under its
+    PSK-Kernel text, as the spec prints them; model.c's entry has the spec's lines, in
     the spec's order (L1151–L1171): the inputs from `in`, the result allocated before the
     mark, `s` from scores into a buffer of the caller, the result out, the release."""
     out = tmp_path / "c"
@@ -337,3 +338,14 @@ def test_the_entry_host_function_as_the_spec_prints_it(tmp_path):
     ]
     lines = entry.splitlines()
     assert [line for line in lines if line in spec_lines] == spec_lines
+    kernels = (out / "kernels.c").read_text().splitlines()  # the scores' ein (L1128, L1130)
+    at = kernels.index(
+        "// kernel ein[batch, heads, seq, seq2] (%0 : f64[batch: 1, heads: 2, seq: 3, hd: 4],"
+        " %1 : f64[batch: 1, heads: 2, seq: 3, hd: 4]) -> %2 : f64[batch: 1, heads: 2, seq: 3,"
+        " seq2: 3] {"
+    )
+    head = next(line for line in kernels[at:] if line.startswith("PRESK_KERNEL"))
+    assert head == (
+        "PRESK_KERNEL void k0(const double *restrict in0, const double *restrict in1,"
+        " double *restrict out, int64_t lo, int64_t hi) {"
+    )
