@@ -349,3 +349,15 @@ def test_the_entry_host_function_as_the_spec_prints_it(tmp_path):
         "PRESK_KERNEL void k0(const double *restrict in0, const double *restrict in1,"
         " double *restrict out, int64_t lo, int64_t hi) {"
     )
+
+
+def test_flags_of_the_pytorch_target_are_refused(tmp_path):
+    file, entry, dims = TRAIN
+    done = presk("export", file, "--target", "c", "--entry", entry, *dims, "--serve", "-o",
+                 tmp_path / "x")  # fmt: skip
+    assert done.returncode == 2
+    assert "for --target pytorch" in done.stderr
+    done = presk("export", file, "--target", "pytorch", "--realize", "f32", "-o", tmp_path / "y")
+    assert done.returncode == 2
+    assert "for --target c" in done.stderr
+    assert list(tmp_path.iterdir()) == []

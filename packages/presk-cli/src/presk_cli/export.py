@@ -115,6 +115,19 @@ def export(
     from presk_cli.pipeline import PIPELINE
 
     if target == "c":
+        if (
+            entry is not None
+            or data_file is not None
+            or serve
+            or shapes != "none"
+            or (stack != "loop")
+        ):
+            click.echo(
+                "presk export: --conformance-entry, --data, --serve, --shapes and --stack are"
+                " for --target pytorch",
+                err=True,
+            )
+            sys.exit(2)
         export_c_command(file, c_entry, dims, consts, seed, realize, threads, out)
         return
     if c_entry is not None or realize != "f64" or threads != 1:
