@@ -164,3 +164,20 @@ def test_a_compile_that_fails_leaves_no_temporary_in_the_cache(cache, monkeypatc
     assert C.trusted(so) and stat.S_IMODE(so.stat().st_mode) == C.OBJECT_MODE
     assert stat.S_IMODE(C.digest_path(so).stat().st_mode) == C.FILE_MODE
     assert leftovers() == []
+
+
+def test_atomic_dir_is_whole_or_nothing(tmp_path):
+    """presk_core.data.atomic_dir (the C export's folder): the folder appears whole; a block
+    that raises leaves the folder before as it was, and no temporary beside it."""
+    out = tmp_path / "prog"
+    with D.atomic_dir(str(out)) as tmp:
+        D.write_text(os.path.join(tmp, "a.c"), "one\n")
+    assert [p.name for p in out.iterdir()] == ["a.c"]
+    with pytest.raises(RuntimeError), D.atomic_dir(str(out)) as tmp:
+        D.write_text(os.path.join(tmp, "b.c"), "two\n")
+        raise RuntimeError("stopped")
+    assert [p.name for p in out.iterdir()] == ["a.c"]
+    with D.atomic_dir(str(out)) as tmp:
+        D.write_text(os.path.join(tmp, "b.c"), "two\n")
+    assert [p.name for p in out.iterdir()] == ["b.c"]
+    assert [p.name for p in tmp_path.iterdir()] == ["prog"]

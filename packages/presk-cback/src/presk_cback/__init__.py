@@ -6,7 +6,8 @@ mode): presk-core's `presk_core.cc` under this generator's version; `gemm` (the 
 GEMM; presk libm, which every file includes, is presk-kernel's `presk_kernel.libm`), `contract`
 (the names of presk_kernel.contract, where the layout pass recognises contractions), `emit`
 (C for PSK-Kernel: it renders the layouts it is given, a GEMM statement as GEMM calls), `native` (`NativeEntry`: an
-entry compiled and run). docs/native.md describes them.
+entry compiled and run), `export_c` and `export_main` (the C export: an entry as a C
+program, docs/export-c.md). docs/native.md describes them.
 """
 
 __version__ = "0.1.0"

@@ -8,6 +8,8 @@ import click
 from presk_syntax.diagnostics import Diagnostic, DiagnosticError, Label, Severity, emit
 
 from presk_cli.commands import CONST, SEED, _consts, _dims, _fail, entry_fail
+from presk_cli.flags import Count
+from presk_cli.native import REALIZE
 
 
 @click.command(
@@ -18,7 +20,8 @@ from presk_cli.commands import CONST, SEED, _consts, _dims, _fail, entry_fail
     "--target",
     type=click.Choice(["pytorch", "c"]),
     required=True,
-    help="`pytorch`: Python files mirroring the source.",
+    help="`pytorch`: Python files mirroring the source; `c`: --entry as a C program that"
+    " computes the native backend's bits (docs/export-c.md).",
 )
 @click.option(
     "--mode",
@@ -47,6 +50,26 @@ from presk_cli.commands import CONST, SEED, _consts, _dims, _fail, entry_fail
     metavar="ENTRY",
     help="Also write a conformance test of ENTRY (`f`, `M.f`) against the interpreter.",
 )
+@click.option(
+    "--entry",
+    "c_entry",
+    metavar="ENTRY",
+    help="With --target c: the entry (`f`, `M.f`) the program computes.",
+)
+@click.option(
+    "--realize",
+    type=REALIZE,
+    default="f64",
+    show_default=True,
+    help="With --target c: the type of every real, or a realization file (@FILE).",
+)
+@click.option(
+    "--threads",
+    type=Count(1, 256),
+    default=1,
+    show_default=True,
+    help="With --target c: threads for the large launches (OpenMP regions; no bit changes).",
+)
 @click.option("--dim", "dims", multiple=True, metavar="NAME=N", help="A dimension of the entry.")
 @click.option(
     "--data",
@@ -67,7 +90,21 @@ from presk_cli.commands import CONST, SEED, _consts, _dims, _fail, entry_fail
 )
 @click.option("-o", "--out", required=True, type=click.Path(file_okay=False), help="The folder.")
 def export(
-    file, target, mode, shapes, stack, entry, dims, data_file, serve, consts, seed, out
+    file,
+    target,
+    mode,
+    shapes,
+    stack,
+    entry,
+    c_entry,
+    realize,
+    threads,
+    dims,
+    data_file,
+    serve,
+    consts,
+    seed,
+    out,
 ) -> None:
     """Export FILE to PyTorch: one Python file per Presk file it reaches, and with
     --conformance-entry a test that runs the export on the interpreter's inputs."""
@@ -77,8 +114,24 @@ def export(
 
     from presk_cli.pipeline import PIPELINE
 
-    if target != "pytorch":
-        click.echo("presk export: --target c is not built yet; use --target pytorch", err=True)
+    if target == "c":
+        if (
+            entry is not None
+            or data_file is not None
+            or serve
+            or shapes != "none"
+            or (stack != "loop")
+        ):
+            click.echo(
+                "presk export: --conformance-entry, --data, --serve, --shapes and --stack are"
+                " for --target pytorch",
+                err=True,
+            )
+            sys.exit(2)
+        export_c_command(file, c_entry, dims, consts, seed, realize, threads, out)
+        return
+    if c_entry is not None or realize != "f64" or threads != 1:
+        click.echo("presk export: --entry, --realize and --threads are for --target c", err=True)
         sys.exit(2)
     ctx = Context(consts=_consts(consts))
     sources = ctx.sources
@@ -121,3 +174,37 @@ def export(
         click.echo(f"presk export: cannot write into {out}: {e.strerror}", err=True)
         sys.exit(1)
     click.echo(f"presk export: wrote {', '.join(written)}")
+
+
+def export_c_command(file, entry, dims, consts, seed, realize, threads, out) -> None:
+    """`presk export --target c` (presk_cli.export_c): the summary line, or a diagnostic."""
+    from presk_core.run import EntryError, RunError
+    from presk_syntax.pipeline import Context
+
+    from presk_cli.export_c import ExportCError, export_c
+    from presk_cli.native import NativeError, fail
+    from presk_cli.pipeline import PIPELINE, RUN
+
+    if entry is None:
+        click.echo(
+            "presk export: --target c needs --entry (the entry the program computes)", err=True
+        )
+        sys.exit(2)
+    ctx = Context(consts=_consts(consts))
+    sources = ctx.sources
+    try:
+        core = PIPELINE.run(RUN, file, ctx)
+        line = export_c(core, entry, _dims(dims), seed, realize, threads, out)
+    except DiagnosticError as e:
+        _fail(e, sources)
+    except (EntryError, RunError) as e:
+        entry_fail("export", e, sources)
+    except NativeError as e:
+        fail(e, sources)
+    except ExportCError as e:
+        emit([Diagnostic(e.code, Severity.ERROR, f"cannot export: {e}")], sources)
+        sys.exit(1)
+    except OSError as e:
+        click.echo(f"presk export: cannot write into {out}: {e.strerror}", err=True)
+        sys.exit(1)
+    click.echo(line)

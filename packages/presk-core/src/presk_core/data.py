@@ -29,6 +29,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import struct
 import threading
@@ -272,10 +273,45 @@ def _temporary(folder: str) -> tuple[int, str]:
 
 def _unlink(tmp: str) -> None:
     try:
-        os.unlink(tmp)
+        if os.path.isdir(tmp) and not os.path.islink(tmp):  # an atomic_dir's
+            shutil.rmtree(tmp)
+        else:
+            os.unlink(tmp)
     except FileNotFoundError:
         pass
     _LIVE.discard(tmp)
+
+
+@contextmanager
+def atomic_dir(path: str) -> Iterator[str]:
+    """A folder that appears at `path` whole when the block ends, or not at all if it
+    raises: the name of an empty temporary folder beside `path`, which the block fills,
+    renamed to `path` at the end. A folder already at `path` is replaced whole (moved aside,
+    then removed); the caller decides whether it may be (the C export's E8010)."""
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+    tmp = os.path.join(parent, f".psk-{os.getpid()}-{secrets.token_hex(6)}.tmp")
+    _LIVE.add(tmp)
+    old = None
+    try:
+        os.mkdir(tmp)
+        yield tmp
+        if os.path.lexists(path):
+            old = os.path.join(parent, f".psk-{os.getpid()}-{secrets.token_hex(6)}.tmp")
+            _LIVE.add(old)
+            os.rename(path, old)
+        os.rename(tmp, path)
+        _LIVE.discard(tmp)
+    except BaseException:
+        _unlink(tmp)
+        if old is not None and not os.path.lexists(path):  # the folder before, put back
+            os.rename(old, path)
+            _LIVE.discard(old)
+            old = None
+        raise
+    finally:
+        if old is not None:
+            _unlink(old)
 
 
 @contextmanager
