@@ -64,6 +64,7 @@ def test_a_plan_cannot_put_a_gemm_on_mixed_operands():
     with pytest.raises(NativeError, match="GEMM statement is not the kernel's contraction") as e:
         lower(c, name, dims, args, REALIZATIONS[2][0], plan={mixed.site: planned})
     assert e.value.code == "E7040"
-    packed = dataclasses.replace(mixed.layout, pack=(0, 1), gemm=None)  # packs, stays loops
-    laid = _dot(lower(c, name, dims, args, REALIZATIONS[2][0], plan={mixed.site: packed}))
-    assert laid.layout.pack == (0, 1) and laid.layout.gemm is None
+    packed = dataclasses.replace(mixed.layout, pack=(0, 1), gemm=None)  # no GEMM to pack for
+    with pytest.raises(NativeError, match="only a GEMM statement packs") as e:
+        lower(c, name, dims, args, REALIZATIONS[2][0], plan={mixed.site: packed})
+    assert e.value.code == "E7040"

@@ -88,6 +88,7 @@ def test_a_contraction_over_no_term_is_zeros_packed_or_not(compiler):
         s = contraction_schedule(3, 0, 4, layout=Layout(order=("i", "j"), pack=pack))
         outs += [NativeEntry(s).run(args)[0], run_schedule(s, args, laid=True)[0]]
     assert recognize(s.launches[0].kernel) is None  # no row has a stride in an empty A
+    assert s.launches[0].kernel.layout.pack == ()  # so no GEMM statement: the pack dropped
     assert all(o.tobytes() == np.zeros((3, 4)).tobytes() for o in outs)
 
 

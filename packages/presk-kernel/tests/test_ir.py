@@ -87,7 +87,7 @@ def every_node() -> Schedule:
         (out,),
         body,
         "f32",
-        Layout(("i0",), (("i0", 1),), "i0", 8, "i0", 2, (0,)),
+        Layout(("i0",), (("i0", 1),), "i0", 8, "i0", 2),  # a pack is a GEMM statement's (below)
         ("f/%2", "f/%3"),
     )
     k = apply_layout(k)  # a tile loop in threads around a loop in strips of rows
@@ -190,7 +190,7 @@ def test_the_printed_form_shows_loops_folds_and_layouts():
         text.splitlines()[0]
         == "kernel max axis x (%0 : bf16[batch: 2, 3], %1 : i64[batch: 2]) -> %2 : bf16[batch: 2] {"
     )
-    assert "// site f/%3, f32, order i0, tile [i0: 1], lanes i0 x8, split (i0, 2), pack %0" in text
+    assert "// site f/%3, f32, order i0, tile [i0: 1], lanes i0 x8, split (i0, 2), no pack" in text
     assert "  tile i0_t < 2 by 1 (i0) threads 2 {" in text  # the layout applied
     assert "    for i0 < 2 in i0_t + 1 (batch), lanes 8, strip 8 rows {" in text
     gemm = format_kernel(every_node().launches[2].kernel)

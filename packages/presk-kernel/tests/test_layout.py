@@ -144,6 +144,23 @@ def test_a_plan_lays_out_its_sites_and_refuses_an_illegal_layout():
     assert e.value.code == "E7041"
 
 
+def test_only_a_gemm_statement_packs():
+    fused = _linear(8)
+    k = next(lc.kernel for lc in fused.launches if recognize(lc.kernel))
+    other = next(lc.kernel for lc in fused.launches if recognize(lc.kernel) is None)
+    one = replace(default_layout(k), pack=(0,))  # one operand: no GEMM statement reads it
+    assert "only a GEMM statement packs" in check_layout(k, with_gemm(k, one))
+    with pytest.raises(LayoutError, match="only a GEMM statement packs") as e:
+        lay_out(fused, plan={k.site: one})
+    assert e.value.code == "E7040"
+    with pytest.raises(LayoutError, match="only a GEMM statement packs"):
+        lay_out(fused, plan={other.site: replace(default_layout(other), pack=(0,))})
+    # applied directly, a pack without a GEMM statement is dropped: it changes no statement
+    laid = apply_layout(k, one)
+    assert laid.layout == replace(one, pack=()) and laid == apply_layout(k, laid.layout)
+    assert check_layout(k, laid.layout) is None
+
+
 def test_a_serial_loop_keeps_its_order():
     from presk_kernel.ir import Affine, Axis, Buffer, Kernel, Load, Loop, Op, Store
 

@@ -117,6 +117,7 @@ def test_the_near_miss_is_accepted():
         (dict(layout=Layout(order=("i", "p"))), "permutation"),
         (dict(layout=Layout(order=("i", "j"), lanes="p", width=4)), "reduction keeps its order"),
         (dict(layout=Layout(order=("i", "j"), pack=(2,))), "only inputs are packed"),
+        (dict(layout=Layout(order=("i", "j"), pack=(0, 1))), "only a GEMM statement packs"),
     ],
 )
 def test_each_problem_is_refused(broken, says):

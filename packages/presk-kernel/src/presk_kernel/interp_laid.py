@@ -12,9 +12,10 @@ it (presk_kernel.layout.apply_layout), so that the bits of a layout are checked 
 - a `GemmStmt` runs as its GEMM says, from the flat buffers through its strides and
   offsets, once per point of its batch loops: C's rows × columns vectorized, the fold over
   k from the rounded first product then fma, in order — what the C emitter renders,
-  checked here against the loops' bits;
-- packed inputs (the layout's `pack`) are read from a copy (a panel in another memory
-  order).
+  checked here against the loops' bits (its packing into panels a copy: the same values).
+
+No layout field is read here: a pack is the GEMM statement's (`check_layout`), and the
+statements say the rest.
 
 Below the laid-out loops (folds, serial loops, lets) the body is the plain interpreter's
 (presk_kernel.interp.Run), so the arithmetic is the same rule for rule.
@@ -48,12 +49,6 @@ def pieces(lo: int, hi: int, count: int) -> list[tuple[int, int]]:
 def chunks(lo: int, hi: int, size: int) -> list[tuple[int, int]]:
     """[lo, hi) in runs of `size` (the last one shorter)."""
     return [(a, min(a + size, hi)) for a in range(lo, hi, size)]
-
-
-def packed(k: Kernel, views: list[np.ndarray]) -> list[np.ndarray]:
-    """The views with each packed input replaced by a copy in column-major order (a panel:
-    the same values, read through the same indices)."""
-    return [np.array(v, order="F") if i in k.layout.pack else v for i, v in enumerate(views)]
 
 
 def run_gemm(k: Kernel, views: list[np.ndarray], g: Gemm) -> None:
@@ -131,7 +126,7 @@ def run_laid_kernel(k: Kernel, views: list[np.ndarray]) -> None:
     which a layout must not change)."""
     if applies(k.layout) and not is_laid(k):
         raise NotLaidOut(f"the layout of `{k.name}` at {k.site} is not applied to its body")
-    run = LaidRun(k, packed(k, views))
+    run = LaidRun(k, views)
     with np.errstate(all="ignore"):
         run.block(k.body)
 

@@ -2,7 +2,8 @@
 
 A layout never changes a bit (DESIGN §11): lanes run over a parallel loop only (never a
 reduction's variable), threads split a parallel loop (each output element computed by one
-thread), tiles and orders permute independent iterations, and a packed operand is a copy.
+thread), tiles and orders permute independent iterations, and a packed operand is a copy
+(the GEMM statement's: a pack is only the GEMM's, a nest in loops reads its inputs in place).
 `check_layout` refuses a layout that would break that; `default_layout` picks one from the
 nest's shape alone, so that step 17's plans can search the same space (`layout_space`).
 
@@ -45,7 +46,7 @@ def is_laid(k: Kernel) -> bool:
 
 def applies(layout: Layout) -> bool:
     """Whether a layout says more than a loop order (a body not laid out runs its order)."""
-    return bool(layout.tiles or layout.lanes or layout.split or layout.pack or layout.gemm)
+    return bool(layout.tiles or layout.lanes or layout.split or layout.gemm)  # a pack: a GEMM's
 
 
 def parallel_loops(k: Kernel) -> list[Loop]:
@@ -128,6 +129,8 @@ def check_layout(k: Kernel, layout: Layout) -> str | None:
         return "only inputs are packed"
     if len(set(layout.pack)) != len(layout.pack):
         return "an input is packed once"
+    if layout.pack and layout.gemm is None:
+        return "only a GEMM statement packs its operands (a nest in loops reads them in place)"
     if layout.gemm is not None:
         if layout.gemm != recognize(k):
             return "the GEMM statement is not the kernel's contraction"
@@ -143,11 +146,15 @@ def apply_layout(k: Kernel, layout: Layout | None = None) -> Kernel:
     `Tile` (outermost, in order) around its point loop (`For` within the tile), the
     outermost loop's threads when it is the split one, lanes on the lanes loop, and, when
     that loop is the innermost and its body folds, the strips it is written in
-    (presk_kernel.strips). Legal layouts only (`check_layout`)."""
+    (presk_kernel.strips). A pack without a GEMM statement is dropped (the GEMM packs its
+    operands; loops read them in place, so it changes no statement). Legal layouts only
+    (`check_layout`)."""
     from presk_kernel.contract import perfect_nest
     from presk_kernel.strips import strip_width
 
     layout = k.layout if layout is None else layout
+    if layout.gemm is None and layout.pack:
+        layout = dataclasses.replace(layout, pack=())
     nest = plain(k.body)
     base = dataclasses.replace(k, body=nest, layout=layout)
     if layout.gemm is not None:
@@ -182,7 +189,8 @@ def apply_layout(k: Kernel, layout: Layout | None = None) -> Kernel:
 
 def with_gemm(k: Kernel, layout: Layout) -> Layout:
     """`layout` with the kernel's GEMM statement when it packs the operands of a contraction
-    (the generated GEMM reads them as panels), without one otherwise."""
+    (the generated GEMM reads them as panels), without one otherwise (a pack then left for
+    `check_layout` to refuse: only a GEMM statement packs)."""
     g = recognize(k)
     if g is not None and {g.a, g.b} <= set(layout.pack):
         return dataclasses.replace(layout, gemm=g)
@@ -205,7 +213,8 @@ def lay_out(
     """The `layout` pass: every kernel with the layout a run compiles (`run_layout`), or the
     plan's for its site (a layout per nest, step 17's), which must be legal (`check_layout`:
     E7040) and name a launched site (E7041). A planned layout that packs a contraction's
-    operands gets its GEMM statement."""
+    operands gets its GEMM statement; one that packs where no GEMM statement takes the
+    operands (not a contraction, mixed operand types, one operand) is E7040."""
     plan = dict(plan or {})
     sites = {launch.kernel.site for launch in schedule.launches}
     unknown = sorted(set(plan) - sites)
