@@ -181,3 +181,32 @@ def test_atomic_dir_is_whole_or_nothing(tmp_path):
         D.write_text(os.path.join(tmp, "b.c"), "two\n")
     assert [p.name for p in out.iterdir()] == ["b.c"]
     assert [p.name for p in tmp_path.iterdir()] == ["prog"]
+
+
+def _drained(fifo: Path):
+    """A thread reading everything written into the pipe `fifo`; its bytes in `got[0]`."""
+    import threading
+
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    return reader, got
+
+
+@pytest.mark.parametrize("how", ["atomic", "atomic_path"])
+def test_a_path_that_is_not_a_regular_file_is_written_in_place(tmp_path, how):
+    """Writing to a pipe or a device (`--out /dev/null`) writes into it: a rename would have
+    replaced the device with a regular file (as root, /dev/null itself)."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    reader, got = _drained(fifo)
+    if how == "atomic":
+        with D.atomic(str(fifo)) as f:
+            f.write(b"whole")
+    else:
+        with D.atomic_path(str(fifo)) as name:
+            Path(name).write_bytes(b"whole")
+    reader.join(timeout=10)
+    assert got == [b"whole"]
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]  # no temporary left

@@ -219,19 +219,33 @@ def test_summary_line(exported):
     assert m["out"] == str(out)
 
 
-def test_repeat_times_the_entry(exported):
-    """`model -r N` calls the entry N times and prints the median and the best."""
+def test_repeat_times_the_entry(exported, tmp_path):
+    """`model -r N` calls the entry N times and prints the median and the best; its outputs
+    into a pipe (as into /dev/null) are written in place, the pipe left a pipe (a rename of a
+    temporary over it replaced /dev/null itself when run as root)."""
+    import stat
+    import threading
+
     out, _, _, _, _ = exported
     if not (out / "model").exists():
         subprocess.run(["make", "-s", "-C", str(out), "model"], check=True)
+    fifo = tmp_path / "outputs"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
     done = subprocess.run(
-        [str(out / "model"), "-r", "3", str(out / "conformance" / "inputs.psk.d"), "/dev/null"],
+        [str(out / "model"), "-r", "3", str(out / "conformance" / "inputs.psk.d"), str(fifo)],
         capture_output=True,
         text=True,
+        timeout=120,
     )
+    reader.join(timeout=10)
     assert re.fullmatch(
         r"presk_\w+: 3 calls, median \d+\.\d{3} ms, best \d+\.\d{3} ms\n", done.stdout
     )
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and got and got[0].startswith(b"PSKD")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["outputs"]
 
 
 def test_exact_reference_distance(exported):

@@ -31,6 +31,7 @@ import re
 import secrets
 import shutil
 import signal
+import stat
 import struct
 import threading
 import time
@@ -320,7 +321,13 @@ def atomic(path: str, mode: int | None = None) -> Iterator[BinaryIO]:
     all if it raises (a full disk, an interrupt): a temporary file in the same folder, then a
     rename; the file at `path` before stays as it was until the rename. Created `mode`
     (default 0666 less the umask, as `open` creates a file: presk's one mode). Presk's one
-    way to write a file whole: every writer goes through it or `atomic_path`."""
+    way to write a file whole: every writer goes through it or `atomic_path`. A `path` that
+    is not a regular file (/dev/null, a pipe, a terminal) is written in place: a rename would
+    replace the device itself."""
+    if _special(path):
+        with open(path, "wb") as f:
+            yield f
+        return
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     fd, tmp = _temporary(folder)
@@ -339,7 +346,8 @@ def atomic(path: str, mode: int | None = None) -> Iterator[BinaryIO]:
 def atomic_path(path: str, mode: int | None = None) -> Iterator[str]:
     """`atomic` for a writer that takes a file name (the C compiler and its linker): the name
     of an empty temporary in `path`'s folder, renamed to `path` when the block ends (the
-    writer may replace the file under that name), removed if the block raises."""
+    writer may replace the file under that name), removed if the block raises. A `path` that
+    is not a regular file gets the temporary's bytes copied into it, not renamed over it."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     fd, tmp = _temporary(folder)
@@ -351,10 +359,25 @@ def atomic_path(path: str, mode: int | None = None) -> Iterator[str]:
             os.fsync(fd)
         finally:
             os.close(fd)
-        _publish(tmp, path, mode)
+        if _special(path):
+            with open(tmp, "rb") as src, open(path, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            _unlink(tmp)
+        else:
+            _publish(tmp, path, mode)
     except BaseException:
         _unlink(tmp)
         raise
+
+
+def _special(path: str) -> bool:
+    """`path` names something that is there and is not a regular file or a folder (a device,
+    a pipe): what a rename must not replace."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode))
 
 
 def _publish(tmp: str, path: str, mode: int | None) -> None:

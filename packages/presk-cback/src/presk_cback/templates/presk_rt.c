@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -87,8 +88,30 @@ int presk_read_sample(const char *path, void *sample, size_t size) {
     return 0;
 }
 
+/* `path` names something that is not a regular file (/dev/null, a pipe, a terminal): it is
+ * written in place, since renaming a temporary over it would replace the device itself */
+static int presk_special(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && !S_ISREG(st.st_mode);
+}
+
+static int presk_write_to(FILE *f, const unsigned char *header, size_t header_size,
+                          const void *sample, size_t size) {
+    int ok = fwrite(header, 1, header_size, f) == header_size;
+    ok = ok && fwrite(sample, 1, size, f) == size;
+    return fclose(f) == 0 && ok;
+}
+
 int presk_write_sample(const char *path, const unsigned char *header, size_t header_size,
                        const void *sample, size_t size) {
+    if (presk_special(path)) {
+        FILE *f = fopen(path, "wb");
+        if (f == NULL || !presk_write_to(f, header, header_size, sample, size)) {
+            perror(path);
+            return 1;
+        }
+        return 0;
+    }
     size_t n = strlen(path) + 32;
     char *tmp = malloc(n);
     if (tmp == NULL) {
@@ -102,9 +125,7 @@ int presk_write_sample(const char *path, const unsigned char *header, size_t hea
         free(tmp);
         return 1;
     }
-    int ok = fwrite(header, 1, header_size, f) == header_size;
-    ok = ok && fwrite(sample, 1, size, f) == size;
-    ok = fclose(f) == 0 && ok;
+    int ok = presk_write_to(f, header, header_size, sample, size);
     if (!ok || rename(tmp, path) != 0) {
         perror(path);
         remove(tmp);

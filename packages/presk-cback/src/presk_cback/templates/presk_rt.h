@@ -52,7 +52,8 @@ void presk_release(presk_arena *arena, size_t mark);
  * else a message on standard error and 1 */
 int presk_read_sample(const char *path, void *sample, size_t size);
 /* `header` (a .psk.d header, `header_size` bytes) then `size` bytes of one sample, written
- * to a temporary file beside `path` and renamed; 0 on success, else a message and 1 */
+ * to a temporary file beside `path` and renamed (written in place where `path` is not a
+ * regular file: /dev/null, a pipe); 0 on success, else a message and 1 */
 int presk_write_sample(const char *path, const unsigned char *header, size_t header_size,
                        const void *sample, size_t size);
 
