@@ -39,7 +39,8 @@ def operand(draw, compute: str, positive: bool = False, relative: bool = False):
         rho = draw(st.sampled_from([0.0, 2.0**-30, 2.0**-20, 2.0**-10]))
         theta = Fraction(draw(st.floats(-1, 1))) * Fraction(rho)
         exact = Fraction(computed) / (1 + theta)  # computed = exact·(1 + θ), |θ| ≤ ρ
-        err = rho * (mag * 1.01)
+        err = math.nextafter(rho * (mag * 1.01), math.inf) if rho and mag else 0.0  # up: a
+        # subnormal's ρ·|x| underflows to 0 while its exact value is not the computed one
         tri = (rho, 0.0, 0.0)
     else:
         err = draw(st.sampled_from([0.0, 1e-9, 1e-6, 1e-3])) * max(mag, 1e-3)
