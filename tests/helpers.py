@@ -7,6 +7,7 @@ folder on sys.path, since pytest runs with --import-mode=importlib).
 from __future__ import annotations
 
 import functools
+import json
 import os
 import subprocess
 import sys
@@ -45,6 +46,18 @@ def presk_ok(*args: object, quiet: bool = False, **kw) -> subprocess.CompletedPr
     if quiet:
         assert done.stderr == "", done.stderr
     return done
+
+
+def run_json(program: str, entry: str, *args: object, **kw) -> dict:
+    """The document `presk run PROGRAM --entry E --json ARGS…` prints (the run must exit 0)."""
+    return json.loads(presk_ok("run", program, "--entry", entry, "--json", *args, **kw).stdout)
+
+
+def floats(v):
+    """A JSON result's reals (decimal texts, nested lists) as a numpy array of doubles."""
+    import numpy as np
+
+    return np.array(v, dtype=object).astype(float)
 
 
 # ---- the reference interpreter's results, for the native tests ------------------------------

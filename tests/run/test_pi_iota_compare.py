@@ -13,14 +13,14 @@ import gmpy2
 import mpmath
 import numpy as np
 import pytest
-from helpers import ROOT, presk, presk_ok
+from helpers import ROOT, presk, presk_ok, run_json
 
 PROGRAM = "tests/check/programs/pi_iota.psk"
 GOLDEN = ROOT / "tests" / "check" / "golden"
 
 
 def run(entry: str, *args) -> dict:
-    return json.loads(presk_ok("run", PROGRAM, "--entry", entry, "--json", *args).stdout)
+    return run_json(PROGRAM, entry, *args)
 
 
 def exact(text: str, bits: int) -> gmpy2.mpfr:

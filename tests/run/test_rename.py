@@ -3,14 +3,13 @@ The checker's goldens, the interpreter against numpy, the gradient against its c
 and finite differences, the kernel interpreter and the native backend bit for bit, the
 PyTorch export's conformance test."""
 
-import json
 import subprocess
 import sys
 
 import gmpy2
 import numpy as np
 import pytest
-from helpers import ROOT, presk, presk_ok
+from helpers import ROOT, floats, presk, presk_ok, run_json
 
 PROGRAM = "tests/check/programs/rename.psk"
 GOLDEN = ROOT / "tests" / "check" / "golden"
@@ -18,12 +17,7 @@ DIMS = ("--dim", "B=2", "--dim", "T=3")
 
 
 def run(entry: str, *args) -> dict:
-    done = presk_ok("run", PROGRAM, "--entry", entry, "--json", *args, env={"PRESK_VERIFY": "1"})
-    return json.loads(done.stdout)
-
-
-def floats(v) -> np.ndarray:
-    return np.array(v, dtype=object).astype(float)
+    return run_json(PROGRAM, entry, *args, env={"PRESK_VERIFY": "1"})
 
 
 def test_the_summary_is_the_golden():

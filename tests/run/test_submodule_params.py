@@ -4,14 +4,13 @@ gradient against its closed form and against finite differences of the interpret
 perturbed through `presk run --weights`), native and the kernel interpreter bit for bit,
 the PyTorch export's conformance test."""
 
-import json
 import subprocess
 import sys
 from fractions import Fraction
 
 import numpy as np
 import pytest
-from helpers import ROOT, presk, presk_ok
+from helpers import ROOT, floats, presk, presk_ok, run_json
 
 PROGRAM = "tests/check/programs/submodule.psk"
 GOLDEN = ROOT / "tests" / "check" / "golden"
@@ -19,12 +18,7 @@ PATHS = ["l1.w", "l1.b", "l2.w", "l2.b"]
 
 
 def run(entry: str, *args) -> dict:
-    done = presk_ok("run", PROGRAM, "--entry", entry, "--json", *args, env={"PRESK_VERIFY": "1"})
-    return json.loads(done.stdout)
-
-
-def floats(v) -> np.ndarray:
-    return np.array(v, dtype=object).astype(float)
+    return run_json(PROGRAM, entry, *args, env={"PRESK_VERIFY": "1"})
 
 
 def test_the_summary_is_the_golden():
