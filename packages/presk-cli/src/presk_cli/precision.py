@@ -77,16 +77,43 @@ def exp_text(x: float, digits: int) -> str:
     help="The samples' last argument: windows of this .psk.d file, each of the --dim the"
     " batch axis has (--samples windows, from the first).",
 )
-@click.option("--step", "step", type=click.Path(dir_okay=False), metavar="FILE", hidden=True)
+@click.option(
+    "--step",
+    "step",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Measure one training step of FILE's `training run` instead, under each --realize"
+    ' (docs/precision.md, "The training step\'s budget").',
+)
+@click.option(
+    "--warmup",
+    type=Count(0, 10**9),
+    default=0,
+    show_default=True,
+    help="--step: steps of the run's own pipeline, natively in f64, before the measured one.",
+)
+@click.option(
+    "--realize",
+    "realize",
+    multiple=True,
+    metavar="R",
+    help="--step: a realization to measure (f64, f32, bf16, recipe or @FILE; repeatable).",
+)
 @click.option("--const", "consts", multiple=True, metavar="NAME=V", help="Override a constant.")
-def calibrate(file, entry, dims, bits, out, samples, seed, weights, data_file, step, consts):
+@click.pass_context
+def calibrate(ctx, file, entry, dims, bits, out, samples, seed, weights, data_file, step, warmup,
+              realize, consts):  # fmt: skip
     """Run an entry of FILE on the exact interpreter and record every site's magnitude and
     every sum's condition number: the envelope `presk check --precision` bounds with
-    (docs/precision.md)."""
+    (docs/precision.md). With --step, one training step under each --realize instead."""
     from presk_cli.commands import _consts, _dims
 
     if step is not None:
-        click.echo("presk calibrate: --step is not implemented in this presk", err=True)
+        _calibrate_step(ctx, step, file, entry, weights, warmup, samples, realize, out, bits,
+                        seed, _consts(consts))  # fmt: skip
+        return
+    if warmup or realize:
+        click.echo("presk calibrate: --warmup and --realize go with --step", err=True)
         sys.exit(2)
     for flag, value in (("--precision FILE", file), ("--entry", entry), ("--out", out)):
         if value is None:
@@ -114,6 +141,23 @@ def calibrate(file, entry, dims, bits, out, samples, seed, weights, data_file, s
         fail("E7106", f"cannot write the envelope `{out}`: {e.strerror or e}")
     lines.append(f"presk calibrate: wrote {out}")
     click.echo("\n".join(lines))
+
+
+def _calibrate_step(ctx, step, file, entry, weights, warmup, samples, realize, out, bits, seed,
+                    consts) -> None:  # fmt: skip
+    """`--step`: presk_cli.step_budget; --bits defaults to 256 there, --samples to the run's
+    batch."""
+    from click.core import ParameterSource
+
+    from presk_cli.step_budget import calibrate_step
+
+    if file is not None or entry is not None:
+        click.echo("presk calibrate: --step measures a training run: no --precision or --entry",
+                   err=True)  # fmt: skip
+        sys.exit(2)
+    given = lambda name: ctx.get_parameter_source(name) != ParameterSource.DEFAULT  # noqa: E731
+    calibrate_step(step, weights, warmup, samples if given("samples") else None, realize, out,
+                   bits if given("bits") else 256, seed, consts)  # fmt: skip
 
 
 def _calibrate(file, entry_text, dims, bits, samples, seed, weights, consts, data=None):

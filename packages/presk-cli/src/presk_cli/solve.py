@@ -13,7 +13,15 @@ from presk_cli.precision import PrecisionError, exp_text, fail
 
 
 @click.command(short_help="Solve for a realization under a declared error budget")
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file", type=click.Path(dir_okay=False), required=False)
+@click.option(
+    "--step",
+    "step",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Solve FILE's training step instead, under a budget on its update; --precision is"
+    " then the step's calibration (presk calibrate --step).",
+)
 @click.option(
     "--precision",
     "envelope_path",
@@ -47,10 +55,19 @@ from presk_cli.precision import PrecisionError, exp_text, fail
     " bits; C compiles each candidate).",
 )
 @click.option("--const", "consts", multiple=True, metavar="NAME=V", help="Override a constant.")
-def solve(file, envelope_path, budget, out, listed, backend, consts) -> None:
+def solve(file, step, envelope_path, budget, out, listed, backend, consts) -> None:
     """Choose a type for every narrowable site and parameter of the envelope's entry in FILE:
-    the fewest bytes whose measured gap to the exact reference is inside --budget."""
+    the fewest bytes whose measured gap to the exact reference is inside --budget. With
+    --step, a type for every function of a training step (docs/precision.md)."""
     from presk_cli.commands import _consts
+
+    if (file is None) == (step is None):
+        raise click.UsageError("give FILE (an entry's envelope) or --step FILE (a training step)")
+    if step is not None:
+        from presk_cli.step_budget import solve_step_command
+
+        solve_step_command(step, envelope_path, budget, out, _consts(consts))
+        return
 
     if not (math.isfinite(budget) and budget > 0):
         fail("E7104", f"a budget is a positive number, not {budget!r} (nothing is written)")
