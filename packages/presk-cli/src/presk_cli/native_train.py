@@ -68,6 +68,7 @@ class NativeTrainer:
         self.out_types = [types[buf] for buf in self.schedule.outputs]
         if len(self.schedule.outputs) != 1 + 4 * n:
             raise ValueError("the native step's outputs are not (loss, g, θ, m, v)")
+        self.rate_entry = rate_entry(trainer.interp.program, realize, backend)
         if backend == "native":
             self.entry = compiled(self.schedule)
             self.ins = [self.entry.view(buf) for buf in self.schedule.inputs]
@@ -75,6 +76,14 @@ class NativeTrainer:
             self.feed(range(len(leaves)), leaves)
         else:
             self.values = leaves
+
+    def rate(self, t: int) -> float:
+        """Step t's rate: `adamw.lr` on the reference interpreter, or where the realization's
+        `functions` map gives `adamw.lr` a type (a step realization: presk solve --step), on
+        the kernels in that type."""
+        if self.rate_entry is None:
+            return float(self.trainer.lr(t))
+        return rate_of(self.rate_entry, t, self.trainer.horizon)
 
     def feed(self, at, values) -> None:
         """Host values into the arena's input buffers `at`, in their storage types."""
@@ -136,6 +145,41 @@ class NativeTrainer:
             raise NativeError("E7003", str(e)) from None
         self.values[self.n_batch : -2] = [np.asarray(x, np.float64) for x in outs[1 + n :]]
         return float(outs[0]), outs[1 : 1 + n], outs[1 + n : 1 + 2 * n]
+
+
+def rate_entry(program, realize, backend: str = "native"):
+    """`adamw.lr` lowered in the type a realization's `functions` map gives it (compiled
+    natively, else run by the kernel interpreter), or None when the map does not name it."""
+    from presk_kernel.lower import lower_entry
+    from presk_kernel.realization import Realization, as_realization
+
+    from presk_cli.native import compiled
+
+    t = dict(as_realization(realize).functions).get("adamw.lr")
+    if t is None:
+        return None
+    from presk_kernel.lower import LowerError
+
+    from presk_cli.native import NativeError
+
+    zero = np.zeros((), np.float64)
+    try:
+        schedule = lower_entry(program, "adamw.lr", {}, [zero, zero], Realization.uniform(t))
+    except LowerError as e:
+        raise NativeError(e.code or "E7002", f"`adamw.lr` in {t}: {e}") from None
+    return compiled(schedule) if backend == "native" else schedule
+
+
+def rate_of(entry, t: int, horizon: int) -> float:
+    """The rate at step t of `horizon` from rate_entry's entry."""
+    from presk_kernel.interp import run_schedule
+
+    args = [np.asarray(float(t)), np.asarray(float(horizon))]
+    if hasattr(entry, "run"):
+        (lr,) = entry.run(args)
+    else:
+        (lr,) = run_schedule(entry, args)
+    return float(lr)
 
 
 class ArenaState:
@@ -341,7 +385,7 @@ def _one_step(native: NativeTrainer, trainer: Trainer, t: int, echo, log_every: 
               times: list[float], shown: Progress) -> tuple[float, list]:  # fmt: skip
     """Step t on the kernels, its log line and metrics: (the loss, θ's leaves after it)."""
     epoch = (t - 1) // trainer.per_epoch
-    rate = float(trainer.lr(t))  # each rate when its step runs: step 1 starts at once
+    rate = native.rate(t)  # each rate when its step runs: step 1 starts at once
     start = time.perf_counter()
     indices, batch = native.batch(t)
     loss, grads, theta = native.step(batch, t, rate)
@@ -370,4 +414,4 @@ def _tree(native: NativeTrainer, leaves: list, copy: bool = True) -> dict:
     }
 
 
-__all__ = ["NATIVE_STEP", "NativeTrainer", "native_step", "train_native"]
+__all__ = ["NATIVE_STEP", "NativeTrainer", "native_step", "rate_entry", "rate_of", "train_native"]

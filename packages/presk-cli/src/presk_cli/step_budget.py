@@ -199,9 +199,10 @@ def warm_state(step: Step, weights: str | None, warmup: int, seed: int) -> State
     except NativeError as err:
         raise StepError(err.code, f"the warm-up: {err}") from None
     theta, m, v = ArenaState.snapshot(native)()
-    as64 = lambda tree: {
-        k: np.array(x, np.float64).reshape(step.shapes[k]) for k, x in tree.items()
-    }  # noqa: E731
+
+    def as64(tree):
+        return {k: np.array(x, np.float64).reshape(step.shapes[k]) for k, x in tree.items()}
+
     return State(as64(theta), as64(m), as64(v), warmup + 1, trainer.horizon)
 
 
@@ -269,18 +270,16 @@ class Runner:
     def grads_theta(self, r, indices) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(θ̂: the state as the realization stores it, θ̂′, ĝ), flattened doubles."""
         from presk_kernel.lower import argument_leaves
-        from presk_kernel.realization import Realization
         from presk_kernel.step_solve import rounded
 
         from presk_cli.native import NativeError, compiled, lower, storage
+        from presk_cli.native_train import rate_entry, rate_of
 
         s, st = self.step, self.state
         t = np.asarray(float(st.t))
-        total = np.asarray(float(st.horizon))
-        lr_type = dict(r.functions).get(LR, r.default)
         try:
-            lr_sched = lower(s.program, LR, {}, [t, total], Realization.uniform(lr_type), 1)
-            (lr,) = compiled(lr_sched).run(storage(lr_sched, [t, total]))
+            entry = rate_entry(s.program, r)
+            lr = float(s.trainer.lr(st.t)) if entry is None else rate_of(entry, st.t, st.horizon)
             args = [_batch(s.trainer, indices), st.theta, st.m, st.v, t, np.asarray(float(lr))]
             sched = lower(s.program, s.name, s.dims, args, r, 1)
             outs = compiled(sched).run(storage(sched, argument_leaves(args)))
@@ -298,9 +297,7 @@ class Runner:
         return held, flat(outs[1 + n : 1 + 2 * n]), flat(outs[1 : 1 + n]), sched
 
     def gaps(self, r, reference, indices):
-        from presk_kernel.step_solve import Gaps
-
-        from presk_kernel.step_solve import rounded
+        from presk_kernel.step_solve import Gaps, rounded
 
         held, new, grad, sched = self.grads_theta(r, indices)
         n = len(self.step.keys)
