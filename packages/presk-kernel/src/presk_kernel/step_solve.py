@@ -59,7 +59,7 @@ class Exact:
         flat = np.asarray(values, dtype=object).reshape(-1)
         hi = np.array([float(x) for x in flat], dtype=np.float64)
         bits = max((x.precision for x in flat if isinstance(x, gmpy2.mpfr)), default=53)
-        with gmpy2.local_context(gmpy2.get_context(), precision=bits + 64):
+        with gmpy2.context(gmpy2.get_context(), precision=bits + 64):
             lo = [
                 float(gmpy2.mpfr(x) - gmpy2.mpfr(h)) for x, h in zip(flat, hi.tolist(), strict=True)
             ]
