@@ -314,3 +314,11 @@ def test_a_file_without_a_training_run(tmp_path):
     out = tmp_path / "o.json"
     r = presk("calibrate", "--step", "tutorial/06_tower.psk", "--out", out)
     refused(r, "E7138", out)
+
+
+def test_an_out_that_cannot_be_written(ckpt, tmp_path):
+    (tmp_path / "file").write_text("")
+    out = tmp_path / "file" / "o.json"
+    r = calibrate(ckpt, out, "f64")
+    assert r.returncode == 1 and "[E7137]" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr

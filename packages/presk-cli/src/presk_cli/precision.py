@@ -42,7 +42,10 @@ def exp_text(x: float, digits: int) -> str:
 # ---- presk calibrate -----------------------------------------------------------------------
 
 
-@click.command(short_help="Measure the magnitude envelope of an entry (--precision)")
+@click.command(
+    short_help="Measure the magnitude envelope of an entry, or one training step under each"
+    " realization (--step)"
+)
 @click.option(
     "--precision",
     "file",
