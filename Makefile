@@ -10,7 +10,7 @@ EXAMPLES := tests/examples/mlp/mlp.psk tests/examples/minigpt/minigpt.psk \
 
 .PHONY: setup venv test tutorial grammar fuzz bench lint check-examples run-examples train-examples \
 	export-examples conformance sanitize opt-examples calibrate serve-examples serve-pt corpus-data corpus \
-	corpus-gpt experiment-gpt pytorch-baseline packages dist
+	corpus-gpt experiment-gpt pytorch-baseline packages dist step-table
 
 setup:
 	@command -v uv >/dev/null 2>&1 || test -x "$(UV)" || python3 -m pip install --user --quiet uv
@@ -211,6 +211,25 @@ EXPERIMENT_STEPS ?= 50
 experiment-gpt: corpus-data
 	@if [ ! -f $(GPT_DATA) ]; then echo "experiment-gpt: no $(GPT_DATA) (make corpus-data)"; exit 0; fi; \
 	$(PY) tools/experiment_gpt.py --steps $(EXPERIMENT_STEPS) --threads $(THREADS)
+
+# The course GPT's training step under a budget (spec L847, step 16; docs/precision.md, "The
+# training step's budget"): presk calibrate --step under f64, f32, bf16 and the recipe, then
+# presk solve --step, the table as printed. Scaled to finish in minutes on 2 cores: width
+# STEP_CONSTS, windows of 32 characters, a measured batch of STEP_SAMPLES, STEP_WARMUP
+# native f64 steps first (the schedule's warm-up: the peak rate).
+STEP_CONSTS ?= --const D=32 --const H=2 --const L=2
+STEP_DATA := $(NLP_DATA)/civil_T32.psk.d
+STEP_WARMUP ?= 100
+STEP_SAMPLES ?= 4
+STEP_BUDGET ?= 1e-3
+step-table: corpus-data
+	@if [ ! -f $(STEP_DATA) ]; then echo "step-table: no $(STEP_DATA) (make corpus-data)"; exit 0; fi; \
+	set -e; mkdir -p out; \
+	.venv/bin/presk calibrate --step $(GPT) $(STEP_CONSTS) --data $(STEP_DATA) \
+	    --warmup $(STEP_WARMUP) --samples $(STEP_SAMPLES) \
+	    --realize f64 --realize f32 --realize bf16 --realize recipe --out out/gpt_step.json; \
+	.venv/bin/presk solve --step $(GPT) $(STEP_CONSTS) --precision out/gpt_step.json \
+	    --budget $(STEP_BUDGET) --out out/gpt_step_solved.json
 
 # One training step and one forward pass of the course GPT, natively (f32, f64) and in
 # PyTorch eager, interleaved, with peak memory and compile times (tools/pytorch_baseline.py).

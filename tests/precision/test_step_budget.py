@@ -322,3 +322,14 @@ def test_an_out_that_cannot_be_written(ckpt, tmp_path):
     r = calibrate(ckpt, out, "f64")
     assert r.returncode == 1 and "[E7137]" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_data_replaces_the_run_s_data_file(compiler_or_skip, tmp_path):
+    # the run's own file by another path: the header names it, the step is the same
+    copy = tmp_path / "pairs.psk.d"
+    shutil.copy(ROOT / DATA, copy)
+    out = tmp_path / "o.json"
+    r = presk("calibrate", "--step", TRAIN, "--data", copy, "--samples", "4", "--out", out)
+    assert r.returncode == 0, r.stderr
+    assert f"on samples 0..4 of {copy} (noise: the next 4)" in r.stdout.splitlines()[0]
+    assert json.loads(out.read_text())["data_flag"] == str(copy)

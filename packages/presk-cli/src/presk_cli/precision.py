@@ -78,7 +78,8 @@ def exp_text(x: float, digits: int) -> str:
     "data_file",
     type=click.Path(dir_okay=False),
     help="The samples' last argument: windows of this .psk.d file, each of the --dim the"
-    " batch axis has (--samples windows, from the first).",
+    " batch axis has (--samples windows, from the first). With --step, the run's data file"
+    " instead (as `presk train --data`).",
 )
 @click.option(
     "--step",
@@ -113,7 +114,7 @@ def calibrate(ctx, file, entry, dims, bits, out, samples, seed, weights, data_fi
 
     if step is not None:
         _calibrate_step(ctx, step, file, entry, weights, warmup, samples, realize, out, bits,
-                        seed, _consts(consts))  # fmt: skip
+                        seed, _consts(consts), data_file)  # fmt: skip
         return
     if warmup or realize:
         click.echo("presk calibrate: --warmup and --realize go with --step", err=True)
@@ -147,9 +148,9 @@ def calibrate(ctx, file, entry, dims, bits, out, samples, seed, weights, data_fi
 
 
 def _calibrate_step(ctx, step, file, entry, weights, warmup, samples, realize, out, bits, seed,
-                    consts) -> None:  # fmt: skip
+                    consts, data=None) -> None:  # fmt: skip
     """`--step`: presk_cli.step_budget; --bits defaults to 256 there, --samples to the run's
-    batch."""
+    batch, --data replaces the run's data file (as `presk train --data`)."""
     from click.core import ParameterSource
 
     from presk_cli.step_budget import calibrate_step
@@ -160,7 +161,7 @@ def _calibrate_step(ctx, step, file, entry, weights, warmup, samples, realize, o
         sys.exit(2)
     given = lambda name: ctx.get_parameter_source(name) != ParameterSource.DEFAULT  # noqa: E731
     calibrate_step(step, weights, warmup, samples if given("samples") else None, realize, out,
-                   bits if given("bits") else 256, seed, consts)  # fmt: skip
+                   bits if given("bits") else 256, seed, consts, data)  # fmt: skip
 
 
 def _calibrate(file, entry_text, dims, bits, samples, seed, weights, consts, data=None):

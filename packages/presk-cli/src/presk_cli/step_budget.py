@@ -63,18 +63,19 @@ def e(x: float, digits: int) -> str:
 # ---- the program and its step ---------------------------------------------------------------
 
 
-def load_run(file: str, consts: dict):
+def load_run(file: str, consts: dict, data: str | None = None):
     """(the core program, its training run, the main file's folder); E7138 when the file has
-    no training run. Checking diagnostics print and stop as `presk train`'s do."""
+    no training run. Checking diagnostics print and stop as `presk train`'s do; `data`
+    replaces the run's data file (`--data`, as `presk train --data`)."""
     from presk_syntax.diagnostics import DiagnosticError, emit
 
     from presk_cli.commands import _fail
     from presk_cli.pipeline import PIPELINE, TRAIN
     from presk_cli.train import checked_training, training_context
 
-    ctx = training_context(consts, None)
+    ctx = training_context(consts, data)
     try:
-        elaborated = checked_training(file, ctx, None)
+        elaborated = checked_training(file, ctx, data)
         if any(d.is_error for d in ctx.diagnostics):
             emit(ctx.diagnostics, ctx.sources)
             sys.exit(1)
@@ -413,20 +414,23 @@ def state_of(doc: dict, step: Step, source: str) -> tuple[State, object]:
 # ---- presk calibrate --step ---------------------------------------------------------------
 
 
-def calibrate_step(file, weights, warmup, samples, realize, out, bits, seed, consts) -> None:
-    """`presk calibrate --step` (spec L926–L945)."""
+def calibrate_step(
+    file, weights, warmup, samples, realize, out, bits, seed, consts, data=None
+) -> None:
+    """`presk calibrate --step` (spec L926–L945); `data` replaces the run's data file."""
     if out is None:
         click.echo("presk calibrate: give --out", err=True)
         sys.exit(2)
     if not realize:
         realize = ("f64",)
-    core, run, folder, sources = load_run(file, consts)
+    core, run, folder, sources = load_run(file, consts, data)
     if samples is None:  # the run's own batch
         samples = next(iter(dict(run.batch).values()), 1)
     try:
         lines, doc = _calibrate(
-            core, run, folder, file, weights, warmup, samples, realize, bits, seed
+            core, run, folder, file, weights, warmup, samples, realize, bits, seed, data
         )
+        doc["data_flag"] = data
         write_document(out, doc)
     except StepError as err:
         fail(err.code, str(err), sources)
@@ -434,14 +438,14 @@ def calibrate_step(file, weights, warmup, samples, realize, out, bits, seed, con
     click.echo("\n".join(lines))
 
 
-def _calibrate(core, run, folder, file, weights, warmup, samples, realize, bits, seed):
+def _calibrate(core, run, folder, file, weights, warmup, samples, realize, bits, seed, given=None):
     from presk_core.envelope import program_digest
     from presk_kernel.step_solve import norm
 
     step = _checked_step(core, run, folder, seed, samples, warmup)
     named = [(name, named_realization(name, step)) for name in realize]
     state = warm_state(step, weights, warmup, seed)
-    data = os.path.join(folder, run.data)
+    data = given if given is not None else os.path.join(folder, run.data)
     origin = weights if weights is not None else f"the initial weights (seed {seed})"
     header = (
         f"step {state.t} of {state.horizon} from {origin} after {warmup} warm-up step(s) in"
@@ -558,7 +562,10 @@ def solve_step_command(file, calibration, budget, out, consts) -> None:
         doc = read_document(calibration)
     except StepError as err:
         fail(err.code, str(err))
-    core, run, folder, sources = load_run(file, consts)
+    data = doc.get("data_flag")
+    if data is not None and not isinstance(data, str):
+        fail("E7130", f"`{calibration}`: `data_flag` is not a path")
+    core, run, folder, sources = load_run(file, consts, data)
     try:
         lines, r = _solve(core, run, folder, doc, calibration, budget)
         write_realization(r, out)
