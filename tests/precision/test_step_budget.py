@@ -192,6 +192,10 @@ def test_every_solved_realization_measures_inside_its_budget(
     assert again.returncode == 0, again.stderr
     row = json.loads((tmp_path / "again.json").read_text())["rows"][0]
     assert row["update"] <= float(budget)
+    # the bytes solve counted are the bytes the realization stores
+    lines = solved[0] if budget == "1e-3" else r.stdout.splitlines()
+    cost = next(x for x in lines if x.startswith("  cost ")).split()[1]
+    assert format_exp(row["bytes"], 4) == cost
 
 
 def test_train_runs_the_step_under_the_solved_realization(solved, tmp_path):

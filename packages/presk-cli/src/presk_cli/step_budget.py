@@ -149,10 +149,11 @@ def build_step(core, run, folder: str, seed: int, samples: int) -> Step:
                 reals[k.site] = max(reals.get(k.site, 0), n)
     roots = dict(narrowable_sites(schedule).root)
     reached = [_SUFFIX.sub("", f.name) for f in schedule.functions]
-    names = sorted({f for f in reached if f != name} | {LR})
+    owners = {function_of(roots.get(s, s)) for s in reals}  # the functions sites take types from
+    names = sorted({f for f in reached if f != name or f in owners} | owners | {LR})
     functions = []
-    for f in names:
-        mine = [s for s in reals if function_of(s) == f]
+    for f in names:  # a site's type is its group root's: it counts in the root's function
+        mine = [s for s in reals if function_of(roots.get(s, s)) == f]
         functions.append(Function(f, len(mine), sum(reals[s] for s in mine)))
     return Step(trainer, program, name, dims, keys, shapes, functions, reals, roots)
 
