@@ -337,3 +337,41 @@ def test_data_replaces_the_run_s_data_file(compiler_or_skip, tmp_path):
     assert r.returncode == 0, r.stderr
     assert f"on samples 0..4 of {copy} (noise: the next 4)" in r.stdout.splitlines()[0]
     assert json.loads(out.read_text())["data_flag"] == str(copy)
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("rows", {"f64": 1}),
+        ("rows", [{"realization": "f64", "update": "small"}]),
+        ("samples", "eight"),
+        ("samples", 0),
+        ("step", 2.5),
+        ("header", None),
+        ("reference", {"theta_hi": 3}),
+        ("state", []),
+        ("seed", "0"),
+        ("reference", "short"),
+    ],
+)
+def test_a_calibration_with_a_damaged_field(calibrated, tmp_path, field, value):
+    doc = json.loads(calibrated[1].read_text())
+    if value == "short":  # θ′ of another length than θ
+        value = {**doc["reference"], "theta_hi": {"shape": [1], "f64": "AAAAAAAA8D8="}}
+    doc[field] = value
+    bad, out = tmp_path / "bad.json", tmp_path / "o.json"
+    bad.write_text(json.dumps(doc))
+    refused(solve(bad, out, "1e-3"), "E7130", out)
+
+
+def test_file_and_step_file_do_not_go_together(tmp_path):
+    out = tmp_path / "o.json"
+    both = presk("solve", TRAIN, "--step", TRAIN, "--precision", "x.json", "--budget", "1e-3",
+                 "--out", out)  # fmt: skip
+    neither = presk("solve", "--precision", "x.json", "--budget", "1e-3", "--out", out)
+    entry = presk("calibrate", "--step", TRAIN, "--entry", "loss", "--out", out)
+    warm = presk("calibrate", "--precision", TRAIN, "--entry", "loss", "--warmup", "3",
+                 "--out", out)  # fmt: skip
+    for r in (both, neither, entry, warm):
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert not out.exists()

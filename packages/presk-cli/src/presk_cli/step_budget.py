@@ -380,6 +380,24 @@ def read_document(path: str) -> dict:
     missing = [k for k in need if k not in doc]
     if missing:
         raise StepError("E7130", f"`{path}`: a step calibration without `{missing[0]}`")
+    kinds = {"program": str, "header": str, "state": dict, "reference": dict, "rows": list}
+    for key, kind in kinds.items():
+        if not isinstance(doc[key], kind):
+            raise StepError("E7130", f"`{path}`: `{key}` is not a {kind.__name__}")
+    for key in ("step", "horizon", "samples"):
+        if not (isinstance(doc[key], int) and not isinstance(doc[key], bool) and doc[key] > 0):
+            raise StepError("E7130", f"`{path}`: `{key}` is not a positive whole number")
+    for row in doc["rows"]:
+        if not (
+            isinstance(row, dict)
+            and isinstance(row.get("realization"), str)
+            and isinstance(row.get("update"), (int, float))
+            and not isinstance(row.get("update"), bool)
+        ):
+            raise StepError("E7130", f"`{path}`: a row that is not a realization's gaps")
+    seed = doc.get("seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise StepError("E7130", f"`{path}`: `seed` is not a whole number")
     return doc
 
 
@@ -409,6 +427,10 @@ def state_of(doc: dict, step: Step, source: str) -> tuple[State, object]:
         )
     except (KeyError, TypeError) as err:
         raise StepError("E7130", f"`{source}`: the reference lacks {err}") from None
+    size = reference.theta.size
+    parts = (reference.theta_next.hi, reference.theta_next.lo, reference.grad.hi, reference.grad.lo)
+    if any(x.size != size for x in parts):
+        raise StepError("E7130", f"`{source}`: the reference is not of θ's {size} reals")
     return State(*trees, int(doc["step"]), int(doc["horizon"])), reference
 
 
