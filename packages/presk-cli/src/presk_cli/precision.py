@@ -56,7 +56,11 @@ def exp_text(x: float, digits: int) -> str:
 @click.option("--entry", help="The function to measure: `f`, `M.f` or `M{3, 2}.f`.")
 @click.option("--dim", "dims", multiple=True, metavar="NAME=N", help="A dimension.")
 @click.option(
-    "--bits", type=Count(2, 100000), default=128, show_default=True, help="MPFR precision."
+    "--bits",
+    type=Count(2, 100000),
+    default=128,
+    show_default=True,
+    help="MPFR precision (with --step, 256 unless given).",
 )
 @click.option("--out", type=click.Path(dir_okay=False), help="Where the envelope goes (JSON).")
 @click.option(
@@ -64,7 +68,8 @@ def exp_text(x: float, digits: int) -> str:
     type=Count(1, 100000),
     default=1,
     show_default=True,
-    help="How many inputs: synthesized from --seed, --seed + 1, … (θ stays the first's).",
+    help="How many inputs: synthesized from --seed, --seed + 1, … (θ stays the first's). With"
+    " --step, the measured batch's samples (the run's batch size unless given).",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="The root of the draws.")
 @click.option(
