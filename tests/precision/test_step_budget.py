@@ -163,8 +163,7 @@ def test_solve_prints_the_spec_s_table(calibrated, solved):
     )
     assert est, footer[2]
     want = math.sqrt(sum(gaps[f][t] ** 2 for f, t in chosen.items()))
-    if rounds == 0:  # the estimate is the proposal's, the chosen types are the proposal
-        assert float(est.group(1)) == pytest.approx(want, rel=0.05)
+    assert float(est.group(1)) == pytest.approx(want, rel=0.05)  # the chosen types
     assert re.fullmatch(
         rf"  measured    ({EXP}) update gap \(storage floor {EXP}\), {EXP} gradient gap, after"
         r" \d+ widening round\(s\) — inside the budget",

@@ -114,6 +114,7 @@ def test_a_combination_measured_outside_is_widened_by_its_largest_isolated_gap()
     assert s.trail[0] == {"A": "bf16", "B": "f32", "C": "bf16"}
     assert s.trail[1] == {"A": "bf16", "B": "f32", "C": "f32"}
     assert s.types == {"A": "f32", "B": "f32", "C": "f32"}
+    assert s.estimate == pytest.approx(rss([1e-6, 1e-7, 2e-6]))  # the chosen types'
     assert s.rounds == 2
     assert s.measurements == 2 * 3 + 3 == len(calls)
     assert s.measured.update <= 1e-3

@@ -204,7 +204,6 @@ def solve_step(
         if best is None:
             break
         types[best[1]] = best[2]
-    estimate = rss(gap(n, t) for n, t in types.items())
     trail = [dict(types)]
     measured = measure(function_realization(types))
     count, rounds = count + 1, 0
@@ -217,6 +216,7 @@ def solve_step(
         trail.append(dict(types))
         measured = measure(function_realization(types))
         count, rounds = count + 1, rounds + 1
+    estimate = rss(gap(n, t) for n, t in types.items())  # the chosen ones', after widening
     total = sum(f.cost(types[f.name]) for f in functions)
     every = sum(f.cost("f64") for f in functions)
     return StepSolution(types, isolated, total, every, estimate, measured, rounds, count, trail)
