@@ -374,3 +374,15 @@ def test_file_and_step_file_do_not_go_together(tmp_path):
     for r in (both, neither, entry, warm):
         assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert not out.exists()
+
+
+def test_an_objective_that_draws_has_no_native_step(tmp_path):
+    from importlib import util
+
+    spec = util.spec_from_file_location("drop", ROOT / "tests" / "train" / "test_dropout.py")
+    drop = util.module_from_spec(spec)
+    spec.loader.exec_module(drop)
+    drop.folder(tmp_path)
+    out = tmp_path / "o.json"
+    r = presk("calibrate", "--step", tmp_path / "drop.psk", "--out", out)
+    refused(r, "E7138", out)
