@@ -303,7 +303,9 @@ def test_a_calibration_of_another_program(calibrated, tmp_path):
     refused(r, "E7133", out)
 
 
-@pytest.mark.parametrize("warmup, samples", [(160, 8), (-1, 8), (20, 0), (20, 65), (10**6, 8)])
+@pytest.mark.parametrize(
+    "warmup, samples", [(160, 8), (-1, 8), (20, 0), (20, 65), (20, 1000), (10**6, 8)]
+)
 def test_warmup_or_samples_out_of_range(ckpt, tmp_path, warmup, samples):
     out = tmp_path / "o.json"
     r = calibrate(ckpt, out, "f64", warmup=warmup, samples=samples)

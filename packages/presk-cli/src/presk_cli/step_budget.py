@@ -36,6 +36,8 @@ f32) and its weights (θ and the moments stored in f32)."""
 OPTIMIZER = ("adamw.lr", "adamw.step")
 LR = "adamw.lr"
 NORM = "‖θ̂′−θ′‖₂/‖θ′−θ‖₂"
+TRAIN_BITS = 256
+"""`presk train`'s default --bits: the precision of θ₀'s draws and of the warm-up's rates."""
 
 
 class StepError(Exception):
@@ -122,11 +124,18 @@ def build_step(core, run, folder: str, seed: int, samples: int) -> Step:
     from presk_kernel.realization import function_of, narrowable_sites
     from presk_kernel.step_solve import Function
 
-    try:
-        trainer = Trainer(core, run, folder, seed, 53, None)
+    try:  # at `presk train`'s default precision: its θ₀ and its rates
+        trainer = Trainer(core, run, folder, seed, TRAIN_BITS, None)
         program = native_step(trainer.interp.program, trainer.objective)
     except RunError as err:
         raise StepError("E7138", f"the run's step: {err}") from None
+    held = len(trainer.samples)
+    if 2 * samples > held:
+        raise StepError(
+            "E7132",
+            f"--samples {samples}: the step's batch and the noise's next one need"
+            f" {2 * samples} samples, and `{run.data}` holds {held}",
+        )
     name = NATIVE_STEP.format(trainer.objective)
     (bname,) = dict(run.batch) if len(run.batch) == 1 else (None,)
     dims = dict(trainer.dims) | ({bname: samples} if bname else {})
@@ -551,13 +560,6 @@ def _checked_step(core, run, folder, seed, samples, warmup) -> Step:
         step = build_step_checked(core, run, folder, seed, samples)
     except TrainError as err:
         raise StepError("E7138", f"the run: {err}") from None
-    held = len(step.trainer.samples)
-    if 2 * samples > held:
-        raise StepError(
-            "E7132",
-            f"--samples {samples}: the step's batch and the noise's next one need"
-            f" {2 * samples} samples, and `{run.data}` holds {held}",
-        )
     horizon = step.trainer.horizon
     if not 0 <= warmup < horizon:
         raise StepError(
