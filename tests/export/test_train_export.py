@@ -234,7 +234,11 @@ def test_train_py_under_torchrun_is_the_one_process_run(tutorial):
     ]  # fmt: skip
     runs = [
         subprocess.Popen(
-            cmd, cwd=out, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cmd,
+            cwd=out,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
             preexec_fn=lambda: os.umask(0o022),
         )  # fmt: skip
         for cmd in (one, two)
