@@ -79,11 +79,11 @@ def _train_lowered(file, ctx, elaborated, shown, flags, opt, profile, native, ke
     """`presk train` past checking: the file lowered to PSK-Core, its step rewritten
     (`--opt`), trained on the interpreter or the kernels (`flags`: steps, log_every, ckpt,
     seed, bits)."""
-    from presk_cli.train import train_program
+    from presk_cli.train import opt_rewrite, train_program
 
     shown.phase("lowering to PSK-Core")
     core = PIPELINE.run(TRAIN, file, ctx, start=elaborated, first="elab")
-    rewrite = _step_rewrite(ctx, profile, core, os.path.dirname(file)) if opt else None
+    rewrite = opt_rewrite(ctx, core, os.path.dirname(file), profile) if opt else None
     # from the core program: its training run, its data by the file's folder (--opt: the
     # rewritten step, lowered to kernels with --backend kernel|native)
     options = (native["backend"], native["realize"], native["threads"])
@@ -111,15 +111,6 @@ def _held_type(path: str) -> str:
     from presk_cli.train import held_type
 
     return held_type(path)
-
-
-def _step_rewrite(ctx, profile=None, core=None, folder=""):
-    from presk_opt.cli import step_rewrite, step_sizes  # `--opt`: the step through core-opt
-    from presk_syntax.pipeline import Pricing
-
-    if profile is not None:  # priced at the step's sizes: its batch, its data's dimensions
-        ctx.pricing = Pricing(profile, step_sizes(core.trainings[0], folder))
-    return step_rewrite(ctx)
 
 
 def _consts(values: tuple[str, ...]) -> dict[str, str]:
