@@ -30,6 +30,7 @@ COMMANDS = {
     "dump": "presk_cli.commands:dump",
     "train": "presk_cli.commands:train",
     "serve": "presk_cli.serve:serve",
+    "memory": "presk_cli.memory:memory",
     "bench": "presk_cli.bench:bench",
     "calibrate": "presk_cli.precision:calibrate",
     "solve": "presk_cli.solve:solve",
