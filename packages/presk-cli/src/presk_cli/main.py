@@ -30,6 +30,7 @@ COMMANDS = {
     "dump": "presk_cli.commands:dump",
     "train": "presk_cli.commands:train",
     "serve": "presk_cli.serve:serve",
+    "explain": "presk_cli.explain:explain",
     "memory": "presk_cli.memory:memory",
     "bench": "presk_cli.bench:bench",
     "calibrate": "presk_cli.precision:calibrate",
