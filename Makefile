@@ -10,7 +10,7 @@ EXAMPLES := tests/examples/mlp/mlp.psk tests/examples/minigpt/minigpt.psk \
 
 .PHONY: setup venv test tutorial grammar fuzz bench lint check-examples run-examples train-examples \
 	export-examples conformance sanitize opt-examples calibrate serve-examples serve-pt corpus-data corpus \
-	corpus-gpt experiment-gpt pytorch-baseline packages dist
+	corpus-gpt experiment-gpt pytorch-baseline packages dist explain
 
 setup:
 	@command -v uv >/dev/null 2>&1 || test -x "$(UV)" || python3 -m pip install --user --quiet uv
@@ -242,3 +242,15 @@ calibrate: setup
 	    $(MINIGPT_CONSTS) --dim B=8 --dim T=32 --repeat 21 --opt --profile $(CALIBRATE_PROFILE)
 	.venv/bin/presk bench tests/examples/minigpt/train_minigpt.psk --entry loss \
 	    $(MINIGPT_CONSTS) --dim B=8 --dim T=32 --repeat 21 --opt --profile $(CALIBRATE_PROFILE)
+
+# `presk explain` of the tutorial's training loss (step 15's entry) under a budget, as a page,
+# and its screenshots for docs/explain.md (Debian's chromium: `apt-get install chromium`).
+explain: setup
+	$(PY) -m presk_cli.main explain tutorial/07_train.psk --entry loss --dim B=4 --budget 1e-6 \
+	    --out out/explain_loss --format html
+	@if command -v chromium >/dev/null 2>&1; then \
+	    $(PY) tools/screenshot.py out/explain_loss/explain.html docs/explain.png \
+	        --click '.el.kernel' && \
+	    $(PY) tools/screenshot.py out/explain_loss/explain.html docs/explain-network.png \
+	        --tab network --click '#expand-all'; \
+	else echo "explain: no chromium (apt-get install chromium): no screenshot"; fi

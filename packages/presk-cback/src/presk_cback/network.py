@@ -35,7 +35,9 @@ def _rows(schedule: Schedule) -> list[tuple[int, Call, int]]:
     return out
 
 
-def _bytes(schedule: Schedule, call: Call) -> int:
+def temporaries(schedule: Schedule, call: Call) -> int:
+    """The bytes of the temporaries `call`'s own body binds (its callees' arguments and
+    results included, as a C function allocates them)."""
     outside = {a.buf for a in (*call.args, *call.results)}
     seen: set[int] = set()
     for item in call.body:
@@ -53,7 +55,9 @@ def network_svg(schedule: Schedule) -> str:
     boxes = []
     for i, (depth, call, parent) in enumerate(rows):
         launches = sum(1 for item in call.body if not isinstance(item, Call))
-        detail = f"{launches} kernel{'s' if launches != 1 else ''}, {_bytes(schedule, call):,} B"
+        detail = (
+            f"{launches} kernel{'s' if launches != 1 else ''}, {temporaries(schedule, call):,} B"
+        )
         label = call.function
         width = CHAR * max(len(label), len(detail)) + 2 * PAD
         boxes.append((PAD + STEP * depth, PAD + ROW * i, width, label, detail, parent))
@@ -93,9 +97,9 @@ def outline(schedule: Schedule) -> str:
         launches = sum(1 for item in call.body if not isinstance(item, Call))
         lines.append(
             f"{'  ' * depth}{call.function}  ({launches} kernel{'s' if launches != 1 else ''},"
-            f" {_bytes(schedule, call):,} B of temporaries)"
+            f" {temporaries(schedule, call):,} B of temporaries)"
         )
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["network_svg", "outline"]
+__all__ = ["network_svg", "outline", "temporaries"]

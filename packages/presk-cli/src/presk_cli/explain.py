@@ -132,7 +132,15 @@ def _functions(text: str, names: list[str]) -> str:
     metavar="FILE",
     help="A machine profile (presk bench --calibrate): the plan of §8.",
 )
-def explain(file, entry, dims, consts, out, budget, profile) -> None:
+@click.option(
+    "--format",
+    "form",
+    type=click.Choice(["md", "html"]),
+    default="md",
+    show_default=True,
+    help="`html`: also explain.html, the pipeline view and the Network tab (one page).",
+)
+def explain(file, entry, dims, consts, out, budget, profile, form) -> None:
     """Compile the entry E of FILE and write every stage of it as one document,
     DIR/explain.md, each section with the command that prints it (docs/explain.md)."""
     from presk_core.run import EntryError, RunError, parse_entry
@@ -157,11 +165,14 @@ def explain(file, entry, dims, consts, out, budget, profile) -> None:
     parent = os.path.dirname(os.path.abspath(out)) or "."
     os.makedirs(parent, exist_ok=True)
     work = tempfile.mkdtemp(prefix=".explain-", dir=parent)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    os.chmod(work, 0o777 & ~mask)  # as mkdir makes a folder (mkdtemp's is 0700)
     try:
         doc = Document(work, out)
         flags = [a for d, v in values.items() for a in ("--dim", f"{d}={v}")]
         flags += [a for c in consts for a in ("--const", c)]
-        made = write(doc, file, entry, flags, e, (core, ctx), budget, profile)
+        made = write(doc, file, entry, flags, e, (core, ctx), budget, profile, form)
         if os.path.isdir(out):
             shutil.rmtree(out)
         os.replace(work, out)
@@ -177,7 +188,7 @@ def explain(file, entry, dims, consts, out, budget, profile) -> None:
     )
 
 
-def write(doc: Document, file, entry, flags, e, compiled, budget, profile) -> list[str]:
+def write(doc: Document, file, entry, flags, e, compiled, budget, profile, form="md") -> list[str]:
     """Every section into doc, explain.md and the artifacts into doc.folder; the artifacts'
     names. `compiled`: the entry's program after differentiation and its context."""
     from presk_cback.network import network_svg
@@ -297,7 +308,29 @@ def write(doc: Document, file, entry, flags, e, compiled, budget, profile) -> li
         return []
     with open(os.path.join(doc.folder, "network.svg"), "w", encoding="utf-8") as f:
         f.write(network_svg(schedule))
-    return ["network.svg"]
+    if form != "html":
+        return ["network.svg"]
+    with open(os.path.join(doc.folder, "explain.html"), "w", encoding="utf-8") as f:
+        f.write(_html(file, entry, core, ctx, name, before, names, schedule))
+    return ["network.svg", "explain.html"]
+
+
+def _html(file, entry, after, ctx, name, before, names, schedule) -> str:
+    """explain.html (presk_cli.explain_html): the program before differentiation again (its
+    instructions are the Core column), the entry's C, each function's share of the peak."""
+    from presk_cback.emit import entry_source
+    from presk_cback.memory import memory
+    from presk_syntax.pipeline import Context
+
+    from presk_cli.explain_html import page
+    from presk_cli.pipeline import PIPELINE
+
+    core = PIPELINE.run("core", file, Context(consts=ctx.consts))
+    m = memory(schedule, ())
+    shares = {f.function: f.at_peak / m.peak if m.peak else 0.0 for f in m.functions}
+    return page(
+        file, entry, core, after, ctx, before, names, schedule, entry_source(schedule), shares
+    )
 
 
 def _consts_of(flags: list[str]) -> list[str]:
