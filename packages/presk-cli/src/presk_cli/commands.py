@@ -265,6 +265,15 @@ def check(
     show_default=True,
     help="With --stage sched or kernel: the type of every real, or a realization (@FILE).",
 )
+@click.option(
+    "--format",
+    "form",
+    type=click.Choice(["text", "unicode"]),
+    default="text",
+    show_default=True,
+    help="With a Core stage: `unicode`, each function as equations, each made by a pass with"
+    " the rule that made it.",
+)
 def dump(
     file: str,
     stage: str,
@@ -275,6 +284,7 @@ def dump(
     entry: str | None,
     dims: tuple[str, ...],
     realize: str,
+    form: str,
 ) -> None:
     """Print FILE after a stage of the compiler. The format is not stable."""
     from presk_core.ir import Program
@@ -285,6 +295,8 @@ def dump(
     from presk_cli.pipeline import show
 
     p = PIPELINE.find(stage)
+    if form == "unicode" and not issubclass(p.gives, (Program, Optimized)):
+        raise click.UsageError(f"--format unicode is for the Core stages, not `{stage}`")
     where = EntryOptions(entry, tuple(_dims(dims).items()), realize)
     elab = issubclass(p.gives, Elaborated)
     ctx = Context(consts=_consts(consts), remat=remat, check=elab, entry=where)
@@ -303,6 +315,11 @@ def dump(
         emit([d for d in ctx.diagnostics if d.is_error], ctx.sources)
         click.echo(show(value), nl=False)
         sys.exit(1 if any(d.is_error for d in ctx.diagnostics) else 0)
+    if form == "unicode":
+        from presk_core.equations import format_equations
+
+        click.echo(format_equations(value), nl=False)
+        return
     click.echo(show(value, sites), nl=False)
 
 
