@@ -10,7 +10,7 @@ EXAMPLES := tests/examples/mlp/mlp.psk tests/examples/minigpt/minigpt.psk \
 
 .PHONY: setup venv test tutorial grammar fuzz bench lint check-examples run-examples train-examples \
 	export-examples conformance sanitize opt-examples calibrate serve-examples serve-pt corpus-data corpus \
-	corpus-gpt experiment-gpt pytorch-baseline packages dist explain
+	corpus-gpt experiment-gpt pytorch-baseline packages dist explain explain-pdf
 
 setup:
 	@command -v uv >/dev/null 2>&1 || test -x "$(UV)" || python3 -m pip install --user --quiet uv
@@ -254,3 +254,9 @@ explain: setup
 	    $(PY) tools/screenshot.py out/explain_loss/explain.html docs/explain-network.png \
 	        --tab network --click '#expand-all'; \
 	else echo "explain: no chromium (apt-get install chromium): no screenshot"; fi
+
+# explain.md of `make explain` as a PDF: Python-Markdown (installed here, for this target
+# alone) and Debian's chromium through Playwright, which renders the listings' Unicode.
+explain-pdf: explain
+	$(UV) run --no-project --python $(PY) --with markdown python tools/md_pdf.py \
+	    out/explain_loss/explain.md out/explain_loss/explain.pdf
