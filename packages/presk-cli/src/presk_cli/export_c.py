@@ -220,6 +220,41 @@ def export_c(
     )
 
 
+def export_scop(core, entry_text: str, dims: dict, realize: str, out: str) -> str:
+    """`--mode scop`: each nest of `entry_text` at point zero, a C function a polyhedral tool
+    reads, with a driver comparing each with the native backend (presk_cback.scop); the
+    summary line."""
+    from presk_cback.scop import scop_files
+    from presk_core import data as D
+    from presk_core.run import check_dim_names, parse_entry
+
+    from presk_cli.native import lower
+
+    check_out(out)
+    entry = parse_entry(entry_text, core, None, dims)
+    check_dim_names(entry)
+    all_dims = dict(entry.dims) | dict(entry.prefix)
+    schedule = lower(core, entry.function.name, all_dims, None, realize, 1)
+    files, found = scop_files(schedule, entry.shown)
+    files[EXPORT_MARK] = "presk export --target c --mode scop\n"
+    with D.atomic_dir(out) as tmp:
+        for name, text in files.items():
+            D.write_text(os.path.join(tmp, name), text)
+    shown_dims = ", ".join(f"{k} = {v}" for k, v in dims.items())
+    at = f" at {shown_dims}" if shown_dims else ""
+    kind = (
+        f"in {realize}" if not realize.startswith("@") else f"under the realization {realize[1:]}"
+    )
+    sites = len({n.site for n in found})
+    static = sum(n.static for n in found)
+    return (
+        f"presk export: `{entry.shown}`{at} {kind}: {sites} nests at {len(found)} shapes at point"
+        f" zero, a C function each, {static} of them static-control parts and"
+        f" {len(found) - static} not (`nests.json` says why), into {out}; `make -C {out} check`"
+        " builds them and compares each with the native backend"
+    )
+
+
 def makefile(openmp: bool) -> str:
     return MAKEFILE.replace("@OPENMP@", "-fopenmp" if openmp else "")
 
