@@ -89,6 +89,14 @@ from presk_cli.native import REALIZE
     show_default=True,
     help="The root of the inputs.",
 )
+@click.option(
+    "--weights",
+    "weights_file",
+    type=click.Path(dir_okay=False),
+    metavar="CKPT",
+    help="With --target c: the entry's parameter tree from a checkpoint (a .psk.d of"
+    " `params M`, as `presk train` writes it): the program's inputs hold it.",
+)
 @click.option("-o", "--out", required=True, type=click.Path(file_okay=False), help="The folder.")
 def export(
     file,
@@ -105,6 +113,7 @@ def export(
     serve,
     consts,
     seed,
+    weights_file,
     out,
 ) -> None:
     """Export FILE to PyTorch: one Python file per Presk file it reaches, and with
@@ -136,13 +145,20 @@ def export(
             click.echo("presk export: --mode scop writes each nest at point zero, on one"
                        " thread: no --threads", err=True)  # fmt: skip
             sys.exit(2)
-        export_c_command(file, c_entry, dims, consts, seed, realize, threads, out, mode)
+        if mode == "scop" and weights_file is not None:
+            click.echo("presk export: --mode scop draws each nest's inputs: no --weights", err=True)
+            sys.exit(2)
+        export_c_command(file, c_entry, dims, consts, seed, realize, threads, out, mode,
+                         weights_file)  # fmt: skip
         return
     if mode == "scop":
         click.echo("presk export: --mode scop is for --target c", err=True)
         sys.exit(2)
-    if c_entry is not None or realize != "f64" or threads != 1:
-        click.echo("presk export: --entry, --realize and --threads are for --target c", err=True)
+    if c_entry is not None or realize != "f64" or threads != 1 or weights_file is not None:
+        click.echo(
+            "presk export: --entry, --realize, --threads and --weights are for --target c",
+            err=True,
+        )
         sys.exit(2)
     ctx = Context(consts=_consts(consts))
     sources = ctx.sources
@@ -187,7 +203,9 @@ def export(
     click.echo(f"presk export: wrote {', '.join(written)}")
 
 
-def export_c_command(file, entry, dims, consts, seed, realize, threads, out, mode=None) -> None:
+def export_c_command(
+    file, entry, dims, consts, seed, realize, threads, out, mode=None, weights=None
+) -> None:
     """`presk export --target c` (presk_cli.export_c): the summary line, or a diagnostic."""
     from presk_core.run import EntryError, RunError
     from presk_syntax.pipeline import Context
@@ -208,7 +226,7 @@ def export_c_command(file, entry, dims, consts, seed, realize, threads, out, mod
         if mode == "scop":
             line = export_scop(core, entry, _dims(dims), realize, out)
         else:
-            line = export_c(core, entry, _dims(dims), seed, realize, threads, out)
+            line = export_c(core, entry, _dims(dims), seed, realize, threads, out, weights)
     except DiagnosticError as e:
         _fail(e, sources)
     except (EntryError, RunError) as e:

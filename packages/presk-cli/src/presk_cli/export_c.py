@@ -146,9 +146,17 @@ def check_out(out: str) -> None:
 
 
 def export_c(
-    core, entry_text: str, dims: dict, seed: int, realize: str, threads: int, out: str
+    core,
+    entry_text: str,
+    dims: dict,
+    seed: int,
+    realize: str,
+    threads: int,
+    out: str,
+    weights: str | None = None,
 ) -> str:
-    """Write the C program of `entry_text` into `out`; the summary line."""
+    """Write the C program of `entry_text` into `out`; the summary line. `weights`: a
+    checkpoint binding the entry's parameter tree (`--weights`), its inputs' θ."""
     import numpy as np
     from presk_cback.export_c import c_program
     from presk_core import data as D
@@ -161,7 +169,12 @@ def export_c(
     check_out(out)
     entry = parse_entry(entry_text, core, None, dims)
     check_dim_names(entry)
-    inputs = entry_inputs(core, entry, seed, 256)
+    trees = None
+    if weights is not None:
+        from presk_cli.weights import bind_weights
+
+        trees = bind_weights(core, entry, weights, 256)
+    inputs = entry_inputs(core, entry, seed, 256, None, trees)
     args = [v for _, _, v in inputs]
     all_dims = dict(entry.dims) | dict(entry.prefix)
     schedule = lower(core, entry.function.name, all_dims, args, realize, threads)
