@@ -10,7 +10,7 @@ EXAMPLES := tests/examples/mlp/mlp.psk tests/examples/minigpt/minigpt.psk \
 
 .PHONY: setup venv test tutorial grammar fuzz bench lint check-examples run-examples train-examples \
 	export-examples conformance sanitize opt-examples calibrate serve-examples serve-pt corpus-data corpus \
-	corpus-gpt experiment-gpt pytorch-baseline packages dist explain explain-pdf
+	corpus-gpt experiment-gpt pytorch-baseline packages dist explain explain-pdf c-conformance c-speed
 
 setup:
 	@command -v uv >/dev/null 2>&1 || test -x "$(UV)" || python3 -m pip install --user --quiet uv
@@ -260,3 +260,13 @@ explain: setup
 explain-pdf: explain
 	$(UV) run --no-project --python $(PY) --with markdown python tools/md_pdf.py \
 	    out/explain_loss/explain.md out/explain_loss/explain.pdf
+
+# The C export outside the suite (tools/c_conformance.py): every case in f64 and f32, on one
+# thread and two, built by every compiler found with and without OpenMP, C1 checked; each
+# case's SCoP nests checked and shown to Polly. c-speed: the exported course GPT's forward
+# pass timed against the native backend, interleaved.
+c-conformance: setup
+	$(PY) tools/c_conformance.py conformance
+
+c-speed: setup
+	$(PY) tools/c_conformance.py speed

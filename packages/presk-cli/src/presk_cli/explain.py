@@ -225,7 +225,12 @@ def write(doc: Document, file, entry, flags, e, compiled, budget, profile, form=
         elab,
     )
     names = reached(core, name)
-    before = _reached_before_ad(file, flags, name)
+    from presk_syntax.pipeline import Context
+
+    from presk_cli.pipeline import PIPELINE
+
+    lowered = PIPELINE.run("core", file, Context(consts=ctx.consts))  # before differentiation
+    before = reached(lowered, name)
     _, listing = doc.listing(
         ["dump", file, "--stage", "core", *_consts_of(flags)],
         "core",
@@ -311,21 +316,19 @@ def write(doc: Document, file, entry, flags, e, compiled, budget, profile, form=
     if form != "html":
         return ["network.svg"]
     with open(os.path.join(doc.folder, "explain.html"), "w", encoding="utf-8") as f:
-        f.write(_html(file, entry, core, ctx, name, before, names, schedule))
+        f.write(_html(file, entry, (lowered, core), ctx, before, names, schedule))
     return ["network.svg", "explain.html"]
 
 
-def _html(file, entry, after, ctx, name, before, names, schedule) -> str:
-    """explain.html (presk_cli.explain_html): the program before differentiation again (its
-    instructions are the Core column), the entry's C, each function's share of the peak."""
+def _html(file, entry, programs, ctx, before, names, schedule) -> str:
+    """explain.html (presk_cli.explain_html): `programs`, the entry's program before and after
+    differentiation; the entry's C; each function's share of the peak of live bytes."""
     from presk_cback.emit import entry_source
     from presk_cback.memory import memory
-    from presk_syntax.pipeline import Context
 
     from presk_cli.explain_html import page
-    from presk_cli.pipeline import PIPELINE
 
-    core = PIPELINE.run("core", file, Context(consts=ctx.consts))
+    core, after = programs
     m = memory(schedule, ())
     shares = {f.function: f.at_peak / m.peak if m.peak else 0.0 for f in m.functions}
     return page(
@@ -339,19 +342,6 @@ def _consts_of(flags: list[str]) -> list[str]:
         if flags[i] == "--const":
             out += flags[i : i + 2]
     return out
-
-
-def _reached_before_ad(file: str, flags: list[str], name: str) -> list[str]:
-    from presk_syntax.pipeline import Context
-
-    from presk_cli.pipeline import PIPELINE
-
-    consts = {}
-    for i in range(0, len(flags) - 1, 2):
-        if flags[i] == "--const":
-            k, _, v = flags[i + 1].partition("=")
-            consts[k] = v
-    return reached(PIPELINE.run("core", file, Context(consts=consts)), name)
 
 
 def _precision(doc: Document, at: list[str], budget) -> list[str]:
