@@ -106,3 +106,39 @@ def test_bad_input(args, code, words):
     out = presk("memory", *args)
     assert out.returncode == code and words in out.stderr, out.stderr
     assert "Traceback" not in out.stderr and out.stdout == ""
+
+
+def test_symbolic_polynomials_agree_with_the_numbers():
+    out = presk("memory", "tutorial/03_attention.psk", "--entry", "attend", "--dim", "B=2",
+                "--dim", "T=8", "--realize", "f32", "--symbolic")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("-- attend, polynomials in B, T (fitted at B = 2, 4, 6, 8, 10,")
+    # q, k, v of [B, 2, T, 4] in f32: 3·32·B·T bytes; the mask T² bytes of truth values
+    assert "inputs              96·B·T" in lines
+    assert "outputs             32·B·T" in lines
+    peak = next(line for line in lines if line.startswith("peak of live bytes"))
+    assert "not one polynomial" not in peak
+    _, m = counted("tutorial/03_attention.psk", "attend", {"B": 3, "T": 24}, "f32")
+    assert m.peak == 16 * 3 * 24**2 + 128 * 3 * 24 + 24**2 == _poly(peak, B=3, T=24)
+
+
+def _poly(line: str, **values: int) -> int:
+    """The value of a printed polynomial (`16·B·T² + 128·B·T + T²`) at `values`."""
+    text = line.split("  ", 1)[1].strip().replace("−", "-").replace("·", "*")
+    for sup, digit in zip("²³⁴", "234", strict=True):
+        text = text.replace(sup, f"**{digit}")
+    return eval(text, {}, values)  # the test's own text: digits, names, + - * **
+
+
+def test_symbolic_says_where_a_count_is_not_one_polynomial():
+    out = presk("memory", "tutorial/07_train.psk", "--entry", "loss", "--dim", "B=4", "--symbolic")
+    assert out.returncode == 0, out.stderr
+    assert "peak of live bytes  160·B + 616" in out.stdout.splitlines()
+    c_arena = next(x for x in out.stdout.splitlines() if x.startswith("C arena"))
+    assert "(not one polynomial here:" in c_arena  # 64-byte rounding is no polynomial
+
+
+def test_symbolic_needs_a_dimension():
+    out = presk("memory", "tests/export/programs/consts.psk", "--entry", "c", "--symbolic")
+    assert out.returncode == 2 and "--symbolic needs a dimension to vary" in out.stderr

@@ -55,6 +55,7 @@ class Memory:
     native_arena: int
     c_arena: int
     c_unreleased: int
+    rank: int  # the most axes of a buffer: a size is a product of as many lengths
 
 
 def nbytes(schedule: Schedule, buf: int) -> int:
@@ -145,6 +146,7 @@ def memory(schedule: Schedule, trees: tuple[str, ...], state: tuple[str, ...] = 
         plan(schedule, share=True).size,
         c_arena,
         unreleased,
+        max((len(b.axes) for b in schedule.buffers), default=0),
     )
 
 
