@@ -49,6 +49,7 @@ PASSES: tuple[Pass, ...] = (
     ),
 )
 
+
 def sensitivity_pass(program: Program, ctx: Context):
     """The pass `sensitivity` (presk_core.sensitivity's table), from one reverse sweep of
     the entry's `.vjp` (presk_ad.sensitivity) where it can, by forward probes otherwise."""
