@@ -32,6 +32,7 @@ COMMANDS = {
     "bench": "presk_cli.bench:bench",
     "calibrate": "presk_cli.precision:calibrate",
     "solve": "presk_cli.solve:solve",
+    "quantize": "presk_cli.quantize:quantize",
     "export": "presk_cli.export:export",
     "data": "presk_cli.data:data",
 }
