@@ -333,14 +333,18 @@ def _extremum(run, c, a, attr):
 
 
 def _select(run, c, a, attr):
+    """The chosen operand's error, element by element (the computed condition is the exact
+    one where it cannot flip); where it may, the larger error plus the operands' distance."""
     (k, _, fk), (x, ex, fx), (y, ey, fy) = a
+    k = np.asarray(k, dtype=bool)
     if ex is None:
-        return c, None, np.asarray(fk) | np.asarray(fx) | np.asarray(fy)
-    err = np.maximum(np.asarray(ex, dtype=np.float64), np.asarray(ey, dtype=np.float64))
+        return c, None, np.asarray(fk) | np.where(k, np.asarray(fx), np.asarray(fy))
+    ex, ey = np.asarray(ex, dtype=np.float64), np.asarray(ey, dtype=np.float64)
+    err = np.where(k, ex, ey)
     if np.any(fk):  # the computed choice may be the other operand
         width = np.abs(np.asarray(x, dtype=np.float64) - np.asarray(y, dtype=np.float64))
         width = np.where(np.isfinite(width), width, np.inf)
-        err = _up(err + np.where(fk, width, 0.0))
+        err = np.where(fk, _up(np.maximum(ex, ey) + width), err)
     return c, err, False
 
 
