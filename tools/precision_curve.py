@@ -41,12 +41,25 @@ def presk(*args: str) -> str:
 
 
 def train(consts, data, realize: str, steps: int, ckpt: Path) -> list[tuple[int, float]]:
-    out = presk("train", GPT, *consts, "--data", data, "--backend", "native", "--realize",
-                realize, "--steps", str(steps), "--log-every", "10", "--ckpt", str(ckpt))  # fmt: skip
-    return [(int(m[1]), float(m[2])) for m in map(STEP.match, out.splitlines()) if m]
+    """The run's logged (step, loss); a run that stops on a loss that is not finite
+    (E7008: bf16 everywhere does) ends its log with (its step, nan)."""
+    args = ["train", GPT, *consts, "--data", data, "--backend", "native", "--realize",
+            realize, "--steps", str(steps), "--log-every", "10", "--ckpt", str(ckpt)]  # fmt: skip
+    r = subprocess.run([PRESK, *args], cwd=ROOT, capture_output=True, text=True)
+    log = [(int(m[1]), float(m[2])) for m in map(STEP.match, r.stdout.splitlines()) if m]
+    if r.returncode != 0:
+        stopped = re.search(r"\[E7008\] Error: training stopped: step (\d+)", r.stderr)
+        if stopped is None:
+            print(f"$ presk {' '.join(args)}\n{r.stderr}", end="", file=sys.stderr)
+            sys.exit(r.returncode)
+        log.append((int(stopped[1]), float("nan")))
+    return log
 
 
 def quality(log: list[tuple[int, float]]) -> float:
+    """The mean loss over the last quarter of the log (nan for a run that diverged)."""
+    if not log or log[-1][1] != log[-1][1]:
+        return float("nan")
     tail = log[-max(len(log) // 4, 1) :]
     return sum(x for _, x in tail) / len(tail)
 
@@ -142,7 +155,10 @@ def plot(rows, path: Path, a) -> None:
     solved = [r for r in rows if r[1] is not None]
     left.plot([r[1] for r in solved], [r[3] for r in solved], "o-", color="C3", label="solved")
     for r, c in zip(rows[:3], ("C0", "C1", "C2"), strict=True):
-        left.axhline(r[3], color=c, ls="--", lw=1, label=f"all {r[0]}")
+        if r[3] == r[3]:
+            left.axhline(r[3], color=c, ls="--", lw=1, label=f"all {r[0]}")
+        else:
+            left.plot([], [], color=c, ls="--", lw=1, label=f"all {r[0]}: diverged (nan)")
     left.set_xscale("log")
     left.invert_xaxis()
     left.set_xlabel("budget ε on the loss (relative)")
@@ -150,8 +166,12 @@ def plot(rows, path: Path, a) -> None:
     left.set_title(f"ε to quality: course GPT {a.consts.replace(',', ' ')}, T=32")
     left.legend(fontsize=8)
     for r in rows:
-        steps, losses = zip(*r[4], strict=True)
-        right.plot(steps, losses, lw=1, label=r[0])
+        finite = [(k, x) for k, x in r[4] if x == x]
+        if finite:
+            steps, losses = zip(*finite, strict=True)
+            right.plot(steps, losses, lw=1, label=r[0])
+        else:
+            right.plot([], [], lw=1, label=f"{r[0]} (diverged at step {r[4][-1][0]})")
     right.set_xlabel("step")
     right.set_ylabel("training loss")
     right.set_title("the runs")
