@@ -40,12 +40,33 @@ def presk(*args: str) -> str:
     return r.stdout
 
 
+FALLBACK = {".fwd": ".vjp", ".vjp": ""}
+"""Where a function's forward pass is in the training step: its `.fwd` (the residual form),
+else its `.vjp` (a function generic in its leading axes keeps its recomputing `.vjp`,
+forward and reverse together), else the function itself."""
+
+
 def train(consts, data, realize: str, steps: int, ckpt: Path) -> list[tuple[int, float]]:
     """The run's logged (step, loss); a run that stops on a loss that is not finite
-    (E7008: bf16 everywhere does) ends its log with (its step, nan)."""
+    (E7008: bf16 everywhere does) ends its log with (its step, nan). A step realization
+    naming a function the step does not have (E7039) has it replaced by FALLBACK's next."""
     args = ["train", GPT, *consts, "--data", data, "--backend", "native", "--realize",
             realize, "--steps", str(steps), "--log-every", "10", "--ckpt", str(ckpt)]  # fmt: skip
     r = subprocess.run([PRESK, *args], cwd=ROOT, capture_output=True, text=True)
+    while r.returncode != 0 and realize.startswith("@"):
+        missing = re.search(r"\[E7039\] Error: .*`functions` names `([^`]+)`", r.stderr)
+        if missing is None:
+            break
+        path = Path(realize[1:])
+        doc = json.loads(path.read_text())
+        name = missing[1]
+        t = doc["functions"].pop(name)
+        for end, then in FALLBACK.items():
+            if name.endswith(end):
+                doc["functions"][name[: -len(end)] + then] = t
+                break
+        path.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+        r = subprocess.run([PRESK, *args], cwd=ROOT, capture_output=True, text=True)
     log = [(int(m[1]), float(m[2])) for m in map(STEP.match, r.stdout.splitlines()) if m]
     if r.returncode != 0:
         stopped = re.search(r"\[E7008\] Error: training stopped: step (\d+)", r.stderr)
@@ -116,8 +137,10 @@ def main() -> int:
         listing = presk("solve", GPT, *consts, "--precision", str(env), "--budget", eps,
                         "--out", str(solved), "--sites", "1000")  # fmt: skip
         measured = float(re.search(r"^  measured +(\S+)", listing, re.M)[1])
-        step = step_realization(solved, listing, out / f"step_{eps}.json")
-        log = train(consts, data, f"@{out / f'step_{eps}.json'}", a.steps, out / f"run_{eps}")
+        step_path = out / f"step_{eps}.json"
+        step_realization(solved, listing, step_path)
+        log = train(consts, data, f"@{step_path}", a.steps, out / f"run_{eps}")
+        step = json.loads(step_path.read_text())  # as trained (FALLBACK's names)
         kinds = sorted(set(step["functions"].values()) | set(step["params"].values()))
         what = f"{len(step['functions'])} fwd, {len(step['params'])} params ({'/'.join(kinds) or 'f64'})"
         rows.append((f"ε={eps}", float(eps), what, quality(log), log, measured))
