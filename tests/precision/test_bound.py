@@ -252,3 +252,19 @@ def test_no_finite_bound_is_a_diagnostic(tmp_path):
 def test_usage(envelope):
     r = presk("check", "--precision", envelope, *LOSS)
     assert r.returncode == 2 and "go together" in r.stderr
+
+
+def test_the_command_takes_the_smaller_bound_over_every_sample(envelope, tmp_path):
+    # cond (the running bound here) is far below interval through the tower's depth, and an
+    # envelope of two samples bounds each of them: at least the first's bound
+    def printed(env, *extra):
+        r = presk("check", "--precision", env, *LOSS, "--realize", "f32", *extra)
+        assert r.returncode == 0, r.stderr
+        return float(r.stdout.splitlines()[2].split()[2])
+
+    cond, interval = printed(envelope), printed(envelope, "--model", "interval")
+    assert cond < interval / 1e4
+    two = tmp_path / "two.json"
+    entry = ("--entry", "loss", "--dim", "B=4", "--samples", "2")
+    assert presk("calibrate", "--precision", *LOSS, *entry, "--out", two).returncode == 0
+    assert printed(two) >= cond
