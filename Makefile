@@ -11,7 +11,7 @@ EXAMPLES := tests/examples/mlp/mlp.psk tests/examples/minigpt/minigpt.psk \
 .PHONY: setup venv test tutorial grammar fuzz bench lint check-examples run-examples train-examples \
 	export-examples conformance sanitize opt-examples calibrate serve-examples serve-pt corpus-data corpus \
 	corpus-gpt experiment-gpt pytorch-baseline packages dist explain explain-pdf c-conformance c-speed \
-	step-table
+	step-table precision curve
 
 setup:
 	@command -v uv >/dev/null 2>&1 || test -x "$(UV)" || python3 -m pip install --user --quiet uv
@@ -205,6 +205,29 @@ corpus-gpt: corpus-data
 	set -e; .venv/bin/presk check $(GPT) --summary | sed -n '/^training run:/,$$p'; \
 	.venv/bin/presk train $(GPT) --backend native --realize f32 --threads $(THREADS) \
 	    $(if $(GPT_STEPS),--steps $(GPT_STEPS)) --log-every 5
+
+# Step 15 at the course's scale (tools/precision_gpt.py, docs/precision.md "At course
+# scale"): the course GPT at a width the exact interpreter affords, trained PRECISION_STEPS
+# natively in f32, then its loss's envelope, bounds, sensitivities (one reverse sweep) and a
+# realization solved under PRECISION_BUDGET, into out/precision_gpt/. Not a test.
+PRECISION_CONSTS ?= D=32,H=2,L=2
+PRECISION_STEPS ?= 200
+PRECISION_BUDGET ?= 1e-3
+precision: corpus-data
+	@if [ ! -f $(CIVIL) ]; then echo "precision: $(CIVIL) is absent: nothing done"; exit 0; fi; \
+	$(PY) tools/precision_gpt.py --consts $(PRECISION_CONSTS) --steps $(PRECISION_STEPS) \
+	    --budget $(PRECISION_BUDGET)
+
+# The ε-to-quality curve (tools/precision_curve.py): CURVE_BUDGETS each solved on the loss
+# and trained CURVE_STEPS from scratch at a reduced width, beside all-f64, f32 and bf16; a
+# table and out/curve/curve.png. Not a test.
+CURVE_CONSTS ?= D=16,H=2,L=1
+CURVE_BUDGETS ?= 1e-1,1e-2,1e-3,1e-5
+CURVE_STEPS ?= 300
+curve: corpus-data
+	@if [ ! -f $(CIVIL) ]; then echo "curve: $(CIVIL) is absent: nothing done"; exit 0; fi; \
+	$(PY) tools/precision_curve.py --consts $(CURVE_CONSTS) --budgets $(CURVE_BUDGETS) \
+	    --steps $(CURVE_STEPS)
 
 # The course GPT trained natively (f32) and by its exported train.py from the same θ₀ and
 # batches, EXPERIMENT_STEPS steps each: metrics, loss gaps and curves in corpus/nlp/ckpt/.

@@ -132,3 +132,64 @@ def test_a_solved_realization_runs_alike_on_kernel_and_native(compiler_or_skip, 
     runs = [presk(*RUN, "--backend", b, "--realize", f"@{out}") for b in ("kernel", "native")]
     assert all(r.returncode == 0 for r in runs), runs[0].stderr
     assert runs[0].stdout == runs[1].stdout
+
+
+# ---- --profile: the cost is predicted seconds (spec L900, L978) ------------------------------
+
+
+def _profile(tmp_path, name, fit):
+    from presk_opt import roofline as R
+
+    path = tmp_path / f"{name}.json"
+    s = R.Sample("kernel k (…)", "f/%1", 1, 60, 164, 0.25, 7, "a.psk:f", "0123")
+    R.write(R.Profile(R.machine("f64"), [s], fit), str(path))
+    return path
+
+
+def test_a_profile_prices_time(envelope, tmp_path):
+    # a machine bound by memory (β small): narrowing saves time as it saves bytes; one bound
+    # by arithmetic (π small): a narrower type saves no time and its conversions cost some,
+    # so nothing is narrowed
+    from presk_opt import roofline as R
+
+    runs = {}
+    for name, fit in (
+        ("memory", R.Roofline(1e12, 1e6, 1e-7)),
+        ("compute", R.Roofline(1e6, 1e12, 1e-7)),
+    ):
+        out = tmp_path / f"{name}.json.out"
+        r = presk(
+            "solve", *LOSS, "--precision", envelope, "--budget", "1e-3", "--out", out,
+            "--profile", _profile(tmp_path, name, fit),
+        )  # fmt: skip
+        assert (r.returncode, r.stderr) == (0, ""), r.stderr
+        lines = r.stdout.splitlines()
+        cost, every, floor = map(float, re.fullmatch(
+            r"  cost        (\S+) against (\S+) all-f64 \(\d+\.\d\dx\), relaxation floor (\S+)",
+            lines[3],
+        ).groups())  # fmt: skip
+        assert floor <= cost <= every < 1  # seconds, not bytes
+        assert lines[4].endswith("(time when --profile is given, bytes otherwise)")
+        runs[name] = (cost, every, json.loads(out.read_text()))
+    cost, every, doc = runs["memory"]
+    assert cost < every / 2 and doc["sites"]
+    cost, every, doc = runs["compute"]
+    assert cost == every and doc["sites"] == {} and doc["params"] == {}
+
+
+def test_a_bad_profile_writes_nothing(envelope, tmp_path):
+    from presk_opt import roofline as R
+
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    unfitted = tmp_path / "unfitted.json"
+    R.write(R.Profile(R.machine("f64"), [], None), str(unfitted))
+    for profile in (bad, unfitted, tmp_path / "nowhere.json"):
+        out = tmp_path / "r.json"
+        r = presk(
+            "solve", *LOSS, "--precision", envelope, "--budget", "1e-3", "--out", out,
+            "--profile", profile,
+        )  # fmt: skip
+        assert (r.returncode, r.stdout) == (1, "")
+        assert r.stderr.startswith("[E7140] Error: --profile: ") and not out.exists()
+        assert "Traceback" not in r.stderr

@@ -7,7 +7,7 @@ from presk_core import passes as core
 from presk_core.ir import Program
 from presk_core.passes import CORE, verified
 from presk_syntax import passes as syntax
-from presk_syntax.pipeline import Context, Option, Pass, StageProgram
+from presk_syntax.pipeline import Context, Option, Pass, StageProgram, Text
 from presk_types import passes as types
 
 
@@ -46,6 +46,37 @@ PASSES: tuple[Pass, ...] = (
         ad_pass,
         StageProgram("presk-ad", CORE, CORE, (REMAT,)),
         verified,
+    ),
+)
+
+
+def sensitivity_pass(program: Program, ctx: Context):
+    """The pass `sensitivity` (presk_core.sensitivity's table), from one reverse sweep of
+    the entry's `.vjp` (presk_ad.sensitivity) where it can, by forward probes otherwise."""
+    from presk_core.sensitivity import sensitivity_pass as run
+
+    def sweep(core, entry, args):
+        from presk_ad.sensitivity import SensitivityError, reverse_sensitivities
+        from presk_ad.vjp import ADError
+
+        try:
+            found, sweeps = reverse_sensitivities(core, entry, args)
+        except (SensitivityError, ADError):
+            return None
+        return found, "one reverse sweep" if sweeps == 1 else f"{sweeps} reverse sweeps"
+
+    return run(program, ctx, sweep)
+
+
+SENSITIVITY: tuple[Pass, ...] = (  # after differentiation, at the end of the list
+    Pass(
+        "sensitivity",
+        "where a precision budget should go: each site's first-order effect on an entry's"
+        " output (--entry, --dim), from one reverse sweep on the exact interpreter",
+        Program,
+        Text,
+        "core-after-ad",
+        sensitivity_pass,
     ),
 )
 

@@ -201,8 +201,9 @@ def _profile_needs_opt(command: str, opt: bool, profile: str | None) -> None:
     type=click.Choice(["cond", "interval"]),
     default="cond",
     show_default=True,
-    help="With --precision: a sum's rounding from its measured Σ|terms| (cond), or from its"
-    " terms' magnitudes alone (interval).",
+    help="With --precision: the smaller of the running bound on the envelope's inputs and the"
+    " interval bound through each sum's measured Σ|terms| (cond), or the interval bound from"
+    " the terms' magnitudes alone (interval).",
 )
 def check(
     file: str,

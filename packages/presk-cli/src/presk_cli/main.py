@@ -35,6 +35,7 @@ COMMANDS = {
     "bench": "presk_cli.bench:bench",
     "calibrate": "presk_cli.precision:calibrate",
     "solve": "presk_cli.solve:solve",
+    "quantize": "presk_cli.quantize:quantize",
     "data": "presk_cli.data:data",
 }
 """The commands: each imported when it is used (or listed)."""

@@ -39,7 +39,7 @@ PIPELINE = Pipeline(
     + core.ENTRY_PASSES[1:]
     + kernel.PASSES
     + cback.PASSES
-    + core.PRECISION_PASSES
+    + ad.SENSITIVITY
 )
 
 DOCUMENTS = {d.kind: d for d in (syntax.AST, types.ELAB, core.CORE, kernel.KERNEL)}

@@ -344,7 +344,7 @@ def realization_bound(core, envelope, realize, model: str = "cond"):
     """The presk_kernel.bound.Bound of the envelope's entry of `core` under `realize` (a
     type name, `@FILE` or a Realization)."""
     from presk_core.run import EntryError, parse_entry
-    from presk_kernel.bound import bound
+    from presk_kernel.bound import BoundError, bound
     from presk_kernel.lower import LowerError, lower_entry
 
     try:
@@ -358,4 +358,51 @@ def realization_bound(core, envelope, realize, model: str = "cond"):
         raise PrecisionError(e.code, f"cannot lower `{entry.shown}` to kernels: {e}") from None
     sites = {k: (s.lo, s.hi, s.abs_sum, s.cond) for k, s in envelope.sites.items()}
     inputs = {k: (s.lo, s.hi) for k, s in envelope.inputs.items()}
-    return bound(schedule, sites, inputs, model)
+    if model != "cond":
+        return bound(schedule, sites, inputs, model)
+    try:
+        interval = bound(schedule, sites, inputs, model)
+    except BoundError as e:
+        interval, refused = None, e
+    try:
+        run = running_bound(core, envelope, entry, schedule)
+    except BoundError:
+        if interval is None:
+            raise refused from None
+        return interval
+    if interval is None or run.absolute <= interval.absolute:
+        return run
+    return interval
+
+
+def running_bound(core, envelope, entry, schedule):
+    """The running error bound (presk_kernel.running) of `schedule` on each of the
+    envelope's samples (their inputs drawn again as `calibrate` drew them), the largest."""
+    from presk_core.run import EntryError, RunError
+    from presk_kernel.bound import Bound
+    from presk_kernel.interp import KernelError
+    from presk_kernel.lower import argument_leaves
+    from presk_kernel.running import running
+
+    try:
+        inputs = sample_inputs(
+            core,
+            entry,
+            envelope.seed,
+            envelope.bits,
+            envelope.weights,
+            dict(envelope.dims),
+            envelope.data,
+            envelope.samples,
+        )
+        worst: dict[str, float] = {}
+        for i in range(envelope.samples):
+            leaves = argument_leaves([v for _, _, v in inputs(i)])
+            _, outs = running(schedule, leaves)
+            for name, e in outs:
+                worst[name] = max(worst.get(name, 0.0), e)
+    except (EntryError, RunError, KernelError) as e:
+        code = getattr(e, "code", None) or "E7101"
+        raise PrecisionError(code, f"the envelope's inputs: {e}") from None
+    outs = tuple(worst.items())
+    return Bound(max((e for _, e in outs), default=0.0), outs)

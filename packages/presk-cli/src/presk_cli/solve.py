@@ -1,7 +1,8 @@
-"""`presk solve FILE --precision ENV --budget EPS --out OUT.json [--sites N]` (spec
-L894–L908): the realization of least bytes whose gap to the exact reference, measured on
-the kernel interpreter (the native backend's bits) over the envelope's inputs, is inside
-the budget (presk_kernel.solve; docs/precision.md, "The solver")."""
+"""`presk solve FILE --precision ENV --budget EPS --out OUT.json [--sites N] [--profile P]`
+(spec L894–L908): the realization of least bytes (or predicted seconds under a machine
+profile's roofline) whose gap to the exact reference, measured on the kernel interpreter
+(the native backend's bits) over the envelope's inputs, is inside the budget
+(presk_kernel.solve; docs/precision.md, "The solver")."""
 
 from __future__ import annotations
 
@@ -54,16 +55,26 @@ from presk_cli.precision import PrecisionError, exp_text, fail
     help="Where each candidate is measured: the kernel interpreter or compiled C (the same"
     " bits; C compiles each candidate).",
 )
+@click.option(
+    "--profile",
+    type=click.Path(dir_okay=False),
+    metavar="P",
+    help="A machine profile (presk bench --calibrate): the cost is the entry's predicted"
+    " seconds under its roofline instead of bytes.",
+)
 @click.option("--const", "consts", multiple=True, metavar="NAME=V", help="Override a constant.")
-def solve(file, step, envelope_path, budget, out, listed, backend, consts) -> None:
+def solve(file, step, envelope_path, budget, out, listed, backend, profile, consts) -> None:
     """Choose a type for every narrowable site and parameter of the envelope's entry in FILE:
-    the fewest bytes whose measured gap to the exact reference is inside --budget. With
-    --step, a type for every function of a training step (docs/precision.md)."""
+    the fewest bytes (or predicted seconds under --profile) whose measured gap to the exact
+    reference is inside --budget. With --step, a type for every function of a training step
+    (docs/precision.md)."""
     from presk_cli.commands import _consts
 
     if (file is None) == (step is None):
         raise click.UsageError("give FILE (an entry's envelope) or --step FILE (a training step)")
     if step is not None:
+        if profile is not None:
+            raise click.UsageError("--profile prices an entry's realization: not with --step")
         from presk_cli.step_budget import solve_step_command
 
         solve_step_command(step, envelope_path, budget, out, _consts(consts))
@@ -71,6 +82,7 @@ def solve(file, step, envelope_path, budget, out, listed, backend, consts) -> No
 
     if not (math.isfinite(budget) and budget > 0):
         fail("E7104", f"a budget is a positive number, not {budget!r} (nothing is written)")
+    roof = _roofline(profile) if profile is not None else None
     from presk_core.envelope import Envelope, EnvelopeError
     from presk_kernel.solve import SolveError
     from presk_syntax.diagnostics import DiagnosticError
@@ -91,7 +103,7 @@ def solve(file, step, envelope_path, budget, out, listed, backend, consts) -> No
     absolute = budget * envelope.output
     try:
         envelope.check_program(core)
-        items, solution = _solve(core, envelope, absolute, backend)
+        items, solution = _solve(core, envelope, absolute, backend, roof)
     except EnvelopeError as e:
         fail(e.code, str(e), ctx.sources)
     except (PrecisionError, SolveError) as e:
@@ -106,8 +118,49 @@ def solve(file, step, envelope_path, budget, out, listed, backend, consts) -> No
     click.echo("\n".join(_lines(envelope, budget, absolute, items, solution, out, listed)))
 
 
-def _solve(core, envelope, absolute: float, backend: str = "kernel"):
-    """(the items offered, the Solution) for the envelope's entry of `core`."""
+def _roofline(path: str):
+    """The fitted roofline of the profile at `path` (E7140 when it cannot be read or has no
+    fit)."""
+    from presk_opt import roofline
+
+    try:
+        p = roofline.read(path)
+    except roofline.ProfileError as e:
+        fail("E7140", f"--profile: {e} (nothing is written)")
+    if p.fit is None:
+        fail(
+            "E7140",
+            f"--profile: `{path}` has no fitted roofline: `presk bench --calibrate` fits one"
+            " (nothing is written)",
+        )
+    return p.fit
+
+
+def predicted(schedule, roof) -> float:
+    """The schedule's predicted seconds: Σ over its launches of λ + max(W/π, Q/β)."""
+    from presk_opt.roofline import traffic, work
+
+    return sum(float(roof.seconds(work(x.kernel), traffic(x.kernel))) for x in schedule.launches)
+
+
+def time_floor(schedule, roof) -> float:
+    """A lower bound of any realization's predicted seconds, from the all-f64 schedule: each
+    launch's λ + max(W/π, Q₂/β) with its work in f64 (a realization only adds conversions)
+    and its reals at 2 bytes (bf16's)."""
+    from presk_opt.roofline import ITEMSIZE, REAL_TYPES, work
+
+    total = 0.0
+    for x in schedule.launches:
+        q = sum(
+            b.size * (2 if b.dtype in REAL_TYPES else ITEMSIZE[b.dtype]) for b in x.kernel.buffers
+        )
+        total += float(roof.seconds(work(x.kernel), q))
+    return total
+
+
+def _solve(core, envelope, absolute: float, backend: str = "kernel", roof=None):
+    """(the items offered, the Solution) for the envelope's entry of `core`; `roof` a
+    fitted roofline (--profile): the cost is then predicted seconds."""
     import numpy as np
     from presk_core.envelope import _reals
     from presk_core.interp import Interpreter
@@ -164,7 +217,17 @@ def _solve(core, envelope, absolute: float, backend: str = "kernel"):
                 gap = max(gap, float(np.max(d, initial=0.0)))
         return gap
 
-    return items, solve(items, absolute, measure)
+    if roof is None:
+        return items, solve(items, absolute, measure)
+
+    def priced(r) -> float:
+        try:
+            return predicted(lower(core, name, dims, values[0], r), roof)
+        except NativeError as e:
+            raise PrecisionError(e.code, str(e)) from None
+
+    floor = time_floor(lower(core, name, dims, values[0], "f64"), roof)
+    return items, solve(items, absolute, measure, priced, floor)
 
 
 def _lines(envelope, budget, absolute, items, s, out, listed) -> list[str]:
@@ -200,8 +263,8 @@ def _lines(envelope, budget, absolute, items, s, out, listed) -> list[str]:
         f" {n16} bf16): {exp_text(rest, 4)} bytes at rest against {exp_text(rest64, 4)} in f64",
         f"  cost        {exp_text(s.cost, 4)} against {exp_text(s.all_f64, 4)} all-f64"
         f" ({ratio:.2f}x), relaxation floor {exp_text(s.floor, 4)}",
-        f"  proposal    {exp_text(s.proposal, 4)} before measurement widened anything (bytes:"
-        " time by a --profile is not implemented)",
+        f"  proposal    {exp_text(s.proposal, 4)} before measurement widened anything (time"
+        " when --profile is given, bytes otherwise)",
         f"  estimate    {_e(s.estimate, 3)} (isolated gaps, root-sum-square: it ranks, it does"
         " not guarantee)",
         f"  measured    {_e(s.measured, 3)} against the exact reference, after {s.rounds}"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from presk_syntax.pipeline import Context, Document, Pass, StageProgram, Text
+from presk_syntax.pipeline import Context, Document, Pass, StageProgram
 from presk_types.passes import ELAB, Elaborated
 
 from presk_core.ir import Program
@@ -121,26 +121,6 @@ ENTRY_PASSES: tuple[Pass, ...] = (  # after differentiation: presk-cli puts them
         "specialize",
         flatten_pass,
         verify=verified,
-    ),
-)
-
-
-def sensitivity_pass(program: Program, ctx: Context):
-    """The pass `sensitivity` (presk_core.sensitivity)."""
-    from presk_core.sensitivity import sensitivity_pass as run
-
-    return run(program, ctx)
-
-
-PRECISION_PASSES: tuple[Pass, ...] = (  # after differentiation, at the end of the list
-    Pass(
-        "sensitivity",
-        "where a precision budget should go: each site's first-order effect on an entry's"
-        " output (--entry, --dim), probed on the exact interpreter",
-        Program,
-        Text,
-        "core-after-ad",
-        sensitivity_pass,
     ),
 )
 

@@ -1,6 +1,8 @@
 """Where a precision budget should go (spec L487): each site's first-order effect on an
 entry's output when its values are rounded, measured on the exact interpreter
-(docs/precision.md, "Sensitivities").
+(docs/precision.md, "Sensitivities"). presk-ad computes it from one reverse sweep
+(presk_ad.sensitivity); the forward probes here are what remains for an entry it does not
+sweep (a result that is not one real tensor), and the reference its test compares with.
 
 A rounding at a site multiplies each of its elements vᵢ by (1 + δᵢ), |δᵢ| ≤ u, at every
 call. To first order the output y moves by Σᵢ (∂y/∂vᵢ)·vᵢ·δᵢ. The sensitivity of the site
@@ -83,15 +85,17 @@ def sensitivities(program, entry, args: list, bits: int = 256, probes: int = 4, 
     return out
 
 
-def format_sensitivities(entry, found: list, probes: int) -> str:
+def format_sensitivities(entry, found: list, how: int | str) -> str:
     """The table `presk dump --stage sensitivity` prints: sites by sensitivity, descending,
-    each with what f32 and bf16 would move the output by (u·S)."""
+    each with what f32 and bf16 would move the output by (u·S); `how` the method (a number
+    of probes a site, or the text that says how the adjoints were swept)."""
     from presk_core.show import format_exp
 
     at = ", ".join(f"{k} = {v}" for k, v in {**entry.dims, **dict(entry.prefix)}.items())
     lines = [
         f"sensitivity of `{entry.shown}`{' at ' + at if at else ''}: {len(found)} sites,"
-        f" {probes} probes a site (the output's first-order move per unit relative rounding)",
+        f" {how if isinstance(how, str) else f'{how} probes a site'}"
+        " (the output's first-order move per unit relative rounding)",
         f"  {'site':<28} {'S':>11} {'f32 u·S':>11} {'bf16 u·S':>11}",
     ]
     for site, s in sorted(found, key=lambda kv: -kv[1]):
@@ -100,9 +104,11 @@ def format_sensitivities(entry, found: list, probes: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def sensitivity_pass(core, ctx):
+def sensitivity_pass(core, ctx, sweep=None):
     """The pass `sensitivity`: the table of an entry's sites (--entry, --dim), its inputs
-    synthesized from seed 0 as `presk run` draws them."""
+    synthesized from seed 0 as `presk run` draws them. `sweep(core, entry, args)`, when
+    given (presk-ad's reverse sweep), returns (found, how), or None for an entry it does not
+    sweep: the forward probes then."""
     from presk_syntax.diagnostics import DiagnosticError, error
     from presk_syntax.pipeline import Text
 
@@ -115,10 +121,11 @@ def sensitivity_pass(core, ctx):
     try:
         entry = parse_entry(where.entry, core, None, dict(where.dims))
         args = [v for _, _, v in entry_inputs(entry, Interpreter(core, 256), 0, 256)]
-        found = sensitivities(core, entry, args)
+        swept = sweep(core, entry, args) if sweep is not None else None
+        found, how = swept if swept is not None else (sensitivities(core, entry, args), 4)
     except (EntryError, RunError) as e:
         raise DiagnosticError([error(getattr(e, "code", "E7001") or "E7001", str(e))]) from None
-    return Text(format_sensitivities(entry, found, 4))
+    return Text(format_sensitivities(entry, found, how))
 
 
 __all__ = ["Probe", "format_sensitivities", "sensitivities", "sensitivity_pass"]

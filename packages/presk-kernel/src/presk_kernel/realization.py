@@ -5,8 +5,8 @@ fusion groups and the other values its kernels store; a member of a fused group 
 in its group's root's type, spec L906), a storage type to each parameter path (`params`: a
 parameter is stored once in that type and every nest reads it from there), a type to each
 function (`functions`: a training step's, spec L978; every site of the function not named
-in `sites`), and a `quant` map reserved for `presk quantize` (read and checked, not applied
-yet). Whatever is not named takes `default`. `f64`, `f32` and `bf16` are its uniform cases.
+in `sites`), and a `quant` map that `presk quantize` reads (a path to int8 or int4: checked here,
+not applied by the lowering, the weights being dequantised when loaded). Whatever is not named takes `default`. `f64`, `f32` and `bf16` are its uniform cases.
 
 Its JSON form (docs/ir.md, "Realizations"):
 
@@ -36,7 +36,7 @@ TYPES = ("f64", "f32", "bf16")
 bits of a binary32, computed in f32, rounded to nearest even at every store: DESIGN §11)."""
 
 QUANT_TYPES = ("int8", "int4")
-"""The integer weights `presk quantize` will write (spec L67, L1266); not applied yet."""
+"""The integer weights of `presk quantize` (spec L67, L1266; presk_kernel.quant)."""
 
 VERSION = 1
 KEYS = ("presk", "version", "default", "sites", "params", "functions", "quant")

@@ -3,7 +3,8 @@
 What is offered: the entry's narrowable sites (presk_kernel.realization: one per fusion
 group) and its parameter paths (a parameter is stored once, in its type), each in f64, f32
 or bf16. What it costs: bytes, each item's reals once (a static site counted once however
-often it runs) times its type's width. What decides: the measured gap, the realization run
+often it runs) times its type's width; or, under a machine profile (`priced`, from
+presk-cli: presk-opt's roofline), the entry's predicted seconds. What decides: the measured gap, the realization run
 on the kernel interpreter (the native backend's bits) against the exact reference.
 
 The solver (`solve`) is greedy: every item is first measured alone in f32 and in bf16 (its
@@ -90,6 +91,7 @@ def realization(items: list[Item], types: dict[str, str]) -> Realization:
 
 
 def cost(items: list[Item], types: dict[str, str]) -> int:
+    """Bytes: each item's reals times its type's width."""
     return sum(i.cost(types[i.name]) for i in items)
 
 
@@ -100,10 +102,10 @@ def rss(values) -> float:
 @dataclass
 class Solution:
     types: dict[str, str]
-    cost: int
-    all_f64: int
-    floor: int
-    proposal: int
+    cost: float  # bytes, or predicted seconds under a profile
+    all_f64: float
+    floor: float
+    proposal: float
     estimate: float
     measured: float
     rounds: int
@@ -111,10 +113,28 @@ class Solution:
     isolated: dict[tuple[str, str], float]
 
 
-def solve(items: list[Item], budget: float, measure: Callable[[Realization], float]) -> Solution:
-    """The realization of least bytes whose measured gap is at most `budget` (absolute),
-    greedily (see the module); `measure` runs a realization and gives its gap."""
+def solve(
+    items: list[Item],
+    budget: float,
+    measure: Callable[[Realization], float],
+    priced: Callable[[Realization], float] | None = None,
+    floor: float | None = None,
+) -> Solution:
+    """The realization of least cost whose measured gap is at most `budget` (absolute),
+    greedily (see the module); `measure` runs a realization and gives its gap. The cost is
+    bytes, or `priced`'s (a realization's predicted seconds under a machine profile), with
+    `floor` its lower bound."""
     base = {i.name: "f64" for i in items}
+    known: dict[tuple, float] = {}
+
+    def price(types: dict[str, str]) -> float:
+        if priced is None:
+            return cost(items, types)
+        key = tuple(sorted(types.items()))
+        if key not in known:
+            known[key] = priced(realization(items, types))
+        return known[key]
+
     floor_gap = measure(realization(items, base))
     if floor_gap > budget:
         raise SolveError(
@@ -142,7 +162,7 @@ def solve(items: list[Item], budget: float, measure: Callable[[Realization], flo
             trial = {**types, i.name: nt}
             if estimate(trial) > budget:
                 continue
-            saved = i.cost(t) - i.cost(nt)
+            saved = price(types) - price(trial)
             extra = max(gap(i.name, nt) - gap(i.name, t), 0.0)
             score = saved / extra if extra > 0 else math.inf
             key = (score, saved)
@@ -151,7 +171,7 @@ def solve(items: list[Item], budget: float, measure: Callable[[Realization], flo
         if best is None:
             break
         types[best[1]] = best[2]
-    proposal, est = cost(items, types), estimate(types)
+    proposal, est = price(types), estimate(types)
     measured, rounds = measure(realization(items, types)), 0
     while measured > budget:
         narrowed = [n for n, t in types.items() if t != "f64"]
@@ -159,20 +179,24 @@ def solve(items: list[Item], budget: float, measure: Callable[[Realization], flo
         types[worst] = WIDER[types[worst]]
         measured, rounds = measure(realization(items, types)), rounds + 1
     optimal = None
-    if 3 ** len(items) <= EXHAUSTIVE:
+    if 3 ** len(items) <= EXHAUSTIVE and priced is None:  # pricing 3ⁿ lowerings: not searched
         cheapest = None
         for combo in itertools.product(("f64", "f32", "bf16"), repeat=len(items)):
             ts = {i.name: t for i, t in zip(items, combo, strict=True)}
             if estimate(ts) <= budget:
-                c = cost(items, ts)
+                c = price(ts)
                 cheapest = c if cheapest is None else min(cheapest, c)
         optimal = (cheapest, 3 ** len(items))
-    every = cost(items, base)
-    floor = cost(items, dict.fromkeys(base, "bf16"))
+    every = price(base)
+    if floor is None:
+        floor = price(dict.fromkeys(base, "bf16"))
     return Solution(
-        types, cost(items, types), every, floor, proposal, est, measured, rounds, optimal,
+        types, price(types), every, floor, proposal, est, measured, rounds, optimal,
         isolated,
     )  # fmt: skip
 
 
-__all__ = ["EXHAUSTIVE", "Item", "Solution", "SolveError", "offered", "realization", "solve"]
+__all__ = [
+    "EXHAUSTIVE", "Item", "Solution", "SolveError", "cost", "offered", "realization",
+    "solve",
+]  # fmt: skip
