@@ -207,4 +207,24 @@ def fit_line(m: Model) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["Q_GRID", "fit", "fit_line", "nnls", "ranks", "spearman"]
+__all__ = ["Q_GRID", "fit", "fit_line", "fit_samples", "nnls", "ranks", "refit_profile", "spearman"]
+
+
+def fit_samples(samples: list[dict], combine: str, rules: tuple[str, ...]) -> Model:
+    """The model fitted to a profile's samples: each sample's counts under `rules`, its time
+    the median of its calls (E7126 without a sample, E7120 a sample without those rules)."""
+    from presk_kernel.layout_model import counts_for
+
+    try:
+        cs = [counts_for(s["counts"], rules) for s in samples]
+    except ValueError as e:
+        raise ModelError("E7120", f"a sample cannot be priced: {e}") from None
+    t = [statistics.median(s["times_us"]) * 1e-6 for s in samples]
+    return fit(cs, t, combine, rules)
+
+
+def refit_profile(profile, combine: str, rules: tuple[str, ...]):
+    """`presk refit`: the profile with its model fitted again on its samples."""
+    from presk_kernel.layout_model import Profile
+
+    return Profile(profile.machine, profile.samples, fit_samples(profile.samples, combine, rules))

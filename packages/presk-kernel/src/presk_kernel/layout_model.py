@@ -374,6 +374,9 @@ class _Walk:
                     out.append(self._reduce(s, times, ctx))
                 case GemmStmt():
                     out.append(self._gemm(s))
+                case _ if hasattr(s, "body") and hasattr(s, "nest"):
+                    # a statement that runs `body` for the nest it keeps (a softmax's passes)
+                    out.extend(self.body(s.body, times, ctx))
         return out
 
     def _overhead(self, n: float) -> None:
@@ -405,7 +408,15 @@ class _Walk:
         return node
 
     def _reduce(self, r: Reduce, times: float, ctx: dict) -> _Node:
-        n = math.prod(e for _, _, e in r.vars)
+        extents = [e for _, _, e in r.vars]
+        size = getattr(r, "size", 0)
+        if getattr(r, "block", None) is not None and size and extents:
+            # a block of the fold (a kblock): its variable runs within the enclosing tile,
+            # the mean block so that the blocks run `extent` terms in all; the partial sum
+            # resumed from its output once a block
+            extents[-1] = extents[-1] / math.ceil(extents[-1] / size)
+            self.loads += times
+        n = math.prod(extents)
         reg = ctx["reg"]
         acc = math.prod(reg.values()) / max(1, ctx["lanes"]) if reg else 0
         fits = reg and acc <= max(1, self.m.vregs - 4)
@@ -422,7 +433,7 @@ class _Walk:
         self.work += inner / ctx["lanes"]
         # the fold's variables as nested loops, outermost first
         node = root = None
-        for var, _, extent in r.vars:
+        for (var, _, _), extent in zip(r.vars, extents, strict=True):
             child = _Node(var, extent, extent)
             if node is None:
                 root = child
@@ -776,10 +787,15 @@ class Profile:
 
 def save_profile(profile: Profile, path: str) -> None:
     """Written whole (a temporary file renamed: presk_core.data.write_text); E7127 if not."""
+    write_text_file(path, profile.to_json())
+
+
+def write_text_file(path: str, text: str) -> None:
+    """`text` written whole at `path` (presk_core.data.write_text); E7127 if it cannot be."""
     from presk_core.data import write_text
 
     try:
-        write_text(path, profile.to_json())
+        write_text(path, text)
     except OSError as e:
         raise ModelError("E7127", f"cannot write `{path}`: {e.strerror or e}") from None
 
