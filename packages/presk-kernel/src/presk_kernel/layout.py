@@ -422,22 +422,8 @@ def lay_out(
 
 
 def layout_space(k: Kernel, threads: int = 1) -> list[Layout]:
-    """Every point of a small space: loop orders, lanes on or off, splits over threads."""
-    loops = parallel_loops(k)
-    width = LANE_WIDTH.get(k.compute, 1)
-    out = []
-    for order in itertools.permutations([lp.var for lp in loops]):
-        inner = order[-1] if order and not _serial(loops, order[-1]) else None
-        outer = order[0] if order and threads > 1 and not _serial(loops, order[0]) else None
-        for lanes in dict.fromkeys((None, inner)):
-            for split in dict.fromkeys((None, outer)):
-                out.append(
-                    Layout(
-                        order=order,
-                        lanes=lanes,
-                        width=width if lanes else 1,
-                        split=split,
-                        threads=threads if split else 1,
-                    )
-                )
-    return out
+    """The layouts of the small space of `k` at `threads` workers, point 0 first
+    (presk_kernel.layout_space.points: the spaces and their points)."""
+    from presk_kernel.layout_space import points
+
+    return [p.layout for p in points(k, "small", threads) if p.why is None]
