@@ -344,6 +344,8 @@ def points(k: Kernel, space: str = "full", workers: int = 1) -> list[Point]:
         d["split"] = None if depth < 0 else [depth, w]
         if kind_ == "contraction":
             d |= {"tile": [tm, tn], "kblock": kb, "order": ORDERS[o], "pack": bool(p)}
+            if p:  # the generated GEMM's own tiles: the default's, shown as the point's
+                d["tile"] = d0["tile"]
         if kind_ == "softmax":
             d["passes"] = ps
         layout, why = layout_of(k, d)
