@@ -33,7 +33,8 @@ def _setup(file, entry, dims, consts, realize, profile_path):
     from presk_syntax.diagnostics import DiagnosticError
     from presk_syntax.pipeline import Context
 
-    from presk_cli.commands import _consts, _dims, _fail as fail_diag, entry_fail
+    from presk_cli.commands import _consts, _dims, entry_fail
+    from presk_cli.commands import _fail as fail_diag
     from presk_cli.pipeline import PIPELINE, RUN
 
     if realize not in ("f64", "f32", "bf16"):

@@ -18,7 +18,6 @@ interpreter, the C emitter) run what they are given and decide nothing.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections.abc import Mapping
 
 from presk_kernel.contract import recognize
