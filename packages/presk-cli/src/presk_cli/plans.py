@@ -52,7 +52,7 @@ class Nest:
 
     @property
     def file(self) -> str:
-        return self.site.replace("/%", "__") + ".jsonl"
+        return self.site.replace("/%", "__").replace("#", "_") + ".jsonl"
 
 
 # ---- capture --------------------------------------------------------------------------------
@@ -78,16 +78,18 @@ def fused_schedule(core, name: str, dims: dict, realize, args=None):
 def nests_of(schedule) -> list[Nest]:
     """The nests of a schedule: each site whose kernel reads an operand, in launch order
     (a kernel that reads nothing, a mask filled from its indices, is no nest: U11)."""
+    from presk_kernel.layout import nest_names
+
     out: dict[str, Nest] = {}
-    for launch in schedule.launches:
+    for launch, name in zip(schedule.launches, nest_names(schedule.launches), strict=True):
         k = launch.kernel
         if not k.inputs:
             continue
-        if k.site in out:
-            n = out[k.site]
-            out[k.site] = Nest(n.site, n.kernel, n.operands, n.launches + 1)
+        if name in out:
+            n = out[name]
+            out[name] = Nest(n.site, n.kernel, n.operands, n.launches + 1)
             continue
-        out[k.site] = Nest(k.site, k, tuple(b.shape for b in k.inputs), 1)
+        out[name] = Nest(name, k, tuple(b.shape for b in k.inputs), 1)
     return list(out.values())
 
 
@@ -329,3 +331,33 @@ __all__ = [
     "read_plan",
     "row",
 ]
+
+
+# ---- make plan-check ------------------------------------------------------------------------
+
+
+def default_plan(schedule, threads: int = 1) -> dict:
+    """A plan stating every nest's default layout (the layout a run compiles at `threads`,
+    presk_kernel.layout.run_layout), through the plan file's fields and back."""
+    from presk_kernel.layout import run_layout
+
+    out = {}
+    for nest in nests_of(schedule):
+        doc = json.loads(json.dumps(layout_fields(run_layout(nest.kernel, threads))))
+        out[nest.site] = layout_from_fields(doc)
+    return out
+
+
+def plan_check(core, name: str, dims: dict, realize: str = "f64", threads: int = 1, args=None):
+    """(kernels, the same bytes): the entry lowered without a plan and under `default_plan`,
+    compared as the `kernel` document encodes them and as the C emitter writes them."""
+    from presk_cback.emit import entry_source
+    from presk_kernel.codec import encode_kernel
+    from presk_kernel.layout import lay_out
+
+    fused = fused_schedule(core, name, dims, realize, args)
+    plain = lay_out(fused, threads)
+    planned = lay_out(fused, threads, default_plan(fused, threads))
+    same = encode_kernel(plain) == encode_kernel(planned)
+    same = same and entry_source(plain) == entry_source(planned)
+    return len(plain.launches), same
