@@ -121,7 +121,7 @@ def test_points_of_the_spaces_compute_point_0s_bits_natively(compiler):
             reference = [x.tobytes() for x in run_schedule(point0, args, laid=True)]
             rng = random.Random(f"{file}:{entry}:{realize}")
 
-            def pick(k):
+            def pick(k, rng=rng):
                 good = [p for p in points(k, "full", 2) if p.why is None]
                 rare = [p for p in good if p.layout.kblock or p.layout.passes == 2]
                 return rng.choice(rare if rare and rng.random() < 0.5 else good).layout
