@@ -86,7 +86,8 @@ def _train_lowered(file, ctx, elaborated, shown, flags, opt, profile, native, ke
     rewrite = _step_rewrite(ctx, profile, core, os.path.dirname(file)) if opt else None
     # from the core program: its training run, its data by the file's folder (--opt: the
     # rewritten step, lowered to kernels with --backend kernel|native)
-    options = (native["backend"], native["realize"], native["threads"])
+    plan, realize = native.get("plan_read"), native["realize"]
+    options = (native["backend"], realize, native["threads"], *((plan,) if plan else ()))
     train_program(core, os.path.dirname(file), flags, options, click.echo, rewrite, keeping, shown)
 
 
@@ -537,6 +538,7 @@ def run(
     is_flag=True,
     help="On a terminal too, only the log: no phases before step 1, no line of the step.",
 )
+@PLAN
 @backend_options
 def train(
     file,
@@ -556,6 +558,7 @@ def train(
     plot,
     compare,
     quiet,
+    plan,
     **native,
 ) -> None:
     """Train the model of FILE's `training run`: each step the objective and its gradient on
@@ -571,6 +574,10 @@ def train(
     from presk_cli.train import StoppedAfter, TrainError, checked_training, training_context
 
     keeping = _keeping(resume, stop_after, metrics, plot, compare, resumable)
+    if plan is not None:  # read before the run (E7111, E7113); its layouts at the step's lowering
+        from presk_cli.native import plan_options
+
+        native["plan_read"], native["realize"] = plan_options(plan, native)
     ctx = training_context(_consts(consts), data_file)
     sources = ctx.sources
     _profile_needs_opt("train", opt, profile)

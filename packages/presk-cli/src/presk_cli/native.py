@@ -131,7 +131,7 @@ def plan_options(plan: str | None, native: dict):
         fail(NativeError(e.code, str(e), e.help))
 
 
-def planned(plan, core, name: str, dims: dict) -> dict | None:
+def planned(plan, core, name: str, dims: dict, args=None) -> dict | None:
     """The plan's layouts by site for `name` at `dims` (presk_cli.plans.plan_for), None
     without a plan; NativeError with the plan's code."""
     if plan is None:
@@ -139,7 +139,7 @@ def planned(plan, core, name: str, dims: dict) -> dict | None:
     from presk_cli.plans import PlanError, plan_for
 
     try:
-        return plan_for(plan, core, name, dims)
+        return plan_for(plan, core, name, dims, args)
     except PlanError as e:
         raise NativeError(e.code, str(e), e.help) from None
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import sys
 import time
 
@@ -29,7 +28,6 @@ def _setup(file, entry, dims, consts, realize, profile_path):
     """(core, entry name, dims, profile, model, machine): the program checked, the entry
     and its dims, the profile read and of this machine's kind (H2's E7120–E7129)."""
     from presk_core.run import EntryError, check_dim_names, parse_entry
-    from presk_kernel.layout_model import ModelError, load_profile, read_machine
     from presk_syntax.diagnostics import DiagnosticError
     from presk_syntax.pipeline import Context
 
@@ -43,19 +41,9 @@ def _setup(file, entry, dims, consts, realize, profile_path):
         )
     ctx = Context(consts=_consts(consts))
     dim_values = _dims(dims)
-    try:
-        profile = load_profile(profile_path)
-        machine = read_machine()
-        profile.check_machine(machine, profile_path)
-    except ModelError as e:
-        _fail(e.code, str(e), e.help)
-    if profile.model is None:
-        _fail(
-            "E7118",
-            f"the profile `{profile_path}` holds no fitted model",
-            "fit one: presk bench experiments/gemm.psk --entry gemm … --calibrate"
-            f" {profile_path} --space calib",
-        )
+    if entry is None:
+        raise click.UsageError("--entry is required")
+    profile, machine = _profile(profile_path)
     try:
         core = PIPELINE.run(RUN, file, ctx)
     except DiagnosticError as e:
@@ -69,12 +57,49 @@ def _setup(file, entry, dims, consts, realize, profile_path):
     return core, e.function.name, all_dims, profile, profile.model, machine
 
 
-def _capture(core, name, dims, realize):
+def _profile(profile_path):
+    from presk_kernel.layout_model import ModelError, load_profile, read_machine
+
+    try:
+        profile = load_profile(profile_path)
+        machine = read_machine()
+        profile.check_machine(machine, profile_path)
+    except ModelError as e:
+        _fail(e.code, str(e), e.help)
+    if profile.model is None:
+        _fail(
+            "E7118",
+            f"the profile `{profile_path}` holds no fitted model",
+            "fit one: presk bench experiments/gemm.psk --entry gemm … --calibrate"
+            f" {profile_path} --space calib",
+        )
+    return profile, machine
+
+
+def _setup_train(file, consts, realize, profile_path):
+    """(step program, its name, dims, args, profile, model) of `plan --train`."""
+    from presk_cli.commands import _consts
+    from presk_cli.native import NativeError
+    from presk_cli.plans import step_entry
+
+    if realize not in ("f64", "f32", "bf16"):
+        raise click.BadParameter(
+            f"{realize!r}: a plan carries one of f64, f32, bf16", param_hint="--realize"
+        )
+    profile, _ = _profile(profile_path)
+    try:
+        program, name, dims, args = step_entry(file, _consts(consts), realize)
+    except (NativeError, PlanError) as e:
+        _fail(e.code, str(e), getattr(e, "help", None))
+    return program, name, dims, args, profile, profile.model
+
+
+def _capture(core, name, dims, realize, args=None):
     from presk_cli.native import NativeError
     from presk_cli.plans import capture
 
     try:
-        schedule, nests, seconds = capture(core, name, dims, realize)
+        schedule, nests, seconds = capture(core, name, dims, realize, args)
     except NativeError as e:
         _fail(e.code, str(e), e.help)
     if not nests:
@@ -95,7 +120,7 @@ def _write_text(path: str, text: str) -> None:
 
 ENTRY_OPTIONS = [
     click.argument("file", type=click.Path(dir_okay=False)),
-    click.option("--entry", required=True, help="The entry whose nests are laid out."),
+    click.option("--entry", help="The entry whose nests are laid out."),
     click.option("--dim", "dims", multiple=True, metavar="NAME=N", help="A dimension."),
     click.option("--const", "consts", multiple=True, metavar="NAME=V", help="Override a constant."),
     click.option(
@@ -135,8 +160,14 @@ def _entry_options(command):
     show_default=True,
     help="The layout space of every nest (docs/plans.md).",
 )
+@click.option(
+    "--train",
+    is_flag=True,
+    help="Plan FILE's training step (objective, gradient and AdamW: what presk train"
+    " --backend native runs) instead of --entry.",
+)
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="The plan (JSON).")
-def plan(file, entry, dims, consts, realize, profile_path, space, out) -> None:
+def plan(file, entry, dims, consts, realize, profile_path, space, train, out) -> None:
     """Cost every point of every nest's layout space under the profile's model, choose the
     best of each, print the table and write the plan (docs/plans.md)."""
     from presk_kernel.layout_space import points
@@ -144,10 +175,18 @@ def plan(file, entry, dims, consts, realize, profile_path, space, out) -> None:
     from presk_cli.plans import PLAN_KIND, PLAN_VERSION, layout_fields
 
     wall = time.perf_counter()
-    core, name, all_dims, profile, model, machine = _setup(
-        file, entry, dims, consts, realize, profile_path
-    )
-    _, nests, captured_s = _capture(core, name, all_dims, realize)
+    if train == (entry is not None):
+        raise click.UsageError("give --entry E, or --train for the file's training step")
+    args = None
+    if train:
+        core, name, all_dims, args, profile, model = _setup_train(
+            file, consts, realize, profile_path
+        )
+    else:
+        core, name, all_dims, profile, model, _ = _setup(
+            file, entry, dims, consts, realize, profile_path
+        )
+    _, nests, captured_s = _capture(core, name, all_dims, realize, args)
     workers = profile.machine.workers
     t0 = time.perf_counter()
     rows, planned, total = [], [], 0
@@ -408,6 +447,3 @@ def autotune(file, entry, dims, consts, realize, profile_path, space, interp, se
         f" {costed_s:.3f} s; every output bit-identical to point 0, {where}: yes"
     )
     click.echo("\n".join(rows))
-
-
-_ = (statistics, PlanError)

@@ -93,12 +93,44 @@ def nests_of(schedule) -> list[Nest]:
     return list(out.values())
 
 
-def capture(core, name: str, dims: dict, realize) -> tuple[object, list[Nest], float]:
-    """(the fused schedule, its nests, the seconds it took): from the shapes alone."""
+def capture(core, name: str, dims: dict, realize, args=None) -> tuple[object, list[Nest], float]:
+    """(the fused schedule, its nests, the seconds it took): from the shapes alone (and a
+    training step's hyperparameters, `args`)."""
     t0 = time.perf_counter()
-    schedule = fused_schedule(core, name, dims, realize)
+    schedule = fused_schedule(core, name, dims, realize, args)
     nests = nests_of(schedule)
     return schedule, nests, time.perf_counter() - t0
+
+
+def step_entry(file: str, consts: dict, realize: str):
+    """(program, entry name, dims, args) of FILE's training step as `presk train --backend
+    native` lowers it (presk_cli.native_train.NativeTrainer: objective, reverse sweep and
+    AdamW in one entry), at its first batch."""
+    import os
+
+    from presk_ad.step import Trainer
+    from presk_syntax.diagnostics import DiagnosticError
+
+    from presk_cli.native import NativeError
+    from presk_cli.native_train import NativeTrainer
+    from presk_cli.pipeline import PIPELINE, TRAIN
+    from presk_cli.train import checked_training, training_context
+
+    ctx = training_context(consts, None)
+    try:
+        elaborated = checked_training(file, ctx, None)
+        errors = [d for d in ctx.diagnostics if d.is_error]
+        if errors:
+            raise NativeError(errors[0].code, errors[0].message)
+        if not elaborated.runs:
+            raise PlanError("E7117", f"`{file}` has no `training run`: give --entry")
+        core = PIPELINE.run(TRAIN, file, ctx, start=elaborated, first="elab")
+    except DiagnosticError as e:
+        d = e.diagnostics[0]
+        raise NativeError(d.code, d.message) from None
+    trainer = Trainer(core, core.trainings[0], os.path.dirname(file), 0, 64, None)
+    native = NativeTrainer(trainer, "kernel", realize, 1)
+    return native.program, native.name, dict(trainer.dims), native.args
 
 
 # ---- layouts as JSON ------------------------------------------------------------------------
@@ -226,7 +258,7 @@ def read_plan(text: str) -> Plan:
     return Plan(path, entry, dims, realize, space, workers, nests)
 
 
-def plan_for(plan: Plan, core, name: str, dims: dict) -> dict:
+def plan_for(plan: Plan, core, name: str, dims: dict, args=None) -> dict:
     """The plan's layouts by site, for `name` at `dims` (E7112: a plan for another entry
     or other dims; E7110: a nest's layout that is not the point of its space its decisions
     name, or a nest the entry does not have)."""
@@ -241,7 +273,7 @@ def plan_for(plan: Plan, core, name: str, dims: dict) -> dict:
             f" `{name}` at {want or 'no dims'}",
             "make a plan for this entry and these dims with presk plan",
         )
-    schedule = fused_schedule(core, name, dims, plan.realize)
+    schedule = fused_schedule(core, name, dims, plan.realize, args)
     nests = {n.site: n for n in nests_of(schedule)}
     out = {}
     for n in plan.nests:
