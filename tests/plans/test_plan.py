@@ -267,3 +267,37 @@ def test_a_point_that_differs_stops_the_sweep(profile, tmp_path, monkeypatch):
     assert r.exit_code == 1
     assert "[E7115]" in r.output and "point 1 of `scores/%2`" in r.output
     assert not day.exists()
+
+
+def test_train_under_a_plan_logs_the_same(tmp_path):
+    """`presk train --plan`: the training step's nests at points of their spaces other than
+    the run's, the same log (its time line aside) as without the plan."""
+    from presk_cli.plans import PLAN_KIND, PLAN_VERSION, fused_schedule, layout_fields, nests_of
+    from presk_cli.plans import step_entry
+    from presk_kernel.layout_space import points
+
+    program, name, dims, args = step_entry("tutorial/07_train.psk", {}, "f32")
+    nests = nests_of(fused_schedule(program, name, dims, "f32", args))
+    planned = []
+    for n in nests:
+        pt = points(n.kernel, "small", 2)[-1]
+        planned.append({"nest": n.site, "operands": [list(s) for s in n.operands],
+                        "layout": pt.text, "decisions": pt.decisions,
+                        "fields": layout_fields(pt.layout)})  # fmt: skip
+    doc = {"presk": PLAN_KIND, "version": PLAN_VERSION, "entry": name, "dims": dims,
+           "realize": "f32", "space": "small", "workers": 2, "nests": planned}  # fmt: skip
+    out = tmp_path / "plan.json"
+    out.write_text(json.dumps(doc))
+    base = ("train", "tutorial/07_train.psk", "--steps", "3", "--backend", "native")
+    without = presk(*base, "--realize", "f32", "--ckpt", tmp_path / "a")
+    under = presk(*base, "--plan", f"@{out}", "--ckpt", tmp_path / "b")
+    assert without.returncode == under.returncode == 0, under.stderr
+    keep = lambda s: [
+        re.sub(r"weights in .*", "", x) for x in s.splitlines() if " ms a step" not in x
+    ]  # noqa: E731
+    assert keep(under.stdout) == keep(without.stdout) and "final loss" in under.stdout
+    weights = [(tmp_path / d / "final.psk.d").read_bytes() for d in ("a", "b")]
+    assert weights[0] == weights[1]
+    assert len(planned) > 20
+    r = presk("plan", "tutorial/01_linear.psk", "--train", "--profile", out, "--out", out)
+    assert r.returncode == 1 and ("[E7120]" in r.stderr or "[E7117]" in r.stderr)
