@@ -219,8 +219,10 @@ def test_l_fails_on_a_differing_output_and_waits_for_the_interpreter(tmp_path):
         (lambda d: (d / "e__1.jsonl").write_text('{"point": 0}\n'), "E7124"),
         (lambda d: (d / "e__1.jsonl").unlink(), "E7124"),
         (lambda d: shutil.rmtree(d), "E7124"),
-        (lambda d: (d / "day.json").write_text('{"presk": "autotune-day", "version": 9}'),
-         "E7124"),  # fmt: skip
+        (
+            lambda d: (d / "day.json").write_text('{"presk": "autotune-day", "version": 9}'),
+            "E7124",
+        ),  # fmt: skip
     ],
 )
 def test_a_bad_day_is_refused_and_nothing_is_written(tmp_path, spoil, code):

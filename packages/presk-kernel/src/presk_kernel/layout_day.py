@@ -146,7 +146,9 @@ def read_day(path: str) -> Day:
     if not isinstance(doc, dict) or doc.get("presk") != DAY_KIND:
         raise _bad(path, 'day.json is not {"presk": "autotune-day", …}')
     if doc.get("version") != DAY_VERSION:
-        raise _bad(path, f"day.json is of version {str(doc.get('version'))[:20]}, not {DAY_VERSION}")
+        raise _bad(
+            path, f"day.json is of version {str(doc.get('version'))[:20]}, not {DAY_VERSION}"
+        )
     try:
         for f in ("entry", "dims", "realize", "space", "profile", "nests"):
             if f not in doc:

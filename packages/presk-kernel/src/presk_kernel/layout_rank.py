@@ -155,7 +155,9 @@ def nest_q(n1: Nest, n2: Nest, d1: Day, d2: Day, u: float) -> NestQ:
         cs.append(c)
         ex.append(total)
         share.append(sum(nest.points[i].launches for i in cand) / launches if launches else 0.0)
-    return NestQ(n1.name, len(n1.points), len(cand), regret, *map(tuple, (cost, static, cs, ex, share)))  # type: ignore[arg-type]
+    return NestQ(
+        n1.name, len(n1.points), len(cand), regret, *map(tuple, (cost, static, cs, ex, share))
+    )  # type: ignore[arg-type]
 
 
 def _verdict(ok: bool | None, why: str = "") -> str:
