@@ -250,3 +250,37 @@ def test_a_report_that_cannot_be_written_is_e7127(tmp_path):
     (tmp_path / "file").write_text("")
     r = presk("rank", d1, d2, "--entry", "attend", "--out", tmp_path / "file" / "r.md")
     assert r.returncode == 1 and "[E7127]" in r.stderr and r.stdout == ""
+
+
+def test_the_specifications_tile_and_order_rows(tmp_path):
+    """Days built to the spec's counts (L1108–L1111): tile 112 close pairs, 67 distinguished,
+    61 right (91.0 %), 30 undecided (44.8 %), 35 of the 37 decided right (94.6 %); order 36,
+    7 distinguished, 3 right, every one undecided."""
+
+    def pair(cls, a, b, distinguished, right, undecided):
+        ta, tb = (100.0, 200.0) if distinguished else (100.0, 100.5)
+        pa = 10.0
+        pb = pa * (1.05 if undecided else 2.0)
+        if not right:
+            pb = pa / (1.05 if undecided else 2.0)
+        return [point(0, {cls: a}, pa, _spread(ta)), point(1, {cls: b}, pb, _spread(tb))]
+
+    nests = []
+    plan = [("tile", 45, False, True, False), ("tile", 35, True, True, False),
+            ("tile", 2, True, False, False), ("tile", 26, True, True, True),
+            ("tile", 4, True, False, True),
+            ("order", 29, False, True, False), ("order", 3, True, True, True),
+            ("order", 4, True, False, True)]  # fmt: skip
+    for cls, n, dist, right, und in plan:
+        for _ in range(n):
+            a, b = ("[1, 4]", "[4, 4]") if cls == "tile" else ("IJ", "JI")
+            nests.append((f"n{len(nests)}/%1", "contraction", pair(cls, a, b, dist, right, und)))
+    d1 = write_day(tmp_path / "d1", nests, u=0.1)
+    d2 = write_day(tmp_path / "d2", nests, u=0.1)
+    r, _ = _rank(tmp_path, d1, d2)
+    assert r.returncode == 0, r.stderr
+    rows = r.stdout.split("## Per decision class\n\n")[1].splitlines()
+    assert rows[2:] == [
+        "| order | 36 | 7 | 42.9 % | — | 100.0 % | 0.0 % |",
+        "| tile | 112 | 67 | 91.0 % | 94.6 % | 44.8 % | 0.0 % |",
+    ]
