@@ -10,7 +10,7 @@ EXAMPLES := tests/examples/mlp/mlp.psk tests/examples/minigpt/minigpt.psk \
 
 .PHONY: setup venv test tutorial grammar fuzz bench lint check-examples run-examples train-examples \
 	export-examples conformance sanitize opt-examples calibrate serve-examples serve-pt corpus-data corpus \
-	corpus-gpt experiment-gpt pytorch-baseline packages dist calibrate-ra4 ra4-small
+	corpus-gpt experiment-gpt pytorch-baseline packages dist calibrate-ra4 ra4-small plan-check
 
 setup:
 	@command -v uv >/dev/null 2>&1 || test -x "$(UV)" || python3 -m pip install --user --quiet uv
@@ -222,6 +222,11 @@ pytorch-baseline: corpus-data
 # with --opt, on the reference interpreter and natively (tools/opt_examples.py).
 opt-examples: setup
 	$(PY) tools/opt_examples.py
+
+# A plan stating every nest's default layout lowers every example entry to the same kernels,
+# byte for byte (L851; docs/plans.md, "--plan").
+plan-check: setup
+	$(PY) tools/plan_check.py
 
 # presk bench --calibrate on the tiny MiniGPT's entries (its forward pass and its loss, at
 # two sizes), natively in f64, into one profile; then the entries timed natively without and

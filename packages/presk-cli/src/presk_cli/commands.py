@@ -11,7 +11,7 @@ from presk_syntax.diagnostics import Diagnostic, DiagnosticError, Severity, emit
 from presk_syntax.span import SourceMap
 
 from presk_cli.flags import Count
-from presk_cli.native import REALIZE, NativeError, backend_options
+from presk_cli.native import PLAN, REALIZE, NativeError, backend_options
 from presk_cli.native import fail as native_fail
 from presk_cli.pipeline import PIPELINE, RUN, SHOWN, TRAIN
 
@@ -376,6 +376,7 @@ def _dims(values: tuple[str, ...]) -> dict[str, int]:
 @REMAT
 @click.option("--opt", is_flag=True, help="Rewrite by the exact rules first (docs/optimizer.md).")
 @PROFILE
+@PLAN
 @backend_options
 def run(
     file,
@@ -392,6 +393,7 @@ def run(
     remat,
     opt,
     profile,
+    plan,
     **native,
 ) -> None:
     """Evaluate an entry of FILE on the reference interpreter: exact arithmetic (MPFR at
@@ -404,6 +406,10 @@ def run(
     sources = ctx.sources
     dim_values = _dims(dims)
     _profile_needs_opt("run", opt, profile)
+    if plan is not None and native["backend"] == "interp":
+        raise click.UsageError(
+            "--plan is for --backend kernel|native: the reference interpreter has no layouts"
+        )
     try:  # the passes of the pipeline up to differentiation (presk_cli.pipeline)
         elaborated = PIPELINE.run("elab", file, ctx)
         core = PIPELINE.run(RUN, file, ctx, start=elaborated, first="elab")
@@ -442,7 +448,7 @@ def run(
         from presk_cli.native import run_native
 
         args = (entry, dim_values, seed, bits, digits, verbose, as_json, data_file)
-        text = run_native(core, args, native, sources, weights)
+        text = run_native(core, args, native, sources, weights, plan)
         click.echo(text, nl=False)
         return
     try:

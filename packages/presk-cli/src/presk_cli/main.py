@@ -29,6 +29,8 @@ COMMANDS = {
     "train": "presk_cli.commands:train",
     "serve": "presk_cli.serve:serve",
     "dump": "presk_cli.commands:dump",
+    "plan": "presk_cli.planning:plan",
+    "autotune": "presk_cli.planning:autotune",
     "reprice": "presk_cli.layout_reports:reprice",
     "rank": "presk_cli.layout_reports:rank",
     "refit": "presk_cli.layout_reports:refit",

@@ -18,7 +18,6 @@ interpreter, the C emitter) run what they are given and decide nothing.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections.abc import Mapping
 
 from presk_kernel.contract import recognize
@@ -386,6 +385,23 @@ def run_layout(k: Kernel, threads: int = 1) -> Layout:
     return layout
 
 
+def nest_names(launches) -> list[str]:
+    """The name of each launch's nest, as a plan names it: its site, or, where one site
+    launches kernels that differ (a function's backward pass at two shapes), `site#2`,
+    `site#3`, … for the second kernel there and on, in launch order (layouts aside)."""
+    kinds: dict[str, list] = {}
+    out = []
+    for launch in launches:
+        k = launch.kernel
+        key = dataclasses.replace(k, body=plain(k.body), layout=Layout())
+        seen = kinds.setdefault(k.site, [])
+        if key not in seen:
+            seen.append(key)
+        at = seen.index(key)
+        out.append(k.site if at == 0 else f"{k.site}#{at + 1}")
+    return out
+
+
 def lay_out(
     schedule: Schedule, threads: int = 1, plan: Mapping[str, Layout] | None = None
 ) -> Schedule:
@@ -395,17 +411,18 @@ def lay_out(
     operands gets its GEMM statement; one that packs where no GEMM statement takes the
     operands (not a contraction, mixed operand types, one operand) is E7040."""
     plan = dict(plan or {})
-    sites = {launch.kernel.site for launch in schedule.launches}
+    names = nest_names(schedule.launches)
+    sites = set(names)
     unknown = sorted(set(plan) - sites)
     if unknown:
         raise LayoutError(
             "E7041", f"the plan lays out `{unknown[0]}`, a site the entry does not launch"
         )
     launches = []
-    for launch in schedule.launches:
+    for launch, nest in zip(schedule.launches, names, strict=True):
         k = launch.kernel
-        if k.site in plan:
-            layout = plan[k.site]
+        if nest in plan:
+            layout = plan[nest]
             if layout.gemm is None:
                 layout = with_gemm(k, layout)
             why = check_layout(k, layout)

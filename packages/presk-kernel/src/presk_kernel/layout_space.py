@@ -28,7 +28,8 @@ Spaces (`--space`): `full` (the plan's default), `small` (a daily subset: tiles 
 rows and 4 or 16 columns, no k-block, split none or at depth 0 over all workers), `calib`
 (the GEMM calibration's, L1036: five register tiles [1, 4], [2, 8], [4, 4], [4, 8],
 [4, 16]; IJ and JI; the six IJK orders with a block of 128 and IJK, JIK with 32; lanes 1 or
-the full vector; workers 1, half, all at depth 0; no pack). The calib space is not cut to
+the full vector; workers 1, half, all on the outermost parallel loop (depth 0, or 1 under a
+k-block loop); no pack). The calib space is not cut to
 the shapes: a point ill-formed at given shapes (a tile or a block longer than its loop,
 lanes without a full vector) is kept with the reason (`Point.why`), counted, not run.
 """
@@ -344,8 +345,12 @@ def points(k: Kernel, space: str = "full", workers: int = 1) -> list[Point]:
         d["split"] = None if depth < 0 else [depth, w]
         if kind_ == "contraction":
             d |= {"tile": [tm, tn], "kblock": kb, "order": ORDERS[o], "pack": bool(p)}
+            if p:  # the generated GEMM's own tiles: the default's, shown as the point's
+                d["tile"] = d0["tile"]
         if kind_ == "softmax":
             d["passes"] = ps
+        if space == "calib" and depth == 0 and kb and ORDERS[o].startswith("K"):
+            d["split"] = [1, w]  # the outermost parallel loop: inside the summed axis's blocks
         layout, why = layout_of(k, d)
         if layout is None:
             if space == "calib":
