@@ -129,6 +129,14 @@ def test_reprice_refuses_what_it_cannot_price(tmp_path):
     (day / "day.json").write_text(json.dumps(doc))
     r = presk("reprice", day, "--profile", p, "--out", out)
     assert r.returncode == 1 and "[E7122]" in r.stderr and not out.exists()
+    doc["profile"]["machine"] = "x86_64 another"  # the kind, as presk autotune records it
+    (day / "day.json").write_text(json.dumps(doc))
+    r = presk("reprice", day, "--profile", p, "--out", out)
+    assert r.returncode == 1 and "[E7122]" in r.stderr and not out.exists()
+    doc["profile"]["machine"] = MACHINE.kind
+    (day / "day.json").write_text(json.dumps(doc))
+    assert presk("reprice", day, "--profile", p, "--out", out).returncode == 0
+    shutil.rmtree(out)
     doc["profile"]["machine"] = {}
     (day / "day.json").write_text(json.dumps(doc))
     r = presk("reprice", day, "--profile", p, "--out", day)
