@@ -284,3 +284,29 @@ def test_the_specifications_tile_and_order_rows(tmp_path):
         "| order | 36 | 7 | 42.9 % | — | 100.0 % | 0.0 % |",
         "| tile | 112 | 67 | 91.0 % | 94.6 % | 44.8 % | 0.0 % |",
     ]
+
+
+def test_two_sweeps_of_presk_autotune_are_ranked(tmp_path):
+    """The days `presk autotune` writes (the tutorial's attention, small) are what rank
+    reads: statement L holds, and the same days give the same report twice."""
+    from presk_kernel.layout_fit import fit
+    from presk_kernel.layout_model import Counts, Profile, read_machine, save_profile
+
+    groups = [f"f32+lanes{ln}+w{w}" for ln in (1, 8) for w in (1, 2)]
+    cs = [Counts(1e3 * (i + 1), 5e2 * (i % 3 + 1), 1e3 * (i % 2), 0.0, 1e3, g, int(g[-1]))
+          for i, g in enumerate(groups * 3)]  # fmt: skip
+    profile = tmp_path / "p.json"
+    save_profile(Profile(read_machine(), [], fit(cs, [1e-6 * (1 + c.work / 1e3) for c in cs])),
+                 str(profile))  # fmt: skip
+    args = ("tutorial/03_attention.psk", "--entry", "attend", "--dim", "B=1", "--dim", "T=4",
+            "--realize", "f32", "--space", "small", "--profile", profile)  # fmt: skip
+    one = presk("autotune", *args, "--interp", "--out", tmp_path / "day1")
+    assert one.returncode == 0, one.stderr
+    two = presk("autotune", *args, "--out", tmp_path / "day2")
+    assert two.returncode == 0, two.stderr
+    r, out = _rank(tmp_path, tmp_path / "day1", tmp_path / "day2")
+    assert r.returncode == 0, r.stderr
+    assert _row(r.stdout, "L")[3] == "**holds**"
+    again = presk("rank", tmp_path / "day1", tmp_path / "day2", "--entry", "attend", "--out",
+                  tmp_path / "again.md")  # fmt: skip
+    assert again.stdout == r.stdout == out.read_text()
