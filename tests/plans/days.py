@@ -59,7 +59,9 @@ def _fixture(rng, day: int) -> list[tuple[str, str, list[dict]]]:
     predictions that get most of its order right (the noise from `rng`)."""
 
     def cost(d: dict) -> float:
-        tile = {"[1, 4]": 3.0, "[2, 8]": 1.6, "[4, 16]": 1.0, "[4, 4]": 1.2}[d.get("tile", "[4, 4]")]
+        tile = {"[1, 4]": 3.0, "[2, 8]": 1.6, "[4, 16]": 1.0, "[4, 4]": 1.2}[
+            d.get("tile", "[4, 4]")
+        ]
         t = 400.0 * tile
         t *= {1: 1.0, 4: 0.33}[d["lanes"]]
         t *= 0.55 if d["split"] != "none" else 1.0

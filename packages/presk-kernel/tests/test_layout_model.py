@@ -213,3 +213,36 @@ def test_a_profile_round_trips_and_bad_ones_are_refused(tmp_path):
     with pytest.raises(ModelError) as e:
         load_profile(str(tmp_path / "absent.json"))
     assert e.value.code == "E7120"
+
+
+@pytest.mark.parametrize(
+    ("file", "entry", "dims"),
+    [
+        ("tutorial/03_attention.psk", "attend", (("B", 2), ("T", 16))),
+        ("experiments/gemm.psk", "gemm", (("N", 64),)),
+    ],
+)
+def test_every_point_of_every_space_is_counted(file, entry, dims):
+    """Each point's laid-out kernel (tiles, blocked folds, two-pass softmaxes, splits) gives
+    finite counts, its group the point's lanes and workers."""
+    from kernel_entries import lowered
+    from presk_kernel.layout import apply_layout, with_gemm
+    from presk_kernel.layout_space import points
+
+    schedule, _, _ = lowered(file, entry, dims, "f32")
+    seen = 0
+    for launch in schedule.launches:
+        k = launch.kernel
+        for p in points(k, "full", 4):
+            if p.why is not None:
+                continue
+            layout = p.layout if p.layout.gemm else with_gemm(k, p.layout)
+            c = counts(apply_layout(k, layout), MACHINE)
+            assert all(math.isfinite(x) and x >= 0 for x in c.terms()), (p.text, c)
+            assert c.work > 0
+            split = p.decisions.get("split")
+            assert c.workers == (split[1] if split else 1), (p.text, c)
+            if p.decisions.get("lanes", 1) > 1 and not p.decisions.get("pack"):
+                assert f"+lanes{p.decisions['lanes']}+" in c.group, (p.text, c)
+            seen += 1
+    assert seen > 50

@@ -147,6 +147,23 @@ def bench_rows(core, entry, args, rows, bits: int, repeat: int, threads: int) ->
     " the roofline to the times and write the machine profile (docs/optimizer.md).",
 )
 @click.option(
+    "--space",
+    type=click.Choice(("calib", "small", "full")),
+    help="With --calibrate: calibrate the layout cost model instead, timing the entry's first"
+    " contraction under every point of this layout space (docs/plans.md).",
+)
+@click.option(
+    "--combine",
+    metavar="pnorm|sum|max",
+    help="With --space: how the model's five terms combine (default pnorm, its q fitted).",
+)
+@click.option(
+    "--rules",
+    metavar="RULES",
+    help="With --space: how a layout is counted, a comma-separated subset of lines, overhead,"
+    " or none (default lines,overhead).",
+)
+@click.option(
     "--opt",
     is_flag=True,
     help="Time the entry natively without and with --opt's rewriting (its report on standard"
@@ -177,6 +194,9 @@ def bench(
     realize,
     threads,
     calibrate_out,
+    space,
+    combine,
+    rules,
     opt,
     weights_file,
     profile,
@@ -209,6 +229,22 @@ def bench(
     if opt and calibrate_out is not None:
         click.echo("presk bench: --opt and --calibrate are two runs: give one", err=True)
         sys.exit(2)
+    if space is None and (combine is not None or rules is not None):
+        click.echo(
+            "presk bench: --combine and --rules are the layout model's: give --space", err=True
+        )
+        sys.exit(2)
+    if space is not None and calibrate_out is None:
+        click.echo("presk bench: --space calibrates the layout model: give --calibrate P", err=True)
+        sys.exit(2)
+    if space is not None:
+        from presk_cli.bench_layout import calibrate_layouts
+
+        run = (file, entry, _dims(dims), seed, bits, weights_file)
+        return calibrate_layouts(
+            core, run, realize or "f32", repeat, calibrate_out, space, combine or "pnorm",
+            rules or "lines,overhead", sources,
+        )  # fmt: skip
     if opt:
         run = (file, entry, _dims(dims), seed, bits, weights_file)
         return opt_command(core, ctx, run, realize or "f64", threads, repeat, profile)

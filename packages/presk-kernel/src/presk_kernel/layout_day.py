@@ -129,7 +129,7 @@ def _kind(n: dict, points: list[Point]) -> str:
     kind = n.get("kind")
     if isinstance(kind, str):
         return kind
-    return "contraction" if any("tile" in p.decisions for p in points) else "other"
+    return "contraction" if any(p.decisions.get("tile") is not None for p in points) else "other"
 
 
 def read_day(path: str) -> Day:

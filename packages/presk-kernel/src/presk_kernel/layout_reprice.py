@@ -25,12 +25,19 @@ def reprice_day(day_path: str, profile: Profile, profile_path: str, out: str) ->
         )
     day = read_day(day_path)
     recorded = day.doc["profile"].get("machine")
-    try:
-        theirs = Machine.from_dict(recorded)
-    except ValueError:
-        theirs = None
-    if theirs is not None:
-        profile.check_machine(theirs, profile_path)
+    kind = recorded if isinstance(recorded, str) else None  # the kind, as autotune records it
+    if isinstance(recorded, dict):
+        try:
+            kind = Machine.from_dict(recorded).kind
+        except ValueError:
+            kind = None
+    if kind is not None and kind != profile.machine.kind:
+        raise ModelError(
+            "E7122",
+            f"`{profile_path}` profiles another machine ({profile.machine.kind}); the day "
+            f"`{day_path}` was measured on {kind}",
+            "price it by a profile of the machine it was measured on",
+        )
     if os.path.exists(out) and os.path.samefile(out, day_path):
         raise ModelError("E7127", f"--out `{out}` is the day it prices again: give another folder")
     files: dict[str, str] = {}
