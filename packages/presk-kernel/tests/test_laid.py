@@ -58,7 +58,7 @@ def variants(k, threads: int) -> list[Layout]:
     loops = parallel_loops(k)
     if loops:
         tiles = tuple((lp.var, 3) for lp in loops)  # tiles that do not divide the extents
-        out.append(dataclasses.replace(space[-1], tiles=tiles))
+        out.append(dataclasses.replace(space[-1], tiles=tiles, blocks=()))
     return out
 
 
