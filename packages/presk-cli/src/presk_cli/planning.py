@@ -24,7 +24,7 @@ def _fail(code: str, message: str, help: str | None = None, sources=None) -> Non
     sys.exit(1)
 
 
-def _setup(file, entry, dims, consts, realize, profile_path):
+def _setup(file, entry, dims, consts, realize, profile_path, command="plan"):
     """(core, entry name, dims, profile, model, machine): the program checked, the entry
     and its dims, the profile read and of this machine's kind (H2's E7120–E7129)."""
     from presk_core.run import EntryError, check_dim_names, parse_entry
@@ -52,7 +52,7 @@ def _setup(file, entry, dims, consts, realize, profile_path):
         e = parse_entry(entry, core, None, dim_values)
         check_dim_names(e)
     except EntryError as err:
-        entry_fail("plan", err, ctx.sources)
+        entry_fail(command, err, ctx.sources)
     all_dims = dict(e.dims) | dict(e.prefix)
     return core, e.function.name, all_dims, profile, profile.model, machine
 
@@ -315,7 +315,7 @@ def autotune(file, entry, dims, consts, realize, profile_path, space, interp, se
     from presk_cli.plans import DAY_KIND, DAY_VERSION, layout_fields
 
     core, name, all_dims, profile, model, machine = _setup(
-        file, entry, dims, consts, realize, profile_path
+        file, entry, dims, consts, realize, profile_path, "autotune"
     )
     schedule, nests, captured_s = _capture(core, name, all_dims, realize)
     from presk_core.run import parse_entry
