@@ -76,7 +76,7 @@ def test_every_point_of_every_space_computes_point_0s_bits(realize):
                     assert outputs(k, views, layout) == reference, (entry, k.name, str(layout))
                     points += 1
     print(f"{points} layouts of {realize} nests ran on the kernel interpreter")
-    assert points > 5000
+    assert points > 4000  # the small spaces (presk_kernel.layout_space) at 1 and 3 threads
 
 
 def test_the_run_layouts_give_the_plain_interpreters_bits():
