@@ -50,7 +50,9 @@ def candidates(k):
         out += [with_gemm(k, dataclasses.replace(p, pack=(g.a, g.b))) for p in space]
     loops = parallel_loops(k)
     if loops:
-        out.append(dataclasses.replace(space[-1], tiles=tuple((lp.var, 3) for lp in loops), blocks=()))
+        out.append(
+            dataclasses.replace(space[-1], tiles=tuple((lp.var, 3) for lp in loops), blocks=())
+        )
     out.append(run_layout(k, 2))
     return out
 

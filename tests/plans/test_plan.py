@@ -272,8 +272,14 @@ def test_a_point_that_differs_stops_the_sweep(profile, tmp_path, monkeypatch):
 def test_train_under_a_plan_logs_the_same(tmp_path):
     """`presk train --plan`: the training step's nests at points of their spaces other than
     the run's, the same log (its time line aside) as without the plan."""
-    from presk_cli.plans import PLAN_KIND, PLAN_VERSION, fused_schedule, layout_fields, nests_of
-    from presk_cli.plans import step_entry
+    from presk_cli.plans import (
+        PLAN_KIND,
+        PLAN_VERSION,
+        fused_schedule,
+        layout_fields,
+        nests_of,
+        step_entry,
+    )
     from presk_kernel.layout_space import points
 
     program, name, dims, args = step_entry("tutorial/07_train.psk", {}, "f32")
@@ -292,9 +298,10 @@ def test_train_under_a_plan_logs_the_same(tmp_path):
     without = presk(*base, "--realize", "f32", "--ckpt", tmp_path / "a")
     under = presk(*base, "--plan", f"@{out}", "--ckpt", tmp_path / "b")
     assert without.returncode == under.returncode == 0, under.stderr
-    keep = lambda s: [
-        re.sub(r"weights in .*", "", x) for x in s.splitlines() if " ms a step" not in x
-    ]  # noqa: E731
+
+    def keep(text: str) -> list[str]:
+        return [re.sub(r"weights in .*", "", x) for x in text.splitlines() if " ms a step" not in x]
+
     assert keep(under.stdout) == keep(without.stdout) and "final loss" in under.stdout
     weights = [(tmp_path / d / "final.psk.d").read_bytes() for d in ("a", "b")]
     assert weights[0] == weights[1]
