@@ -63,9 +63,7 @@ class Day:
     @property
     def config(self) -> str:
         """`B=16,T=256`: the dimensions as the report names a configuration."""
-        dims = self.doc["dims"]
-        items = dims.items() if isinstance(dims, dict) else dims
-        return ",".join(f"{k}={v}" for k, v in items)
+        return ",".join(f"{k}={v}" for k, v in self.doc["dims"].items())
 
     @property
     def realize(self) -> str:
@@ -155,8 +153,11 @@ def read_day(path: str) -> Day:
                 raise ValueError(f"day.json has no field `{f}`")
         if not isinstance(doc["entry"], str) or not isinstance(doc["nests"], list):
             raise ValueError("`entry` is a string and `nests` a list")
-        if not isinstance(doc["dims"], (dict, list)):
-            raise ValueError("`dims` is not a map")
+        dims = doc["dims"]
+        if not isinstance(dims, dict) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in dims.values()
+        ):
+            raise ValueError("`dims` is not a map of dimensions to naturals")
         if not isinstance(doc["profile"], dict):
             raise ValueError("`profile` is not a map")
         _number(doc["profile"].get("u", 0.0), "the profile's `u`")

@@ -311,8 +311,7 @@ def _statement_p(d1: Day, d2: Day, entry: str, eins) -> str:
         "| P | the best point of the GEMM space at least 3× the 0.6.0 default, `gemm` at "
         "N=1024, f32 | "
     )
-    dims = d1.doc["dims"]
-    n = dims.get("N") if isinstance(dims, dict) else dict(dims).get("N")
+    n = d1.doc["dims"].get("N")
     if entry != "gemm" or n != 1024 or d1.realize != "f32" or not eins:
         return text + "— | not measured |"
     a, b = eins[0]
