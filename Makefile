@@ -11,7 +11,7 @@ EXAMPLES := tests/examples/mlp/mlp.psk tests/examples/minigpt/minigpt.psk \
 .PHONY: setup venv test tutorial grammar fuzz bench lint check-examples run-examples train-examples \
 	export-examples conformance sanitize opt-examples calibrate serve-examples serve-pt corpus-data corpus \
 	corpus-gpt experiment-gpt pytorch-baseline packages dist explain explain-pdf c-conformance c-speed \
-	step-table precision curve
+	step-table precision curve calibrate-ra4 ra4-small plan-check
 
 setup:
 	@command -v uv >/dev/null 2>&1 || test -x "$(UV)" || python3 -m pip install --user --quiet uv
@@ -266,6 +266,11 @@ pytorch-baseline: corpus-data
 opt-examples: setup
 	$(PY) tools/opt_examples.py
 
+# A plan stating every nest's default layout lowers every example entry to the same kernels,
+# byte for byte (L851; docs/plans.md, "--plan").
+plan-check: setup
+	$(PY) tools/plan_check.py
+
 # presk bench --calibrate on the tiny MiniGPT's entries (its forward pass and its loss, at
 # two sizes), natively in f64, into one profile; then the entries timed natively without and
 # with --opt priced by that profile (docs/optimizer.md, "The roofline").
@@ -313,3 +318,31 @@ c-conformance: setup
 
 c-speed: setup
 	$(PY) tools/c_conformance.py speed
+# Step 17 (docs/plans.md): the layout cost model calibrated on a GEMM at four sizes and on two
+# thin products, in f32 and f64, pinned to like cores (RA4_CPUS, with taskset where there is
+# one), into one profile; then the course GPT's attention at B 16, T 256 swept twice on
+# --space small (presk autotune, day 1 checked on the kernel interpreter) and ranked.
+RA4_PROFILE ?= out/ra4_layout.json
+RA4_DAYS ?= out/ra4_small
+RA4_CPUS ?= 0-$(shell echo $$(( $$(nproc) - 1 )))
+RA4_PIN := $(if $(shell command -v taskset 2>/dev/null),taskset -c $(RA4_CPUS))
+RA4_BENCH := $(RA4_PIN) .venv/bin/presk bench experiments/gemm.psk --space calib --repeat 5 \
+	--calibrate $(RA4_PROFILE)
+RA4_ENTRY := SelfAttention.apply
+calibrate-ra4: setup
+	@mkdir -p out && rm -f $(RA4_PROFILE)
+	set -e; for t in f32 f64; do \
+	    for n in 128 256 384 512; do $(RA4_BENCH) --entry gemm --dim N=$$n --realize $$t; done; \
+	    $(RA4_BENCH) --entry thin --dim M=16 --dim K=512 --dim N=512 --realize $$t; \
+	    $(RA4_BENCH) --entry thin --dim M=1024 --dim K=64 --dim N=256 --realize $$t; \
+	done
+
+ra4-small: setup
+	@if [ ! -f $(RA4_PROFILE) ]; then echo "ra4-small: no $(RA4_PROFILE) (make calibrate-ra4)"; exit 1; fi
+	@mkdir -p $(RA4_DAYS)
+	$(RA4_PIN) .venv/bin/presk autotune $(GPT) --entry $(RA4_ENTRY) --dim B=16 --dim T=256 \
+	    --realize f32 --space small --profile $(RA4_PROFILE) --interp --out $(RA4_DAYS)/day1
+	$(RA4_PIN) .venv/bin/presk autotune $(GPT) --entry $(RA4_ENTRY) --dim B=16 --dim T=256 \
+	    --realize f32 --space small --profile $(RA4_PROFILE) --out $(RA4_DAYS)/day2
+	.venv/bin/presk rank $(RA4_DAYS)/day1 $(RA4_DAYS)/day2 --entry $(RA4_ENTRY) \
+	    --out $(RA4_DAYS)/rank.md

@@ -50,7 +50,9 @@ def candidates(k):
         out += [with_gemm(k, dataclasses.replace(p, pack=(g.a, g.b))) for p in space]
     loops = parallel_loops(k)
     if loops:
-        out.append(dataclasses.replace(space[-1], tiles=tuple((lp.var, 3) for lp in loops)))
+        out.append(
+            dataclasses.replace(space[-1], tiles=tuple((lp.var, 3) for lp in loops), blocks=())
+        )
     out.append(run_layout(k, 2))
     return out
 
@@ -100,3 +102,34 @@ def test_dump_shows_the_layouts_a_native_run_compiles():
     sites = [line for line in out.splitlines() if line.startswith("  // site")]
     assert len(sites) == 2 and "pack %0, %1, gemm 8x64x64" in sites[0], sites
     assert "gemm" not in sites[1]
+
+
+def test_points_of_the_spaces_compute_point_0s_bits_natively(compiler):
+    """presk_kernel.layout_space's points (k-blocks, block orders, splits at a depth, packs,
+    two-pass softmaxes among them), each kernel of an entry at a random point of its full
+    space, compiled and compared with point 0's bits on the kernel interpreter."""
+    from presk_cback.native import NativeEntry
+    from presk_kernel.layout_space import points
+
+    ran = 0
+    for file, entry, dims, consts in [
+        ("tutorial/03_attention.psk", "attend", (("B", 2), ("T", 40)), ()),
+        *ENTRIES[:4],
+    ]:
+        for realize in ("f64", "f32"):
+            schedule, args, _ = lowered(file, entry, dims, realize, consts=consts)
+            fused = fuse(schedule)[0]
+            point0 = relaid(fused, lambda k: points(k, "full", 2)[0].layout)
+            reference = [x.tobytes() for x in run_schedule(point0, args, laid=True)]
+            rng = random.Random(f"{file}:{entry}:{realize}")
+
+            def pick(k, rng=rng):
+                good = [p for p in points(k, "full", 2) if p.why is None]
+                rare = [p for p in good if p.layout.kblock or p.layout.passes == 2]
+                return rng.choice(rare if rare and rng.random() < 0.5 else good).layout
+
+            sample = relaid(fused, pick)
+            got = [x.tobytes() for x in NativeEntry(sample).run(args)]
+            assert got == reference, [str(lc.kernel.layout) for lc in sample.launches]
+            ran += len(sample.launches)
+    print(f"{ran} kernels at sampled points of their spaces, natively")

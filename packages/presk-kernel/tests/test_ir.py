@@ -35,6 +35,8 @@ from presk_kernel.ir import (
     Reduce,
     Schedule,
     Store,
+    Tile,
+    TwoPass,
     Var,
     format_kernel,
     header,
@@ -114,19 +116,36 @@ def every_node() -> Schedule:
     assert recognize(k3) == gemm
     k3 = apply_layout(k3)  # the GEMM statement over its nest
     assert k3.body == (GemmStmt(gemm, 1, nest),)
+    # the same contraction blocked over its sum (a fold resumed block by block)
+    k5 = apply_layout(replace(k3, site="f/%6", layout=Layout(("i", "j"), kblock=2)))
+    assert any(isinstance(s, Tile) and s.of == "p" for s in k5.body)
+    # a softmax in two passes
+    sx, sy = Buffer(0, "f32", (Axis(None, 2), Axis(None, 3))), Buffer(1, "f32", (Axis(None, 2),
+              Axis(None, 3)))  # fmt: skip
+    ld = Load(0, (v("i"), v("j")))
+    e = Op("exp", (Op("sub", (ld, Var("m"))),))
+    rows = (Reduce("m", "max", (("j", None, 3),), (), (ld,), "f32"),
+            Reduce("s", "add", (("j", None, 3),), (), (e,), "f32"),
+            Loop("j", None, 3, (Store(1, (v("i"), v("j")), Op("div", (e, Var("s")))),)))  # fmt: skip
+    k4 = Kernel("softmax", "f/%7", (sx,), (sy,), (Loop("i", None, 2, rows),), "f32",
+                Layout(("i",), passes=2))  # fmt: skip
+    k4 = apply_layout(k4)
+    assert any(isinstance(s, TwoPass) for s in k4.body[0].body)
     buffers = tuple(
         HostBuffer(i, b.dtype, b.axes, f"b{i}", "input" if i < 2 else "output")
-        for i, b in enumerate((x, ids, out, a, w, c))
+        for i, b in enumerate((x, ids, out, a, w, c, sx, sy))
     )
     launches = (
         Launch(k, (Arg(0), Arg(1), Arg(2))),
         Launch(k2, (Arg(1), Arg(2, 0))),
         Launch(k3, (Arg(3), Arg(4), Arg(5))),
+        Launch(k5, (Arg(3), Arg(4), Arg(5))),
+        Launch(k4, (Arg(6), Arg(7))),
     )
-    flat = Schedule("f", (("B", 2),), buffers, launches, (0, 1, 3, 4), (2, 5))
+    flat = Schedule("f", (("B", 2),), buffers, launches, (0, 1, 3, 4, 6), (2, 5, 7))
     # the host functions: f runs launches 0 and 1, calls g (launch 2), h was inlined
     g = Call("g", (Arg(3), Arg(4)), (Arg(5),), (2,))
-    body = Call("f", tuple(Arg(b) for b in flat.inputs), (Arg(2), Arg(5)), (0, 1, g),
+    body = Call("f", tuple(Arg(b) for b in flat.inputs), (Arg(2), Arg(5), Arg(7)), (0, 1, g, 3, 4),
                 (Inlined("h", "launches no kernel"),))  # fmt: skip
     functions = (signature(body, flat), signature(g, flat))
     return replace(flat, functions=functions, body=body)

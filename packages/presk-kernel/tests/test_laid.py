@@ -58,7 +58,7 @@ def variants(k, threads: int) -> list[Layout]:
     loops = parallel_loops(k)
     if loops:
         tiles = tuple((lp.var, 3) for lp in loops)  # tiles that do not divide the extents
-        out.append(dataclasses.replace(space[-1], tiles=tiles))
+        out.append(dataclasses.replace(space[-1], tiles=tiles, blocks=()))
     return out
 
 
@@ -76,7 +76,7 @@ def test_every_point_of_every_space_computes_point_0s_bits(realize):
                     assert outputs(k, views, layout) == reference, (entry, k.name, str(layout))
                     points += 1
     print(f"{points} layouts of {realize} nests ran on the kernel interpreter")
-    assert points > 5000
+    assert points > 4000  # the small spaces (presk_kernel.layout_space) at 1 and 3 threads
 
 
 def test_the_run_layouts_give_the_plain_interpreters_bits():

@@ -39,6 +39,7 @@ from presk_kernel.ir import (
     Schedule,
     Store,
     Tile,
+    TwoPass,
     Var,
 )
 from presk_kernel.layout import applies, is_laid
@@ -250,7 +251,7 @@ class KernelC:
                 self.emit("}", depth)
             case Reduce():
                 self.reduce(s, depth)
-            case Tile() | For() | GemmStmt():
+            case Tile() | For() | GemmStmt() | TwoPass():
                 self.laid(s, depth)
             case _:
                 raise TypeError(f"not a kernel statement: {s!r}")
@@ -266,6 +267,21 @@ class KernelC:
             self.emit(f"{CTYPE[t]} {acc} = {_const(identity, t)};", depth)
             return
         self.emit(f"{CTYPE[t]} {acc};", depth)
+        if r.block is not None:  # one block of the fold, resumed from the partial sum stored
+            ((v, _, n),) = r.vars
+            lo, v = _name(r.block), _name(v)
+            hi = f"({lo} + {r.size} < {n} ? {lo} + {r.size} : {n})"
+            self.emit(f"if ({lo} == 0) {{", depth)
+            self.emit(f"const int64_t {v} = 0;", depth + 1)
+            self.fold_step(r, depth + 1, first=True)
+            self.emit("} else {", depth)
+            code, have = self.expr(r.resume)
+            self.emit(f"{acc} = {self.cast(code, have, t)};", depth + 1)
+            self.emit("}", depth)
+            self.emit(f"for (int64_t {v} = {lo} == 0 ? 1 : {lo}; {v} < {hi}; {v}++) {{", depth)
+            self.fold_step(r, depth + 1, first=False)
+            self.emit("}", depth)
+            return
         if len(r.vars) == 1:  # the first term peeled: no flag in the loop
             (v, _, n) = r.vars[0]
             self.emit(f"{{ const int64_t {_name(v)} = 0;", depth)
@@ -345,6 +361,8 @@ class KernelC:
                 self.emit("}", depth)
             case GemmStmt(gemm, threads, _):
                 self.gemm_call(gemm, threads, depth)
+            case TwoPass(body, _):
+                self.block(body, depth)
 
     def gemm_call(self, g: Gemm, threads: int, depth: int) -> None:
         """A GEMM statement (over the operands it packs) as calls of the generated GEMM, one

@@ -147,6 +147,23 @@ def bench_rows(core, entry, args, rows, bits: int, repeat: int, threads: int) ->
     " the roofline to the times and write the machine profile (docs/optimizer.md).",
 )
 @click.option(
+    "--space",
+    type=click.Choice(("calib", "small", "full")),
+    help="With --calibrate: calibrate the layout cost model instead, timing the entry's first"
+    " contraction under every point of this layout space (docs/plans.md).",
+)
+@click.option(
+    "--combine",
+    metavar="pnorm|sum|max",
+    help="With --space: how the model's five terms combine (default pnorm, its q fitted).",
+)
+@click.option(
+    "--rules",
+    metavar="RULES",
+    help="With --space: how a layout is counted, a comma-separated subset of lines, overhead,"
+    " or none (default lines,overhead).",
+)
+@click.option(
     "--opt",
     is_flag=True,
     help="Time the entry natively without and with --opt's rewriting (its report on standard"
@@ -160,6 +177,12 @@ def bench_rows(core, entry, args, rows, bits: int, repeat: int, threads: int) ->
     help="With --opt: price the rewriting by this machine profile's roofline, and print the"
     " times it predicts.",
 )
+@click.option(
+    "--plan",
+    metavar="@FILE",
+    help="Add a row timing the entry natively under this plan (presk plan), in its"
+    " realization (docs/plans.md).",
+)
 def bench(
     file,
     entry,
@@ -171,9 +194,13 @@ def bench(
     realize,
     threads,
     calibrate_out,
+    space,
+    combine,
+    rules,
     opt,
     weights_file,
     profile,
+    plan=None,
 ) -> None:
     """Time an entry of FILE on every executor: the reference interpreter at --bits, the
     kernel interpreter, and the compiled kernels in f64, f32 (with and without vector lanes)
@@ -202,6 +229,22 @@ def bench(
     if opt and calibrate_out is not None:
         click.echo("presk bench: --opt and --calibrate are two runs: give one", err=True)
         sys.exit(2)
+    if space is None and (combine is not None or rules is not None):
+        click.echo(
+            "presk bench: --combine and --rules are the layout model's: give --space", err=True
+        )
+        sys.exit(2)
+    if space is not None and calibrate_out is None:
+        click.echo("presk bench: --space calibrates the layout model: give --calibrate P", err=True)
+        sys.exit(2)
+    if space is not None:
+        from presk_cli.bench_layout import calibrate_layouts
+
+        run = (file, entry, _dims(dims), seed, bits, weights_file)
+        return calibrate_layouts(
+            core, run, realize or "f32", repeat, calibrate_out, space, combine or "pnorm",
+            rules or "lines,overhead", sources,
+        )  # fmt: skip
     if opt:
         run = (file, entry, _dims(dims), seed, bits, weights_file)
         return opt_command(core, ctx, run, realize or "f64", threads, repeat, profile)
@@ -215,12 +258,36 @@ def bench(
         e = parse_entry(entry, core, None, _dims(dims))
         args = arguments(core, e, seed, bits, weights_file)
         table = bench_rows(core, e, args, rows, bits, repeat, threads)
+        if plan is not None:
+            table.append(plan_row(core, e, args, plan, repeat))
     except (EntryError, RunError) as err:
         entry_fail("bench", err, sources)
     except NativeError as err:
         fail(err, sources)
     click.echo(format_table(table, realize is None), nl=False)
     sys.stdout.flush()
+
+
+def plan_row(core, entry, args, plan_text: str, repeat: int) -> tuple[str, float, float]:
+    """`--plan @FILE`'s row, `native T --plan` (T the plan's realization): the entry
+    compiled under the plan's layouts (E7110–E7113 as NativeError)."""
+    from presk_kernel.lower import argument_leaves
+
+    from presk_cli.native import compiled, lower, planned, storage
+    from presk_cli.plans import PlanError, read_plan
+
+    try:
+        plan = read_plan(plan_text)
+    except PlanError as e:
+        raise NativeError(e.code, str(e), e.help) from None
+    dims = dict(entry.dims) | dict(entry.prefix)
+    name = entry.function.name
+    layouts = planned(plan, core, name, dims)
+    schedule = lower(core, name, dims, args, plan.realize, 1, layouts)
+    run = compiled(schedule).run
+    inputs = storage(schedule, argument_leaves(args))
+    median, best = timed(lambda: run(inputs), repeat)
+    return (f"native {plan.realize} --plan", median, best)
 
 
 def arguments(core, entry, seed: int, bits: int, weights: str | None) -> list:

@@ -11,7 +11,7 @@ from presk_syntax.diagnostics import Diagnostic, DiagnosticError, Severity, emit
 from presk_syntax.span import SourceMap
 
 from presk_cli.flags import Count
-from presk_cli.native import REALIZE, NativeError, backend_options
+from presk_cli.native import PLAN, REALIZE, NativeError, backend_options
 from presk_cli.native import fail as native_fail
 from presk_cli.pipeline import PIPELINE, RUN, SHOWN, TRAIN
 
@@ -86,7 +86,8 @@ def _train_lowered(file, ctx, elaborated, shown, flags, opt, profile, native, ke
     rewrite = opt_rewrite(ctx, core, os.path.dirname(file), profile) if opt else None
     # from the core program: its training run, its data by the file's folder (--opt: the
     # rewritten step, lowered to kernels with --backend kernel|native)
-    options = (native["backend"], native["realize"], native["threads"])
+    plan, realize = native.get("plan_read"), native["realize"]
+    options = (native["backend"], realize, native["threads"], *((plan,) if plan else ()))
     train_program(core, os.path.dirname(file), flags, options, click.echo, rewrite, keeping, shown)
 
 
@@ -385,6 +386,7 @@ def _dims(values: tuple[str, ...]) -> dict[str, int]:
 @REMAT
 @click.option("--opt", is_flag=True, help="Rewrite by the exact rules first (docs/optimizer.md).")
 @PROFILE
+@PLAN
 @backend_options
 def run(
     file,
@@ -401,6 +403,7 @@ def run(
     remat,
     opt,
     profile,
+    plan,
     **native,
 ) -> None:
     """Evaluate an entry of FILE on the reference interpreter: exact arithmetic (MPFR at
@@ -413,6 +416,10 @@ def run(
     sources = ctx.sources
     dim_values = _dims(dims)
     _profile_needs_opt("run", opt, profile)
+    if plan is not None and native["backend"] == "interp":
+        raise click.UsageError(
+            "--plan is for --backend kernel|native: the reference interpreter has no layouts"
+        )
     try:  # the passes of the pipeline up to differentiation (presk_cli.pipeline)
         elaborated = PIPELINE.run("elab", file, ctx)
         core = PIPELINE.run(RUN, file, ctx, start=elaborated, first="elab")
@@ -451,7 +458,7 @@ def run(
         from presk_cli.native import run_native
 
         args = (entry, dim_values, seed, bits, digits, verbose, as_json, data_file)
-        text = run_native(core, args, native, sources, weights)
+        text = run_native(core, args, native, sources, weights, plan)
         click.echo(text, nl=False)
         return
     try:
@@ -540,6 +547,7 @@ def run(
     is_flag=True,
     help="On a terminal too, only the log: no phases before step 1, no line of the step.",
 )
+@PLAN
 @backend_options
 def train(
     file,
@@ -559,6 +567,7 @@ def train(
     plot,
     compare,
     quiet,
+    plan,
     **native,
 ) -> None:
     """Train the model of FILE's `training run`: each step the objective and its gradient on
@@ -574,6 +583,10 @@ def train(
     from presk_cli.train import StoppedAfter, TrainError, checked_training, training_context
 
     keeping = _keeping(resume, stop_after, metrics, plot, compare, resumable)
+    if plan is not None:  # read before the run (E7111, E7113); its layouts at the step's lowering
+        from presk_cli.native import plan_options
+
+        native["plan_read"], native["realize"] = plan_options(plan, native)
     ctx = training_context(_consts(consts), data_file)
     sources = ctx.sources
     _profile_needs_opt("train", opt, profile)

@@ -98,6 +98,52 @@ def backend_options(command: Callable) -> Callable:
     return command
 
 
+PLAN = click.option(
+    "--plan",
+    metavar="@FILE",
+    help="With --backend kernel|native: a layout per nest and the realization, from presk plan"
+    " (the same output as without it; docs/plans.md).",
+)
+
+
+def plan_options(plan: str | None, native: dict):
+    """(the plan's layouts reader, the realization the run takes) for `--plan @FILE`: the
+    plan read here (E7111) and its realization taken unless --realize names another (E7113);
+    --plan is for the kernel backends."""
+    if plan is None:
+        return None, native["realize"]
+    if native["backend"] == "interp":
+        raise click.UsageError(
+            "--plan is for --backend kernel|native: the reference interpreter has no layouts"
+        )
+    from click.core import ParameterSource
+
+    from presk_cli.plans import PlanError, plan_realize
+
+    ctx = click.get_current_context(silent=True)
+    given = ctx is not None and ctx.get_parameter_source("realize") not in (
+        ParameterSource.DEFAULT,
+        None,
+    )
+    try:
+        return plan_realize(plan, native["realize"], given)
+    except PlanError as e:
+        fail(NativeError(e.code, str(e), e.help))
+
+
+def planned(plan, core, name: str, dims: dict, args=None) -> dict | None:
+    """The plan's layouts by site for `name` at `dims` (presk_cli.plans.plan_for), None
+    without a plan; NativeError with the plan's code."""
+    if plan is None:
+        return None
+    from presk_cli.plans import PlanError, plan_for
+
+    try:
+        return plan_for(plan, core, name, dims, args)
+    except PlanError as e:
+        raise NativeError(e.code, str(e), e.help) from None
+
+
 class NativeError(Exception):
     """An entry the kernel backends cannot run: its diagnostic's code and message."""
 
@@ -237,7 +283,8 @@ def run_text(
     from presk_core.run import data_argument, parse_entry, result_text
     from presk_kernel.lower import argument_leaves
 
-    backend, realize, threads = options
+    backend, realize, threads, *rest = options
+    plan = rest[0] if rest else None
     given = None
     if data is not None:
         bound, given = data_argument(core, entry_text, data)
@@ -247,7 +294,8 @@ def run_text(
     inputs = entry_inputs(core, entry, seed, bits, given, trees)
     args = [v for _, _, v in inputs]
     all_dims = dict(entry.dims) | dict(entry.prefix)
-    schedule = lower(core, entry.function.name, all_dims, args, realize, threads)
+    layouts = planned(plan, core, entry.function.name, all_dims)
+    schedule = lower(core, entry.function.name, all_dims, args, realize, threads, layouts)
     outputs = executor(schedule, backend)(storage(schedule, argument_leaves(args)))
     result = result_of(core, entry, outputs)
     return result_text(
@@ -264,7 +312,7 @@ def fail(e: NativeError, sources=None) -> NoReturn:
     sys.exit(1)
 
 
-def run_native(core, args: tuple, native: dict, sources, weights=None) -> str:
+def run_native(core, args: tuple, native: dict, sources, weights=None, plan=None) -> str:
     """`presk run --backend kernel|native`: `args` are run_entry's (entry, dims, seed, bits,
     digits, verbose, as_json, data), `native` the options of backend_options, `weights`
     run_entry's."""
@@ -272,7 +320,8 @@ def run_native(core, args: tuple, native: dict, sources, weights=None) -> str:
 
     from presk_cli.commands import entry_fail
 
-    options = (native["backend"], native["realize"], native["threads"])
+    plan, realize = plan_options(plan, native)
+    options = (native["backend"], realize, native["threads"], plan)
     try:
         return run_text(core, *args, options, weights)
     except (EntryError, RunError) as e:
@@ -293,6 +342,9 @@ def entry_inputs(core, entry, seed: int, bits: int, given=None, bound=None) -> l
 __all__ = [
     "BACKENDS",
     "NativeError",
+    "PLAN",
+    "plan_options",
+    "planned",
     "backend_options",
     "compiled",
     "entry_inputs",

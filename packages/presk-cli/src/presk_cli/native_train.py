@@ -30,7 +30,7 @@ from presk_kernel.fuse import unfused_launches
 from presk_kernel.lower import argument_leaves
 
 from presk_cli import resume as R
-from presk_cli.native import NativeError, compiled, lower, storage
+from presk_cli.native import NativeError, compiled, lower, planned, storage
 from presk_cli.progress import Progress
 from presk_cli.resume import ResumeError
 from presk_cli.train import (
@@ -49,7 +49,9 @@ class NativeTrainer:
     """The steps of a training run on the kernels: the batches, rates and initial θ of
     presk_ad.step.Trainer (the same order of samples), each step one call."""
 
-    def __init__(self, trainer: Trainer, backend: str, realize: str, threads: int) -> None:
+    def __init__(
+        self, trainer: Trainer, backend: str, realize: str, threads: int, plan=None
+    ) -> None:
         self.trainer = trainer
         objective = trainer.objective
         program = native_step(trainer.interp.program, objective)
@@ -58,7 +60,9 @@ class NativeTrainer:
         zero = np.zeros((), dtype=np.float64)
         args = [first, trainer.theta, trainer.m, trainer.v, zero, zero]
         name = NATIVE_STEP.format(objective)
-        self.schedule = lower(program, name, trainer.dims, args, realize, threads)
+        self.program, self.name, self.args = program, name, args  # what `presk plan --train` plans
+        layouts = planned(plan, program, name, trainer.dims, args)  # --plan: the step's
+        self.schedule = lower(program, name, trainer.dims, args, realize, threads, layouts)
         leaves = storage(self.schedule, argument_leaves(args))
         n = len(self.keys)
         self.n_batch = len(leaves) - 3 * n - 2
@@ -292,7 +296,7 @@ def train_native(
     `rewrite` a pass the step's program goes through before it is lowered (`--opt`);
     `keeping` what the run keeps beside its log (presk_cli.train.Keeping); `progress` what
     a terminal shows (presk_cli.progress)."""
-    backend, realize, threads = options
+    backend, realize, threads, *_ = options
     keeping, shown = keeping or Keeping(), progress or Progress(None)
     state, horizon = resumed(keeping, steps)
     trainer = Trainer(core, run, folder, seed, bits, horizon, rewrite, shown.phase)
@@ -365,13 +369,13 @@ def _built(trainer: Trainer, options: tuple[str, str, int], shown: Progress) -> 
     launches a step makes and whether its object was compiled or found in the cache."""
     from presk_core.cc import cache
 
-    backend, realize, threads = options
+    backend, realize, threads, *plan = options
     shown.phase(
         f"lowering the step to kernels ({realize})"
         + (" and compiling it" if backend == "native" else "")
     )
     before = cache.compiled_count
-    native = NativeTrainer(trainer, backend, realize, threads)
+    native = NativeTrainer(trainer, backend, realize, threads, *plan)
     launches = len(native.schedule.launches)
     if backend == "native":
         how = "compiled" if cache.compiled_count > before else "its object from the cache"

@@ -8,9 +8,9 @@ from presk_syntax.codec import Codec, DocumentError, FileTable, decode_root, dum
 
 from presk_kernel.ir import NODE_TYPES, Schedule
 
-KERNEL_VERSION = (
-    4  # 2: Layout.gemm; 3: the host functions; 4: laid-out bodies (Tile, For, GemmStmt)
-)
+# 2: Layout.gemm; 3: the host functions; 4: laid-out bodies (Tile, For, GemmStmt);
+# 5: layout plans (Layout.kblock, blocks, depth, passes; a fold's block; TwoPass)
+KERNEL_VERSION = 5
 KERNEL_CODEC = Codec(NODE_TYPES)
 
 

@@ -39,6 +39,7 @@ from presk_kernel.ir import (
     Schedule,
     Store,
     Tile,
+    TwoPass,
     Var,
     elements,
     plain,
@@ -272,13 +273,20 @@ class Run:
                         self.block(body)
             case Reduce():
                 self.reduce(s)
-            case Tile() | For() | GemmStmt():  # a laid-out body: the nest it lays out
+            case Tile() | For() | GemmStmt() | TwoPass():  # laid out: the nest it lays out
                 self.block(plain((s,)))
 
     def reduce(self, r: Reduce) -> None:
         dtype = NUMPY[r.dtype]
         acc = None
-        for point in itertools.product(*(range(n) for _, _, n in r.vars)):
+        points = itertools.product(*(range(n) for _, _, n in r.vars))
+        if r.block is not None:  # one block of the fold: resumed from the previous blocks'
+            ((_, _, n),) = r.vars
+            lo = int(self.env[r.block])
+            points = ((i,) for i in range(lo, min(lo + r.size, n)))
+            if lo > 0:
+                acc = np.asarray(self.expr(r.resume), dtype=dtype)
+        for point in points:
             for (v, _, _), i in zip(r.vars, point, strict=True):
                 self.env[v] = i
             self.block(r.body)

@@ -28,7 +28,7 @@ import itertools
 import numpy as np
 
 from presk_kernel.interp import NUMPY, Run, fma
-from presk_kernel.ir import For, Gemm, GemmStmt, Kernel, Tile
+from presk_kernel.ir import For, Gemm, GemmStmt, Kernel, Tile, TwoPass
 from presk_kernel.layout import applies, is_laid
 
 
@@ -99,6 +99,8 @@ class LaidRun(Run):
                     self.block(body)
             case GemmStmt(gemm, _, _):
                 run_gemm(self.k, self.views, gemm)
+            case TwoPass(body, _):
+                self.block(body)
             case _:
                 Run.stmt(self, s)
 
@@ -139,7 +141,7 @@ def block_count(k: Kernel) -> int:
 
     def walk(body) -> None:
         nonlocal count
-        laid = [s for s in body if isinstance(s, (Tile, For, GemmStmt))]
+        laid = [s for s in body if isinstance(s, (Tile, For, GemmStmt, TwoPass))]
         if not laid:
             count += 1
         for s in laid:
@@ -153,6 +155,8 @@ def block_count(k: Kernel) -> int:
                         walk(inner)
                 case GemmStmt(gemm, _, _):
                     count += max(1, int(np.prod([n for _, n in gemm.batch])))
+                case TwoPass():
+                    count += 1
 
     walk(k.body)
     return count

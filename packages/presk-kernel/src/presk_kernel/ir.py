@@ -236,6 +236,13 @@ class Reduce:
     body: tuple[Stmt, ...]
     terms: tuple[Expr, ...]  # one term; two (a, b) for fma
     dtype: str = "f64"  # the accumulator's type (i64 for an index)
+    # A block of the fold (a layout's kblock, laid out only): its one variable runs over
+    # [block, min(block + size, extent)) where `block` is the enclosing `Tile` over it; the
+    # accumulator starts from the first term in the first block, from `resume` (the partial
+    # sum the previous block stored) in the others: the same fold, in the same order.
+    block: str | None = None
+    size: int = 0
+    resume: Expr | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,7 +326,18 @@ class GemmStmt:
     nest: tuple[Stmt, ...]
 
 
-Stmt = Let | Store | Loop | Reduce | Tile | For | GemmStmt
+@dataclass(frozen=True, slots=True)
+class TwoPass:
+    """A softmax in two passes over its input (the `layout` pass writes it where the layout
+    says `passes 2`): `body` runs the max, then one pass that stores each term to the output
+    and adds it, then divides the output in place; `nest` is the three-pass nest it computes,
+    the same values in the same order (so the same bits: an executor may run either)."""
+
+    body: tuple[Stmt, ...]
+    nest: tuple[Stmt, ...]
+
+
+Stmt = Let | Store | Loop | Reduce | Tile | For | GemmStmt | TwoPass
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,7 +345,12 @@ class Layout:
     """How a nest executes. `order`: the parallel loops, outermost first; `tiles`: a tile
     size per loop variable; `lanes`: the loop in vector lanes (never a reduction's) and their
     count; `split`: the loop divided among `threads`; `pack`: inputs copied to panels;
-    `gemm`: the nest as a call of the generated GEMM over its packed operands."""
+    `gemm`: the nest as a call of the generated GEMM over its packed operands; `kblock`: a
+    block over a contraction's summed axis (0: none); `blocks`: the order of the block loops
+    (the tiled loops and the summed axis's block; empty: the tiles in `order`'s order);
+    `depth`: the position, among the laid-out loops (block loops first), of the loop split
+    among `threads`; `passes`: a softmax's passes over its input (2 or 3; 0: the nest's
+    own)."""
 
     order: tuple[str, ...] = ()
     tiles: tuple[tuple[str, int], ...] = ()
@@ -337,13 +360,24 @@ class Layout:
     threads: int = 1
     pack: tuple[int, ...] = ()
     gemm: Gemm | None = None
+    kblock: int = 0
+    blocks: tuple[str, ...] = ()
+    depth: int = 0
+    passes: int = 0
 
     def __str__(self) -> str:
         parts = [f"order {' '.join(self.order) or '-'}"]
         if self.tiles:
             parts.append("tile [" + ", ".join(f"{v}: {n}" for v, n in self.tiles) + "]")
+        if self.kblock:
+            parts.append(f"kblock {self.kblock}")
+        if self.blocks:
+            parts.append(f"blocks {' '.join(self.blocks)}")
         parts.append(f"lanes {self.lanes} x{self.width}" if self.lanes else "lanes 1")
-        parts.append(f"split ({self.split}, {self.threads})" if self.split else "split none")
+        at = f" at {self.depth}" if self.depth else ""
+        parts.append(f"split ({self.split}, {self.threads}){at}" if self.split else "split none")
+        if self.passes:
+            parts.append(f"passes {self.passes}")
         parts.append("pack " + ", ".join(f"%{i}" for i in self.pack) if self.pack else "no pack")
         if self.gemm is not None:
             parts.append(str(self.gemm))
@@ -459,6 +493,7 @@ NODE_TYPES = (
     For,
     Gemm,
     GemmStmt,
+    TwoPass,
     Layout,
     Kernel,
     Arg,
@@ -481,8 +516,10 @@ def plain(body: tuple) -> tuple:
                 out.extend(plain(s.body))
             case For():
                 out.append(Loop(s.var, s.axis, s.extent, plain(s.body)))
-            case GemmStmt():
+            case GemmStmt() | TwoPass():
                 out.extend(s.nest)
+            case Reduce() if s.block is not None:
+                out.append(Reduce(s.acc, s.op, s.vars, plain(s.body), s.terms, s.dtype))
             case _:
                 out.append(s)
     return tuple(out)
@@ -516,8 +553,10 @@ def _stmt(s: Stmt, indent: str) -> list[str]:
             for b in body:
                 lines.extend(_stmt(b, indent + "  "))
             return [*lines, f"{indent}}}"]
-        case Reduce(acc, op, vs, body, terms, dtype):
+        case Reduce(acc, op, vs, body, terms, dtype, block, size, resume):
             over = ", ".join(f"{v} < {n}{f' ({a})' if a else ''}" for v, a, n in vs)
+            if block is not None:
+                over += f" in {block} + {size}, resuming {resume}"
             lines = [f"{indent}{acc} : {dtype} = fold {op} over {over} {{"]
             for b in body:
                 lines.extend(_stmt(b, indent + "  "))
@@ -542,6 +581,11 @@ def _stmt(s: Stmt, indent: str) -> list[str]:
             g = gemm
             lines = [f"{indent}{g} (a %{g.a}, b %{g.b}, c %{g.c}), threads {threads}, of {{"]
             for b in nest:
+                lines.extend(_stmt(b, indent + "  "))
+            return [*lines, f"{indent}}}"]
+        case TwoPass(body, _):
+            lines = [f"{indent}two passes {{"]
+            for b in body:
                 lines.extend(_stmt(b, indent + "  "))
             return [*lines, f"{indent}}}"]
     raise TypeError(f"not a kernel statement: {s!r}")

@@ -18,11 +18,27 @@ interpreter, the C emitter) run what they are given and decide nothing.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections.abc import Mapping
 
 from presk_kernel.contract import recognize
-from presk_kernel.ir import For, GemmStmt, Kernel, Layout, Loop, Reduce, Schedule, Tile, plain
+from presk_kernel.ir import (
+    Const,
+    For,
+    GemmStmt,
+    Kernel,
+    Layout,
+    Let,
+    Load,
+    Loop,
+    Op,
+    Reduce,
+    Schedule,
+    Store,
+    Tile,
+    TwoPass,
+    Var,
+    plain,
+)
 
 LANE_WIDTH = {"f64": 4, "f32": 8}
 SPLIT_AT = 1 << 15  # elements: below this a launch is not worth dividing among threads
@@ -41,12 +57,95 @@ class LayoutError(Exception):
 
 def is_laid(k: Kernel) -> bool:
     """Whether the kernel's body is laid out (the `layout` pass's explicit statements)."""
-    return any(isinstance(s, (Tile, For, GemmStmt)) for s in k.body)
+    return any(isinstance(s, (Tile, For, GemmStmt, TwoPass)) for s in k.body)
 
 
 def applies(layout: Layout) -> bool:
     """Whether a layout says more than a loop order (a body not laid out runs its order)."""
-    return bool(layout.tiles or layout.lanes or layout.split or layout.gemm)  # a pack: a GEMM's
+    return bool(
+        layout.tiles
+        or layout.lanes
+        or layout.split
+        or layout.gemm  # a pack: a GEMM's
+        or layout.kblock
+        or layout.passes == 2
+    )
+
+
+def fold_parts(k: Kernel) -> tuple[list[Loop], Reduce, Store] | None:
+    """A contraction's nest as a k-block needs it: the outer perfect nest's loops, whose
+    innermost body is one fold by fma over one variable and the store of its accumulator
+    to an output of the compute type (a block's partial sum is stored and read back
+    exactly), or None."""
+    loops = parallel_loops(k)
+    if not loops:
+        return None
+    body = loops[-1].body
+    if len(body) != 2 or not isinstance(body[0], Reduce) or not isinstance(body[1], Store):
+        return None
+    r, st = body
+    if r.op != "fma" or len(r.vars) != 1 or r.body or st.expr != Var(r.acc):
+        return None
+    if k.buffers[st.buf].dtype != k.compute:
+        return None
+    return loops, r, st
+
+
+def _two_pass_body(k: Kernel, body: tuple) -> tuple | None:
+    """A softmax row's three passes (max; the sum of the terms; each term over the sum,
+    stored) in two passes over its input: the max; each term stored to the output as it is
+    added; then the output divided by the sum in place. The same values in the same order:
+    the terms are stored exactly (an output of the compute type) and read back. None when
+    the body is not such a softmax."""
+    for at in range(len(body) - 2):
+        red_m, red_s, store_loop = body[at : at + 3]
+        if not (isinstance(red_m, Reduce) and red_m.op == "max"):
+            continue
+        if not (isinstance(red_s, Reduce) and red_s.op == "add" and not red_s.body):
+            continue
+        if not (isinstance(store_loop, Loop) and len(store_loop.body) == 1):
+            continue
+        (st,) = store_loop.body
+        if not isinstance(st, Store) or k.buffers[st.buf].dtype != k.compute:
+            continue
+        if len(red_s.vars) != 1 or red_s.vars[0][0] != store_loop.var:
+            continue
+        (term,) = red_s.terms
+        y, s = st.expr, Var(red_s.acc)
+        out = Load(st.buf, st.index)
+        t = f"{red_s.acc}_term"
+        if y == Op("div", (term, s)):
+            new_y = Op("div", (out, s))
+        elif (
+            isinstance(term, Op)
+            and term.op == "select"
+            and isinstance(term.args[2], Const)
+            and term.args[2].value == 0
+            and y == Op("select", (term.args[0], Op("div", (term.args[1], s)), term.args[2]))
+        ):
+            new_y = Op("select", (term.args[0], Op("div", (out, s)), term.args[2]))
+        else:
+            continue
+        summed = Reduce(
+            red_s.acc,
+            "add",
+            red_s.vars,
+            (Let(t, term), Store(st.buf, st.index, Var(t))),
+            (Var(t),),
+            red_s.dtype,
+        )
+        normed = Loop(
+            store_loop.var, store_loop.axis, store_loop.extent, (Store(st.buf, st.index, new_y),)
+        )
+        return (*body[:at], red_m, summed, normed, *body[at + 3 :])
+    return None
+
+
+def two_pass(k: Kernel) -> bool:
+    """Whether `k` is a softmax that can run in two passes over its input (`_two_pass_body`)."""
+    loops = parallel_loops(k)
+    body = loops[-1].body if loops else plain(k.body)
+    return _two_pass_body(k, body) is not None
 
 
 def parallel_loops(k: Kernel) -> list[Loop]:
@@ -131,6 +230,38 @@ def check_layout(k: Kernel, layout: Layout) -> str | None:
         return "an input is packed once"
     if layout.pack and layout.gemm is None:
         return "only a GEMM statement packs its operands (a nest in loops reads them in place)"
+    if layout.passes not in (0, 2, 3):
+        return f"a softmax takes 2 or 3 passes, not {layout.passes}"
+    if layout.passes == 2 and not two_pass(k):
+        return "only a softmax whose output is of its compute type takes two passes"
+    if layout.kblock < 0 or layout.depth < 0:
+        return "a k-block and a split depth are not negative"
+    if layout.kblock:
+        parts = fold_parts(k)
+        if parts is None:
+            return (
+                "only a contraction storing its fold to an output of its compute type is"
+                " blocked over its summed axis"
+            )
+        if layout.gemm is not None:
+            return "a GEMM statement blocks its sum itself"
+        if layout.kblock >= parts[1].vars[0][2]:
+            return f"a k-block of {layout.kblock} does not block a sum of {parts[1].vars[0][2]}"
+    fold = fold_parts(k) if layout.kblock else None
+    kvar = fold[1].vars[0][0] if fold else None
+    if layout.blocks:
+        if len(set(layout.blocks)) != len(layout.blocks):
+            return "a block loop is ordered once"
+        if set(layout.blocks) != {v for v, _ in layout.tiles} | ({kvar} if kvar else set()):
+            return "the block order names the tiled loops and the summed axis's block"
+    if layout.split is not None and layout.threads > 1 and layout.gemm is None:
+        heads = _heads(k, layout)  # at depth 0 a split of another loop splits none (0.6.0's)
+        if layout.depth >= max(1, len(heads)) or (
+            layout.depth and heads[layout.depth][1] != layout.split
+        ):
+            return f"the loop at depth {layout.depth} is not `{layout.split}`"
+        if heads and heads[layout.depth] == ("tile", kvar):
+            return "the summed axis's block is not split among threads"
     if layout.gemm is not None:
         if layout.gemm != recognize(k):
             return "the GEMM statement is not the kernel's contraction"
@@ -162,18 +293,36 @@ def apply_layout(k: Kernel, layout: Layout | None = None) -> Kernel:
         return dataclasses.replace(base, body=(GemmStmt(layout.gemm, threads, nest),))
     loops = perfect_nest(base)
     if not loops:
+        if layout.passes == 2:
+            two = _two_pass_body(base, nest)
+            if two is not None:
+                return dataclasses.replace(base, body=(TwoPass(two, nest),))
         return base
     by_var = {lp.var: lp for lp in loops}
-    order = [v for v in layout.order if v in by_var] or [lp.var for lp in loops]
-    order += [lp.var for lp in loops if lp.var not in order]
-    tiles = {v: n for v, n in layout.tiles if v in by_var and n < by_var[v].extent}
-    heads = [("tile", v) for v in order if v in tiles] + [("point", v) for v in order]
+    order = _order(layout, loops)
+    tiles = _tiles(layout, by_var)
+    heads = _heads(base, layout)
     body = loops[-1].body
-    strip = strip_width(k, body, order[-1]) if layout.lanes == order[-1] else None
+    fold = fold_parts(base) if layout.kblock else None
+    if fold is not None:  # the fold resumes each block from the partial sum stored
+        _, r, st = fold
+        kv, _, kn = r.vars[0]
+        by_var[kv] = Loop(kv, r.vars[0][1], kn, ())
+        tiles[kv] = layout.kblock
+        blocked = dataclasses.replace(
+            r, block=f"{kv}_t", size=layout.kblock, resume=Load(st.buf, st.index)
+        )
+        body = (blocked, st)
+    two = _two_pass_body(base, body) if layout.passes == 2 else None
+    if two is not None:
+        body = (TwoPass(two, body),)
+    plainly = fold is not None or two is not None  # no strips: the fold's blocks, two passes
+    lanes_inner = layout.lanes == order[-1] and not plainly
+    strip = strip_width(k, body, order[-1]) if lanes_inner else None
     for at in reversed(range(len(heads))):
         kind, v = heads[at]
         lp = by_var[v]
-        split = at == 0 and layout.split == v and layout.threads > 1  # threads on the outermost
+        split = at == layout.depth and layout.split == v and layout.threads > 1
         threads = layout.threads if split else 1
         if kind == "tile":
             body = (Tile(f"{v}_t", v, lp.extent, tiles[v], body, threads),)
@@ -185,6 +334,35 @@ def apply_layout(k: Kernel, layout: Layout | None = None) -> Kernel:
             For(v, lp.axis, lp.extent, body, tile, tiles.get(v, 0), threads, lanes, width, rows),
         )
     return dataclasses.replace(base, body=body)
+
+
+def _order(layout: Layout, loops: list[Loop]) -> list[str]:
+    by_var = {lp.var for lp in loops}
+    order = [v for v in layout.order if v in by_var] or [lp.var for lp in loops]
+    return order + [lp.var for lp in loops if lp.var not in order]
+
+
+def _tiles(layout: Layout, by_var: dict[str, Loop]) -> dict[str, int]:
+    return {v: n for v, n in layout.tiles if v in by_var and n < by_var[v].extent}
+
+
+def _heads(k: Kernel, layout: Layout) -> list[tuple[str, str]]:
+    """The laid-out loops of `k` under `layout`, outermost first: ("tile", v) for a block
+    loop (a tiled loop whose tile is shorter than it, the summed axis's k-block), then
+    ("point", v) for each parallel loop in the layout's order; a split's depth counts here."""
+    from presk_kernel.contract import perfect_nest
+
+    loops = perfect_nest(dataclasses.replace(k, body=plain(k.body)))
+    if not loops or layout.gemm is not None:
+        return []
+    by_var = {lp.var: lp for lp in loops}
+    order = _order(layout, loops)
+    tiled = set(_tiles(layout, by_var))
+    fold = fold_parts(k) if layout.kblock else None
+    kvar = [fold[1].vars[0][0]] if fold is not None else []
+    tiled.update(kvar)
+    blocks = [v for v in (layout.blocks or order + kvar) if v in tiled]
+    return [("tile", v) for v in blocks] + [("point", v) for v in order]
 
 
 def with_gemm(k: Kernel, layout: Layout) -> Layout:
@@ -207,6 +385,23 @@ def run_layout(k: Kernel, threads: int = 1) -> Layout:
     return layout
 
 
+def nest_names(launches) -> list[str]:
+    """The name of each launch's nest, as a plan names it: its site, or, where one site
+    launches kernels that differ (a function's backward pass at two shapes), `site#2`,
+    `site#3`, … for the second kernel there and on, in launch order (layouts aside)."""
+    kinds: dict[str, list] = {}
+    out = []
+    for launch in launches:
+        k = launch.kernel
+        key = dataclasses.replace(k, body=plain(k.body), layout=Layout())
+        seen = kinds.setdefault(k.site, [])
+        if key not in seen:
+            seen.append(key)
+        at = seen.index(key)
+        out.append(k.site if at == 0 else f"{k.site}#{at + 1}")
+    return out
+
+
 def lay_out(
     schedule: Schedule, threads: int = 1, plan: Mapping[str, Layout] | None = None
 ) -> Schedule:
@@ -216,17 +411,18 @@ def lay_out(
     operands gets its GEMM statement; one that packs where no GEMM statement takes the
     operands (not a contraction, mixed operand types, one operand) is E7040."""
     plan = dict(plan or {})
-    sites = {launch.kernel.site for launch in schedule.launches}
+    names = nest_names(schedule.launches)
+    sites = set(names)
     unknown = sorted(set(plan) - sites)
     if unknown:
         raise LayoutError(
             "E7041", f"the plan lays out `{unknown[0]}`, a site the entry does not launch"
         )
     launches = []
-    for launch in schedule.launches:
+    for launch, nest in zip(schedule.launches, names, strict=True):
         k = launch.kernel
-        if k.site in plan:
-            layout = plan[k.site]
+        if nest in plan:
+            layout = plan[nest]
             if layout.gemm is None:
                 layout = with_gemm(k, layout)
             why = check_layout(k, layout)
@@ -243,22 +439,8 @@ def lay_out(
 
 
 def layout_space(k: Kernel, threads: int = 1) -> list[Layout]:
-    """Every point of a small space: loop orders, lanes on or off, splits over threads."""
-    loops = parallel_loops(k)
-    width = LANE_WIDTH.get(k.compute, 1)
-    out = []
-    for order in itertools.permutations([lp.var for lp in loops]):
-        inner = order[-1] if order and not _serial(loops, order[-1]) else None
-        outer = order[0] if order and threads > 1 and not _serial(loops, order[0]) else None
-        for lanes in dict.fromkeys((None, inner)):
-            for split in dict.fromkeys((None, outer)):
-                out.append(
-                    Layout(
-                        order=order,
-                        lanes=lanes,
-                        width=width if lanes else 1,
-                        split=split,
-                        threads=threads if split else 1,
-                    )
-                )
-    return out
+    """The layouts of the small space of `k` at `threads` workers, point 0 first
+    (presk_kernel.layout_space.points: the spaces and their points)."""
+    from presk_kernel.layout_space import points
+
+    return [p.layout for p in points(k, "small", threads) if p.why is None]

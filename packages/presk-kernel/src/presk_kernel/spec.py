@@ -54,6 +54,7 @@ from presk_kernel.ir import (
     Schedule,
     Store,
     Tile,
+    TwoPass,
     Var,
     elements,
     plain,
@@ -191,7 +192,7 @@ class _Check:
                     self.block(inner, loops | {var: extent}, scalars)
                 case Reduce():
                     scalars[s.acc] = self.reduce(s, loops, scalars)
-                case Tile() | For() | GemmStmt():  # laid out: the loops it lays out
+                case Tile() | For() | GemmStmt() | TwoPass():  # laid out: what it lays out
                     self.block(plain((s,)), loops, scalars)
                 case _:
                     self.bad(f"not a kernel statement: {s!r}")

@@ -1,0 +1,395 @@
+"""Layout plans (step 17, L1040–L1078): the entry captured, every nest's layout space
+costed (`presk plan`), a plan read back (`--plan @FILE` on run, bench, train), every point
+measured (`presk autotune`).
+
+- Capture (R17.10): the entry lowered from its shapes alone (the pipeline's `kernel` pass:
+  no input, no kernel run); its nests are the launches that read an operand, one per site,
+  named as `presk dump --stage core` names their bindings (`scores/%2`).
+- A plan (JSON, docs/ir.md "plan"): the entry, its dims, the realization it carries and a
+  layout per nest, in the spec's words and as the layout's fields.
+- Codes E7110–E7119 (docs/diagnostics.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from dataclasses import dataclass
+
+PLAN_KIND = "plan"
+PLAN_VERSION = 1
+DAY_KIND = "autotune-day"
+DAY_VERSION = 1
+HEADER = (
+    "nest                         operands                        space     predicted"
+    "          undecided  layout"
+)
+
+
+class PlanError(Exception):
+    """A plan that cannot be made or used (E7110–E7119)."""
+
+    def __init__(self, code: str, message: str, help: str | None = None) -> None:
+        super().__init__(message)
+        self.code, self.help = code, help
+
+
+@dataclass(frozen=True)
+class Nest:
+    """A nest of the entry: its site, its kernel (fused, before the layout pass), its
+    operands' shapes and how many times the entry launches it."""
+
+    site: str
+    kernel: object
+    operands: tuple[tuple[int, ...], ...]
+    launches: int
+
+    @property
+    def operands_text(self) -> str:
+        return " ".join("[" + ", ".join(str(n) for n in shape) + "]" for shape in self.operands)
+
+    @property
+    def file(self) -> str:
+        return self.site.replace("/%", "__").replace("#", "_") + ".jsonl"
+
+
+# ---- capture --------------------------------------------------------------------------------
+
+
+def fused_schedule(core, name: str, dims: dict, realize, args=None):
+    """The entry's kernels after fusion, before the layout pass (the pipeline's `kernel`)."""
+    from presk_syntax.diagnostics import DiagnosticError
+    from presk_syntax.pipeline import Context, EntryOptions
+
+    from presk_cli.native import NativeError, entry_text
+    from presk_cli.pipeline import PIPELINE, RUN
+
+    given = None if args is None else tuple(args)
+    entry = EntryOptions(entry_text(core, name, dims), tuple(dims.items()), realize, 1, given)
+    try:
+        return PIPELINE.run("kernel", "", Context(entry=entry), core, first=RUN)
+    except DiagnosticError as e:
+        d = e.diagnostics[0]
+        raise NativeError(d.code, d.message) from None
+
+
+def nests_of(schedule) -> list[Nest]:
+    """The nests of a schedule: each site whose kernel reads an operand, in launch order
+    (a kernel that reads nothing, a mask filled from its indices, is no nest: U11)."""
+    from presk_kernel.layout import nest_names
+
+    out: dict[str, Nest] = {}
+    for launch, name in zip(schedule.launches, nest_names(schedule.launches), strict=True):
+        k = launch.kernel
+        if not k.inputs:
+            continue
+        if name in out:
+            n = out[name]
+            out[name] = Nest(n.site, n.kernel, n.operands, n.launches + 1)
+            continue
+        out[name] = Nest(name, k, tuple(b.shape for b in k.inputs), 1)
+    return list(out.values())
+
+
+def capture(core, name: str, dims: dict, realize, args=None) -> tuple[object, list[Nest], float]:
+    """(the fused schedule, its nests, the seconds it took): from the shapes alone (and a
+    training step's hyperparameters, `args`)."""
+    t0 = time.perf_counter()
+    schedule = fused_schedule(core, name, dims, realize, args)
+    nests = nests_of(schedule)
+    return schedule, nests, time.perf_counter() - t0
+
+
+def step_entry(file: str, consts: dict, realize: str):
+    """(program, entry name, dims, args) of FILE's training step as `presk train --backend
+    native` lowers it (presk_cli.native_train.NativeTrainer: objective, reverse sweep and
+    AdamW in one entry), at its first batch."""
+    import os
+
+    from presk_ad.step import Trainer
+    from presk_syntax.diagnostics import DiagnosticError
+
+    from presk_cli.native import NativeError
+    from presk_cli.native_train import NativeTrainer
+    from presk_cli.pipeline import PIPELINE, TRAIN
+    from presk_cli.train import checked_training, training_context
+
+    ctx = training_context(consts, None)
+    try:
+        elaborated = checked_training(file, ctx, None)
+        errors = [d for d in ctx.diagnostics if d.is_error]
+        if errors:
+            raise NativeError(errors[0].code, errors[0].message)
+        if not elaborated.runs:
+            raise PlanError("E7117", f"`{file}` has no `training run`: give --entry")
+        core = PIPELINE.run(TRAIN, file, ctx, start=elaborated, first="elab")
+    except DiagnosticError as e:
+        d = e.diagnostics[0]
+        raise NativeError(d.code, d.message) from None
+    trainer = Trainer(core, core.trainings[0], os.path.dirname(file), 0, 64, None)
+    native = NativeTrainer(trainer, "kernel", realize, 1)
+    return native.program, native.name, dict(trainer.dims), native.args
+
+
+# ---- layouts as JSON ------------------------------------------------------------------------
+
+
+def layout_fields(layout) -> dict:
+    """A Layout's fields as JSON (its GEMM statement left out: the layout pass finds it
+    again from the pack)."""
+    return {
+        "order": list(layout.order),
+        "tiles": [[v, n] for v, n in layout.tiles],
+        "lanes": layout.lanes,
+        "width": layout.width,
+        "split": layout.split,
+        "threads": layout.threads,
+        "depth": layout.depth,
+        "pack": list(layout.pack),
+        "kblock": layout.kblock,
+        "blocks": list(layout.blocks),
+        "passes": layout.passes,
+    }
+
+
+def _strs(x) -> bool:
+    return isinstance(x, list) and all(isinstance(v, str) for v in x)
+
+
+def _int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def layout_from_fields(d) -> object:
+    """The Layout of `layout_fields`' map; ValueError when it is not one."""
+    from presk_kernel.ir import Layout
+
+    keys = set(layout_fields(Layout()))
+    if not isinstance(d, dict) or set(d) != keys:
+        raise ValueError(f"a layout has the fields {', '.join(sorted(keys))}")
+    if not (_strs(d["order"]) and _strs(d["blocks"])):
+        raise ValueError("a layout's order and blocks are lists of loop variables")
+    tiles = d["tiles"]
+    if not isinstance(tiles, list) or not all(
+        isinstance(t, list) and len(t) == 2 and isinstance(t[0], str) and _int(t[1]) for t in tiles
+    ):
+        raise ValueError("a layout's tiles are [variable, size] pairs")
+    for f in ("lanes", "split"):
+        if d[f] is not None and not isinstance(d[f], str):
+            raise ValueError(f"a layout's {f} is a loop variable or null")
+    if not all(_int(d[f]) for f in ("width", "threads", "depth", "kblock", "passes")):
+        raise ValueError("a layout's width, threads, depth, kblock and passes are integers")
+    if not isinstance(d["pack"], list) or not all(_int(i) for i in d["pack"]):
+        raise ValueError("a layout's pack is a list of operand numbers")
+    return Layout(
+        order=tuple(d["order"]),
+        tiles=tuple((v, n) for v, n in tiles),
+        lanes=d["lanes"],
+        width=d["width"],
+        split=d["split"],
+        threads=d["threads"],
+        pack=tuple(d["pack"]),
+        kblock=d["kblock"],
+        blocks=tuple(d["blocks"]),
+        depth=d["depth"],
+        passes=d["passes"],
+    )
+
+
+# ---- the plan file --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    path: str
+    entry: str
+    dims: dict
+    realize: str
+    space: str
+    workers: int
+    nests: list  # {"nest", "operands", "layout", "decisions", "fields", ...}
+
+    def layouts(self) -> dict:
+        return {n["nest"]: layout_from_fields(n["fields"]) for n in self.nests}
+
+
+def read_plan(text: str) -> Plan:
+    """The plan of `@FILE` (or FILE); PlanError E7111 when it cannot be read or is not a
+    plan of this version."""
+    path = text[1:] if text.startswith("@") else text
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except FileNotFoundError:
+        raise PlanError("E7111", f"the plan `{path}`: no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise PlanError("E7111", f"the plan `{path}` cannot be read: {e}") from None
+    except (json.JSONDecodeError, RecursionError) as e:
+        raise PlanError("E7111", f"the plan `{path}` is not JSON: {e}") from None
+    if not isinstance(doc, dict) or doc.get("presk") != PLAN_KIND:
+        raise PlanError("E7111", f"`{path}` is not a plan (presk plan writes one)")
+    if doc.get("version") != PLAN_VERSION:
+        raise PlanError(
+            "E7111",
+            f"the plan `{path}` is of version {doc.get('version')!r}; this presk reads"
+            f" version {PLAN_VERSION}: make it again with presk plan",
+        )
+    try:
+        entry, dims, realize = doc["entry"], doc["dims"], doc["realize"]
+        space, workers, nests = doc["space"], doc["workers"], doc["nests"]
+        if not isinstance(entry, str) or not isinstance(realize, str):
+            raise ValueError("the entry and the realization are strings")
+        if not isinstance(dims, dict) or not all(_int(v) for v in dims.values()):
+            raise ValueError("the dims map names to integers")
+        if realize not in ("f64", "f32", "bf16"):
+            raise ValueError(f"the realization `{realize}` is not f64, f32 or bf16")
+        if not isinstance(space, str) or not _int(workers) or not isinstance(nests, list):
+            raise ValueError("the space, the workers and the nests")
+        for n in nests:
+            if not isinstance(n, dict) or not isinstance(n.get("nest"), str):
+                raise ValueError("each nest names its site")
+            if not isinstance(n.get("decisions"), dict):
+                raise ValueError(f"the nest `{n['nest']}` has no decisions")
+            layout_from_fields(n.get("fields"))
+    except (KeyError, ValueError, TypeError) as e:
+        raise PlanError("E7111", f"the plan `{path}` is not well formed: {e}") from None
+    return Plan(path, entry, dims, realize, space, workers, nests)
+
+
+def plan_for(plan: Plan, core, name: str, dims: dict, args=None) -> dict:
+    """The plan's layouts by site, for `name` at `dims` (E7112: a plan for another entry
+    or other dims; E7110: a nest's layout that is not the point of its space its decisions
+    name, or a nest the entry does not have)."""
+    from presk_kernel.layout_space import SpaceError, find_point
+
+    if plan.entry != name or {k: int(v) for k, v in plan.dims.items()} != dict(dims):
+        have = ",".join(f"{k}={v}" for k, v in plan.dims.items())
+        want = ",".join(f"{k}={v}" for k, v in dims.items())
+        raise PlanError(
+            "E7112",
+            f"the plan `{plan.path}` is for `{plan.entry}` at {have or 'no dims'}, not"
+            f" `{name}` at {want or 'no dims'}",
+            "make a plan for this entry and these dims with presk plan",
+        )
+    schedule = fused_schedule(core, name, dims, plan.realize, args)
+    nests = {n.site: n for n in nests_of(schedule)}
+    out = {}
+    for n in plan.nests:
+        site = n["nest"]
+        if site not in nests:
+            raise PlanError("E7110", f"the plan lays out `{site}`, not a nest of `{name}`")
+        try:
+            pt = find_point(nests[site].kernel, n["decisions"], plan.space, plan.workers)
+        except SpaceError as e:
+            raise PlanError("E7110", f"the plan `{plan.path}`: {e}") from None
+        layout = layout_from_fields(n["fields"])
+        if layout != dataclasses.replace(pt.layout, gemm=None):
+            raise PlanError(
+                "E7110",
+                f"the plan `{plan.path}` lays out `{site}` as {layout}, not as its decisions"
+                f" say ({pt.text}: {pt.layout})",
+            )
+        out[site] = layout
+    return out
+
+
+def plan_realize(plan_text: str | None, realize: str, given: bool) -> tuple[object, str]:
+    """(the plan read, the realization the run takes): the plan's, or --realize when it
+    agrees (E7113 when --realize names another)."""
+    if plan_text is None:
+        return None, realize
+    plan = read_plan(plan_text)
+    if given and realize != plan.realize:
+        raise PlanError(
+            "E7113",
+            f"--realize {realize} and the plan `{plan.path}`, which carries {plan.realize}:"
+            " a plan runs under its own realization",
+            "leave --realize out: the plan carries it",
+        )
+    return plan, plan.realize
+
+
+# ---- costing --------------------------------------------------------------------------------
+
+
+def costed(nest: Nest, pts, machine, model) -> list[float]:
+    """Each point's predicted seconds for the nest's launches (ill-formed points: inf)."""
+    from presk_kernel.layout import apply_layout, with_gemm
+    from presk_kernel.layout_model import counts
+
+    out = []
+    for pt in pts:
+        if pt.why is not None:
+            out.append(math.inf)
+            continue
+        layout = pt.layout
+        if layout.pack and layout.gemm is None:
+            layout = with_gemm(nest.kernel, layout)
+        laid = apply_layout(nest.kernel, layout)
+        out.append(model.predict(counts(laid, machine, model.rules)) * nest.launches)
+    return out
+
+
+def choose(seconds: list[float], u: float) -> tuple[int, int]:
+    """(the best point, the points within 1 + u of it, the best included)."""
+    best = min(range(len(seconds)), key=lambda i: (seconds[i], i))
+    within = sum(1 for s in seconds if s <= seconds[best] * (1 + u))
+    return best, within
+
+
+def row(nest: Nest, points: int, predicted_s: float, undecided: int, text: str) -> str:
+    """R17.12's row."""
+    return (
+        f"{nest.site:<28} {nest.operands_text:<24}{points:>6} points"
+        f"{predicted_s * 1e6:>12.2f} µs{undecided:>5} within 1 + u  {text}"
+    )
+
+
+__all__ = [
+    "HEADER",
+    "Nest",
+    "Plan",
+    "PlanError",
+    "capture",
+    "choose",
+    "costed",
+    "layout_fields",
+    "layout_from_fields",
+    "nests_of",
+    "plan_for",
+    "plan_realize",
+    "read_plan",
+    "row",
+]
+
+
+# ---- make plan-check ------------------------------------------------------------------------
+
+
+def default_plan(schedule, threads: int = 1) -> dict:
+    """A plan stating every nest's default layout (the layout a run compiles at `threads`,
+    presk_kernel.layout.run_layout), through the plan file's fields and back."""
+    from presk_kernel.layout import run_layout
+
+    out = {}
+    for nest in nests_of(schedule):
+        doc = json.loads(json.dumps(layout_fields(run_layout(nest.kernel, threads))))
+        out[nest.site] = layout_from_fields(doc)
+    return out
+
+
+def plan_check(core, name: str, dims: dict, realize: str = "f64", threads: int = 1, args=None):
+    """(kernels, the same bytes): the entry lowered without a plan and under `default_plan`,
+    compared as the `kernel` document encodes them and as the C emitter writes them."""
+    from presk_cback.emit import entry_source
+    from presk_kernel.codec import encode_kernel
+    from presk_kernel.layout import lay_out
+
+    fused = fused_schedule(core, name, dims, realize, args)
+    plain = lay_out(fused, threads)
+    planned = lay_out(fused, threads, default_plan(fused, threads))
+    same = encode_kernel(plain) == encode_kernel(planned)
+    same = same and entry_source(plain) == entry_source(planned)
+    return len(plain.launches), same
