@@ -9,12 +9,15 @@ operation — numpy's type promotion written as explicit casts, folds from their
 in increasing index, `fma` where the kernel has one, IEEE maximum and minimum, presk libm
 for the transcendentals, bf16 rounded to nearest even at each store.
 
-The host function `int presk_entry(char *arena)` launches the kernels in order over
-buffers at fixed offsets of one arena (presk_cback.arena: every buffer 64-byte aligned,
-temporaries whose lifetimes do not overlap in the same space); it zeroes the buffers that
-could show the kernel interpreter's memory starting at zero (at the start, or a shared
-temporary just before its first launch), and returns 1 when a gather's index was out of
-range. One signature for every entry: a process declares it once.
+The host function `int presk_entry_io(char *arena, char *const *io)` launches the kernels
+in order: the entry's inputs and outputs at the addresses `io` gives (`io_buffers`: the
+caller's own arrays, read and written where they lie), its temporaries at fixed offsets of
+one arena (presk_cback.arena: every buffer 64-byte aligned, temporaries whose lifetimes do
+not overlap in the same space); it zeroes the buffers that could show the kernel
+interpreter's memory starting at zero (at the start, or a shared temporary just before its
+first launch), and returns 1 when a gather's index was out of range. `int
+presk_entry(char *arena)` calls it with the inputs' and outputs' own spaces in the arena.
+Two signatures for every entry: a process declares them once.
 """
 
 from __future__ import annotations
@@ -50,8 +53,9 @@ from presk_cback.scalar_c import C_RULES, SUFFIX
 from presk_cback.scalar_c import promote as _promote
 from presk_cback.strip import Strip
 from presk_cback.toolchain import Toolchain, find_toolchain
+from presk_cback.written import used
 
-ENTRY_CDEF = "int presk_entry(char *arena);"
+ENTRY_CDEF = "int presk_entry(char *arena);\nint presk_entry_io(char *arena, char *const *io);"
 PARALLEL = "#pragma omp parallel for{simd} num_threads({threads}) schedule(static)"
 TIMED_CDEF = "int presk_entry_timed(char *arena, double *ns);"
 TIMED_PRELUDE = r"""
@@ -393,6 +397,18 @@ class KernelC:
         return self.lines
 
 
+def io_buffers(schedule: Schedule) -> tuple[int, ...]:
+    """The buffers `presk_entry_io` takes from its caller, `io[j]` the address of the j-th:
+    the entry's inputs then its outputs (each once, in the schedule's order), those it uses.
+    `presk_entry(arena)` passes their own spaces in the arena (presk_cback.arena)."""
+    live = used(schedule)
+    seen: dict[int, None] = {}
+    for buf in (*schedule.inputs, *schedule.outputs):
+        if buf in live:
+            seen.setdefault(buf)
+    return tuple(seen)
+
+
 def entry_source(schedule: Schedule, lanes: bool = True, toolchain: Toolchain | None = None) -> str:
     """The C of an entry as one translation unit: presk libm, the kernels, and
     `presk_entry` launching them."""
@@ -418,6 +434,12 @@ def entry_units(
     arena = plan(schedule)
     offsets = arena.offsets
     byid = {b.id: b for b in schedule.buffers}
+    io = io_buffers(schedule)
+    slot = {buf: j for j, buf in enumerate(io)}
+
+    def base(buf: int) -> str:  # a persistent buffer's address is the caller's (io[j])
+        return f"io[{slot[buf]}]" if buf in slot else f"arena + {offsets[buf]}"
+
     seen: dict[str, str] = {}
     bodies: list[tuple[str, str | None, str]] = []  # (function text, gemm tag, its prototype)
     calls = []
@@ -434,14 +456,14 @@ def entry_units(
         for buf, arg in zip(launch.kernel.buffers, launch.args, strict=True):
             ct = CTYPE[byid[arg.buf].dtype]
             assert byid[arg.buf].dtype == buf.dtype, (launch.kernel.name, arg, buf)
-            args.append(f"({ct} *)(arena + {offsets[arg.buf]}) + {arg.offset}")
+            args.append(f"({ct} *)({base(arg.buf)}) + {arg.offset}")
         calls.append(f"{seen[text]}({', '.join([*args, '&err'])}); /* launch {i} */")
 
     def memsets(bufs) -> list[str]:  # those written whole first need none
         sizes = (
             (b, math.prod(a.length for a in byid[b].axes) * ITEMSIZE[byid[b].dtype]) for b in bufs
         )
-        return [f"memset(arena + {offsets[b]}, 0, {n});" for b, n in sizes if n]
+        return [f"memset({base(b)}, 0, {n});" for b, n in sizes if n]
 
     zero = memsets(arena.zero_first)
     zero_at = {i: memsets(bufs) for i, bufs in arena.zero_at.items()}
@@ -462,7 +484,15 @@ def entry_units(
     )
     if timed:  # clock_gettime under -std=c11
         common = "#define _POSIX_C_SOURCE 199309L\n#include <time.h>\n" + common
-    host = ["int presk_entry(char *arena) {\n    int err = 0;"]
+    table = ", ".join(f"arena + {offsets[b]}" for b in io) or "arena"
+    own = f"    char *const io[{max(1, len(io))}] = {{{table}}};"  # the arena's own spaces
+    host = [
+        "int presk_entry_io(char *arena, char *const *io);",
+        "int presk_entry(char *arena) {",
+        own,
+        "    return presk_entry_io(arena, io);\n}\n",
+        "int presk_entry_io(char *arena, char *const *io) {\n    int err = 0;",
+    ]
     host += [f"    {z}" for z in zero]
     for i, c in enumerate(calls):  # a shared temporary zeroed at its first launch
         host += [f"    {z}" for z in zero_at.get(i, ())] + [f"    {c}"]
@@ -471,6 +501,7 @@ def entry_units(
         clock = "CLOCK_THREAD_CPUTIME_ID" if timed == "cpu" else "CLOCK_MONOTONIC"
         host += TIMED_PRELUDE.replace("CLOCK_MONOTONIC", clock).splitlines()
         host.append("int presk_entry_timed(char *arena, double *ns) {\n    int err = 0;")
+        host.append(own)
         host.append("    double t = presk_clock();")
         host += [f"    {z}" for z in zero]
         host.append(f"    ns[{len(calls)}] += presk_clock() - t;")

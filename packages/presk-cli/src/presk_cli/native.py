@@ -174,14 +174,14 @@ def compiled(schedule, lanes: bool = True):
 
 def storage(schedule, leaves: list) -> list:
     """The input leaves as numpy arrays the executors take without a conversion of each
-    element (done once, outside any timing): reals as doubles, which each executor rounds to
-    its buffers' type."""
+    element (done once, outside any timing): in their buffers' storage types (the compiled
+    entry reads them where they lie, presk_cback.native), bf16 reals as doubles, which each
+    executor rounds to bf16."""
     from presk_kernel.interp import to_storage
 
     types = {b.id: b.dtype for b in schedule.buffers}
-    real = ("f64", "f32", "bf16")
     return [
-        to_storage(v, "f64" if types[b] in real else types[b])
+        to_storage(v, "f64" if types[b] == "bf16" else types[b])
         for b, v in zip(schedule.inputs, leaves, strict=True)
     ]
 
