@@ -57,7 +57,10 @@ from presk_cback.written import used
 
 ENTRY_CDEF = "int presk_entry(char *arena);\nint presk_entry_io(char *arena, char *const *io);"
 PARALLEL = "#pragma omp parallel for{simd} num_threads({threads}) schedule(static)"
-TIMED_CDEF = "int presk_entry_timed(char *arena, double *ns);"
+TIMED_CDEF = (
+    "int presk_entry_timed(char *arena, double *ns);\n"
+    "int presk_entry_timed_io(char *arena, char *const *io, double *ns);"
+)
 TIMED_PRELUDE = r"""
 static double presk_clock(void) {
     struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -500,8 +503,12 @@ def entry_units(
     if timed:
         clock = "CLOCK_THREAD_CPUTIME_ID" if timed == "cpu" else "CLOCK_MONOTONIC"
         host += TIMED_PRELUDE.replace("CLOCK_MONOTONIC", clock).splitlines()
-        host.append("int presk_entry_timed(char *arena, double *ns) {\n    int err = 0;")
+        host.append("int presk_entry_timed_io(char *arena, char *const *io, double *ns);")
+        host.append("int presk_entry_timed(char *arena, double *ns) {")
         host.append(own)
+        host.append("    return presk_entry_timed_io(arena, io, ns);\n}\n")
+        host.append("int presk_entry_timed_io(char *arena, char *const *io, double *ns) {")
+        host.append("    int err = 0;")
         host.append("    double t = presk_clock();")
         host += [f"    {z}" for z in zero]
         host.append(f"    ns[{len(calls)}] += presk_clock() - t;")

@@ -71,7 +71,7 @@ class NativeEntry:
         declare(ENTRY_CDEF)
         cdef = TIMED_CDEF if timed else ENTRY_CDEF
         symbols = ("presk_entry", "presk_entry_io")
-        symbols += ("presk_entry_timed",) if timed else ()
+        symbols += ("presk_entry_timed", "presk_entry_timed_io") if timed else ()
         c = entry_units(schedule, lanes, None, units, timed)
         self.module = load(
             c[0] if len(c) == 1 else c, cdef, symbols, threads=True, extra_flags=extra
@@ -105,17 +105,6 @@ class NativeEntry:
         flat = self.arena[at : at + n * ITEMSIZE[b.dtype]].view(NUMPY[b.dtype])
         return flat.reshape(tuple(a.length for a in b.axes))
 
-    def _write(self, inputs: list) -> None:
-        for buf, value in zip(self.schedule.inputs, inputs, strict=True):
-            b = self.buffers[buf]
-            self.view(buf).reshape(-1)[...] = to_storage(value, b.dtype).reshape(-1)
-
-    def _outputs(self) -> list[np.ndarray]:
-        return [
-            np.array(from_storage(self.view(buf), self.buffers[buf].dtype))
-            for buf in self.schedule.outputs
-        ]
-
     def _shape(self, buf: int) -> tuple[int, ...]:
         return tuple(a.length for a in self.buffers[buf].axes)
 
@@ -135,6 +124,12 @@ class NativeEntry:
         self._returned[i] = (last, raw)
         return last
 
+    def bind(self, buf: int, array: np.ndarray) -> None:
+        """Input or output `buf` at `array` for the calls of `presk_entry_io` with `table`
+        (a caller keeping the array alive and of the buffer's storage type and size)."""
+        assert _fits(array, NUMPY[self.buffers[buf].dtype], self._shape(buf)), buf
+        self._place(buf, array.ctypes.data)
+
     def _place(self, buf: int, address: int) -> None:
         if buf in self.slot:
             self.table[self.slot[buf]] = ffi().cast("char *", address)
@@ -145,8 +140,30 @@ class NativeEntry:
         C-contiguous numpy array of its buffer's storage type (float64, float32, int64,
         bool; aligned to its item) is read where it lies; any other is converted into the
         arena. Each output is written where it is returned: into `out[i]` when given (a
-        C-contiguous array of the output's storage type and size), else into a new array;
-        an output that is also an input, or of bf16, is copied out of the arena."""
+        C-contiguous array of the output's storage type and size), else into a new array
+        (or the one the last call returned, when nothing holds it any more); an output that
+        is also an input, or of bf16, is copied out of the arena."""
+        held, results = self._bind(inputs, out)
+        if self.module.lib.presk_entry_io(pointer(self.arena, "char"), self.table):
+            raise KernelError(f"an index out of range in `{self.schedule.entry}`")
+        del held
+        return self._results(results)
+
+    def run_timed(self, inputs: list, ns: np.ndarray) -> list[np.ndarray]:
+        """`run`, adding each launch's nanoseconds into `ns[i]` and the zeroing of the
+        buffers that are not inputs into `ns[-1]` (`ns`: float64, launches + 1)."""
+        assert self.timed and ns.dtype == np.float64 and ns.size == len(self.schedule.launches) + 1
+        held, results = self._bind(inputs, None)
+        if self.module.lib.presk_entry_timed_io(
+            pointer(self.arena, "char"), self.table, pointer(ns)
+        ):
+            raise KernelError(f"an index out of range in `{self.schedule.entry}`")
+        del held
+        return self._results(results)
+
+    def _bind(self, inputs: list, out: list | None) -> tuple[list, list]:
+        """The table's addresses for a call: the arrays it holds, and each output's array
+        (None: read from the arena after the call)."""
         base = self.arena.ctypes.data
         held = []  # the arrays whose addresses the table holds, alive through the call
         for buf, value in zip(self.schedule.inputs, inputs, strict=True):
@@ -170,23 +187,13 @@ class NativeEntry:
             array = given if given is not None else self._fresh(i, buf)
             results.append(array)
             self._place(buf, array.ctypes.data)
-        if self.module.lib.presk_entry_io(pointer(self.arena, "char"), self.table):
-            raise KernelError(f"an index out of range in `{self.schedule.entry}`")
-        del held
+        return held, results
+
+    def _results(self, results: list) -> list[np.ndarray]:
         return [
             np.array(from_storage(self.view(buf), self.buffers[buf].dtype)) if r is None else r
             for buf, r in zip(self.schedule.outputs, results, strict=True)
         ]
-
-    def run_timed(self, inputs: list, ns: np.ndarray) -> list[np.ndarray]:
-        """`run`, adding each launch's nanoseconds into `ns[i]` and the zeroing of the
-        buffers that are not inputs into `ns[-1]` (`ns`: float64, launches + 1)."""
-        assert self.timed and ns.dtype == np.float64 and ns.size == len(self.schedule.launches) + 1
-        self._write(inputs)
-        if self.module.lib.presk_entry_timed(pointer(self.arena, "char"), pointer(ns)):
-            raise KernelError(f"an index out of range in `{self.schedule.entry}`")
-        return self._outputs()
-
 
 def _fits(value, dtype, shape: tuple[int, ...]) -> bool:
     """`value` is an array C may read or write where it lies as a buffer of `dtype` and

@@ -72,7 +72,18 @@ class NativeTrainer:
             self.entry = compiled(self.schedule)
             self.ins = [self.entry.view(buf) for buf in self.schedule.inputs]
             self.outs = [self.entry.view(buf) for buf in self.schedule.outputs]
+            for buf in self.entry.io:  # each input and output in its own space of the arena
+                self.entry.bind(buf, self.entry.view(buf))
             self.feed(range(len(leaves)), leaves)
+            # θ', m', v' computed where the next step reads θ, m, v: their spaces swapped
+            # after each step instead of copied (where both have one type, and no launch
+            # writes the input)
+            self.swapped = [
+                (self.n_batch + k, 1 + n + k)
+                for k in range(3 * n)
+                if self.in_types[self.n_batch + k] == self.out_types[1 + n + k]
+                and self.schedule.inputs[self.n_batch + k] in self.entry.direct
+            ]
         else:
             self.values = leaves
 
@@ -99,12 +110,21 @@ class NativeTrainer:
         return indices, value
 
     def carry(self, n: int) -> None:
-        """θ', m' and v' onto θ, m and v in the arena: a copy, or where a realization stores
-        an input in another type than the step computes it (`params`), a rounding to it."""
+        """θ', m' and v' onto θ, m and v: their spaces swapped (`swapped`), else a copy, or
+        where a realization stores an input in another type than the step computes it
+        (`params`), a rounding to it."""
         from presk_kernel.interp import from_storage, to_storage
 
+        swapped = dict(self.swapped)
+        inputs, outputs = self.schedule.inputs, self.schedule.outputs
+        for i, j in self.swapped:  # no copy: the next step reads where this one wrote
+            self.ins[i], self.outs[j] = self.outs[j], self.ins[i]
+            self.entry.bind(inputs[i], self.ins[i])
+            self.entry.bind(outputs[j], self.outs[j])
         at = range(self.n_batch, self.n_batch + 3 * n)
         for i, new, have in zip(at, self.outs[1 + n :], self.out_types[1 + n :], strict=True):
+            if i in swapped:
+                continue
             view, into = self.ins[i], self.in_types[i]
             if into == have:
                 view[...] = new
@@ -122,11 +142,13 @@ class NativeTrainer:
 
             self.feed(range(self.n_batch), parts)
             self.feed(range(len(self.ins) - 2, len(self.ins)), scalars)
-            if self.entry.module.lib.presk_entry(pointer(self.entry.arena, "char")):
+            lib, arena = self.entry.module.lib, pointer(self.entry.arena, "char")
+            if lib.presk_entry_io(arena, self.entry.table):
                 raise NativeError("E7003", f"an index out of range in `{self.schedule.entry}`")
-            self.carry(n)
             grads = [self.read(1 + i) for i in range(n)]
-            return float(self.read(0)), grads, [self.read(1 + n + i) for i in range(n)]
+            loss, theta = float(self.read(0)), [self.read(1 + n + i) for i in range(n)]
+            self.carry(n)
+            return loss, grads, theta
         from presk_kernel.interp import KernelError, run_schedule
 
         self.values = parts + self.values[self.n_batch : -2] + scalars
