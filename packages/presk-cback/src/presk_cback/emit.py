@@ -55,7 +55,57 @@ from presk_cback.strip import Strip
 from presk_cback.toolchain import Toolchain, find_toolchain
 from presk_cback.written import used
 
-ENTRY_CDEF = "int presk_entry(char *arena);\nint presk_entry_io(char *arena, char *const *io);"
+ENTRY_CDEF = """int presk_entry(char *arena);
+int presk_entry_io(char *arena, char *const *io);
+int64_t presk_nonfinite(const char *p, int64_t n, int f64);
+void presk_square_sum(const char *p, int64_t n, int f64, int64_t *limbs);"""
+SQUARE_LIMBS = 68  # 32-bit limbs of presk_square_sum's fixed point: 2⁻¹⁰⁷⁴ to past 2¹⁰²⁴
+HOST_HELPERS = r"""
+/* the first position of p[0..n) (doubles, or floats when f64 is 0) that is not finite
+ * (a NaN or an infinity), or -1: a training step's check of its loss and gradient */
+int64_t presk_nonfinite(const char *p, int64_t n, int f64) {
+    /* an exponent of all ones, read as integers: a loop the compiler vectorizes */
+    for (int64_t i = 0; i < n; i += 8192) {
+        int64_t e = i + 8192 < n ? i + 8192 : n, bad = 0;
+        if (f64) {
+            const uint64_t *x = (const uint64_t *)p, top = UINT64_C(0x7FF) << 52;
+#pragma omp simd reduction(+ : bad)
+            for (int64_t j = i; j < e; j++) bad += (x[j] & top) == top;
+        } else {
+            const uint32_t *x = (const uint32_t *)p, top = UINT32_C(0xFF) << 23;
+#pragma omp simd reduction(+ : bad)
+            for (int64_t j = i; j < e; j++) bad += (x[j] & top) == top;
+        }
+        if (bad)
+            for (int64_t j = i; j < e; j++) {
+                int hit = f64 ? (((const uint64_t *)p)[j] >> 52 & 0x7FF) == 0x7FF
+                              : (((const uint32_t *)p)[j] >> 23 & 0xFF) == 0xFF;
+                if (hit) return j;
+            }
+    }
+    return -1;
+}
+
+/* the exact sum of the squares of p[0..n) (each square rounded to a double, as numpy's
+ * np.square(x, dtype=float64)), added into limbs[0..68): limb i counts units of
+ * 2^(32i - 1074); the values finite (presk_nonfinite), n below 2^31 a call */
+void presk_square_sum(const char *p, int64_t n, int f64, int64_t *limbs) {
+    for (int64_t i = 0; i < n; i++) {
+        double x = f64 ? ((const double *)p)[i] : (double)((const float *)p)[i];
+        double s = x * x;
+        uint64_t u;
+        memcpy(&u, &s, 8);
+        uint64_t e = (u >> 52) & 0x7FF, m = u & ((UINT64_C(1) << 52) - 1);
+        if (e) m |= UINT64_C(1) << 52;
+        uint64_t at = e ? e - 1 : 0; /* s = m * 2^(at - 1074) */
+        unsigned __int128 v = (unsigned __int128)m << (at % 32);
+        int64_t *l = limbs + at / 32;
+        l[0] += (int64_t)(uint64_t)(v & 0xFFFFFFFFu);
+        l[1] += (int64_t)(uint64_t)((v >> 32) & 0xFFFFFFFFu);
+        l[2] += (int64_t)(uint64_t)(v >> 64);
+    }
+}
+"""
 PARALLEL = "#pragma omp parallel for{simd} num_threads({threads}) schedule(static)"
 TIMED_CDEF = (
     "int presk_entry_timed(char *arena, double *ns);\n"
@@ -521,5 +571,5 @@ def entry_units(
     if n > 1:
         host = [proto for _, _, proto in bodies] + host
         host = [p.replace("static void ", "void ", 1) for p in host]
-    blocks[-1] += host
+    blocks[-1] += [HOST_HELPERS, *host]
     return tuple("\n".join([common, *b]) for b in blocks)

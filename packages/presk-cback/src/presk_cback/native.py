@@ -19,9 +19,10 @@ from presk_kernel.interp import NUMPY, KernelError, from_storage, to_storage
 from presk_kernel.ir import Schedule
 
 from presk_cback.arena import ALIGN, ITEMSIZE, arena_layout, plan
-from presk_cback.emit import ENTRY_CDEF, TIMED_CDEF, entry_units, io_buffers
+from presk_cback.emit import ENTRY_CDEF, SQUARE_LIMBS, TIMED_CDEF, entry_units, io_buffers
 from presk_cback.load import declare, ffi, load, pointer
 
+CHUNK = 1 << 30  # values a call of presk_square_sum at most (its limbs hold 2^31 terms)
 UNITS = 2  # translation units an entry's C is split into, compiled in parallel
 
 
@@ -70,7 +71,7 @@ class NativeEntry:
         extra = () if lanes else ("-fno-tree-vectorize",)
         declare(ENTRY_CDEF)
         cdef = TIMED_CDEF if timed else ENTRY_CDEF
-        symbols = ("presk_entry", "presk_entry_io")
+        symbols = ("presk_entry", "presk_entry_io", "presk_nonfinite", "presk_square_sum")
         symbols += ("presk_entry_timed", "presk_entry_timed_io") if timed else ()
         c = entry_units(schedule, lanes, None, units, timed)
         self.module = load(
@@ -123,6 +124,39 @@ class NativeEntry:
         last = last.reshape(self._shape(buf))
         self._returned[i] = (last, raw)
         return last
+
+    def nonfinite(self, array: np.ndarray) -> int:
+        """The first flat position of `array` that is not finite, or -1: in C for a
+        C-contiguous float32 or float64 array, else numpy's isfinite."""
+        if _fits(array, array.dtype, array.shape) and array.dtype in (np.float32, np.float64):
+            f64 = int(array.dtype == np.float64)
+            return int(self.module.lib.presk_nonfinite(pointer(array, "char"), array.size, f64))
+        bad = np.flatnonzero(~np.isfinite(np.asarray(array).ravel()))
+        return int(bad[0]) if bad.size else -1
+
+    def square_sum(self, arrays: list[np.ndarray]) -> float:
+        """Σ x² over the finite values of `arrays`, each square rounded to a double and
+        their sum exact, then rounded once: `math.fsum` of numpy's squares in float64,
+        computed in C (a fixed-point sum) for C-contiguous float32 and float64 arrays."""
+        limbs = np.zeros(SQUARE_LIMBS, np.int64)
+        total, rest = 0, []
+        for a in arrays:
+            if not (_fits(a, a.dtype, a.shape) and a.dtype in (np.float32, np.float64)):
+                rest.append(a)
+                continue
+            f64, flat = int(a.dtype == np.float64), a.reshape(-1)
+            for at in range(0, flat.size, CHUNK):
+                part = flat[at : at + CHUNK]
+                self.module.lib.presk_square_sum(
+                    pointer(part, "char"), part.size, f64, pointer(limbs, "int64_t")
+                )
+                total += sum(int(v) << (32 * i) for i, v in enumerate(limbs.tolist()) if v)
+                limbs[:] = 0
+        for a in rest:  # exact too: each square's numerator over 2^1074
+            for s in np.square(np.ravel(a), dtype=np.float64).tolist():
+                n, d = s.as_integer_ratio()
+                total += n * (1 << 1074) // d
+        return total / (1 << 1074)
 
     def bind(self, buf: int, array: np.ndarray) -> None:
         """Input or output `buf` at `array` for the calls of `presk_entry_io` with `table`
@@ -194,6 +228,7 @@ class NativeEntry:
             np.array(from_storage(self.view(buf), self.buffers[buf].dtype)) if r is None else r
             for buf, r in zip(self.schedule.outputs, results, strict=True)
         ]
+
 
 def _fits(value, dtype, shape: tuple[int, ...]) -> bool:
     """`value` is an array C may read or write where it lies as a buffer of `dtype` and

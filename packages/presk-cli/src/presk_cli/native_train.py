@@ -103,6 +103,23 @@ class NativeTrainer:
 
         return from_storage(self.outs[j], self.out_types[j])
 
+    def check(self, t: int, indices: list[int], loss: float, grads: list) -> None:
+        """presk_ad.step.finite on the step's loss and gradient (E7008 when one is not
+        finite): natively a scan in C of the arena's leaves, the diagnostic's positions
+        found by `finite` only when one is bad."""
+        if self.backend == "native" and math.isfinite(loss):
+            if all(self.entry.nonfinite(g) < 0 for g in grads):
+                return
+        finite(t, indices, loss, _tree(self, grads, copy=False))
+
+    def norm(self, grads: list) -> float:
+        """|g|: each square rounded to a double, their sum exact (math.fsum), as the
+        interpreter's; natively summed in C (NativeEntry.square_sum)."""
+        if self.backend == "native":
+            return math.sqrt(self.entry.square_sum(grads))
+        squares = (np.square(np.ravel(g), dtype=np.float64).tolist() for g in grads)
+        return math.sqrt(math.fsum(itertools.chain.from_iterable(squares)))
+
     def batch(self, t: int) -> tuple[list[int], object]:
         """The indices and stacked doubles of step t's batch (presk_ad.step.Trainer.batch,
         the interpreter's order)."""
@@ -367,13 +384,11 @@ def _one_step(native: NativeTrainer, trainer: Trainer, t: int, echo, log_every: 
     start = time.perf_counter()
     indices, batch = native.batch(t)
     loss, grads, theta = native.step(batch, t, rate)
-    finite(t, indices, loss, _tree(native, grads, copy=False))  # θ updated, never saved
+    native.check(t, indices, loss, grads)  # θ updated, never saved
     times.append(time.perf_counter() - start)
     logged = log_every and t % log_every == 0
     if logged or metrics is not None:
-        # each square rounded to a double, their sum exact (fsum), as the interpreter's
-        squares = (np.square(np.ravel(g), dtype=np.float64).tolist() for g in grads)
-        norm = math.sqrt(math.fsum(itertools.chain.from_iterable(squares)))
+        norm = native.norm(grads)
     if logged:
         shown.clear()
         echo(step_line(t, epoch, loss, rate, norm))
