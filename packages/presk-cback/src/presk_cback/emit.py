@@ -87,8 +87,9 @@ int64_t presk_nonfinite(const char *p, int64_t n, int f64) {
 }
 
 /* the exact sum of the squares of p[0..n) (each square rounded to a double, as numpy's
- * np.square(x, dtype=float64)), added into limbs[0..68): limb i counts units of
- * 2^(32i - 1074); the values finite (presk_nonfinite), n below 2^31 a call */
+ * np.square(x, dtype=float64)), added into limbs[0..67): limb i counts units of
+ * 2^(32i - 1074); limbs[67] counts the squares that overflowed to infinity; the values
+ * finite (presk_nonfinite), n below 2^31 a call */
 void presk_square_sum(const char *p, int64_t n, int f64, int64_t *limbs) {
     for (int64_t i = 0; i < n; i++) {
         double x = f64 ? ((const double *)p)[i] : (double)((const float *)p)[i];
@@ -96,6 +97,10 @@ void presk_square_sum(const char *p, int64_t n, int f64, int64_t *limbs) {
         uint64_t u;
         memcpy(&u, &s, 8);
         uint64_t e = (u >> 52) & 0x7FF, m = u & ((UINT64_C(1) << 52) - 1);
+        if (e == 0x7FF) { /* a square past the doubles: counted in the last limb */
+            limbs[67] += 1;
+            continue;
+        }
         if (e) m |= UINT64_C(1) << 52;
         uint64_t at = e ? e - 1 : 0; /* s = m * 2^(at - 1074) */
         unsigned __int128 v = (unsigned __int128)m << (at % 32);

@@ -137,7 +137,8 @@ class NativeEntry:
     def square_sum(self, arrays: list[np.ndarray]) -> float:
         """Σ x² over the finite values of `arrays`, each square rounded to a double and
         their sum exact, then rounded once: `math.fsum` of numpy's squares in float64,
-        computed in C (a fixed-point sum) for C-contiguous float32 and float64 arrays."""
+        computed in C (a fixed-point sum) for C-contiguous float32 and float64 arrays; inf
+        when a square or the sum is past the doubles."""
         limbs = np.zeros(SQUARE_LIMBS, np.int64)
         total, rest = 0, []
         for a in arrays:
@@ -150,13 +151,22 @@ class NativeEntry:
                 self.module.lib.presk_square_sum(
                     pointer(part, "char"), part.size, f64, pointer(limbs, "int64_t")
                 )
+                if limbs[-1]:
+                    return math.inf
                 total += sum(int(v) << (32 * i) for i, v in enumerate(limbs.tolist()) if v)
                 limbs[:] = 0
         for a in rest:  # exact too: each square's numerator over 2^1074
-            for s in np.square(np.ravel(a), dtype=np.float64).tolist():
+            with np.errstate(over="ignore"):
+                squares = np.square(np.ravel(a), dtype=np.float64).tolist()
+            for s in squares:
+                if math.isinf(s):
+                    return math.inf
                 n, d = s.as_integer_ratio()
                 total += n * (1 << 1074) // d
-        return total / (1 << 1074)
+        try:
+            return total / (1 << 1074)  # Python's int division: rounded once, to nearest
+        except OverflowError:  # a sum past the doubles (math.fsum raises; |g| is infinite)
+            return math.inf
 
     def bind(self, buf: int, array: np.ndarray) -> None:
         """Input or output `buf` at `array` for the calls of `presk_entry_io` with `table`
