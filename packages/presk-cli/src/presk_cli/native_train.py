@@ -63,6 +63,7 @@ class NativeTrainer:
         n = len(self.keys)
         self.n_batch = len(leaves) - 3 * n - 2
         self.backend = backend
+        self.call_seconds = 0.0  # the last step's compiled call alone (natively)
         types = {buf.id: buf.dtype for buf in self.schedule.buffers}
         self.in_types = [types[buf] for buf in self.schedule.inputs]
         self.out_types = [types[buf] for buf in self.schedule.outputs]
@@ -160,8 +161,10 @@ class NativeTrainer:
             self.feed(range(self.n_batch), parts)
             self.feed(range(len(self.ins) - 2, len(self.ins)), scalars)
             lib, arena = self.entry.module.lib, pointer(self.entry.arena, "char")
+            start = time.perf_counter()
             if lib.presk_entry_io(arena, self.entry.table):
                 raise NativeError("E7003", f"an index out of range in `{self.schedule.entry}`")
+            self.call_seconds = time.perf_counter() - start
             grads = [self.read(1 + i) for i in range(n)]
             loss, theta = float(self.read(0)), [self.read(1 + n + i) for i in range(n)]
             self.carry(n)
