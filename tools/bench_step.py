@@ -39,11 +39,10 @@ DATA = Path(__file__).resolve().parents[1] / "corpus" / "nlp" / "data" / "civil_
 
 
 def side(consts: dict, data: str, threads: int) -> None:
+    from experiment_gpt import light_trainer
     from presk_ad.step import finite
     from presk_cback.load import pointer
     from presk_cli.native_train import NativeTrainer, _tree
-
-    from experiment_gpt import light_trainer
 
     core, run = load(GPT, consts, data)
     rng = np.random.default_rng(0)
