@@ -144,3 +144,15 @@ def test_nonfinite_finds_the_first_bad_value(dtype):
     x[17_000] = np.finfo(dtype).max
     assert entry.nonfinite(x) == 19_000
     assert entry.nonfinite(x[::2]) == 9_500  # strided: numpy's isfinite
+
+
+def test_an_output_listed_twice_is_read_from_the_arena():
+    import dataclasses
+
+    layout = Layout(order=("i", "j"), pack=(0, 1), split=None, threads=1)
+    s = contraction_schedule(5, 4, 3, "f64", layout=layout)
+    s = dataclasses.replace(s, outputs=(s.outputs[0], s.outputs[0]))
+    entry = NativeEntry(s)
+    a, b = np.arange(20.0).reshape(5, 4), np.arange(12.0).reshape(4, 3)
+    first, second = entry.run([a, b])
+    assert np.array_equal(first, a @ b) and np.array_equal(second, a @ b)

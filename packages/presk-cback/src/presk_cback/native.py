@@ -90,6 +90,11 @@ class NativeEntry:
         self.direct = {
             buf for buf in schedule.inputs if buf not in kept and self.buffers[buf].dtype != "bf16"
         }
+        # outputs read back out of the arena: bf16 (widened), an input too, or one listed twice
+        twice = {b for b in schedule.outputs if schedule.outputs.count(b) > 1}
+        self.copied = twice | set(schedule.inputs) | {
+            b for b in schedule.outputs if self.buffers[b].dtype == "bf16"
+        }
 
     @property
     def source(self) -> tuple[str, ...]:
@@ -186,7 +191,7 @@ class NativeEntry:
         arena. Each output is written where it is returned: into `out[i]` when given (a
         C-contiguous array of the output's storage type and size), else into a new array
         (or the one the last call returned, when nothing holds it any more); an output that
-        is also an input, or of bf16, is copied out of the arena."""
+        is also an input, listed twice, or of bf16, is copied out of the arena."""
         held, results = self._bind(inputs, out)
         if self.module.lib.presk_entry_io(pointer(self.arena, "char"), self.table):
             raise KernelError(f"an index out of range in `{self.schedule.entry}`")
@@ -222,7 +227,7 @@ class NativeEntry:
         for i, buf in enumerate(self.schedule.outputs):
             b = self.buffers[buf]
             given = out[i] if out is not None else None
-            if buf in self.schedule.inputs or b.dtype == "bf16":
+            if buf in self.copied:
                 results.append(None)
                 self._place(buf, base + self.offsets[buf])
                 continue
