@@ -92,9 +92,11 @@ class NativeEntry:
         }
         # outputs read back out of the arena: bf16 (widened), an input too, or one listed twice
         twice = {b for b in schedule.outputs if schedule.outputs.count(b) > 1}
-        self.copied = twice | set(schedule.inputs) | {
-            b for b in schedule.outputs if self.buffers[b].dtype == "bf16"
-        }
+        self.copied = (
+            twice
+            | set(schedule.inputs)
+            | {b for b in schedule.outputs if self.buffers[b].dtype == "bf16"}
+        )
 
     @property
     def source(self) -> tuple[str, ...]:
