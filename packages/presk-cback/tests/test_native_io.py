@@ -156,3 +156,23 @@ def test_an_output_listed_twice_is_read_from_the_arena():
     a, b = np.arange(20.0).reshape(5, 4), np.arange(12.0).reshape(4, 3)
     first, second = entry.run([a, b])
     assert np.array_equal(first, a @ b) and np.array_equal(second, a @ b)
+
+
+@pytest.mark.parametrize("tag,dtype", [("f32", np.float32), ("f64", np.float64)])
+def test_two_threads_through_the_io_table_keep_one_threads_bits(tag, dtype):
+    """A product split over two threads (OpenMP's pool asleep between launches,
+    presk_cback.load.quiet_pool), inputs read where they lie: one thread's bits."""
+    import os
+
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((300, 70)).astype(dtype)
+    b = rng.standard_normal((70, 90)).astype(dtype)
+    outs = []
+    for threads in (1, 2):
+        split = "i" if threads > 1 else None
+        layout = Layout(order=("i", "j"), pack=(0, 1), split=split, threads=threads)
+        entry = NativeEntry(contraction_schedule(300, 70, 90, tag, layout=layout))
+        outs.append(entry.run([a, b])[0])
+        outs.append(copying(entry, [a, b])[0])
+    assert all(same_bits([o], [outs[0]]) for o in outs[1:])
+    assert os.environ.get("GOMP_SPINCOUNT") is not None or "OMP_WAIT_POLICY" in os.environ
