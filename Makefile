@@ -10,7 +10,7 @@ EXAMPLES := tests/examples/mlp/mlp.psk tests/examples/minigpt/minigpt.psk \
 
 .PHONY: setup venv test tutorial grammar fuzz bench lint check-examples run-examples train-examples \
 	export-examples conformance sanitize opt-examples calibrate serve-examples serve-pt corpus-data corpus \
-	corpus-gpt experiment-gpt pytorch-baseline packages dist
+	corpus-gpt experiment-gpt pytorch-baseline packages dist explain explain-pdf c-conformance c-speed
 
 setup:
 	@command -v uv >/dev/null 2>&1 || test -x "$(UV)" || python3 -m pip install --user --quiet uv
@@ -242,3 +242,31 @@ calibrate: setup
 	    $(MINIGPT_CONSTS) --dim B=8 --dim T=32 --repeat 21 --opt --profile $(CALIBRATE_PROFILE)
 	.venv/bin/presk bench tests/examples/minigpt/train_minigpt.psk --entry loss \
 	    $(MINIGPT_CONSTS) --dim B=8 --dim T=32 --repeat 21 --opt --profile $(CALIBRATE_PROFILE)
+
+# `presk explain` of the tutorial's training loss (step 15's entry) under a budget, as a page,
+# and its screenshots for docs/explain.md (Debian's chromium: `apt-get install chromium`).
+explain: setup
+	$(PY) -m presk_cli.main explain tutorial/07_train.psk --entry loss --dim B=4 --budget 1e-6 \
+	    --out out/explain_loss --format html
+	@if command -v chromium >/dev/null 2>&1; then \
+	    $(PY) tools/screenshot.py out/explain_loss/explain.html docs/explain.png \
+	        --click '.el.kernel' && \
+	    $(PY) tools/screenshot.py out/explain_loss/explain.html docs/explain-network.png \
+	        --tab network --click '#expand-all'; \
+	else echo "explain: no chromium (apt-get install chromium): no screenshot"; fi
+
+# explain.md of `make explain` as a PDF: Python-Markdown (installed here, for this target
+# alone) and Debian's chromium through Playwright, which renders the listings' Unicode.
+explain-pdf: explain
+	$(UV) run --no-project --python $(PY) --with markdown python tools/md_pdf.py \
+	    out/explain_loss/explain.md out/explain_loss/explain.pdf
+
+# The C export outside the suite (tools/c_conformance.py): every case in f64 and f32, on one
+# thread and two, built by every compiler found with and without OpenMP, C1 checked; each
+# case's SCoP nests checked and shown to Polly. c-speed: the exported course GPT's forward
+# pass timed against the native backend, interleaved.
+c-conformance: setup
+	$(PY) tools/c_conformance.py conformance
+
+c-speed: setup
+	$(PY) tools/c_conformance.py speed

@@ -20,7 +20,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -412,15 +412,32 @@ def run_block(block: Block, settings: Settings, env: dict[str, str]) -> BlockRes
     return BlockResult(block, tuple(results), actual, output_matches(block.expected, actual))
 
 
-def run_steps(steps: Sequence[Step], settings: Settings) -> list[StepResult]:
+def run_steps(
+    steps: Sequence[Step], settings: Settings, shown: Callable[[str], None] | None = None
+) -> list[StepResult]:
+    """Each step's blocks run in turn; `shown` (on a terminal) is told which step runs, and
+    replaces that line with the step's outcome when it finishes."""
     env = command_environment(settings.root)
     results = []
+    todo = sum(1 for step in steps if step.blocks)
     for step in steps:
         if settings.verbose and step.blocks:
             print(f"## {step.name}", flush=True)
+        at = f"[{sum(1 for r in results if r.step.blocks) + 1}/{todo}] {step.name}"
+        if shown is not None and step.blocks:
+            shown(f"{at}: running…")
         blocks = tuple(run_block(block, settings, env) for block in step.blocks)
         results.append(StepResult(step, blocks))
+        if shown is not None and step.blocks:
+            done = results[-1]
+            outcome = "passed" if done.passed else "FAILED"
+            shown(f"\r\x1b[K{at}: {outcome}, {done.commands} commands, {done.seconds:.1f} s\n")
     return results
+
+
+def terminal_line(text: str) -> None:
+    sys.stderr.write(text)
+    sys.stderr.flush()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -621,7 +638,9 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(render_list(path, steps)))
         return 0
     settings = Settings(resolve_root(Path(args.document), args.root), args.timeout, args.verbose)
-    results = run_steps(steps, settings)
+    # a line per step as it finishes, on a terminal only (the table on stdout is the record)
+    shown = terminal_line if sys.stderr.isatty() and not args.verbose else None
+    results = run_steps(steps, settings, shown)
     lines = render_table(results)
     for result in results:
         for block in result.blocks:

@@ -89,12 +89,42 @@ def test_help():
     assert result.returncode == 0
     lines = result.stdout.decode().splitlines()
     assert lines[0] == (
-        "Presk compiler (0.1.0: front-end, reference interpreter, native backend, training,"
-        " PyTorch export)"
+        "Presk compiler (0.1.0: front-end, reference interpreter, native backend, e-graph"
+        " optimizer, training, serving, precision budgets, PyTorch and C exports)"
     )
     assert lines[1:3] == ["", "Usage: presk <COMMAND>"]
     assert any(line.startswith("  check ") for line in lines)
     assert "  -V, --version  Print version" in lines
+
+
+def test_help_lists_the_commands_in_the_specifications_order():
+    from presk_cli.main import ORDER
+
+    lines = run("presk", "--help").stdout.decode().splitlines()
+    names = [line.split()[0] for line in lines[lines.index("Commands:") + 1 : -4]]
+    assert names[-1] == "help" and sorted(names[:-1], key=ORDER.index) == names[:-1]
+    assert names[:4] == ["check", "run", "export", "dump"]
+    pad = {len(line) - len(line[2:].split(" ", 1)[1].lstrip()) for line in lines if
+           line.startswith("  ") and line[2:].split()[0] in names}  # fmt: skip
+    assert pad == {2 + max(map(len, names)) + 2}  # clap's: the longest name and two spaces
+
+
+def test_a_subcommands_help_reads_as_presk_help(call):
+    """clap's layout: the description, `Usage:`, the options, `-h, --help  Print help`."""
+    result = call(main, "data", "info", "--help")
+    assert result.returncode == 0
+    text = result.stdout.decode()
+    assert text.startswith("The type, count, version and sample size of FILE, then its first")
+    assert "\n\nUsage: presk data info [OPTIONS] FILE\n\nOptions:\n" in text
+    assert text.endswith("  -h, --help             Print help\n")
+
+
+def test_a_mistyped_command_gets_a_suggestion(call):
+    result = call(main, "chek", "tutorial/01_linear.psk")
+    assert result.returncode == 2
+    assert result.stderr.decode().endswith("Error: No such command 'chek'. Did you mean 'check'?\n")
+    result = call(main, "benhc")
+    assert "Did you mean 'bench'?" in result.stderr.decode()
 
 
 def test_version(call):
@@ -269,3 +299,7 @@ def test_start_up_imports_nothing_heavy(args):
         [str(python), "-c", code, *args], cwd=REPO, capture_output=True, text=True, timeout=60
     )
     assert result.stderr.splitlines()[-1] == "[]", result.stderr
+
+
+def test_presk_help_command_is_the_commands_help(call):
+    assert call(main, "help", "data").stdout == call(main, "data", "--help").stdout

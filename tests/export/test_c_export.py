@@ -375,3 +375,28 @@ def test_flags_of_the_pytorch_target_are_refused(tmp_path):
     assert done.returncode == 2
     assert "for --target c" in done.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_weights_from_a_checkpoint(tmp_path):
+    """`--weights CKPT`: the program's inputs hold the checkpoint's θ, as `presk run --weights`
+    binds it, and C1 holds on them; a checkpoint of another model is E7060, nothing written."""
+    file, entry, dims = TRAIN
+    presk_ok("train", file, "--steps", "2", "--ckpt", tmp_path / "ckpt")
+    ckpt = tmp_path / "ckpt" / "final.psk.d"
+    out = tmp_path / "c"
+    presk_ok("export", file, "--target", "c", "--entry", entry, *dims, "--weights", ckpt,
+             "-o", out)  # fmt: skip
+    run = json.loads(presk_ok("run", file, "--entry", entry, *dims, "--weights", ckpt,
+                              "--json").stdout)  # fmt: skip
+    path = str(out / "conformance" / "inputs.psk.d")
+    (sample,) = D.read(path, D.type_of(D.read_header(path).type_text))
+    got = np.concatenate([np.asarray(x, dtype=np.float64).reshape(-1) for x in sample])
+    want = np.concatenate([_decimals(v) for v in run["inputs"].values()])
+    assert _bits(got) == _bits(want)
+    check = subprocess.run(["make", "-s", "-C", str(out), "check"], capture_output=True, text=True)
+    assert check.stdout == "C1 holds: the outputs are the native backend's, bit for bit\n"
+    other = presk("export", "tutorial/03_attention.psk", "--target", "c", "--entry", "attend",
+                  "--dim", "B=1", "--dim", "T=3", "--weights", ckpt, "-o", tmp_path / "x")  # fmt: skip
+    assert other.returncode != 0 and "[E" in other.stderr and not (tmp_path / "x").exists()
+    usage = presk("export", file, "--target", "pytorch", "--weights", ckpt, "-o", tmp_path / "y")
+    assert usage.returncode == 2 and "--weights are for --target c" in usage.stderr

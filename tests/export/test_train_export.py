@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import os
 import re
 import subprocess
 import sys
@@ -51,7 +52,7 @@ def test_the_files_of_a_training_export(tutorial):
     script = files["train.py"]
     assert "from _06_tower import Tower\nfrom _07_train import loss\n" in script
     assert "    return Tower()\n" in script
-    assert "    value = loss(model, batch)\n" in script
+    assert "        return loss(self.model, batch)\n" in script
     assert "LR = 0.01\nBETAS = (0.9, 0.999)\nEPS = 1e-08\nWEIGHT_DECAY = 0.0\nWARMUP = 20\n" in (
         script
     )
@@ -217,3 +218,49 @@ training run {{
     (step,) = doc["steps"]
     assert step["loss"] == pytest.approx(math.log(64), rel=1e-12)  # the head starts at zeros
     assert [len(leaf) for leaf in step["batch"]] == [4, 4]
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
+def test_train_py_under_torchrun_is_the_one_process_run(tutorial):
+    """Two processes (torchrun, gloo on CPU), each a slice of every batch of 8, log the losses
+    of one process on the whole batch (float64: equal to six decimals), and only the first
+    writes checkpoints, 0644 under a umask of 022 as `open` creates them."""
+    out, _ = tutorial
+    script = ["train.py", "--steps", "12", "--log-every", "4", "--float64", "--threads", "1"]
+    one = [sys.executable, *script, "--ckpt", "one"]
+    two = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+        *script, "--ckpt", "two",
+    ]  # fmt: skip
+    runs = [
+        subprocess.Popen(
+            cmd,
+            cwd=out,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=lambda: os.umask(0o022),
+        )  # fmt: skip
+        for cmd in (one, two)
+    ]
+    (log1, err1), (log2, err2) = (p.communicate(timeout=600) for p in runs)
+    assert runs[0].returncode == 0, err1
+    assert runs[1].returncode == 0, err2
+    lines1, lines2 = log1.splitlines(), log2.splitlines()
+    assert lines2[0].endswith("1 thread in each of 2 processes, float64"), lines2
+    losses = [re.findall(r"^step \d+/12 .*  loss (\S+)", log, re.M) for log in (log1, log2)]
+    assert len(losses[0]) == 3 and losses[0] == losses[1], (log1, log2)
+    assert len(lines2) == len(lines1)  # one process logs
+    final = out / "two" / "final.pt"
+    assert sorted(p.name for p in (out / "two").iterdir()) == ["final.pt"]
+    assert final.stat().st_mode & 0o777 == 0o644
+
+
+def test_train_py_refuses_a_batch_that_does_not_split(tutorial, monkeypatch):
+    out, _ = tutorial
+    done = subprocess.run(
+        [sys.executable, "train.py", "--steps", "1"],
+        cwd=out, capture_output=True, text=True, env={**os.environ, "WORLD_SIZE": "3"},
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr == "train.py: a batch of 8 does not split among 3 processes\n"

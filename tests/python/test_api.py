@@ -239,6 +239,20 @@ def test_a_run_stopped_by_presk_train_resumes_from_python(tmp_path) -> None:
     assert all(np.array_equal(bits(v), bits(whole[k])) for k, v in flat(theta).items())
 
 
+def test_opt_from_python_is_presk_train_opt(tmp_path) -> None:
+    flags = ["--steps", 2, "--backend", "native", "--opt"]
+    code, _, err = cli("train", TRAIN, *flags, "--ckpt", tmp_path / "cli")
+    assert code == 0, err
+    theta = presk.load(TRAIN).train(steps=2, ckpt=str(tmp_path / "py"), opt=True)
+    from presk_cli.arguments import flat
+
+    final = flat(presk.read_data(tmp_path / "cli" / "final.psk.d"))
+    assert all(np.array_equal(bits(v), bits(final[k])) for k, v in flat(theta).items())
+    with pytest.raises(presk.PreskError) as e:
+        presk.load(TRAIN).train(steps=1, ckpt=str(tmp_path / "p"), profile="x.json")
+    assert e.value.code == "E7080" and not (tmp_path / "p").exists()
+
+
 def test_an_interrupted_run_saves_its_last_step_and_gives_the_mask_back(tmp_path) -> None:
     import signal
 

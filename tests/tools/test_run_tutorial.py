@@ -541,3 +541,16 @@ def test_the_format_chapter_is_itself_a_passing_document(capsys):
     rows = out.splitlines()[1:-1]  # its examples are prose: one live block runs
     assert [row.split()[:5] for row in rows] == [["A", "live", "example", "3", "passed"]]
     assert "1 step, 3 commands: all passed" in out
+
+
+def test_a_terminal_is_told_each_step_as_it_runs_and_finishes(tmp_path):
+    """`make tutorial` on a terminal: a line per step, `running…` replaced by its outcome."""
+    steps = rt.parse_document(doc(FAILING))
+    shown: list[str] = []
+    results = rt.run_steps(steps, rt.Settings(tmp_path.resolve(), 10.0, False), shown.append)
+    assert [r.passed for r in results if r.step.blocks] == [True, False]
+    assert shown[0] == "[1/2] 1. Good: running…"
+    assert shown[1].startswith("\r\x1b[K[1/2] 1. Good: passed, 1 commands, ")
+    assert shown[2] == "[2/2] 2. Bad: running…"
+    assert shown[3].startswith("\r\x1b[K[2/2] 2. Bad: FAILED, 1 commands, ")
+    assert all(line.endswith(" s\n") for line in shown[1::2]) and len(shown) == 4

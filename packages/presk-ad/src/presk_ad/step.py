@@ -35,12 +35,13 @@ STEP = "{}.train_value_grad"
 """The function a step calls: the objective's loss and gradient in θ, in one call."""
 
 
-def training_step(core: Program, objective: str) -> Program:
+def training_step(core: Program, objective: str, remat: str = "residuals") -> Program:
     """The program with `obj.train(batch, θ)`, the objective with θ last (the parameter
     `value_grad` differentiates in), and `obj.train_value_grad(batch, θ) = value_grad
     obj.train(batch, θ)`: the loss and its gradient in θ, a call of `obj.train.value_grad`
     once differentiated. An objective that takes a key, `obj(θ, key, batch)` (dropout),
-    gives `obj.train(key, batch, θ)` and `obj.train_value_grad(key, batch, θ)`."""
+    gives `obj.train(key, batch, θ)` and `obj.train_value_grad(key, batch, θ)`. `remat`: the
+    reverse mode's form (presk_ad.vjp.differentiate)."""
     fn = core.function(objective)
     theta, *rest = fn.params  # (batch) or (key, batch)
     params = tuple(Value(i, p.type, p.name) for i, p in enumerate((*rest, theta)))
@@ -54,7 +55,7 @@ def training_step(core: Program, objective: str) -> Program:
     pair_type = TupleT((fn.result, theta.type))
     pair = s.emit("value_grad", params, pair_type, {"fn": wrap.name, "dims": dims}, fn.span, made)
     step = Function(s.name, fn.dims, params, pair.type, tuple(s.body), pair, fn.effects)
-    return differentiate(replace(core, functions=core.functions + (wrap, step)))
+    return differentiate(replace(core, functions=core.functions + (wrap, step)), remat)
 
 
 # ---- the loop of a training run on the interpreter --------------------------------------

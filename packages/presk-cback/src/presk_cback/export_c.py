@@ -32,6 +32,7 @@ from presk_kernel.layout import applies, is_laid
 from presk_cback import gemm
 from presk_cback.emit import CTYPE, PRELUDE, EmitError, KernelC, _name
 from presk_cback.export_main import main_c
+from presk_cback.memory import c_arenas
 from presk_cback.strip import Strip
 from presk_cback.toolchain import Toolchain, find_toolchain
 from presk_cback.written import zeroed
@@ -518,13 +519,7 @@ def c_program(
     body = entry_call(schedule)
     ef = frames[body.function]
     cname = cnames[body.function]
-    hb = schedule.buffers
-    io = sum(
-        -(-math.prod(a.length for a in hb[b].axes) * _itemsize(hb[b].dtype) // 64) * 64
-        for b in (*schedule.inputs, *schedule.outputs)
-    )
-    arena = io + ef.need
-    unreleased = io + sum(frames[c.function].own for c in _calls(body))
+    arena, unreleased = c_arenas(schedule, tuple(frames.values()))
     model_h, model = model_c(host, lets, entry, threads, arena)
     files = {
         "kernels.c": _omp_macros(kernels),
@@ -554,10 +549,6 @@ LIBM_C = """/* presk_libm.c: presk libm's functions over arrays, out of line (th
  * presk_libm.h's own): y[i] = presk_exp(x[i]) and the like, for a program that links them. */
 #include "presk_libm.h"
 """
-
-
-def _itemsize(dtype: str) -> int:
-    return {"f64": 8, "f32": 4, "bf16": 2, "i64": 8, "bool": 1}[dtype]
 
 
 def _template(name: str) -> str:

@@ -22,6 +22,13 @@ def c_pass(schedule: Schedule, ctx: Context) -> CSource:
     return CSource(entry_source(schedule))
 
 
+def network_pass(schedule: Schedule, ctx: Context) -> Text:
+    """The pass `network`: the entry's calls as an outline (presk_cback.network)."""
+    from presk_cback.network import outline
+
+    return Text(outline(schedule))
+
+
 def _no_reading(data: bytes, ctx: Context) -> CSource:  # C is the end of the pipe
     from presk_syntax.codec import DocumentError
 
@@ -39,5 +46,14 @@ PASSES: tuple[Pass, ...] = (
         "layout",
         c_pass,
         StageProgram("presk-c", KERNEL, C),
+    ),
+    Pass(
+        "network",
+        "the entry's calls (--entry, --dim) as an outline: each call, the kernels its body"
+        " launches and its temporaries' bytes (presk explain's network.svg)",
+        Schedule,
+        Text,
+        "layout",
+        network_pass,
     ),
 )

@@ -180,18 +180,22 @@ class Program:
               threads: int = 1, seed: int = 0, bits: int = 256, callback: Callable | None = None,
               ckpt: str | None = None, log: Callable[[str], None] | None = None,
               log_every: int = 10, data: str | None = None, metrics: str | None = None,
-              resume: str | None = None) -> dict:  # fmt: skip
+              resume: str | None = None, opt: bool = False,
+              profile: str | None = None) -> dict:  # fmt: skip
         """The file's `training run` as `presk train` runs it, its flags as arguments
         (`--steps`, `--backend`, `--realize`, `--threads`, `--seed`, `--bits`, `--ckpt`,
-        `--log-every`, `--data`, `--metrics`, `--resume`): `callback(record)` after each
+        `--log-every`, `--data`, `--metrics`, `--resume`, `--opt`, `--profile`: the step
+        rewritten by the exact rules, its report on standard error): `callback(record)` after each
         step, with its `--metrics` line as a dict (step, epoch, loss, lr, grad_norm,
         seconds); `log(line)` each line of its log (none without it). The final θ, as a
         nested dict of float64 arrays (also written to `final.psk.d` in `ckpt`)."""
         from presk_cli.training import Run, train_file
 
         _options(backend, realize, threads)
+        if profile is not None and not opt:
+            raise PreskError.of("E7080", "profile= prices opt=True's rewriting: give opt=True")
         run = Run(steps, (backend, realize, threads), seed, bits, ckpt, data, metrics, resume,
-                  log_every)  # fmt: skip
+                  log_every, opt, profile)  # fmt: skip
         return train_file(self, run, callback, log)
 
 

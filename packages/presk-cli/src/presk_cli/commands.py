@@ -79,11 +79,11 @@ def _train_lowered(file, ctx, elaborated, shown, flags, opt, profile, native, ke
     """`presk train` past checking: the file lowered to PSK-Core, its step rewritten
     (`--opt`), trained on the interpreter or the kernels (`flags`: steps, log_every, ckpt,
     seed, bits)."""
-    from presk_cli.train import train_program
+    from presk_cli.train import opt_rewrite, train_program
 
     shown.phase("lowering to PSK-Core")
     core = PIPELINE.run(TRAIN, file, ctx, start=elaborated, first="elab")
-    rewrite = _step_rewrite(ctx, profile, core, os.path.dirname(file)) if opt else None
+    rewrite = opt_rewrite(ctx, core, os.path.dirname(file), profile) if opt else None
     # from the core program: its training run, its data by the file's folder (--opt: the
     # rewritten step, lowered to kernels with --backend kernel|native)
     options = (native["backend"], native["realize"], native["threads"])
@@ -111,15 +111,6 @@ def _held_type(path: str) -> str:
     from presk_cli.train import held_type
 
     return held_type(path)
-
-
-def _step_rewrite(ctx, profile=None, core=None, folder=""):
-    from presk_opt.cli import step_rewrite, step_sizes  # `--opt`: the step through core-opt
-    from presk_syntax.pipeline import Pricing
-
-    if profile is not None:  # priced at the step's sizes: its batch, its data's dimensions
-        ctx.pricing = Pricing(profile, step_sizes(core.trainings[0], folder))
-    return step_rewrite(ctx)
 
 
 def _consts(values: tuple[str, ...]) -> dict[str, str]:
@@ -274,6 +265,15 @@ def check(
     show_default=True,
     help="With --stage sched or kernel: the type of every real, or a realization (@FILE).",
 )
+@click.option(
+    "--format",
+    "form",
+    type=click.Choice(["text", "unicode"]),
+    default="text",
+    show_default=True,
+    help="With a Core stage: `unicode`, each function as equations, each made by a pass with"
+    " the rule that made it.",
+)
 def dump(
     file: str,
     stage: str,
@@ -284,6 +284,7 @@ def dump(
     entry: str | None,
     dims: tuple[str, ...],
     realize: str,
+    form: str,
 ) -> None:
     """Print FILE after a stage of the compiler. The format is not stable."""
     from presk_core.ir import Program
@@ -294,6 +295,8 @@ def dump(
     from presk_cli.pipeline import show
 
     p = PIPELINE.find(stage)
+    if form == "unicode" and not issubclass(p.gives, (Program, Optimized)):
+        raise click.UsageError(f"--format unicode is for the Core stages, not `{stage}`")
     where = EntryOptions(entry, tuple(_dims(dims).items()), realize)
     elab = issubclass(p.gives, Elaborated)
     ctx = Context(consts=_consts(consts), remat=remat, check=elab, entry=where)
@@ -312,6 +315,11 @@ def dump(
         emit([d for d in ctx.diagnostics if d.is_error], ctx.sources)
         click.echo(show(value), nl=False)
         sys.exit(1 if any(d.is_error for d in ctx.diagnostics) else 0)
+    if form == "unicode":
+        from presk_core.equations import format_equations
+
+        click.echo(format_equations(value), nl=False)
+        return
     click.echo(show(value, sites), nl=False)
 
 

@@ -25,10 +25,11 @@ from presk_cli.native import REALIZE
 )
 @click.option(
     "--mode",
-    type=click.Choice(["readable"]),
-    default="readable",
-    show_default=True,
-    help="`readable`: a class per module, a function per function, the source's names.",
+    type=click.Choice(["readable", "scop"]),
+    default=None,
+    help="`readable` (PyTorch's, the default): a class per module, a function per function,"
+    " the source's names; `scop` (with --target c): each nest at point zero, a C function"
+    " a polyhedral tool reads.",
 )
 @click.option(
     "--shapes",
@@ -88,6 +89,14 @@ from presk_cli.native import REALIZE
     show_default=True,
     help="The root of the inputs.",
 )
+@click.option(
+    "--weights",
+    "weights_file",
+    type=click.Path(dir_okay=False),
+    metavar="CKPT",
+    help="With --target c: the entry's parameter tree from a checkpoint (a .psk.d of"
+    " `params M`, as `presk train` writes it): the program's inputs hold it.",
+)
 @click.option("-o", "--out", required=True, type=click.Path(file_okay=False), help="The folder.")
 def export(
     file,
@@ -104,6 +113,7 @@ def export(
     serve,
     consts,
     seed,
+    weights_file,
     out,
 ) -> None:
     """Export FILE to PyTorch: one Python file per Presk file it reaches, and with
@@ -128,10 +138,27 @@ def export(
                 err=True,
             )
             sys.exit(2)
-        export_c_command(file, c_entry, dims, consts, seed, realize, threads, out)
+        if mode == "readable":
+            click.echo("presk export: --mode readable is for --target pytorch", err=True)
+            sys.exit(2)
+        if mode == "scop" and threads != 1:
+            click.echo("presk export: --mode scop writes each nest at point zero, on one"
+                       " thread: no --threads", err=True)  # fmt: skip
+            sys.exit(2)
+        if mode == "scop" and weights_file is not None:
+            click.echo("presk export: --mode scop draws each nest's inputs: no --weights", err=True)
+            sys.exit(2)
+        export_c_command(file, c_entry, dims, consts, seed, realize, threads, out, mode,
+                         weights_file)  # fmt: skip
         return
-    if c_entry is not None or realize != "f64" or threads != 1:
-        click.echo("presk export: --entry, --realize and --threads are for --target c", err=True)
+    if mode == "scop":
+        click.echo("presk export: --mode scop is for --target c", err=True)
+        sys.exit(2)
+    if c_entry is not None or realize != "f64" or threads != 1 or weights_file is not None:
+        click.echo(
+            "presk export: --entry, --realize, --threads and --weights are for --target c",
+            err=True,
+        )
         sys.exit(2)
     ctx = Context(consts=_consts(consts))
     sources = ctx.sources
@@ -176,12 +203,14 @@ def export(
     click.echo(f"presk export: wrote {', '.join(written)}")
 
 
-def export_c_command(file, entry, dims, consts, seed, realize, threads, out) -> None:
+def export_c_command(
+    file, entry, dims, consts, seed, realize, threads, out, mode=None, weights=None
+) -> None:
     """`presk export --target c` (presk_cli.export_c): the summary line, or a diagnostic."""
     from presk_core.run import EntryError, RunError
     from presk_syntax.pipeline import Context
 
-    from presk_cli.export_c import ExportCError, export_c
+    from presk_cli.export_c import ExportCError, export_c, export_scop
     from presk_cli.native import NativeError, fail
     from presk_cli.pipeline import PIPELINE, RUN
 
@@ -194,7 +223,10 @@ def export_c_command(file, entry, dims, consts, seed, realize, threads, out) -> 
     sources = ctx.sources
     try:
         core = PIPELINE.run(RUN, file, ctx)
-        line = export_c(core, entry, _dims(dims), seed, realize, threads, out)
+        if mode == "scop":
+            line = export_scop(core, entry, _dims(dims), realize, out)
+        else:
+            line = export_c(core, entry, _dims(dims), seed, realize, threads, out, weights)
     except DiagnosticError as e:
         _fail(e, sources)
     except (EntryError, RunError) as e:

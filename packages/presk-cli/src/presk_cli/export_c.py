@@ -146,9 +146,17 @@ def check_out(out: str) -> None:
 
 
 def export_c(
-    core, entry_text: str, dims: dict, seed: int, realize: str, threads: int, out: str
+    core,
+    entry_text: str,
+    dims: dict,
+    seed: int,
+    realize: str,
+    threads: int,
+    out: str,
+    weights: str | None = None,
 ) -> str:
-    """Write the C program of `entry_text` into `out`; the summary line."""
+    """Write the C program of `entry_text` into `out`; the summary line. `weights`: a
+    checkpoint binding the entry's parameter tree (`--weights`), its inputs' θ."""
     import numpy as np
     from presk_cback.export_c import c_program
     from presk_core import data as D
@@ -161,7 +169,12 @@ def export_c(
     check_out(out)
     entry = parse_entry(entry_text, core, None, dims)
     check_dim_names(entry)
-    inputs = entry_inputs(core, entry, seed, 256)
+    trees = None
+    if weights is not None:
+        from presk_cli.weights import bind_weights
+
+        trees = bind_weights(core, entry, weights, 256)
+    inputs = entry_inputs(core, entry, seed, 256, None, trees)
     args = [v for _, _, v in inputs]
     all_dims = dict(entry.dims) | dict(entry.prefix)
     schedule = lower(core, entry.function.name, all_dims, args, realize, threads)
@@ -217,6 +230,41 @@ def export_c(
         f" {fns} function{'' if fns == 1 else 's'} besides the entry's and {program.loops} loops,"
         f" an arena of {program.arena} bytes ({program.unreleased} released nothing), into {out};"
         f" `make -C {out} check` builds it and compares it with the native backend"
+    )
+
+
+def export_scop(core, entry_text: str, dims: dict, realize: str, out: str) -> str:
+    """`--mode scop`: each nest of `entry_text` at point zero, a C function a polyhedral tool
+    reads, with a driver comparing each with the native backend (presk_cback.scop); the
+    summary line."""
+    from presk_cback.scop import scop_files
+    from presk_core import data as D
+    from presk_core.run import check_dim_names, parse_entry
+
+    from presk_cli.native import lower
+
+    check_out(out)
+    entry = parse_entry(entry_text, core, None, dims)
+    check_dim_names(entry)
+    all_dims = dict(entry.dims) | dict(entry.prefix)
+    schedule = lower(core, entry.function.name, all_dims, None, realize, 1)
+    files, found = scop_files(schedule, entry.shown)
+    files[EXPORT_MARK] = "presk export --target c --mode scop\n"
+    with D.atomic_dir(out) as tmp:
+        for name, text in files.items():
+            D.write_text(os.path.join(tmp, name), text)
+    shown_dims = ", ".join(f"{k} = {v}" for k, v in dims.items())
+    at = f" at {shown_dims}" if shown_dims else ""
+    kind = (
+        f"in {realize}" if not realize.startswith("@") else f"under the realization {realize[1:]}"
+    )
+    sites = len({n.site for n in found})
+    static = sum(n.static for n in found)
+    return (
+        f"presk export: `{entry.shown}`{at} {kind}: {sites} nests at {len(found)} shapes at point"
+        f" zero, a C function each, {static} of them static-control parts and"
+        f" {len(found) - static} not (`nests.json` says why), into {out}; `make -C {out} check`"
+        " builds them and compares each with the native backend"
     )
 
 

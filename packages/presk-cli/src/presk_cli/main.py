@@ -26,18 +26,86 @@ from presk_cli import __version__
 COMMANDS = {
     "check": "presk_cli.commands:check",
     "run": "presk_cli.commands:run",
+    "export": "presk_cli.export:export",
+    "dump": "presk_cli.commands:dump",
     "train": "presk_cli.commands:train",
     "serve": "presk_cli.serve:serve",
-    "dump": "presk_cli.commands:dump",
+    "explain": "presk_cli.explain:explain",
+    "memory": "presk_cli.memory:memory",
     "bench": "presk_cli.bench:bench",
     "calibrate": "presk_cli.precision:calibrate",
     "solve": "presk_cli.solve:solve",
-    "export": "presk_cli.export:export",
     "data": "presk_cli.data:data",
 }
-"""The commands, in the order of the help: each imported when it is used (or listed)."""
+"""The commands: each imported when it is used (or listed)."""
 
-DESCRIPTION = f"Presk compiler ({__version__}: front-end, reference interpreter, native backend, training, PyTorch export)"
+ORDER = ("check run export dump train serve plan explain memory autotune reprice rank refit"
+         " bench calibrate solve quantize data").split()  # fmt: skip
+"""The order of the specification's `presk --help` (L50–L68); a command not in it comes after."""
+
+BUILT = (
+    "front-end, reference interpreter, native backend, e-graph optimizer, training, serving,"
+    " precision budgets, PyTorch and C exports"
+)
+"""What is built, as the banner says it (the specification's words, for what has landed)."""
+
+DESCRIPTION = f"Presk compiler ({__version__}: {BUILT})"
+
+
+class ClapFormatter(click.HelpFormatter):
+    """A command's help in clap's layout, as `presk --help` has it: the description first,
+    unindented, then `Usage: …`, then the sections (`Arguments:`, `Options:`, `Commands:`),
+    and `-h, --help` as `Print help`."""
+
+    HEADINGS = {"Positional arguments": "Arguments"}
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.usage = ""
+        self.headed = False
+
+    def write_usage(self, prog: str, args: str = "", prefix: str | None = None) -> None:
+        self.usage = f"Usage: {prog} {args}".rstrip() + "\n"  # written before the sections
+
+    def write_text(self, text: str) -> None:
+        if self.headed:
+            return super().write_text(text)
+        indent, self.current_indent = self.current_indent, 0  # the description: unindented
+        try:
+            super().write_text(text)
+        finally:
+            self.current_indent = indent
+
+    def write_heading(self, heading: str) -> None:
+        if not self.headed:
+            self._usage_after_description()
+        super().write_heading(self.HEADINGS.get(heading, heading))
+
+    def write_dl(self, rows, col_max: int = 30, col_spacing: int = 2) -> None:
+        rows = [(t, "Print help" if t == "-h, --help" else d) for t, d in rows]
+        super().write_dl(rows, col_max, col_spacing)
+
+    def getvalue(self) -> str:
+        if not self.headed:
+            self._usage_after_description()
+        return super().getvalue()
+
+    def _usage_after_description(self) -> None:
+        self.headed = True
+        text = "".join(self.buffer).strip("\n")
+        self.buffer = [f"{text}\n\n" if text else "", self.usage, "\n"]
+
+
+class PreskContext(click.Context):
+    formatter_class = ClapFormatter
+
+
+def _clap(command: click.Command) -> click.Command:
+    """`command` (a group's subcommands too) with its help in clap's layout."""
+    command.context_class = PreskContext
+    for sub in getattr(command, "commands", {}).values():
+        _clap(sub)
+    return command
 
 
 class PreskGroup(click.Group):
@@ -47,8 +115,16 @@ class PreskGroup(click.Group):
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in self.commands and name in COMMANDS:
             module, _, attr = COMMANDS[name].partition(":")
-            self.add_command(getattr(importlib.import_module(module), attr), name)
+            self.add_command(_clap(getattr(importlib.import_module(module), attr)), name)
         return self.commands.get(name)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        try:
+            return super().resolve_command(ctx, args)
+        except click.exceptions.NoSuchCommand as e:  # click offers only the commands loaded
+            raise click.exceptions.NoSuchCommand(
+                e.command_name, possibilities=self.list_commands(ctx), ctx=ctx
+            ) from None
 
     def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         every = {name: self.get_command(ctx, name) for name in self.list_commands(ctx)}
@@ -66,7 +142,8 @@ class PreskGroup(click.Group):
         formatter.write("\n".join(lines) + "\n")
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return [*COMMANDS, *(n for n in self.commands if n not in COMMANDS)]
+        names = [*COMMANDS, *(n for n in self.commands if n not in COMMANDS)]
+        return sorted(names, key=lambda n: ORDER.index(n) if n in ORDER else len(ORDER))
 
     def invoke(self, ctx: click.Context):
         try:
@@ -94,7 +171,11 @@ def cli(ctx: click.Context) -> None:
         ctx.exit(2)
 
 
-@cli.command("help", hidden=True)
+class _Command(click.Command):
+    context_class = PreskContext
+
+
+@cli.command("help", hidden=True, cls=_Command)
 @click.argument("command", required=False)
 @click.pass_context
 def help_command(ctx: click.Context, command: str | None) -> None:
@@ -106,7 +187,7 @@ def help_command(ctx: click.Context, command: str | None) -> None:
     sub = group.get_command(ctx, command)
     if sub is None:
         raise click.UsageError(f"no command `{command}`", ctx)
-    with click.Context(sub, info_name=command, parent=ctx.parent) as sub_ctx:
+    with sub.context_class(sub, info_name=command, parent=ctx.parent) as sub_ctx:
         click.echo(sub.get_help(sub_ctx))
 
 

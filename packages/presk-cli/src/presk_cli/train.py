@@ -202,6 +202,17 @@ def checked_training(file: str, ctx, data: str | None):
     return elaborated
 
 
+def opt_rewrite(ctx, core: Program, folder: str, profile: str | None = None):
+    """`--opt`: the training step's program through core-opt (presk_opt), priced by the
+    roofline of `profile` at the step's sizes (its batch, its data's dimensions) if given."""
+    from presk_opt.cli import step_rewrite, step_sizes
+    from presk_syntax.pipeline import Pricing
+
+    if profile is not None:
+        ctx.pricing = Pricing(profile, step_sizes(core.trainings[0], folder))
+    return step_rewrite(ctx)
+
+
 def train_program(core: Program, folder: str, flags: tuple, options: tuple[str, str, int], echo,
                   rewrite=None, keeping: Keeping | None = None, progress=None) -> None:  # fmt: skip
     """The first `training run` of `core` (the pass TRAIN's value; its data in `folder`, the

@@ -28,6 +28,8 @@ class Run:
     metrics: str | None = None
     resume: str | None = None
     log_every: int = 10
+    opt: bool = False  # the step rewritten by the exact rules (presk_opt)
+    profile: str | None = None  # opt's pricing: a machine profile
 
 
 def _counts(run: Run) -> None:
@@ -53,6 +55,7 @@ def train_file(program, run: Run, callback: Callable[[dict], None] | None,
         TrainError,
         checked_training,
         checkpoints,
+        opt_rewrite,
         train_program,
         training_context,
     )
@@ -75,8 +78,9 @@ def train_file(program, run: Run, callback: Callable[[dict], None] | None,
     flags = (run.steps, run.log_every, run.ckpt, run.seed, run.bits)
     keeping = Keeping(resume=run.resume, metrics=run.metrics, on_step=callback)
     try:
+        rewrite = opt_rewrite(ctx, core, folder, run.profile) if run.opt else None
         with _mask_kept():
-            train_program(core, folder, flags, run.options, log or _quiet, None, keeping)
+            train_program(core, folder, flags, run.options, log or _quiet, rewrite, keeping)
     except (TrainError, ADError, RunError, EntryError) as e:  # as `presk train` says them
         raise PreskError.of("E7008", f"training stopped: {e}") from None
     except Exception as e:  # the others with their own codes (resume, metrics, data, C)

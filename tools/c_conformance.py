@@ -1,0 +1,142 @@
+"""`make c-conformance` and `make c-speed` (issue 24, L856): the C export checked and timed
+outside the test suite, at sizes the suite does not afford.
+
+    python tools/c_conformance.py conformance   # every case × type × threads × compiler
+    python tools/c_conformance.py speed         # the exported course GPT against native
+
+conformance: each case exported with `presk export --target c` (f64 and f32, one thread and
+two), built with every C compiler found (gcc, clang-16) with and without OpenMP, and its
+`make check` run (C1: the outputs are the native backend's, bit for bit); then each case's
+SCoP nests (`--mode scop`) checked, and found by Polly where clang has it. A table, one row
+a build; exit 1 if any build fails C1.
+
+speed: the course GPT's forward pass (corpus/nlp/05_gpt.psk, reduced width) exported in f32
+and timed by the program's `-r N` against `presk bench --backend native` of the same entry
+in the same minute (medians): the ratio C / native.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PRESK = [sys.executable, "-m", "presk_cli.main"]
+CASES = [
+    ("tutorial/07_train.psk", "loss", ["--dim", "B=8"]),
+    ("tutorial/03_attention.psk", "attend", ["--dim", "B=16", "--dim", "T=256"]),
+    ("tests/examples/mlp/mlp.psk", "mse_grad", ["--dim", "D=16", "--dim", "B=64"]),
+    ("tests/examples/llama/llama.psk", "block",
+     ["--dim", "B=1", "--dim", "T=16", "--const", "D=32", "--const", "H=4", "--const", "F=48"]),
+    ("tests/examples/minigpt/minigpt.psk", "MiniGPT.apply",
+     ["--dim", "B=2", "--dim", "T=32", "--const", "V=64", "--const", "D=64", "--const", "H=4",
+      "--const", "L=2"]),
+]  # fmt: skip
+GPT = ("corpus/nlp/05_gpt.psk", ["--const", "D=64", "--const", "H=4", "--const", "L=2"])
+
+
+def run(cmd: list[str], cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
+
+
+def compilers() -> list[str]:
+    return [c for c in ("gcc", "clang-16", "clang") if shutil.which(c)][:2]
+
+
+def conformance() -> int:
+    failures = 0
+    print(f"{'case':<34}{'type':<6}{'threads':>8}  {'compiler':<10}{'openmp':<8}result")
+    with tempfile.TemporaryDirectory() as tmp:
+        for file, entry, flags in CASES:
+            for realize in ("f64", "f32"):
+                for threads in ("1", "2"):
+                    out = Path(tmp) / f"{Path(file).stem}-{realize}-{threads}"
+                    done = run([*PRESK, "export", file, "--target", "c", "--entry", entry,
+                                *flags, "--realize", realize, "--threads", threads,
+                                "-o", str(out)])  # fmt: skip
+                    name = f"{Path(file).stem}:{entry}"
+                    if done.returncode != 0:
+                        print(f"{name:<34}{realize:<6}{threads:>8}  export failed: "
+                              f"{done.stderr.strip().splitlines()[:1]}")  # fmt: skip
+                        failures += 1
+                        continue
+                    for cc in compilers():
+                        for openmp in ("-fopenmp", ""):
+                            run(["make", "-s", "-C", str(out), "clean"])
+                            check = run(["make", "-s", "-C", str(out), "check", f"CC={cc}",
+                                         f"OPENMP={openmp}"])  # fmt: skip
+                            ok = check.returncode == 0 and "C1 holds" in check.stdout
+                            failures += not ok
+                            result = "C1 holds" if ok else "C1 FAILS " + check.stdout.strip()
+                            print(f"{name:<34}{realize:<6}{threads:>8}  {cc:<10}"
+                                  f"{'yes' if openmp else 'no':<8}{result}", flush=True)  # fmt: skip
+            scop = Path(tmp) / f"{Path(file).stem}-scop"
+            done = run([*PRESK, "export", file, "--target", "c", "--mode", "scop", "--entry",
+                        entry, *flags, "--realize", "f32", "-o", str(scop)])  # fmt: skip
+            check = run(["make", "-s", "-C", str(scop), "check"])
+            ok = done.returncode == 0 and check.returncode == 0
+            failures += not ok
+            summary = re.search(r"(\d+ of them static-control parts and \d+ not)", done.stdout)
+            polly = ""
+            clang = shutil.which("clang-16") or shutil.which("clang")
+            if clang and ok:
+                seen = run(["make", "-s", "-C", str(scop), "polly", f"POLLY={clang}"]).stdout
+                polly = f", Polly: {seen.count('SCoP begins here') // 2} SCoPs"
+            print(f"{Path(file).stem + ':' + entry:<34}scop  {'':>8}  "
+                  f"{(summary.group(1) if summary else 'export failed')}"
+                  f"{'; nests bit-identical' if ok else '; FAILS'}{polly}")  # fmt: skip
+    print(f"-- {failures} failure(s)")
+    return 1 if failures else 0
+
+
+def speed() -> int:
+    file, flags = GPT
+    entry = ["--entry", "GPT.apply"]
+    dims = ["--dim", "B=4", "--dim", "T=64"]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "gpt"
+        done = run([*PRESK, "export", file, "--target", "c", *entry, *dims, *flags,
+                    "--realize", "f32", "-o", str(out)])  # fmt: skip
+        if done.returncode != 0:
+            print(f"c-speed: the export failed: {done.stderr.strip()}", file=sys.stderr)
+            return 1
+        build = run(["make", "-s", "-C", str(out), "model"])
+        if build.returncode != 0:
+            print(f"c-speed: the build failed: {build.stderr.strip()}", file=sys.stderr)
+            return 1
+        rows = []
+        for _ in range(3):  # interleaved: C, then native, three rounds
+            timed = run([str(out / "model"), "-r", "21", str(out / "conformance/inputs.psk.d"),
+                         str(out / "out.psk.d")])  # fmt: skip
+            m = re.search(r"median ([\d.]+) ms", timed.stdout + timed.stderr)
+            bench = run([*PRESK, "bench", file, *entry, *dims, *flags, "--realize", "f32",
+                         "--repeat", "21"])  # fmt: skip
+            n = re.search(r"^native f32 +([\d.]+)", bench.stdout, re.M)
+            if m and n:
+                rows.append((float(m.group(1)), float(n.group(1))))
+        if not rows:
+            print("c-speed: no times read", file=sys.stderr)
+            return 1
+        rows.sort(key=lambda r: r[0] / r[1])
+        c, native = rows[len(rows) // 2]
+        print(f"course GPT forward (D=64, L=2, B=4, T=64, f32): C {c:.3f} ms, native {native:.3f}"
+              f" ms, C / native {c / native:.2f} (median of 3 interleaved rounds, {os.cpu_count()}"
+              " cores)")  # fmt: skip
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("what", choices=["conformance", "speed"])
+    args = parser.parse_args(argv)
+    return conformance() if args.what == "conformance" else speed()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
