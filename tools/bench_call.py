@@ -49,7 +49,7 @@ def sides(n: int, realize: str, threads: int):
     schedule = lower(core, "gemm", {"N": n}, [a, b], realize, threads)
     entry = compiled(schedule)
     timed = NativeEntry(schedule, timed=True)
-    inputs = storage(schedule, [a, b])
+    inputs = storage(schedule, [a, b], stored=True)
     dtype = np.float32 if realize == "f32" else np.float64
     x, y, z = a.astype(dtype), b.astype(dtype), np.empty((n, n), dtype)
     ns = np.zeros(len(schedule.launches) + 1)
