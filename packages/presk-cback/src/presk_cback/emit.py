@@ -9,12 +9,15 @@ operation — numpy's type promotion written as explicit casts, folds from their
 in increasing index, `fma` where the kernel has one, IEEE maximum and minimum, presk libm
 for the transcendentals, bf16 rounded to nearest even at each store.
 
-The host function `int presk_entry(char *arena)` launches the kernels in order over
-buffers at fixed offsets of one arena (presk_cback.arena: every buffer 64-byte aligned,
-temporaries whose lifetimes do not overlap in the same space); it zeroes the buffers that
-could show the kernel interpreter's memory starting at zero (at the start, or a shared
-temporary just before its first launch), and returns 1 when a gather's index was out of
-range. One signature for every entry: a process declares it once.
+The host function `int presk_entry_io(char *arena, char *const *io)` launches the kernels
+in order: the entry's inputs and outputs at the addresses `io` gives (`io_buffers`: the
+caller's own arrays, read and written where they lie), its temporaries at fixed offsets of
+one arena (presk_cback.arena: every buffer 64-byte aligned, temporaries whose lifetimes do
+not overlap in the same space); it zeroes the buffers that could show the kernel
+interpreter's memory starting at zero (at the start, or a shared temporary just before its
+first launch), and returns 1 when a gather's index was out of range. `int
+presk_entry(char *arena)` calls it with the inputs' and outputs' own spaces in the arena.
+Two signatures for every entry: a process declares them once.
 """
 
 from __future__ import annotations
@@ -51,10 +54,69 @@ from presk_cback.scalar_c import C_RULES, SUFFIX
 from presk_cback.scalar_c import promote as _promote
 from presk_cback.strip import Strip
 from presk_cback.toolchain import Toolchain, find_toolchain
+from presk_cback.written import used
 
-ENTRY_CDEF = "int presk_entry(char *arena);"
+ENTRY_CDEF = """int presk_entry(char *arena);
+int presk_entry_io(char *arena, char *const *io);
+int64_t presk_nonfinite(const char *p, int64_t n, int f64);
+void presk_square_sum(const char *p, int64_t n, int f64, int64_t *limbs);"""
+SQUARE_LIMBS = 68  # 32-bit limbs of presk_square_sum's fixed point: 2⁻¹⁰⁷⁴ to past 2¹⁰²⁴
+HOST_HELPERS = r"""
+/* the first position of p[0..n) (doubles, or floats when f64 is 0) that is not finite
+ * (a NaN or an infinity), or -1: a training step's check of its loss and gradient */
+int64_t presk_nonfinite(const char *p, int64_t n, int f64) {
+    /* an exponent of all ones, read as integers: a loop the compiler vectorizes */
+    for (int64_t i = 0; i < n; i += 8192) {
+        int64_t e = i + 8192 < n ? i + 8192 : n, bad = 0;
+        if (f64) {
+            const uint64_t *x = (const uint64_t *)p, top = UINT64_C(0x7FF) << 52;
+#pragma omp simd reduction(+ : bad)
+            for (int64_t j = i; j < e; j++) bad += (x[j] & top) == top;
+        } else {
+            const uint32_t *x = (const uint32_t *)p, top = UINT32_C(0xFF) << 23;
+#pragma omp simd reduction(+ : bad)
+            for (int64_t j = i; j < e; j++) bad += (x[j] & top) == top;
+        }
+        if (bad)
+            for (int64_t j = i; j < e; j++) {
+                int hit = f64 ? (((const uint64_t *)p)[j] >> 52 & 0x7FF) == 0x7FF
+                              : (((const uint32_t *)p)[j] >> 23 & 0xFF) == 0xFF;
+                if (hit) return j;
+            }
+    }
+    return -1;
+}
+
+/* the exact sum of the squares of p[0..n) (each square rounded to a double, as numpy's
+ * np.square(x, dtype=float64)), added into limbs[0..67): limb i counts units of
+ * 2^(32i - 1074); limbs[67] counts the squares that overflowed to infinity; the values
+ * finite (presk_nonfinite), n below 2^31 a call */
+void presk_square_sum(const char *p, int64_t n, int f64, int64_t *limbs) {
+    for (int64_t i = 0; i < n; i++) {
+        double x = f64 ? ((const double *)p)[i] : (double)((const float *)p)[i];
+        double s = x * x;
+        uint64_t u;
+        memcpy(&u, &s, 8);
+        uint64_t e = (u >> 52) & 0x7FF, m = u & ((UINT64_C(1) << 52) - 1);
+        if (e == 0x7FF) { /* a square past the doubles: counted in the last limb */
+            limbs[67] += 1;
+            continue;
+        }
+        if (e) m |= UINT64_C(1) << 52;
+        uint64_t at = e ? e - 1 : 0; /* s = m * 2^(at - 1074) */
+        unsigned __int128 v = (unsigned __int128)m << (at % 32);
+        int64_t *l = limbs + at / 32;
+        l[0] += (int64_t)(uint64_t)(v & 0xFFFFFFFFu);
+        l[1] += (int64_t)(uint64_t)((v >> 32) & 0xFFFFFFFFu);
+        l[2] += (int64_t)(uint64_t)(v >> 64);
+    }
+}
+"""
 PARALLEL = "#pragma omp parallel for{simd} num_threads({threads}) schedule(static)"
-TIMED_CDEF = "int presk_entry_timed(char *arena, double *ns);"
+TIMED_CDEF = (
+    "int presk_entry_timed(char *arena, double *ns);\n"
+    "int presk_entry_timed_io(char *arena, char *const *io, double *ns);"
+)
 TIMED_PRELUDE = r"""
 static double presk_clock(void) {
     struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -411,6 +473,18 @@ class KernelC:
         return self.lines
 
 
+def io_buffers(schedule: Schedule) -> tuple[int, ...]:
+    """The buffers `presk_entry_io` takes from its caller, `io[j]` the address of the j-th:
+    the entry's inputs then its outputs (each once, in the schedule's order), those it uses.
+    `presk_entry(arena)` passes their own spaces in the arena (presk_cback.arena)."""
+    live = used(schedule)
+    seen: dict[int, None] = {}
+    for buf in (*schedule.inputs, *schedule.outputs):
+        if buf in live:
+            seen.setdefault(buf)
+    return tuple(seen)
+
+
 def entry_source(schedule: Schedule, lanes: bool = True, toolchain: Toolchain | None = None) -> str:
     """The C of an entry as one translation unit: presk libm, the kernels, and
     `presk_entry` launching them."""
@@ -436,6 +510,12 @@ def entry_units(
     arena = plan(schedule)
     offsets = arena.offsets
     byid = {b.id: b for b in schedule.buffers}
+    io = io_buffers(schedule)
+    slot = {buf: j for j, buf in enumerate(io)}
+
+    def base(buf: int) -> str:  # a persistent buffer's address is the caller's (io[j])
+        return f"io[{slot[buf]}]" if buf in slot else f"arena + {offsets[buf]}"
+
     seen: dict[str, str] = {}
     bodies: list[tuple[str, str | None, str]] = []  # (function text, gemm tag, its prototype)
     calls = []
@@ -452,14 +532,14 @@ def entry_units(
         for buf, arg in zip(launch.kernel.buffers, launch.args, strict=True):
             ct = CTYPE[byid[arg.buf].dtype]
             assert byid[arg.buf].dtype == buf.dtype, (launch.kernel.name, arg, buf)
-            args.append(f"({ct} *)(arena + {offsets[arg.buf]}) + {arg.offset}")
+            args.append(f"({ct} *)({base(arg.buf)}) + {arg.offset}")
         calls.append(f"{seen[text]}({', '.join([*args, '&err'])}); /* launch {i} */")
 
     def memsets(bufs) -> list[str]:  # those written whole first need none
         sizes = (
             (b, math.prod(a.length for a in byid[b].axes) * ITEMSIZE[byid[b].dtype]) for b in bufs
         )
-        return [f"memset(arena + {offsets[b]}, 0, {n});" for b, n in sizes if n]
+        return [f"memset({base(b)}, 0, {n});" for b, n in sizes if n]
 
     zero = memsets(arena.zero_first)
     zero_at = {i: memsets(bufs) for i, bufs in arena.zero_at.items()}
@@ -480,7 +560,15 @@ def entry_units(
     )
     if timed:  # clock_gettime under -std=c11
         common = "#define _POSIX_C_SOURCE 199309L\n#include <time.h>\n" + common
-    host = ["int presk_entry(char *arena) {\n    int err = 0;"]
+    table = ", ".join(f"arena + {offsets[b]}" for b in io) or "arena"
+    own = f"    char *const io[{max(1, len(io))}] = {{{table}}};"  # the arena's own spaces
+    host = [
+        "int presk_entry_io(char *arena, char *const *io);",
+        "int presk_entry(char *arena) {",
+        own,
+        "    return presk_entry_io(arena, io);\n}\n",
+        "int presk_entry_io(char *arena, char *const *io) {\n    int err = 0;",
+    ]
     host += [f"    {z}" for z in zero]
     for i, c in enumerate(calls):  # a shared temporary zeroed at its first launch
         host += [f"    {z}" for z in zero_at.get(i, ())] + [f"    {c}"]
@@ -488,7 +576,12 @@ def entry_units(
     if timed:
         clock = "CLOCK_THREAD_CPUTIME_ID" if timed == "cpu" else "CLOCK_MONOTONIC"
         host += TIMED_PRELUDE.replace("CLOCK_MONOTONIC", clock).splitlines()
-        host.append("int presk_entry_timed(char *arena, double *ns) {\n    int err = 0;")
+        host.append("int presk_entry_timed_io(char *arena, char *const *io, double *ns);")
+        host.append("int presk_entry_timed(char *arena, double *ns) {")
+        host.append(own)
+        host.append("    return presk_entry_timed_io(arena, io, ns);\n}\n")
+        host.append("int presk_entry_timed_io(char *arena, char *const *io, double *ns) {")
+        host.append("    int err = 0;")
         host.append("    double t = presk_clock();")
         host += [f"    {z}" for z in zero]
         host.append(f"    ns[{len(calls)}] += presk_clock() - t;")
@@ -501,5 +594,5 @@ def entry_units(
     if n > 1:
         host = [proto for _, _, proto in bodies] + host
         host = [p.replace("static void ", "void ", 1) for p in host]
-    blocks[-1] += host
+    blocks[-1] += [HOST_HELPERS, *host]
     return tuple("\n".join([common, *b]) for b in blocks)

@@ -92,7 +92,7 @@ def bench_rows(core, entry, args, rows, bits: int, repeat: int, threads: int) ->
             if realize not in schedules:
                 schedules[realize] = lower(core, name, dims, args, realize, threads)
             schedule = schedules[realize]
-            inputs = storage(schedule, argument_leaves(args))
+            inputs = storage(schedule, argument_leaves(args), stored=kind == "native")
             if kind == "kernel":
                 run = executor(schedule, "kernel")
             else:
@@ -376,7 +376,7 @@ def opt_command(core, ctx, run, realize, threads, repeat, profile) -> None:
             all_dims = dict(e.dims) | dict(e.prefix)
             schedule = lower(program, e.function.name, all_dims, args, realize, threads)
             call = compiled(schedule).run
-            inputs = storage(schedule, argument_leaves(args))
+            inputs = storage(schedule, argument_leaves(args), stored=True)
             rows.append((name, *timed(lambda call=call, inputs=inputs: call(inputs), repeat)))
             if profile is not None:
                 kernels.append(kernel_time(timed_entry(schedule), inputs, repeat))

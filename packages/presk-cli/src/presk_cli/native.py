@@ -218,14 +218,16 @@ def compiled(schedule, lanes: bool = True):
         raise NativeError(d.code, d.message, getattr(d, "help", None)) from None
 
 
-def storage(schedule, leaves: list) -> list:
+def storage(schedule, leaves: list, stored: bool = False) -> list:
     """The input leaves as numpy arrays the executors take without a conversion of each
     element (done once, outside any timing): reals as doubles, which each executor rounds to
-    its buffers' type."""
+    its buffers' type; with `stored`, each in its buffer's storage type (bf16 reals still
+    doubles), which the compiled entry reads where it lies (presk_cback.native: `presk
+    bench` times the call, not a conversion)."""
     from presk_kernel.interp import to_storage
 
     types = {b.id: b.dtype for b in schedule.buffers}
-    real = ("f64", "f32", "bf16")
+    real = ("f64", "bf16") if stored else ("f64", "f32", "bf16")
     return [
         to_storage(v, "f64" if types[b] in real else types[b])
         for b, v in zip(schedule.inputs, leaves, strict=True)

@@ -67,6 +67,7 @@ class NativeTrainer:
         n = len(self.keys)
         self.n_batch = len(leaves) - 3 * n - 2
         self.backend = backend
+        self.call_seconds = 0.0  # the last step's compiled call alone (natively)
         types = {buf.id: buf.dtype for buf in self.schedule.buffers}
         self.in_types = [types[buf] for buf in self.schedule.inputs]
         self.out_types = [types[buf] for buf in self.schedule.outputs]
@@ -77,7 +78,18 @@ class NativeTrainer:
             self.entry = compiled(self.schedule)
             self.ins = [self.entry.view(buf) for buf in self.schedule.inputs]
             self.outs = [self.entry.view(buf) for buf in self.schedule.outputs]
+            for buf in self.entry.io:  # each input and output in its own space of the arena
+                self.entry.bind(buf, self.entry.view(buf))
             self.feed(range(len(leaves)), leaves)
+            # θ', m', v' computed where the next step reads θ, m, v: their spaces swapped
+            # after each step instead of copied (where both have one type, and no launch
+            # writes the input)
+            self.swapped = [
+                (self.n_batch + k, 1 + n + k)
+                for k in range(3 * n)
+                if self.in_types[self.n_batch + k] == self.out_types[1 + n + k]
+                and self.schedule.inputs[self.n_batch + k] in self.entry.direct
+            ]
         else:
             self.values = leaves
 
@@ -105,6 +117,23 @@ class NativeTrainer:
 
         return from_storage(self.outs[j], self.out_types[j])
 
+    def check(self, t: int, indices: list[int], loss: float, grads: list) -> None:
+        """presk_ad.step.finite on the step's loss and gradient (E7008 when one is not
+        finite): natively a scan in C of the arena's leaves, the diagnostic's positions
+        found by `finite` only when one is bad."""
+        if self.backend == "native" and math.isfinite(loss):
+            if all(self.entry.nonfinite(g) < 0 for g in grads):
+                return
+        finite(t, indices, loss, _tree(self, grads, copy=False))
+
+    def norm(self, grads: list) -> float:
+        """|g|: each square rounded to a double, their sum exact (math.fsum), as the
+        interpreter's; natively summed in C (NativeEntry.square_sum)."""
+        if self.backend == "native":
+            return math.sqrt(self.entry.square_sum(grads))
+        squares = (np.square(np.ravel(g), dtype=np.float64).tolist() for g in grads)
+        return math.sqrt(math.fsum(itertools.chain.from_iterable(squares)))
+
     def batch(self, t: int) -> tuple[list[int], object]:
         """The indices and stacked doubles of step t's batch (presk_ad.step.Trainer.batch,
         the interpreter's order)."""
@@ -112,12 +141,21 @@ class NativeTrainer:
         return indices, value
 
     def carry(self, n: int) -> None:
-        """θ', m' and v' onto θ, m and v in the arena: a copy, or where a realization stores
-        an input in another type than the step computes it (`params`), a rounding to it."""
+        """θ', m' and v' onto θ, m and v: their spaces swapped (`swapped`), else a copy, or
+        where a realization stores an input in another type than the step computes it
+        (`params`), a rounding to it."""
         from presk_kernel.interp import from_storage, to_storage
 
+        swapped = dict(self.swapped)
+        inputs, outputs = self.schedule.inputs, self.schedule.outputs
+        for i, j in self.swapped:  # no copy: the next step reads where this one wrote
+            self.ins[i], self.outs[j] = self.outs[j], self.ins[i]
+            self.entry.bind(inputs[i], self.ins[i])
+            self.entry.bind(outputs[j], self.outs[j])
         at = range(self.n_batch, self.n_batch + 3 * n)
         for i, new, have in zip(at, self.outs[1 + n :], self.out_types[1 + n :], strict=True):
+            if i in swapped:
+                continue
             view, into = self.ins[i], self.in_types[i]
             if into == have:
                 view[...] = new
@@ -135,11 +173,15 @@ class NativeTrainer:
 
             self.feed(range(self.n_batch), parts)
             self.feed(range(len(self.ins) - 2, len(self.ins)), scalars)
-            if self.entry.module.lib.presk_entry(pointer(self.entry.arena, "char")):
+            lib, arena = self.entry.module.lib, pointer(self.entry.arena, "char")
+            start = time.perf_counter()
+            if lib.presk_entry_io(arena, self.entry.table):
                 raise NativeError("E7003", f"an index out of range in `{self.schedule.entry}`")
-            self.carry(n)
+            self.call_seconds = time.perf_counter() - start
             grads = [self.read(1 + i) for i in range(n)]
-            return float(self.read(0)), grads, [self.read(1 + n + i) for i in range(n)]
+            loss, theta = float(self.read(0)), [self.read(1 + n + i) for i in range(n)]
+            self.carry(n)
+            return loss, grads, theta
         from presk_kernel.interp import KernelError, run_schedule
 
         self.values = parts + self.values[self.n_batch : -2] + scalars
@@ -393,13 +435,11 @@ def _one_step(native: NativeTrainer, trainer: Trainer, t: int, echo, log_every: 
     start = time.perf_counter()
     indices, batch = native.batch(t)
     loss, grads, theta = native.step(batch, t, rate)
-    finite(t, indices, loss, _tree(native, grads, copy=False))  # θ updated, never saved
+    native.check(t, indices, loss, grads)  # θ updated, never saved
     times.append(time.perf_counter() - start)
     logged = log_every and t % log_every == 0
     if logged or metrics is not None:
-        # each square rounded to a double, their sum exact (fsum), as the interpreter's
-        squares = (np.square(np.ravel(g), dtype=np.float64).tolist() for g in grads)
-        norm = math.sqrt(math.fsum(itertools.chain.from_iterable(squares)))
+        norm = native.norm(grads)
     if logged:
         shown.clear()
         echo(step_line(t, epoch, loss, rate, norm))
