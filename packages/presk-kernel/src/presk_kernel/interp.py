@@ -381,6 +381,22 @@ def _powf(a: list, dt):
     return np.power(a[0], a[1]).astype(dt)
 
 
+def _uniform(a: list) -> np.ndarray:
+    """Draw a[2] of the key (a[0], a[1]) as a double k·2^-53 (docs/randomness.md)."""
+    from presk_core.random import draw_bits
+
+    return (draw_bits(a[0], a[1], a[2]) >> np.uint64(11)).astype(np.float64) * 2.0**-53
+
+
+def _key_word(a: list) -> np.ndarray:
+    """Word a[3] (0: the high, 1: the low) of draw a[2] of the key (a[0], a[1])."""
+    from presk_core.random import draw_bits
+
+    bits = draw_bits(a[0], a[1], a[2])
+    word = np.where(np.asarray(a[3]) == 0, bits >> np.uint64(32), bits & np.uint64(0xFFFFFFFF))
+    return word.astype(np.int64)
+
+
 def _transcendental(name: str):
     return lambda a, attr, dt: _libm(name, a[0], dt)
 
@@ -409,6 +425,9 @@ OP_RULES = {
     "pow": lambda a, attr, dt: pow_int(a[0], attr, dt(1)),  # each product rounded
     "powf": lambda a, attr, dt: _powf(a, dt),
     "bf16": lambda a, attr, dt: round_bf16(a[0]),
+    "key_word": lambda a, attr, dt: _key_word(a),
+    "uniform": lambda a, attr, dt: _uniform(a).astype(dt),  # exact in f64, rounded to f32
+    "bernoulli": lambda a, attr, dt: _uniform(a) < np.asarray(a[3]).astype(np.float64),
 } | {name: _transcendental(name) for name in ("exp", "log", "tanh", "erf", "erfc", "sin", "cos")}
 
 
