@@ -1,7 +1,7 @@
 """A training run whose objective takes a key (issue 16): dropout trains on the reference
 interpreter, step t drawing with fold_in(fold_in_name(root_key(seed), "key"), t); the
-native backend refuses it, and the PyTorch export of its run is E8001, not a broken
-train.py."""
+native backend and the kernel interpreter train it with the interpreter's log (issue 29),
+and the PyTorch export of its run is E8001, not a broken train.py."""
 
 from __future__ import annotations
 
@@ -87,14 +87,28 @@ def test_step_t_draws_with_the_key_folded_with_t(tmp_path):
     assert other != first.loss  # another step's key, another mask
 
 
-def test_native_refuses_and_the_export_is_e8001(tmp_path):
+def test_native_and_kernel_give_the_interpreters_log(tmp_path):
+    """Issue 29: the step's draws are kernels, its key fed by the host each step."""
     where = folder(tmp_path)
     env = {**os.environ, "NO_COLOR": "1"}
-    done = subprocess.run(
-        [str(PRESK), "train", "drop.psk", "--steps", "1", "--backend", "native"],
-        cwd=where, capture_output=True, text=True, env=env,
-    )  # fmt: skip
-    assert done.returncode == 1 and "takes a key" in done.stderr, done.stderr
+
+    def log(*more: str) -> list[str]:
+        done = subprocess.run(
+            [str(PRESK), "train", "drop.psk", "--steps", "30", "--log-every", "5", *more],
+            cwd=where, capture_output=True, text=True, env=env,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return [line for line in done.stdout.splitlines() if line.startswith("step ")]
+
+    want = log()
+    assert len(want) == 6
+    assert log("--backend", "native") == want
+    assert log("--backend", "kernel") == want
+
+
+def test_the_export_is_e8001(tmp_path):
+    where = folder(tmp_path)
+    env = {**os.environ, "NO_COLOR": "1"}
     done = subprocess.run(
         [str(PRESK), "export", "drop.psk", "--target", "pytorch", "--conformance-entry",
          "train:2", "-o", "out"],
