@@ -30,7 +30,7 @@ from presk_syntax.diagnostics import DiagnosticError
 from presk_types.driver import checked
 from presk_types.presburger import Lin
 from presk_types.training import Run, replace_data
-from presk_types.types import Bool, Idx, Real, TupleT, Type
+from presk_types.types import Bool, Idx, KeyT, Real, TupleT, Type
 
 from presk_export.pyexpr import ExportError, identifier
 from presk_export.pyformat import py_literal
@@ -100,6 +100,13 @@ def train_files(
     run's data file."""
     run = training_run(export, data)
     export.refuse_if_left_out(run.objective.key)  # E8001: train.py would import nothing
+    objective = export.core.function(run.objective.key)
+    if any(isinstance(p.type, KeyT) for p in objective.params):
+        raise ExportError(
+            f"`{run.objective.key}` takes a key: train.py does not draw the steps' keys"
+            " (fold_in(key, t)); the module's draws export, and a conformance entry of a"
+            " function that draws runs (docs/export.md)"
+        )
     script = Script(export, run, out)
     for d, v in (dims or {}).items():
         if run.dims().get(d, v) != v:

@@ -1,0 +1,60 @@
+"""Draws in the PyTorch export (issue 29): the exported module computes presk's Threefry in
+torch's int64 ops, so `split_key`, `uniform` and `bernoulli` give the interpreter's numbers
+bit for bit, a dropout's forward and its gradient (torch.autograd through the mask) match
+the reference interpreter's, and the conformance test of an entry that draws passes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import presk_ok
+from presk_core import random as R
+
+torch = pytest.importorskip("torch")
+
+KEYS = [R.root_key(0), R.Key(0xFFFFFFFF, 0xFFFFFFFF), R.fold_in_name(R.root_key(7), "key")]
+
+
+def key_tensor(key: R.Key):
+    return torch.tensor(list(key), dtype=torch.long)
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_keys_and_uniforms_are_the_interpreters_bits(exported, key):
+    draws = exported("draws.psk")["draws"]
+    got = [tuple(int(w) for w in k) for k in draws.keys(key_tensor(key))]
+    assert got == [tuple(k) for k in R.split(key, 2)]
+    for b in (1, 3, 40):
+        u = draws.unif(key_tensor(key), B=b)
+        assert u.dtype == torch.float64
+        assert u.numpy().tobytes() == R.uniform(key, (b, 5)).tobytes()
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_dropout_and_its_gradient_are_the_interpreters(exported, reference, key):
+    draws = exported("draws.psk")["draws"]
+    x = np.random.default_rng(3).normal(size=(4, 5))
+    dims = {"B": 4}
+    want = reference.run("draws.psk", "drop", dims, [key, x])
+    got = draws.drop(key_tensor(key), torch.from_numpy(x.copy()))
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-15, atol=1e-15)
+    grad = reference.run("draws.psk", "drop_grad", dims, [key, x])
+    torch_grad = torch.func.grad(lambda t: draws.drop_loss(key_tensor(key), t))
+    np.testing.assert_allclose(torch_grad(torch.from_numpy(x.copy())).numpy(), grad, rtol=1e-14)
+
+
+def test_the_conformance_test_of_an_entry_that_draws_passes(tmp_path):
+    program = Path(__file__).parent / "programs" / "draws.psk"
+    for entry in ("drop", "keys"):
+        out = tmp_path / entry
+        args = ("--conformance-entry", entry, "--dim", "B=3", "-o", out)
+        presk_ok("export", program, "--target", "pytorch", *args)
+        test = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_conformance.py"],
+            cwd=out, capture_output=True, text=True,
+        )  # fmt: skip
+        assert test.returncode == 0, test.stdout + test.stderr
