@@ -20,9 +20,10 @@ def load(
     threads: bool = False,
     extra_flags: tuple[str, ...] = (),
     toolchain: Toolchain | None = None,
+    libs: tuple[str, ...] = (),
 ) -> Module:
-    """Compile `source` (or find it in the cache), open it, and check that `symbols`, declared
-    by `cdef`, resolve (presk_core.cc.load.load)."""
+    """Compile `source` (or find it in the cache), linked with `libs`, open it, and check that
+    `symbols`, declared by `cdef`, resolve (presk_core.cc.load.load)."""
     return _load.load(
         CODEGEN_VERSION,
         source,
@@ -31,4 +32,5 @@ def load(
         threads=threads,
         extra_flags=extra_flags,
         toolchain=toolchain,
+        libs=libs,
     )

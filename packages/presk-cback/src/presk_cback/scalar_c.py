@@ -121,7 +121,7 @@ def _draw(c: KernelC, op: str, a: list, attr) -> tuple[str, str]:
     if op == "bernoulli":
         p = c.cast(a[3][0], a[3][1], "f64")
         return f"presk_bernoulli({', '.join(args)}, {p})", "bool"
-    return c.cast(f"presk_uniform({', '.join(args)})", "f64", c.k.compute), c.k.compute
+    return c.cast(f"presk_{op}({', '.join(args)})", "f64", c.k.compute), c.k.compute
 
 
 C_RULES = {
@@ -145,4 +145,5 @@ C_RULES = {
     "bf16": lambda c, op, a, attr: (f"presk_bf16_round({c.cast(a[0][0], a[0][1], 'f32')})", "f32"),
     **dict.fromkeys(libm.FUNCTIONS, _libm),  # presk libm: presk_exp, presk_expf, …
     **dict.fromkeys(("key_word", "uniform", "bernoulli"), _draw),  # Threefry-2x32
+    "normal": lambda c, op, a, attr: _draw(c, "normal_at", a, attr),  # MPFR: normal_c
 }

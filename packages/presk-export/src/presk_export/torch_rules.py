@@ -327,6 +327,7 @@ RULES: dict[str, Rule] = {
     "split_key": _draw,
     "uniform": _draw,
     "bernoulli": _draw,
+    "normal": _draw,
     "stop_grad": _stop_grad,
     "zeros": _filled("torch.zeros"),
     "ones": _filled("torch.ones"),

@@ -10,6 +10,8 @@ the interpreter's whatever the layout, the lanes or the threads:
 - `split_key(k)`: keys 0 and 1 of `split(k, 2)`, word w of key i `key_word(k, i, w)`;
 - `fold_key(k, name)`: `fold_in` of each word of the name (`fold_in(k, d)` is draw d's words);
 - `uniform(k, shape)`: element c `uniform(k, c)`, exact in f64 (rounded once to f32);
+- `normal(k, shape)`: element c `normal(k, c)`, the double of the 256-bit Box–Muller value
+  (natively presk_core.normal_c's C, linked with MPFR);
 - `bernoulli(k, p, shape)`: 1 where `uniform(k, c) < p`, p read as a double: exactly the
   interpreter's `k < ⌈p·2^53⌉` for a p that is a double;
 - `init(k)` with `zeros` or `ones`: the fill (the other initializers draw through MPFR, E7002).
@@ -98,8 +100,8 @@ def _draw(step: InstrLowering) -> Tensor:
     out = k.output(axes, step.out_dtype())
     v = k.vars(len(axes))
     c = counter(v, axes)
-    if step.ins.op == "uniform":
-        value = op("uniform", k0, k1, c)
+    if step.ins.op in ("uniform", "normal"):
+        value = op(step.ins.op, k0, k1, c)
     else:
         p = step.operand(k, 1, v, axes)
         value = op("real", op("bernoulli", k0, k1, c, p))
@@ -123,6 +125,7 @@ DRAWS: dict[str, Callable[[InstrLowering], object]] = {
     "fold_key": _fold_key,
     "uniform": _draw,
     "bernoulli": _draw,
+    "normal": _draw,
     "init": _init,
 }
 """The loop nest of every random operation the kernels draw (`sample` is the interpreter's:

@@ -388,6 +388,21 @@ def _uniform(a: list) -> np.ndarray:
     return (draw_bits(a[0], a[1], a[2]) >> np.uint64(11)).astype(np.float64) * 2.0**-53
 
 
+def _normal(a: list) -> np.ndarray:
+    """Value a[2] of normal(key (a[0], a[1]), ·): presk_core.random's, for each key drawn."""
+    from presk_core.random import Key, normal
+
+    k0, k1, c = np.broadcast_arrays(*(np.asarray(x, dtype=np.int64) for x in a))
+    out = np.empty(c.shape, dtype=np.float64)
+    keys = np.stack([k0.reshape(-1), k1.reshape(-1)], axis=1)
+    flat_c, flat_out = c.reshape(-1), out.reshape(-1)
+    for w0, w1 in np.unique(keys, axis=0):
+        at = (keys[:, 0] == w0) & (keys[:, 1] == w1)
+        drawn = normal(Key(int(w0), int(w1)), int(flat_c[at].max()) + 1)
+        flat_out[at] = drawn[flat_c[at]]
+    return out
+
+
 def _key_word(a: list) -> np.ndarray:
     """Word a[3] (0: the high, 1: the low) of draw a[2] of the key (a[0], a[1])."""
     from presk_core.random import draw_bits
@@ -428,6 +443,7 @@ OP_RULES = {
     "key_word": lambda a, attr, dt: _key_word(a),
     "uniform": lambda a, attr, dt: _uniform(a).astype(dt),  # exact in f64, rounded to f32
     "bernoulli": lambda a, attr, dt: _uniform(a) < np.asarray(a[3]).astype(np.float64),
+    "normal": lambda a, attr, dt: _normal(a).astype(dt),  # a double, rounded to f32
 } | {name: _transcendental(name) for name in ("exp", "log", "tanh", "erf", "erfc", "sin", "cos")}
 
 
