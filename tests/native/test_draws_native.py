@@ -42,6 +42,8 @@ module X {
 
 fn keys(key : key) -> (key, key) = split_key(key)
 
+fn gauss(key : key) -> ℝ[batch: B, model: D] uses Rand = normal(key, batch: B, model: D)
+
 fn unif(key : key) -> ℝ[batch: B, model: D] uses Rand = uniform(key, batch: B, model: D)
 
 fn drop(key : key, x : ℝ[batch: B, model: D]) -> ℝ[batch: B, model: D]
@@ -125,6 +127,17 @@ def test_uniform_is_the_interpreters(compiler, core, realize, b, d):
 
 
 @pytest.mark.parametrize("realize", ["f64", "f32"])
+@pytest.mark.parametrize(("b", "d"), [(1, 1), (3, 5)])
+def test_normal_is_the_interpreters(compiler, core, realize, b, d):
+    for key in KEYS:
+        s = lower_entry(core, "gauss", {"B": b, "D": d}, [key], realize)
+        want = R.normal(key, (b, d))
+        want = want if realize == "f64" else want.astype(np.float32)
+        for (got,) in executors(s, argument_leaves([key])):
+            assert same_bits(got, want)
+
+
+@pytest.mark.parametrize("realize", ["f64", "f32"])
 def test_bernoulli_is_the_interpreters(compiler, core, realize):
     rng = np.random.default_rng(1)
     for key in KEYS:
@@ -143,7 +156,7 @@ def test_bernoulli_is_the_interpreters(compiler, core, realize):
 def test_presk_run_prints_the_interpreters_digits(compiler, tmp_path):
     path = tmp_path / "draws.psk"
     path.write_text(SOURCE)
-    for entry in ("unif", "drop", "keys", "Z.init"):
+    for entry in ("unif", "gauss", "drop", "keys", "Z.init"):
         args = ("run", str(path), "--entry", entry, "--dim", "B=3", "--dim", "D=4", "--seed", "5")
         want = presk_ok(*args).stdout
         for backend in ("kernel", "native"):
