@@ -161,3 +161,14 @@ def test_presk_run_prints_the_interpreters_digits(compiler, tmp_path):
         want = presk_ok(*args).stdout
         for backend in ("kernel", "native"):
             assert presk_ok(*args, "--backend", backend).stdout == want, (entry, backend)
+
+
+def test_a_normal_draw_natively_without_mpfr_is_e7160(compiler, tmp_path):
+    from helpers import presk
+
+    path = tmp_path / "draws.psk"
+    path.write_text(SOURCE)
+    args = ("run", path, "--entry", "gauss", "--dim", "B=2", "--dim", "D=2", "--backend", "native")
+    done = presk(*args, env={"PRESK_INTERP_C": "0"})
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.startswith("[E7160] Error: a normal draw compiles against gmpy2's MPFR")
