@@ -44,6 +44,9 @@ fn keys(key : key) -> (key, key) = split_key(key)
 
 fn gauss(key : key) -> ℝ[batch: B, model: D] uses Rand = normal(key, batch: B, model: D)
 
+fn pick(key : key, logits : ℝ[batch: B, vocab: 7]) -> idx[7][batch: B] uses Rand =
+  sample(key, logits)
+
 fn unif(key : key) -> ℝ[batch: B, model: D] uses Rand = uniform(key, batch: B, model: D)
 
 fn drop(key : key, x : ℝ[batch: B, model: D]) -> ℝ[batch: B, model: D]
@@ -135,6 +138,22 @@ def test_normal_is_the_interpreters(compiler, core, realize, b, d):
         want = want if realize == "f64" else want.astype(np.float32)
         for (got,) in executors(s, argument_leaves([key])):
             assert same_bits(got, want)
+
+
+def test_sample_is_the_interpreters(compiler, core):
+    """The kernels' softmax is f64's where the interpreter's is MPFR's: the same token
+    unless a uniform falls within rounding of a cumulative probability (never, here); a
+    logit of −∞ is never drawn, and a row of equal logits is randint."""
+    rng = np.random.default_rng(2)
+    x = rng.normal(scale=3.0, size=(300, 7))
+    x[::3, 2] = -np.inf
+    x[1::7] = 0.5
+    for key in KEYS:
+        s = lower_entry(core, "pick", {"B": 300, "D": 1}, [key, x])
+        want = R.sample(key, x)
+        for (got,) in executors(s, argument_leaves([key, x])):
+            assert same_bits(got, want)
+        assert not np.any(want[np.isneginf(x[:, 2])] == 2)
 
 
 @pytest.mark.parametrize("realize", ["f64", "f32"])

@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from presk_core.random import name_words
 
-from presk_kernel.ir import Affine, Axis, Const, Index, Let, Load, Store, Var
+from presk_kernel.ir import Affine, Axis, Const, Index, Let, Load, Reduce, Store, Var
 from presk_kernel.lower import InstrLowering, LowerError, Tensor
 from presk_kernel.nests import at, nest, op
 
@@ -108,6 +108,52 @@ def _draw(step: InstrLowering) -> Tensor:
     return k.finish(nest(v, axes, [Store(out, at(v), value)]))
 
 
+def _sample(step: InstrLowering) -> Tensor:
+    """`sample(key, logits)`: per row of the leading axes (position c), the least j whose
+    cumulative probability exceeds `uniform(k, c)`, as presk_core.random.sample computes it
+    (m = max, e_j = exp(l_j − m), s their left fold, p_j = e_j / s, c_j = p_0 + … + p_j left to
+    right), in the kernel's compute type instead of MPFR at --bits; the last index of
+    positive probability where rounding leaves c_{V−1} ≤ u. c_j is a fold of its own (its
+    terms past j are zeros, which add nothing), so the count of j with c_j ≤ u is the
+    sequential scan's answer."""
+    x = step.tensor(1)
+    k = step.nest()
+    k0, k1 = _key(step, k)
+    xi = k.input(x)
+    axes = step.out_axes()
+    out = k.output(axes, "i64")
+    v = k.vars(len(axes))
+    a = x.axes[-1]
+    n = a.length
+    j, i = k.var(), k.var()
+    m, total, c, count, last = k.temp(), k.temp(), k.temp(), k.temp(), k.temp()
+
+    def logit(w: str):
+        return Load(xi, at([*v, w]))
+
+    def e(w: str):
+        return op("exp", op("sub", logit(w), Var(m)))
+
+    def p(w: str):
+        return op("div", e(w), Var(total))
+
+    zero = k.const(0)
+    stmts = [
+        Reduce(m, "max", ((j, a.name, n),), (), (logit(j),), k.compute),
+        Reduce(total, "add", ((j, a.name, n),), (), (e(j),), k.compute),
+    ]
+    upto = op("select", op("compare", Index(i), Index(j), attr="<="), p(i), zero)
+    prefix = Reduce(c, "add", ((i, a.name, n),), (), (upto,), k.compute)
+    u = op("uniform", k0, k1, counter(v, axes))
+    below = op("select", op("compare", Var(c), u, attr="<="), _i64(1), _i64(0))
+    stmts.append(Reduce(count, "add", ((j, a.name, n),), (prefix,), (below,), "i64"))
+    positive = op("select", op("compare", p(j), zero, attr=">"), Index(j), _i64(-1))
+    stmts.append(Reduce(last, "max", ((j, a.name, n),), (), (positive,), "i64"))
+    fell = op("compare", Var(count), _i64(n), attr="<")
+    value = op("select", fell, Var(count), Var(last))
+    return k.finish(nest(v, axes, [*stmts, Store(out, at(v), value)]))
+
+
 def _init(step: InstrLowering) -> Tensor:
     from presk_kernel.rules import _fill
 
@@ -126,7 +172,7 @@ DRAWS: dict[str, Callable[[InstrLowering], object]] = {
     "uniform": _draw,
     "bernoulli": _draw,
     "normal": _draw,
+    "sample": _sample,
     "init": _init,
 }
-"""The loop nest of every random operation the kernels draw (`sample` is the interpreter's:
-its softmax is MPFR's at --bits)."""
+"""The loop nest of every random operation the kernels draw."""
