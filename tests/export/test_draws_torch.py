@@ -1,6 +1,6 @@
 """Draws in the PyTorch export (issue 29): the exported module computes presk's Threefry in
 torch's int64 ops, so `split_key`, `uniform` and `bernoulli` give the interpreter's numbers
-bit for bit, a dropout's forward and its gradient (torch.autograd through the mask) match
+bit for bit, `normal` within a few ulps and `sample` the same tokens, a dropout's forward and its gradient (torch.autograd through the mask) match
 the reference interpreter's, and the conformance test of an entry that draws passes."""
 
 from __future__ import annotations
@@ -62,9 +62,22 @@ def test_a_reparameterised_normal_and_its_gradient(exported, reference, key):
     np.testing.assert_allclose(torch_grad(torch.from_numpy(mu.copy())).numpy(), grad, atol=1e-14)
 
 
+def test_sample_draws_the_interpreters_tokens(exported):
+    """`sample`'s inverse CDF in float64 (the interpreter's in MPFR): the same tokens unless a
+    uniform falls within rounding of a cumulative probability (never, here); a logit of −∞
+    is never drawn."""
+    draws = exported("draws.psk")["draws"]
+    x = np.random.default_rng(4).normal(scale=3.0, size=(400, 7))
+    x[::3, 2] = -np.inf
+    for key in KEYS:
+        got = draws.pick(key_tensor(key), torch.from_numpy(x.copy()))
+        assert got.dtype == torch.long
+        assert np.array_equal(got.numpy(), R.sample(key, x))
+
+
 def test_the_conformance_test_of_an_entry_that_draws_passes(tmp_path):
     program = Path(__file__).parent / "programs" / "draws.psk"
-    for entry in ("drop", "keys", "noise"):
+    for entry in ("drop", "keys", "noise", "pick"):
         out = tmp_path / entry
         args = ("--conformance-entry", entry, "--dim", "B=3", "-o", out)
         presk_ok("export", program, "--target", "pytorch", *args)

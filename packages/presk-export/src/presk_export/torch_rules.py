@@ -323,7 +323,7 @@ RULES: dict[str, Rule] = {
     "take": _take,
     "merge": _merge,
     "split": _split,
-    "sample": _unsupported("sampling is a serving construct (randomness inside a model)"),
+    "sample": _draw,
     "split_key": _draw,
     "uniform": _draw,
     "bernoulli": _draw,
