@@ -101,19 +101,14 @@ def train_files(
     run = training_run(export, data)
     export.refuse_if_left_out(run.objective.key)  # E8001: train.py would import nothing
     objective = export.core.function(run.objective.key)
-    if any(isinstance(p.type, KeyT) for p in objective.params):
-        raise ExportError(
-            f"`{run.objective.key}` takes a key: train.py does not draw the steps' keys"
-            " (fold_in(key, t)); the module's draws export, and a conformance entry of a"
-            " function that draws runs (docs/export.md)"
-        )
-    script = Script(export, run, out)
+    keys = [p.name for p in objective.params if isinstance(p.type, KeyT)]
+    script = Script(export, run, out, keys[0] if keys else None)
     for d, v in (dims or {}).items():
         if run.dims().get(d, v) != v:
             raise EntryError(f"--dim {d}={v}: the training run fixes {d} = {run.dims()[d]}")
     record = replay(export, run, steps, seed, bits)
     test = TEMPLATES.get_template("test_train_conformance.py.j2").render(
-        source=script.source, steps=steps, seed=seed, bits=bits
+        source=script.source, steps=steps, seed=seed, bits=bits, keyed=bool(keys)
     )
     return {
         "train.py": script.render(),
@@ -166,10 +161,11 @@ def _leaf(t: Type) -> tuple[str, int | str | None, tuple]:
 class Script:
     """What train.py is made of: the run's model, objective, data and optimizer."""
 
-    def __init__(self, export: Export, run: Run, out: str | None) -> None:
+    def __init__(self, export: Export, run: Run, out: str | None, key: str | None = None) -> None:
         self.export = export
         self.run = run
         self.out = out
+        self.key = key  # the objective's key parameter: train.py draws step t's key
         main = export.program.main
         self.source = os.path.basename(main.path)
         block = main.optimizers.get(run.optimizer)
@@ -245,6 +241,8 @@ class Script:
             epochs=epochs,
             ckpt=py_literal(ckpt.dir if ckpt is not None else None),
             ckpt_every=py_literal(ckpt.every if ckpt is not None else None),
+            key_name=self.key,
+            key_name_literal=py_literal(self.key),
             lr=py_literal(float(opt.lr)),
             betas=py_literal((float(opt.beta1), float(opt.beta2))),
             eps=py_literal(float(opt.eps)),
