@@ -6,7 +6,8 @@ PY := .venv/bin/python
 TREE_SITTER ?= ../shared/tools/tree-sitter
 
 EXAMPLES := tests/examples/mlp/mlp.psk tests/examples/minigpt/minigpt.psk \
-	tests/examples/minigpt/train_minigpt.psk tests/examples/bert/bert.psk tests/examples/llama/llama.psk
+	tests/examples/minigpt/train_minigpt.psk tests/examples/bert/bert.psk tests/examples/llama/llama.psk \
+	tests/examples/vae/vae.psk
 
 .PHONY: setup venv test tutorial grammar fuzz bench lint check-examples run-examples train-examples \
 	export-examples conformance sanitize opt-examples calibrate serve-examples serve-pt corpus-data corpus \
@@ -108,6 +109,11 @@ train-examples: setup
 	    --const L=2 --data tests/examples/minigpt/data/tiny_T8.psk.d \
 	    --conformance-entry train:2 -o out/export/minigpt_train
 	cd out/export/minigpt_train && ../../../$(PY) train.py --steps 20 --log-every 5 --ckpt ckpt
+	.venv/bin/presk train tests/examples/vae/vae.psk --steps 40 --log-every 10 \
+	    --ckpt out/vae_ckpt | grep '^step' > out/vae_interp.log
+	.venv/bin/presk train tests/examples/vae/vae.psk --steps 40 --log-every 10 --backend native \
+	    --ckpt out/vae_native_ckpt | grep '^step' > out/vae_native.log
+	diff out/vae_interp.log out/vae_native.log && echo "vae: the native log is the interpreter's"
 
 # .venv with PyTorch, NumPy and pytest (the workspace's dev group): what the exported
 # programs and their conformance tests need. `make setup` makes the same environment.

@@ -97,6 +97,7 @@ ENTRIES = [
         "MaskedLM.apply",
         {"B": 1, "T": 4},
     ),
+    ("tests/examples/vae/vae.psk", {}, "loss", {"B": 3}),
 ]
 
 

@@ -129,11 +129,12 @@ def test_a_dimension_no_argument_gives_becomes_a_keyword_parameter():
 
 def test_an_entry_reaching_an_unsupported_construct_is_E8001_and_nothing_is_written(tmp_path):
     src = tmp_path / "draw.psk"
-    src.write_text(
-        "fn draw(k : key, logits : ℝ[4]) -> idx[4][] uses Rand =\n  sample(k, logits)\n",
+    src.write_text(  # `sample` exports since issue 29: a take whose indices broadcast does not
+        "fn draw(x : ℝ[batch: 2, vocab: 4], ids : idx[4][]) -> ℝ[batch: 2] =\n"
+        "  take(axis vocab, x, ids)\n",
         encoding="utf-8",
     )
-    with pytest.raises(ExportError, match="`sample` has no PyTorch export"):
+    with pytest.raises(ExportError, match="`take` with indices that broadcast"):
         export_pytorch(load_program(str(src), {}, SourceMap()), Options(), "draw")
     out = tmp_path / "out"
     done = subprocess.run(
@@ -144,7 +145,7 @@ def test_an_entry_reaching_an_unsupported_construct_is_E8001_and_nothing_is_writ
         env={**os.environ, "NO_COLOR": "1"},
     )
     assert done.returncode == 1, done.stderr
-    assert "[E8001] Error: cannot export: `sample` has no PyTorch export" in done.stderr
+    assert "[E8001] Error: cannot export: `take` with indices that broadcast" in done.stderr
     assert "Traceback" not in done.stderr
     assert not out.exists()
 

@@ -143,14 +143,24 @@ def test_data_feeds_the_last_argument(compiler):
     assert native.stdout == interp.stdout
 
 
-def test_an_entry_that_draws_is_e7002():
+def test_an_entry_that_draws_prints_the_interpreters_digits():
+    """Issue 29: `sample` is a kernel; tutorial step 5's `pick` draws the same tokens."""
+    for seed in ("0", "3"):
+        args = ("run", "tutorial/05_sample.psk", "--entry", "pick", "--dim", "B=5", "--seed", seed)
+        want = presk(*args)
+        got = presk(*args, "--backend", "native")
+        assert (got.returncode, got.stdout, got.stderr) == (0, want.stdout, "")
+
+
+def test_an_initializer_that_draws_through_mpfr_is_e7002():
     r = presk(
-        "run", "tutorial/05_sample.psk", "--entry", "pick", "--dim", "B=5", "--backend", "native"
+        "run", "tutorial/01_linear.psk", "--entry", "Linear{3, 2}.init", "--backend", "native"
     )
     assert (r.returncode, r.stdout) == (1, "")
     assert r.stderr == (
-        "[E7002] Error: cannot lower `pick` to kernels: `sample` (random) has no loop nest in"
-        " this presk-kernel\n"
+        "[E7002] Error: cannot lower `Linear{3, 2}.init` to kernels: the initializer"
+        " `xavier_uniform` draws through MPFR (docs/randomness.md): initialize on the host"
+        " (presk train draws θ₀ there) or run on the interpreter\n"
     )
 
 

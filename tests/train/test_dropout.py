@@ -1,13 +1,14 @@
 """A training run whose objective takes a key (issue 16): dropout trains on the reference
 interpreter, step t drawing with fold_in(fold_in_name(root_key(seed), "key"), t); the
-native backend refuses it, and the PyTorch export of its run is E8001, not a broken
-train.py."""
+native backend and the kernel interpreter train it with the interpreter's log (issue 29),
+and the PyTorch export of its run draws the steps' keys as presk train does."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -87,18 +88,39 @@ def test_step_t_draws_with_the_key_folded_with_t(tmp_path):
     assert other != first.loss  # another step's key, another mask
 
 
-def test_native_refuses_and_the_export_is_e8001(tmp_path):
+def test_native_and_kernel_give_the_interpreters_log(tmp_path):
+    """Issue 29: the step's draws are kernels, its key fed by the host each step."""
     where = folder(tmp_path)
     env = {**os.environ, "NO_COLOR": "1"}
-    done = subprocess.run(
-        [str(PRESK), "train", "drop.psk", "--steps", "1", "--backend", "native"],
-        cwd=where, capture_output=True, text=True, env=env,
-    )  # fmt: skip
-    assert done.returncode == 1 and "takes a key" in done.stderr, done.stderr
+
+    def log(*more: str) -> list[str]:
+        done = subprocess.run(
+            [str(PRESK), "train", "drop.psk", "--steps", "30", "--log-every", "5", *more],
+            cwd=where, capture_output=True, text=True, env=env,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return [line for line in done.stdout.splitlines() if line.startswith("step ")]
+
+    want = log()
+    assert len(want) == 6
+    assert log("--backend", "native") == want
+    assert log("--backend", "kernel") == want
+
+
+def test_the_exported_train_py_draws_the_steps_keys(tmp_path):
+    """Issue 29: train.py folds step t into the objective's key as presk train does, and its
+    K-step conformance test (the interpreter's masks, bit for bit) passes."""
+    where = folder(tmp_path)
+    env = {**os.environ, "NO_COLOR": "1"}
     done = subprocess.run(
         [str(PRESK), "export", "drop.psk", "--target", "pytorch", "--conformance-entry",
          "train:2", "-o", "out"],
         cwd=where, capture_output=True, text=True, env=env,
     )  # fmt: skip
-    assert done.returncode == 1 and "[E8001]" in done.stderr and "bernoulli" in done.stderr
-    assert not (where / "out" / "train.py").exists()
+    assert done.returncode == 0, done.stderr
+    assert "def step_key(seed, t):" in (where / "out" / "train.py").read_text()
+    test = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_conformance.py"],
+        cwd=where / "out", capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert test.returncode == 0, test.stdout + test.stderr

@@ -135,6 +135,10 @@ CASES = [
     Case("merge.psk", "f", "x"),
     Case("split.psk", "f", "x"),
     Case("cast.psk", "f", "x"),
+    # draws (issue 29): the reparameterised normal, a dropout mask
+    Case("draws.psk", "reparam", "mu"),
+    Case("draws.psk", "reparam", "s"),
+    Case("draws.psk", "dropout", "x"),
     # structure: calls of one helper with different active arguments, tuples
     Case("calls.psk", "f", "x"),
     Case("calls.psk", "f", "y"),
@@ -332,6 +336,7 @@ WITHOUT_ADJOINT = {
 NOTHING_FLOWS = {"real", "one_hot", "causal_mask", "compare", "argmax", "sample", "split_key"}
 NOTHING_FLOWS |= {
     "uniform",
+    "normal",
     "bernoulli",
     "stop_grad",
     "zeros",

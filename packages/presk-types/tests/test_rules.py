@@ -146,6 +146,13 @@ TYPINGS: dict[str, tuple[str, str, str, str, str]] = {
         "ℝ[batch: B, model: 4]",
         "k C∞",
     ),
+    "normal": (
+        "k : key",
+        " uses Rand",
+        "normal(k, batch: B, latent: 2)",
+        "ℝ[batch: B, latent: 2]",
+        "k C∞",
+    ),
     "bernoulli": (
         "k : key, p : ℝ[]",
         " uses Rand",

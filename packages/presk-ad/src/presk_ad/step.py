@@ -67,22 +67,21 @@ NATIVE_STEP = "{}.native_step"
 
 def native_step(program: Program, objective: str) -> Program:
     """The program with `obj.native_step(batch, θ, m, v, t, lr) -> (loss, g, θ', m', v')`:
-    a call of the training step's value and gradient, then of `adamw.step`."""
+    a call of the training step's value and gradient, then of `adamw.step`. An objective
+    that takes a key (dropout) gives `obj.native_step(batch, θ, m, v, t, lr, key)`, the host
+    feeding step t's key `fold_in(key, t)` as the interpreter's Trainer draws it."""
     step = program.function(STEP.format(objective))
     adam = program.function("adamw.step")
-    if len(step.params) != 2:  # (key, batch, θ): an objective that draws
-        raise RunError(
-            "E7002",
-            f"`{objective}` takes a key: a training run that draws (dropout) runs on the"
-            " reference interpreter (no --backend)",
-        )
-    batch, theta = step.params
+    keyed = len(step.params) == 3  # (key, batch, θ): an objective that draws
+    batch, theta = step.params[-2:]
     r0 = Real(SCALAR)
     names = (("batch", batch.type), ("θ", theta.type), ("m", theta.type), ("v", theta.type))
     params = tuple(Value(i, t, n) for i, (n, t) in enumerate(names)) + (
         Value(4, r0, "t"),
         Value(5, r0, "lr"),
     )
+    if keyed:
+        params += (Value(6, step.params[0].type, "key"),)
     dims = tuple(dict.fromkeys(step.dims + adam.dims))
     made = Origin(objective, f"native training step of {objective}")
     b = FunctionBuilder(NATIVE_STEP.format(objective), len(params))
@@ -91,8 +90,8 @@ def native_step(program: Program, objective: str) -> Program:
         bound = {"fn": fn.name, "dims": tuple((d, Lin.var(d)) for d in fn.dims)}
         return b.emit("call", args, fn.result, bound, None, made)
 
-    p_batch, p_theta, p_m, p_v, p_t, p_lr = params
-    pair = call(step, (p_batch, p_theta))
+    p_batch, p_theta, p_m, p_v, p_t, p_lr = params[:6]
+    pair = call(step, (params[6], p_batch, p_theta) if keyed else (p_batch, p_theta))
     loss_type, grad_type = step.result.elements
     loss = b.emit("get", (pair,), loss_type, {"index": 0}, None, made)
     grads = b.emit("get", (pair,), grad_type, {"index": 1}, None, made)

@@ -554,6 +554,7 @@ vjp_rules: dict[str, Rule] = {
     "sample": _none,
     "split_key": _none,
     "uniform": _none,
+    "normal": _none,  # a draw: a function of its key alone
     "bernoulli": _none,  # a draw: constant in its probability almost everywhere
     "stop_grad": _none,  # the identity whose adjoint is zero (issue 16)
     "zeros": _none,

@@ -183,6 +183,31 @@ static inline T name(T x, int64_t k) { \
     return k < 0 ? (T)1 / r : r; }
 PRESK_POWI(presk_powi, double)
 PRESK_POWI(presk_powif, float)
+/* Threefry-2x32-20 (docs/randomness.md): draw c of the key (k0, k1), y0 high */
+static inline uint64_t presk_threefry(int64_t k0, int64_t k1, int64_t c) {
+    static const int rot[2][4] = {{13, 15, 26, 6}, {17, 29, 16, 24}};
+    const uint32_t ks[3] = {(uint32_t)k0, (uint32_t)k1, (uint32_t)k0 ^ (uint32_t)k1 ^ 0x1BD11BDAu};
+    uint32_t x0 = (uint32_t)((uint64_t)c >> 32) + ks[0], x1 = (uint32_t)c + ks[1];
+    for (int g = 0; g < 5; g++) {
+        for (int q = 0; q < 4; q++) {
+            x0 += x1;
+            x1 = ((x1 << rot[g % 2][q]) | (x1 >> (32 - rot[g % 2][q]))) ^ x0;
+        }
+        x0 += ks[(g + 1) % 3];
+        x1 += ks[(g + 2) % 3] + (uint32_t)(g + 1);
+    }
+    return ((uint64_t)x0 << 32) | x1;
+}
+static inline int64_t presk_key_word(int64_t k0, int64_t k1, int64_t c, int64_t w) {
+    uint64_t y = presk_threefry(k0, k1, c);
+    return (int64_t)(w == 0 ? y >> 32 : y & 0xFFFFFFFFu);
+}
+static inline double presk_uniform(int64_t k0, int64_t k1, int64_t c) {
+    return (double)(presk_threefry(k0, k1, c) >> 11) * 0x1p-53;
+}
+static inline uint8_t presk_bernoulli(int64_t k0, int64_t k1, int64_t c, double p) {
+    return presk_uniform(k0, k1, c) < p;
+}
 static inline int64_t presk_checked(int64_t i, int64_t n, int *err) {
     if (i < 0 || i >= n) { __atomic_store_n(err, 1, __ATOMIC_RELAXED); return 0; }
     return i;
@@ -558,6 +583,10 @@ def entry_units(
     common = "\n".join(
         ["#include <math.h>\n#include <stdint.h>\n#include <string.h>\n", libm.header(), PRELUDE]
     )
+    if any("presk_normal_at(" in text for text, _, _ in bodies):  # MPFR's Box–Muller
+        from presk_core.normal_c import entry_source
+
+        common = "#include <gmp.h>\n#include <mpfr.h>\n" + common + entry_source()
     if timed:  # clock_gettime under -std=c11
         common = "#define _POSIX_C_SOURCE 199309L\n#include <time.h>\n" + common
     table = ", ".join(f"arena + {offsets[b]}" for b in io) or "arena"

@@ -36,9 +36,11 @@ def load(
     threads: bool = False,
     extra_flags: tuple[str, ...] = (),
     toolchain: Toolchain | None = None,
+    libs: tuple[str, ...] = (),
 ) -> Module:
-    """Compile `source` (or find it in the cache), open it, and check that `symbols`, declared
-    by `cdef`, resolve (presk_core.cc.load.load); OpenMP's pool quiet (`quiet_pool`)."""
+    """Compile `source` (or find it in the cache), linked with `libs`, open it, and check that
+    `symbols`, declared by `cdef`, resolve (presk_core.cc.load.load); OpenMP's pool quiet
+    (`quiet_pool`)."""
     if threads:
         quiet_pool()
     return _load.load(
@@ -49,4 +51,5 @@ def load(
         threads=threads,
         extra_flags=extra_flags,
         toolchain=toolchain,
+        libs=libs,
     )

@@ -74,8 +74,11 @@ class NativeEntry:
         symbols = ("presk_entry", "presk_entry_io", "presk_nonfinite", "presk_square_sum")
         symbols += ("presk_entry_timed", "presk_entry_timed_io") if timed else ()
         c = entry_units(schedule, lanes, None, units, timed)
+        libs: tuple[str, ...] = ()
+        if any("presk_normal_at(" in unit for unit in c):  # normal draws: MPFR (normal_c)
+            extra, libs = _mpfr(extra)
         self.module = load(
-            c[0] if len(c) == 1 else c, cdef, symbols, threads=True, extra_flags=extra
+            c[0] if len(c) == 1 else c, cdef, symbols, threads=True, extra_flags=extra, libs=libs
         )
         self.offsets, size = arena_layout(schedule)
         self.arena = aligned_zeros(size)
@@ -257,3 +260,24 @@ def _fits(value, dtype, shape: tuple[int, ...]) -> bool:
         and value.flags.c_contiguous
         and value.flags.aligned
     )
+
+
+def _mpfr(extra: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The flags and libraries of an entry that draws normals (presk_core.normal_c.link), or
+    its diagnostic where MPFR cannot be linked here (E7160)."""
+    from presk_core.normal_c import link
+    from presk_syntax.diagnostics import DiagnosticError, error
+
+    found = link()
+    if found is None:
+        raise DiagnosticError(
+            [
+                error(
+                    "E7160",
+                    "a normal draw compiles against gmpy2's MPFR, which cannot be loaded here"
+                    " (PRESK_INTERP_C=0, or no C compiler for the helpers)",
+                    help="run on the interpreter or the kernel interpreter (--backend kernel)",
+                )
+            ]
+        )
+    return extra + found[0], found[1]

@@ -112,6 +112,18 @@ def _libm(c: KernelC, op: str, a: list, attr) -> tuple[str, str]:
     return f"presk_{op}{SUFFIX.get(ct, '')}({c.cast(a[0][0], a[0][1], ct)})", ct
 
 
+def _draw(c: KernelC, op: str, a: list, attr) -> tuple[str, str]:
+    """The counter-based draws (docs/randomness.md): the prelude's presk_key_word,
+    presk_uniform (a double, then the compute type) and presk_bernoulli (p as a double)."""
+    args = [c.cast(code, ty, "i64") for code, ty in a[:3]]
+    if op == "key_word":
+        return f"presk_key_word({', '.join(args)}, {c.cast(a[3][0], a[3][1], 'i64')})", "i64"
+    if op == "bernoulli":
+        p = c.cast(a[3][0], a[3][1], "f64")
+        return f"presk_bernoulli({', '.join(args)}, {p})", "bool"
+    return c.cast(f"presk_{op}({', '.join(args)})", "f64", c.k.compute), c.k.compute
+
+
 C_RULES = {
     **dict.fromkeys(ARITH, _arith),  # (x op y) in the promoted type
     "fma": _fma,  # fma(x, y, z) in the compute type, rounded once
@@ -132,4 +144,6 @@ C_RULES = {
     "powf": _powf,  # the C library's pow
     "bf16": lambda c, op, a, attr: (f"presk_bf16_round({c.cast(a[0][0], a[0][1], 'f32')})", "f32"),
     **dict.fromkeys(libm.FUNCTIONS, _libm),  # presk libm: presk_exp, presk_expf, …
+    **dict.fromkeys(("key_word", "uniform", "bernoulli"), _draw),  # Threefry-2x32
+    "normal": lambda c, op, a, attr: _draw(c, "normal_at", a, attr),  # MPFR: normal_c
 }

@@ -175,6 +175,14 @@ def export_c(
 
         trees = bind_weights(core, entry, weights, 256)
     inputs = entry_inputs(core, entry, seed, 256, None, trees)
+    from presk_types.types import KeyT
+
+    if any(isinstance(t, KeyT) for _, t, _ in inputs):  # issue 29: keys are native's alone
+        raise NativeError(
+            "E7161",
+            f"`{entry.shown}` takes a key: the C program's inputs.psk.d holds no key (its"
+            " draws run natively: presk run --backend native)",
+        )
     args = [v for _, _, v in inputs]
     all_dims = dict(entry.dims) | dict(entry.prefix)
     schedule = lower(core, entry.function.name, all_dims, args, realize, threads)

@@ -243,7 +243,7 @@ def rebuild(core, t, outputs: Iterator, real: Callable | None = None):
     as `real` makes them of the doubles: the Python API's float64)."""
     import numpy as np
     from presk_core.run import interp_real
-    from presk_types.types import ParamsT, Real, TupleT
+    from presk_types.types import KeyT, ParamsT, Real, TupleT
 
     match t:
         case ParamsT(inst):
@@ -256,6 +256,10 @@ def rebuild(core, t, outputs: Iterator, real: Callable | None = None):
     value = next(outputs, None)
     if value is None:
         raise NativeError("E7002", f"the kernels give no value for a `{t}` of the result")
+    if isinstance(t, KeyT):  # its two words (presk_kernel.draws)
+        from presk_core.random import Key
+
+        return Key(*(int(w) for w in np.asarray(value).reshape(2)))
     if isinstance(t, Real):
         doubles = np.asarray(value, dtype=np.float64)
         return interp_real(doubles, 53) if real is None else real(doubles)

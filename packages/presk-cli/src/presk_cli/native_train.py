@@ -59,13 +59,17 @@ class NativeTrainer:
         first = self.batch(1)[1]
         zero = np.zeros((), dtype=np.float64)
         args = [first, trainer.theta, trainer.m, trainer.v, zero, zero]
+        self.keyed = trainer.key is not None  # a key last: step t's fold_in(key, t)
+        if self.keyed:
+            args.append(self.key_of(1))
         name = NATIVE_STEP.format(objective)
         self.program, self.name, self.args = program, name, args  # what `presk plan --train` plans
         layouts = planned(plan, program, name, trainer.dims, args)  # --plan: the step's
         self.schedule = lower(program, name, trainer.dims, args, realize, threads, layouts)
         leaves = storage(self.schedule, argument_leaves(args))
         n = len(self.keys)
-        self.n_batch = len(leaves) - 3 * n - 2
+        self.n_tail = 2 + self.keyed  # t, lr and the key after the moments
+        self.n_batch = len(leaves) - 3 * n - self.n_tail
         self.backend = backend
         self.call_seconds = 0.0  # the last step's compiled call alone (natively)
         types = {buf.id: buf.dtype for buf in self.schedule.buffers}
@@ -100,6 +104,17 @@ class NativeTrainer:
         if self.rate_entry is None:
             return float(self.trainer.lr(t))
         return rate_of(self.rate_entry, t, self.trainer.horizon)
+
+    def key_of(self, t: int):
+        """Step t's key, as the interpreter's Trainer draws it (presk_ad.step)."""
+        from presk_core import random as R
+
+        return R.fold_in(self.trainer.key, t)
+
+    def scalars(self, t: int, lr: float) -> list:
+        """The leaves after the moments at step t: t, the rate, and the key of a keyed step."""
+        out = [np.asarray(float(t)), np.asarray(lr)]
+        return out + argument_leaves([self.key_of(t)]) if self.keyed else out
 
     def feed(self, at, values) -> None:
         """Host values into the arena's input buffers `at`, in their storage types."""
@@ -167,12 +182,13 @@ class NativeTrainer:
         leaves are the arena's, valid until the next step (`_tree` copies them)."""
         n = len(self.keys)
         parts = list(batch) if isinstance(batch, tuple) else [batch]
-        scalars = [np.asarray(float(t)), np.asarray(lr)]
+        scalars = self.scalars(t, lr)
+        tail = self.n_tail
         if self.backend == "native":
             from presk_cback.load import pointer
 
             self.feed(range(self.n_batch), parts)
-            self.feed(range(len(self.ins) - 2, len(self.ins)), scalars)
+            self.feed(range(len(self.ins) - tail, len(self.ins)), scalars)
             lib, arena = self.entry.module.lib, pointer(self.entry.arena, "char")
             start = time.perf_counter()
             if lib.presk_entry_io(arena, self.entry.table):
@@ -184,12 +200,12 @@ class NativeTrainer:
             return loss, grads, theta
         from presk_kernel.interp import KernelError, run_schedule
 
-        self.values = parts + self.values[self.n_batch : -2] + scalars
+        self.values = parts + self.values[self.n_batch : -tail] + scalars
         try:
             outs = run_schedule(self.schedule, self.values, laid=True)  # as native lays it out
         except KernelError as e:
             raise NativeError("E7003", str(e)) from None
-        self.values[self.n_batch : -2] = [np.asarray(x, np.float64) for x in outs[1 + n :]]
+        self.values[self.n_batch : -tail] = [np.asarray(x, np.float64) for x in outs[1 + n :]]
         return float(outs[0]), outs[1 : 1 + n], outs[1 + n : 1 + 2 * n]
 
 

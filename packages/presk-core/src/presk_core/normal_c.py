@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 from concurrent.futures import ThreadPoolExecutor
 
 import gmpy2
@@ -529,6 +530,58 @@ SYMBOLS = ("presk_normal", "presk_normal_probe", "presk_normal_tables", "presk_s
 # touches no Python object but std's
 _C = fold_c.Helper("presk_normal", SOURCE, (*SYMBOLS, "presk_set_doubles"), _declare)
 available = _C.available
+
+
+EXPORTED = ("presk_normal_probe", "presk_normal_tables", "presk_normal", "presk_scale",
+            "presk_bits", "presk_set_doubles")  # fmt: skip
+"""SOURCE's functions with external linkage."""
+
+ENTRY_WRAPPER = r"""
+__attribute__((constructor)) static void presk_normal_init(void) { presk_normal_tables(); }
+/* value c of normal(key, ·): pair c/2's Box–Muller at 256 bits, rounded to a double (an odd
+   count drops its last sine, so the pair computed whole gives the same value) */
+static double presk_normal_at(int64_t k0, int64_t k1, int64_t c) {
+    int64_t j = c >> 1;
+    double v = 1.0 - presk_uniform(k0, k1, 2 * j), w = presk_uniform(k0, k1, 2 * j + 1);
+    double out[2];
+    long tiers[3];
+    presk_normal(2, &v, &w, NULL, 128, 1, out, tiers); /* FAST */
+    return out[c & 1];
+}
+"""
+
+
+def entry_source() -> str:
+    """SOURCE as a native entry embeds it (presk_cback): every function static (an entry may
+    be several translation units), and `presk_normal_at(k0, k1, c)`, value c of
+    `random.normal(Key(k0, k1), ·)`, the same bits. The entry's prelude defines
+    presk_uniform; it links MPFR (`link()`)."""
+    text = SOURCE
+    for name in EXPORTED:
+        text, n = re.subn(
+            rf"^(int|void|long) {name}\(",
+            rf"__attribute__((unused)) static \1 {name}(",
+            text,
+            flags=re.M,
+        )
+        assert n == 1, name
+    rename = "".join(f"#define {n} presk_nc_{n}\n" for n in EXPORTED)
+    restore = "".join(f"#undef {n}\n" for n in EXPORTED)
+    wrapper = ENTRY_WRAPPER.replace("presk_normal(", "presk_nc_presk_normal(")
+    wrapper = wrapper.replace("presk_normal_tables(", "presk_nc_presk_normal_tables(")
+    return f"#define FAST {FAST}\n{rename}{text}{restore}#undef FAST\n{wrapper}"
+
+
+def link() -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """The flags (gmpy2's headers) and the libraries (gmpy2's MPFR and GMP) that a native
+    entry drawing normals compiles with; None where the interpreter's helpers cannot be
+    built here (then neither can that entry)."""
+    mpfr = fold_c._mpfr_loaded()
+    if mpfr is None:
+        return None
+    include = os.path.dirname(os.path.realpath(gmpy2.__file__))
+    gmp = sorted(mpfr.parent.glob("libgmp*.so*"))[:1]
+    return (f"-I{include}",), (str(mpfr), *map(str, gmp), f"-Wl,-rpath,{mpfr.parent}")
 
 
 def normals(

@@ -279,6 +279,8 @@ def _draw(p: Prep) -> Thunk:
     key = p.args[0]
     if p.ins.op == "uniform":
         return lambda env: M.real(R.uniform(key(env), shape))
+    if p.ins.op == "normal":  # Box–Muller at 256 bits, rounded to doubles (issue 29)
+        return lambda env: M.real(R.normal(key(env), shape))
     prob = _real_of(p.args[1])
     return lambda env: M.real(R.bernoulli(key(env), prob(env).reshape(()).item(), shape))
 
@@ -463,6 +465,7 @@ PRIMITIVE_EVAL_RULES: dict[str, Rule] = {
     "sample": apply(R.sample),
     "split_key": apply(lambda key: tuple(R.split(key, 2))),
     "uniform": _draw,
+    "normal": _draw,
     "bernoulli": _draw,
     "stop_grad": _unary(lambda x: x),
     "zeros": _filled,

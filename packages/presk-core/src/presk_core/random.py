@@ -72,6 +72,17 @@ def threefry2x32(key: Key, x0, x1) -> tuple[np.ndarray, np.ndarray]:
     return y0.astype(np.uint32), y1.astype(np.uint32)
 
 
+def draw_bits(k0, k1, counter) -> np.ndarray:
+    """Draw `counter` of the key (k0, k1), elementwise over arrays of keys and counters: the
+    uint64 `(y0 << 32) | y1` of `hash(key, counter >> 32, counter mod 2^32)`, as
+    `random_bits(Key(k0, k1), n)[counter]` (the kernels' `key_word`, `uniform`, `bernoulli`)."""
+    k0, k1, c = (np.asarray(x).astype(np.uint64) for x in (k0, k1, counter))
+    if np.any(k0 > MASK32) or np.any(k1 > MASK32):
+        raise ValueError("draw_bits: a key is two uint32 words")
+    y0, y1 = _block((k0, k1), c >> np.uint64(32), c & np.uint64(MASK32))
+    return (y0 << np.uint64(32)) | y1
+
+
 def threefry_2x32(key: Key, counts) -> np.ndarray:
     """JAX's `threefry_2x32(keypair, count)`: hash the first half of the flat counts with the
     second (a zero appended to an odd count), and concatenate the two output words' arrays."""

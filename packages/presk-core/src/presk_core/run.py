@@ -392,6 +392,8 @@ def header(entry: Entry, bits: int, seed: int) -> str:
 def to_json(entry: Entry, t: Type, value: object) -> object:
     """Full precision: reals as strings of their exact decimal expansion at their precision."""
     match value:
+        case R.Key():  # before tuple(): a key is a NamedTuple of its two words
+            return [value.k0, value.k1]
         case dict():
             return {k: to_json(entry, t, v) for k, v in value.items()}
         case tuple():
@@ -400,8 +402,6 @@ def to_json(entry: Entry, t: Type, value: object) -> object:
             return np.vectorize(lambda x: format(x, ".80g"), otypes=[object])(value).tolist()
         case np.ndarray():
             return value.tolist()
-        case R.Key():
-            return [value.k0, value.k1]
     return str(value)
 
 

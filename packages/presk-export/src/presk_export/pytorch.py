@@ -229,6 +229,8 @@ class FileWriter:
                 blocks.append(self.function(fn, info))
             except ExportError as e:
                 blocks.append(self.export.leave_out(fn.name, e, fn.span))
+        if "random" in self.imports:  # the draws' Threefry, before the code that calls it
+            blocks.insert(0, TEMPLATES.get_template("_random.py.j2").render())
         imports = ["import math", ""] if "math" in self.imports else []
         imports.append("import torch")
         if "F" in self.imports:

@@ -269,6 +269,15 @@ def _iota(b: Body, ins: Instr) -> Expr:
     return call("torch.arange", b.length(length))
 
 
+def _draw(b: Body, ins: Instr) -> Expr:
+    """`uniform(key, n: T, …)`, `bernoulli(key, p, n: T, …)`, `split_key(key)`: the module's
+    Threefry in torch (templates/_random.py.j2), the interpreter's numbers bit for bit."""
+    b.imports.update({"math", "random"})
+    lengths = [str(b.length(length)) for _, length in ins.attr("shapes", ())]
+    operands = [str(x) for x in b.operands(ins)]
+    return call(f"_{ins.op}", *operands, *lengths)
+
+
 def _unsupported(why: str) -> Rule:
     def rule(b: Body, ins: Instr) -> Expr:
         raise ExportError(f"`{ins.op}` has no PyTorch export: {why}", span=ins.span)
@@ -314,10 +323,11 @@ RULES: dict[str, Rule] = {
     "take": _take,
     "merge": _merge,
     "split": _split,
-    "sample": _unsupported("sampling is a serving construct (randomness inside a model)"),
-    "split_key": _unsupported("keys are a serving construct (randomness inside a model)"),
-    "uniform": _unsupported("a keyed draw is presk's Threefry, which PyTorch does not have"),
-    "bernoulli": _unsupported("a keyed draw is presk's Threefry, which PyTorch does not have"),
+    "sample": _draw,
+    "split_key": _draw,
+    "uniform": _draw,
+    "bernoulli": _draw,
+    "normal": _draw,
     "stop_grad": _stop_grad,
     "zeros": _filled("torch.zeros"),
     "ones": _filled("torch.ones"),

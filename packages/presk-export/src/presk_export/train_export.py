@@ -30,7 +30,7 @@ from presk_syntax.diagnostics import DiagnosticError
 from presk_types.driver import checked
 from presk_types.presburger import Lin
 from presk_types.training import Run, replace_data
-from presk_types.types import Bool, Idx, Real, TupleT, Type
+from presk_types.types import Bool, Idx, KeyT, Real, TupleT, Type
 
 from presk_export.pyexpr import ExportError, identifier
 from presk_export.pyformat import py_literal
@@ -100,13 +100,15 @@ def train_files(
     run's data file."""
     run = training_run(export, data)
     export.refuse_if_left_out(run.objective.key)  # E8001: train.py would import nothing
-    script = Script(export, run, out)
+    objective = export.core.function(run.objective.key)
+    keys = [p.name for p in objective.params if isinstance(p.type, KeyT)]
+    script = Script(export, run, out, keys[0] if keys else None)
     for d, v in (dims or {}).items():
         if run.dims().get(d, v) != v:
             raise EntryError(f"--dim {d}={v}: the training run fixes {d} = {run.dims()[d]}")
     record = replay(export, run, steps, seed, bits)
     test = TEMPLATES.get_template("test_train_conformance.py.j2").render(
-        source=script.source, steps=steps, seed=seed, bits=bits
+        source=script.source, steps=steps, seed=seed, bits=bits, keyed=bool(keys)
     )
     return {
         "train.py": script.render(),
@@ -159,10 +161,11 @@ def _leaf(t: Type) -> tuple[str, int | str | None, tuple]:
 class Script:
     """What train.py is made of: the run's model, objective, data and optimizer."""
 
-    def __init__(self, export: Export, run: Run, out: str | None) -> None:
+    def __init__(self, export: Export, run: Run, out: str | None, key: str | None = None) -> None:
         self.export = export
         self.run = run
         self.out = out
+        self.key = key  # the objective's key parameter: train.py draws step t's key
         main = export.program.main
         self.source = os.path.basename(main.path)
         block = main.optimizers.get(run.optimizer)
@@ -238,6 +241,8 @@ class Script:
             epochs=epochs,
             ckpt=py_literal(ckpt.dir if ckpt is not None else None),
             ckpt_every=py_literal(ckpt.every if ckpt is not None else None),
+            key_name=self.key,
+            key_name_literal=py_literal(self.key),
             lr=py_literal(float(opt.lr)),
             betas=py_literal((float(opt.beta1), float(opt.beta2))),
             eps=py_literal(float(opt.eps)),

@@ -460,6 +460,11 @@ SCALAR_RULES = {
     "pow": lambda ctx, a, attr: _pow(ctx, a, attr),
     "powf": None,  # presk libm's pow has no measured error bound yet: refused
     "bf16": lambda ctx, a, attr: _bf16(ctx, a),
+    # draws: functions of the key's words and the counter alone, the same in every run
+    "key_word": lambda ctx, k0, k1, c, w, attr: A(0, 2**32 - 1, kind="int"),
+    "uniform": lambda ctx, k0, k1, c, attr: _real(ctx, A(0.0, 1.0 - 2.0**-53)),
+    "bernoulli": lambda ctx, k0, k1, c, p, attr: A(0, 1, kind="bool", flip=p.err > 0 or p.flip),
+    "normal": lambda ctx, k0, k1, c, attr: _real(ctx, A(-8.58, 8.58)),  # |z| ≤ √(106 ln 2)
 }
 """The rule of every scalar operation of PSK-Kernel (presk_kernel.ir.SCALAR_TABLE): its
 operands' abstract values (and its attr) to its result's."""

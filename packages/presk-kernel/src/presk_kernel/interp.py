@@ -389,6 +389,37 @@ def _powf(a: list, dt):
     return np.power(a[0], a[1]).astype(dt)
 
 
+def _uniform(a: list) -> np.ndarray:
+    """Draw a[2] of the key (a[0], a[1]) as a double k·2^-53 (docs/randomness.md)."""
+    from presk_core.random import draw_bits
+
+    return (draw_bits(a[0], a[1], a[2]) >> np.uint64(11)).astype(np.float64) * 2.0**-53
+
+
+def _normal(a: list) -> np.ndarray:
+    """Value a[2] of normal(key (a[0], a[1]), ·): presk_core.random's, for each key drawn."""
+    from presk_core.random import Key, normal
+
+    k0, k1, c = np.broadcast_arrays(*(np.asarray(x, dtype=np.int64) for x in a))
+    out = np.empty(c.shape, dtype=np.float64)
+    keys = np.stack([k0.reshape(-1), k1.reshape(-1)], axis=1)
+    flat_c, flat_out = c.reshape(-1), out.reshape(-1)
+    for w0, w1 in np.unique(keys, axis=0):
+        at = (keys[:, 0] == w0) & (keys[:, 1] == w1)
+        drawn = normal(Key(int(w0), int(w1)), int(flat_c[at].max()) + 1)
+        flat_out[at] = drawn[flat_c[at]]
+    return out
+
+
+def _key_word(a: list) -> np.ndarray:
+    """Word a[3] (0: the high, 1: the low) of draw a[2] of the key (a[0], a[1])."""
+    from presk_core.random import draw_bits
+
+    bits = draw_bits(a[0], a[1], a[2])
+    word = np.where(np.asarray(a[3]) == 0, bits >> np.uint64(32), bits & np.uint64(0xFFFFFFFF))
+    return word.astype(np.int64)
+
+
 def _transcendental(name: str):
     return lambda a, attr, dt: _libm(name, a[0], dt)
 
@@ -417,6 +448,10 @@ OP_RULES = {
     "pow": lambda a, attr, dt: pow_int(a[0], attr, dt(1)),  # each product rounded
     "powf": lambda a, attr, dt: _powf(a, dt),
     "bf16": lambda a, attr, dt: round_bf16(a[0]),
+    "key_word": lambda a, attr, dt: _key_word(a),
+    "uniform": lambda a, attr, dt: _uniform(a).astype(dt),  # exact in f64, rounded to f32
+    "bernoulli": lambda a, attr, dt: _uniform(a) < np.asarray(a[3]).astype(np.float64),
+    "normal": lambda a, attr, dt: _normal(a).astype(dt),  # a double, rounded to f32
 } | {name: _transcendental(name) for name in ("exp", "log", "tanh", "erf", "erfc", "sin", "cos")}
 
 

@@ -87,6 +87,11 @@ SCALAR_TABLE: dict[str, ScalarOp] = _table(
     ScalarOp("pow", 1, ("real",), "real", attr="the integer exponent"),  # binary powering
     ScalarOp("powf", 2, ("real", "real"), "real", transcendental=True),  # the libm's pow
     ScalarOp("bf16", 1, ("real",), "real"),  # an f32 rounded to bf16 (nearest even): a fused store
+    # counter-based draws (docs/randomness.md): a key is two uint32 words held as i64
+    ScalarOp("key_word", 4, ("int", "int", "int", "int"), "int"),  # word w of hash(key, c)
+    ScalarOp("uniform", 3, ("int", "int", "int"), "real"),  # draw c's 53 high bits · 2^-53
+    ScalarOp("bernoulli", 4, ("int", "int", "int", "real"), "bool"),  # uniform < p, exactly
+    ScalarOp("normal", 3, ("int", "int", "int"), "real"),  # Box–Muller at 256 bits, rounded
 )
 SCALAR_OPS: dict[str, int] = {name: op.arity for name, op in SCALAR_TABLE.items()}
 TRANSCENDENTAL = frozenset(name for name, op in SCALAR_TABLE.items() if op.transcendental)

@@ -19,6 +19,7 @@ from fractions import Fraction
 import gmpy2
 import numpy as np
 from presk_core.ir import Function, Instr, Lit, Program, Value
+from presk_core.random import Key
 from presk_core.specialize import SpecializeError, specialize
 from presk_core.trees import record, under
 from presk_types.ops import OPS
@@ -356,7 +357,7 @@ class Lowering:
         if host is not None:  # structural and tree operations: the host's work
             return host(self, ins, values)
         rule = RULES.get(ins.op)
-        if rule is None or kind == "random":
+        if rule is None:
             raise LowerError(f"`{ins.op}` ({kind}) has no loop nest in this presk-kernel")
         if ins.op == "real" and isinstance(values[0], Known):
             return values[0]
@@ -489,16 +490,13 @@ def _inputs(lw: Lowering, name: str, t: Type, value: object, defaults: dict) -> 
             if isinstance(value, int) and not isinstance(value, bool):
                 return Known(str(value))
             return Known(str(Fraction(float(value))))
-        case KeyT():  # the host's: no kernel reads a key (random operations are not lowered)
-            return HostKey(name) if value is NO_VALUE else tuple(Known(str(w)) for w in value)
+        case KeyT():  # its two uint32 words in an i64[2] buffer (presk_kernel.draws)
+            if value is not NO_VALUE and (
+                len(value) != 2 or not all(0 <= w < 2**32 for w in value)
+            ):
+                raise LowerError(f"`{name}`: a key is two uint32 words, not {value!r}")
+            return lw.alloc((Axis(None, 2),), "i64", name, "input")
     raise LowerError(f"`{name}` of type `{t}` is not an input a kernel can read")
-
-
-@dataclass(frozen=True, slots=True)
-class HostKey:
-    """A key argument of an entry lowered without its value."""
-
-    name: str
 
 
 def _all(value: object) -> list:
@@ -529,7 +527,10 @@ def leaves(value: object) -> list[Tensor]:
 
 def argument_leaves(args: list) -> list:
     """The entry's arguments as the arrays its input buffers take, in the schedule's order
-    (`Schedule.inputs`): trees and tuples flattened, machine numbers and keys left out."""
+    (`Schedule.inputs`): trees and tuples flattened, a key as its two words (int64),
+    machine numbers left out."""
+    if isinstance(args, Key):
+        return [np.array(args, dtype=np.int64)]
     match args:
         case dict():
             return [x for v in args.values() for x in argument_leaves(v)]
@@ -644,8 +645,9 @@ __all__ = [
     "tree_shapes",
 ]
 
+from presk_kernel.draws import DRAWS  # noqa: E402
 from presk_kernel.moves import MOVES  # noqa: E402  (the rules use the classes above)
 from presk_kernel.rules import NESTS  # noqa: E402
 
-RULES = {**NESTS, **MOVES}
+RULES = {**NESTS, **MOVES, **DRAWS}
 """The loop nest of every tensor operation (the structural ones are the host's: HOST)."""

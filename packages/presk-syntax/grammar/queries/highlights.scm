@@ -53,6 +53,7 @@
   function: (identifier) @function.builtin
   (#any-of? @function.builtin
     "abs" "argmax" "bernoulli" "causal_mask" "cos" "embed" "exp" "gelu" "iota" "log"
-    "log_softmax" "max" "mean" "merge" "min" "one_hot" "ones" "real" "relu" "sample" "select"
+    "log_softmax" "max" "mean" "merge" "min" "normal" "one_hot" "ones" "real" "relu" "sample"
+    "select"
     "sigmoid" "silu" "sin" "softmax" "split" "split_key" "sqrt" "stop_grad" "sum" "take" "tanh"
     "uniform" "zeros"))

@@ -374,9 +374,9 @@ def _split_key(o: Operands, ctx: Context) -> Type:
 
 
 def _draw(o: Operands, ctx: Context) -> Type:
-    """`uniform(key, n: T, …)` and `bernoulli(key, p, n: T, …)`: reals of the named shape
-    (issue 16: dropout), `p` a real scalar."""
-    arity(o, ctx, 1 if o.op == "uniform" else 2, signature(o.op), shapes=True)
+    """`uniform(key, n: T, …)`, `normal(key, n: T, …)` and `bernoulli(key, p, n: T, …)`:
+    reals of the named shape (issue 16: dropout; issue 29: normal), `p` a real scalar."""
+    arity(o, ctx, 2 if o.op == "bernoulli" else 1, signature(o.op), shapes=True)
     k = o.positional[0]
     if not isinstance(k, KeyT):
         raise err(
@@ -466,6 +466,7 @@ PRIMITIVE_SHAPE_RULES: dict[str, Rule] = {
     "sample": _sample,
     "split_key": _split_key,
     "uniform": _draw,
+    "normal": _draw,
     "bernoulli": _draw,
     "stop_grad": _elementwise,
     "zeros": _filled,

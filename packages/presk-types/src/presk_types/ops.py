@@ -176,6 +176,7 @@ def _ops() -> list[Op]:
         src("split_key", X, one),
         # issue 16: dropout's draws, tensors of a shape (none: a scalar), a stop-gradient
         src("uniform", X, one, _SHAPES, _OPT_SHAPES),
+        src("normal", X, one, _SHAPES, _OPT_SHAPES),
         src("bernoulli", X, two, _SHAPES, _OPT_SHAPES),
         *(src(n, E, (0, 0), _SHAPES, _OPT_SHAPES) for n in ("zeros", "ones")),
         src("stop_grad", E, one),

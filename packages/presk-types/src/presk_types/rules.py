@@ -101,6 +101,7 @@ PRIMITIVES: dict[str, Primitive] = {
         Primitive("sample", "sample(key, ℝ[s, n]) -> idx[n][s]  uses Rand", (S, D), "Rand"),
         Primitive("split_key", "split_key(key) -> (key, key)", (S,)),
         Primitive("uniform", "uniform(key, n: T, …) -> ℝ[n: T, …]  in [0, 1)", (S,), "Rand"),
+        Primitive("normal", "normal(key, n: T, …) -> ℝ[n: T, …]  standard normal", (S,), "Rand"),
         Primitive(
             "bernoulli", "bernoulli(key, ℝ[], n: T, …) -> ℝ[n: T, …]  0 or 1", (S, D), "Rand"
         ),

@@ -148,6 +148,7 @@ def load(
     threads: bool = False,
     extra_flags: tuple[str, ...] = (),
     toolchain: Toolchain | None = None,
+    libs: tuple[str, ...] = (),
 ) -> Module:
     """`load_object` through cffi's ABI mode, the `symbols` declared by `cdef`."""
     declare(cdef)
@@ -158,6 +159,7 @@ def load(
         _cffi_opener(),
         threads=threads,
         extra_flags=extra_flags,
+        libs=libs,
         toolchain=toolchain,
     )
 
