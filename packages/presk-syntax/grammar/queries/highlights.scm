@@ -16,7 +16,7 @@
 
 [
   "+" "-" "*" "/" "%" "^" "·" "@" "==" "!=" "≠" "<" "<=" "≤" ">" ">=" "≥" "|>" "->" "→"
-  "="
+  "=" ".."
 ] @operator
 
 ["(" ")" "[" "]" "{" "}"] @punctuation.bracket
@@ -39,6 +39,7 @@
 (axis name: (identifier) @label)
 (axis_argument name: (identifier) @label)
 (shape_argument name: (identifier) @label)
+(slice_range name: (identifier) @label)
 (keyword_argument name: (identifier) @variable.parameter)
 (ein axis: (identifier) @label)
 (const_decl name: (identifier) @constant)

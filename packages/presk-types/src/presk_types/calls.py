@@ -417,6 +417,8 @@ def _free_names(e: object, bound: set[str]) -> list[str]:
             case A.TupleExpr(elements):
                 for x in elements:
                     walk(x, bound)
+            case A.Slice(obj):
+                walk(obj, bound)
 
     walk(e, bound)
     return out

@@ -170,6 +170,8 @@ def _ops() -> list[Op]:
         src("one_hot", G, one),
         src("embed", G, two),
         src("take", G, two, _AXES),
+        src("crop", L, one, (*_AXES, ("start", Attr.LIN), ("stop", Attr.LIN))),  # x[a: i .. j]
+        src("pad", L, (1, 2), (*_AXES, *_SHAPES), _OPT_SHAPES),  # issue 29: before:, after:
         src("merge", L, one, _AXES),
         src("split", L, one, (*_AXES, ("shapes", Attr.SHAPES))),
         src("sample", X, two),
