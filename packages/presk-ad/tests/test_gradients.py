@@ -133,6 +133,10 @@ CASES = [
     Case("take.psk", "logp", "x"),
     Case("take.psk", "lead", "x"),
     Case("merge.psk", "f", "x"),
+    Case("window.psk", "f", "x", dims=(("T", 5),)),  # issue 29: slices and padding
+    Case("window.psk", "lead", "x", dims=(("T", 4),)),
+    *(Case("window.psk", "p", x, dims=(("T", 3),)) for x in ("x", "v")),
+    Case("window.psk", "zero", "x", dims=(("batch", 2),)),
     Case("split.psk", "f", "x"),
     Case("cast.psk", "f", "x"),
     # structure: calls of one helper with different active arguments, tuples
