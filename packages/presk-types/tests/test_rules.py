@@ -285,10 +285,10 @@ def test_a_slice_is_typed_and_its_bounds_proved(tmp_path: Path) -> None:
     assert str(info(c).result) == "ℝ[batch: B, seq: T]"
     c = check(tmp_path, "fn f(x : ℝ[batch: B, seq: T]) =\n  x[seq: 1 .. T]\n")
     assert codes(c) == ["E2020"]  # T = 0: the slice 1 .. 0
-    assert "for T = 0" in c.diagnostics[0].labels[0].message
+    assert "for T = 0" in c.diagnostics[0].labels[0].text
     c = check(tmp_path, "fn f(x : ℝ[batch: B, seq: T]) =\n  x[seq: 1 .. T + 1]\n")
     assert codes(c) == ["E2021"]
-    assert "for T = 0" in c.diagnostics[0].labels[0].message
+    assert "for T = 0" in c.diagnostics[0].labels[0].text
     c = check(tmp_path, "fn f(x : ℝ[batch: B, seq: T]) =\n  x[seq: B .. T]\n")
     assert codes(c) == ["E2020"]
-    assert "for B = 1, T = 0" in c.diagnostics[0].labels[0].message
+    assert "for B = 1, T = 0" in c.diagnostics[0].labels[0].text
