@@ -280,7 +280,9 @@ def test_rule_errors(tmp_path: Path, source: str, code: str) -> None:
 def test_a_slice_is_typed_and_its_bounds_proved(tmp_path: Path) -> None:
     """`x[a: i .. j]` (issue 29): the axis's length j - i, 0 <= i <= j <= n for every value of
     the dimensions, else E2020/E2021 with the smallest counterexample."""
-    c = check(tmp_path, "fn f(x : ℝ[batch: B, seq: T + 2]) =\n  x[seq: 1 .. T + 1, batch: 0 .. B]\n")
+    c = check(
+        tmp_path, "fn f(x : ℝ[batch: B, seq: T + 2]) =\n  x[seq: 1 .. T + 1, batch: 0 .. B]\n"
+    )
     assert c.diagnostics == [], [d.message for d in c.diagnostics]
     assert str(info(c).result) == "ℝ[batch: B, seq: T]"
     c = check(tmp_path, "fn f(x : ℝ[batch: B, seq: T]) =\n  x[seq: 1 .. T]\n")

@@ -469,7 +469,10 @@ def _pad(s: Sweep, ins: Instr, ct: Operand) -> None:
     if len(ins.args) == 2 and isinstance(c := ins.args[1], Value) and c.id in s.active:
         scalar = Real(SCALAR)
         total = before + n + after
-        parts = [s.emit("sum", [window(a, b)], scalar) for a, b in ((Lin.const(0), before), (before + n, total))]
+        parts = [
+            s.emit("sum", [window(a, b)], scalar)
+            for a, b in ((Lin.const(0), before), (before + n, total))
+        ]
         s.add(c, s.emit("add", parts, scalar, {"_align": ((), ())}))
 
 

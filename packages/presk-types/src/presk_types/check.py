@@ -538,7 +538,9 @@ class Body(Calls, Views):
             }
             attrs = {"axes": (r.name,), "start": start, "stop": stop}
             ctx = CheckContext(self.lengths, span, where)
-            t = PRIMITIVE_SHAPE_RULES["crop"](Operands("crop", (v.type,), (r.name,), attrs=attrs), ctx)
+            t = PRIMITIVE_SHAPE_RULES["crop"](
+                Operands("crop", (v.type,), (r.name,), attrs=attrs), ctx
+            )
             v = Val(t, v.reg, v.effects, self.emit.prim("crop", [v.ref], t, attrs, span))
         return v
 

@@ -92,7 +92,9 @@ PRIMITIVES: dict[str, Primitive] = {
         Primitive("iota", "iota(n: T) -> idx[T][n: T]  (0, 1, …, T - 1)", (S,)),
         # windows of an axis (issue 29): a slice `x[a: i .. j]` and its adjoint, padding
         Primitive("crop", "x[a: i .. j] of ℝ[s, a: n] -> ℝ[s, a: j - i]  (0 <= i <= j <= n)", (S,)),
-        Primitive("pad", "pad(ℝ[s, a: n][, ℝ[]], axis a, before: i, after: j) -> ℝ[s, a: i + n + j]", (S,)),
+        Primitive(
+            "pad", "pad(ℝ[s, a: n][, ℝ[]], axis a, before: i, after: j) -> ℝ[s, a: i + n + j]", (S,)
+        ),
         Primitive("real", "real(idx[n][s], bool[s], f64 or nat) -> ℝ[s]", (S,)),
         Primitive("argmax", "argmax([axis a,] ℝ[s, a: n]) -> idx[n][s]", (D,)),
         Primitive("one_hot", "one_hot(idx[n][s]) -> ℝ[s, n]", (D,)),
