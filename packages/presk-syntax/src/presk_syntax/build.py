@@ -35,7 +35,7 @@ def _unnamed_slice(span: Span, text: str) -> Diagnostic:
         Severity.ERROR,
         "a slice names the axis it cuts",
         (Label(span, "which axis?"),),
-        help=f"write `x[seq: {text}]`, with the name of one of x's axes",
+        help=f"name one of the tensor's axes: `[seq: {text}]` cuts the axis `seq`",
     )
 
 
