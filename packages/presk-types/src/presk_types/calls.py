@@ -6,6 +6,7 @@ from presk_syntax import ast as A
 from presk_syntax.diagnostics import Diagnostic, Label, Severity
 from presk_syntax.span import Span
 
+from presk_types.conv import conv
 from presk_types.core_rules import PRIMITIVE_SHAPE_RULES
 from presk_types.elab import ConstError
 from presk_types.operands import Operands, Signature
@@ -35,7 +36,6 @@ from presk_types.types import (
     subst,
     subst_lin,
 )
-from presk_types.conv import conv
 from presk_types.values import FnInfo, FnRef, ModuleVal, Reg, Val, join, through
 
 

@@ -69,11 +69,13 @@ def conv(body, args: tuple[A.Arg, ...], span: Span) -> Val:
         if v.type.shape.prefix or any(not ax.name for ax in v.type.shape.axes):
             raise _wrong(f"`conv` needs named axes, and this is `{v.type}`", a.span, "name them")
     sx, sw = x.type.shape, w.type.shape
-    (t, tspan), kept = axes[0], [n for n, _ in axes[1:]]
+    (t, _), kept = axes[0], [n for n, _ in axes[1:]]
     for name, aspan in axes:
         for v, what in ((x, "x"), (w, "w")):
             if v.type.shape.axis(name) is None:
-                raise _wrong(f"`{v.type}` ({what}) has no axis `{name}`", aspan, "not an axis of both")
+                raise _wrong(
+                    f"`{v.type}` ({what}) has no axis `{name}`", aspan, "not an axis of both"
+                )
     width = sw.axes[sw.axis(t)].length
     if not width.is_const or width.constant < 1:
         raise _wrong(
