@@ -137,6 +137,7 @@ CASES = [
     Case("window.psk", "lead", "x", dims=(("T", 4),)),
     *(Case("window.psk", "p", x, dims=(("T", 3),)) for x in ("x", "v")),
     Case("window.psk", "zero", "x", dims=(("batch", 2),)),
+    *(Case("window.psk", "cv", x, dims=(("T", 3),)) for x in ("x", "w")),  # conv
     Case("split.psk", "f", "x"),
     Case("cast.psk", "f", "x"),
     # structure: calls of one helper with different active arguments, tuples
