@@ -482,6 +482,18 @@ def _with_length(t: Real, name: str, length: Lin) -> Real:
     return Real(Shape(t.shape.prefix, axes))
 
 
+def _stack_axis(s: Sweep, ins: Instr, ct: Operand) -> None:
+    """`stack_axis`'s adjoint: operand i gets the cotangent's element i of the new axis (a
+    slice of length 1, summed: the element itself)."""
+    (name,) = ins.attr("axes")
+    for i, y in enumerate(ins.args):
+        if not isinstance(y, Value) or not differentiable(y.type) or y.id not in s.active:
+            continue
+        t = _with_length(ins.out.type, name, Lin.const(1))
+        one = s.emit("crop", [ct], t, {"axes": (name,), "start": Lin.const(i), "stop": Lin.const(i + 1)})
+        s.add(y, s.emit("sum", [one], y.type, {"axes": (name,)}))
+
+
 def _identity(s: Sweep, ins: Instr, ct: Operand) -> None:
     s.add(ins.args[0], ct)
 
@@ -605,6 +617,7 @@ vjp_rules: dict[str, Rule] = {
     "pi": _none,  # a constant
     "iota": _none,  # indices
     "cast": _cast,
+    "stack_axis": _stack_axis,
     "call": _call,
     "field": _field,
     "slice": _slice,

@@ -30,6 +30,7 @@ from presk_export.pyexpr import (
     UNARY,
     ExportError,
     Expr,
+    axis_index,
     binary,
     call,
     lin,
@@ -271,6 +272,14 @@ def _pad(b: Body, ins: Instr) -> Expr:
     return Expr(f"F.pad({x}, ({pads}){value})", ATOM)
 
 
+def _stack_axis(b: Body, ins: Instr) -> Expr:
+    """`stack_axis(axis t, y0, …)`: `torch.stack((y0, …), d)`, d the new axis's place."""
+    ys = b.operands(ins)
+    out = shape_of(ins.out.type) or Shape(False, ())
+    d = axis_index(out, out.axis(ins.attr("axes")[0]))
+    return call("torch.stack", f"({', '.join(str(y) for y in ys)},)", d)
+
+
 def _stop_grad(b: Body, ins: Instr) -> Expr:
     """`stop_grad(x)`: `x.detach()`, the same value with no gradient (a number is one)."""
     (x,) = b.operands(ins)
@@ -342,6 +351,7 @@ RULES: dict[str, Rule] = {
     "embed": _embed,
     "take": _take,
     "crop": _crop,
+    "stack_axis": _stack_axis,
     "pad": _pad,
     "merge": _merge,
     "split": _split,

@@ -197,6 +197,22 @@ def _pad(step: InstrLowering) -> Tensor:
     return full
 
 
+def _stack_axis(step: InstrLowering) -> Tensor:
+    """`stack_axis(axis t, y0, …)`: one nest per operand, storing it at t = i."""
+    axis = explicit(step.ins.out.type).axis(step.ins.attr("axes")[0])
+    out_axes = step.out_axes()
+    full = step.lowering.alloc(out_axes, step.out_dtype(), step.site)
+    for i in range(len(step.values)):
+        y = step.tensor(i)
+        k = step.nest()
+        yi = k.input(y)
+        out = k.output_into(full)
+        v = k.vars(len(y.axes))
+        place = [*at(v[:axis]), Affine.constant(i), *at(v[axis:])]
+        k.finish(nest(v, y.axes, [Store(out, tuple(place), Load(yi, at(v)))]))
+    return full
+
+
 # ---- trees of cotangents -----------------------------------------------------------------
 
 
@@ -245,6 +261,7 @@ MOVES: dict[str, Callable[[InstrLowering], object]] = {
     "embed_grad": _embed_grad,
     "take_grad": _take_grad,
     "crop": _crop,
+    "stack_axis": _stack_axis,
     "pad": _pad,
     "merge": _merge,
     "split": _split,

@@ -20,6 +20,7 @@ from presk_types.rules import (
     Cls,
     type_rules,
 )
+from presk_types.scan import scan
 from presk_types.shapes import TypeErr, err
 from presk_types.types import (
     Bool,
@@ -62,6 +63,8 @@ class Calls:
             )
             if not local and name == "conv":  # the checker's form of pad, crops and eins
                 return conv(self, args, span)
+            if not local and name == "scan":  # the checker's form of its calls
+                return scan(self, args, span)
             if not local and name in CALL_NAMES:
                 return self.primitive(CALL_NAMES[name], args, span)
         callee = self.expr(function)

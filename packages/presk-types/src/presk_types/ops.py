@@ -194,6 +194,7 @@ def _ops() -> list[Op]:
         core("tuple", T, (0, None)),
         core("get", T, one, (("index", Attr.INT),)),
         core("cast", L, one),
+        core("stack_axis", L, (1, None), _AXES),  # issue 29: a scan's outputs, on a new axis
         core("fold_key", X, one, (("name", Attr.NAME),)),
         core("init", X, one, (("init", Attr.NAME),), extra=Attr.TEXT),
         # ---- what differentiation writes (presk-ad), evaluated by presk_core.adjoints
