@@ -138,6 +138,7 @@ CASES = [
     *(Case("window.psk", "p", x, dims=(("T", 3),)) for x in ("x", "v")),
     Case("window.psk", "zero", "x", dims=(("batch", 2),)),
     *(Case("window.psk", "cv", x, dims=(("T", 3),)) for x in ("x", "w")),  # conv
+    *(Case("window.psk", "sc", x, dims=(("T", 3),)) for x in ("h", "xs")),  # scan
     Case("split.psk", "f", "x"),
     Case("cast.psk", "f", "x"),
     # structure: calls of one helper with different active arguments, tuples

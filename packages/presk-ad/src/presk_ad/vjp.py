@@ -490,7 +490,9 @@ def _stack_axis(s: Sweep, ins: Instr, ct: Operand) -> None:
         if not isinstance(y, Value) or not differentiable(y.type) or y.id not in s.active:
             continue
         t = _with_length(ins.out.type, name, Lin.const(1))
-        one = s.emit("crop", [ct], t, {"axes": (name,), "start": Lin.const(i), "stop": Lin.const(i + 1)})
+        one = s.emit(
+            "crop", [ct], t, {"axes": (name,), "start": Lin.const(i), "stop": Lin.const(i + 1)}
+        )
         s.add(y, s.emit("sum", [one], y.type, {"axes": (name,)}))
 
 
