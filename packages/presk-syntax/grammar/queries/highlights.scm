@@ -54,6 +54,6 @@
   function: (identifier) @function.builtin
   (#any-of? @function.builtin
     "abs" "argmax" "bernoulli" "causal_mask" "conv" "cos" "embed" "exp" "gelu" "iota" "log"
-    "log_softmax" "max" "mean" "merge" "min" "one_hot" "ones" "pad" "real" "relu" "sample" "select"
+    "log_softmax" "max" "mean" "merge" "min" "one_hot" "ones" "pad" "real" "relu" "sample" "scan" "select"
     "sigmoid" "silu" "sin" "softmax" "split" "split_key" "sqrt" "stop_grad" "sum" "take" "tanh"
     "uniform" "zeros"))
