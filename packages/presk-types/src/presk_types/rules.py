@@ -127,6 +127,10 @@ COMPARISONS = {"==", "!=", "<", "<=", ">", ">="}
 # The names that are the constant π (a value, not a call: check.py resolves them).
 CONSTANT_NAMES = {"π": "pi", "pi": "pi"}
 
+# The calls the checker writes as the primitives they are made of (issue 29): presk_types.conv,
+# presk_types.scan. Like CALL_NAMES, a name of the program hides them.
+CHECKER_FORMS = frozenset({"conv", "scan"})
+
 # The names a program calls that are not the primitive's registry name.
 CALL_NAMES = {
     name: name
