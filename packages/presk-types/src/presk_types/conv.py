@@ -30,6 +30,7 @@ from presk_types.values import Val
 
 SIGNATURE = "conv(x, w, axis t[, axis g, …][, dilation: d][, before: p][, after: q])"
 LENGTHS = ("dilation", "before", "after")
+MAX_TAPS = 4096  # each tap is four instructions of the program
 
 
 def _wrong(message: str, span: Span, label: str = f"expected {SIGNATURE}") -> Exception:
@@ -77,9 +78,9 @@ def conv(body, args: tuple[A.Arg, ...], span: Span) -> Val:
                     f"`{v.type}` ({what}) has no axis `{name}`", aspan, "not an axis of both"
                 )
     width = sw.axes[sw.axis(t)].length
-    if not width.is_const or width.constant < 1:
+    if not width.is_const or not 1 <= width.constant <= MAX_TAPS:
         raise _wrong(
-            f"a convolution's width is a number of taps, and `{t}: {width}` is not",
+            f"a convolution's width is a number of taps (1 to {MAX_TAPS}), and `{t}: {width}` is not",
             positional[1].span, f"w's axis `{t}`",
         )  # fmt: skip
     d, dspan = lengths.get("dilation", (Lin.const(1), span))

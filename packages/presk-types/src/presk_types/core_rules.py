@@ -436,11 +436,11 @@ def _pad(o: Operands, ctx: Context) -> Type:
             "E2023", f"`pad` fills with a real scalar, and this is `{o.positional[1]}`",
             Label(ctx.span(("operand", 1)), "ℝ[]"),
         )  # fmt: skip
-    sides = dict(o.shapes)
-    for k, (side, _) in enumerate(o.shapes):
-        if side not in PAD_SIDES or list(sides).count(side) > 1 or len(o.shapes) > 2:
+    sides, names = dict(o.shapes), [side for side, _ in o.shapes]
+    for k, side in enumerate(names):
+        if side not in PAD_SIDES or side in names[:k]:
             raise err(
-                "E2023", f"`pad` takes `before:` and `after:`, not `{side}:`",
+                "E2023", f"`pad` takes `before:` and `after:`, each once at most: not this `{side}:`",
                 Label(ctx.span(("shape", k)), "a length before or after the axis"),
             )  # fmt: skip
     for k, (side, length) in enumerate(o.shapes):

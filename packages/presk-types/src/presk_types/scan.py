@@ -26,6 +26,7 @@ from presk_types.types import Real, TupleT
 from presk_types.values import FnRef, Val, join
 
 SIGNATURE = "scan(f, carry, xs, axis t) with f(carry, x) -> (carry, y)"
+MAX_STEPS = 4096  # each step is a call of the program, written out
 _CARRY, _ELEMENT = "%scan.carry", "%scan.x"  # names no program can write
 
 
@@ -58,8 +59,8 @@ def scan(body, args: tuple[A.Arg, ...], span: Span) -> Val:
         raise _wrong("E2026", f"`{xs.type}` has no axis `{t}` to scan", axes[0].span,
                      "not an axis of xs")  # fmt: skip
     n = xs.type.shape.axes[i].length
-    if not n.is_const or n.constant < 1:
-        raise _wrong("E2026", f"a scan's length is a number of steps, and `{t}: {n}` is not",
+    if not n.is_const or not 1 <= n.constant <= MAX_STEPS:
+        raise _wrong("E2026", f"a scan's length is a number of steps (1 to {MAX_STEPS}), and `{t}: {n}` is not",
                      xs_arg.span, f"xs's axis `{t}`")  # fmt: skip
     ctx = CheckContext(body.lengths, span, {})
 
