@@ -35,3 +35,17 @@ def test_the_data_is_what_make_data_writes(tmp_path):
     subprocess.run([sys.executable, "make_data.py"], cwd=tmp_path, check=True)
     written = (tmp_path / "data" / "bumps_T16.psk.d").read_bytes()
     assert written == (EXAMPLE / "data" / "bumps_T16.psk.d").read_bytes()
+
+
+def test_the_training_export_passes_its_conformance_test(tmp_path):
+    presk_ok(
+        "export", EXAMPLE / "conv1d.psk", "--target", "pytorch", "--conformance-entry", "train:2",
+        "-o", tmp_path / "export",
+    )  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_conformance.py"],
+        cwd=tmp_path / "export",
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout
