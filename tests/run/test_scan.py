@@ -53,6 +53,18 @@ def test_the_scan_is_a_numpy_loop():
     np.testing.assert_allclose(floats(got_ys), ys, rtol=1e-13, atol=1e-15)
 
 
+def test_a_lambda_step_is_a_numpy_loop():
+    doc = run("running")
+    h, xs, w = (floats(doc["inputs"][k]) for k in ("h", "xs", "w"))
+    ys = []
+    for x in xs:
+        ys.append(np.sin(h))
+        h = h + x @ w
+    got_h, got_ys = doc["result"]
+    np.testing.assert_allclose(floats(got_h), h, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(floats(got_ys), np.stack(ys), rtol=1e-13, atol=1e-15)
+
+
 def test_the_gradients_are_torchs():
     torch = pytest.importorskip("torch")
     doc = run("dloss")
@@ -68,7 +80,7 @@ def test_the_gradients_are_torchs():
     np.testing.assert_allclose(got_xs, gxs.numpy(), rtol=1e-12, atol=1e-15)
 
 
-@pytest.mark.parametrize("entry", ["run", "dloss", "dloss_xs"])
+@pytest.mark.parametrize("entry", ["run", "dloss", "dloss_xs", "running"])
 def test_native_is_the_kernel_interpreter_bit_for_bit(entry):
     kernel = run(entry, "--backend", "kernel")
     assert run(entry, "--backend", "native")["result"] == kernel["result"]

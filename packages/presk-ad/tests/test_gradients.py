@@ -139,6 +139,7 @@ CASES = [
     Case("window.psk", "zero", "x", dims=(("batch", 2),)),
     *(Case("window.psk", "cv", x, dims=(("T", 3),)) for x in ("x", "w")),  # conv
     *(Case("window.psk", "sc", x, dims=(("T", 3),)) for x in ("h", "xs")),  # scan
+    *(Case("window.psk", "lam", x, dims=(("T", 3),)) for x in ("w", "h")),  # a λ step
     Case("split.psk", "f", "x"),
     Case("cast.psk", "f", "x"),
     # structure: calls of one helper with different active arguments, tuples

@@ -1,7 +1,8 @@
 """`scan(f, c, xs, axis t)`: a function applied along the named axis t of xs (issue 29), the
 carry threaded through, the outputs stacked: `jax.lax.scan` over a named axis.
 
-f is a function of the program (or of a module, with its parameters) taking the carry and
+f is a function of the program (or of a module, with its parameters), or a λ (lifted once,
+as `grad`'s, with what it captures), taking the carry and
 one element of xs along t (xs without the axis t), returning a pair (carry, output) whose
 carry has the type of c. The result is the pair (the last carry, the outputs on a new first
 axis t). The axis's length is a number (E2026), as `stack{L}`'s: the checker writes the
@@ -34,6 +35,17 @@ def _wrong(code: str, message: str, span: Span, label: str = f"expected {SIGNATU
     return err(code, message, Label(span, label))
 
 
+def _lifted(body, lam: A.Lambda, carry: Val, x: Val):
+    """A λ step as a function of what it captures, then the carry and the element; the
+    dimensions its calls take are the enclosing function's, as for `grad`'s λ."""
+    info = body.lift(lam, [carry.type, x.type])
+    mine = set(body.info.context.names) | set(body.info.generic)
+    taken = [d for d in info.generic if d not in mine]
+    if taken:
+        body.info.generic = (*body.info.generic, *taken)
+    return info
+
+
 def scan(body, args: tuple[A.Arg, ...], span: Span) -> Val:
     """The scan `scan(…)` of a function body (`check.Body`), as its calls."""
     from presk_types.rules import CheckContext
@@ -47,10 +59,10 @@ def scan(body, args: tuple[A.Arg, ...], span: Span) -> Val:
     ):
         raise _wrong("E2026", "wrong arguments for `scan`", span)
     f_arg, c_arg, xs_arg = positional
-    f = body.expr(f_arg)
-    if not isinstance(f, FnRef):
-        raise _wrong("E2026", "`scan`'s step is a function of the program", f_arg.span,
-                     "the name of a function (a λ is not yet)")  # fmt: skip
+    f = f_arg if isinstance(f_arg, A.Lambda) else body.expr(f_arg)
+    if not isinstance(f, FnRef | A.Lambda):
+        raise _wrong("E2026", "`scan`'s step is a function of the program or a λ", f_arg.span,
+                     "a function's name, or `λ c x. (c, y)`")  # fmt: skip
     c, xs = body.value(c_arg), body.value(xs_arg)
     body.require_real(xs, xs_arg.span)
     t = axes[0].name
@@ -80,8 +92,18 @@ def scan(body, args: tuple[A.Arg, ...], span: Span) -> Val:
         for k in range(n.constant):
             one = {"axes": (t,), "start": Lin.const(k), "stop": Lin.const(k + 1)}
             x = prim("sum", [prim("crop", [xs], one)], {"axes": (t,)})
-            body.vars[_CARRY], body.vars[_ELEMENT] = carry, x
-            step = body.call_fn(f, (A.Var(_CARRY, c_arg.span), A.Var(_ELEMENT, xs_arg.span)), span)
+            if isinstance(f, A.Lambda):
+                f = _lifted(body, f, carry, x)
+            if isinstance(f, FnRef):
+                body.vars[_CARRY], body.vars[_ELEMENT] = carry, x
+                args = (A.Var(_CARRY, c_arg.span), A.Var(_ELEMENT, xs_arg.span))
+                step = body.call_fn(f, args, span)
+            else:  # the λ lifted once, called at each step with what it captures
+                refs = [v.ref for v in f.captured_vals] + [carry.ref, x.ref]
+                generic = {d: Lin.var(d) for d in f.generic}
+                regs = [v.reg for v in f.captured_vals] + [carry.reg, x.reg]
+                ref = body.emit.call(f, generic, refs, f.result, span)
+                step = Val(f.result, join(*regs), tuple(f.effects.items()), ref)
             effects.extend(step.effects)
             if not (isinstance(step.type, TupleT) and len(step.type.elements) == 2):
                 raise _wrong("E2027", f"`scan`'s step returns `{step.type}`, not a pair",
