@@ -88,6 +88,7 @@ ENTRIES = [
     ("tutorial/06_tower.psk", {}, "Tower.apply", {"batch": 3}),
     ("tutorial/07_train.psk", {}, "loss", {"B": 4}),
     ("tests/examples/mlp/mlp.psk", {}, "mse_grad", {"D": 3, "B": 2}),
+    ("tests/examples/conv1d/conv1d.psk", {}, "loss", {"B": 2, "T": 5}),
     ("tests/examples/minigpt/minigpt.psk", TINY, "MiniGPT.apply", {"B": 2, "T": 8}),
     ("tests/examples/minigpt/train_minigpt.psk", TINY, "loss", {"B": 2, "T": 8}),
     ("tests/examples/llama/llama.psk", {"D": "8", "H": "2", "F": "12"}, "block", {"B": 1, "T": 3}),

@@ -187,12 +187,12 @@ def test_the_highlights_name_every_primitive_called_and_pi():
 
     import tree_sitter as ts
     from presk_syntax.parse import language, parse_tree
-    from presk_types.rules import CALL_NAMES, CONSTANT_NAMES
+    from presk_types.rules import CALL_NAMES, CHECKER_FORMS, CONSTANT_NAMES
 
     text = (ROOT / "packages/presk-syntax/grammar/queries/highlights.scm").read_text()
     query = ts.Query(language(), text)
     builtin = text[text.index("@function.builtin\n") :]
-    assert set(re.findall(r'"(\w+)"', builtin)) == set(CALL_NAMES)
+    assert set(re.findall(r'"(\w+)"', builtin)) == set(CALL_NAMES) | CHECKER_FORMS
     data = (ROOT / PROGRAM).read_bytes()
     captures = ts.QueryCursor(query).captures(parse_tree(data).root_node)
     texts = {

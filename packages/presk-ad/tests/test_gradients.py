@@ -133,6 +133,13 @@ CASES = [
     Case("take.psk", "logp", "x"),
     Case("take.psk", "lead", "x"),
     Case("merge.psk", "f", "x"),
+    Case("window.psk", "f", "x", dims=(("T", 5),)),  # issue 29: slices and padding
+    Case("window.psk", "lead", "x", dims=(("T", 4),)),
+    *(Case("window.psk", "p", x, dims=(("T", 3),)) for x in ("x", "v")),
+    Case("window.psk", "zero", "x", dims=(("batch", 2),)),
+    *(Case("window.psk", "cv", x, dims=(("T", 3),)) for x in ("x", "w")),  # conv
+    *(Case("window.psk", "sc", x, dims=(("T", 3),)) for x in ("h", "xs")),  # scan
+    *(Case("window.psk", "lam", x, dims=(("T", 3),)) for x in ("w", "h")),  # a λ step
     Case("split.psk", "f", "x"),
     Case("cast.psk", "f", "x"),
     # draws (issue 29): the reparameterised normal, a dropout mask

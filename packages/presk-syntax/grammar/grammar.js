@@ -236,6 +236,7 @@ module.exports = grammar({
         $.unary,
         $.call,
         $.field,
+        $.slice,
         $.ein,
         $.stream,
         $.paren,
@@ -300,6 +301,19 @@ module.exports = grammar({
       ),
 
     field: ($) => prec(PREC.postfix, seq(field('object', $._expr), '.', field('name', $.identifier))),
+
+    // x[seq: a .. a + W]: the elements a to a + W - 1 of the axis `seq`, bounds being lengths
+    // (issue 29). The name is optional here so that a slice without one gets its own error.
+    slice: ($) =>
+      prec(PREC.postfix, seq(field('object', $._expr), '[', commaSep1(field('range', $.slice_range)), ']')),
+
+    slice_range: ($) =>
+      seq(
+        optional(seq(field('name', $.identifier), ':')),
+        field('start', $._dim_expr),
+        '..',
+        field('stop', $._dim_expr),
+      ),
 
     ein: ($) =>
       seq(

@@ -45,6 +45,7 @@ fn f{N : dim}(x : ℝ[batch: N, ctx: 3, emb: 8], e : f64 = 1e-6) -> ℝ[] =
   let (a, (b, c)) = (x, (x, "s"))
   let m = merge(axis ctx, axis emb, x)
   let g = grad(λ θ. (θ : ℝ) ^ 2)(1.5)
+  let w = x[ctx: 1 .. 3, emb: N - N .. 4]
   mean(softmax(axis emb, m, where = causal_mask(seq: T))) + ein[](a * b)
 
 optimizer adamw {

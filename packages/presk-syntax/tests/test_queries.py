@@ -21,3 +21,15 @@ def test_highlights_compile_and_capture_the_tower():
     assert {"Block", "Tower"} <= texts["type"]
     assert "-- residual connection" in texts["comment"]
     assert "apply" in texts["function"]
+
+
+def test_highlights_capture_a_slice():
+    query = ts.Query(language(), (QUERIES / "highlights.scm").read_text())
+    data = b"fn f(x : R[t: T]) -> R[t: 2] = x[t: 1 .. 3]"
+    captures = ts.QueryCursor(query).captures(parse_tree(data).root_node)
+    texts = {
+        name: {data[n.start_byte : n.end_byte].decode() for n in nodes}
+        for name, nodes in captures.items()
+    }
+    assert ".." in texts["operator"]
+    assert "t" in texts["label"]

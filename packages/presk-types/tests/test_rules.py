@@ -17,6 +17,7 @@ from presk_types.rules import CALL_NAMES, OPERATORS, PRIMITIVES, Cls, type_rules
 # comparisons, `grad(f)(θ)`, and `max`/`min` of two operands (`maximum`, `minimum`).
 CHECKER_TYPED = {"add", "sub", "mul", "div", "pow", "neg", "dot", "ein", "compare", "grad"}
 CHECKER_TYPED |= {"maximum", "minimum", "pi"}  # pi: a name (check.py), not a call
+CHECKER_TYPED |= {"crop"}  # a slice `x[a: i .. j]` (check.py)
 
 PRELUDE = "dim B\ndim T\n"
 
@@ -164,6 +165,13 @@ TYPINGS: dict[str, tuple[str, str, str, str, str]] = {
     "zeros": ("", "", "zeros(batch: B, model: 4)", "ℝ[batch: B, model: 4]", ""),
     "ones": ("", "", "ones(seq: T)", "ℝ[seq: T]", ""),
     "iota": ("", "", "iota(seq: T)", "idx[T][seq: T]", ""),
+    "pad": (
+        "x : ℝ[batch: B, seq: T], c : ℝ[]",
+        "",
+        "pad(x, c, axis seq, before: 2, after: T)",
+        "ℝ[batch: B, seq: 2*T + 2]",
+        "x C∞, c C∞",
+    ),
 }
 
 
@@ -274,3 +282,22 @@ RULE_ERRORS = [
 def test_rule_errors(tmp_path: Path, source: str, code: str) -> None:
     c = check(tmp_path, source + "\n")
     assert codes(c) == [code]
+
+
+def test_a_slice_is_typed_and_its_bounds_proved(tmp_path: Path) -> None:
+    """`x[a: i .. j]` (issue 29): the axis's length j - i, 0 <= i <= j <= n for every value of
+    the dimensions, else E2020/E2021 with the smallest counterexample."""
+    c = check(
+        tmp_path, "fn f(x : ℝ[batch: B, seq: T + 2]) =\n  x[seq: 1 .. T + 1, batch: 0 .. B]\n"
+    )
+    assert c.diagnostics == [], [d.message for d in c.diagnostics]
+    assert str(info(c).result) == "ℝ[batch: B, seq: T]"
+    c = check(tmp_path, "fn f(x : ℝ[batch: B, seq: T]) =\n  x[seq: 1 .. T]\n")
+    assert codes(c) == ["E2020"]  # T = 0: the slice 1 .. 0
+    assert "for T = 0" in c.diagnostics[0].labels[0].text
+    c = check(tmp_path, "fn f(x : ℝ[batch: B, seq: T]) =\n  x[seq: 1 .. T + 1]\n")
+    assert codes(c) == ["E2021"]
+    assert "for T = 0" in c.diagnostics[0].labels[0].text
+    c = check(tmp_path, "fn f(x : ℝ[batch: B, seq: T]) =\n  x[seq: B .. T]\n")
+    assert codes(c) == ["E2020"]
+    assert "for B = 1, T = 0" in c.diagnostics[0].labels[0].text

@@ -32,7 +32,8 @@ from presk_core.build import FunctionBuilder, made_from
 from presk_core.ir import Function, Instr, Lit, Operand, Origin, Program, Value
 from presk_core.unroll import unroll_stack
 from presk_types.ops import ADJOINT_OPS
-from presk_types.types import SCALAR, Bool, Idx, ParamsT, Real, TupleT, Type, subst
+from presk_types.presburger import Lin
+from presk_types.types import SCALAR, AxisT, Bool, Idx, ParamsT, Real, Shape, TupleT, Type, subst
 
 from presk_ad import contractions
 from presk_ad.dataflow import active_values, call_prefix, dead_code
@@ -440,6 +441,61 @@ def _reshape(s: Sweep, ins: Instr, ct: Operand) -> None:
     s.add(x, s.emit("reshape_like", [ct, x], x.type))
 
 
+def _crop(s: Sweep, ins: Instr, ct: Operand) -> None:
+    """A slice's adjoint: the cotangent scattered into the slice, zeros around it (`pad`)."""
+    x = ins.args[0]
+    (name,) = ins.attr("axes")
+    n = x.type.shape.axes[x.type.shape.axis(name)].length
+    start, stop = ins.attr("start"), ins.attr("stop")
+    attrs = {"axes": (name,), "shapes": (("before", start), ("after", n - stop))}
+    s.add(x, s.emit("pad", [ct], x.type, attrs))
+
+
+def _pad(s: Sweep, ins: Instr, ct: Operand) -> None:
+    """Padding's adjoint: the cotangent's window of x to x; to the fill c, the sum of the
+    padded elements (those before, then those after, each in increasing index order)."""
+    x = ins.args[0]
+    (name,) = ins.attr("axes")
+    shape = x.type.shape
+    n = shape.axes[shape.axis(name)].length
+    sides = dict(ins.attr("shapes", ()))
+    before, after = sides.get("before", Lin.const(0)), sides.get("after", Lin.const(0))
+
+    def window(a: Lin, b: Lin) -> Value:
+        t = _with_length(x.type, name, b - a)
+        return s.emit("crop", [ct], t, {"axes": (name,), "start": a, "stop": b})
+
+    s.add(x, window(before, before + n))
+    if len(ins.args) == 2 and isinstance(c := ins.args[1], Value) and c.id in s.active:
+        scalar = Real(SCALAR)
+        total = before + n + after
+        parts = [
+            s.emit("sum", [window(a, b)], scalar)
+            for a, b in ((Lin.const(0), before), (before + n, total))
+        ]
+        s.add(c, s.emit("add", parts, scalar, {"_align": ((), ())}))
+
+
+def _with_length(t: Real, name: str, length: Lin) -> Real:
+    i = t.shape.axis(name)
+    axes = t.shape.axes[:i] + (AxisT(name, length),) + t.shape.axes[i + 1 :]
+    return Real(Shape(t.shape.prefix, axes))
+
+
+def _stack_axis(s: Sweep, ins: Instr, ct: Operand) -> None:
+    """`stack_axis`'s adjoint: operand i gets the cotangent's element i of the new axis (a
+    slice of length 1, summed: the element itself)."""
+    (name,) = ins.attr("axes")
+    for i, y in enumerate(ins.args):
+        if not isinstance(y, Value) or not differentiable(y.type) or y.id not in s.active:
+            continue
+        t = _with_length(ins.out.type, name, Lin.const(1))
+        one = s.emit(
+            "crop", [ct], t, {"axes": (name,), "start": Lin.const(i), "stop": Lin.const(i + 1)}
+        )
+        s.add(y, s.emit("sum", [one], y.type, {"axes": (name,)}))
+
+
 def _identity(s: Sweep, ins: Instr, ct: Operand) -> None:
     s.add(ins.args[0], ct)
 
@@ -544,6 +600,8 @@ vjp_rules: dict[str, Rule] = {
     "minimum": _pick2("min"),
     "embed": _embed,
     "take": _take,
+    "crop": _crop,
+    "pad": _pad,
     "merge": _reshape,
     "split": _reshape,
     "real": _none,  # of indices, masks or hyperparameters: nothing to differentiate
@@ -562,6 +620,7 @@ vjp_rules: dict[str, Rule] = {
     "pi": _none,  # a constant
     "iota": _none,  # indices
     "cast": _cast,
+    "stack_axis": _stack_axis,
     "call": _call,
     "field": _field,
     "slice": _slice,

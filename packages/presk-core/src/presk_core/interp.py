@@ -349,6 +349,17 @@ def _with_attr(kernel: Callable, name: str) -> Rule:
     return rule
 
 
+def _stack_axis(p: Prep) -> Thunk:
+    """`stack_axis(axis t, y0, …)`: the operands on a new first axis (after the prefix)."""
+    gets, rank = p.args, explicit(p.ins.args[0].type).rank
+
+    def step(env: Env) -> object:
+        ys = [g(env) for g in gets]
+        return np.stack(ys, axis=np.ndim(ys[0]) - rank)
+
+    return step
+
+
 def _spread(p: Prep) -> Thunk:
     (get_ct, get_x), (ct_names, x_names) = p.args, p.attr("_names")
     return lambda env: A.spread(get_ct(env), ct_names, get_x(env), x_names)
@@ -360,6 +371,7 @@ rules: dict[str, Rule] = {
     "value_grad": _grad,
     # structure
     "cast": apply(lambda x: x),  # the same data, named axes
+    "stack_axis": _stack_axis,  # a scan's outputs (issue 29)
     "call": _call,
     "fold": _fold,
     "slice": _slice,

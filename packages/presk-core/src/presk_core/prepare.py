@@ -408,6 +408,38 @@ def _split(p: Prep) -> Thunk:
     return step
 
 
+def _crop(p: Prep) -> Thunk:
+    """`x[a: i .. j]`: the elements i to j - 1 of the axis a (a copy)."""
+    get, axis = p.args[0], p.axis(0)
+    start, stop = p.length(p.attr("start")), p.length(p.attr("stop"))
+
+    def step(env: Env) -> object:
+        x = get(env)
+        i = axis(x)
+        return x[(slice(None),) * i + (slice(start, stop),)].copy()
+
+    return step
+
+
+def _pad(p: Prep) -> Thunk:
+    """`pad(x[, c], axis a, before: i, after: j)`: x between i and j copies of c (or 0)."""
+    get, axis = p.args[0], p.axis(0)
+    sides = {k: p.length(v) for k, v in p.attr("shapes", ())}
+    before, after = sides.get("before", 0), sides.get("after", 0)
+    get_c = p.args[1] if len(p.args) == 2 else constant(gmpy2.mpfr(0))
+
+    def step(env: Env) -> object:
+        x, c = get(env), get_c(env)
+        c = c.item() if isinstance(c, np.ndarray) else c
+        i = axis(x)
+        shape = x.shape[:i] + (before + x.shape[i] + after,) + x.shape[i + 1 :]
+        out = np.full(shape, +c, dtype=object)  # `+c`: at the working precision
+        out[(slice(None),) * i + (slice(before, before + x.shape[i]),)] = x
+        return out
+
+    return step
+
+
 def apply(kernel: Callable) -> Rule:
     """`kernel` of the operands as they are."""
 
@@ -460,6 +492,8 @@ PRIMITIVE_EVAL_RULES: dict[str, Rule] = {
     "one_hot": _one_hot,
     "embed": apply(M.embed),
     "take": _take,
+    "crop": _crop,
+    "pad": _pad,
     "merge": _merge,
     "split": _split,
     "sample": apply(R.sample),

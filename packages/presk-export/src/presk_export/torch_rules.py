@@ -17,7 +17,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from presk_core.ir import Instr
-from presk_types.types import Machine
+from presk_types.presburger import Lin
+from presk_types.types import Machine, Shape, shape_of
 
 from presk_export.adjoint_rules import ADJOINT_TORCH_RULES, tree_record, tree_slice
 from presk_export.pyexpr import (
@@ -29,6 +30,7 @@ from presk_export.pyexpr import (
     UNARY,
     ExportError,
     Expr,
+    axis_index,
     binary,
     call,
     lin,
@@ -242,6 +244,42 @@ def _split(b: Body, ins: Instr) -> Expr:
     return method(x, "unflatten", b.axis(ins), f"({lengths})")
 
 
+def _crop(b: Body, ins: Instr) -> Expr:
+    """`x[a: i .. j]`: `x.narrow(d, i, j - i)` (a view; autograd scatters into it)."""
+    (x,) = b.operands(ins)
+    start, stop = ins.attr("start"), ins.attr("stop")
+    return method(x, "narrow", b.axis(ins), b.length(start), b.length(stop - start))
+
+
+def _pad(b: Body, ins: Instr) -> Expr:
+    """`pad(x, axis a, before: i, after: j)`: `F.pad` (its pairs from the last axis); with a
+    fill c that is a tensor (differentiated), `torch.cat` of c expanded, x, c expanded."""
+    x, *c = b.operands(ins)
+    sides = dict(ins.attr("shapes", ()))
+    before, after = (b.length(sides.get(k, Lin.const(0))) for k in ("before", "after"))
+    s = shape_of(ins.args[0].type) or Shape(False, ())
+    if c and not c[0].scalar:
+        d = b.axis(ins)
+        xs = x.at(ATOM)
+
+        def fill(n: str) -> str:
+            return f"{c[0].at(ATOM)}.expand({xs}.shape[:{d}] + (({n}),) + {xs}.shape[{d}:][1:])"
+
+        return call("torch.cat", f"({fill(before)}, {x}, {fill(after)})", d)
+    b.imports.add("F")
+    pads = ("0, 0, " * (s.rank - 1 - s.axis(ins.attr("axes")[0]))) + f"{before}, {after}"
+    value = f", value={c[0]}" if c else ""
+    return Expr(f"F.pad({x}, ({pads}){value})", ATOM)
+
+
+def _stack_axis(b: Body, ins: Instr) -> Expr:
+    """`stack_axis(axis t, y0, …)`: `torch.stack((y0, …), d)`, d the new axis's place."""
+    ys = b.operands(ins)
+    out = shape_of(ins.out.type) or Shape(False, ())
+    d = axis_index(out, out.axis(ins.attr("axes")[0]))
+    return call("torch.stack", f"({', '.join(str(y) for y in ys)},)", d)
+
+
 def _stop_grad(b: Body, ins: Instr) -> Expr:
     """`stop_grad(x)`: `x.detach()`, the same value with no gradient (a number is one)."""
     (x,) = b.operands(ins)
@@ -321,6 +359,9 @@ RULES: dict[str, Rule] = {
     "one_hot": _one_hot,
     "embed": _embed,
     "take": _take,
+    "crop": _crop,
+    "stack_axis": _stack_axis,
+    "pad": _pad,
     "merge": _merge,
     "split": _split,
     "sample": _draw,

@@ -154,6 +154,65 @@ def _reshape_like(step: InstrLowering) -> Tensor:
     return _copy(step, ct, into, "reshape_like")
 
 
+def _shifted(v: list[str], axis: int, by: int) -> tuple[Affine, ...]:
+    """The element `v` with its index along `axis` moved by `by`."""
+    return tuple(Affine(((w, 1),), by if d == axis else 0) for d, w in enumerate(v))
+
+
+def _crop(step: InstrLowering) -> Tensor:
+    """`x[a: i .. j]`: out[…, t, …] = x[…, t + i, …]."""
+    x = step.tensor(0)
+    axis = step.axis(0, step.ins.attr("axes")[0])
+    start = step.ins.attr("start").constant
+    k = step.nest()
+    xi = k.input(x)
+    axes = step.out_axes()
+    out = k.output(axes, step.like(x.dtype))
+    v = k.vars(len(axes))
+    return k.finish(nest(v, axes, [Store(out, at(v), Load(xi, _shifted(v, axis, start)))]))
+
+
+def _pad(step: InstrLowering) -> Tensor:
+    """`pad(x[, c], axis a, before: i, after: j)`: the result filled with c (or 0), then x
+    stored at …, t + i, … (two nests writing distinct elements: no sum, no rounding)."""
+    x = step.tensor(0)
+    axis = step.axis(0, step.ins.attr("axes")[0])
+    before = dict(step.ins.attr("shapes", ())).get("before")
+    before = before.constant if before is not None else 0
+    axes, dtype = step.out_axes(), step.out_dtype()
+    if len(step.values) == 2 and isinstance(step.values[1], Tensor):
+        k = step.nest("fill")
+        ci = k.input(step.values[1])
+        full = k.output(axes, dtype)
+        v = k.vars(len(axes))
+        full = k.finish(nest(v, axes, [Store(full, at(v), Load(ci, ()))]))
+    else:
+        c = step.values[1].text if len(step.values) == 2 else 0
+        full = _fill(step, axes, dtype, c)
+    k = step.nest()
+    xi = k.input(x)
+    out = k.output_into(full)
+    v = k.vars(len(x.axes))
+    k.finish(nest(v, x.axes, [Store(out, _shifted(v, axis, before), Load(xi, at(v)))]))
+    return full
+
+
+def _stack_axis(step: InstrLowering) -> Tensor:
+    """`stack_axis(axis t, y0, …)`: one nest per operand, storing it at t = i."""
+    axis = explicit(step.ins.out.type).axis(step.ins.attr("axes")[0])
+    out_axes = step.out_axes()
+    full = step.lowering.alloc(out_axes, step.out_dtype(), step.site)
+    for i in range(len(step.values)):
+        y = step.tensor(i)
+        k = step.nest()
+        yi = k.input(y)
+        out = k.output_into(full)
+        v = k.vars(len(y.axes))
+        place = [*at(v[:axis]), Affine.constant(i), *at(v[axis:])]
+        k.finish(nest(v, y.axes, [Store(out, tuple(place), Load(yi, at(v)))]))
+    return full
+
+
 # ---- trees of cotangents -----------------------------------------------------------------
 
 
@@ -201,6 +260,9 @@ MOVES: dict[str, Callable[[InstrLowering], object]] = {
     "one_hot": _one_hot,
     "embed_grad": _embed_grad,
     "take_grad": _take_grad,
+    "crop": _crop,
+    "stack_axis": _stack_axis,
+    "pad": _pad,
     "merge": _merge,
     "split": _split,
     "reshape_like": _reshape_like,

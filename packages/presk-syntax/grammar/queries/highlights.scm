@@ -16,7 +16,7 @@
 
 [
   "+" "-" "*" "/" "%" "^" "·" "@" "==" "!=" "≠" "<" "<=" "≤" ">" ">=" "≥" "|>" "->" "→"
-  "="
+  "=" ".."
 ] @operator
 
 ["(" ")" "[" "]" "{" "}"] @punctuation.bracket
@@ -39,6 +39,7 @@
 (axis name: (identifier) @label)
 (axis_argument name: (identifier) @label)
 (shape_argument name: (identifier) @label)
+(slice_range name: (identifier) @label)
 (keyword_argument name: (identifier) @variable.parameter)
 (ein axis: (identifier) @label)
 (const_decl name: (identifier) @constant)
@@ -52,8 +53,8 @@
 (call
   function: (identifier) @function.builtin
   (#any-of? @function.builtin
-    "abs" "argmax" "bernoulli" "causal_mask" "cos" "embed" "exp" "gelu" "iota" "log"
-    "log_softmax" "max" "mean" "merge" "min" "normal" "one_hot" "ones" "real" "relu" "sample"
-    "select"
+    "abs" "argmax" "bernoulli" "causal_mask" "conv" "cos" "embed" "exp" "gelu" "iota" "log"
+    "log_softmax" "max" "mean" "merge" "min" "normal" "one_hot" "ones" "pad" "real" "relu"
+    "sample" "scan" "select"
     "sigmoid" "silu" "sin" "softmax" "split" "split_key" "sqrt" "stop_grad" "sum" "take" "tanh"
     "uniform" "zeros"))

@@ -113,6 +113,25 @@ class Ein:
 
 
 @dataclass(frozen=True, slots=True)
+class SliceRange:
+    """`seq: a .. b` in a slice: the elements a to b - 1 of the axis `seq` (lengths)."""
+
+    name: str
+    start: Expr
+    stop: Expr
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Slice:
+    """`x[seq: a .. b, …]`: a window of named axes, its bounds lengths (issue 29)."""
+
+    object: Expr
+    ranges: tuple[SliceRange, ...]
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
 class Lambda:
     params: tuple[str, ...]
     body: Expr
@@ -144,7 +163,7 @@ class Stream:
 
 Expr: TypeAlias = (
     "Var | IntLit | FloatLit | StrLit | Binary | Unary | Call | FieldAccess | Ein | Lambda"
-    " | Ascription | TupleExpr | Stream"
+    " | Ascription | TupleExpr | Stream | Slice"
 )
 
 # ---- types -------------------------------------------------------------------------------
@@ -416,7 +435,7 @@ class SourceFile:
 
 NODE_TYPES: tuple[type, ...] = (
     Var, IntLit, FloatLit, StrLit, Binary, Unary, AxisArg, KeywordArg, ShapeArg, Call,
-    FieldAccess, Ein, Lambda, Ascription, TupleExpr, Stream, Prefix, Axis, TensorType, IdxType,
+    FieldAccess, Ein, SliceRange, Slice, Lambda, Ascription, TupleExpr, Stream, Prefix, Axis, TensorType, IdxType,
     QualName, ModuleRef, StackRef, ParamsType, TupleType, NamedType, PVar, PTuple, Let, Block,
     TypeParam, Parameter, Fn, Import, Const, StaticAssert, DimDecl, TypeAliasDecl, Param, Use,
     Module, Field, Checkpoint, Optimizer, Training, Serve, SourceFile,

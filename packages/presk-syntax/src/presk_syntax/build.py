@@ -29,6 +29,16 @@ def _too_long(text: str, span: Span, what: str) -> Diagnostic:
     )
 
 
+def _unnamed_slice(span: Span, text: str) -> Diagnostic:
+    return Diagnostic(
+        "E0015",
+        Severity.ERROR,
+        "a slice names the axis it cuts",
+        (Label(span, "which axis?"),),
+        help=f"name one of the tensor's axes: `[seq: {text}]` cuts the axis `seq`",
+    )
+
+
 # The ASCII synonyms, folded into the spelling that diagnostics print.
 OPERATORS = {"@": "·", "≤": "<=", "≥": ">=", "≠": "!="}
 
@@ -288,6 +298,17 @@ class Builder:
     def field(self, node: Node) -> A.FieldAccess:
         return A.FieldAccess(self.opt(node, "object"), self.name(node), self.span(node))
 
+    def slice(self, node: Node) -> A.Slice:
+        ranges = self.many(node, "range")
+        return A.Slice(self.opt(node, "object"), ranges, self.span(node))
+
+    def slice_range(self, node: Node) -> A.SliceRange:
+        name = node.child_by_field_name("name")
+        if name is None:  # `x[0 .. 2]`: an axis is named, never placed (issue 29)
+            raise DiagnosticError([_unnamed_slice(self.span(node), self.source(node))])
+        start, stop = self.opt(node, "start"), self.opt(node, "stop")
+        return A.SliceRange(self.source(name), start, stop, self.span(node))
+
     def ein(self, node: Node) -> A.Ein:
         axes = tuple(self.source(a) for a in node.children_by_field_name("axis"))
         return A.Ein(axes, self.opt(node, "operand"), self.span(node))
@@ -333,7 +354,7 @@ BUILDERS: dict[str, Callable[[Builder, Node], object]] = {
         " optimizer_decl training_decl serve_decl block_field checkpoint_field"
         " tensor_type idx_type prefix axis params_type tuple_type named_type qualified_name"
         " identifier integer float string binary unary call axis_argument keyword_argument"
-        " shape_argument field ein stream paren ascription tuple"
+        " shape_argument field slice slice_range ein stream paren ascription tuple"
     ).split()
 }
 BUILDERS["lambda"] = Builder.lambda_

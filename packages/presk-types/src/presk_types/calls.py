@@ -6,6 +6,7 @@ from presk_syntax import ast as A
 from presk_syntax.diagnostics import Diagnostic, Label, Severity
 from presk_syntax.span import Span
 
+from presk_types.conv import conv
 from presk_types.core_rules import PRIMITIVE_SHAPE_RULES
 from presk_types.elab import ConstError
 from presk_types.operands import Operands, Signature
@@ -19,6 +20,7 @@ from presk_types.rules import (
     Cls,
     type_rules,
 )
+from presk_types.scan import scan
 from presk_types.shapes import TypeErr, err
 from presk_types.types import (
     Bool,
@@ -59,6 +61,10 @@ class Calls:
             local = name in self.env.fns or (
                 self.info.module is not None and name in self.info.module.fns
             )
+            if not local and name == "conv":  # the checker's form of pad, crops and eins
+                return conv(self, args, span)
+            if not local and name == "scan":  # the checker's form of its calls
+                return scan(self, args, span)
             if not local and name in CALL_NAMES:
                 return self.primitive(CALL_NAMES[name], args, span)
         callee = self.expr(function)
@@ -417,6 +423,8 @@ def _free_names(e: object, bound: set[str]) -> list[str]:
             case A.TupleExpr(elements):
                 for x in elements:
                     walk(x, bound)
+            case A.Slice(obj):
+                walk(obj, bound)
 
     walk(e, bound)
     return out

@@ -378,6 +378,8 @@ class Body(Calls, Views):
                 )
             case A.Ein(axes, operand, span):
                 return self.ein(axes, operand, span)
+            case A.Slice(obj, ranges, span):
+                return self.slice(obj, ranges, span)
             case A.Lambda():
                 return LambdaVal(e)
             case A.FieldAccess(obj, name, span):
@@ -522,6 +524,25 @@ class Body(Calls, Views):
         t = self.rule("ein", (ta,), {"axes": axes}, span)
         attrs = {"axes": axes, "_names": (tuple(ta.shape.names()),)}
         return Val(t, a.reg, a.effects, self.emit.prim("ein", [a.ref], t, attrs, span))
+
+    def slice(self, obj: A.Expr, ranges: tuple[A.SliceRange, ...], span: Span) -> Val:
+        """`x[a: i .. j, …]`: one `crop` per range, in order, bounds proved (core_rules)."""
+        v = self.value(obj)
+        for r in ranges:
+            start, stop = self.length(r.start), self.length(r.stop)
+            where = {
+                ("operand", 0): obj.span,
+                ("axis", 0): r.span,
+                ("start", 0): r.start.span,
+                ("stop", 0): r.stop.span,
+            }
+            attrs = {"axes": (r.name,), "start": start, "stop": stop}
+            ctx = CheckContext(self.lengths, span, where)
+            t = PRIMITIVE_SHAPE_RULES["crop"](
+                Operands("crop", (v.type,), (r.name,), attrs=attrs), ctx
+            )
+            v = Val(t, v.reg, v.effects, self.emit.prim("crop", [v.ref], t, attrs, span))
+        return v
 
     # ---- calls -----------------------------------------------------------------------------
 

@@ -29,7 +29,7 @@ from presk_types.operands import (
     real,
     remove_axis,
 )
-from presk_types.presburger import Lin
+from presk_types.presburger import Ge, Le, Lin
 from presk_types.shapes import broadcast, contract, ein, err
 from presk_types.types import (
     SCALAR,
@@ -42,6 +42,7 @@ from presk_types.types import (
     Shape,
     TupleT,
     Type,
+    with_shape,
 )
 
 Rule = Callable[[Operands, Context], Type]
@@ -368,6 +369,89 @@ def _split(o: Operands, ctx: Context) -> Type:
     return Real(Shape(x.shape.prefix, axes))
 
 
+def _window_of(o: Operands, ctx: Context) -> tuple[Real | Idx | Bool, int, Lin]:
+    """The tensor whose axis `o.axes[0]` a slice or a padding acts on: its place, its length."""
+    x = o.positional[0] if o.positional else None
+    if not isinstance(x, Real | Idx | Bool):
+        raise err(
+            "E2022",
+            f"`{o.op}` takes a tensor, and this is `{x}`",
+            Label(ctx.span(("operand", 0)), f"`{x}`"),
+        )
+    name = o.axes[0] if o.axes else None
+    i = x.shape.axis(name) if name is not None else None
+    if i is None:
+        raise err(
+            "E2022",
+            f"`{x}` has no axis `{name}` to {'slice' if o.op == 'crop' else 'pad'}",
+            Label(ctx.span(("axis", 0)), "not an axis of the operand"),
+            help=f"its axes are {', '.join(f'`{n}`' for n in x.shape.names()) or 'unnamed'}",
+        )
+    return x, i, x.shape.axes[i].length
+
+
+def _resized(x: Real | Idx | Bool, i: int, length: Lin) -> Type:
+    axes = x.shape.axes[:i] + (AxisT(x.shape.axes[i].name, length),) + x.shape.axes[i + 1 :]
+    return with_shape(x, Shape(x.shape.prefix, axes))
+
+
+def _crop(o: Operands, ctx: Context) -> Type:
+    """`x[a: i .. j]`: the elements i to j - 1 of the axis a, for every value of the
+    dimensions 0 <= i <= j <= its length (E2020, E2021, with the counterexample)."""
+    arity(o, ctx, 1, signature(o.op), axes=(1,))
+    x, i, n = _window_of(o, ctx)
+    start, stop = o.attr("start"), o.attr("stop")
+    name = o.axes[0]
+    ctx.require_holds(
+        Le(start, stop), "E2020", f"the slice of `{name}` ends before it starts",
+        f"`{stop}` < `{start}`", ("stop", 0),
+    )  # fmt: skip
+    ctx.require_holds(
+        Le(stop, n), "E2021", f"the slice runs past the end of the axis `{name}: {n}`",
+        f"`{stop}` > `{n}`", ("stop", 0),
+    )  # fmt: skip
+    ctx.require_holds(
+        Ge(start, 0), "E2021", f"the slice starts before the axis `{name}`",
+        f"`{start}` < 0", ("start", 0),
+    )  # fmt: skip
+    return _resized(x, i, stop - start)
+
+
+PAD_SIDES = ("before", "after")
+
+
+def _pad(o: Operands, ctx: Context) -> Type:
+    """`pad(x[, c], axis a, before: i, after: j)`: i copies of c (0 without it) before the
+    axis a, j after, i and j naturals for every value of the dimensions (E2023)."""
+    n_args = 2 if len(o.positional) == 2 else 1
+    arity(o, ctx, n_args, signature(o.op), axes=(1,), shapes=True)
+    x, i, n = _window_of(o, ctx)
+    if not isinstance(x, Real):
+        raise err(
+            "E2022", f"`pad` takes a real tensor, and this is `{x}`",
+            Label(ctx.span(("operand", 0)), f"`{x}`"),
+        )  # fmt: skip
+    if n_args == 2 and not (isinstance(c := o.positional[1], Real) and c.shape.is_scalar):
+        raise err(
+            "E2023", f"`pad` fills with a real scalar, and this is `{o.positional[1]}`",
+            Label(ctx.span(("operand", 1)), "ℝ[]"),
+        )  # fmt: skip
+    sides, names = dict(o.shapes), [side for side, _ in o.shapes]
+    for k, side in enumerate(names):
+        if side not in PAD_SIDES or side in names[:k]:
+            raise err(
+                "E2023", f"`pad` takes `before:` and `after:`, each once at most: not this `{side}:`",
+                Label(ctx.span(("shape", k)), "a length before or after the axis"),
+            )  # fmt: skip
+    for k, (side, length) in enumerate(o.shapes):
+        ctx.require_holds(
+            Ge(length, 0), "E2023", f"`pad`'s `{side}:` is a negative length",
+            f"`{length}` < 0", ("shape", k),
+        )  # fmt: skip
+    total = sides.get("before", Lin.const(0)) + n + sides.get("after", Lin.const(0))
+    return _resized(x, i, total)
+
+
 def _split_key(o: Operands, ctx: Context) -> Type:
     arity(o, ctx, 1, signature(o.op))
     return TupleT((KeyT(), KeyT()))
@@ -461,6 +545,8 @@ PRIMITIVE_SHAPE_RULES: dict[str, Rule] = {
     "one_hot": _one_hot,
     "embed": _embed,
     "take": _take,
+    "crop": _crop,
+    "pad": _pad,
     "merge": _merge,
     "split": _split,
     "sample": _sample,

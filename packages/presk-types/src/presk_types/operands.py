@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from presk_syntax.diagnostics import Label
 from presk_syntax.span import Span
 
-from presk_types.presburger import Lin
+from presk_types.presburger import Formula, Lin, dims_of, evaluate
 from presk_types.shapes import TypeErr, err
 from presk_types.types import (
     AxisT,
@@ -87,6 +87,12 @@ class Context:
 
     def span(self, where: Where = None) -> Span | None:
         return None
+
+    def require_holds(self, f: Formula, code: str, message: str, label: str, where: Where) -> None:
+        """f for every value of the dimensions, else `code`. PSK-Core's lengths are the
+        checker's, which proved them: here only a formula of constants is decided."""
+        if not dims_of(f) and not evaluate(f, {}):
+            raise err(code, message, Label(self.span(where), label))
 
     def signature(self, name: str) -> Signature:
         raise err("E2001", f"no function `{name}`", Label(None, ""))

@@ -170,6 +170,8 @@ def _ops() -> list[Op]:
         src("one_hot", G, one),
         src("embed", G, two),
         src("take", G, two, _AXES),
+        src("crop", L, one, (*_AXES, ("start", Attr.LIN), ("stop", Attr.LIN))),  # x[a: i .. j]
+        src("pad", L, (1, 2), (*_AXES, *_SHAPES), _OPT_SHAPES),  # issue 29: before:, after:
         src("merge", L, one, _AXES),
         src("split", L, one, (*_AXES, ("shapes", Attr.SHAPES))),
         src("sample", X, two),
@@ -193,6 +195,7 @@ def _ops() -> list[Op]:
         core("tuple", T, (0, None)),
         core("get", T, one, (("index", Attr.INT),)),
         core("cast", L, one),
+        core("stack_axis", L, (1, None), _AXES),  # issue 29: a scan's outputs, on a new axis
         core("fold_key", X, one, (("name", Attr.NAME),)),
         core("init", X, one, (("init", Attr.NAME),), extra=Attr.TEXT),
         # ---- what differentiation writes (presk-ad), evaluated by presk_core.adjoints

@@ -12,13 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from presk_syntax.diagnostics import Label
 from presk_syntax.span import Span
 
 from presk_types.core_rules import PRIMITIVE_SHAPE_RULES
 from presk_types.operands import Context, Operands, Signature, Where
 from presk_types.ops import OPS, Kind, Op  # noqa: F401  (the operation set, re-exported)
-from presk_types.presburger import Lin
-from presk_types.shapes import Lengths
+from presk_types.presburger import Formula, Lin
+from presk_types.shapes import Lengths, err
 from presk_types.types import Type
 
 
@@ -89,6 +90,11 @@ PRIMITIVES: dict[str, Primitive] = {
         Primitive("select", "select(bool[c], ℝ[s], ℝ[t]) -> ℝ[broadcast(c, s, t)]", (D, S, S)),
         # indices
         Primitive("iota", "iota(n: T) -> idx[T][n: T]  (0, 1, …, T - 1)", (S,)),
+        # windows of an axis (issue 29): a slice `x[a: i .. j]` and its adjoint, padding
+        Primitive("crop", "x[a: i .. j] of ℝ[s, a: n] -> ℝ[s, a: j - i]  (0 <= i <= j <= n)", (S,)),
+        Primitive(
+            "pad", "pad(ℝ[s, a: n][, ℝ[]], axis a, before: i, after: j) -> ℝ[s, a: i + n + j]", (S,)
+        ),
         Primitive("real", "real(idx[n][s], bool[s], f64 or nat) -> ℝ[s]", (S,)),
         Primitive("argmax", "argmax([axis a,] ℝ[s, a: n]) -> idx[n][s]", (D,)),
         Primitive("one_hot", "one_hot(idx[n][s]) -> ℝ[s, n]", (D,)),
@@ -122,13 +128,17 @@ COMPARISONS = {"==", "!=", "<", "<=", ">", ">="}
 # The names that are the constant π (a value, not a call: check.py resolves them).
 CONSTANT_NAMES = {"π": "pi", "pi": "pi"}
 
+# The calls the checker writes as the primitives they are made of (issue 29): presk_types.conv,
+# presk_types.scan. Like CALL_NAMES, a name of the program hides them.
+CHECKER_FORMS = frozenset({"conv", "scan"})
+
 # The names a program calls that are not the primitive's registry name.
 CALL_NAMES = {
     name: name
     for name in PRIMITIVES
     if name
     not in {"add", "sub", "mul", "div", "pow", "neg", "dot", "ein", "compare", "maximum", "minimum"}
-    | {"grad", "pi"}
+    | {"grad", "pi", "crop"}
 }
 
 
@@ -158,6 +168,7 @@ class Args:
         spans.update((("operand", i), s) for i, (_, s) in enumerate(self.positional))
         spans.update((("axis", i), s) for i, (_, s) in enumerate(self.axes))
         spans.update((("keyword", k), s) for k, (_, s) in self.keywords.items())
+        spans.update((("shape", i), s) for i, (_, _, s) in enumerate(self.shapes))
         return CheckContext(self.lengths, self.span, spans)
 
 
@@ -182,6 +193,12 @@ class CheckContext(Context):
 
     def span(self, where: Where = None) -> Span:
         return self.spans.get(where, self.whole) if where is not None else self.whole
+
+    def require_holds(self, f: Formula, code: str, message: str, label: str, where: Where) -> None:
+        """f for every value of the dimensions, else `code` with the smallest counterexample."""
+        at = self.lengths.fails(f)
+        if at is not None:
+            raise err(code, message, Label(self.span(where), f"{label} for {at}" if at else label))
 
     def signature(self, name: str) -> Signature:
         return self.functions[name]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from presk_syntax.diagnostics import Diagnostic, Label, Severity
 from presk_syntax.span import Span
 
-from presk_types.presburger import DimContext, Eq, Lin, Lt, Or, holds_for_all
+from presk_types.presburger import DimContext, Eq, Formula, Lin, Lt, Or, dims_of, holds_for_all
 from presk_types.types import AxisT, Shape
 
 
@@ -53,6 +53,17 @@ class Lengths:
             real = holds_for_all(ctx, Or(Eq(a, b), Lt(a, low), Lt(b, low)))
             counter = real if real is not None else counter
         return str(counter) if len(counter) else "these constants"
+
+    def fails(self, f: Formula) -> str | None:
+        """None when f holds for every value of the dimensions, else the counterexample's
+        text (empty when f mentions no dimension)."""
+        ctx = self.ctx
+        for name in sorted(dims_of(f) - set(ctx.names)):
+            ctx = ctx.with_dim(name)  # a dimension of another scope: any natural
+        counter = holds_for_all(ctx, f)
+        if counter is None:
+            return None
+        return str(counter) if len(counter) else ""
 
     def require_equal(self, a: Lin, b: Lin, span: Span, broadcast: bool = False) -> None:
         """E2006 unless a == b for every value of the dimensions."""

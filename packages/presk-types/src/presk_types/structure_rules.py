@@ -39,6 +39,7 @@ from presk_types.types import (
     TupleT,
     Type,
     subst,
+    with_shape,
 )
 
 
@@ -198,7 +199,23 @@ def value_grad(o: Operands, ctx: Context) -> Type:
     return TupleT((value, grad(o, ctx)))
 
 
+def stack_axis(o: Operands, ctx: Context) -> Type:
+    """`stack_axis(axis t, y0, …, y(n-1))`: n tensors of one type on a new first axis t (after
+    an open prefix): a scan's outputs, step by step."""
+    first = o.positional[0] if o.positional else None
+    if not isinstance(first, Real | Idx | Bool) or len(o.axes) != 1:
+        raise err("E2004", f"`stack_axis` of `{first}`", Label(ctx.span(), "tensors, one axis"))
+    for t in o.positional[1:]:
+        if t != first:
+            raise err("E2008", f"`stack_axis` of `{first}` and `{t}`", Label(ctx.span(), ""))
+    if o.axes[0] in first.shape.names():
+        raise err("E2013", f"`{first}` has an axis `{o.axes[0]}` already", Label(ctx.span(), ""))
+    axes = (AxisT(o.axes[0], Lin.const(len(o.positional))), *first.shape.axes)
+    return with_shape(first, Shape(first.shape.prefix, axes))
+
+
 STRUCTURE_RULES = {
+    "stack_axis": stack_axis,
     "call": call,
     "fold": fold,
     "fold_init": fold_init,

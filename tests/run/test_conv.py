@@ -1,0 +1,102 @@
+"""`conv(x, w, axis t[, axis g…], dilation:, before:, after:)` over a named axis (issue 29),
+written by the checker as pad, crops and eins: the checker's goldens, the values against
+torch's F.conv1d (dilation, padding, groups, depthwise) in float64, the gradients in x and w
+against torch's autograd (finite differences at 512 bits are presk-ad's test_gradients),
+the kernel interpreter and the native backend bit for bit, the export's conformance."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from helpers import ROOT, floats, presk, presk_ok, run_json
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+PROGRAM = "tests/check/programs/conv.psk"
+GOLDEN = ROOT / "tests" / "check" / "golden"
+DIMS = ("--dim", "B=2", "--dim", "T=6")
+
+
+def run(entry: str, *args) -> dict:
+    return run_json(PROGRAM, entry, *DIMS, *args, env={"PRESK_VERIFY": "1"})
+
+
+def tensors(doc, *names):
+    return [torch.tensor(floats(doc["inputs"][n]), dtype=torch.float64) for n in names]
+
+
+def test_the_summary_is_the_golden():
+    done = presk("check", PROGRAM, "--summary")
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == (GOLDEN / "conv.summary.txt").read_text(encoding="utf-8")
+
+
+def test_the_misuses_are_the_golden():
+    done = presk("check", "programs/bad_conv.psk", cwd="tests/check")
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (GOLDEN / "bad_conv.txt").read_text(encoding="utf-8")
+
+
+def close(doc, want):
+    got = floats(doc["result"])
+    np.testing.assert_allclose(got, want.detach().numpy(), rtol=1e-13, atol=1e-14)
+
+
+def test_the_convolutions_are_torchs():
+    doc = run("valid")
+    x, w = tensors(doc, "x", "w")
+    close(doc, F.conv1d(x, w))
+    doc = run("dilated")
+    x, w = tensors(doc, "x", "w")
+    close(doc, F.conv1d(x, w, padding=2, dilation=2))
+    doc = run("depthwise")
+    x, w = tensors(doc, "x", "w")
+    close(doc, F.conv1d(F.pad(x, (1, 0)), w[:, None, :], groups=3))
+    doc = run("grp")
+    x, w = tensors(doc, "x", "w")
+    y = F.conv1d(x.reshape(2, 4, 6), w.reshape(6, 2, 3), groups=2)
+    close(doc, y.reshape(2, 2, 3, 4))
+
+
+@pytest.mark.parametrize("wrt", ["x", "w"])
+def test_the_gradients_are_torchs(wrt):
+    doc = run(f"dloss_{wrt}")
+    x, w = (t.requires_grad_() for t in tensors(doc, "x", "w"))
+    y = F.conv1d(F.pad(x, (2, 1)), w, dilation=2)
+    (g,) = torch.autograd.grad(torch.tanh(y).sum(), (x if wrt == "x" else w,))
+    close(doc, g)
+
+
+def test_the_grouped_gradient_is_torchs():
+    doc = run("dgloss_w")
+    x, w = tensors(doc, "x", "w")
+    w.requires_grad_()
+    y = F.conv1d(x.reshape(2, 4, 6), w.reshape(6, 2, 3), groups=2)
+    (g,) = torch.autograd.grad(torch.sin(y).sum(), (w,))
+    close(doc, g)
+
+
+ENTRIES = ["valid", "dilated", "depthwise", "grp", "dloss_x", "dloss_w", "dgloss_w"]
+
+
+@pytest.mark.parametrize("entry", ENTRIES)
+def test_native_is_the_kernel_interpreter_bit_for_bit(entry):
+    kernel = run(entry, "--backend", "kernel")
+    assert run(entry, "--backend", "native")["result"] == kernel["result"]
+    exact = floats(run(entry)["result"])
+    np.testing.assert_allclose(floats(kernel["result"]), exact, rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("entry", ["dilated", "dloss_w"])
+def test_the_export_passes_its_conformance_test(tmp_path, entry):
+    args = ["export", PROGRAM, "--target", "pytorch", "--conformance-entry", entry]
+    presk_ok(*args, "--dim=B=2", "--dim=T=6", "-o", tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_conformance.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout
