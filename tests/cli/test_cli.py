@@ -90,7 +90,8 @@ def test_help():
     lines = result.stdout.decode().splitlines()
     assert lines[0] == (
         "Presk compiler (0.1.0: front-end, reference interpreter, native backend, e-graph"
-        " optimizer, training, serving, precision budgets, PyTorch and C exports)"
+        " optimizer, training, serving, precision budgets, layout plans, PyTorch and C exports,"
+        " a compilation as a document)"
     )
     assert lines[1:3] == ["", "Usage: presk <COMMAND>"]
     assert any(line.startswith("  check ") for line in lines)

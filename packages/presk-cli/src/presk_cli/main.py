@@ -51,7 +51,7 @@ ORDER = ("check run export dump train serve plan explain memory autotune reprice
 
 BUILT = (
     "front-end, reference interpreter, native backend, e-graph optimizer, training, serving,"
-    " precision budgets, PyTorch and C exports"
+    " precision budgets, layout plans, PyTorch and C exports, a compilation as a document"
 )
 """What is built, as the banner says it (the specification's words, for what has landed)."""
 
