@@ -299,11 +299,14 @@ calibrate: setup
 	.venv/bin/presk bench tests/examples/minigpt/train_minigpt.psk --entry loss \
 	    $(MINIGPT_CONSTS) --dim B=8 --dim T=32 --repeat 21 --opt --profile $(CALIBRATE_PROFILE)
 
-# `presk explain` of the tutorial's training loss (step 15's entry) under a budget, as a page,
-# and its screenshots for docs/explain.md (Debian's chromium: `apt-get install chromium`).
+# `presk explain` of the tutorial's training loss (step 15's entry) under a budget and a layout
+# profile calibrated on a small GEMM (step 17), as a page, and its screenshots for docs/explain.md (Debian's chromium: `apt-get install chromium`).
 explain: setup
+	@mkdir -p out && rm -f out/explain_layout.json
+	$(PY) -m presk_cli.main bench experiments/gemm.psk --entry gemm --dim N=64 --realize f32 \
+	    --calibrate out/explain_layout.json --space calib --repeat 3 > /dev/null
 	$(PY) -m presk_cli.main explain tutorial/07_train.psk --entry loss --dim B=4 --budget 1e-6 \
-	    --out out/explain_loss --format html
+	    --profile out/explain_layout.json --out out/explain_loss --format html
 	@if command -v chromium >/dev/null 2>&1; then \
 	    $(PY) tools/screenshot.py out/explain_loss/explain.html docs/explain.png \
 	        --click '.el.kernel' && \

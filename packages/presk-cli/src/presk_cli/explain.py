@@ -272,15 +272,24 @@ def write(doc: Document, file, entry, flags, e, compiled, budget, profile, form=
         " and the narrowable sites (what a realization gives a type).",
         listing,
     )
+    planned = []  # `--plan @DIR/plan.json` for §11, when §8 made one
     if profile is None:
-        plan = "Nothing is planned (no `--profile`): every nest runs at its default layout."
+        parts = ["Nothing is planned (no `--profile`): every nest runs at its default layout."]
     else:
-        plan = (
-            f"The profile `{profile}` is read by `presk plan` once layout plans land; every"
-            " nest runs at its default layout here."
+        plan_path = os.path.join(doc.folder, "plan.json")
+        code, listing = doc.listing(
+            ["plan", *at, "--profile", profile, "--out", plan_path], "plan"
         )
+        parts = [
+            f"Every point of every nest's layout space costed by the layout model of `{profile}`"
+            " (docs/plans.md), the best chosen; nothing is compiled or timed:",
+            listing,
+        ]
+        if code == 0:
+            planned = ["--plan", "@" + plan_path]
     _, listing = doc.listing(["dump", *at, "--stage", "layout"], "layout")
-    doc.section("8 The machine and the layout plan", plan, listing)
+    parts += ["The default layouts, as the `layout` pass applies them:", listing]
+    doc.section("8 The machine and the layout plan", *parts)
     _, kernels = doc.listing(["dump", *at, "--stage", "kernel"], "kernels")
     _, c = doc.listing(["dump", *at, "--stage", "c"], "c")
     doc.section(
@@ -291,7 +300,7 @@ def write(doc: Document, file, entry, flags, e, compiled, budget, profile, form=
         c,
     )
     doc.section("10 Targets", *_targets(doc, file, at, flags))
-    _, listing = doc.listing(["bench", *at, "--repeat", "3"], "bench")
+    _, listing = doc.listing(["bench", *at, "--repeat", "3", *planned], "bench")
     doc.section(
         "11 Measured",
         "The entry timed on every executor (median and best of 3 calls after an untimed"
