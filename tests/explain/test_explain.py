@@ -169,3 +169,24 @@ def test_bad_input_writes_nothing(tmp_path, args, code, words):
     assert done.returncode == code and words in done.stderr, done.stderr
     assert "Traceback" not in done.stderr and not out.exists()
     assert not list(tmp_path.glob(".explain-*"))
+
+
+def test_a_profile_plans_section_8_and_times_the_plan(tmp_path):
+    profile = tmp_path / "layout.json"
+    made = presk("bench", "experiments/gemm.psk", "--entry", "gemm", "--dim", "N=32", "--realize",
+                 "f32", "--calibrate", profile, "--space", "calib", "--repeat", "3")  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    out = tmp_path / "e"
+    done = presk("explain", "tutorial/03_attention.psk", "--entry", "attend", "--dim", "B=2",
+                 "--dim", "T=16", "--out", out, "--profile", profile)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    text = (out / "explain.md").read_text(encoding="utf-8")
+    section = text.split("## 8 ", 1)[1].split("## 9 ", 1)[0]
+    assert (
+        f"presk plan tutorial/03_attention.psk --entry attend --dim B=2 --dim T=16 --profile {profile} --out {out}/plan.json"
+        in section
+    )
+    assert re.search(r"^-- \d+ nests, \d+ points costed in ", section, re.M)
+    assert (out / "plan.json").exists()
+    measured = text.split("## 11 ", 1)[1].split("## 12 ", 1)[0]
+    assert f"--plan @{out}/plan.json" in measured and "native f64 --plan" in measured
