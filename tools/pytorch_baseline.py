@@ -70,9 +70,39 @@ def serve(step, forward) -> None:
         answer(f"{(time.perf_counter() - start) * 1e3:.3f}")
 
 
-def torch_side(folder: Path, plan: dict, dtype_name: str) -> None:
+def sdpa_attention(module) -> None:
+    """The exported module's causal self-attention (a module holding `wq`, `wk`, `wv` and
+    `wo`, its scores masked by a lower triangle) rewritten on
+    `F.scaled_dot_product_attention(is_causal=True)`, as a user picking PyTorch's fast form
+    writes it: the same parameters, the heads split by the export's own `split_heads`."""
+    import torch.nn.functional as F
+
+    cls = getattr(module, "SelfAttention", None)
+    split = getattr(module, "split_heads", None)
+    if cls is None or split is None:
+        raise SystemExit("pytorch_baseline: the export has no SelfAttention to rewrite on sdpa")
+
+    def forward(self, x):
+        q, k, v = split(self.wq(x)), split(self.wk(x)), split(self.wv(x))
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.wo(o.permute(0, 2, 1, 3).flatten(2, 3))
+
+    cls.forward = forward
+
+
+def torch_side(folder: Path, plan: dict, what: str) -> None:
+    """A PyTorch side: `float32`/`float64` eager, `+sdpa` (the attention on
+    scaled_dot_product_attention), `+compile` (the objective under torch.compile, at
+    plan["compile_mode"]: its first step and forward pass, the compilation, timed apart and
+    undone — θ, the optimizer's moments and the schedule restored — so that every side
+    starts from θ₀)."""
+    import copy
+
+    dtype_name, *forms = what.split("+")
     torch, train, data, model = exported(plan["export"], plan["data"], dtype_name)
     torch.set_num_threads(plan["threads"])
+    if "sdpa" in forms:
+        sdpa_attention(sys.modules[type(model).__module__])
     theta0 = folder / "theta0.npz"
     if not theta0.exists():  # the first side: its own initialization is everyone's θ₀
         save_tree(theta0, tree_of(model, plan["paths"]))
@@ -83,12 +113,27 @@ def torch_side(folder: Path, plan: dict, dtype_name: str) -> None:
     optimizer, schedule = train.make_optimizer(model, 1000)
     batch = data.batch(plan["indices"])
     objective = getattr(train, plan["objective"])
+    setup = {"torch": torch.__version__}
+    if "compile" in forms:
+        mode = plan.get("compile_mode") or None
+        objective = torch.compile(objective, mode=mode)
+        setattr(train, plan["objective"], objective)  # train_step calls it by this name
+        saved = [copy.deepcopy(x.state_dict()) for x in (model, optimizer, schedule)]
+        start = time.perf_counter()
+        train.train_step(model, optimizer, schedule, batch)
+        setup["compile: step s"] = round(time.perf_counter() - start, 1)
+        start = time.perf_counter()
+        with torch.no_grad():
+            objective(model, batch).item()
+        setup["compile: forward s"] = round(time.perf_counter() - start, 1)
+        for x, state in zip((model, optimizer, schedule), saved, strict=True):
+            x.load_state_dict(state)
 
     def forward():
         with torch.no_grad():
             objective(model, batch).item()
 
-    answer(json.dumps({"torch": torch.__version__}))
+    answer(json.dumps(setup))
     serve(lambda: train.train_step(model, optimizer, schedule, batch), forward)
 
 
@@ -274,6 +319,7 @@ def prepare(args, folder: Path) -> dict:
         "data": data,
         "export": str(folder / "export"),
         "threads": args.threads,
+        "compile_mode": args.compile_mode,
         "objective": run.objective,
         "paths": [leaf.path for leaf in core.layout(run.model).leaves],
         "indices": [int(i) for i in order[:b]],
@@ -290,6 +336,13 @@ def main() -> None:
     add("--repeat", type=int, default=5, help="timed rounds (5), after one untimed")
     add("--torch-f64", action="store_true", help="PyTorch in float64 too")
     add("--no-f64", action="store_true", help="no native f64 side")
+    add("--no-sdpa", action="store_true", help="no side on scaled_dot_product_attention")
+    add("--no-compile", action="store_true", help="no torch.compile side")
+    add(
+        "--compile-mode",
+        default="",
+        help="torch.compile's mode (its default; e.g. max-autotune-no-cudagraphs)",
+    )
     add("--const", action="append", default=[], help="NAME=V, as presk's --const")
     add("--data", help="another .psk.d file than the run's")
     add("--cache", help="the compiled objects' folder (default: a fresh one: cold)")
@@ -316,9 +369,19 @@ def main() -> None:
 def run(args, folder: Path) -> None:
     plan = prepare(args, folder)
     env = {**os.environ, "PRESK_CACHE": args.cache or str(folder / "cache")}
-    print(f"pytorch-baseline: {plan['title']}, {args.threads} thread(s), {args.repeat} rounds")
+    env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")  # no compile workers beside the sides
+    print(
+        f"pytorch-baseline: {plan['title']}, {args.threads} thread(s), {args.repeat} rounds",
+        flush=True,
+    )
     base = ["--folder", str(folder)]
-    wanted = [("PyTorch eager f32", "torch:float32"), ("native f32", "native:f32")]
+    wanted = [("PyTorch eager f32", "torch:float32")]
+    wanted += [] if args.no_sdpa else [("PyTorch sdpa f32", "torch:float32+sdpa")]
+    mode = f" {args.compile_mode}" if args.compile_mode else ""
+    if not args.no_compile:
+        forms = "" if args.no_sdpa else "+sdpa"
+        wanted += [(f"PyTorch compile{forms}{mode} f32", f"torch:float32{forms}+compile")]
+    wanted += [("native f32", "native:f32")]
     wanted += [] if args.no_f64 else [("native f64", "native:f64")]
     wanted += [("PyTorch eager f64", "torch:float64")] if args.torch_f64 else []
     torches = [(n, w) for n, w in wanted if w.startswith("torch")]
@@ -335,6 +398,7 @@ def run(args, folder: Path) -> None:
     # native f64 step holds ~10 GB), each timed in rounds interleaved with the PyTorch sides.
     alive = [start(n, w) for n, w in torches]
     sides, rss, phase = list(alive), {}, {}
+    f32 = [t for t in alive if t.name.endswith(" f32")]
     for name, side in natives:
         s = start(name, side)
         sides.append(s)
@@ -349,39 +413,50 @@ def run(args, folder: Path) -> None:
                         getattr(t, order).append(ms)
             shown = "  ".join(f"{t.name} {t.step[-1] if r else 0:.0f}" for t in group)
             print(f"  round {r}: step ms {shown}", flush=True)
-        ref = alive[0]
-        i, j = marks[ref.name]
-        phase[name] = (statistics.median(ref.step[i:]), statistics.median(ref.forward[j:]))
+        phase[name] = {
+            t.name: (
+                statistics.median(t.step[marks[t.name][0] :]),
+                statistics.median(t.forward[marks[t.name][1] :]),
+            )
+            for t in f32
+        }
         rss[name] = s.close()
     rss.update({t.name: t.close() for t in alive})
     warm = {}
     for name, side in wanted:
         if side.startswith("native"):
-            start = time.perf_counter()
+            begin = time.perf_counter()
             w = Side(name, ["--side", "warm:" + side.split(":")[1], *base], env)
             w.close()
-            warm[name] = (time.perf_counter() - start, w.setup)
+            warm[name] = (time.perf_counter() - begin, w.setup)
     parts = None
     if not args.no_breakdown:
         b = Side("breakdown", ["--side", "breakdown:f32", "--repeat", str(args.repeat), *base], env)
         b.close()
         parts = b.setup["text"]
     print()
-    print(
-        f"  {'side':<20} {'step ms':>10} {'forward ms':>11} {'peak RSS MiB':>13} {'step ratio':>11} {'fwd ratio':>10}"
-        f" {'PyTorch step, fwd in the same rounds':>37}"
-    )
+    print(f"  {'side':<26} {'step ms':>10} {'forward ms':>11} {'peak RSS MiB':>13}")
     for s in sides:
         a, f = statistics.median(s.step), statistics.median(s.forward)
-        rs, rf = phase.get(s.name, (a, f))
-        print(
-            f"  {s.name:<20} {a:>10.1f} {f:>11.1f} {rss[s.name]:>13.0f} {a / rs:>11.2f} {f / rf:>10.2f}"
-            + (f" {rs:>26.1f} {rf:>10.1f}" if s.name in phase else "")
-        )
+        print(f"  {s.name:<26} {a:>10.1f} {f:>11.1f} {rss[s.name]:>13.0f}")
     print(
-        f"  (medians of {args.repeat} rounds; a native side's ratios against PyTorch eager f32"
-        " in the rounds it was timed with, same threads)"
+        f"  (medians of {args.repeat} rounds, same threads; peak RSS: the process's maximum"
+        " resident set, its setup — and torch.compile's compilation — included)"
     )
+    for name, against in phase.items():
+        s = next(x for x in sides if x.name == name)
+        a, f = statistics.median(s.step), statistics.median(s.forward)
+        print(f"  {name} over each PyTorch f32 side, in the rounds it was timed with:")
+        for t, (rs, rf) in against.items():
+            print(f"    {t:<26} step {a / rs:>5.2f}  forward {f / rf:>5.2f}"
+                  f"   (PyTorch step {rs:.1f} ms, forward {rf:.1f} ms)")  # fmt: skip
+        bs = min(against.items(), key=lambda p: p[1][0])
+        bf = min(against.items(), key=lambda p: p[1][1])
+        low = min(rss[t] for t in against)
+        print(
+            f"    {'best PyTorch':<26} step {a / bs[1][0]:>5.2f}  forward {f / bf[1][1]:>5.2f}"
+            f"   ({bs[0]}; {bf[0]}); peak RSS {rss[name] / low:.2f}× the lowest PyTorch side's"
+        )
     first = "cold" if not args.cache else "first, in --cache"
     for s in sides:
         if s.name in warm:
@@ -392,6 +467,11 @@ def run(args, folder: Path) -> None:
                 f" {cold['forward: lower'] + cold['forward: compile']:.1f} s; warm (a new process):"
                 f" step {w['step: lower, compile']:.1f} s, forward {w['forward: lower'] + w['forward: compile']:.1f} s"
                 f" (whole process {secs:.1f} s)"
+            )
+        elif "compile: step s" in s.setup:
+            print(
+                f"  {s.name}: torch.compile's first step {s.setup['compile: step s']:.1f} s,"
+                f" first forward {s.setup['compile: forward s']:.1f} s (not in the medians)"
             )
 
     if parts:
