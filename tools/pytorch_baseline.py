@@ -1,21 +1,34 @@
 """One training step and one forward pass of the course GPT, natively (f32, f64) and in
-PyTorch eager, interleaved in one run: `make pytorch-baseline`.
+PyTorch's forms a user would pick, interleaved in one run: `make pytorch-baseline`.
 
     .venv/bin/python tools/pytorch_baseline.py [--threads T] [--repeat R] [--torch-f64]
         [--const NAME=V]… [--data FILE] [--cache DIR] [--no-f64] [--no-breakdown]
+        [--no-sdpa] [--no-compile] [--compile-mode MODE] [--against PYTHON]
 
 Each side is a process of its own that sets itself up, then waits for orders on its
 standard input (`step`, `forward`) and answers with the time of one call. The PyTorch
 sides stay up for the whole run; the native sides come one at a time (at the course's size
 a native f64 step holds about 10 GB), each timed in R rounds (after one untimed) in which
-the orders go round it and the PyTorch sides in turn, so that both see the same load. Each
-figure is the median of its rounds; a native side's ratio is against PyTorch f32 in the
-rounds it shared. Before each order the others' processes must be idle (their CPU time
-still for 50 ms): after a call, torch's and OpenMP's thread pools spin for a while, and a
-side timed meanwhile would have a core fewer (at two threads on two cores the native step
-measured 10× slower so). Peak memory is each process's maximum resident set (ru_maxrss,
-`os.wait4`): the whole process, its step and forward pass together.
+the orders go round it and the PyTorch sides in turn, so that all see the same load. Each
+figure is the median of its rounds; a native side's ratios are against each PyTorch f32
+side in the rounds it shared, and against the best of them (step and forward apart). Before
+each order the others' processes must be idle (their CPU time still for 50 ms): after a
+call, torch's and OpenMP's thread pools spin for a while, and a side timed meanwhile would
+have a core fewer (at two threads on two cores the native step measured 10× slower so).
+Peak memory is each process's maximum resident set (ru_maxrss, `os.wait4`): the whole
+process, its setup, step and forward pass together (and torch.compile's compilation).
 
+- **PyTorch's sides** (f32): *eager*, the exported module as it is; *sdpa*, its causal
+  self-attention rewritten on `F.scaled_dot_product_attention(is_causal=True)` (the same
+  parameters; `sdpa_attention`); *compile+sdpa*, that module's objective under
+  `torch.compile` (`--compile-mode`, e.g. `max-autotune-no-cudagraphs`; its compilation,
+  the first step and the first forward pass, timed apart and undone so that it too starts
+  from θ₀; TORCHINDUCTOR_COMPILE_THREADS=1 so that no compile worker runs beside a timed
+  side). `--no-sdpa` compiles the eager module instead; `--no-compile` leaves it out.
+- `--against PYTHON` adds the native f32 side of another checkout (`/work/main/.venv/bin/
+  python`: the same tool run by that tree's packages), up for the whole run beside PyTorch's
+  and timed in the same rounds, and its step by kernel class: a change measured before and
+  after in one run.
 - **The same batch and weights.** θ₀ is the exported module's own initialization
   (torch's initializers, seed 0), written by the PyTorch f32 process in Presk's leaf paths
   (a stack's blocks stacked) and read by the others; the batch is the run's first (its
@@ -244,6 +257,8 @@ def breakdown_side(folder: Path, plan: dict, realize: str, steps: int) -> None:
 
 # ---- the run ----------------------------------------------------------------------------
 
+AGAINST = "native f32 (--against)"
+
 
 def cpu_ticks(pid: int) -> int:
     """The process's CPU time so far (all its threads), in clock ticks."""
@@ -268,9 +283,9 @@ def settle(others: list[Side], window: float = 0.05, limit: float = 3.0) -> None
 class Side:
     """A side's process: started, its first answer (its setup) read."""
 
-    def __init__(self, name: str, args: list[str], env: dict) -> None:
+    def __init__(self, name: str, args: list[str], env: dict, python: str | None = None) -> None:
         self.name = name
-        cmd = [sys.executable, __file__, *args]
+        cmd = [python or sys.executable, __file__, *args]
         self.p = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
         )
@@ -347,6 +362,11 @@ def main() -> None:
     add("--data", help="another .psk.d file than the run's")
     add("--cache", help="the compiled objects' folder (default: a fresh one: cold)")
     add("--no-breakdown", action="store_true", help="no native f32 step by kernel class")
+    add(
+        "--against",
+        metavar="PYTHON",
+        help="another tree's python (its .venv/bin/python): its native f32 side beside",
+    )
     add("--psk", type=Path, default=GPT, help=argparse.SUPPRESS)
     add("--side", help=argparse.SUPPRESS)
     add("--folder", type=Path, help=argparse.SUPPRESS)
@@ -387,9 +407,9 @@ def run(args, folder: Path) -> None:
     torches = [(n, w) for n, w in wanted if w.startswith("torch")]
     natives = [(n, w) for n, w in wanted if w.startswith("native")]
 
-    def start(name: str, side: str) -> Side:
+    def start(name: str, side: str, python: str | None = None) -> Side:
         begin = time.perf_counter()
-        s = Side(name, ["--side", side, *base], env)
+        s = Side(name, ["--side", side, *base], env, python)
         took = time.perf_counter() - begin
         print(f"  {name}: ready in {took:.1f} s  {json.dumps(s.setup)}", flush=True)
         return s
@@ -397,8 +417,11 @@ def run(args, folder: Path) -> None:
     # The PyTorch sides stay up; the native ones come one at a time (at the course's size a
     # native f64 step holds ~10 GB), each timed in rounds interleaved with the PyTorch sides.
     alive = [start(n, w) for n, w in torches]
+    if args.against:  # another tree's native f32 side, up for the whole run like PyTorch's
+        alive.append(start(AGAINST, "native:f32", args.against))
     sides, rss, phase = list(alive), {}, {}
-    f32 = [t for t in alive if t.name.endswith(" f32")]
+    f32 = [t for t in alive if t.name.startswith("PyTorch") and t.name.endswith(" f32")]
+    other = [t for t in alive if t.name == AGAINST]
     for name, side in natives:
         s = start(name, side)
         sides.append(s)
@@ -418,7 +441,7 @@ def run(args, folder: Path) -> None:
                 statistics.median(t.step[marks[t.name][0] :]),
                 statistics.median(t.forward[marks[t.name][1] :]),
             )
-            for t in f32
+            for t in f32 + other
         }
         rss[name] = s.close()
     rss.update({t.name: t.close() for t in alive})
@@ -431,9 +454,14 @@ def run(args, folder: Path) -> None:
             warm[name] = (time.perf_counter() - begin, w.setup)
     parts = None
     if not args.no_breakdown:
-        b = Side("breakdown", ["--side", "breakdown:f32", "--repeat", str(args.repeat), *base], env)
+        order = ["--side", "breakdown:f32", "--repeat", str(args.repeat), *base]
+        b = Side("breakdown", order, env)
         b.close()
         parts = b.setup["text"]
+        if args.against:
+            b = Side("breakdown", order, env, args.against)
+            b.close()
+            parts += f"\n  {AGAINST}:\n" + b.setup["text"]
     print()
     print(f"  {'side':<26} {'step ms':>10} {'forward ms':>11} {'peak RSS MiB':>13}")
     for s in sides:
@@ -449,7 +477,8 @@ def run(args, folder: Path) -> None:
         print(f"  {name} over each PyTorch f32 side, in the rounds it was timed with:")
         for t, (rs, rf) in against.items():
             print(f"    {t:<26} step {a / rs:>5.2f}  forward {f / rf:>5.2f}"
-                  f"   (PyTorch step {rs:.1f} ms, forward {rf:.1f} ms)")  # fmt: skip
+                  f"   (its step {rs:.1f} ms, forward {rf:.1f} ms)")  # fmt: skip
+        against = {t: v for t, v in against.items() if t != AGAINST}
         bs = min(against.items(), key=lambda p: p[1][0])
         bf = min(against.items(), key=lambda p: p[1][1])
         low = min(rss[t] for t in against)
@@ -467,6 +496,11 @@ def run(args, folder: Path) -> None:
                 f" {cold['forward: lower'] + cold['forward: compile']:.1f} s; warm (a new process):"
                 f" step {w['step: lower, compile']:.1f} s, forward {w['forward: lower'] + w['forward: compile']:.1f} s"
                 f" (whole process {secs:.1f} s)"
+            )
+        elif "step launches" in s.setup:
+            print(
+                f"  {s.name}: step {s.setup['step launches']} launches, forward"
+                f" {s.setup['forward launches']}"
             )
         elif "compile: step s" in s.setup:
             print(
