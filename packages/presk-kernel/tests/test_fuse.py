@@ -6,7 +6,7 @@ import pytest
 from kernel_entries import ENTRIES, MINIGPT, lowered, same_bits
 from presk_kernel.fuse import _recomputable, fuse, launch_counts, unfused_launches
 from presk_kernel.interp import run_schedule
-from presk_kernel.ir import Affine, Const, Load, Op, Reduce, format_kernel
+from presk_kernel.ir import Affine, Const, Load, Op, Reduce, Var, format_kernel
 
 
 @pytest.mark.parametrize("realize", ["f64", "f32", "bf16"])
@@ -106,3 +106,40 @@ def test_the_optimizer_step_fuses_each_leafs_update():
     assert launch_counts(schedule) == (len(fused.launches), 74)
     assert len(fused.launches) <= 16
     assert same_bits(run_schedule(schedule, args), run_schedule(fused, args))
+
+
+@pytest.mark.parametrize("realize", ["f64", "f32", "bf16"])
+def test_an_elementwise_consumer_becomes_the_epilogue_of_its_producer(realize):
+    schedule, args, _ = lowered(
+        "tests/examples/minigpt/train_minigpt.psk", "loss", (("B", 2), ("T", 8)), realize, True,
+        MINIGPT,
+    )  # fmt: skip
+    fused, groups = fuse(schedule)
+    names = [g.names for g in groups]
+    # the backward's division by √hd, computed where softmax_grad stores its operand
+    assert ("softmax_grad axis seq2", "div") in names
+    (group, *_) = [g for g in groups if g.names == ("softmax_grad axis seq2", "div")]
+    (k, *_) = [lc.kernel for lc in fused.launches if lc.kernel.steps == group.steps]
+    assert len(k.outputs) == 1 and "e0 = " in format_kernel(k)
+    assert same_bits(run_schedule(schedule, args), run_schedule(fused, args))
+
+
+def test_a_contraction_takes_no_epilogue():
+    schedule, _, _ = lowered("tutorial/07_train.psk", "loss", (("B", 8),))
+    fused, _ = fuse(schedule)
+    stores = [  # what each fold of fma stores: its accumulator, plain (the GEMM's store)
+        (body[n + 1], r.acc)
+        for lc in fused.launches
+        for body in _bodies(lc.kernel.body)
+        for n, r in enumerate(body)
+        if isinstance(r, Reduce) and r.op == "fma"
+    ]
+    assert stores and all(st.expr == Var(acc) for st, acc in stores)
+    dots = [lc.kernel for lc in fused.launches if lc.kernel.name == "dot"]
+    assert dots and all(k.steps == () for k in dots)  # each a kernel of its own, unfused
+
+
+def _bodies(body):
+    yield body
+    for s in body:
+        yield from _bodies(getattr(s, "body", ()))

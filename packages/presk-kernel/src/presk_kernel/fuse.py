@@ -372,6 +372,14 @@ def merge_epilogue(p: Launch, c: Launch) -> Launch | None:
     sub = {ci.terms[0][0]: pi for ci, pi in zip(sites[0][0], pstore.index, strict=True)}
     if set(sub) != {lp.var for lp in cloops}:
         return None
+    extent = {lp.var: lp.extent for lp in cloops}
+    if any(
+        extent[i.terms[0][0]] != ax.length
+        for i, ax in zip(sites[0][0], pk.outputs[0].axes, strict=True)
+    ):
+        return None  # c reads a part of the result
+    if {a.buf for a in c.args[n_in:]} & {a.buf for a in p.args[: len(pk.inputs)]}:
+        return None  # c writes what p reads
     args: list[Arg] = []
     bufs: list[Buffer] = []
 
