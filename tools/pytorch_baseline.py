@@ -208,7 +208,7 @@ def breakdown_side(folder: Path, plan: dict, realize: str, steps: int) -> None:
     from presk_cli.native import lower, storage
     from presk_cli.native_train import NATIVE_STEP, native_step
     from presk_core.run import stack_samples
-    from presk_kernel.lower import argument_leaves
+    from presk_kernel.lower import argument_leaves, lower_entry
 
     core, run = load(Path(plan["psk"]), plan["consts"], plan.get("data_flag"))
     with np.load(folder / "theta0.npz") as z:
@@ -223,7 +223,18 @@ def breakdown_side(folder: Path, plan: dict, realize: str, steps: int) -> None:
     entry = NativeEntry(schedule, timed=True)
     compile_s = time.perf_counter() - start
     inputs = storage(schedule, argument_leaves(args))
-    classes = [kernel_class(launch.kernel) for launch in schedule.launches]
+    # a fused kernel's class by the operations it computes (a softmax fused with the scores'
+    # scale is the softmax's): the names of its steps' sites in the schedule before fusion
+    names: dict[str, set[str]] = {}
+    for lc in lower_entry(step, name, trainer.dims, args, realize).launches:
+        names.setdefault(lc.kernel.site, set()).add(lc.kernel.name)
+
+    def classed(k) -> str:
+        c = kernel_class(k)
+        steps = " ".join(n for site in k.steps for n in names.get(site, ()))
+        return "softmax" if c == "elementwise" and "softmax" in steps else c
+
+    classes = [classed(launch.kernel) for launch in schedule.launches]
     ns = np.zeros(len(classes) + 1)
     entry.run_timed(inputs, ns)  # warm
     ns[:] = 0
