@@ -11,8 +11,8 @@ EXAMPLES := tests/examples/mlp/mlp.psk tests/examples/minigpt/minigpt.psk \
 
 .PHONY: setup venv test tutorial grammar fuzz bench lint check-examples run-examples train-examples \
 	export-examples conformance sanitize opt-examples calibrate serve-examples serve-pt corpus-data corpus \
-	corpus-gpt experiment-gpt pytorch-baseline packages dist explain explain-pdf c-conformance c-speed \
-	step-table precision curve calibrate-ra4 ra4-small plan-check
+	corpus-gpt experiment-gpt pytorch-baseline bench-gpt packages dist explain explain-pdf c-conformance \
+	c-speed step-table precision curve calibrate-ra4 ra4-small plan-check
 
 setup:
 	@command -v uv >/dev/null 2>&1 || test -x "$(UV)" || python3 -m pip install --user --quiet uv
@@ -65,6 +65,16 @@ bench: setup
 	$(PY) tools/bench_minigpt.py
 	$(PY) tools/bench_opt.py
 	$(PY) tools/bench_serve.py
+	@$(MAKE) --no-print-directory bench-gpt
+
+# The course GPT's training step and forward pass at reduced width (D = 192, its six blocks,
+# B 16, T 256; f32) natively against PyTorch eager, sdpa and torch.compile, interleaved,
+# at one and two threads (tools/pytorch_baseline.py; a few minutes): `make pytorch-baseline`
+# is the full size.
+bench-gpt: corpus-data
+	@if [ ! -f $(GPT_DATA) ]; then echo "bench-gpt: no $(GPT_DATA) (make corpus-data)"; exit 0; fi; \
+	set -e; for t in 1 2; do \
+	    $(PY) tools/pytorch_baseline.py --const D=192 --repeat 3 --no-f64 --threads $$t; done
 
 # presk-cback's tests and tests/native's entries (the course of fused kernels) with every
 # object compiled under AddressSanitizer and UBSan, its alignment check named (PRESK_SANITIZE,

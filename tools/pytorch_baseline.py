@@ -1,21 +1,34 @@
 """One training step and one forward pass of the course GPT, natively (f32, f64) and in
-PyTorch eager, interleaved in one run: `make pytorch-baseline`.
+PyTorch's forms a user would pick, interleaved in one run: `make pytorch-baseline`.
 
     .venv/bin/python tools/pytorch_baseline.py [--threads T] [--repeat R] [--torch-f64]
         [--const NAME=V]… [--data FILE] [--cache DIR] [--no-f64] [--no-breakdown]
+        [--no-sdpa] [--no-compile] [--compile-mode MODE] [--against PYTHON]
 
 Each side is a process of its own that sets itself up, then waits for orders on its
 standard input (`step`, `forward`) and answers with the time of one call. The PyTorch
 sides stay up for the whole run; the native sides come one at a time (at the course's size
 a native f64 step holds about 10 GB), each timed in R rounds (after one untimed) in which
-the orders go round it and the PyTorch sides in turn, so that both see the same load. Each
-figure is the median of its rounds; a native side's ratio is against PyTorch f32 in the
-rounds it shared. Before each order the others' processes must be idle (their CPU time
-still for 50 ms): after a call, torch's and OpenMP's thread pools spin for a while, and a
-side timed meanwhile would have a core fewer (at two threads on two cores the native step
-measured 10× slower so). Peak memory is each process's maximum resident set (ru_maxrss,
-`os.wait4`): the whole process, its step and forward pass together.
+the orders go round it and the PyTorch sides in turn, so that all see the same load. Each
+figure is the median of its rounds; a native side's ratios are against each PyTorch f32
+side in the rounds it shared, and against the best of them (step and forward apart). Before
+each order the others' processes must be idle (their CPU time still for 50 ms): after a
+call, torch's and OpenMP's thread pools spin for a while, and a side timed meanwhile would
+have a core fewer (at two threads on two cores the native step measured 10× slower so).
+Peak memory is each process's maximum resident set (ru_maxrss, `os.wait4`): the whole
+process, its setup, step and forward pass together (and torch.compile's compilation).
 
+- **PyTorch's sides** (f32): *eager*, the exported module as it is; *sdpa*, its causal
+  self-attention rewritten on `F.scaled_dot_product_attention(is_causal=True)` (the same
+  parameters; `sdpa_attention`); *compile+sdpa*, that module's objective under
+  `torch.compile` (`--compile-mode`, e.g. `max-autotune-no-cudagraphs`; its compilation,
+  the first step and the first forward pass, timed apart and undone so that it too starts
+  from θ₀; TORCHINDUCTOR_COMPILE_THREADS=1 so that no compile worker runs beside a timed
+  side). `--no-sdpa` compiles the eager module instead; `--no-compile` leaves it out.
+- `--against PYTHON` adds the native f32 side of another checkout (`/work/main/.venv/bin/
+  python`: the same tool run by that tree's packages), up for the whole run beside PyTorch's
+  and timed in the same rounds, and its step by kernel class: a change measured before and
+  after in one run.
 - **The same batch and weights.** θ₀ is the exported module's own initialization
   (torch's initializers, seed 0), written by the PyTorch f32 process in Presk's leaf paths
   (a stack's blocks stacked) and read by the others; the batch is the run's first (its
@@ -70,9 +83,39 @@ def serve(step, forward) -> None:
         answer(f"{(time.perf_counter() - start) * 1e3:.3f}")
 
 
-def torch_side(folder: Path, plan: dict, dtype_name: str) -> None:
+def sdpa_attention(module) -> None:
+    """The exported module's causal self-attention (a module holding `wq`, `wk`, `wv` and
+    `wo`, its scores masked by a lower triangle) rewritten on
+    `F.scaled_dot_product_attention(is_causal=True)`, as a user picking PyTorch's fast form
+    writes it: the same parameters, the heads split by the export's own `split_heads`."""
+    import torch.nn.functional as F
+
+    cls = getattr(module, "SelfAttention", None)
+    split = getattr(module, "split_heads", None)
+    if cls is None or split is None:
+        raise SystemExit("pytorch_baseline: the export has no SelfAttention to rewrite on sdpa")
+
+    def forward(self, x):
+        q, k, v = split(self.wq(x)), split(self.wk(x)), split(self.wv(x))
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.wo(o.permute(0, 2, 1, 3).flatten(2, 3))
+
+    cls.forward = forward
+
+
+def torch_side(folder: Path, plan: dict, what: str) -> None:
+    """A PyTorch side: `float32`/`float64` eager, `+sdpa` (the attention on
+    scaled_dot_product_attention), `+compile` (the objective under torch.compile, at
+    plan["compile_mode"]: its first step and forward pass, the compilation, timed apart and
+    undone — θ, the optimizer's moments and the schedule restored — so that every side
+    starts from θ₀)."""
+    import copy
+
+    dtype_name, *forms = what.split("+")
     torch, train, data, model = exported(plan["export"], plan["data"], dtype_name)
     torch.set_num_threads(plan["threads"])
+    if "sdpa" in forms:
+        sdpa_attention(sys.modules[type(model).__module__])
     theta0 = folder / "theta0.npz"
     if not theta0.exists():  # the first side: its own initialization is everyone's θ₀
         save_tree(theta0, tree_of(model, plan["paths"]))
@@ -83,12 +126,27 @@ def torch_side(folder: Path, plan: dict, dtype_name: str) -> None:
     optimizer, schedule = train.make_optimizer(model, 1000)
     batch = data.batch(plan["indices"])
     objective = getattr(train, plan["objective"])
+    setup = {"torch": torch.__version__}
+    if "compile" in forms:
+        mode = plan.get("compile_mode") or None
+        objective = torch.compile(objective, mode=mode)
+        setattr(train, plan["objective"], objective)  # train_step calls it by this name
+        saved = [copy.deepcopy(x.state_dict()) for x in (model, optimizer, schedule)]
+        start = time.perf_counter()
+        train.train_step(model, optimizer, schedule, batch)
+        setup["compile: step s"] = round(time.perf_counter() - start, 1)
+        start = time.perf_counter()
+        with torch.no_grad():
+            objective(model, batch).item()
+        setup["compile: forward s"] = round(time.perf_counter() - start, 1)
+        for x, state in zip((model, optimizer, schedule), saved, strict=True):
+            x.load_state_dict(state)
 
     def forward():
         with torch.no_grad():
             objective(model, batch).item()
 
-    answer(json.dumps({"torch": torch.__version__}))
+    answer(json.dumps(setup))
     serve(lambda: train.train_step(model, optimizer, schedule, batch), forward)
 
 
@@ -150,7 +208,7 @@ def breakdown_side(folder: Path, plan: dict, realize: str, steps: int) -> None:
     from presk_cli.native import lower, storage
     from presk_cli.native_train import NATIVE_STEP, native_step
     from presk_core.run import stack_samples
-    from presk_kernel.lower import argument_leaves
+    from presk_kernel.lower import argument_leaves, lower_entry
 
     core, run = load(Path(plan["psk"]), plan["consts"], plan.get("data_flag"))
     with np.load(folder / "theta0.npz") as z:
@@ -165,7 +223,18 @@ def breakdown_side(folder: Path, plan: dict, realize: str, steps: int) -> None:
     entry = NativeEntry(schedule, timed=True)
     compile_s = time.perf_counter() - start
     inputs = storage(schedule, argument_leaves(args))
-    classes = [kernel_class(launch.kernel) for launch in schedule.launches]
+    # a fused kernel's class by the operations it computes (a softmax fused with the scores'
+    # scale is the softmax's): the names of its steps' sites in the schedule before fusion
+    names: dict[str, set[str]] = {}
+    for lc in lower_entry(step, name, trainer.dims, args, realize).launches:
+        names.setdefault(lc.kernel.site, set()).add(lc.kernel.name)
+
+    def classed(k) -> str:
+        c = kernel_class(k)
+        steps = " ".join(n for site in k.steps for n in names.get(site, ()))
+        return "softmax" if c == "elementwise" and "softmax" in steps else c
+
+    classes = [classed(launch.kernel) for launch in schedule.launches]
     ns = np.zeros(len(classes) + 1)
     entry.run_timed(inputs, ns)  # warm
     ns[:] = 0
@@ -199,6 +268,8 @@ def breakdown_side(folder: Path, plan: dict, realize: str, steps: int) -> None:
 
 # ---- the run ----------------------------------------------------------------------------
 
+AGAINST = "native f32 (--against)"
+
 
 def cpu_ticks(pid: int) -> int:
     """The process's CPU time so far (all its threads), in clock ticks."""
@@ -223,9 +294,9 @@ def settle(others: list[Side], window: float = 0.05, limit: float = 3.0) -> None
 class Side:
     """A side's process: started, its first answer (its setup) read."""
 
-    def __init__(self, name: str, args: list[str], env: dict) -> None:
+    def __init__(self, name: str, args: list[str], env: dict, python: str | None = None) -> None:
         self.name = name
-        cmd = [sys.executable, __file__, *args]
+        cmd = [python or sys.executable, __file__, *args]
         self.p = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
         )
@@ -274,6 +345,7 @@ def prepare(args, folder: Path) -> dict:
         "data": data,
         "export": str(folder / "export"),
         "threads": args.threads,
+        "compile_mode": args.compile_mode,
         "objective": run.objective,
         "paths": [leaf.path for leaf in core.layout(run.model).leaves],
         "indices": [int(i) for i in order[:b]],
@@ -290,10 +362,22 @@ def main() -> None:
     add("--repeat", type=int, default=5, help="timed rounds (5), after one untimed")
     add("--torch-f64", action="store_true", help="PyTorch in float64 too")
     add("--no-f64", action="store_true", help="no native f64 side")
+    add("--no-sdpa", action="store_true", help="no side on scaled_dot_product_attention")
+    add("--no-compile", action="store_true", help="no torch.compile side")
+    add(
+        "--compile-mode",
+        default="",
+        help="torch.compile's mode (its default; e.g. max-autotune-no-cudagraphs)",
+    )
     add("--const", action="append", default=[], help="NAME=V, as presk's --const")
     add("--data", help="another .psk.d file than the run's")
     add("--cache", help="the compiled objects' folder (default: a fresh one: cold)")
     add("--no-breakdown", action="store_true", help="no native f32 step by kernel class")
+    add(
+        "--against",
+        metavar="PYTHON",
+        help="another tree's python (its .venv/bin/python): its native f32 side beside",
+    )
     add("--psk", type=Path, default=GPT, help=argparse.SUPPRESS)
     add("--side", help=argparse.SUPPRESS)
     add("--folder", type=Path, help=argparse.SUPPRESS)
@@ -316,17 +400,27 @@ def main() -> None:
 def run(args, folder: Path) -> None:
     plan = prepare(args, folder)
     env = {**os.environ, "PRESK_CACHE": args.cache or str(folder / "cache")}
-    print(f"pytorch-baseline: {plan['title']}, {args.threads} thread(s), {args.repeat} rounds")
+    env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")  # no compile workers beside the sides
+    print(
+        f"pytorch-baseline: {plan['title']}, {args.threads} thread(s), {args.repeat} rounds",
+        flush=True,
+    )
     base = ["--folder", str(folder)]
-    wanted = [("PyTorch eager f32", "torch:float32"), ("native f32", "native:f32")]
+    wanted = [("PyTorch eager f32", "torch:float32")]
+    wanted += [] if args.no_sdpa else [("PyTorch sdpa f32", "torch:float32+sdpa")]
+    mode = f" {args.compile_mode}" if args.compile_mode else ""
+    if not args.no_compile:
+        forms = "" if args.no_sdpa else "+sdpa"
+        wanted += [(f"PyTorch compile{forms}{mode} f32", f"torch:float32{forms}+compile")]
+    wanted += [("native f32", "native:f32")]
     wanted += [] if args.no_f64 else [("native f64", "native:f64")]
     wanted += [("PyTorch eager f64", "torch:float64")] if args.torch_f64 else []
     torches = [(n, w) for n, w in wanted if w.startswith("torch")]
     natives = [(n, w) for n, w in wanted if w.startswith("native")]
 
-    def start(name: str, side: str) -> Side:
+    def start(name: str, side: str, python: str | None = None) -> Side:
         begin = time.perf_counter()
-        s = Side(name, ["--side", side, *base], env)
+        s = Side(name, ["--side", side, *base], env, python)
         took = time.perf_counter() - begin
         print(f"  {name}: ready in {took:.1f} s  {json.dumps(s.setup)}", flush=True)
         return s
@@ -334,7 +428,11 @@ def run(args, folder: Path) -> None:
     # The PyTorch sides stay up; the native ones come one at a time (at the course's size a
     # native f64 step holds ~10 GB), each timed in rounds interleaved with the PyTorch sides.
     alive = [start(n, w) for n, w in torches]
+    if args.against:  # another tree's native f32 side, up for the whole run like PyTorch's
+        alive.append(start(AGAINST, "native:f32", args.against))
     sides, rss, phase = list(alive), {}, {}
+    f32 = [t for t in alive if t.name.startswith("PyTorch") and t.name.endswith(" f32")]
+    other = [t for t in alive if t.name == AGAINST]
     for name, side in natives:
         s = start(name, side)
         sides.append(s)
@@ -349,39 +447,56 @@ def run(args, folder: Path) -> None:
                         getattr(t, order).append(ms)
             shown = "  ".join(f"{t.name} {t.step[-1] if r else 0:.0f}" for t in group)
             print(f"  round {r}: step ms {shown}", flush=True)
-        ref = alive[0]
-        i, j = marks[ref.name]
-        phase[name] = (statistics.median(ref.step[i:]), statistics.median(ref.forward[j:]))
+        phase[name] = {
+            t.name: (
+                statistics.median(t.step[marks[t.name][0] :]),
+                statistics.median(t.forward[marks[t.name][1] :]),
+            )
+            for t in f32 + other
+        }
         rss[name] = s.close()
     rss.update({t.name: t.close() for t in alive})
     warm = {}
     for name, side in wanted:
         if side.startswith("native"):
-            start = time.perf_counter()
+            begin = time.perf_counter()
             w = Side(name, ["--side", "warm:" + side.split(":")[1], *base], env)
             w.close()
-            warm[name] = (time.perf_counter() - start, w.setup)
+            warm[name] = (time.perf_counter() - begin, w.setup)
     parts = None
     if not args.no_breakdown:
-        b = Side("breakdown", ["--side", "breakdown:f32", "--repeat", str(args.repeat), *base], env)
+        order = ["--side", "breakdown:f32", "--repeat", str(args.repeat), *base]
+        b = Side("breakdown", order, env)
         b.close()
         parts = b.setup["text"]
+        if args.against:
+            b = Side("breakdown", order, env, args.against)
+            b.close()
+            parts += f"\n  {AGAINST}:\n" + b.setup["text"]
     print()
-    print(
-        f"  {'side':<20} {'step ms':>10} {'forward ms':>11} {'peak RSS MiB':>13} {'step ratio':>11} {'fwd ratio':>10}"
-        f" {'PyTorch step, fwd in the same rounds':>37}"
-    )
+    print(f"  {'side':<26} {'step ms':>10} {'forward ms':>11} {'peak RSS MiB':>13}")
     for s in sides:
         a, f = statistics.median(s.step), statistics.median(s.forward)
-        rs, rf = phase.get(s.name, (a, f))
-        print(
-            f"  {s.name:<20} {a:>10.1f} {f:>11.1f} {rss[s.name]:>13.0f} {a / rs:>11.2f} {f / rf:>10.2f}"
-            + (f" {rs:>26.1f} {rf:>10.1f}" if s.name in phase else "")
-        )
+        print(f"  {s.name:<26} {a:>10.1f} {f:>11.1f} {rss[s.name]:>13.0f}")
     print(
-        f"  (medians of {args.repeat} rounds; a native side's ratios against PyTorch eager f32"
-        " in the rounds it was timed with, same threads)"
+        f"  (medians of {args.repeat} rounds, same threads; peak RSS: the process's maximum"
+        " resident set, its setup — and torch.compile's compilation — included)"
     )
+    for name, against in phase.items():
+        s = next(x for x in sides if x.name == name)
+        a, f = statistics.median(s.step), statistics.median(s.forward)
+        print(f"  {name} over each PyTorch f32 side, in the rounds it was timed with:")
+        for t, (rs, rf) in against.items():
+            print(f"    {t:<26} step {a / rs:>5.2f}  forward {f / rf:>5.2f}"
+                  f"   (its step {rs:.1f} ms, forward {rf:.1f} ms)")  # fmt: skip
+        against = {t: v for t, v in against.items() if t != AGAINST}
+        bs = min(against.items(), key=lambda p: p[1][0])
+        bf = min(against.items(), key=lambda p: p[1][1])
+        low = min(rss[t] for t in against)
+        print(
+            f"    {'best PyTorch':<26} step {a / bs[1][0]:>5.2f}  forward {f / bf[1][1]:>5.2f}"
+            f"   ({bs[0]}; {bf[0]}); peak RSS {rss[name] / low:.2f}× the lowest PyTorch side's"
+        )
     first = "cold" if not args.cache else "first, in --cache"
     for s in sides:
         if s.name in warm:
@@ -392,6 +507,16 @@ def run(args, folder: Path) -> None:
                 f" {cold['forward: lower'] + cold['forward: compile']:.1f} s; warm (a new process):"
                 f" step {w['step: lower, compile']:.1f} s, forward {w['forward: lower'] + w['forward: compile']:.1f} s"
                 f" (whole process {secs:.1f} s)"
+            )
+        elif "step launches" in s.setup:
+            print(
+                f"  {s.name}: step {s.setup['step launches']} launches, forward"
+                f" {s.setup['forward launches']}"
+            )
+        elif "compile: step s" in s.setup:
+            print(
+                f"  {s.name}: torch.compile's first step {s.setup['compile: step s']:.1f} s,"
+                f" first forward {s.setup['compile: forward s']:.1f} s (not in the medians)"
             )
 
     if parts:

@@ -105,7 +105,9 @@ def test_the_bound_can_fail(compiler):
 
 
 def test_a_mixed_realization_is_not_f64_nor_bf16(compiler):
-    case = CASES[6]
+    # the tiny MiniGPT's loss: since fusion's epilogues (issue 26) the tower's loss has five
+    # sites, its last in bf16 under the cycle, and its one real came out bf16's bits
+    case = CASES[10]
     file, entry, dims, consts = case
     got = realized(case, "native")[1]
     for uniform in ("f64", "bf16"):

@@ -52,7 +52,9 @@ def test_sensitivities_rank_like_the_measured_gaps(table, tmp_path):
         exact = presk(*run).stdout
         return abs(float(got.split("=")[1]) - float(exact.split("=")[1]))
 
-    high, low = "RMSNorm.apply/%7", "RMSNorm.apply/%4"
+    # (the norm's mean, RMSNorm.apply/%4, is fused into %7's kernel since issue 26's
+    # epilogues: not a narrowable site; the first product is)
+    high, low = "RMSNorm.apply/%7", "Linear.apply/%3"
     assert table[high][0] > table[low][0] and gap(high) > gap(low)
     assert 0.01 * table[high][2] <= gap(high) <= 10 * table[high][2]
 

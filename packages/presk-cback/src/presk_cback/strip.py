@@ -98,6 +98,7 @@ class Strip:
             kc.emit("#pragma omp simd", 0)
         kc.emit(f"for (int64_t lj = 0; lj < {v}_n; lj++) {{", depth)
         kc.emit(f"const int64_t {v} = {v}_s + lj;", depth + 1)
+        kc.emit(f"(void){v};", depth + 1)  # a let of lane values may not index (an epilogue)
         inner(depth + 1)
         kc.emit("}", depth)
 

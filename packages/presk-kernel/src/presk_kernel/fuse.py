@@ -40,6 +40,10 @@ from presk_kernel.layout import natural_layout
 from presk_kernel.spec import verified
 
 CHEAP = 8  # operations a 0-d producer may have to be recomputed at every read
+PASSES = 3  # passes over a cheap producer's result a consumer may make (`_recomputable`)
+TRANSCENDENTAL = frozenset(
+    {"exp", "log", "tanh", "erf", "erfc", "sin", "cos", "powf", "sqrt"}
+)  # never computed again at each pass (a constant's sqrt is a constant: not an operation)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,11 +74,27 @@ def fuse(schedule: Schedule) -> tuple[Schedule, list[Group]]:
             j = _consumer(p, i, keep, reads, writes)
             if j is None:
                 continue
-            fused = merge(p, launches[j])
+            fused = merge(p, launches[j], several=_same_function(p, launches[j]))
             if fused is None:
                 continue
             _index(p, i, reads, writes, add=False)
             _index(launches[j], j, reads, writes, add=False)
+            _index(fused, j, reads, writes, add=True)
+            launches[i], launches[j] = None, fused
+            merges.append((i, j))
+            names[j] = names[i] + names[j]
+            changed = True
+        for j, c in enumerate(launches):  # an elementwise consumer into its producer's store
+            if c is None:
+                continue
+            i = _producer(c, j, keep, reads, writes, launches)
+            if i is None or not _same_function(launches[i], c):
+                continue
+            fused = merge_epilogue(launches[i], c)
+            if fused is None:
+                continue
+            _index(launches[i], i, reads, writes, add=False)
+            _index(c, j, reads, writes, add=False)
             _index(fused, j, reads, writes, add=True)
             launches[i], launches[j] = None, fused
             merges.append((i, j))
@@ -87,6 +107,13 @@ def fuse(schedule: Schedule) -> tuple[Schedule, list[Group]]:
         at = [i for i, lc in enumerate(launches) if lc is not None]
         fused = with_calls(fused, fused_body(schedule.body, merges, at))
     return verified(fused, "fusion"), groups  # PRESK_VERIFY=1: the verifier after fusion
+
+
+def _same_function(p: Launch, c: Launch) -> bool:
+    """Whether two launches compute bindings of one function (their sites, `fn/%n`): the
+    fusions that make a kernel of another kind than its consumer's (a pass computed again,
+    an epilogue) stay inside a function, whose nests `presk tune` plans by their sites."""
+    return p.kernel.site.rsplit("/", 1)[0] == c.kernel.site.rsplit("/", 1)[0]
 
 
 def _index(lc: Launch, i: int, reads: dict, writes: dict, add: bool) -> None:
@@ -117,6 +144,29 @@ def _consumer(p: Launch, i: int, keep: set[int], reads: dict, writes: dict) -> i
     return j
 
 
+def _producer(
+    c: Launch, j: int, keep: set[int], reads: dict, writes: dict, launches: list
+) -> int | None:
+    """The launch whose result the elementwise `c` may take as its epilogue: the one
+    launch before `c` that writes a temporary `c` reads, which no other launch reads or
+    writes, its inputs written by no launch in between."""
+    if producer_store(c) is None:
+        return None
+    for a in c.args[: len(c.kernel.inputs)]:
+        if a.buf in keep or reads.get(a.buf, set()) != {j}:
+            continue
+        (i, *more) = sorted(writes.get(a.buf, set())) or (None,)
+        if i is None or more or i >= j:
+            continue
+        p = launches[i]
+        if len(p.kernel.outputs) != 1 or p.args[-1].buf != a.buf or p.args[-1].offset != 0:
+            continue
+        if any(any(i < w < j for w in writes.get(b.buf, ())) for b in p.args):
+            continue
+        return i
+    return None
+
+
 def producer_store(launch: Launch) -> tuple[list[Loop], Store] | None:
     """The loops and the one store of an elementwise kernel writing all of its output."""
     k = launch.kernel
@@ -138,7 +188,10 @@ def producer_store(launch: Launch) -> tuple[list[Loop], Store] | None:
 # ---- merging two kernels -----------------------------------------------------------------
 
 
-def merge(p: Launch, c: Launch) -> Launch | None:
+def merge(p: Launch, c: Launch, several: bool = True) -> Launch | None:
+    """The elementwise `p` computed inside `c`, the one kernel that reads its result: at
+    its one read, or — `several` allowing it, and `p` cheap enough (`_recomputable`) — at
+    each of a few passes (a softmax's three)."""
     loops, store = producer_store(p)
     out = p.args[-1].buf
     pk, ck = p.kernel, c.kernel
@@ -154,7 +207,9 @@ def merge(p: Launch, c: Launch) -> Launch | None:
     sites: list[tuple[tuple[Affine, ...], tuple[str, ...]]] = []
     _find(ck.body, targets, (), sites)
     if not scalar:
-        if len(sites) != 1 or not _injective(*sites[0]):
+        if not sites or not all(_injective(*site) for site in sites):
+            return None
+        if len(sites) > 1 and not (several and _recomputable(store.expr, len(sites))):
             return None
     elif _size(store.expr) > CHEAP:
         return None
@@ -202,8 +257,240 @@ def merge(p: Launch, c: Launch) -> Launch | None:
     return Launch(replace(k, layout=natural_layout(k)), tuple(args))
 
 
+def epilogue_site(k: Kernel) -> tuple[tuple[int, ...], Store] | None:
+    """Where a kernel stores its one output, when it stores each element once there: the
+    path to the one `Store` of the output (indices into nested bodies), inside loops only —
+    no fold — whose variables are the store's index, one per axis over its whole length,
+    the output never loaded. None otherwise (a scatter, a partial write)."""
+    out = k.outputs[0]
+    found: list[tuple[tuple[int, ...], Store, tuple[Loop, ...]]] = []
+
+    def walk(body, path, loops) -> bool:
+        for n, st in enumerate(body):
+            match st:
+                case Store(buf, _, e):
+                    if buf == out.id:
+                        found.append(((*path, n), st, loops))
+                    if _reads(e, out.id):
+                        return False
+                case Let(_, e):
+                    if _reads(e, out.id):
+                        return False
+                case Loop(_, _, _, b, serial):
+                    if serial or not walk(b, (*path, n), (*loops, st)):
+                        return False
+                case Reduce(_, _, _, b, terms, _):
+                    if _stores(b, out.id) or _reads_any(b, out.id):
+                        return False
+                    if any(_reads(t, out.id) for t in terms):
+                        return False
+                case _:
+                    return False
+        return True
+
+    if not walk(k.body, (), ()) or len(found) != 1:
+        return None
+    path, store, loops = found[0]
+    vars_ = [i.terms[0][0] if _plain_var(i) else None for i in store.index]
+    extents = {lp.var: lp.extent for lp in loops}
+    if None in vars_ or len(set(vars_)) != len(vars_) or set(vars_) != set(extents):
+        return None
+    if any(extents[v] != ax.length for v, ax in zip(vars_, out.axes, strict=True)):
+        return None
+    return path, store
+
+
+def _plain_var(i) -> bool:
+    return isinstance(i, Affine) and not i.const and len(i.terms) == 1 and i.terms[0][1] == 1
+
+
+def _reads(e, buf: int) -> bool:
+    match e:
+        case Load(b, index):
+            return b == buf or any(_reads(i, buf) for i in index if not isinstance(i, Affine))
+        case Op(_, args, _):
+            return any(_reads(a, buf) for a in args)
+    return False
+
+
+def _reads_any(body, buf: int) -> bool:
+    found: list = []
+    _find(body, {buf}, (), found)
+    return bool(found)
+
+
+def _stores(body, buf: int) -> bool:
+    for st in body:
+        match st:
+            case Store(b, _, _) if b == buf:
+                return True
+            case Loop(_, _, _, b, _) | Reduce(_, _, _, b, _, _):
+                if _stores(b, buf):
+                    return True
+    return False
+
+
+def _names(body) -> set[str]:
+    out: set[str] = set()
+    for st in body:
+        match st:
+            case Let(name, _):
+                out.add(name)
+            case Loop(var, _, _, b, _):
+                out |= {var} | _names(b)
+            case Reduce(acc, _, vs, b, _, _):
+                out |= {acc} | {v for v, _, _ in vs} | _names(b)
+    return out
+
+
+def merge_epilogue(p: Launch, c: Launch) -> Launch | None:
+    """The elementwise kernel `c` computed where `p` stores the result `c` reads (its
+    epilogue): `p`'s store `%t[idx] = e` becomes `let t = e` and `c`'s store at `idx`, its
+    loads of %t the value t. The same operations in the same type, each once: the same
+    bits. None when `p` does not store each element once (`epilogue_site`), `c` reads the
+    result at other indices than its own loops' (or under another shape), or `p` is a
+    contraction (whose store the generated GEMM makes)."""
+    pk, ck = p.kernel, c.kernel
+    if _folds_fma(pk.body):
+        return None  # a contraction keeps its store plain: the generated GEMM's
+    site = epilogue_site(pk)
+    loops_store = producer_store(c)
+    if site is None or loops_store is None:
+        return None
+    path, pstore = site
+    cloops, cstore = loops_store
+    out = p.args[-1].buf
+    n_in = len(ck.inputs)
+    targets = {b.id for b, a in zip(ck.inputs, c.args[:n_in], strict=True) if a.buf == out}
+    if any(ck.buffers[t].shape != pk.outputs[0].shape for t in targets):
+        return None
+    sites: list[tuple[tuple[Affine, ...], tuple[str, ...]]] = []
+    _find(ck.body, targets, (), sites)
+    if not sites or any(idx != sites[0][0] or not _injective(idx, enc) for idx, enc in sites):
+        return None
+    # c's loop variables in terms of p's: c reads %t[v0, v1, …] where p stores %t[idx]
+    sub = {ci.terms[0][0]: pi for ci, pi in zip(sites[0][0], pstore.index, strict=True)}
+    if set(sub) != {lp.var for lp in cloops}:
+        return None
+    extent = {lp.var: lp.extent for lp in cloops}
+    if any(
+        extent[i.terms[0][0]] != ax.length
+        for i, ax in zip(sites[0][0], pk.outputs[0].axes, strict=True)
+    ):
+        return None  # c reads a part of the result
+    if {a.buf for a in c.args[n_in:]} & {a.buf for a in p.args[: len(pk.inputs)]}:
+        return None  # c writes what p reads
+    args: list[Arg] = []
+    bufs: list[Buffer] = []
+
+    def add(b: Buffer, a: Arg) -> int:
+        for nb, na in zip(bufs, args, strict=True):
+            if na == a and nb.axes == b.axes and nb.dtype == b.dtype:
+                return nb.id
+        bufs.append(Buffer(len(bufs), b.dtype, b.axes))
+        args.append(a)
+        return len(bufs) - 1
+
+    pmap = {b.id: add(b, a) for b, a in zip(pk.inputs, p.args[: len(pk.inputs)], strict=True)}
+    cmap = {
+        b.id: add(b, a)
+        for b, a in zip(ck.inputs, c.args[:n_in], strict=True)
+        if b.id not in targets
+    }
+    n_new = len(bufs)
+    for b, a in zip(ck.outputs, c.args[n_in:], strict=True):
+        bufs.append(Buffer(len(bufs), b.dtype, b.axes))
+        args.append(a)
+        cmap[b.id] = len(bufs) - 1
+    taken = _names(pk.body)
+    name = next(f"e{n}" for n in range(len(taken) + 1) if f"e{n}" not in taken)
+    value = _renumber(pstore.expr, pmap)
+    if pk.outputs[0].dtype == "bf16":
+        value = Op("bf16", (value,))
+
+    def conv(e):
+        match e:
+            case Load(buf, index):
+                if buf in targets:
+                    return Var(name)
+                return Load(
+                    cmap[buf],
+                    tuple(_compose(i, sub) if isinstance(i, Affine) else conv(i) for i in index),
+                )
+            case Op(op, a, attr):
+                return Op(op, tuple(conv(x) for x in a), attr)
+        return _substitute(e, sub)
+
+    try:
+        index = tuple(_compose(i, sub) if isinstance(i, Affine) else conv(i) for i in cstore.index)
+        tail = (Let(name, value), Store(cmap[cstore.buf], index, conv(cstore.expr)))
+    except _NoFusion:
+        return None
+    ident = {b.id: b.id for b in pk.buffers}  # p's statements with p's inputs renumbered
+    body = tuple(_replace(st, {**ident, **pmap}, set(), None, []) for st in pk.body)
+    body = _splice(body, path, tail)
+    steps = (pk.steps or (pk.site,)) + (ck.steps or (ck.site,))
+    k = Kernel(
+        f"fused {len(steps)} steps", ck.site, tuple(bufs[:n_new]), tuple(bufs[n_new:]), body,
+        pk.compute, steps=steps,
+    )  # fmt: skip
+    return Launch(replace(k, layout=natural_layout(k)), tuple(args))
+
+
+def _folds_fma(body) -> bool:
+    for st in body:
+        match st:
+            case Reduce(_, op, _, b, _, _):
+                if op == "fma" or _folds_fma(b):
+                    return True
+            case Loop(_, _, _, b, _):
+                if _folds_fma(b):
+                    return True
+    return False
+
+
+def _splice(body: tuple, path: tuple[int, ...], stmts: tuple) -> tuple:
+    """`body` with the statement at `path` replaced by `stmts`."""
+    n, *rest = path
+    if not rest:
+        return body[:n] + stmts + body[n + 1 :]
+    lp = body[n]
+    return body[:n] + (replace(lp, body=_splice(lp.body, tuple(rest), stmts)),) + body[n + 1 :]
+
+
 class _NoFusion(Exception):
     pass
+
+
+def _recomputable(e, reads: int) -> bool:
+    """A producer cheap enough to compute again at each of the consumer's `reads` passes
+    over its result (a softmax reads its scores in three): at most CHEAP operations, none a
+    transcendental, one load of an element, and at most PASSES passes — an operation or two again per
+    element costs less than storing the temporary and loading it back."""
+    return reads <= PASSES and _size(e) <= CHEAP and _loads(e) <= 1 and not _ops(e) & TRANSCENDENTAL
+
+
+def _loads(e) -> int:
+    """The loads of elements of `e` (a 0-d buffer's one value, a register, not counted)."""
+    match e:
+        case Load(_, index):
+            return bool(index) + sum(_loads(i) for i in index if not isinstance(i, Affine))
+        case Op(_, args, _):
+            return sum(_loads(a) for a in args)
+    return 0
+
+
+def _ops(e) -> set[str]:
+    """The operations of `e` on a loaded value or an index (one of constants is a constant)."""
+    if not isinstance(e, Op) or not _varies(e):
+        return set()
+    return {e.op}.union(*(_ops(a) for a in e.args))
+
+
+def _varies(e) -> bool:
+    if isinstance(e, (Index, Load)):
+        return True
+    return isinstance(e, Op) and any(_varies(a) for a in e.args)
 
 
 def _size(e) -> int:
