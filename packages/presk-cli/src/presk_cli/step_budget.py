@@ -129,6 +129,12 @@ def build_step(core, run, folder: str, seed: int, samples: int) -> Step:
         program = native_step(trainer.interp.program, trainer.objective)
     except RunError as err:
         raise StepError("E7138", f"the run's step: {err}") from None
+    if trainer.key is not None:  # its step takes a key each step (presk train draws it)
+        raise StepError(
+            "E7138",
+            f"`{trainer.objective}` draws (it takes a key): a step budget of an objective that"
+            " draws is not built (its exact step would need the same draws at 256 bits)",
+        )
     held = len(trainer.samples)
     if 2 * samples > held:
         raise StepError(
