@@ -53,23 +53,19 @@ def main(argv: list[str] | None = None) -> int:
         f'<!doctype html><html><head><meta charset="utf-8"><title>{title}</title>'
         f"<style>{STYLE}</style></head><body>{body}</body></html>"
     )
-    with tempfile.NamedTemporaryFile(
-        "w", suffix=".html", dir=args.doc.parent, delete=False, encoding="utf-8"
-    ) as f:
-        f.write(page_html)
-        page_path = Path(f.name)
-    try:
-        with sync_playwright() as p:
+    from presk_core.data import atomic_path
+
+    # the page beside the document, so that its relative links resolve
+    with tempfile.TemporaryDirectory(dir=args.doc.parent) as tmp:
+        page_path = Path(tmp) / "page.html"
+        page_path.write_text(page_html, encoding="utf-8")
+        with sync_playwright() as p, atomic_path(str(args.out)) as pdf:
             browser = p.chromium.launch(executable_path=chromium, args=FLAGS)
             page = browser.new_page()
             page.goto(page_path.resolve().as_uri())
-            tmp = args.out.with_name(f".{args.out.name}.tmp")
-            page.pdf(path=str(tmp), format="A4", margin={"top": "15mm", "bottom": "15mm",
+            page.pdf(path=pdf, format="A4", margin={"top": "15mm", "bottom": "15mm",
                      "left": "14mm", "right": "14mm"}, print_background=True)  # fmt: skip
-            tmp.replace(args.out)
             browser.close()
-    finally:
-        page_path.unlink(missing_ok=True)
     print(f"md_pdf: wrote {args.out}")
     return 0
 

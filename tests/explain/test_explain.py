@@ -168,7 +168,7 @@ def test_bad_input_writes_nothing(tmp_path, args, code, words):
     done = presk("explain", *[a.replace("{out}", str(out)) for a in args])
     assert done.returncode == code and words in done.stderr, done.stderr
     assert "Traceback" not in done.stderr and not out.exists()
-    assert not list(tmp_path.glob(".explain-*"))
+    assert not list(tmp_path.glob(".psk-*"))
 
 
 def test_a_profile_plans_section_8_and_times_the_plan(tmp_path):

@@ -69,9 +69,10 @@ def test_a_profile_of_another_type_is_E9002(tmp_path: Path) -> None:
 
 
 def test_an_entry_that_does_not_run_natively_is_E7002(tmp_path: Path) -> None:
-    r = _bench("tutorial/05_sample.psk", "--entry", "pick", "--dim", "B=5", "--calibrate",
+    r = _bench("tutorial/01_linear.psk", "--entry", "Linear{3, 2}.init", "--calibrate",
                str(tmp_path / "p.json"))  # fmt: skip
-    assert r.returncode == 1 and "[E7002] Error: cannot lower `pick` to kernels" in r.stderr
+    assert r.returncode == 1
+    assert "[E7002] Error: cannot lower `Linear{3, 2}.init` to kernels" in r.stderr
     assert not (tmp_path / "p.json").exists()
 
 

@@ -18,7 +18,6 @@ import contextlib
 import io
 import os
 import shlex
-import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -162,23 +161,13 @@ def explain(file, entry, dims, consts, out, budget, profile, form) -> None:
         sys.exit(1)
     except (EntryError, RunError) as err:
         entry_fail("explain", err, ctx.sources)
-    parent = os.path.dirname(os.path.abspath(out)) or "."
-    os.makedirs(parent, exist_ok=True)
-    work = tempfile.mkdtemp(prefix=".explain-", dir=parent)
-    mask = os.umask(0o022)
-    os.umask(mask)
-    os.chmod(work, 0o777 & ~mask)  # as mkdir makes a folder (mkdtemp's is 0700)
-    try:
+    from presk_core import data as D
+
+    with D.atomic_dir(out) as work:  # DIR whole or not at all (an existing one replaced)
         doc = Document(work, out)
         flags = [a for d, v in values.items() for a in ("--dim", f"{d}={v}")]
         flags += [a for c in consts for a in ("--const", c)]
         made = write(doc, file, entry, flags, e, (core, ctx), budget, profile, form)
-        if os.path.isdir(out):
-            shutil.rmtree(out)
-        os.replace(work, out)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
     n = len(doc.sections) - 1  # the appendix is not a section
     listings = f"{len(doc.listings)} listing{'s' if len(doc.listings) != 1 else ''}"
     artifacts = f"{len(made)} artifact{'s' if len(made) != 1 else ''}"
@@ -277,9 +266,7 @@ def write(doc: Document, file, entry, flags, e, compiled, budget, profile, form=
         parts = ["Nothing is planned (no `--profile`): every nest runs at its default layout."]
     else:
         plan_path = os.path.join(doc.folder, "plan.json")
-        code, listing = doc.listing(
-            ["plan", *at, "--profile", profile, "--out", plan_path], "plan"
-        )
+        code, listing = doc.listing(["plan", *at, "--profile", profile, "--out", plan_path], "plan")
         parts = [
             f"Every point of every nest's layout space costed by the layout model of `{profile}`"
             " (docs/plans.md), the best chosen; nothing is compiled or timed:",
