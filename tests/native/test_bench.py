@@ -73,3 +73,33 @@ def test_an_unknown_entry_is_e7001():
     r = presk("bench", "tutorial/04_grad.psk", "--entry", "nope", "--realize", "f64")
     assert r.returncode in (1, 2) and r.stdout == "" and "nope" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_a_terminal_is_told_each_phase():
+    """`presk bench` on a terminal (issue 28): lowering, compiling and each row's timing, each
+    line completed with its time; the rows are the same."""
+    from presk_cli.bench import bench_rows
+    from presk_cli.pipeline import PIPELINE, RUN
+    from presk_cli.progress import Progress
+    from presk_core.run import parse_entry
+    from presk_syntax.pipeline import Context
+
+    core = PIPELINE.run(RUN, "tutorial/07_train.psk", Context())
+    entry = parse_entry("loss", core, None, {"B": 2})
+    from presk_cli.bench import arguments
+
+    args = arguments(core, entry, 0, 64, None)
+    shown: list[str] = []
+    rows = [("kernel", "f64", False), ("native", "f32", True)]
+    table = bench_rows(core, entry, args, rows, 64, 1, 1, Progress(shown.append, "bench"))
+    assert [r[0].strip() for r in table] == ["kernel f64", "native f32 +lanes"]
+    started = [s for s in shown if not s.startswith("\r")]
+    assert started == [
+        "presk bench: lowering `loss` to kernels in f64…",
+        "presk bench: timing kernel f64 (1 calls)…",
+        "presk bench: lowering `loss` to kernels in f32…",
+        f"presk bench: compiling {started[3].split()[3]} launches (f32)…",
+        "presk bench: timing native f32 +lanes (1 calls)…",
+    ]
+    done = [s for s in shown if s.startswith("\r")]
+    assert len(done) == 5 and all(s.endswith(("ms\n", " s\n")) for s in done)

@@ -29,6 +29,7 @@ from presk_syntax.diagnostics import DiagnosticError
 from presk_cli.commands import CONST, SEED, WEIGHTS, _consts, _dims, _fail, entry_fail
 from presk_cli.flags import Count
 from presk_cli.native import REALIZE, REALIZES, NativeError, fail
+from presk_cli.progress import on_terminal
 
 ROWS = (
     ("interp", "f64", False),
@@ -73,8 +74,12 @@ def format_table(rows: list[tuple[str, float, float]], speedup: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def bench_rows(core, entry, args, rows, bits: int, repeat: int, threads: int) -> list:
-    """(name, median ms, best ms) of each row: (executor, type, lanes)."""
+def bench_rows(core, entry, args, rows, bits: int, repeat: int, threads: int, shown=None) -> list:
+    """(name, median ms, best ms) of each row: (executor, type, lanes); `shown` (a
+    presk_cli.progress.Progress, on a terminal) told each phase: lowering, compiling, timing."""
+    from presk_cli.progress import Progress
+
+    shown = shown or Progress(None)
     from presk_core.interp import Interpreter
     from presk_kernel.lower import argument_leaves
 
@@ -90,16 +95,22 @@ def bench_rows(core, entry, args, rows, bits: int, repeat: int, threads: int) ->
             call = lambda interp=interp: interp.run(name, args, entry.dims)  # noqa: E731
         else:
             if realize not in schedules:
+                shown.phase(f"lowering `{name}` to kernels in {realize}")
                 schedules[realize] = lower(core, name, dims, args, realize, threads)
             schedule = schedules[realize]
             inputs = storage(schedule, argument_leaves(args), stored=kind == "native")
             if kind == "kernel":
                 run = executor(schedule, "kernel")
             else:
+                n = len(schedule.launches)
+                shown.phase(f"compiling {n} launch{'es' if n != 1 else ''} ({realize})")
                 run = compiled(schedule, lanes).run
             call = lambda run=run, inputs=inputs: run(inputs)  # noqa: E731
+        label = row_name(kind, realize, lanes, bits)
+        shown.phase(f"timing {label.strip()} ({repeat} calls)")
         median, best = timed(call, repeat)
-        out.append((row_name(kind, realize, lanes, bits), median, best))
+        out.append((label, median, best))
+    shown.end_phase()
     return out
 
 
@@ -257,7 +268,7 @@ def bench(
     try:
         e = parse_entry(entry, core, None, _dims(dims))
         args = arguments(core, e, seed, bits, weights_file)
-        table = bench_rows(core, e, args, rows, bits, repeat, threads)
+        table = bench_rows(core, e, args, rows, bits, repeat, threads, on_terminal("bench"))
         if plan is not None:
             table.append(plan_row(core, e, args, plan, repeat))
     except (EntryError, RunError) as err:

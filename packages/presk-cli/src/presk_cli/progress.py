@@ -29,8 +29,9 @@ class Progress:
     """The phases and steps of a run, written by `write` (text without a newline, to a
     terminal); with `write` None (not a terminal, `--quiet`) it shows nothing."""
 
-    def __init__(self, write: Callable[[str], None] | None) -> None:
+    def __init__(self, write: Callable[[str], None] | None, command: str = "train") -> None:
         self.write = write
+        self.command = command  # the phases' prefix: `presk train: `, `presk bench: `
         self.current: tuple[str, float] | None = None
         self.first = self.horizon = 0
         self.start = self.shown_at = 0.0
@@ -40,7 +41,7 @@ class Progress:
         if self.write is None:
             return
         self.end_phase()
-        self.write(f"presk train: {words}…")
+        self.write(f"presk {self.command}: {words}…")
         self.current = (words, time.perf_counter())
 
     def end_phase(self, outcome: str | None = None) -> None:
@@ -50,7 +51,8 @@ class Progress:
         words, since = self.current
         self.current = None
         shown = f"{outcome}, " if outcome else ""
-        self.write(f"\r\x1b[Kpresk train: {words}: {shown}{took(time.perf_counter() - since)}\n")
+        done = took(time.perf_counter() - since)
+        self.write(f"\r\x1b[Kpresk {self.command}: {words}: {shown}{done}\n")
 
     def steps(self, first: int, horizon: int) -> None:
         """The steps after `first` begin (a resumed run's after its step), up to `horizon`."""
@@ -89,3 +91,16 @@ class Progress:
 
 
 __all__ = ["Progress", "clock"]
+
+
+def on_terminal(command: str) -> Progress:
+    """The phases of `presk COMMAND` on standard error when that is a terminal, else none
+    (`presk bench`, `presk serve`: their standard output stays as it is)."""
+    import sys
+
+    import click
+
+    def write(text: str) -> None:
+        click.echo(text, nl=False, err=True)
+
+    return Progress(write if sys.stderr.isatty() else None, command)

@@ -27,6 +27,7 @@ from presk_syntax.diagnostics import DiagnosticError, emit, error
 from presk_cli.commands import CONST, RUN, SEED, Count, _consts, _dims, _fail
 from presk_cli.native import NativeError, backend_options
 from presk_cli.native import fail as native_fail
+from presk_cli.progress import on_terminal
 
 if TYPE_CHECKING:
     import numpy as np
@@ -470,6 +471,8 @@ def serve(
             if weights is not None
             else os.path.normpath(os.path.join(folder, block.weights))
         )
+        shown = on_terminal("serve")
+        shown.phase(f"reading the weights `{os.path.basename(path)}`")
         theta, fixed = load_weights(core, block.model, path, _dims(dims))
         batch, seq = (a.length for a in ids_type.shape.axes)
         known = {**fixed, **{n: 1 for n in batch.names}}
@@ -490,7 +493,9 @@ def serve(
         if why is not None:
             raise ServeError("E7023", why)
         options = (native["backend"], native["realize"], native["threads"])
+        shown.phase(f"preparing `{fn.name}` on the {options[0]} backend")
         logits = logits_function(core, fn.name, theta, window, call_dims, options, bits)
+        shown.end_phase()
 
         def shown(token: int) -> None:
             sys.stdout.write(decode([token], vocab))
