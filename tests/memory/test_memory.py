@@ -142,3 +142,17 @@ def test_symbolic_says_where_a_count_is_not_one_polynomial():
 def test_symbolic_needs_a_dimension():
     out = presk("memory", "tests/export/programs/consts.psk", "--entry", "c", "--symbolic")
     assert out.returncode == 2 and "--symbolic needs a dimension to vary" in out.stderr
+
+
+def test_the_native_backend_allocates_the_arena_counted():
+    """The arena a compiled entry allocates (its high-water mark: every temporary lives in
+    it) is the one `presk memory` prints, and holds at least the peak of live bytes."""
+    from presk_cback.native import NativeEntry
+
+    for file, entry, dims in [
+        ("tutorial/07_train.psk", "loss", {"B": 4}),
+        ("tutorial/03_attention.psk", "attend", {"B": 2, "T": 16}),
+    ]:
+        schedule, m = counted(file, entry, dims)
+        native = NativeEntry(schedule)
+        assert native.arena.nbytes == m.native_arena >= m.peak
