@@ -142,12 +142,19 @@ def test_a_checkpoint_that_cannot_be_written_is_E7004_and_the_file_before_stays(
     assert [p.name for p in run.rglob("*.tmp")] == []
 
 
+def _signals_as_a_user_has_them() -> None:
+    """The child's SIGINT and SIGQUIT at their default: a shell starts a background job (the
+    suite run with `&`) with them ignored, and a process keeps what it inherits."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: signal.Signals(s).name)
 def test_every_command_stops_on_a_signal_with_its_status(tmp_path, signum):
     fifo = tmp_path / "d.psk.d"  # a reader of it waits for its data: presk is in main()
     os.mkfifo(fifo)
     p = subprocess.Popen([str(PRESK), "data", "info", str(fifo)], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)  # fmt: skip
+                         stderr=subprocess.PIPE, text=True, preexec_fn=_signals_as_a_user_has_them)  # fmt: skip
     while True:  # the FIFO opened for writing once presk has opened it for reading
         try:
             writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
