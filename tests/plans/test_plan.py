@@ -308,3 +308,20 @@ def test_train_under_a_plan_logs_the_same(tmp_path):
     assert len(planned) > 20
     r = presk("plan", "tutorial/01_linear.psk", "--train", "--profile", out, "--out", out)
     assert r.returncode == 1 and ("[E7120]" in r.stderr or "[E7117]" in r.stderr)
+
+
+def test_plan_train_costs_the_step_and_train_runs_it(profile, tmp_path):
+    """`presk plan --train` on the tutorial's run: every nest of the step costed (a fold over
+    no variable, `Block.apply.bwd/%9`'s sum of one term, among them), and `presk train --plan`
+    logs what the run logs without it."""
+    out = tmp_path / "step.json"
+    r = presk("plan", "tutorial/07_train.psk", "--train", "--realize", "f32", "--profile",
+              profile, "--out", out)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"^-- \d+ nests, \d+ points costed in ", r.stdout, re.M)
+    base = ("train", "tutorial/07_train.psk", "--steps", "2", "--backend", "native")
+    without = presk(*base, "--realize", "f32", "--ckpt", tmp_path / "a")
+    under = presk(*base, "--plan", f"@{out}", "--ckpt", tmp_path / "b")
+    assert without.returncode == under.returncode == 0, under.stderr
+    weights = [(tmp_path / d / "final.psk.d").read_bytes() for d in ("a", "b")]
+    assert weights[0] == weights[1]

@@ -71,7 +71,7 @@ class Day:
 
     @property
     def u(self) -> float:
-        return float(self.doc["profile"]["u"])
+        return float(self.doc["profile"].get("u", 0.0))  # checked when the day is read
 
 
 def nest_file(nest: str) -> str:

@@ -440,7 +440,8 @@ class _Walk:
             else:
                 node.children.append(child)
             node = child
-        assert node is not None and root is not None
+        if root is None:  # a fold over no variable (one term: a sum of one element)
+            node = root = _Node(None, 1, 1)
         node.children.extend(terms)
         inside = self.body(r.body, inner, ctx)
         node.children.extend(inside)
