@@ -89,7 +89,8 @@ bench-plan: corpus-data
 	for n in 64 128; do .venv/bin/presk bench experiments/gemm.psk --entry gemm --dim N=$$n \
 	    --realize f32 --space calib --repeat 5 --calibrate $(BENCH_PLAN_PROFILE) > /dev/null; done; \
 	.venv/bin/presk plan $(GPT) --train --const D=192 --realize f32 \
-	    --profile $(BENCH_PLAN_PROFILE) --out $(BENCH_PLAN) | tail -3; \
+	    --profile $(BENCH_PLAN_PROFILE) --out $(BENCH_PLAN) > $(BENCH_PLAN).txt; \
+	tail -3 $(BENCH_PLAN).txt; \
 	$(PY) tools/pytorch_baseline.py --const D=192 --repeat 3 --no-f64 --no-breakdown \
 	    --threads $(BENCH_PLAN_THREADS) --plan $(BENCH_PLAN)
 
