@@ -12,7 +12,7 @@ EXAMPLES := tests/examples/mlp/mlp.psk tests/examples/minigpt/minigpt.psk \
 .PHONY: setup venv test tutorial grammar fuzz bench lint check-examples run-examples train-examples \
 	export-examples conformance sanitize opt-examples calibrate serve-examples serve-pt corpus-data corpus \
 	corpus-gpt experiment-gpt pytorch-baseline bench-gpt packages dist explain explain-pdf c-conformance \
-	c-speed step-table precision curve calibrate-ra4 ra4-small plan-check
+	c-speed step-table precision curve calibrate-ra4 ra4-small plan-check ra4-quick bench-plan
 
 setup:
 	@command -v uv >/dev/null 2>&1 || test -x "$(UV)" || python3 -m pip install --user --quiet uv
@@ -75,6 +75,24 @@ bench-gpt: corpus-data
 	@if [ ! -f $(GPT_DATA) ]; then echo "bench-gpt: no $(GPT_DATA) (make corpus-data)"; exit 0; fi; \
 	set -e; for t in 1 2; do \
 	    $(PY) tools/pytorch_baseline.py --const D=192 --repeat 3 --no-f64 --threads $$t; done
+
+# The course GPT's training step at reduced width (D = 192; f32) natively under a layout
+# plan beside its default layouts and PyTorch's sides, in one run (docs/plans.md, "The
+# course GPT's step under a plan"): the model calibrated on the GEMM at N 64 and 128, the
+# step planned (presk plan --train), tools/pytorch_baseline.py --plan at BENCH_PLAN_THREADS.
+BENCH_PLAN_PROFILE ?= out/bench_plan_layout.json
+BENCH_PLAN ?= out/bench_plan.json
+BENCH_PLAN_THREADS ?= 2
+bench-plan: corpus-data
+	@if [ ! -f $(GPT_DATA) ]; then echo "bench-plan: no $(GPT_DATA) (make corpus-data)"; exit 0; fi; \
+	set -e; mkdir -p out; rm -f $(BENCH_PLAN_PROFILE); \
+	for n in 64 128; do .venv/bin/presk bench experiments/gemm.psk --entry gemm --dim N=$$n \
+	    --realize f32 --space calib --repeat 5 --calibrate $(BENCH_PLAN_PROFILE) > /dev/null; done; \
+	.venv/bin/presk plan $(GPT) --train --const D=192 --realize f32 \
+	    --profile $(BENCH_PLAN_PROFILE) --out $(BENCH_PLAN) > $(BENCH_PLAN).txt; \
+	tail -3 $(BENCH_PLAN).txt; \
+	$(PY) tools/pytorch_baseline.py --const D=192 --repeat 3 --no-f64 --no-breakdown \
+	    --threads $(BENCH_PLAN_THREADS) --plan $(BENCH_PLAN)
 
 # presk-cback's tests and tests/native's entries (the course of fused kernels) with every
 # object compiled under AddressSanitizer and UBSan, its alignment check named (PRESK_SANITIZE,
@@ -367,3 +385,22 @@ ra4-small: setup
 	    --realize f32 --space small --profile $(RA4_PROFILE) --out $(RA4_DAYS)/day2
 	.venv/bin/presk rank $(RA4_DAYS)/day1 $(RA4_DAYS)/day2 --entry $(RA4_ENTRY) \
 	    --out $(RA4_DAYS)/rank.md
+
+# ra4-small reduced to run in minutes on a loaded two-core machine: the model calibrated on
+# the GEMM at N 64 and 128 (f32), the course GPT's attention at D 96, B 4, T 64 swept twice on
+# --space small (day 1 checked on the kernel interpreter), RA4Q_GAP seconds apart, ranked.
+RA4Q_PROFILE ?= out/ra4q_layout.json
+RA4Q_DAYS ?= out/ra4_quick
+RA4Q_GAP ?= 120
+RA4Q_DIMS := --const D=96 --dim B=4 --dim T=64
+ra4-quick: setup
+	@mkdir -p $(RA4Q_DAYS) && rm -f $(RA4Q_PROFILE) && rm -rf $(RA4Q_DAYS)/day1 $(RA4Q_DAYS)/day2
+	set -e; for n in 64 128; do .venv/bin/presk bench experiments/gemm.psk --entry gemm \
+	    --dim N=$$n --realize f32 --space calib --repeat 5 --calibrate $(RA4Q_PROFILE); done
+	.venv/bin/presk autotune $(GPT) --entry $(RA4_ENTRY) $(RA4Q_DIMS) --realize f32 \
+	    --space small --profile $(RA4Q_PROFILE) --interp --out $(RA4Q_DAYS)/day1
+	sleep $(RA4Q_GAP)
+	.venv/bin/presk autotune $(GPT) --entry $(RA4_ENTRY) $(RA4Q_DIMS) --realize f32 \
+	    --space small --profile $(RA4Q_PROFILE) --out $(RA4Q_DAYS)/day2
+	.venv/bin/presk rank $(RA4Q_DAYS)/day1 $(RA4Q_DAYS)/day2 --entry $(RA4_ENTRY) \
+	    --out $(RA4Q_DAYS)/rank.md

@@ -4,6 +4,7 @@ PyTorch's forms a user would pick, interleaved in one run: `make pytorch-baselin
     .venv/bin/python tools/pytorch_baseline.py [--threads T] [--repeat R] [--torch-f64]
         [--const NAME=V]… [--data FILE] [--cache DIR] [--no-f64] [--no-breakdown]
         [--no-sdpa] [--no-compile] [--compile-mode MODE] [--against PYTHON]
+        [--plan PLAN.json]
 
 Each side is a process of its own that sets itself up, then waits for orders on its
 standard input (`step`, `forward`) and answers with the time of one call. The PyTorch
@@ -29,6 +30,12 @@ process, its setup, step and forward pass together (and torch.compile's compilat
   python`: the same tool run by that tree's packages), up for the whole run beside PyTorch's
   and timed in the same rounds, and its step by kernel class: a change measured before and
   after in one run.
+- `--plan PLAN.json` adds the native f32 step under a layout plan of the training step
+  (`presk plan FILE --train --realize f32 --profile P --out PLAN.json`, docs/plans.md), up
+  for the whole run like `--against`'s side and timed in the same rounds as the default
+  layouts' native f32 side: the plan's step over the default's, in one run (`make
+  bench-plan`). A planned nest runs on the workers its split names, whatever `--threads`;
+  its forward pass is the default's (the plan lays out the step).
 - **The same batch and weights.** θ₀ is the exported module's own initialization
   (torch's initializers, seed 0), written by the PyTorch f32 process in Presk's leaf paths
   (a stack's blocks stacked) and read by the others; the batch is the run's first (its
@@ -150,7 +157,9 @@ def torch_side(folder: Path, plan: dict, what: str) -> None:
     serve(lambda: train.train_step(model, optimizer, schedule, batch), forward)
 
 
-def native_side(folder: Path, plan: dict, realize: str, warm_only: bool) -> None:
+def native_side(
+    folder: Path, plan: dict, realize: str, warm_only: bool, planned: bool = False
+) -> None:
     from presk_ad.step import finite
     from presk_cli.native import compiled, lower, storage
     from presk_cli.native_train import NativeTrainer, _tree
@@ -165,7 +174,12 @@ def native_side(folder: Path, plan: dict, realize: str, warm_only: bool) -> None
     front = time.perf_counter() - start
     times = {"front end": front}
     start = time.perf_counter()
-    native = NativeTrainer(trainer, "native", realize, plan["threads"])
+    layouts = None
+    if planned:  # the step under `--plan`'s layouts (presk_cli.plans: the file checked)
+        from presk_cli.plans import read_plan
+
+        layouts = read_plan(plan["layout_plan"])
+    native = NativeTrainer(trainer, "native", realize, plan["threads"], layouts)
     times["step: lower, compile"] = time.perf_counter() - start
     indices = plan["indices"]
     batch = native.batch(1)[1]
@@ -269,6 +283,7 @@ def breakdown_side(folder: Path, plan: dict, realize: str, steps: int) -> None:
 # ---- the run ----------------------------------------------------------------------------
 
 AGAINST = "native f32 (--against)"
+PLANNED = "native f32 --plan"
 
 
 def cpu_ticks(pid: int) -> int:
@@ -350,6 +365,7 @@ def prepare(args, folder: Path) -> dict:
         "paths": [leaf.path for leaf in core.layout(run.model).leaves],
         "indices": [int(i) for i in order[:b]],
         "title": f"{run.model} ({', '.join(f'{k} {v}' for k, v in run.dims().items())})",
+        "layout_plan": str(Path(args.plan).resolve()) if args.plan else None,
     }
     (folder / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
     return plan
@@ -378,6 +394,12 @@ def main() -> None:
         metavar="PYTHON",
         help="another tree's python (its .venv/bin/python): its native f32 side beside",
     )
+    add(
+        "--plan",
+        metavar="PLAN.json",
+        help="a layout plan of the training step (presk plan --train): its native f32 side"
+        " beside the default layouts'",
+    )
     add("--psk", type=Path, default=GPT, help=argparse.SUPPRESS)
     add("--side", help=argparse.SUPPRESS)
     add("--folder", type=Path, help=argparse.SUPPRESS)
@@ -390,7 +412,7 @@ def main() -> None:
         elif kind == "breakdown":
             breakdown_side(args.folder, plan, what, args.repeat)
         else:
-            native_side(args.folder, plan, what, kind == "warm")
+            native_side(args.folder, plan, what, kind == "warm", kind == "native+plan")
         return
     with tempfile.TemporaryDirectory(prefix="pytorch-baseline-") as tmp:
         folder = Path(tmp)
@@ -430,9 +452,11 @@ def run(args, folder: Path) -> None:
     alive = [start(n, w) for n, w in torches]
     if args.against:  # another tree's native f32 side, up for the whole run like PyTorch's
         alive.append(start(AGAINST, "native:f32", args.against))
+    if args.plan:  # the step under the plan, up for the whole run, timed in every round
+        alive.append(start(PLANNED, "native+plan:f32"))
     sides, rss, phase = list(alive), {}, {}
     f32 = [t for t in alive if t.name.startswith("PyTorch") and t.name.endswith(" f32")]
-    other = [t for t in alive if t.name == AGAINST]
+    other = [t for t in alive if t.name in (AGAINST, PLANNED)]
     for name, side in natives:
         s = start(name, side)
         sides.append(s)
@@ -458,7 +482,7 @@ def run(args, folder: Path) -> None:
     rss.update({t.name: t.close() for t in alive})
     warm = {}
     for name, side in wanted:
-        if side.startswith("native"):
+        if side.startswith("native:"):
             begin = time.perf_counter()
             w = Side(name, ["--side", "warm:" + side.split(":")[1], *base], env)
             w.close()
@@ -489,13 +513,23 @@ def run(args, folder: Path) -> None:
         for t, (rs, rf) in against.items():
             print(f"    {t:<26} step {a / rs:>5.2f}  forward {f / rf:>5.2f}"
                   f"   (its step {rs:.1f} ms, forward {rf:.1f} ms)")  # fmt: skip
-        against = {t: v for t, v in against.items() if t != AGAINST}
+        against = {t: v for t, v in against.items() if t not in (AGAINST, PLANNED)}
         bs = min(against.items(), key=lambda p: p[1][0])
         bf = min(against.items(), key=lambda p: p[1][1])
         low = min(rss[t] for t in against)
         print(
             f"    {'best PyTorch':<26} step {a / bs[1][0]:>5.2f}  forward {f / bf[1][1]:>5.2f}"
             f"   ({bs[0]}; {bf[0]}); peak RSS {rss[name] / low:.2f}× the lowest PyTorch side's"
+        )
+    if args.plan and "native f32" in phase:  # the plan's step and the default's, same rounds
+        s = next(x for x in sides if x.name == "native f32")
+        ps, pf = phase["native f32"][PLANNED]
+        a, f = statistics.median(s.step), statistics.median(s.forward)
+        best = min(v[0] for t, v in phase["native f32"].items() if t not in (AGAINST, PLANNED))
+        print(
+            f"  {PLANNED} over native f32, in the rounds they shared: step {ps / a:.2f}"
+            f" ({ps:.1f} ms against {a:.1f} ms); over the best PyTorch side's step"
+            f" {ps / best:.2f}"
         )
     first = "cold" if not args.cache else "first, in --cache"
     for s in sides:

@@ -70,13 +70,17 @@ def test_every_point_of_every_space_computes_point_0s_bits(realize):
         for k, views in launches_with_views(fuse(schedule)[0], args):
             space = layout_space(k, 1)
             reference = outputs(k, views, space[0])  # the natural order, no lanes, one thread
+            seen = set()  # a layout of both thread counts (no split) runs once
             for threads in (1, 3):
                 for layout in variants(k, threads):
+                    if layout in seen:
+                        continue
+                    seen.add(layout)
                     assert check_layout(k, layout) is None, layout
                     assert outputs(k, views, layout) == reference, (entry, k.name, str(layout))
                     points += 1
     print(f"{points} layouts of {realize} nests ran on the kernel interpreter")
-    assert points > 4000  # the small spaces (presk_kernel.layout_space) at 1 and 3 threads
+    assert points > 2500  # the small spaces (presk_kernel.layout_space) at 1 and 3 threads
 
 
 def test_the_run_layouts_give_the_plain_interpreters_bits():

@@ -105,9 +105,50 @@ def test_the_attention_spaces_have_every_decision():
     sm = points(softmax, "full", 20)
     assert {p.decisions["passes"] for p in sm} == {2, 3}
     assert sm[0].text == "lanes 1, split none, passes 3"
-    assert "lanes 8, split (2, 20), passes 2" in {p.text for p in sm}
-    # the elementwise space: splits at depths 0..2 over 10 or 20 workers, lanes 1 or 8
-    assert len(points(nests["scores/%5"][0], "full", 20)) == 2 * (1 + 3 * 2)
+    assert "lanes 1, split (2, 20), passes 2" in {p.text for p in sm}
+    # lanes are a contraction's decision alone (L1007): the elementwise nest and the softmax
+    # take splits (and passes), in the spec's words "lanes 1"
+    assert {p.decisions["lanes"] for p in sm} == {1}
+    assert {p.decisions["lanes"] for p in points(nests["scores/%5"][0], "full", 20)} == {1}
+
+
+def space_size(kind_: str, loops: int, workers: int, i=0, j=0, k=0, lanes=False, pack=False):
+    """The size of a full space by the formula of docs/spec-questions.md (issue 23, H7):
+    S = 1 + 3·|ws| splits (none, or depths 0–2 over ws = {W/2, W} without 1); a
+    contraction's T·L·(2·S + 6·k·S_k) + P: T tiles m ∈ {1, 2, 4} ≤ I by n ∈ {1, 2, 4, 8, 16}
+    ≤ J, L lanes (2 when J holds a vector), k blocks of 32, 128 shorter than the sum, S_k =
+    1 + 2·|ws| (the block loop is not split), P = 1 + |ws| pack points."""
+    ws = len({w for w in (workers // 2, workers) if w > 1})
+    s = 1 + min(3, loops) * ws
+    if kind_ == "elementwise":
+        return s
+    if kind_ == "softmax":
+        return 2 * s
+    tiles = sum(m <= i for m in (1, 2, 4)) * sum(n <= j for n in (1, 2, 4, 8, 16))
+    blocks = sum(b < k for b in (32, 128))
+    return tiles * (1 + lanes) * (2 * s + 6 * blocks * (1 + 2 * ws)) + pack * (1 + ws)
+
+
+def test_the_space_sizes_are_the_formulas():
+    """On a fixed machine description (two workers, this project's machine; twenty, the
+    spec's), each nest's full space has the formula's size: the spec's 1, 7 and 14 for the
+    scalar, the elementwise nest and the softmax on twenty workers (L1044–L1052); its
+    contractions' 413 and 577 are not derivable (docs/spec-questions.md, issue 23, H7)."""
+    nests = attention("f32")  # B 2, T 40, hd 4: lanes of 8 on the scores, none on the values
+    for workers in (2, 20):
+        sizes = {
+            site: len(points(k, "full", workers)) for site, (k, _) in nests.items() if k.inputs
+        }
+        assert sizes == {
+            "scores/%2": space_size("contraction", 4, workers, 40, 40, 4, lanes=True, pack=True),
+            "scores/%5": space_size("elementwise", 4, workers),
+            "attend/%5": space_size("softmax", 3, workers),
+            "attend/%6": space_size("contraction", 4, workers, 40, 4, 40),
+        }, workers
+    assert sizes == {"scores/%2": 423, "scores/%5": 7, "attend/%5": 14, "attend/%6": 396}
+    # the small space: none, or depth 0 over half or all: the spec's 3 and 6 on twenty
+    small = {site: len(points(k, "small", 20)) for site, (k, _) in nests.items()}
+    assert (small["scores/%5"], small["attend/%5"]) == (3, 6)
 
 
 def test_workers_are_half_and_all_of_the_machine():

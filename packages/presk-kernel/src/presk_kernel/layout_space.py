@@ -9,7 +9,9 @@ A nest's layout is a handful of decisions (L1007, L1036, L1048):
 - `order`: the order of the block loops: IJ or JI without a k-block, one of the six orders
   of IJK with one;
 - `lanes`: 1, or the full vector on the innermost parallel loop (never the summed axis),
-  when its extent holds a full vector;
+  when its extent holds a full vector: a decision of a contraction's register tile (L1007
+  names lanes among the two eins' decisions; an elementwise nest's and a softmax's spaces
+  are their splits and passes, 7 and 14 points on the spec's twenty workers, "lanes 1");
 - `split` (depth, workers): the laid-out loop at that depth (block loops first) divided
   among workers ∈ {half, all} of the machine's (one worker: `split none`);
 - `pack`: the operands copied to panels (the generated GEMM's statement), only where an
@@ -25,7 +27,8 @@ layout on one worker without lanes (L1078), the reference every point's bits are
 with, first in every space.
 
 Spaces (`--space`): `full` (the plan's default), `small` (a daily subset: tiles of 1 or 4
-rows and 4 or 16 columns, no k-block, split none or at depth 0 over all workers), `calib`
+rows and 4 or 16 columns, no k-block, split none or at depth 0 over half or all the
+workers: 3 and 6 points for the spec's elementwise nest and softmax on twenty), `calib`
 (the GEMM calibration's, L1036: five register tiles [1, 4], [2, 8], [4, 4], [4, 8],
 [4, 16]; IJ and JI; the six IJK orders with a block of 128 and IJK, JIK with 32; lanes 1 or
 the full vector; workers 1, half, all on the outermost parallel loop (depth 0, or 1 under a
@@ -168,12 +171,17 @@ def _set(kind_: str, space: str) -> isl.Set:
     possible), NL (the laid-out loops a split may take)."""
     splits = "(d = -1 and w = 1) or (0 <= d < NL and d < 3 and ((w = W1 and W1 > 1) or (w = W2 and W2 > 1)))"
     if space == "small":
-        splits = "(d = -1 and w = 1) or (d = 0 and NL > 0 and w = W2 and W2 > 1)"
+        splits = (
+            "(d = -1 and w = 1) or (d = 0 and NL > 0 and"
+            " ((w = W1 and W1 > 1) or (w = W2 and W2 > 1)))"
+        )
     if space == "calib":
         splits = "(d = -1 and w = 1) or (d = 0 and ((w = W1 and W1 > 1) or (w = W2 and W2 > 1)))"
-    lanes = "(l = 0 or (l = 1 and V = 1))"
+    lanes = "(l = 0 or (l = 1 and V = 1))"  # lanes: a contraction's decision alone
     if space == "calib":
         lanes = "0 <= l <= 1"
+    if kind_ != "contraction":
+        lanes = "l = 0"
     if kind_ == "contraction":
         if space == "calib":
             tiles = " or ".join(f"(tm = {m} and tn = {n})" for m, n in CALIB_TILES)
