@@ -132,6 +132,8 @@ CASES = [
     Case("embed.psk", "f", "table"),
     Case("take.psk", "logp", "x"),
     Case("take.psk", "lead", "x"),
+    Case("take.psk", "top", "x"),  # issue 29: top_k's values, a take of indices with an axis
+    Case("take.psk", "wide", "x"),  # indices with an axis x lacks
     Case("merge.psk", "f", "x"),
     Case("window.psk", "f", "x", dims=(("T", 5),)),  # issue 29: slices and padding
     Case("window.psk", "lead", "x", dims=(("T", 4),)),
@@ -341,6 +343,7 @@ WITHOUT_ADJOINT = {
 
 # Primitives whose adjoint is nothing: their results are discrete, or have no real operand.
 NOTHING_FLOWS = {"real", "one_hot", "causal_mask", "compare", "argmax", "sample", "split_key"}
+NOTHING_FLOWS |= {"top_k"}  # its indices; its values are a take
 NOTHING_FLOWS |= {
     "uniform",
     "normal",

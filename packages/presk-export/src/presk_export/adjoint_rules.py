@@ -254,11 +254,28 @@ def _embed_grad(b: Body, ins: Instr) -> Expr:
     )
 
 
+def gathers_along(b: Body, x: Operand, ids: Operand, name: str) -> bool:
+    """ids has x's axes, in x's order, the axis `name` of any length (`top_k`'s indices):
+    `torch.gather` along it, without a broadcast."""
+    sx, si = b.shape(x), b.shape(ids)
+    return (
+        sx.rank == si.rank
+        and sx.names() == si.names()
+        and all(
+            p.length == q.length
+            for p, q in zip(sx.axes, si.axes, strict=True)
+            if p.name != name
+        )
+    )
+
+
 def _take_grad(b: Body, ins: Instr) -> Expr:
     ct, x, ids = b.operands(ins)
+    d = b.axis(ins, k=1)
+    if gathers_along(b, ins.args[1], ins.args[2], ins.attr("axes")[0]):
+        return _text(f"torch.zeros_like({{x}}).scatter_add({d}, {{i}}, {{ct}})", ct=ct, x=x, i=ids)
     if b.rank(ins.args[2]) != b.rank(ins.args[1]) - 1:
         raise ExportError("`take_grad` with indices that broadcast", span=ins.span)
-    d = b.axis(ins, k=1)
     return _text(
         f"torch.zeros_like({{x}}).scatter_add({d}, {{i}}.unsqueeze({d}), {{ct}}.unsqueeze({d}))",
         ct=ct,

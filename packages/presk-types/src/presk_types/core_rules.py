@@ -351,7 +351,7 @@ def _top_k(o: Operands, ctx: Context) -> Type:
         where = ("shape", 0) if o.shapes else None
         raise err(
             "E2030", "`top_k` takes how many elements once, as `k: K`",
-            Label(ctx.span(where) if where else ctx.span(), f"expected {signature(o.op)}"),
+            Label(ctx.span(where) if where else ctx.span(), "expected `k: K`, a length"),
         )  # fmt: skip
     k, n = o.shapes[0][1], x.shape.axes[i].length
     ctx.require_holds(
