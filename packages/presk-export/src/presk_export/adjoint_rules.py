@@ -262,9 +262,7 @@ def gathers_along(b: Body, x: Operand, ids: Operand, name: str) -> bool:
         sx.rank == si.rank
         and sx.names() == si.names()
         and all(
-            p.length == q.length
-            for p, q in zip(sx.axes, si.axes, strict=True)
-            if p.name != name
+            p.length == q.length for p, q in zip(sx.axes, si.axes, strict=True) if p.name != name
         )
     )
 

@@ -10,7 +10,7 @@ from presk_types.shapes import alignment
 from presk_types.types import Shape
 
 from presk_kernel.ir import REAL_DTYPES, Affine, Axis, Index, Load, Loop, Store
-from presk_kernel.lower import InstrLowering, LowerError, Tensor, explicit
+from presk_kernel.lower import InstrLowering, Tensor, explicit
 from presk_kernel.nests import at, nest, op
 from presk_kernel.rules import _copy, _fill, _with, _zeros_like
 

@@ -21,8 +21,8 @@ from presk_types.rules import (
     type_rules,
 )
 from presk_types.scan import scan
-from presk_types.topk import top_k
 from presk_types.shapes import TypeErr, err
+from presk_types.topk import top_k
 from presk_types.types import (
     Bool,
     Idx,
