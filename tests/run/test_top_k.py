@@ -1,4 +1,4 @@
-"""`top_k(axis a, x, k: K)` (issue 29): the checker's goldens, the interpreter against numpy's
+"""`top_k(axis a, x, k: K)` and `take` with indices of an axis x lacks (issue 29): the checker's goldens, the interpreter against numpy's
 stable sort (ties to the first index, signed zeros and argmax's order), the gradient of the
 values against torch's autograd (finite differences at 512 bits are presk-ad's
 test_gradients), the kernel interpreter and the native backend bit for bit, the export's
@@ -52,6 +52,12 @@ def test_the_values_and_indices_are_numpys():
     assert all(run("first")["result"])  # k: 1 is argmax's index
 
 
+def test_take_with_indices_of_another_axis_is_numpys_take_along_axis():
+    doc = run("gather")
+    x, ids = floats(doc["inputs"]["x"]), np.array(doc["inputs"]["ids"])
+    assert floats(doc["result"]).tolist() == np.take_along_axis(x, ids, 1).tolist()
+
+
 def test_ties_go_to_the_first_index_and_plus_zero_above_minus_zero():
     assert run("order")["result"] == [[3, 4, 5, 0, 1, 2], [2, 3, 0, 1]]
 
@@ -66,7 +72,7 @@ def test_the_gradient_is_torchs():
     assert np.count_nonzero(floats(doc["result"])) == 9  # 3 of 7 in each of 3 columns
 
 
-ENTRIES = ["best", "which", "mix"]
+ENTRIES = ["best", "which", "mix"]  # mix: the gradient, both orders, a gather
 
 
 @pytest.mark.parametrize("entry", ENTRIES)
@@ -76,7 +82,8 @@ def test_native_is_the_kernel_interpreter_bit_for_bit(entry):
     exact = run(entry)["result"]
     if entry == "mix":  # the gradient's reals within rounding, the orders exactly
         np.testing.assert_allclose(floats(kernel["result"][0]), floats(exact[0]), rtol=1e-13)
-        kernel, exact = kernel["result"][1:], exact[1:]
+        assert kernel["result"][3] == exact[3]  # a gather moves bits
+        kernel, exact = kernel["result"][1:3], exact[1:3]
         assert kernel == exact == [[3, 4, 5, 0, 1, 2], [2, 3, 0, 1]]
     else:
         assert kernel["result"] == exact

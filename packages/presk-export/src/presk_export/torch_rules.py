@@ -23,6 +23,8 @@ from presk_types.types import Machine, Shape, shape_of
 from presk_export.adjoint_rules import (
     ADJOINT_TORCH_RULES,
     gathers_along,
+    general_take,
+    same_places,
     tree_record,
     tree_slice,
 )
@@ -232,8 +234,8 @@ def _take(b: Body, ins: Instr) -> Expr:
     d = b.axis(ins)
     if gathers_along(b, ins.args[0], ins.args[1], ins.attr("axes")[0]):
         return method(x, "gather", d, i)
-    if b.rank(ins.args[1]) != b.rank(ins.args[0]) - 1:
-        raise ExportError("`take` with indices that broadcast", span=ins.span)
+    if not same_places(b, ins, 0):
+        return general_take(b, ins, x, i)
     return method(method(x, "gather", d, method(i, "unsqueeze", d)), "squeeze", d)
 
 
