@@ -140,6 +140,7 @@ CASES = [
     *(Case("window.psk", "p", x, dims=(("T", 3),)) for x in ("x", "v")),
     Case("window.psk", "zero", "x", dims=(("batch", 2),)),
     *(Case("window.psk", "cv", x, dims=(("T", 3),)) for x in ("x", "w")),  # conv
+    *(Case("window.psk", "cs", x, dims=(("T", 3),)) for x in ("x", "w")),  # conv's stride
     *(Case("window.psk", "sc", x, dims=(("T", 3),)) for x in ("h", "xs")),  # scan
     *(Case("window.psk", "lam", x, dims=(("T", 3),)) for x in ("w", "h")),  # a λ step
     Case("split.psk", "f", "x"),
