@@ -283,7 +283,10 @@ def take_places(b: Body, ins: Instr, x: int) -> tuple[Shape, Shape, Shape, tuple
 
 
 def same_places(b: Body, ins: Instr, x: int) -> bool:
-    """x's other axes and the indices are the result's axes, in order (no broadcast)."""
+    """x's other axes and the indices are the result's axes, in order (no broadcast); with an
+    open prefix, the indices one axis fewer than x (as before: no other alignment exports)."""
+    if any(b.shape(a).prefix for a in ins.args[x : x + 2]):
+        return b.rank(ins.args[x + 1]) == b.rank(ins.args[x]) - 1
     rest, ids, dst, xa, ia = take_places(b, ins, x)
     whole = tuple(range(-dst.rank, 0))
     return xa == ia == whole and [a.length for a in rest.axes] == [a.length for a in ids.axes]
