@@ -75,7 +75,9 @@ def test_an_entry_that_cannot_run_writes_no_profile(tmp_path: Path) -> None:
     src.write_text("fn f(h : f64, x : ℝ[n: 2]) -> ℝ[n: 2] = x * real(h)\n", encoding="utf-8")
     r = _bench(str(src), "--entry", "f", "--calibrate", str(tmp_path / "p.json"))
     assert r.returncode == 1
-    assert "[E7001] Error: cannot synthesize `h`: a hyperparameter `f64` needs a default" in r.stderr
+    assert (
+        "[E7001] Error: cannot synthesize `h`: a hyperparameter `f64` needs a default" in r.stderr
+    )
     assert not (tmp_path / "p.json").exists()
 
 
