@@ -60,13 +60,12 @@ def test_the_speedup_is_over_the_first_rows_median():
 
 
 def test_an_entry_that_draws_is_benched():
-    """Issue 29: `sample` is a kernel; a drawing initializer is still E7002."""
+    """Issue 29: `sample` is a kernel, and so is a drawing initializer (it was E7002)."""
     r = presk("bench", "tutorial/05_sample.psk", "--entry", "pick", "--dim", "B=5", "--repeat", "1")
     assert r.returncode == 0, r.stderr
     assert "native f64" in r.stdout
     r = presk("bench", "tutorial/01_linear.psk", "--entry", "Linear{3, 2}.init", "--repeat", "1")
-    assert (r.returncode, r.stdout) == (1, "")
-    assert r.stderr.startswith("[E7002] Error: cannot lower `Linear{3, 2}.init` to kernels")
+    assert r.returncode == 0 and "native f64" in r.stdout, r.stderr
 
 
 def test_an_unknown_entry_is_e7001():

@@ -17,7 +17,7 @@ from presk_core import random as R
 from presk_core.lower import lower_program
 from presk_kernel.interp import run_schedule
 from presk_kernel.layout import apply_layout, check_layout, parallel_loops
-from presk_kernel.lower import LowerError, argument_leaves, lower_entry
+from presk_kernel.lower import argument_leaves, lower_entry
 from presk_syntax.span import SourceMap
 from presk_types.elab import load_program
 
@@ -38,6 +38,12 @@ module Z {
 module X {
   param w : ℝ[model: 4, out: 2] init = xavier_uniform
   fn apply(x : ℝ[model: 4]) -> ℝ[out: 2] = x · w
+}
+
+module N {
+  param w : ℝ[model: 4, out: 2] init = xavier_uniform
+  param g : ℝ[k: 3, out: 5] init = normal(std = 0.3)
+  param h : ℝ[7] init = normal
 }
 
 fn keys(key : key) -> (key, key) = split_key(key)
@@ -113,9 +119,23 @@ def test_a_modules_init_folds_its_names(compiler, core):
     assert any(launch.kernel.name == "fold_key" for launch in fold)
 
 
-def test_an_initializer_that_draws_through_mpfr_is_refused(core):
-    with pytest.raises(LowerError, match="xavier_uniform` draws through MPFR"):
-        lower_entry(core, "X.init", {"B": 1, "D": 1}, [KEYS[0]])
+@pytest.mark.parametrize("realize", ["f64", "f32"])
+def test_the_initializers_that_draw_are_the_interpreters(compiler, core, realize):
+    """Issue 29: xavier_uniform and normal(std = …) (the default std the double 0.02, a
+    literal its decimal value) lowered with the interpreter's bits, element by element."""
+    for key in KEYS[:2]:
+        s = lower_entry(core, "N.init", {"B": 1, "D": 1}, [key], realize)
+        k = R.fold_in_name(key, "w")
+        want = [
+            R.init_param("xavier_uniform", k, (4, 2)),
+            R.init_param("normal", R.fold_in_name(key, "g"), (3, 5), std="0.3"),
+            R.init_param("normal", R.fold_in_name(key, "h"), (7,)),
+        ]
+        if realize == "f32":
+            want = [w.astype(np.float32) for w in want]
+        for outs in executors(s, argument_leaves([key])):
+            for got, w in zip(outs, want, strict=True):
+                assert same_bits(np.asarray(got).reshape(w.shape), w)
 
 
 @pytest.mark.parametrize("realize", ["f64", "f32"])

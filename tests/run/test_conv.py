@@ -75,7 +75,19 @@ def test_the_grouped_gradient_is_torchs():
     close(doc, g)
 
 
-ENTRIES = ["valid", "dilated", "depthwise", "grp", "dloss_x", "dloss_w", "dgloss_w"]
+def test_a_stride_is_torchs():
+    doc = run("strided")
+    x, w = tensors(doc, "x", "w")
+    close(doc, F.conv1d(x, w, stride=2, padding=1))
+    for wrt in ("x", "w"):
+        doc = run(f"dsloss_{wrt}")
+        x, w = (t.requires_grad_() for t in tensors(doc, "x", "w"))
+        y = F.conv1d(x, w, stride=2, padding=1)
+        (g,) = torch.autograd.grad(torch.tanh(y).sum(), (x if wrt == "x" else w,))
+        close(doc, g)
+
+
+ENTRIES = ["valid", "dilated", "depthwise", "grp", "dloss_x", "dloss_w", "dgloss_w", "dsloss_w"]
 
 
 @pytest.mark.parametrize("entry", ENTRIES)

@@ -132,12 +132,15 @@ CASES = [
     Case("embed.psk", "f", "table"),
     Case("take.psk", "logp", "x"),
     Case("take.psk", "lead", "x"),
+    Case("take.psk", "top", "x"),  # issue 29: top_k's values, a take of indices with an axis
+    Case("take.psk", "wide", "x"),  # indices with an axis x lacks
     Case("merge.psk", "f", "x"),
     Case("window.psk", "f", "x", dims=(("T", 5),)),  # issue 29: slices and padding
     Case("window.psk", "lead", "x", dims=(("T", 4),)),
     *(Case("window.psk", "p", x, dims=(("T", 3),)) for x in ("x", "v")),
     Case("window.psk", "zero", "x", dims=(("batch", 2),)),
     *(Case("window.psk", "cv", x, dims=(("T", 3),)) for x in ("x", "w")),  # conv
+    *(Case("window.psk", "cs", x, dims=(("T", 3),)) for x in ("x", "w")),  # conv's stride
     *(Case("window.psk", "sc", x, dims=(("T", 3),)) for x in ("h", "xs")),  # scan
     *(Case("window.psk", "lam", x, dims=(("T", 3),)) for x in ("w", "h")),  # a λ step
     Case("split.psk", "f", "x"),
@@ -341,6 +344,7 @@ WITHOUT_ADJOINT = {
 
 # Primitives whose adjoint is nothing: their results are discrete, or have no real operand.
 NOTHING_FLOWS = {"real", "one_hot", "causal_mask", "compare", "argmax", "sample", "split_key"}
+NOTHING_FLOWS |= {"top_k"}  # its indices; its values are a take
 NOTHING_FLOWS |= {
     "uniform",
     "normal",

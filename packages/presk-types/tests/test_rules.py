@@ -103,6 +103,13 @@ TYPINGS: dict[str, tuple[str, str, str, str, str]] = {
     ),
     "real": (I8, "", "real(i)", "ℝ[batch: B]", "i Disc"),
     "argmax": (X, "", "argmax(x)", "idx[4][batch: B]", "x Disc"),
+    "top_k": (
+        X,
+        "",
+        "top_k(axis model, x, k: 2)",
+        "(ℝ[batch: B, model: 2], idx[4][batch: B, model: 2])",
+        "x Disc",
+    ),
     "one_hot": (I8, "", "one_hot(i)", "ℝ[batch: B, 8]", "i Disc"),
     "embed": (
         f"table : ℝ[8, model: 4], {I8}",

@@ -609,6 +609,7 @@ vjp_rules: dict[str, Rule] = {
     "causal_mask": _none,
     "compare": _none,
     "argmax": _none,
+    "top_k": _none,  # the indices (issue 29); the values are a `take`, whose adjoint scatters
     "sample": _none,
     "split_key": _none,
     "uniform": _none,

@@ -583,9 +583,9 @@ def entry_units(
     common = "\n".join(
         ["#include <math.h>\n#include <stdint.h>\n#include <string.h>\n", libm.header(), PRELUDE]
     )
-    if any("presk_normal_at(" in text for text, _, _ in bodies):  # MPFR's Box–Muller
-        from presk_core.normal_c import entry_source
+    from presk_core.normal_c import calls_mpfr, entry_source
 
+    if any(calls_mpfr(text) for text, _, _ in bodies):  # MPFR's Box–Muller, initializers
         common = "#include <gmp.h>\n#include <mpfr.h>\n" + common + entry_source()
     if timed:  # clock_gettime under -std=c11
         common = "#define _POSIX_C_SOURCE 199309L\n#include <time.h>\n" + common

@@ -15,6 +15,7 @@ import math
 import sys
 
 import numpy as np
+from presk_core.normal_c import calls_mpfr
 from presk_kernel.interp import NUMPY, KernelError, from_storage, to_storage
 from presk_kernel.ir import Schedule
 
@@ -75,7 +76,7 @@ class NativeEntry:
         symbols += ("presk_entry_timed", "presk_entry_timed_io") if timed else ()
         c = entry_units(schedule, lanes, None, units, timed)
         libs: tuple[str, ...] = ()
-        if any("presk_normal_at(" in unit for unit in c):  # normal draws: MPFR (normal_c)
+        if any(calls_mpfr(unit) for unit in c):  # normal draws, initializers: MPFR (normal_c)
             extra, libs = _mpfr(extra)
         self.module = load(
             c[0] if len(c) == 1 else c, cdef, symbols, threads=True, extra_flags=extra, libs=libs

@@ -5,6 +5,7 @@ computes what the kernel interpreter computes, operation for operation."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from presk_kernel import libm
@@ -124,6 +125,20 @@ def _draw(c: KernelC, op: str, a: list, attr) -> tuple[str, str]:
     return c.cast(f"presk_{op}({', '.join(args)})", "f64", c.k.compute), c.k.compute
 
 
+def _c_number(text: str) -> str:
+    """A literal's decimal text as a C string (presk_normal_std_at reads it with MPFR)."""
+    if not re.fullmatch(r"[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?", text):
+        raise ValueError(f"`normal_std`'s std is a decimal literal, not {text!r}")
+    return f'"{text}"'
+
+
+def _init_draw(c: KernelC, op: str, a: list, attr: str) -> tuple[str, str]:
+    """An initializer's value c (presk_core.normal_c's entry wrapper: MPFR, the interpreter's
+    bits), a double, then the compute type."""
+    args = [c.cast(code, ty, "i64") for code, ty in a[:3]]
+    return c.cast(f"presk_{op}({', '.join(args)}, {attr})", "f64", c.k.compute), c.k.compute
+
+
 C_RULES = {
     **dict.fromkeys(ARITH, _arith),  # (x op y) in the promoted type
     "fma": _fma,  # fma(x, y, z) in the compute type, rounded once
@@ -146,4 +161,6 @@ C_RULES = {
     **dict.fromkeys(libm.FUNCTIONS, _libm),  # presk libm: presk_exp, presk_expf, …
     **dict.fromkeys(("key_word", "uniform", "bernoulli"), _draw),  # Threefry-2x32
     "normal": lambda c, op, a, attr: _draw(c, "normal_at", a, attr),  # MPFR: normal_c
+    "xavier": lambda c, op, a, attr: _init_draw(c, "xavier_at", a, str(int(attr))),
+    "normal_std": lambda c, op, a, attr: _init_draw(c, "normal_std_at", a, _c_number(attr)),
 }

@@ -153,15 +153,25 @@ def embed_grad(ct: np.ndarray, table: np.ndarray, ids: np.ndarray) -> np.ndarray
     return out
 
 
-def take_grad(ct: np.ndarray, x: np.ndarray, ids: np.ndarray, axis: int) -> np.ndarray:
-    out = M.zeros(np.shape(x))
-    moved = np.moveaxis(out, axis, -1)
-    shape = moved.shape[:-1]
-    idx = np.broadcast_to(np.asarray(ids), shape)
-    cts = np.broadcast_to(ct, shape)
+def take_grad(ct: np.ndarray, x: np.ndarray, ids: np.ndarray, axis: int, places) -> np.ndarray:
+    """`take`'s adjoint in x: zeros of x's shape, each element of ct added at the element of
+    x it was taken from, in ct's row-major order (the loop nest's order). `places` is the
+    take's alignment (presk_core.prepare.TakePlaces): ct has the take's result's axes."""
+    n = np.shape(x)[axis]
+    rest = np.shape(np.moveaxis(np.empty(np.shape(x), dtype=bool), axis, -1))[:-1]
+    rows = np.arange(int(np.prod(rest, dtype=np.int64))).reshape(rest + (1,))
+    ct = np.asarray(ct, dtype=object)
+    placed, ids = places.place(rows, np.asarray(ids, dtype=np.int64), ct.ndim)
+    placed = placed[..., 0]
+    shape = np.broadcast_shapes(placed.shape, ids.shape, ct.shape)
+    placed, ids, cts = (np.broadcast_to(v, shape) for v in (placed, ids, ct))
+    acc = M.zeros((len(rows.reshape(-1)), n))
     for pos in np.ndindex(shape):
-        moved[pos + (int(idx[pos]),)] = M.add(moved[pos + (int(idx[pos]),)], cts[pos])
-    return out
+        r, c = int(placed[pos]), int(ids[pos])
+        if not 0 <= c < n:
+            raise IndexError(f"index {c} out of range for length {n}")
+        acc[r, c] = np.asarray(M.add(acc[r, c], cts[pos]))[()]
+    return np.moveaxis(acc.reshape(rest + (n,)), -1, axis).copy()
 
 
 def spread(ct: np.ndarray, ct_names: tuple, x: np.ndarray, x_names: tuple) -> np.ndarray:

@@ -43,6 +43,7 @@ from presk_core.prepare import (
     Prep,
     Rule,
     RunError,
+    TakePlaces,
     Thunk,
     apply,
     explicit,
@@ -309,10 +310,11 @@ def _softmax_adj(kernel: Callable) -> Rule:
 
 def _take_grad(p: Prep) -> Thunk:
     (get_ct, get_x, get_ids), axis = p.args, p.axis(1)
+    places = TakePlaces(p.ins, 1)
 
     def step(env: Env) -> object:
         x = get_x(env)
-        return A.take_grad(get_ct(env), x, get_ids(env), axis(x))
+        return A.take_grad(get_ct(env), x, np.asarray(get_ids(env)), axis(x), places)
 
     return step
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
 import math
 from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
@@ -400,6 +401,32 @@ def argmax(x: Array, axis: int | None = None) -> Array:
         raise ValueError("argmax over an axis of length 0")
     hits = np.asarray(_SAME(x, np.expand_dims(max(x, axis), axis)), dtype=bool)
     return np.asarray(np.argmax(hits, axis=axis), dtype=np.int64)
+
+
+def _above(a: mpfr, b: mpfr) -> bool:
+    """a comes before b in `argmax`'s order: NaN above every number, +0 above −0."""
+    return _same(_max2(a, b), a) and not _same(a, b)
+
+
+def top_k(x: Array, axis: int, k: int) -> Array:
+    """The indices of the k largest elements along `axis`, largest first, ties to the first
+    index (`argmax`'s order: `top_k(x, axis, 1)` is its index); int64, the axis of length k."""
+    x = _arr(x)
+    moved = np.moveaxis(x, axis, -1)
+    n = moved.shape[-1]
+    if not 0 <= k <= n:
+        raise ValueError(f"top_k of {k} elements of an axis of length {n}")
+    rows = moved.reshape(-1, n)
+    out = np.zeros((rows.shape[0], k), dtype=np.int64)
+    for r, row in enumerate(rows):
+
+        def order(i: int, j: int, row=row) -> int:
+            if _above(row[i], row[j]):
+                return -1
+            return 1 if _above(row[j], row[i]) else i - j
+
+        out[r] = sorted(range(n), key=functools.cmp_to_key(order))[:k]
+    return np.moveaxis(out.reshape(moved.shape[:-1] + (k,)), -1, axis)
 
 
 def _softmax_parts(

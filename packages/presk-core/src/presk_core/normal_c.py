@@ -548,7 +548,42 @@ static double presk_normal_at(int64_t k0, int64_t k1, int64_t c) {
     presk_normal(2, &v, &w, NULL, 128, 1, out, tiers); /* FAST */
     return out[c & 1];
 }
+/* value c of the initializer normal(std = S): std·z exact (S's decimal text at 256 bits, as
+   random._real reads it), rounded once to a double: random.normal_init(S) */
+static double presk_normal_std_at(int64_t k0, int64_t k1, int64_t c, const char *text) {
+    int64_t j = c >> 1;
+    double v = 1.0 - presk_uniform(k0, k1, 2 * j), w = presk_uniform(k0, k1, 2 * j + 1);
+    double out[2];
+    long tiers[3];
+    mpfr_t std;
+    mpfr_init2(std, 256);
+    mpfr_set_str(std, text, 10, MPFR_RNDN);
+    presk_normal(2, &v, &w, std, 128, 1, out, tiers); /* FAST */
+    mpfr_clear(std);
+    return out[c & 1];
+}
+/* value c of xavier_uniform with fan_in + fan_out = fans: a·(2u − 1), a = √(6 / fans) at
+   256 bits, the product exact, rounded once (random.xavier_uniform) */
+static double presk_xavier_at(int64_t k0, int64_t k1, int64_t c, int64_t fans) {
+    double t = 2.0 * presk_uniform(k0, k1, c) - 1.0, out;
+    mpfr_t a;
+    mpfr_init2(a, 256);
+    mpfr_set_ui(a, 6, MPFR_RNDN);
+    mpfr_div_si(a, a, (long)fans, MPFR_RNDN);
+    mpfr_sqrt(a, a, MPFR_RNDN);
+    presk_scale(1, a, &t, &out);
+    mpfr_clear(a);
+    return out;
+}
 """
+
+MPFR_CALLS = ("presk_normal_at(", "presk_normal_std_at(", "presk_xavier_at(")
+"""The entry wrapper's functions: a native entry whose C calls one links MPFR."""
+
+
+def calls_mpfr(text: str) -> bool:
+    """The C of a native entry calls the entry wrapper's MPFR functions."""
+    return any(name in text for name in MPFR_CALLS)
 
 
 def entry_source() -> str:
@@ -569,6 +604,7 @@ def entry_source() -> str:
     restore = "".join(f"#undef {n}\n" for n in EXPORTED)
     wrapper = ENTRY_WRAPPER.replace("presk_normal(", "presk_nc_presk_normal(")
     wrapper = wrapper.replace("presk_normal_tables(", "presk_nc_presk_normal_tables(")
+    wrapper = wrapper.replace("presk_scale(", "presk_nc_presk_scale(")
     return f"#define FAST {FAST}\n{rename}{text}{restore}#undef FAST\n{wrapper}"
 
 

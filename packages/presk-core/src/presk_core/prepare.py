@@ -374,12 +374,52 @@ def _one_hot(p: Prep) -> Thunk:
     return lambda env: M.one_hot(get(env), n)
 
 
+class TakePlaces:
+    """Where `take(axis a, x, ids)`'s operands go among its result's axes, as the checker
+    aligned them (by trailing position, else by name: an index tensor may have axes x lacks,
+    as `top_k`'s): x with the axis a moved last (its other axes placed, a kept last), ids."""
+
+    def __init__(self, ins: Instr, x: int) -> None:
+        from presk_types.shapes import alignment
+
+        src, ids = explicit(ins.args[x].type), explicit(ins.args[x + 1].type)
+        i = src.axis(ins.attr("axes")[0])
+        rest = Shape(False, src.axes[:i] + src.axes[i + 1 :])
+        dst = Shape(False, explicit(ins.out.type if x == 0 else ins.args[0].type).axes)
+        pos = tuple(q - 1 for q in alignment(rest, dst)) + (-1,)
+        self.x = Placement(rest.rank + 1, dst.rank + 1, pos)
+        self.ids = Placement(ids.rank, dst.rank, alignment(ids, dst))
+        self.ranks = (rest.rank, ids.rank, dst.rank)
+
+    def place(self, moved: np.ndarray, ids: np.ndarray, ct_ndim: int = 0):
+        """moved (x's axis a last) and ids on the result's axes, with the common prefix."""
+        rest, n_ids, dst = self.ranks
+        prefix = max(moved.ndim - 1 - rest, ids.ndim - n_ids, ct_ndim - dst, 0)
+        return self.x.place(moved, prefix), self.ids.place(ids, prefix)
+
+
 def _take(p: Prep) -> Thunk:
     (get, get_ids), axis = p.args, p.axis(0)
+    places = TakePlaces(p.ins, 0)
 
     def step(env: Env) -> object:
         x = get(env)
-        return M.take(x, get_ids(env), axis(x))
+        moved = np.moveaxis(x, axis(x), -1)
+        xs, ids = places.place(moved, np.asarray(get_ids(env), dtype=np.int64))
+        return M.take(xs, ids, -1)
+
+    return step
+
+
+def _top_k(p: Prep) -> Thunk:
+    """`top_k(axis a, x, k: K)`'s indices (argmax's order, ties to the first)."""
+    get, axis = p.args[0], p.axis(0)
+    ((_, k),) = p.attr("shapes")
+    count = p.length(k)
+
+    def step(env: Env) -> object:
+        x = get(env)
+        return M.top_k(x, axis(x), count)
 
     return step
 
@@ -492,6 +532,7 @@ PRIMITIVE_EVAL_RULES: dict[str, Rule] = {
     "one_hot": _one_hot,
     "embed": apply(M.embed),
     "take": _take,
+    "top_k": _top_k,
     "crop": _crop,
     "pad": _pad,
     "merge": _merge,

@@ -24,7 +24,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from presk_core.ir import Instr, Operand
-from presk_types.types import ParamsT, TupleT, Type
+from presk_types.shapes import alignment
+from presk_types.types import ParamsT, Shape, TupleT, Type
 
 from presk_export.pyexpr import (
     ADD,
@@ -36,6 +37,7 @@ from presk_export.pyexpr import (
     binary,
     call,
     method,
+    placed,
 )
 
 if TYPE_CHECKING:
@@ -254,11 +256,95 @@ def _embed_grad(b: Body, ins: Instr) -> Expr:
     )
 
 
+def gathers_along(b: Body, x: Operand, ids: Operand, name: str) -> bool:
+    """ids has x's axes, in x's order, the axis `name` of any length (`top_k`'s indices):
+    `torch.gather` along it, without a broadcast."""
+    sx, si = b.shape(x), b.shape(ids)
+    return (
+        sx.rank == si.rank
+        and sx.names() == si.names()
+        and all(
+            p.length == q.length for p, q in zip(sx.axes, si.axes, strict=True) if p.name != name
+        )
+    )
+
+
+def take_places(b: Body, ins: Instr, x: int) -> tuple[Shape, Shape, Shape, tuple, tuple]:
+    """A `take`'s shapes (x's explicit, its other axes', the indices', the result's) and its
+    alignments (x's other axes and the indices among the result's axes, from the last), as
+    the checker aligned them; operand x is x (0 for take, 1 for take_grad)."""
+    src, ids = b.shape(ins.args[x]), b.shape(ins.args[x + 1])
+    dst = b.shape(ins.out if x == 0 else ins.args[0])
+    if src.prefix or ids.prefix or dst.prefix:
+        raise ExportError("`take` of operands with an open prefix", span=ins.span)
+    i = src.axis(ins.attr("axes")[0])
+    rest = Shape(False, src.axes[:i] + src.axes[i + 1 :])
+    return rest, ids, dst, alignment(rest, dst), alignment(ids, dst)
+
+
+def same_places(b: Body, ins: Instr, x: int) -> bool:
+    """x's other axes and the indices are the result's axes, in order (no broadcast); with an
+    open prefix, the indices one axis fewer than x (as before: no other alignment exports)."""
+    if any(b.shape(a).prefix for a in ins.args[x : x + 2]):
+        return b.rank(ins.args[x + 1]) == b.rank(ins.args[x]) - 1
+    rest, ids, dst, xa, ia = take_places(b, ins, x)
+    whole = tuple(range(-dst.rank, 0))
+    return xa == ia == whole and [a.length for a in rest.axes] == [a.length for a in ids.axes]
+
+
+def general_take(b: Body, ins: Instr, x: Expr, ids: Expr) -> Expr:
+    """`take` of any alignment: x's axis moved last and its other axes placed on the
+    result's, the indices placed, both expanded to the result's shape, `torch.gather`."""
+    rest, ids_s, dst, xa, ia = take_places(b, ins, 0)
+    n_axis = b.shape(ins.args[0]).axes[b.shape(ins.args[0]).axis(ins.attr("axes")[0])]
+    xr = method(x, "movedim", b.axis(ins), -1)
+    xb = placed(xr, Shape(False, (*rest.axes, n_axis)), (*(p - 1 for p in xa), -1), dst.rank + 1)
+    ib = placed(ids, ids_s, ia, dst.rank)
+    shape = "torch.broadcast_shapes(xb.shape[:-1], ib.shape)"
+    return Expr(
+        f"(lambda xb, ib: torch.gather(xb.expand(*{shape}, xb.shape[-1]), -1,"
+        f" ib.expand({shape}).unsqueeze(-1)).squeeze(-1))({xb}, {ib})"
+    )
+
+
+def general_take_grad(b: Body, ins: Instr, ct: Expr, x: Expr, ids: Expr) -> Expr:
+    """`take_grad` of any alignment: the cotangent scattered on the result's axes and a last
+    axis of x's length, summed over the axes x lacks (and where x's axis of length 1 was
+    broadcast), its axes put back in x's order."""
+    rest, ids_s, dst, xa, ia = take_places(b, ins, 1)
+    d = b.axis(ins, k=1)
+    r = dst.rank
+    ib = placed(ids, ids_s, ia, r)
+    targets = sorted(xa)
+    others = [r + p for p in range(-r, 0) if p not in xa]
+    wide = [
+        r + p
+        for ax, p in zip(rest.axes, xa, strict=True)
+        if ax.length.is_const and ax.length.constant == 1
+        and not (dst.axes[p].length.is_const and dst.axes[p].length.constant == 1)
+    ]  # fmt: skip
+    g = (
+        f"torch.zeros(*c.shape, x.shape[{d}], dtype=c.dtype, device=c.device)"
+        ".scatter_add(-1, ib.expand(c.shape).unsqueeze(-1), c.unsqueeze(-1))"
+    )
+    if wide:
+        g += f".sum(dim={tuple(wide)}, keepdim=True)"
+    if others:
+        g += f".sum(dim={tuple(others)})"
+    order = [targets.index(p) for p in xa]
+    if order != sorted(order):
+        g += f".permute({', '.join(map(str, order))}, {len(order)})"
+    g += f".movedim(-1, {d})"
+    return Expr(f"(lambda c, x, ib: {g})({ct}, {x}, {ib})")
+
+
 def _take_grad(b: Body, ins: Instr) -> Expr:
     ct, x, ids = b.operands(ins)
-    if b.rank(ins.args[2]) != b.rank(ins.args[1]) - 1:
-        raise ExportError("`take_grad` with indices that broadcast", span=ins.span)
     d = b.axis(ins, k=1)
+    if gathers_along(b, ins.args[1], ins.args[2], ins.attr("axes")[0]):
+        return _text(f"torch.zeros_like({{x}}).scatter_add({d}, {{i}}, {{ct}})", ct=ct, x=x, i=ids)
+    if not same_places(b, ins, 1):
+        return general_take_grad(b, ins, ct, x, ids)
     return _text(
         f"torch.zeros_like({{x}}).scatter_add({d}, {{i}}.unsqueeze({d}), {{ct}}.unsqueeze({d}))",
         ct=ct,

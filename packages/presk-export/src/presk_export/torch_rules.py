@@ -20,7 +20,14 @@ from presk_core.ir import Instr
 from presk_types.presburger import Lin
 from presk_types.types import Machine, Shape, shape_of
 
-from presk_export.adjoint_rules import ADJOINT_TORCH_RULES, tree_record, tree_slice
+from presk_export.adjoint_rules import (
+    ADJOINT_TORCH_RULES,
+    gathers_along,
+    general_take,
+    same_places,
+    tree_record,
+    tree_slice,
+)
 from presk_export.pyexpr import (
     ADD,
     ATOM,
@@ -225,9 +232,25 @@ def _embed(b: Body, ins: Instr) -> Expr:
 def _take(b: Body, ins: Instr) -> Expr:
     x, i = b.operands(ins)
     d = b.axis(ins)
-    if b.rank(ins.args[1]) != b.rank(ins.args[0]) - 1:
-        raise ExportError("`take` with indices that broadcast", span=ins.span)
+    if gathers_along(b, ins.args[0], ins.args[1], ins.attr("axes")[0]):
+        return method(x, "gather", d, i)
+    if not same_places(b, ins, 0):
+        return general_take(b, ins, x, i)
     return method(method(x, "gather", d, method(i, "unsqueeze", d)), "squeeze", d)
+
+
+def _top_k(b: Body, ins: Instr) -> Expr:
+    """`top_k`'s indices in presk's order (argmax's: NaN first, +0 before −0, ties to the
+    first index). torch.topk's order among equal values is unspecified, and torch.sort
+    takes −0 == +0: a stable sort by the sign of the zeros first, then a stable sort by
+    value, descending, of what it ordered."""
+    (x,) = b.operands(ins)
+    d = b.axis(ins)
+    ((_, k),) = ins.attr("shapes")
+    xa = x.at(ATOM)
+    zeros = f"(torch.signbit({xa}) & ({xa} == 0)).to(torch.uint8).argsort(dim={d}, stable=True)"
+    by_value = f"{xa}.gather({d}, {zeros}).sort(dim={d}, descending=True, stable=True).indices"
+    return Expr(f"{zeros}.gather({d}, {by_value}).narrow({d}, 0, {b.length(k)})")
 
 
 def _merge(b: Body, ins: Instr) -> Expr:
@@ -359,6 +382,7 @@ RULES: dict[str, Rule] = {
     "one_hot": _one_hot,
     "embed": _embed,
     "take": _take,
+    "top_k": _top_k,
     "crop": _crop,
     "stack_axis": _stack_axis,
     "pad": _pad,

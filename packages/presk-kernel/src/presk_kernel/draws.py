@@ -14,14 +14,19 @@ the interpreter's whatever the layout, the lanes or the threads:
   (natively presk_core.normal_c's C, linked with MPFR);
 - `bernoulli(k, p, shape)`: 1 where `uniform(k, c) < p`, p read as a double: exactly the
   interpreter's `k < ⌈p·2^53⌉` for a p that is a double;
-- `init(k)` with `zeros` or `ones`: the fill (the other initializers draw through MPFR, E7002).
+- `init(k)` with `zeros` or `ones`: the fill; with `xavier_uniform` or `normal(std = S)`:
+  element c `xavier(k, c)` or `normal_std(k, c)`, the interpreter's double (natively
+  presk_core.normal_c's C, linked with MPFR).
 """
 
 from __future__ import annotations
 
+import inspect
+import re
 from collections.abc import Callable
+from decimal import Decimal
 
-from presk_core.random import name_words
+from presk_core.random import fans, name_words, normal_init
 
 from presk_kernel.ir import Affine, Axis, Const, Index, Let, Load, Reduce, Store, Var
 from presk_kernel.lower import InstrLowering, LowerError, Tensor
@@ -154,16 +159,38 @@ def _sample(step: InstrLowering) -> Tensor:
     return k.finish(nest(v, axes, [*stmts, Store(out, at(v), value)]))
 
 
+DEFAULT_STD = inspect.signature(normal_init).parameters["std"].default
+STD_TEXT = re.compile(r"[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?")
+
+
 def _init(step: InstrLowering) -> Tensor:
+    """A parameter's initial value: zeros and ones a fill; `xavier_uniform` and `normal(std =
+    S)` element c the interpreter's value c (presk_core.random.init_param: the fans of the
+    whole shape, S's decimal text), through the scalar operations `xavier` and `normal_std`."""
     from presk_kernel.rules import _fill
 
     init = step.ins.attr("init")
-    if init not in ("zeros", "ones"):
-        raise LowerError(
-            f"the initializer `{init}` draws through MPFR (docs/randomness.md): initialize"
-            " on the host (presk train draws θ₀ there) or run on the interpreter"
-        )
-    return _fill(step, step.out_axes(), step.out_dtype(), 0 if init == "zeros" else 1)
+    axes = step.out_axes()
+    if init in ("zeros", "ones"):
+        return _fill(step, axes, step.out_dtype(), 0 if init == "zeros" else 1)
+    extra = {k: v for k, v in step.ins.attrs if k != "init"}
+    if init == "xavier_uniform" and not extra:
+        fan_in, fan_out = fans([a.length for a in axes])
+        attr = fan_in + fan_out
+    elif init == "normal" and set(extra) <= {"std"}:
+        # without `std =`, random.normal_init's default: the double 0.02, its exact digits
+        attr = str(extra["std"]) if "std" in extra else format(Decimal(DEFAULT_STD), "f")
+        if not STD_TEXT.fullmatch(attr):
+            raise LowerError(f"the initializer `normal`'s std `{attr}` is not a decimal literal")
+    else:
+        raise LowerError(f"the initializer `{init}` with {extra or 'no arguments'} has no kernel")
+    k = step.nest()
+    k0, k1 = _key(step, k)
+    out = k.output(axes, step.out_dtype())
+    v = k.vars(len(axes))
+    name = "xavier" if init == "xavier_uniform" else "normal_std"
+    value = op(name, k0, k1, counter(v, axes), attr=attr)
+    return k.finish(nest(v, axes, [Store(out, at(v), value)]))
 
 
 DRAWS: dict[str, Callable[[InstrLowering], object]] = {

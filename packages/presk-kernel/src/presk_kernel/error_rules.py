@@ -465,9 +465,23 @@ SCALAR_RULES = {
     "uniform": lambda ctx, k0, k1, c, attr: _real(ctx, A(0.0, 1.0 - 2.0**-53)),
     "bernoulli": lambda ctx, k0, k1, c, p, attr: A(0, 1, kind="bool", flip=p.err > 0 or p.flip),
     "normal": lambda ctx, k0, k1, c, attr: _real(ctx, A(-8.58, 8.58)),  # |z| ≤ √(106 ln 2)
+    "xavier": lambda ctx, k0, k1, c, attr: _real(ctx, A(-_xavier_bound(attr), _xavier_bound(attr))),
+    "normal_std": lambda ctx, k0, k1, c, attr: _real(ctx, _normal_std_range(attr)),
 }
 """The rule of every scalar operation of PSK-Kernel (presk_kernel.ir.SCALAR_TABLE): its
 operands' abstract values (and its attr) to its result's."""
+
+
+def _xavier_bound(fans: int) -> float:
+    """xavier_uniform's a = √(6 / (fan_in + fan_out)), rounded up (|a·t| ≤ a, t in [−1, 1))."""
+    return math.nextafter(math.sqrt(6 / fans), math.inf)
+
+
+def _normal_std_range(std: str) -> A:
+    """std·z, |z| ≤ 8.58: the range of `normal(std = …)`'s values, widened by an ulp."""
+    s = abs(float(std)) * 8.58
+    s = math.nextafter(s, math.inf)
+    return A(-s, s)
 
 
 __all__ = [

@@ -411,6 +411,35 @@ def _normal(a: list) -> np.ndarray:
     return out
 
 
+def _initializer(a: list, init) -> np.ndarray:
+    """Value a[2] of the initializer `init(key, (n,))` of the key (a[0], a[1]), for each key
+    drawn: a position's value is the same in any shape of as many or more elements."""
+    from presk_core.random import Key
+
+    k0, k1, c = np.broadcast_arrays(*(np.asarray(x, dtype=np.int64) for x in a))
+    out = np.empty(c.shape, dtype=np.float64)
+    keys = np.stack([k0.reshape(-1), k1.reshape(-1)], axis=1)
+    flat_c, flat_out = c.reshape(-1), out.reshape(-1)
+    for w0, w1 in np.unique(keys, axis=0):
+        at = (keys[:, 0] == w0) & (keys[:, 1] == w1)
+        drawn = init(Key(int(w0), int(w1)), int(flat_c[at].max()) + 1)
+        flat_out[at] = drawn[flat_c[at]]
+    return out
+
+
+def _xavier(a: list, fans: int) -> np.ndarray:
+    from presk_core.random import xavier_uniform
+
+    return _initializer(a, lambda key, n: xavier_uniform(key, (n,), fans, 0))
+
+
+def _normal_std(a: list, std: str) -> np.ndarray:
+    from presk_core.random import normal_init
+
+    init = normal_init(std)
+    return _initializer(a, lambda key, n: init(key, (n,), 0, 0))
+
+
 def _key_word(a: list) -> np.ndarray:
     """Word a[3] (0: the high, 1: the low) of draw a[2] of the key (a[0], a[1])."""
     from presk_core.random import draw_bits
@@ -452,6 +481,8 @@ OP_RULES = {
     "uniform": lambda a, attr, dt: _uniform(a).astype(dt),  # exact in f64, rounded to f32
     "bernoulli": lambda a, attr, dt: _uniform(a) < np.asarray(a[3]).astype(np.float64),
     "normal": lambda a, attr, dt: _normal(a).astype(dt),  # a double, rounded to f32
+    "xavier": lambda a, attr, dt: _xavier(a, attr).astype(dt),
+    "normal_std": lambda a, attr, dt: _normal_std(a, attr).astype(dt),
 } | {name: _transcendental(name) for name in ("exp", "log", "tanh", "erf", "erfc", "sin", "cos")}
 
 

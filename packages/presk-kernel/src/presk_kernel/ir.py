@@ -92,6 +92,9 @@ SCALAR_TABLE: dict[str, ScalarOp] = _table(
     ScalarOp("uniform", 3, ("int", "int", "int"), "real"),  # draw c's 53 high bits · 2^-53
     ScalarOp("bernoulli", 4, ("int", "int", "int", "real"), "bool"),  # uniform < p, exactly
     ScalarOp("normal", 3, ("int", "int", "int"), "real"),  # Box–Muller at 256 bits, rounded
+    # the initializers that draw (issue 29): value c of presk_core.random's, rounded once
+    ScalarOp("xavier", 3, ("int", "int", "int"), "real", attr="fan_in + fan_out"),
+    ScalarOp("normal_std", 3, ("int", "int", "int"), "real", attr="the std's decimal text"),
 )
 SCALAR_OPS: dict[str, int] = {name: op.arity for name, op in SCALAR_TABLE.items()}
 TRANSCENDENTAL = frozenset(name for name, op in SCALAR_TABLE.items() if op.transcendental)

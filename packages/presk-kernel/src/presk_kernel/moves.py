@@ -10,7 +10,7 @@ from presk_types.shapes import alignment
 from presk_types.types import Shape
 
 from presk_kernel.ir import REAL_DTYPES, Affine, Axis, Index, Load, Loop, Store
-from presk_kernel.lower import InstrLowering, LowerError, Tensor, explicit
+from presk_kernel.lower import InstrLowering, Tensor, explicit
 from presk_kernel.nests import at, nest, op
 from presk_kernel.rules import _copy, _fill, _with, _zeros_like
 
@@ -107,12 +107,40 @@ def _embed_grad(step: InstrLowering) -> Tensor:
 
 
 def _take_grad(step: InstrLowering) -> Tensor:
+    """Zeros of x's shape, then each element of ct (the take's result's axes) added at the
+    element of x it was taken from, in ct's row-major order, as presk_core.adjoints: x's
+    other axes placed as the take placed them (an index tensor may have axes x lacks)."""
     ct, x, ids = step.tensor(0), step.tensor(1), step.tensor(2)
     axis = step.axis(1, step.ins.attr("axes")[0])
-    rest = tuple(a for i, a in enumerate(x.axes) if i != axis)
-    if [a.length for a in ct.axes] != [a.length for a in rest] or ids.size != ct.size:
-        raise LowerError("`take_grad` of a broadcast `take` has no loop nest yet")
-    return _scatter(step, ct, ids.named(rest), step.out_axes(), axis, "take_grad")
+    src = explicit(step.ins.args[1].type)
+    rest = Shape(False, src.axes[:axis] + src.axes[axis + 1 :])
+    dst = Shape(False, explicit(step.ins.args[0].type).axes)
+    n = len(ct.axes)
+    xp = [n + p for p in alignment(rest, dst)]
+    ip = [n + p for p in alignment(explicit(step.ins.args[2].type), dst)]
+    x_axes = step.out_axes()
+    full = step.lowering.alloc(x_axes, step.out_dtype(), step.site)
+    k = step.nest("take_grad")
+    ci, ii = k.input(ct), k.input(ids)
+    out = k.output_into(full)
+    z = k.vars(len(x_axes))
+    fill = nest(z, x_axes, [Store(out, at(z), k.const(0))])
+    v = k.vars(n)
+
+    def index(axes, place):
+        return [
+            Affine.constant(0) if ax.length == 1 != ct.axes[p].length else Affine.var(v[p])
+            for ax, p in zip(axes, place, strict=True)
+        ]
+
+    row = Load(ii, tuple(index(ids.axes, ip)))
+    others = index([a for i, a in enumerate(x.axes) if i != axis], xp)
+    idx = (*others[:axis], row, *others[axis:])
+    scatter = [Store(out, idx, op("add", Load(out, idx), Load(ci, at(v))))]
+    for w, a in reversed(list(zip(v, ct.axes, strict=True))):
+        scatter = [Loop(w, a.name, a.length, tuple(scatter), serial=True)]
+    k.finish([*fill, *scatter])
+    return full
 
 
 def _merge(step: InstrLowering) -> Tensor:

@@ -263,6 +263,38 @@ def _argmax(step: InstrLowering) -> Tensor:
     return k.finish(nest(outer, outer_axes, [*stmts, Store(out, at(outer), r)]))
 
 
+def _top_k(step: InstrLowering) -> Tensor:
+    """`top_k(axis a, x, k: K)`'s indices (issue 29): out[…, j, …] is the index i whose rank
+    is j, the rank of i the number of elements m before it in `argmax`'s order (above it:
+    `max(x[m], x[i])` is x[m] bit for bit and they differ; or equal bits and m < i). The
+    ranks are a permutation, so one i has each rank; both folds are i64 sums, exact, in
+    any order. O(K·n²) comparisons a row."""
+    x = step.tensor(0)
+    axis = step.axis(0, step.ins.attr("axes")[0])
+    a = x.axes[axis]
+    n = a.length
+    k = step.nest()
+    xi = k.input(x)
+    axes = step.out_axes()
+    out = k.output(axes, "i64")
+    v = k.vars(len(axes))
+    i, m, rank, pick = k.var(), k.var(), k.temp(), k.temp()
+
+    def elem(w: str):
+        return k.load(xi, at([w if d == axis else u for d, u in enumerate(v)]))
+
+    xm, xv = elem(m), elem(i)
+    same = op("same", xm, xv)
+    above = op("and", op("same", op("max", xm, xv), xm), op("not", same))
+    first = op("and", same, op("compare", Index(m), Index(i), attr="<"))
+    before = op("select", op("or", above, first), Const(1, "i64"), Const(0, "i64"))
+    ranked = Reduce(rank, "add", ((m, a.name, n),), (), (before,), "i64")
+    hit = op("compare", Var(rank), Index(v[axis]), attr="==")
+    chosen = op("select", hit, Index(i), Const(0, "i64"))
+    red = Reduce(pick, "add", ((i, a.name, n),), (ranked,), (chosen,), "i64")
+    return k.finish(nest(v, axes, [red, Store(out, at(v), Var(pick))]))
+
+
 def _reduce_pick(step: InstrLowering) -> Tensor:
     ct, x = step.values
     names = step.ins.attr("axes", ())
@@ -464,6 +496,7 @@ NESTS: dict[str, Callable[[InstrLowering], object]] = {
     "max": _reduce("max"),
     "min": _reduce("min"),
     "argmax": _argmax,
+    "top_k": _top_k,
     "softmax": _softmax(False),
     "log_softmax": _softmax(True),
     "softmax_grad": _softmax_grad(False),

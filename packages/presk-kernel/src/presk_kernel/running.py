@@ -515,6 +515,8 @@ ERROR_RULES = {
     "uniform": _refuse("uniform"),
     "bernoulli": _refuse("bernoulli"),
     "normal": _refuse("normal"),
+    "xavier": _refuse("xavier"),
+    "normal_std": _refuse("normal_std"),
 }
 """The running rule of every scalar operation of PSK-Kernel (a test asserts it covers
 presk_kernel.interp.OP_RULES)."""

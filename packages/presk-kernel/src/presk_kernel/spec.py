@@ -132,6 +132,10 @@ class _Check:
             self.bad(f"`{e}`: a comparison's attr is one of < <= > >= == !=, not {e.attr!r}")
         elif e.op == "pow" and (not isinstance(e.attr, int) or isinstance(e.attr, bool)):
             self.bad(f"`{e}`: `pow` takes its integer exponent as attr, not {e.attr!r}")
+        elif e.op == "xavier" and (not isinstance(e.attr, int) or e.attr < 1):
+            self.bad(f"`{e}`: `xavier` takes fan_in + fan_out (at least 1) as attr, not {e.attr!r}")
+        elif e.op == "normal_std" and not isinstance(e.attr, str):
+            self.bad(f"`{e}`: `normal_std` takes its std's decimal text as attr, not {e.attr!r}")
         elif spec.attr is None and e.attr is not None:
             self.bad(f"`{e}`: `{e.op}` takes no attr")
         match spec.result:

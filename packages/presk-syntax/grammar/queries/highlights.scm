@@ -56,5 +56,5 @@
     "abs" "argmax" "bernoulli" "causal_mask" "conv" "cos" "embed" "exp" "gelu" "iota" "log"
     "log_softmax" "max" "mean" "merge" "min" "normal" "one_hot" "ones" "pad" "real" "relu"
     "sample" "scan" "select"
-    "sigmoid" "silu" "sin" "softmax" "split" "split_key" "sqrt" "stop_grad" "sum" "take" "tanh"
+    "sigmoid" "silu" "sin" "softmax" "split" "split_key" "sqrt" "stop_grad" "sum" "take" "tanh" "top_k"
     "uniform" "zeros"))

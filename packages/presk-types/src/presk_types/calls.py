@@ -22,6 +22,7 @@ from presk_types.rules import (
 )
 from presk_types.scan import scan
 from presk_types.shapes import TypeErr, err
+from presk_types.topk import top_k
 from presk_types.types import (
     Bool,
     Idx,
@@ -65,6 +66,8 @@ class Calls:
                 return conv(self, args, span)
             if not local and name == "scan":  # the checker's form of its calls
                 return scan(self, args, span)
+            if not local and name == "top_k":  # the indices' primitive, the values a `take`
+                return top_k(self, args, span)
             if not local and name in CALL_NAMES:
                 return self.primitive(CALL_NAMES[name], args, span)
         callee = self.expr(function)

@@ -327,7 +327,8 @@ class Body(Calls, Views):
                         Label(pattern.span, "a tuple pattern"),
                     )
                 for i, (p, t) in enumerate(zip(elements, v.type.elements, strict=True)):
-                    self.bind(p, Val(t, v.reg, (), self.emit.get(v.ref, i, t)), record)
+                    reg = v.parts[i] if v.parts is not None else v.reg
+                    self.bind(p, Val(t, reg, (), self.emit.get(v.ref, i, t)), record)
 
     def value(self, e: A.Expr) -> Val:
         """An expression that must be a value (a tensor, a tree, a number, a tuple)."""

@@ -11,8 +11,9 @@ t, of length L = n + p + q - d·(W - 1), proved positive for every value of the 
 
 so its evaluation, adjoints, loop nests and PyTorch code are those of `pad`, `crop`, `sum`
 (of w's one tap), `ein` (each tap a fold over the channels in x's order) and `add` (the
-taps added in increasing k): the same bits on every backend. A stride is not yet in the
-language (its output length is not affine in the dimensions).
+taps added in increasing k): the same bits on every backend. A stride s keeps every s-th
+output: each tap's slice cut to every s-th element (`_every`), the length ⌊(L − 1)/s⌋ + 1
+where it is affine (E2024 elsewhere).
 """
 
 from __future__ import annotations
@@ -28,13 +29,44 @@ from presk_types.shapes import alignment, err, relabeled
 from presk_types.types import Real
 from presk_types.values import Val
 
-SIGNATURE = "conv(x, w, axis t[, axis g, …][, dilation: d][, before: p][, after: q])"
-LENGTHS = ("dilation", "before", "after")
+SIGNATURE = "conv(x, w, axis t[, axis g, …][, dilation: d][, stride: s][, before: p][, after: q])"
+LENGTHS = ("dilation", "stride", "before", "after")
 MAX_TAPS = 4096  # each tap is four instructions of the program
 
 
 def _wrong(message: str, span: Span, label: str = f"expected {SIGNATURE}") -> Exception:
     return err("E2024", message, Label(span, label))
+
+
+def _strided(full: Lin, s: int, t: str, span: Span) -> Lin:
+    """The output's length with a stride s: ⌊(L − 1)/s⌋ + 1 for L = `full`, affine when each
+    coefficient of L's dimensions is a multiple of s (the constant is divided, rounded down);
+    else E2024."""
+    if s == 1:
+        return full
+    bad = [n for n, c in full.coeffs if c % s]
+    if bad:
+        raise _wrong(
+            f"with `stride: {s}` the output along `{t}` is ⌊({full - 1})/{s}⌋ + 1, not an affine"
+            " length", span,
+            f"the coefficient of `{bad[0]}` is not a multiple of {s}",
+        )  # fmt: skip
+    return Lin(tuple((n, c // s) for n, c in full.coeffs), (full.constant - 1) // s + 1)
+
+
+def _every(prim, x: Val, t: str, s: int, full: Lin, out_len: Lin) -> Val:
+    """Every s-th element of x's axis t (length `full`), from the first: x padded after to
+    out_len·s, split into (t: out_len, r: s), its r = 0, summed over r's one element."""
+    r = f"{t}_stride"
+    extra = out_len * s - full  # a constant in 0 … s − 1
+    if not (extra.is_const and extra.constant == 0):
+        sides = (("before", Lin.const(0)), ("after", extra))
+        x = prim("pad", [x], {"axes": (t,), "shapes": sides}, axes=(t,), shapes=sides)
+    parts = ((t, out_len), (r, Lin.const(s)))
+    x = prim("split", [x], {"axes": (t,), "shapes": parts}, axes=(t,), shapes=parts)
+    one = {"axes": (r,), "start": Lin.const(0), "stop": Lin.const(1)}
+    x = prim("crop", [x], one, axes=(r,))
+    return prim("sum", [x], {"axes": (r,)}, axes=(r,))
 
 
 def conv(body, args: tuple[A.Arg, ...], span: Span) -> Val:
@@ -48,11 +80,6 @@ def conv(body, args: tuple[A.Arg, ...], span: Span) -> Val:
             case A.AxisArg(name, aspan):
                 axes.append((name, aspan))
             case A.ShapeArg(key, length, sspan):
-                if key == "stride":
-                    raise _wrong(
-                        "a convolution's stride is not in the language yet", sspan,
-                        "its output length would not be affine in the dimensions",
-                    )  # fmt: skip
                 if key not in LENGTHS or key in lengths:
                     named = ", ".join(f"`{k}:`" for k in LENGTHS)
                     raise _wrong(f"`conv` takes {named}, each once, not `{key}:` here", sspan)
@@ -86,6 +113,10 @@ def conv(body, args: tuple[A.Arg, ...], span: Span) -> Val:
     d, dspan = lengths.get("dilation", (Lin.const(1), span))
     if not d.is_const or d.constant < 1:
         raise _wrong(f"`dilation:` is a number of at least 1, not `{d}`", dspan, "a number")
+    s, sspan = lengths.get("stride", (Lin.const(1), span))
+    if not s.is_const or s.constant < 1:
+        raise _wrong(f"`stride:` is a number of at least 1, not `{s}`", sspan, "a number")
+    s = s.constant
     zero = (Lin.const(0), span)
     (p, _), (q, _) = lengths.get("before", zero), lengths.get("after", zero)
     n = sx.axes[sx.axis(t)].length
@@ -115,11 +146,14 @@ def conv(body, args: tuple[A.Arg, ...], span: Span) -> Val:
         + [a for a in sw.names() if a not in sx.names()]
         + [t]
     )
+    full, out_len = out_len, _strided(out_len, s, t, sspan)
     y = None
     for k in range(width.constant):
         start = d * k
-        window = {"axes": (t,), "start": start, "stop": start + out_len}
+        window = {"axes": (t,), "start": start, "stop": start + full}
         xk = prim("crop", [x], window, axes=(t,))
+        if s > 1:
+            xk = _every(prim, xk, t, s, full, out_len)
         tap = {"axes": (t,), "start": Lin.const(k), "stop": Lin.const(k + 1)}
         wk = prim("sum", [prim("crop", [w], tap, axes=(t,))], {"axes": (t,)}, axes=(t,))
         ta, tb = xk.type, wk.type

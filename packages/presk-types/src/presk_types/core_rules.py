@@ -326,6 +326,46 @@ def _take(o: Operands, ctx: Context) -> Type:
     return Real(shape)
 
 
+def _top_k(o: Operands, ctx: Context) -> Type:
+    """`top_k(axis a, x, k: K)`'s indices (issue 29): the positions of the K largest elements
+    of each row of x along a, largest first, ties to the first (the order `argmax` picks
+    in: NaN above everything, +0 above -0); the axis a keeps its name, of length K, proved
+    0 <= K <= its length for every value of the dimensions (E2031, with the counterexample).
+    The checker's form gives the values as `take(axis a, x, indices)` beside them."""
+    arity(o, ctx, 1, signature(o.op), axes=(1,), shapes=True)
+    x = real(o, ctx, 0)
+    name = o.axes[0]
+    if x.shape.prefix or any(not ax.name for ax in x.shape.axes):
+        raise err(
+            "E2032", f"`top_k` needs a tensor of named axes, and this is `{x}`",
+            Label(ctx.span(("operand", 0)), "name its axes"),
+        )  # fmt: skip
+    i = x.shape.axis(name)
+    if i is None:
+        raise err(
+            "E2030", f"`{x}` has no axis `{name}` to take the largest elements of",
+            Label(ctx.span(("axis", 0)), "not an axis of the operand"),
+            help=f"its axes are {', '.join(f'`{n}`' for n in x.shape.names()) or 'unnamed'}",
+        )  # fmt: skip
+    if len(o.shapes) != 1 or o.shapes[0][0] != "k":
+        where = ("shape", 0) if o.shapes else None
+        raise err(
+            "E2030", "`top_k` takes how many elements once, as `k: K`",
+            Label(ctx.span(where) if where else ctx.span(), "expected `k: K`, a length"),
+        )  # fmt: skip
+    k, n = o.shapes[0][1], x.shape.axes[i].length
+    ctx.require_holds(
+        Ge(k, 0), "E2031", f"`top_k`'s `k: {k}` is a negative number of elements",
+        f"`{k}` < 0", ("shape", 0),
+    )  # fmt: skip
+    ctx.require_holds(
+        Le(k, n), "E2031", f"`top_k` takes more elements than the axis `{name}: {n}` has",
+        f"`{k}` > `{n}`", ("shape", 0),
+    )  # fmt: skip
+    axes = x.shape.axes[:i] + (AxisT(name, k),) + x.shape.axes[i + 1 :]
+    return Idx(n, Shape(False, axes))
+
+
 # ---- reshaping, randomness -----------------------------------------------------------------
 
 
@@ -545,6 +585,7 @@ PRIMITIVE_SHAPE_RULES: dict[str, Rule] = {
     "one_hot": _one_hot,
     "embed": _embed,
     "take": _take,
+    "top_k": _top_k,
     "crop": _crop,
     "pad": _pad,
     "merge": _merge,

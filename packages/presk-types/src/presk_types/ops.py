@@ -170,6 +170,7 @@ def _ops() -> list[Op]:
         src("one_hot", G, one),
         src("embed", G, two),
         src("take", G, two, _AXES),
+        src("top_k", R, one, (*_AXES, *_SHAPES)),  # issue 29: the indices of the k largest
         src("crop", L, one, (*_AXES, ("start", Attr.LIN), ("stop", Attr.LIN))),  # x[a: i .. j]
         src("pad", L, (1, 2), (*_AXES, *_SHAPES), _OPT_SHAPES),  # issue 29: before:, after:
         src("merge", L, one, _AXES),

@@ -100,6 +100,11 @@ PRIMITIVES: dict[str, Primitive] = {
         Primitive("one_hot", "one_hot(idx[n][s]) -> ℝ[s, n]", (D,)),
         Primitive("embed", "embed(ℝ[n, t], idx[n][s]) -> ℝ[s, t]", (S, D)),
         Primitive("take", "take(axis a, ℝ[s, a: n], idx[n][s]) -> ℝ[s]", (S, D)),
+        Primitive(
+            "top_k",
+            "top_k(axis a, ℝ[s, a: n], k: K) -> (ℝ[s, a: K], idx[n][s, a: K])  (largest first)",
+            (D,),
+        ),
         # reshaping by name
         Primitive("merge", "merge(axis a, axis b, ℝ[s, a: m, b: n]) -> ℝ[s, m*n]", (S,)),
         Primitive("split", "split(axis a, ℝ[s, a: m*n], x: m, y: n) -> ℝ[s, x: m, y: n]", (S,)),
@@ -129,8 +134,8 @@ COMPARISONS = {"==", "!=", "<", "<=", ">", ">="}
 CONSTANT_NAMES = {"π": "pi", "pi": "pi"}
 
 # The calls the checker writes as the primitives they are made of (issue 29): presk_types.conv,
-# presk_types.scan. Like CALL_NAMES, a name of the program hides them.
-CHECKER_FORMS = frozenset({"conv", "scan"})
+# presk_types.scan, presk_types.topk (its values beside its indices). Like CALL_NAMES, a name of the program hides them.
+CHECKER_FORMS = frozenset({"conv", "scan", "top_k"})
 
 # The names a program calls that are not the primitive's registry name.
 CALL_NAMES = {

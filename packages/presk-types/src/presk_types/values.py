@@ -36,6 +36,9 @@ class Val:
     reg: Reg
     effects: tuple[tuple[str, Span], ...] = ()
     ref: object = None  # the lowering's handle on this value (presk-core), if it lowers
+    # a tuple's elements' own dependences, where they differ (`top_k`: its values C⁰⁺ in x,
+    # its indices Disc); None: each element has `reg`
+    parts: tuple[Reg, ...] | None = None
 
 
 class Emitter:
