@@ -6,9 +6,10 @@ outside the test suite, at sizes the suite does not afford.
 
 conformance: each case exported with `presk export --target c` (f64 and f32, one thread and
 two), built with every C compiler found (gcc, clang-16) with and without OpenMP, and its
-`make check` run (C1: the outputs are the native backend's, bit for bit); then each case's
-SCoP nests (`--mode scop`) checked, and found by Polly where clang has it. A table, one row
-a build; exit 1 if any build fails C1.
+`make check` run (C1: the outputs are the native backend's, bit for bit); then under plans
+(`--plan`: every nest at a point of its layout space drawn at random, f64 and f32, with
+gcc); then each case's SCoP nests (`--mode scop`) checked, and found by Polly where clang
+has it. A table, one row a build; exit 1 if any build fails C1.
 
 speed: the course GPT's forward pass (corpus/nlp/05_gpt.psk, reduced width) exported in f32
 and timed by the program's `-r N` against `presk bench --backend native` of the same entry
@@ -18,7 +19,9 @@ in the same minute (medians): the ratio C / native.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -39,6 +42,29 @@ CASES = [
       "--const", "L=2"]),
 ]  # fmt: skip
 GPT = ("corpus/nlp/05_gpt.psk", ["--const", "D=64", "--const", "H=4", "--const", "L=2"])
+
+
+def write_plan(file, entry, dims, consts, realize, workers, choose, out) -> list[str]:
+    """Write a plan of `entry` (as `presk plan` writes one, without a profile: the points
+    are chosen, not costed) whose nest `site` takes `choose(site, points)`, a point of its
+    full space on `workers` workers; the chosen points' texts."""
+    from presk_cli.pipeline import PIPELINE, RUN
+    from presk_cli.plans import PLAN_KIND, PLAN_VERSION, fused_schedule, layout_fields, nests_of
+    from presk_kernel.layout_space import points
+    from presk_syntax.pipeline import Context
+
+    core = PIPELINE.run(RUN, str(file), Context(consts={k: str(v) for k, v in consts.items()}))
+    nests, texts = [], []
+    for nest in nests_of(fused_schedule(core, entry, dict(dims), realize)):
+        pt = choose(nest.site, [p for p in points(nest.kernel, "full", workers) if p.why is None])
+        texts.append(f"{nest.site}: {pt.text}")
+        nests.append({"nest": nest.site, "operands": [list(s) for s in nest.operands],
+                      "layout": pt.text, "decisions": pt.decisions,
+                      "fields": layout_fields(pt.layout)})  # fmt: skip
+    doc = {"presk": PLAN_KIND, "version": PLAN_VERSION, "entry": entry, "dims": dict(dims),
+           "realize": realize, "space": "full", "workers": workers, "nests": nests}  # fmt: skip
+    Path(out).write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+    return texts
 
 
 def run(cmd: list[str], cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
@@ -76,6 +102,7 @@ def conformance() -> int:
                             result = "C1 holds" if ok else "C1 FAILS " + check.stdout.strip()
                             print(f"{name:<34}{realize:<6}{threads:>8}  {cc:<10}"
                                   f"{'yes' if openmp else 'no':<8}{result}", flush=True)  # fmt: skip
+            failures += planned(Path(tmp), file, entry, flags)
             scop = Path(tmp) / f"{Path(file).stem}-scop"
             done = run([*PRESK, "export", file, "--target", "c", "--mode", "scop", "--entry",
                         entry, *flags, "--realize", "f32", "-o", str(scop)])  # fmt: skip
@@ -93,6 +120,47 @@ def conformance() -> int:
                   f"{'; nests bit-identical' if ok else '; FAILS'}{polly}")  # fmt: skip
     print(f"-- {failures} failure(s)")
     return 1 if failures else 0
+
+
+def _pairs(flags: list[str], flag: str) -> dict:
+    return {
+        k: int(v)
+        for f, x in zip(flags, flags[1:], strict=False)
+        if f == flag
+        for k, v in [x.split("=")]
+    }
+
+
+def planned(tmp: Path, file: str, entry: str, flags: list[str]) -> int:
+    """The case under plans (`--plan @FILE`): in f64 and f32, every nest at a point of its
+    full space drawn at random (seeded) on two workers, exported, built with gcc with and
+    without OpenMP, and checked (C1 against the native backend under the same plan); the
+    failures."""
+    failures = 0
+    dims, consts = _pairs(flags, "--dim"), _pairs(flags, "--const")
+    name = f"{Path(file).stem}:{entry}"
+    for realize in ("f64", "f32"):
+        pick = random.Random(f"{file}:{realize}")
+        plan = tmp / f"{Path(file).stem}-{realize}-plan.json"
+        write_plan(ROOT / file, entry, dims, consts, realize, 2,
+                   lambda _, pts, pick=pick: pick.choice(pts), plan)  # fmt: skip
+        out = tmp / f"{Path(file).stem}-{realize}-planned"
+        done = run([*PRESK, "export", file, "--target", "c", "--entry", entry, *flags,
+                    "--plan", f"@{plan}", "-o", str(out)])  # fmt: skip
+        if done.returncode != 0:
+            print(f"{name:<34}{realize:<6}{'plan':>8}  export failed: "
+                  f"{done.stderr.strip().splitlines()[:1]}")  # fmt: skip
+            failures += 1
+            continue
+        for openmp in ("-fopenmp", ""):
+            run(["make", "-s", "-C", str(out), "clean"])
+            check = run(["make", "-s", "-C", str(out), "check", "CC=gcc", f"OPENMP={openmp}"])
+            ok = check.returncode == 0 and "C1 holds" in check.stdout
+            failures += not ok
+            result = "C1 holds" if ok else "C1 FAILS " + check.stdout.strip()
+            print(f"{name:<34}{realize:<6}{'plan':>8}  {'gcc':<10}"
+                  f"{'yes' if openmp else 'no':<8}{result}", flush=True)  # fmt: skip
+    return failures
 
 
 def speed() -> int:

@@ -399,4 +399,4 @@ def test_weights_from_a_checkpoint(tmp_path):
                   "--dim", "B=1", "--dim", "T=3", "--weights", ckpt, "-o", tmp_path / "x")  # fmt: skip
     assert other.returncode != 0 and "[E" in other.stderr and not (tmp_path / "x").exists()
     usage = presk("export", file, "--target", "pytorch", "--weights", ckpt, "-o", tmp_path / "y")
-    assert usage.returncode == 2 and "--weights are for --target c" in usage.stderr
+    assert usage.returncode == 2 and "--weights and --plan are for --target c" in usage.stderr

@@ -26,7 +26,18 @@ from importlib import resources
 from presk_kernel import libm
 from presk_kernel.calls import entry_call
 from presk_kernel.frames import HostFrame, host_frames
-from presk_kernel.ir import Call, For, GemmStmt, Kernel, Loop, Reduce, Schedule, Tile, format_kernel
+from presk_kernel.ir import (
+    Call,
+    For,
+    GemmStmt,
+    Kernel,
+    Loop,
+    Reduce,
+    Schedule,
+    Tile,
+    TwoPass,
+    format_kernel,
+)
 from presk_kernel.layout import applies, is_laid
 
 from presk_cback import gemm
@@ -254,7 +265,7 @@ def _launch(h: _Host, i: int, names: dict[int, str], lets: dict[str, str]) -> li
         h.split.add(i)
         lines += [
             "#ifdef _OPENMP",
-            f"#pragma omp parallel num_threads(presk_team({n}))",
+            f"#pragma omp parallel num_threads(presk_team({min(n, threads_of(top))}))",
             "    {",
             "        int64_t t = omp_get_thread_num(), w = omp_get_num_threads();",
             f"        {h.kernel_of[i]}({args}, {n} * t / w, {n} * (t + 1) / w);",
@@ -270,6 +281,22 @@ def _launch(h: _Host, i: int, names: dict[int, str], lets: dict[str, str]) -> li
     return lines
 
 
+def most_threads(schedule: Schedule) -> int:
+    """The most threads a statement of the schedule's kernels divides among (a loop, a
+    tile loop or a GEMM split by the layout: a plan's workers), 1 when nothing is split."""
+
+    def walk(body) -> int:
+        n = 1
+        for s in body:
+            if isinstance(s, For | Tile | GemmStmt):
+                n = max(n, s.threads)
+            if isinstance(s, Loop | For | Tile | Reduce | TwoPass):
+                n = max(n, walk(s.body))
+        return n
+
+    return max((walk(launch.kernel.body) for launch in schedule.launches), default=1)
+
+
 def _inner_threads(k: Kernel) -> bool:
     """A kernel whose threads are its own (a loop under its top statement, a GEMM's)."""
 
@@ -277,7 +304,7 @@ def _inner_threads(k: Kernel) -> bool:
         for s in body:
             if isinstance(s, For | Tile | GemmStmt) and s.threads > 1:
                 return True
-            if isinstance(s, Loop | For | Tile | Reduce) and walk(s.body):
+            if isinstance(s, Loop | For | Tile | Reduce | TwoPass) and walk(s.body):
                 return True
         return False
 
@@ -555,4 +582,4 @@ def _template(name: str) -> str:
     return resources.files("presk_cback").joinpath("templates", name).read_text()
 
 
-__all__ = ["CFLAGS", "CProgram", "c_function_name", "c_program"]
+__all__ = ["CFLAGS", "CProgram", "c_function_name", "c_program", "most_threads"]

@@ -71,6 +71,12 @@ from presk_cli.native import REALIZE
     show_default=True,
     help="With --target c: threads for the large launches (OpenMP regions; no bit changes).",
 )
+@click.option(
+    "--plan",
+    metavar="@FILE",
+    help="With --target c: a layout per nest and the realization, from presk plan: the"
+    " program's kernels are the plan's (docs/export-c.md).",
+)
 @click.option("--dim", "dims", multiple=True, metavar="NAME=N", help="A dimension of the entry.")
 @click.option(
     "--data",
@@ -108,6 +114,7 @@ def export(
     c_entry,
     realize,
     threads,
+    plan,
     dims,
     data_file,
     serve,
@@ -148,15 +155,25 @@ def export(
         if mode == "scop" and weights_file is not None:
             click.echo("presk export: --mode scop draws each nest's inputs: no --weights", err=True)
             sys.exit(2)
+        if mode == "scop" and plan is not None:
+            click.echo("presk export: --mode scop writes each nest at point zero: no --plan",
+                       err=True)  # fmt: skip
+            sys.exit(2)
         export_c_command(file, c_entry, dims, consts, seed, realize, threads, out, mode,
-                         weights_file)  # fmt: skip
+                         weights_file, plan)  # fmt: skip
         return
     if mode == "scop":
         click.echo("presk export: --mode scop is for --target c", err=True)
         sys.exit(2)
-    if c_entry is not None or realize != "f64" or threads != 1 or weights_file is not None:
+    if (
+        c_entry is not None
+        or realize != "f64"
+        or threads != 1
+        or weights_file is not None
+        or plan is not None
+    ):
         click.echo(
-            "presk export: --entry, --realize, --threads and --weights are for --target c",
+            "presk export: --entry, --realize, --threads, --weights and --plan are for --target c",
             err=True,
         )
         sys.exit(2)
@@ -203,8 +220,19 @@ def export(
     click.echo(f"presk export: wrote {', '.join(written)}")
 
 
+def _given(name: str) -> bool:
+    """Whether the option `name` was given on the command line (not its default)."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context(silent=True)
+    return ctx is not None and ctx.get_parameter_source(name) not in (
+        ParameterSource.DEFAULT,
+        None,
+    )
+
+
 def export_c_command(
-    file, entry, dims, consts, seed, realize, threads, out, mode=None, weights=None
+    file, entry, dims, consts, seed, realize, threads, out, mode=None, weights=None, plan=None
 ) -> None:
     """`presk export --target c` (presk_cli.export_c): the summary line, or a diagnostic."""
     from presk_core.run import EntryError, RunError
@@ -221,12 +249,15 @@ def export_c_command(
         sys.exit(2)
     ctx = Context(consts=_consts(consts))
     sources = ctx.sources
+    given = _given("realize")
     try:
         core = PIPELINE.run(RUN, file, ctx)
         if mode == "scop":
             line = export_scop(core, entry, _dims(dims), realize, out)
         else:
-            line = export_c(core, entry, _dims(dims), seed, realize, threads, out, weights)
+            line = export_c(
+                core, entry, _dims(dims), seed, realize, threads, out, weights, plan, given
+            )
     except DiagnosticError as e:
         _fail(e, sources)
     except (EntryError, RunError) as e:

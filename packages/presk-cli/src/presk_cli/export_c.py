@@ -154,19 +154,32 @@ def export_c(
     threads: int,
     out: str,
     weights: str | None = None,
+    plan: str | None = None,
+    given: bool = False,
 ) -> str:
     """Write the C program of `entry_text` into `out`; the summary line. `weights`: a
-    checkpoint binding the entry's parameter tree (`--weights`), its inputs' θ."""
+    checkpoint binding the entry's parameter tree (`--weights`), its inputs' θ; `plan`:
+    `@FILE`, a plan of presk plan, whose layouts and realization the program takes (the
+    plan's codes E7110–E7113: another entry or dims, a point outside its nest's space,
+    --realize naming another type when `given`)."""
     import numpy as np
-    from presk_cback.export_c import c_program
+    from presk_cback.export_c import c_program, most_threads
     from presk_core import data as D
     from presk_core.interp import Interpreter
     from presk_core.run import check_dim_names, parse_entry
     from presk_kernel.lower import argument_leaves
 
-    from presk_cli.native import compiled, entry_inputs, lower, storage
+    from presk_cli.native import compiled, entry_inputs, lower, planned, storage
 
     check_out(out)
+    read = None
+    if plan is not None:
+        from presk_cli.plans import PlanError, plan_realize
+
+        try:
+            read, realize = plan_realize(plan, realize, given)
+        except PlanError as e:
+            raise NativeError(e.code, str(e), e.help) from None
     entry = parse_entry(entry_text, core, None, dims)
     check_dim_names(entry)
     trees = None
@@ -185,7 +198,9 @@ def export_c(
         )
     args = [v for _, _, v in inputs]
     all_dims = dict(entry.dims) | dict(entry.prefix)
-    schedule = lower(core, entry.function.name, all_dims, args, realize, threads)
+    layouts = planned(read, core, entry.function.name, all_dims, args)
+    schedule = lower(core, entry.function.name, all_dims, args, realize, threads, layouts)
+    threads = max(threads, most_threads(schedule))
     leaves = argument_leaves(args)
     native = compiled(schedule).run(storage(schedule, leaves))
     exact = [
@@ -219,6 +234,8 @@ def export_c(
             if not realize.startswith("@")
             else f"under the realization {realize[1:]}"
         )
+        if read is not None:
+            kind += f" under the plan {read.path}"
         files = dict(program.files)
         files["Makefile"] = makefile(program.split > 0)
         files["README.md"] = readme(entry.shown, at, kind, program)
