@@ -295,19 +295,6 @@ def test_export_over_an_export(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c"]
 
 
-def test_an_entry_that_takes_a_key_is_refused(tmp_path):
-    """An entry that draws from a key (`sample`, issue 29: lowered natively, but the C
-    program's inputs hold no key): its diagnostic, exit 1, nothing written."""
-    out = tmp_path / "c"
-    done = presk(
-        "export", "tutorial/05_sample.psk", "--target", "c", "--entry", "pick", "--dim", "B=4",
-        "-o", out,
-    )  # fmt: skip
-    assert done.returncode == 1
-    assert done.stderr.startswith("[E7161] Error: `pick` takes a key: the C program's inputs")
-    assert list(tmp_path.iterdir()) == []
-
-
 def test_a_realization_file(tmp_path):
     """`--realize @FILE`: the line names the file, and C1 holds (every real in f32 here)."""
     from presk_kernel.realization import Realization

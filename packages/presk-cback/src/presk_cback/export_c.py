@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, field, replace
 from importlib import resources
 
+from presk_core import normal_c
 from presk_kernel import libm
 from presk_kernel.calls import entry_call
 from presk_kernel.frames import HostFrame, host_frames
@@ -56,6 +57,7 @@ class CProgram:
     """The files of an exported program (name -> text), and what the summary line counts."""
 
     files: dict[str, str]
+    mpfr: tuple[tuple[str, ...], tuple[str, ...]] | None  # (cflags, libs) of normal draws
     launches: int
     dead: int
     split: int
@@ -191,6 +193,26 @@ def _gemm_source(tag: str, host: Toolchain, tc: Toolchain) -> str:
     cond = {64: "defined(__AVX512F__)", 32: "defined(__AVX2__) && defined(__FMA__)"}
     native = gemm.embedded_source(tag, gemm.host_blocking(tag, host), host)
     return f"#if {cond[host.vector_bytes]}\n{native}\n#else\n{plain}\n#endif"
+
+
+NORMALS = """/* normal draws: presk_core.normal_c's Box-Muller, the 256-bit values rounded once (its
+ * double-double and 128-bit tiers where Ziv's test proves them, MPFR else): the native
+ * backend's bits. The Makefile links MPFR and GMP (MPFR_CFLAGS, MPFR_LIBS). */"""
+
+
+def normals(blocks: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """The MPFR the kernels' normal draws link (presk_core.normal_c.link: gmpy2's headers
+    and libraries), None when no kernel draws a normal; EmitError where it cannot be loaded
+    here (which the native run the export records has said first: E7160)."""
+    if not any("presk_normal_at(" in b for b in blocks):
+        return None
+    found = normal_c.link()
+    if found is None:
+        raise EmitError(
+            "a normal draw compiles against gmpy2's MPFR, which cannot be loaded here"
+            " (PRESK_INTERP_C=0, or no C compiler for the helpers)"
+        )
+    return found
 
 
 # ---- model.c -------------------------------------------------------------------------------
@@ -521,6 +543,7 @@ def c_program(
                 tags.add(kc.gemm)
         kernel_of.append(texts[text])
     gemms = [_gemm_source(t, host, tc) for t in sorted(tags)]
+    mpfr = normals(blocks)
     kernels = "\n".join(
         [
             "/* kernels.c: the kernels of the entry, each the native backend's, one C function",
@@ -528,9 +551,11 @@ def c_program(
             "#include <math.h>",
             "#include <stdint.h>",
             "#include <string.h>",
+            *(["#include <gmp.h>", "#include <mpfr.h>"] if mpfr else []),
             '#include "presk_rt.h"',
             '#include "presk_libm.h"',
             PRELUDE,
+            *([NORMALS, normal_c.entry_source()] if mpfr else []),
             *gemms,
             *blocks,
             "",
@@ -561,6 +586,7 @@ def c_program(
     split = set(host.split)
     return CProgram(
         files,
+        mpfr=mpfr,
         launches=len(schedule.launches),
         dead=_dead(schedule),
         split=len(split),

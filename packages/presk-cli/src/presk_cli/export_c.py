@@ -16,6 +16,7 @@ import os
 from presk_cli.native import NativeError
 
 EXPORT_MARK = ".presk-export-c"
+KEY_BOUND = 2**32  # a key's leaf in a .psk.d: its two words, `idx[4294967296][2]`
 
 
 class ExportCError(Exception):
@@ -32,7 +33,7 @@ def _bounds(core, t, value, dims: dict[str, int]) -> list[int | None]:
     (`value` None for a result)."""
     import numpy as np
     from presk_types.presburger import Lin
-    from presk_types.types import Bool, Idx, ParamsT, Real, TupleT, subst_lin
+    from presk_types.types import Bool, Idx, KeyT, ParamsT, Real, TupleT, subst_lin
 
     match t:
         case ParamsT(inst):
@@ -47,6 +48,8 @@ def _bounds(core, t, value, dims: dict[str, int]) -> list[int | None]:
             ]
         case Real() | Bool():
             return [] if value is not None and not isinstance(value, np.ndarray) else [None]
+        case KeyT():  # its two uint32 words (presk_kernel.draws): `idx[4294967296][2]`
+            return [KEY_BOUND]
         case Idx(bound):
             if value is not None and not isinstance(value, np.ndarray):
                 return []
@@ -77,8 +80,19 @@ def _type_text(texts: list[str]) -> str:
     return texts[0] if len(texts) == 1 else f"({', '.join(texts)})"
 
 
+def _after_colon(message: str) -> str:
+    """`the initializer … draws through MPFR …` of `cannot lower `f` to kernels: the …`."""
+    head, sep, tail = message.partition("to kernels: ")
+    return tail if sep else message
+
+
 def _flat(value) -> list:
+    import numpy as np
+    from presk_core.random import Key
+
     match value:
+        case Key():  # its two words, as the kernels hold it
+            return [np.array([value.k0, value.k1], dtype=np.int64)]
         case dict():
             return [x for v in value.values() for x in _flat(v)]
         case tuple() | list():
@@ -163,6 +177,7 @@ def export_c(
     plan's codes E7110–E7113: another entry or dims, a point outside its nest's space,
     --realize naming another type when `given`)."""
     import numpy as np
+    from presk_cback.emit import EmitError
     from presk_cback.export_c import c_program, most_threads
     from presk_core import data as D
     from presk_core.interp import Interpreter
@@ -188,18 +203,18 @@ def export_c(
 
         trees = bind_weights(core, entry, weights, 256)
     inputs = entry_inputs(core, entry, seed, 256, None, trees)
-    from presk_types.types import KeyT
-
-    if any(isinstance(t, KeyT) for _, t, _ in inputs):  # issue 29: keys are native's alone
-        raise NativeError(
-            "E7161",
-            f"`{entry.shown}` takes a key: the C program's inputs.psk.d holds no key (its"
-            " draws run natively: presk run --backend native)",
-        )
     args = [v for _, _, v in inputs]
     all_dims = dict(entry.dims) | dict(entry.prefix)
     layouts = planned(read, core, entry.function.name, all_dims, args)
-    schedule = lower(core, entry.function.name, all_dims, args, realize, threads, layouts)
+    try:
+        schedule = lower(core, entry.function.name, all_dims, args, realize, threads, layouts)
+    except NativeError as e:
+        if e.code == "E7002" and "Rand" in getattr(entry.function, "effects", ()):
+            raise NativeError(  # what the kernels still do not draw (docs/randomness.md)
+                "E7161",
+                f"`{entry.shown}` draws what the kernels do not: {_after_colon(str(e))}",
+            ) from None
+        raise
     threads = max(threads, most_threads(schedule))
     leaves = argument_leaves(args)
     native = compiled(schedule).run(storage(schedule, leaves))
@@ -226,7 +241,10 @@ def export_c(
         size = D.read_header(native_path).header_size
         with open(native_path, "rb") as f:
             header = f.read(size)
-        program = c_program(schedule, buffer_names(core), entry.shown, header, threads)
+        try:
+            program = c_program(schedule, buffer_names(core), entry.shown, header, threads)
+        except EmitError as e:
+            raise ExportCError("E7170", f"the C program of `{entry.shown}`: {e}") from None
         shown_dims = ", ".join(f"{k} = {v}" for k, v in dims.items())
         at = f" at {shown_dims}" if shown_dims else ""
         kind = (
@@ -237,7 +255,7 @@ def export_c(
         if read is not None:
             kind += f" under the plan {read.path}"
         files = dict(program.files)
-        files["Makefile"] = makefile(program.split > 0)
+        files["Makefile"] = makefile(program.split > 0, program.mpfr)
         files["README.md"] = readme(entry.shown, at, kind, program)
         files["conformance/check.sh"] = CHECK
         files[EXPORT_MARK] = "presk export --target c\n"
@@ -293,8 +311,24 @@ def export_scop(core, entry_text: str, dims: dict, realize: str, out: str) -> st
     )
 
 
-def makefile(openmp: bool) -> str:
-    return MAKEFILE.replace("@OPENMP@", "-fopenmp" if openmp else "")
+def makefile(openmp: bool, mpfr=None) -> str:
+    """The Makefile; `mpfr` (cflags, libs) where the kernels draw normals (MPFR_CFLAGS and
+    MPFR_LIBS, this machine's gmpy2's MPFR by default)."""
+    text = MAKEFILE.replace("@OPENMP@", "-fopenmp" if openmp else "")
+    if mpfr is None:
+        return text.replace("@MPFR@", "").replace(" $(MPFR_CFLAGS)", "").replace(
+            " $(MPFR_LIBS)", ""
+        )
+    cflags, libs = mpfr
+    return text.replace("@MPFR@", MPFR.format(cflags=" ".join(cflags), libs=" ".join(libs)))
+
+
+MPFR = """\
+# The normal draws link MPFR and GMP (presk_core.normal_c): by default the copies this
+# program was exported beside (gmpy2's); elsewhere MPFR_CFLAGS= MPFR_LIBS="-lmpfr -lgmp".
+MPFR_CFLAGS = {cflags}
+MPFR_LIBS = {libs}
+"""
 
 
 MAKEFILE = """\
@@ -308,11 +342,11 @@ CC = cc
 CFLAGS = -std=c11 -ffp-contract=off -O2 -Wall -Wextra
 ARCH = -march=native
 OPENMP = @OPENMP@
-SOURCES = main.c model.c presk_rt.c presk_libm.c
+@MPFR@SOURCES = main.c model.c presk_rt.c presk_libm.c
 HEADERS = model.h kernels.c presk_rt.h presk_libm.h
 
 model: $(SOURCES) $(HEADERS)
-\t$(CC) $(CFLAGS) $(ARCH) $(OPENMP) -o model $(SOURCES) -lm
+\t$(CC) $(CFLAGS) $(ARCH) $(OPENMP) $(MPFR_CFLAGS) -o model $(SOURCES) $(MPFR_LIBS) -lm
 
 check: model
 \tPRESK="$(PRESK)" sh conformance/check.sh
