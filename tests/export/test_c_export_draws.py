@@ -35,9 +35,10 @@ def test_a_keyed_entry_gives_the_native_backend_s_bits(tmp_path):
     assert head.type_text == "(idx[4294967296][2], ℝ[3, 5])"
     ((key, x),) = D.read(path, D.type_of(head.type_text))
     assert [int(w) for w in key] == run["inputs"]["key"]
-    assert np.asarray(x).tobytes() == np.array(run["inputs"]["x"], dtype=object).astype(
-        float
-    ).tobytes()
+    assert (
+        np.asarray(x).tobytes()
+        == np.array(run["inputs"]["x"], dtype=object).astype(float).tobytes()
+    )
     result = str(out / "out.psk.d")
     ((y, tokens, k3),) = D.read(result, D.type_of(D.read_header(result).type_text))
     want_y, want_tokens, want_key = run["result"]

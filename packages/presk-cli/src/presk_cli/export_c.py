@@ -316,8 +316,8 @@ def makefile(openmp: bool, mpfr=None) -> str:
     MPFR_LIBS, this machine's gmpy2's MPFR by default)."""
     text = MAKEFILE.replace("@OPENMP@", "-fopenmp" if openmp else "")
     if mpfr is None:
-        return text.replace("@MPFR@", "").replace(" $(MPFR_CFLAGS)", "").replace(
-            " $(MPFR_LIBS)", ""
+        return (
+            text.replace("@MPFR@", "").replace(" $(MPFR_CFLAGS)", "").replace(" $(MPFR_LIBS)", "")
         )
     cflags, libs = mpfr
     return text.replace("@MPFR@", MPFR.format(cflags=" ".join(cflags), libs=" ".join(libs)))
