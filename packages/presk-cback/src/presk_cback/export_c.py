@@ -58,6 +58,8 @@ class CProgram:
 
     files: dict[str, str]
     mpfr: tuple[tuple[str, ...], tuple[str, ...]] | None  # (cflags, libs) of normal draws
+    entry: HostFrame  # the entry's frame: its inputs and outputs as model.h names them
+    cname: str  # the entry's C function
     launches: int
     dead: int
     split: int
@@ -587,6 +589,8 @@ def c_program(
     return CProgram(
         files,
         mpfr=mpfr,
+        entry=ef,
+        cname=cname,
         launches=len(schedule.launches),
         dead=_dead(schedule),
         split=len(split),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 
 from presk_cli.native import NativeError
 
@@ -170,12 +171,14 @@ def export_c(
     weights: str | None = None,
     plan: str | None = None,
     given: bool = False,
+    serve=None,
 ) -> str:
     """Write the C program of `entry_text` into `out`; the summary line. `weights`: a
     checkpoint binding the entry's parameter tree (`--weights`), its inputs' θ; `plan`:
     `@FILE`, a plan of presk plan, whose layouts and realization the program takes (the
     plan's codes E7110–E7113: another entry or dims, a point outside its nest's space,
-    --realize naming another type when `given`)."""
+    --realize naming another type when `given`); `serve`: a function of (schedule, program,
+    input leaves) giving more files (a text, or a path to copy) (presk_cli.export_serve)."""
     import numpy as np
     from presk_cback.emit import EmitError
     from presk_cback.export_c import c_program, most_threads
@@ -259,8 +262,13 @@ def export_c(
         files["README.md"] = readme(entry.shown, at, kind, program)
         files["conformance/check.sh"] = CHECK
         files[EXPORT_MARK] = "presk export --target c\n"
+        if serve is not None:
+            files |= serve(schedule, program, leaves_in)
         for name, text in files.items():
-            D.write_text(os.path.join(tmp, name), text)
+            if isinstance(text, str):
+                D.write_text(os.path.join(tmp, name), text)
+            else:  # a file copied in (the weights of --serve)
+                shutil.copyfile(text, os.path.join(tmp, name))
     threads_text = (
         "on one thread"
         if program.split == 0
@@ -311,10 +319,17 @@ def export_scop(core, entry_text: str, dims: dict, realize: str, out: str) -> st
     )
 
 
-def makefile(openmp: bool, mpfr=None) -> str:
-    """The Makefile; `mpfr` (cflags, libs) where the kernels draw normals (MPFR_CFLAGS and
-    MPFR_LIBS, this machine's gmpy2's MPFR by default)."""
+def makefile(openmp: bool, mpfr=None, serve: bool = False) -> str:
+    """The Makefile; `mpfr` (cflags, libs) where the kernels draw normals or `serve` samples
+    (MPFR_CFLAGS and MPFR_LIBS, this machine's gmpy2's MPFR by default); `serve`: also
+    ./generate, the generation loop, which `make check` compares with presk serve's."""
     text = MAKEFILE.replace("@OPENMP@", "-fopenmp" if openmp else "")
+    if serve:
+        text = text.replace("\ncheck: model\n", "\n" + GENERATE_RULE + "\ncheck: model generate\n")
+        text = text.replace(
+            "sh conformance/check.sh\n", "sh conformance/check.sh\n\tsh conformance/serve.sh\n"
+        )
+        text = text.replace("rm -f model out.psk.d", "rm -f model generate out.psk.d out.txt")
     if mpfr is None:
         return (
             text.replace("@MPFR@", "").replace(" $(MPFR_CFLAGS)", "").replace(" $(MPFR_LIBS)", "")
@@ -323,9 +338,15 @@ def makefile(openmp: bool, mpfr=None) -> str:
     return text.replace("@MPFR@", MPFR.format(cflags=" ".join(cflags), libs=" ".join(libs)))
 
 
+GENERATE_RULE = """\
+generate: generate.c model.c presk_rt.c presk_libm.c $(HEADERS)
+\t$(CC) $(CFLAGS) $(ARCH) $(OPENMP) $(MPFR_CFLAGS) -o generate generate.c model.c presk_rt.c \\
+\t\tpresk_libm.c $(MPFR_LIBS) -lm
+"""
+
 MPFR = """\
-# The normal draws link MPFR and GMP (presk_core.normal_c): by default the copies this
-# program was exported beside (gmpy2's); elsewhere MPFR_CFLAGS= MPFR_LIBS="-lmpfr -lgmp".
+# Normal draws and the generation loop's sampling link MPFR and GMP: by default the copies
+# this program was exported beside (gmpy2's); elsewhere MPFR_CFLAGS= MPFR_LIBS="-lmpfr -lgmp".
 MPFR_CFLAGS = {cflags}
 MPFR_LIBS = {libs}
 """
