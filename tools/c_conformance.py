@@ -13,7 +13,7 @@ has it. A table, one row a build; exit 1 if any build fails C1.
 
 speed: the course GPT's forward pass (corpus/nlp/05_gpt.psk, reduced width) exported in f32
 and timed by the program's `-r N` against `presk bench --backend native` of the same entry
-in the same minute (medians): the ratio C / native.
+in the same minute (medians), at one thread and at two: the ratios C / native.
 """
 
 from __future__ import annotations
@@ -164,38 +164,46 @@ def planned(tmp: Path, file: str, entry: str, flags: list[str]) -> int:
 
 
 def speed() -> int:
+    """The course GPT's forward pass, C against native, at one thread and at two: for each,
+    the program exported with --threads N and run with OMP_NUM_THREADS=N, and `presk bench
+    --threads N`, interleaved (three rounds; the median ratio)."""
     file, flags = GPT
     entry = ["--entry", "GPT.apply"]
     dims = ["--dim", "B=4", "--dim", "T=64"]
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "gpt"
-        done = run([*PRESK, "export", file, "--target", "c", *entry, *dims, *flags,
-                    "--realize", "f32", "-o", str(out)])  # fmt: skip
-        if done.returncode != 0:
-            print(f"c-speed: the export failed: {done.stderr.strip()}", file=sys.stderr)
-            return 1
-        build = run(["make", "-s", "-C", str(out), "model"])
-        if build.returncode != 0:
-            print(f"c-speed: the build failed: {build.stderr.strip()}", file=sys.stderr)
-            return 1
-        rows = []
-        for _ in range(3):  # interleaved: C, then native, three rounds
-            timed = run([str(out / "model"), "-r", "21", str(out / "conformance/inputs.psk.d"),
-                         str(out / "out.psk.d")])  # fmt: skip
-            m = re.search(r"median ([\d.]+) ms", timed.stdout + timed.stderr)
-            bench = run([*PRESK, "bench", file, *entry, *dims, *flags, "--realize", "f32",
-                         "--repeat", "21"])  # fmt: skip
-            n = re.search(r"^native f32 +([\d.]+)", bench.stdout, re.M)
-            if m and n:
-                rows.append((float(m.group(1)), float(n.group(1))))
-        if not rows:
-            print("c-speed: no times read", file=sys.stderr)
-            return 1
-        rows.sort(key=lambda r: r[0] / r[1])
-        c, native = rows[len(rows) // 2]
-        print(f"course GPT forward (D=64, L=2, B=4, T=64, f32): C {c:.3f} ms, native {native:.3f}"
-              f" ms, C / native {c / native:.2f} (median of 3 interleaved rounds, {os.cpu_count()}"
-              " cores)")  # fmt: skip
+        for threads in ("1", "2"):
+            out = Path(tmp) / f"gpt{threads}"
+            done = run([*PRESK, "export", file, "--target", "c", *entry, *dims, *flags,
+                        "--realize", "f32", "--threads", threads, "-o", str(out)])  # fmt: skip
+            if done.returncode != 0:
+                print(f"c-speed: the export failed: {done.stderr.strip()}", file=sys.stderr)
+                return 1
+            build = run(["make", "-s", "-C", str(out), "model"])
+            if build.returncode != 0:
+                print(f"c-speed: the build failed: {build.stderr.strip()}", file=sys.stderr)
+                return 1
+            env = {**os.environ, "OMP_NUM_THREADS": threads}
+            rows = []
+            for _ in range(3):  # interleaved: C, then native, three rounds
+                timed = subprocess.run(
+                    [str(out / "model"), "-r", "21", str(out / "conformance/inputs.psk.d"),
+                     str(out / "out.psk.d")], capture_output=True, text=True, env=env,
+                )  # fmt: skip
+                m = re.search(r"median ([\d.]+) ms", timed.stdout + timed.stderr)
+                bench = run([*PRESK, "bench", file, *entry, *dims, *flags, "--realize", "f32",
+                             "--threads", threads, "--repeat", "21"])  # fmt: skip
+                # the row with lanes: what --backend native runs, and the export writes
+                n = re.search(r"^native f32 \+lanes +([\d.]+)", bench.stdout, re.M)
+                if m and n:
+                    rows.append((float(m.group(1)), float(n.group(1))))
+            if not rows:
+                print("c-speed: no times read", file=sys.stderr)
+                return 1
+            rows.sort(key=lambda r: r[0] / r[1])
+            c, native = rows[len(rows) // 2]
+            print(f"course GPT forward (D=64, L=2, B=4, T=64, f32), {threads} thread(s): C"
+                  f" {c:.3f} ms, native {native:.3f} ms, C / native {c / native:.2f} (median of"
+                  f" 3 interleaved rounds, {os.cpu_count()} cores)", flush=True)  # fmt: skip
     return 0
 
 
