@@ -354,8 +354,8 @@ def test_the_entry_host_function_as_the_spec_prints_it(tmp_path):
 
 def test_flags_of_the_pytorch_target_are_refused(tmp_path):
     file, entry, dims = TRAIN
-    done = presk("export", file, "--target", "c", "--entry", entry, *dims, "--serve", "-o",
-                 tmp_path / "x")  # fmt: skip
+    done = presk("export", file, "--target", "c", "--entry", entry, *dims, "--shapes", "check",
+                 "-o", tmp_path / "x")  # fmt: skip
     assert done.returncode == 2
     assert "for --target pytorch" in done.stderr
     done = presk("export", file, "--target", "pytorch", "--realize", "f32", "-o", tmp_path / "y")
