@@ -30,9 +30,12 @@ SAMPLE_BITS = 256  # presk_core.random.BITS: sample's softmax on doubles
 
 
 def _threefry() -> str:
-    """The kernels' Threefry and uniform (emit.PRELUDE): the same function, not a copy."""
+    """The kernels' Threefry and uniform (emit.PRELUDE): the same functions, not copies."""
     start = PRELUDE.index("/* Threefry-2x32-20")
-    return PRELUDE[start : PRELUDE.index("static inline uint8_t presk_bernoulli", start)]
+    word = PRELUDE.index("static inline int64_t presk_key_word", start)
+    uniform = PRELUDE.index("static inline double presk_uniform", word)
+    end = PRELUDE.index("static inline uint8_t presk_bernoulli", uniform)
+    return PRELUDE[start:word] + PRELUDE[uniform:end]
 
 
 def _utf8(c: str) -> str:
@@ -304,39 +307,47 @@ int main(int argc, char **argv) {{
     char *text = file != NULL ? presk_read_file(file) : NULL;
     if (text != NULL) room = strlen(text) + 1;
     int64_t *all = malloc((room + (size_t)tokens) * sizeof *all), count = 0;
-    if (all == NULL) return 1;
+    unsigned char *theta = NULL;
+    int status = 0;
+    if (all == NULL) {{
+        status = 1;
+        goto done;
+    }}
     if (ids != NULL) {{
         for (const char *s = ids; *s;) {{
             char *end;
             errno = 0;
             long long t = strtoll(s, &end, 10);
-            if (end == s || errno || t < 0 || t >= PRESK_VOCAB) {{
+            if (end == s || errno || t < 0 || t >= PRESK_VOCAB || (*end && *end != ',')) {{
                 fprintf(stderr, "generate: -i %s: token ids from 0 to %d, separated by commas\n",
                         ids, PRESK_VOCAB - 1);
-                return 2;
+                status = 2;
+                goto done;
             }}
             all[count++] = t;
             s = *end == ',' ? end + 1 : end;
-            if (*end && *end != ',') {{
-                fprintf(stderr, "generate: -i %s: token ids separated by commas\n", ids);
-                return 2;
-            }}
         }}
     }} else if (presk_encode(text != NULL ? text : prompt, all, &count)) {{
-        return 1;
+        status = 1;
+        goto done;
     }}
     if (count == 0) {{
         fprintf(stderr, "generate: the text to continue: at least one character\n");
-        return 2;
+        status = 2;
+        goto done;
     }}
-    unsigned char *theta = malloc(PRESK_THETA_BYTES + 1);
-    if (theta == NULL || presk_read_sample(weights, theta, PRESK_THETA_BYTES)) return 1;
+    theta = malloc(PRESK_THETA_BYTES + 1);
+    if (theta == NULL || presk_read_sample(weights, theta, PRESK_THETA_BYTES)) {{
+        status = 1;
+        goto done;
+    }}
     presk_arena arena;
     presk_arena_init(&arena, PRESK_ARENA_BYTES);
     {cname}_in in;
     {cname}_out out;
 {read}
     free(theta);
+    theta = NULL;
     {ids_ct} *window = presk_alloc(&arena, PRESK_WINDOW * sizeof *window);
     in.{ids_name} = window;
     const size_t mark = presk_mark(&arena);
@@ -357,7 +368,8 @@ int main(int argc, char **argv) {{
         {cname}(&arena, &in, &out);
         if (presk_error) {{
             fprintf(stderr, "generate: an index out of range in {cname}\n");
-            return 1;
+            status = 1;
+            break;
         }}
         int finite = 1;
         for (int64_t v = 0; v < PRESK_VOCAB; v++) {{
@@ -366,7 +378,8 @@ int main(int argc, char **argv) {{
         }}
         if (!finite) {{
             fprintf(stderr, "generate: the logits of generated token %ld are not all finite\n", i);
-            return 1;
+            status = 1;
+            break;
         }}
         int64_t token = 0;
         if (temperature == 0) {{ /* greedy: the first of the largest */
@@ -393,6 +406,8 @@ int main(int argc, char **argv) {{
     double seconds = (presk_now_ms() - t0) / 1e3;
     putchar('\n');
     fflush(stdout);
+    presk_arena_free(&arena);
+    if (status) goto done;
     if (temperature == 0)
         fprintf(stderr, "generate: %ld tokens in %.3f s, %.1f tokens/s (C {how}, greedy, window %d)\n",
                 tokens, seconds, seconds > 0 ? tokens / seconds : INFINITY, PRESK_WINDOW);
@@ -401,11 +416,12 @@ int main(int argc, char **argv) {{
                         " seed %llu, window %d)\n", tokens, seconds,
                 seconds > 0 ? tokens / seconds : INFINITY, temperature, (unsigned long long)seed,
                 PRESK_WINDOW);
-    presk_arena_free(&arena);
+done:
+    free(theta);
     free(all);
     free(text);
     free(owned);
-    return 0;
+    return status;
 }}
 """
 

@@ -178,7 +178,8 @@ def export_c(
     `@FILE`, a plan of presk plan, whose layouts and realization the program takes (the
     plan's codes E7110–E7113: another entry or dims, a point outside its nest's space,
     --realize naming another type when `given`); `serve`: a function of (schedule, program,
-    input leaves) giving more files (a text, or a path to copy) (presk_cli.export_serve)."""
+    input leaves, the files so far) giving more files (a text, or a path to copy)
+    (presk_cli.export_serve)."""
     import numpy as np
     from presk_cback.emit import EmitError
     from presk_cback.export_c import c_program, most_threads
@@ -263,7 +264,7 @@ def export_c(
         files["conformance/check.sh"] = CHECK
         files[EXPORT_MARK] = "presk export --target c\n"
         if serve is not None:
-            files |= serve(schedule, program, leaves_in)
+            files |= serve(schedule, program, leaves_in, files)
         for name, text in files.items():
             if isinstance(text, str):
                 D.write_text(os.path.join(tmp, name), text)

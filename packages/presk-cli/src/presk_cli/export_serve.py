@@ -117,7 +117,7 @@ def export_serve(
         made = generate(logits, ids, window, count, heat_i, 0, lambda _: None)
         said.append(prompt + decode(made, vocab) + "\n")
 
-    def files(schedule, program, leaves_in) -> dict:
+    def files(schedule, program, leaves_in, written) -> dict:
         held = np.concatenate([np.asarray(x, dtype=np.float64).reshape(-1) for x in leaves_in[:-1]])
         try:
             stored = read_reals(path)
@@ -141,7 +141,11 @@ def export_serve(
             )
         except ValueError as e:
             raise ExportCError("E7171", f"the generation loop of `{fn.name}`: {e}") from None
+        readme = written["README.md"] + SERVE_README.format(
+            model=block.model, window=window, vocab=len(vocab), tokens=tokens, n=count
+        )
         return {
+            "README.md": readme,
             "generate.c": source,
             "weights.psk.d": Path(path),  # copied
             "Makefile": makefile(program.split > 0, program.mpfr or mpfr, serve=True),
@@ -160,6 +164,23 @@ def export_serve(
         " PROMPT` prints what presk serve prints"
     )
 
+
+SERVE_README = """
+## The generation loop (`presk export --serve`)
+
+`./generate [-n N] [-t T] [-s SEED] [-w WEIGHTS] (PROMPT | -f FILE | -i ID,ID,...)` (built
+by `make generate`) is `presk serve`'s loop over this model ({model}, a window of {window}
+tokens of {vocab}): the last {window} tokens of the text so far, padded with token 0, give
+the logits at the last real position; the next token is their argmax (`-t 0`) or
+presk_core.random.sample's draw from softmax(logits / T) with the key of token i
+`fold_in(fold_in_name(root_key(SEED), "serve"), i)`, in MPFR at 256 bits (linked: the
+Makefile's `MPFR_CFLAGS`, `MPFR_LIBS`). It reads θ from `weights.psk.d` beside it (`-w`
+another of the same size), generates {tokens} tokens by default (`-n`), and prints the
+prompt, each token as it comes and a newline: what `presk serve` prints on the native
+backend. `make check` also runs it on `conformance/prompt.txt` for {n} tokens, greedy and at
+temperature 1 with seed 0, and compares with what presk serve printed
+(`conformance/greedy.txt`, `sampled.txt`).
+"""
 
 SERVE_CHECK = """\
 #!/bin/sh
