@@ -9,7 +9,8 @@ two), built with every C compiler found (gcc, clang-16) with and without OpenMP,
 `make check` run (C1: the outputs are the native backend's, bit for bit); then under plans
 (`--plan`: every nest at a point of its layout space drawn at random, f64 and f32, with
 gcc); then each case's SCoP nests (`--mode scop`) checked, and found by Polly where clang
-has it. A table, one row a build; exit 1 if any build fails C1.
+has it; then the tiny MiniGPT's generation loop (`--serve`), its tokens against presk
+serve's. A table, one row a build; exit 1 if any build fails C1.
 
 speed: the course GPT's forward pass (corpus/nlp/05_gpt.psk, reduced width) exported in f32
 and timed by the program's `-r N` against `presk bench --backend native` of the same entry
@@ -118,8 +119,42 @@ def conformance() -> int:
             print(f"{Path(file).stem + ':' + entry:<34}scop  {'':>8}  "
                   f"{(summary.group(1) if summary else 'export failed')}"
                   f"{'; nests bit-identical' if ok else '; FAILS'}{polly}")  # fmt: skip
+        failures += served(Path(tmp))
     print(f"-- {failures} failure(s)")
     return 1 if failures else 0
+
+
+TINY = ["--const", "V=64", "--const", "D=16", "--const", "H=2", "--const", "L=2"]
+
+
+def served(tmp: Path) -> int:
+    """`--serve`: the tiny MiniGPT trained 2 steps, its generation loop exported in f64 and
+    f32 (two threads), built with gcc, and its `make check` (C1, then ./generate's tokens
+    against presk serve's, greedy and sampled); the failures."""
+    failures = 0
+    done = run([*PRESK, "train", "tests/examples/minigpt/train_minigpt.psk", *TINY, "--data",
+                "tests/examples/minigpt/data/tiny_T8.psk.d", "--steps", "2", "--log-every", "0",
+                "--ckpt", str(tmp / "ckpt")])  # fmt: skip
+    if done.returncode != 0:
+        print(f"{'minigpt:serve':<34}train failed: {done.stderr.strip().splitlines()[-1:]}")
+        return 1
+    for realize, threads in (("f64", "1"), ("f32", "2")):
+        out = tmp / f"serve-{realize}"
+        done = run([*PRESK, "export", "tests/examples/minigpt/minigpt.psk", "--target", "c",
+                    "--serve", *TINY, "--weights", str(tmp / "ckpt" / "final.psk.d"),
+                    "--realize", realize, "--threads", threads, "-o", str(out)])  # fmt: skip
+        if done.returncode != 0:
+            print(f"{'minigpt:serve':<34}{realize:<6}{threads:>8}  export failed: "
+                  f"{done.stderr.strip().splitlines()[:1]}")  # fmt: skip
+            failures += 1
+            continue
+        check = run(["make", "-s", "-C", str(out), "check", "CC=gcc"])
+        ok = check.returncode == 0 and "presk serve's tokens" in check.stdout
+        failures += not ok
+        result = check.stdout.strip().splitlines()[-1] if ok else "FAILS " + check.stdout.strip()
+        print(f"{'minigpt:serve':<34}{realize:<6}{threads:>8}  {'gcc':<10}{'yes':<8}{result}",
+              flush=True)  # fmt: skip
+    return failures
 
 
 def _pairs(flags: list[str], flag: str) -> dict:
