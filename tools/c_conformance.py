@@ -200,7 +200,8 @@ def planned(tmp: Path, file: str, entry: str, flags: list[str]) -> int:
 
 def speed() -> int:
     """The course GPT's forward pass, C against native, at one thread and at two: for each,
-    the program exported with --threads N and run with OMP_NUM_THREADS=N, and `presk bench
+    the program exported with --threads N and run with OMP_NUM_THREADS=N (and the native
+    backend's GOMP_SPINCOUNT: its threads sleep as soon as they wait), and `presk bench
     --threads N`, interleaved (three rounds; the median ratio)."""
     file, flags = GPT
     entry = ["--entry", "GPT.apply"]
@@ -218,6 +219,10 @@ def speed() -> int:
                 print(f"c-speed: the build failed: {build.stderr.strip()}", file=sys.stderr)
                 return 1
             env = {**os.environ, "OMP_NUM_THREADS": threads}
+            if "OMP_WAIT_POLICY" not in env:  # the native backend's quiet pool (load.SPIN)
+                from presk_cback.load import SPIN
+
+                env.setdefault("GOMP_SPINCOUNT", SPIN)
             rows = []
             for _ in range(3):  # interleaved: C, then native, three rounds
                 timed = subprocess.run(

@@ -171,8 +171,12 @@ def param_names(k: Kernel) -> list[str]:
 
 def _omp_macros(text: str) -> str:
     """`#pragma omp …` lines as PRESK_OMP(omp …) (presk_rt.h): nothing without OpenMP; a
-    kernel's own team of N threads at most those OpenMP may use (presk_threads)."""
+    kernel's own team of N threads at most those OpenMP may use (presk_threads). A line with
+    `simd` is PRESK_SIMD(omp …): a pragma with OpenMP or its simd constructs alone (the
+    Makefile's SIMD, `-fopenmp-simd`, as the native backend compiles), which keep each lane's
+    order (the same bits) and vectorize the loops the layout put in lanes."""
     text = re.sub(r"num_threads\((\d+)\)", r"num_threads(presk_threads(\1))", text)
+    text = re.sub(r"(?m)^(\s*)#pragma (omp .*\bsimd\b.*)$", r"\1PRESK_SIMD(\2)", text)
     return re.sub(r"(?m)^(\s*)#pragma (omp .*)$", r"\1PRESK_OMP(\2)", text)
 
 
@@ -418,7 +422,7 @@ def model_c(
         "",
         "/* a team of at most n threads (the divided loop's iterations), the export's threads",
         " * and the threads OpenMP may use */",
-        "static inline int presk_team(int64_t n) {",
+        "__attribute__((unused)) static inline int presk_team(int64_t n) {",
         "    int64_t m = omp_get_max_threads();",
         "    m = m < PRESK_THREADS ? m : PRESK_THREADS;",
         "    m = m < n ? m : n;",

@@ -341,7 +341,7 @@ def makefile(openmp: bool, mpfr=None, serve: bool = False) -> str:
 
 GENERATE_RULE = """\
 generate: generate.c model.c presk_rt.c presk_libm.c $(HEADERS)
-\t$(CC) $(CFLAGS) $(ARCH) $(OPENMP) $(MPFR_CFLAGS) -o generate generate.c model.c presk_rt.c \\
+\t$(CC) $(CFLAGS) $(ARCH) $(SIMD) $(OPENMP) $(MPFR_CFLAGS) -o generate generate.c model.c presk_rt.c \\
 \t\tpresk_libm.c $(MPFR_LIBS) -lm
 """
 
@@ -359,16 +359,19 @@ MAKEFILE = """\
 # prints the distance to the exact reference); `make time` times 11 calls.
 # OPENMP= builds without OpenMP (the same bits); CC= names another compiler; ARCH= builds
 # for the target's baseline (the same bits: on x86-64 without FMA, each fma() is the C
-# library's, many times slower).
+# library's, many times slower); SIMD: the flags the native backend compiles with that
+# change no value (OpenMP's simd constructs, which keep each lane's order; no math errno,
+# no trapping math), SIMD= without them (the same bits, several times slower).
 CC = cc
 CFLAGS = -std=c11 -ffp-contract=off -O2 -Wall -Wextra
 ARCH = -march=native
+SIMD = -fopenmp-simd -DPRESK_OPENMP_SIMD -fno-trapping-math -fno-math-errno
 OPENMP = @OPENMP@
 @MPFR@SOURCES = main.c model.c presk_rt.c presk_libm.c
 HEADERS = model.h kernels.c presk_rt.h presk_libm.h
 
 model: $(SOURCES) $(HEADERS)
-\t$(CC) $(CFLAGS) $(ARCH) $(OPENMP) $(MPFR_CFLAGS) -o model $(SOURCES) $(MPFR_LIBS) -lm
+\t$(CC) $(CFLAGS) $(ARCH) $(SIMD) $(OPENMP) $(MPFR_CFLAGS) -o model $(SOURCES) $(MPFR_LIBS) -lm
 
 check: model
 \tPRESK="$(PRESK)" sh conformance/check.sh
@@ -424,7 +427,9 @@ launches of {p.kernels} kernels, bit for bit.
 `make check` builds the program and compares its outputs with the native backend's with
 `cmp`; `make check PRESK=/path/to/presk` also prints the distance to the exact reference.
 `-std=c11 -ffp-contract=off` keep the bits: no product and sum fused into one rounding
-but the `fma` the kernels write. `make OPENMP=` builds without OpenMP, `OMP_NUM_THREADS`
+but the `fma` the kernels write. `SIMD` adds the flags the native backend compiles with
+that change no value (`-fopenmp-simd`: the loops in lanes, each lane in its own order; no
+math errno, no trapping math). `make OPENMP=` builds without OpenMP, `OMP_NUM_THREADS`
 sets the team of a divided launch: neither changes a bit, since each element is computed
 by one thread in the same order.
 """
