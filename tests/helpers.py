@@ -114,3 +114,23 @@ def close(got: list, want: list, tol: float) -> bool:
         if g.shape != w.shape or not np.all(np.abs(g - w) <= tol * scale):
             return False
     return True
+
+
+def export_passes_conformance(program, entry: str, out: Path, *args: object, **kw) -> None:
+    """`presk export PROGRAM --target pytorch --conformance-entry ENTRY ARGS… -o OUT`, then the
+    export's own test_conformance.py run by pytest in OUT (as a user runs it): it must pass."""
+    presk_ok("export", program, "--target", "pytorch", "--conformance-entry", entry, *args,
+             "-o", out, **kw)  # fmt: skip
+    conformance_passes(out, env=kw.get("env"))
+
+
+def conformance_passes(out: Path, env: dict[str, str] | None = None) -> None:
+    """The export in OUT passes its test_conformance.py, run by pytest as a user runs it."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_conformance.py"],
+        cwd=out,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+    assert done.returncode == 0 and " passed" in done.stdout, done.stdout + done.stderr

@@ -62,8 +62,11 @@ def stop(p: subprocess.Popen, signum: int) -> tuple[str, str]:
     return out, err
 
 
-@pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: signal.Signals(s).name)
-@pytest.mark.parametrize("after", [1, 3])
+# each signal once and each moment once (the handler is one for all three: the cross product
+# would run six trainings for what three show)
+@pytest.mark.parametrize(("signum", "after"), [(signal.SIGINT, 3), (signal.SIGTERM, 1),
+                                               (signal.SIGHUP, 3)], ids=["SIGINT-3", "SIGTERM-1",
+                                                                         "SIGHUP-3"])  # fmt: skip
 def test_a_signal_after_a_step_leaves_no_temporary(run, signum, after):
     p = start(run)
     for _ in range(after):  # the log line of step `after`: the signal lands in a later step
@@ -73,8 +76,9 @@ def test_a_signal_after_a_step_leaves_no_temporary(run, signum, after):
     assert len(assert_clean(run)) >= after - 1
 
 
-@pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: signal.Signals(s).name)
-@pytest.mark.parametrize("write", [1, 2])
+@pytest.mark.parametrize(("signum", "write"), [(signal.SIGINT, 1), (signal.SIGTERM, 2),
+                                               (signal.SIGHUP, 2)], ids=["SIGINT-1", "SIGTERM-2",
+                                                                         "SIGHUP-2"])  # fmt: skip
 def test_a_signal_inside_a_checkpoints_write_leaves_no_temporary(run, tmp_path_factory, signum,
                                                                  write):  # fmt: skip
     hold = tmp_path_factory.mktemp("hold") / "held"

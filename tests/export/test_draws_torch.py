@@ -5,13 +5,11 @@ the reference interpreter's, and the conformance test of an entry that draws pas
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import presk_ok
+from helpers import export_passes_conformance
 from presk_core import random as R
 
 torch = pytest.importorskip("torch")
@@ -79,10 +77,4 @@ def test_the_conformance_test_of_an_entry_that_draws_passes(tmp_path):
     program = Path(__file__).parent / "programs" / "draws.psk"
     for entry in ("drop", "keys", "noise", "pick"):
         out = tmp_path / entry
-        args = ("--conformance-entry", entry, "--dim", "B=3", "-o", out)
-        presk_ok("export", program, "--target", "pytorch", *args)
-        test = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_conformance.py"],
-            cwd=out, capture_output=True, text=True,
-        )  # fmt: skip
-        assert test.returncode == 0, test.stdout + test.stderr
+        export_passes_conformance(program, entry, out, "--dim", "B=3")

@@ -5,15 +5,13 @@ export's conformance test."""
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import gmpy2
 import mpmath
 import numpy as np
 import pytest
-from helpers import ROOT, presk, presk_ok, run_json
+from helpers import ROOT, export_passes_conformance, presk, presk_ok, run_json
 
 PROGRAM = "tests/check/programs/pi_iota.psk"
 GOLDEN = ROOT / "tests" / "check" / "golden"
@@ -166,15 +164,7 @@ def test_pi_natively_is_the_nearest_double():
     [("circle", ()), ("accuracy", ("B=6",)), ("masked", ("T=5",)), ("dwave", ("T=4",))],
 )
 def test_the_export_passes_its_conformance_test(tmp_path, entry, dims):
-    args = ["export", PROGRAM, "--target", "pytorch", "--conformance-entry", entry]
-    presk_ok(*args, *(f"--dim={d}" for d in dims), "-o", tmp_path)
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_conformance.py"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout
+    export_passes_conformance(PROGRAM, entry, tmp_path, *(f"--dim={d}" for d in dims))
     text = next(Path(tmp_path).glob("pi_iota.py")).read_text()
     assert "3.141592653589793" in text or entry != "circle"
 

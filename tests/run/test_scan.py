@@ -4,12 +4,9 @@ torch's autograd through the same loop (finite differences at 512 bits are presk
 test_gradients), the kernel interpreter and the native backend bit for bit, the export's
 conformance test."""
 
-import subprocess
-import sys
-
 import numpy as np
 import pytest
-from helpers import ROOT, floats, presk, presk_ok, run_json
+from helpers import ROOT, export_passes_conformance, floats, presk, run_json
 
 PROGRAM = "tests/check/programs/scan.psk"
 GOLDEN = ROOT / "tests" / "check" / "golden"
@@ -88,12 +85,4 @@ def test_native_is_the_kernel_interpreter_bit_for_bit(entry):
 
 @pytest.mark.parametrize("entry", ["run", "dloss_xs"])
 def test_the_export_passes_its_conformance_test(tmp_path, entry):
-    args = ["export", PROGRAM, "--target", "pytorch", "--conformance-entry", entry]
-    presk_ok(*args, "--dim=B=2", "-o", tmp_path)
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_conformance.py"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout
+    export_passes_conformance(PROGRAM, entry, tmp_path, "--dim=B=2")

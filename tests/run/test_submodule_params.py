@@ -4,13 +4,11 @@ gradient against its closed form and against finite differences of the interpret
 perturbed through `presk run --weights`), native and the kernel interpreter bit for bit,
 the PyTorch export's conformance test."""
 
-import subprocess
-import sys
 from fractions import Fraction
 
 import numpy as np
 import pytest
-from helpers import ROOT, floats, presk, presk_ok, run_json
+from helpers import ROOT, conformance_passes, floats, presk, presk_ok, run_json
 
 PROGRAM = "tests/check/programs/submodule.psk"
 GOLDEN = ROOT / "tests" / "check" / "golden"
@@ -114,13 +112,7 @@ def test_the_export_passes_its_conformance_test(tmp_path):
     text = (tmp_path / "submodule.py").read_text()
     assert "(θ.l1.w**2).sum() + θ.l2.b.sum()" in text  # outside: the module's attributes
     assert "(self.l1.w**2).sum()" in text  # inside
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_conformance.py"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout
+    conformance_passes(tmp_path)
 
 
 def test_the_gradient_is_torchs():

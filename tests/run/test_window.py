@@ -3,12 +3,9 @@ checker's goldens, the interpreter against numpy, the gradients against torch (f
 autograd; finite differences at 512 bits are presk-ad's test_gradients), the kernel
 interpreter and the native backend bit for bit, the PyTorch export's conformance test."""
 
-import subprocess
-import sys
-
 import numpy as np
 import pytest
-from helpers import ROOT, floats, presk, presk_ok, run_json
+from helpers import ROOT, export_passes_conformance, floats, presk, run_json
 
 PROGRAM = "tests/check/programs/window.psk"
 GOLDEN = ROOT / "tests" / "check" / "golden"
@@ -107,13 +104,5 @@ def test_native_f32_is_the_kernel_interpreter_bit_for_bit():
 
 @pytest.mark.parametrize("entry", ["dloss", "dloss_c", "dconv_w1", "zeroed"])
 def test_the_export_passes_its_conformance_test(tmp_path, entry):
-    args = ["export", PROGRAM, "--target", "pytorch", "--conformance-entry", entry]
     dims = [f"--dim={d}" for d in DIMS[1::2]] + (["--dim=a=2"] if entry == "zeroed" else [])
-    presk_ok(*args, *dims, "-o", tmp_path)
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_conformance.py"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout
+    export_passes_conformance(PROGRAM, entry, tmp_path, *dims)

@@ -6,7 +6,7 @@ import re
 import subprocess
 import sys
 
-from helpers import ROOT, presk_ok
+from helpers import ROOT, export_passes_conformance, presk_ok
 
 EXAMPLE = ROOT / "tests" / "examples" / "conv1d"
 STEP = re.compile(r"^step (\d+)  epoch \d+  loss ([0-9.e+-]+)  lr \S+  \|g\| (\S+)$")
@@ -38,14 +38,4 @@ def test_the_data_is_what_make_data_writes(tmp_path):
 
 
 def test_the_training_export_passes_its_conformance_test(tmp_path):
-    presk_ok(
-        "export", EXAMPLE / "conv1d.psk", "--target", "pytorch", "--conformance-entry", "train:2",
-        "-o", tmp_path / "export",
-    )  # fmt: skip
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_conformance.py"],
-        cwd=tmp_path / "export",
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout
+    export_passes_conformance(EXAMPLE / "conv1d.psk", "train:2", tmp_path / "export")

@@ -8,10 +8,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
+from helpers import conformance_passes
 from presk_ad.step import STEP, Trainer
 from presk_core import random as R
 from presk_core.data import read_header
@@ -119,8 +119,4 @@ def test_the_exported_train_py_draws_the_steps_keys(tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "def step_key(seed, t):" in (where / "out" / "train.py").read_text()
-    test = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_conformance.py"],
-        cwd=where / "out", capture_output=True, text=True, env=env,
-    )  # fmt: skip
-    assert test.returncode == 0, test.stdout + test.stderr
+    conformance_passes(where / "out", env=env)

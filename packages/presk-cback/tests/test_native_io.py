@@ -164,6 +164,7 @@ def test_two_threads_through_the_io_table_keep_one_threads_bits(tag, dtype):
     presk_cback.load.quiet_pool), inputs read where they lie: one thread's bits."""
     import os
 
+    before = os.environ.get("GOMP_SPINCOUNT")
     rng = np.random.default_rng(11)
     a = rng.standard_normal((300, 70)).astype(dtype)
     b = rng.standard_normal((70, 90)).astype(dtype)
@@ -175,4 +176,23 @@ def test_two_threads_through_the_io_table_keep_one_threads_bits(tag, dtype):
         outs.append(entry.run([a, b])[0])
         outs.append(copying(entry, [a, b])[0])
     assert all(same_bits([o], [outs[0]]) for o in outs[1:])
-    assert os.environ.get("GOMP_SPINCOUNT") is not None or "OMP_WAIT_POLICY" in os.environ
+    assert os.environ.get("GOMP_SPINCOUNT") == before  # set only while libgomp loads
+
+
+def test_the_quiet_pool_is_set_while_libgomp_loads_and_not_inherited(monkeypatch):
+    """GOMP_SPINCOUNT = 0 inside `quiet_pool` (libgomp reads it as it loads), the environment
+    as it was after it (child processes, e.g. a PyTorch side, inherit nothing), and a value
+    the user set is theirs."""
+    import os
+
+    from presk_cback.load import SPIN, quiet_pool
+
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    with quiet_pool():
+        assert os.environ["GOMP_SPINCOUNT"] == SPIN
+    assert "GOMP_SPINCOUNT" not in os.environ
+    monkeypatch.setenv("GOMP_SPINCOUNT", "1000")
+    with quiet_pool():
+        assert os.environ["GOMP_SPINCOUNT"] == "1000"
+    assert os.environ["GOMP_SPINCOUNT"] == "1000"

@@ -3,6 +3,7 @@ mode over the cache) under this generator's version."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from presk_core.cc import load as _load
@@ -21,11 +22,19 @@ on a machine whose other jobs want that core a two-thread step ran 20× slower t
 thread (docs/native.md, "Threads"). A thread waits on a futex at once, woken in some µs."""
 
 
-def quiet_pool() -> None:
-    """GOMP_SPINCOUNT = SPIN before libgomp first loads (it reads its environment once),
-    where neither it nor OMP_WAIT_POLICY is set."""
-    if "GOMP_SPINCOUNT" not in os.environ and "OMP_WAIT_POLICY" not in os.environ:
-        os.environ["GOMP_SPINCOUNT"] = SPIN
+@contextlib.contextmanager
+def quiet_pool():
+    """GOMP_SPINCOUNT = SPIN while libgomp first loads (its constructor reads its environment
+    once), where neither it nor OMP_WAIT_POLICY is set; the environment as it was afterwards,
+    so that child processes (a PyTorch side of a benchmark, a compiler) do not inherit it."""
+    if "GOMP_SPINCOUNT" in os.environ or "OMP_WAIT_POLICY" in os.environ:
+        yield
+        return
+    os.environ["GOMP_SPINCOUNT"] = SPIN
+    try:
+        yield
+    finally:
+        os.environ.pop("GOMP_SPINCOUNT", None)
 
 
 def load(
@@ -41,15 +50,14 @@ def load(
     """Compile `source` (or find it in the cache), linked with `libs`, open it, and check that
     `symbols`, declared by `cdef`, resolve (presk_core.cc.load.load); OpenMP's pool quiet
     (`quiet_pool`)."""
-    if threads:
-        quiet_pool()
-    return _load.load(
-        CODEGEN_VERSION,
-        source,
-        cdef,
-        symbols,
-        threads=threads,
-        extra_flags=extra_flags,
-        toolchain=toolchain,
-        libs=libs,
-    )
+    with quiet_pool() if threads else contextlib.nullcontext():
+        return _load.load(
+            CODEGEN_VERSION,
+            source,
+            cdef,
+            symbols,
+            threads=threads,
+            extra_flags=extra_flags,
+            toolchain=toolchain,
+            libs=libs,
+        )
