@@ -295,19 +295,6 @@ def test_export_over_an_export(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c"]
 
 
-def test_an_entry_that_takes_a_key_is_refused(tmp_path):
-    """An entry that draws from a key (`sample`, issue 29: lowered natively, but the C
-    program's inputs hold no key): its diagnostic, exit 1, nothing written."""
-    out = tmp_path / "c"
-    done = presk(
-        "export", "tutorial/05_sample.psk", "--target", "c", "--entry", "pick", "--dim", "B=4",
-        "-o", out,
-    )  # fmt: skip
-    assert done.returncode == 1
-    assert done.stderr.startswith("[E7161] Error: `pick` takes a key: the C program's inputs")
-    assert list(tmp_path.iterdir()) == []
-
-
 def test_a_realization_file(tmp_path):
     """`--realize @FILE`: the line names the file, and C1 holds (every real in f32 here)."""
     from presk_kernel.realization import Realization
@@ -367,8 +354,8 @@ def test_the_entry_host_function_as_the_spec_prints_it(tmp_path):
 
 def test_flags_of_the_pytorch_target_are_refused(tmp_path):
     file, entry, dims = TRAIN
-    done = presk("export", file, "--target", "c", "--entry", entry, *dims, "--serve", "-o",
-                 tmp_path / "x")  # fmt: skip
+    done = presk("export", file, "--target", "c", "--entry", entry, *dims, "--shapes", "check",
+                 "-o", tmp_path / "x")  # fmt: skip
     assert done.returncode == 2
     assert "for --target pytorch" in done.stderr
     done = presk("export", file, "--target", "pytorch", "--realize", "f32", "-o", tmp_path / "y")
@@ -399,4 +386,4 @@ def test_weights_from_a_checkpoint(tmp_path):
                   "--dim", "B=1", "--dim", "T=3", "--weights", ckpt, "-o", tmp_path / "x")  # fmt: skip
     assert other.returncode != 0 and "[E" in other.stderr and not (tmp_path / "x").exists()
     usage = presk("export", file, "--target", "pytorch", "--weights", ckpt, "-o", tmp_path / "y")
-    assert usage.returncode == 2 and "--weights are for --target c" in usage.stderr
+    assert usage.returncode == 2 and "--weights and --plan are for --target c" in usage.stderr

@@ -23,10 +23,22 @@ import re
 from dataclasses import dataclass, field, replace
 from importlib import resources
 
+from presk_core import normal_c
 from presk_kernel import libm
 from presk_kernel.calls import entry_call
 from presk_kernel.frames import HostFrame, host_frames
-from presk_kernel.ir import Call, For, GemmStmt, Kernel, Loop, Reduce, Schedule, Tile, format_kernel
+from presk_kernel.ir import (
+    Call,
+    For,
+    GemmStmt,
+    Kernel,
+    Loop,
+    Reduce,
+    Schedule,
+    Tile,
+    TwoPass,
+    format_kernel,
+)
 from presk_kernel.layout import applies, is_laid
 
 from presk_cback import gemm
@@ -45,6 +57,9 @@ class CProgram:
     """The files of an exported program (name -> text), and what the summary line counts."""
 
     files: dict[str, str]
+    mpfr: tuple[tuple[str, ...], tuple[str, ...]] | None  # (cflags, libs) of normal draws
+    entry: HostFrame  # the entry's frame: its inputs and outputs as model.h names them
+    cname: str  # the entry's C function
     launches: int
     dead: int
     split: int
@@ -156,8 +171,12 @@ def param_names(k: Kernel) -> list[str]:
 
 def _omp_macros(text: str) -> str:
     """`#pragma omp …` lines as PRESK_OMP(omp …) (presk_rt.h): nothing without OpenMP; a
-    kernel's own team of N threads at most those OpenMP may use (presk_threads)."""
+    kernel's own team of N threads at most those OpenMP may use (presk_threads). A line with
+    `simd` is PRESK_SIMD(omp …): a pragma with OpenMP or its simd constructs alone (the
+    Makefile's SIMD, `-fopenmp-simd`, as the native backend compiles), which keep each lane's
+    order (the same bits) and vectorize the loops the layout put in lanes."""
     text = re.sub(r"num_threads\((\d+)\)", r"num_threads(presk_threads(\1))", text)
+    text = re.sub(r"(?m)^(\s*)#pragma (omp .*\bsimd\b.*)$", r"\1PRESK_SIMD(\2)", text)
     return re.sub(r"(?m)^(\s*)#pragma (omp .*)$", r"\1PRESK_OMP(\2)", text)
 
 
@@ -180,6 +199,26 @@ def _gemm_source(tag: str, host: Toolchain, tc: Toolchain) -> str:
     cond = {64: "defined(__AVX512F__)", 32: "defined(__AVX2__) && defined(__FMA__)"}
     native = gemm.embedded_source(tag, gemm.host_blocking(tag, host), host)
     return f"#if {cond[host.vector_bytes]}\n{native}\n#else\n{plain}\n#endif"
+
+
+NORMALS = """/* normal draws: presk_core.normal_c's Box-Muller, the 256-bit values rounded once (its
+ * double-double and 128-bit tiers where Ziv's test proves them, MPFR else): the native
+ * backend's bits. The Makefile links MPFR and GMP (MPFR_CFLAGS, MPFR_LIBS). */"""
+
+
+def normals(blocks: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """The MPFR the kernels' normal draws link (presk_core.normal_c.link: gmpy2's headers
+    and libraries), None when no kernel draws a normal; EmitError where it cannot be loaded
+    here (which the native run the export records has said first: E7160)."""
+    if not any("presk_normal_at(" in b for b in blocks):
+        return None
+    found = normal_c.link()
+    if found is None:
+        raise EmitError(
+            "a normal draw compiles against gmpy2's MPFR, which cannot be loaded here"
+            " (PRESK_INTERP_C=0, or no C compiler for the helpers)"
+        )
+    return found
 
 
 # ---- model.c -------------------------------------------------------------------------------
@@ -254,7 +293,7 @@ def _launch(h: _Host, i: int, names: dict[int, str], lets: dict[str, str]) -> li
         h.split.add(i)
         lines += [
             "#ifdef _OPENMP",
-            f"#pragma omp parallel num_threads(presk_team({n}))",
+            f"#pragma omp parallel num_threads(presk_team({min(n, threads_of(top))}))",
             "    {",
             "        int64_t t = omp_get_thread_num(), w = omp_get_num_threads();",
             f"        {h.kernel_of[i]}({args}, {n} * t / w, {n} * (t + 1) / w);",
@@ -270,6 +309,22 @@ def _launch(h: _Host, i: int, names: dict[int, str], lets: dict[str, str]) -> li
     return lines
 
 
+def most_threads(schedule: Schedule) -> int:
+    """The most threads a statement of the schedule's kernels divides among (a loop, a
+    tile loop or a GEMM split by the layout: a plan's workers), 1 when nothing is split."""
+
+    def walk(body) -> int:
+        n = 1
+        for s in body:
+            if isinstance(s, For | Tile | GemmStmt):
+                n = max(n, s.threads)
+            if isinstance(s, Loop | For | Tile | Reduce | TwoPass):
+                n = max(n, walk(s.body))
+        return n
+
+    return max((walk(launch.kernel.body) for launch in schedule.launches), default=1)
+
+
 def _inner_threads(k: Kernel) -> bool:
     """A kernel whose threads are its own (a loop under its top statement, a GEMM's)."""
 
@@ -277,7 +332,7 @@ def _inner_threads(k: Kernel) -> bool:
         for s in body:
             if isinstance(s, For | Tile | GemmStmt) and s.threads > 1:
                 return True
-            if isinstance(s, Loop | For | Tile | Reduce) and walk(s.body):
+            if isinstance(s, Loop | For | Tile | Reduce | TwoPass) and walk(s.body):
                 return True
         return False
 
@@ -367,7 +422,7 @@ def model_c(
         "",
         "/* a team of at most n threads (the divided loop's iterations), the export's threads",
         " * and the threads OpenMP may use */",
-        "static inline int presk_team(int64_t n) {",
+        "__attribute__((unused)) static inline int presk_team(int64_t n) {",
         "    int64_t m = omp_get_max_threads();",
         "    m = m < PRESK_THREADS ? m : PRESK_THREADS;",
         "    m = m < n ? m : n;",
@@ -494,6 +549,7 @@ def c_program(
                 tags.add(kc.gemm)
         kernel_of.append(texts[text])
     gemms = [_gemm_source(t, host, tc) for t in sorted(tags)]
+    mpfr = normals(blocks)
     kernels = "\n".join(
         [
             "/* kernels.c: the kernels of the entry, each the native backend's, one C function",
@@ -501,9 +557,11 @@ def c_program(
             "#include <math.h>",
             "#include <stdint.h>",
             "#include <string.h>",
+            *(["#include <gmp.h>", "#include <mpfr.h>"] if mpfr else []),
             '#include "presk_rt.h"',
             '#include "presk_libm.h"',
             PRELUDE,
+            *([NORMALS, normal_c.entry_source()] if mpfr else []),
             *gemms,
             *blocks,
             "",
@@ -534,6 +592,9 @@ def c_program(
     split = set(host.split)
     return CProgram(
         files,
+        mpfr=mpfr,
+        entry=ef,
+        cname=cname,
         launches=len(schedule.launches),
         dead=_dead(schedule),
         split=len(split),
@@ -555,4 +616,4 @@ def _template(name: str) -> str:
     return resources.files("presk_cback").joinpath("templates", name).read_text()
 
 
-__all__ = ["CFLAGS", "CProgram", "c_function_name", "c_program"]
+__all__ = ["CFLAGS", "CProgram", "c_function_name", "c_program", "most_threads"]

@@ -13,6 +13,9 @@ from presk_kernel.ir import Schedule
 from presk_cback.emit import CTYPE
 
 FILE_ITEMSIZE = {"f64": 8, "f32": 8, "bf16": 8, "i64": 8, "bool": 1}  # a .psk.d's leaves
+FILE_CTYPE = {"bool": "uint8_t", "i64": "int64_t"}  # a leaf's element in a .psk.d (else double)
+NARROW = {"f32": "(float)x", "bf16": "presk_bf16_store((float)x)"}  # x to a buffer's type
+WIDEN = {"f32": "(double)", "bf16": "(double)presk_bf16_load"}  # a buffer's element to a file's
 
 
 def _c_bytes(blob: bytes) -> str:
@@ -38,8 +41,8 @@ def main_c(schedule: Schedule, frame: HostFrame, cname: str, output_header: byte
     for b, p in zip(schedule.inputs, frame.params, strict=True):
         n = math.prod(a.length for a in hb[b].axes)
         dt, ct = hb[b].dtype, CTYPE[hb[b].dtype]
-        src = {"bool": "uint8_t", "i64": "int64_t"}.get(dt, "double")
-        value = {"f32": "(float)x", "bf16": "presk_bf16_store((float)x)"}.get(dt, "x")
+        src = FILE_CTYPE.get(dt, "double")
+        value = NARROW.get(dt, "x")
         read += [
             "{",
             f"    {ct} *p = presk_alloc(&arena, {n} * sizeof({ct}));",
@@ -56,8 +59,8 @@ def main_c(schedule: Schedule, frame: HostFrame, cname: str, output_header: byte
     for b, r in zip(schedule.outputs, frame.results, strict=True):
         n = math.prod(a.length for a in hb[b].axes)
         dt = hb[b].dtype
-        dst = {"bool": "uint8_t", "i64": "int64_t"}.get(dt, "double")
-        value = {"f32": "(double)", "bf16": "(double)presk_bf16_load"}.get(dt, "")
+        dst = FILE_CTYPE.get(dt, "double")
+        value = WIDEN.get(dt, "")
         write.append(f"for (int64_t i = 0; i < {n}; i++) {{")
         write.append(f"    {dst} x = {value}(out.{r.name}[i]);")
         write.append(f"    memcpy(result + {at} + i * sizeof x, &x, sizeof x);")
@@ -154,4 +157,4 @@ int main(int argc, char **argv) {{
 """
 
 
-__all__ = ["FILE_ITEMSIZE", "main_c"]
+__all__ = ["BF16_HELPERS", "FILE_CTYPE", "FILE_ITEMSIZE", "NARROW", "WIDEN", "main_c"]

@@ -71,6 +71,12 @@ from presk_cli.native import REALIZE
     show_default=True,
     help="With --target c: threads for the large launches (OpenMP regions; no bit changes).",
 )
+@click.option(
+    "--plan",
+    metavar="@FILE",
+    help="With --target c: a layout per nest and the realization, from presk plan: the"
+    " program's kernels are the plan's (docs/export-c.md).",
+)
 @click.option("--dim", "dims", multiple=True, metavar="NAME=N", help="A dimension of the entry.")
 @click.option(
     "--data",
@@ -79,7 +85,10 @@ from presk_cli.native import REALIZE
     help="With --conformance-entry train:K: this .psk.d file instead of the run's data.",
 )
 @click.option(
-    "--serve", is_flag=True, help="Also write serve.py: the file's `inference serve` as a loop."
+    "--serve",
+    is_flag=True,
+    help="The file's `inference serve` as a loop: with --target pytorch, also serve.py; with"
+    " --target c (no --entry), the generation function and ./generate, presk serve's loop.",
 )
 @CONST
 @click.option(
@@ -108,6 +117,7 @@ def export(
     c_entry,
     realize,
     threads,
+    plan,
     dims,
     data_file,
     serve,
@@ -125,16 +135,17 @@ def export(
     from presk_cli.pipeline import PIPELINE
 
     if target == "c":
-        if (
-            entry is not None
-            or data_file is not None
-            or serve
-            or shapes != "none"
-            or (stack != "loop")
-        ):
+        if entry is not None or data_file is not None or shapes != "none" or (stack != "loop"):
             click.echo(
-                "presk export: --conformance-entry, --data, --serve, --shapes and --stack are"
-                " for --target pytorch",
+                "presk export: --conformance-entry, --data, --shapes and --stack are for"
+                " --target pytorch",
+                err=True,
+            )
+            sys.exit(2)
+        if serve and (c_entry is not None or mode == "scop"):
+            click.echo(
+                "presk export: --serve exports the file's `inference serve` (its generation"
+                " function and the loop): no --entry, no --mode scop",
                 err=True,
             )
             sys.exit(2)
@@ -148,15 +159,25 @@ def export(
         if mode == "scop" and weights_file is not None:
             click.echo("presk export: --mode scop draws each nest's inputs: no --weights", err=True)
             sys.exit(2)
+        if mode == "scop" and plan is not None:
+            click.echo("presk export: --mode scop writes each nest at point zero: no --plan",
+                       err=True)  # fmt: skip
+            sys.exit(2)
         export_c_command(file, c_entry, dims, consts, seed, realize, threads, out, mode,
-                         weights_file)  # fmt: skip
+                         weights_file, plan, serve)  # fmt: skip
         return
     if mode == "scop":
         click.echo("presk export: --mode scop is for --target c", err=True)
         sys.exit(2)
-    if c_entry is not None or realize != "f64" or threads != 1 or weights_file is not None:
+    if (
+        c_entry is not None
+        or realize != "f64"
+        or threads != 1
+        or weights_file is not None
+        or plan is not None
+    ):
         click.echo(
-            "presk export: --entry, --realize, --threads and --weights are for --target c",
+            "presk export: --entry, --realize, --threads, --weights and --plan are for --target c",
             err=True,
         )
         sys.exit(2)
@@ -203,8 +224,30 @@ def export(
     click.echo(f"presk export: wrote {', '.join(written)}")
 
 
+def _given(name: str) -> bool:
+    """Whether the option `name` was given on the command line (not its default)."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context(silent=True)
+    return ctx is not None and ctx.get_parameter_source(name) not in (
+        ParameterSource.DEFAULT,
+        None,
+    )
+
+
 def export_c_command(
-    file, entry, dims, consts, seed, realize, threads, out, mode=None, weights=None
+    file,
+    entry,
+    dims,
+    consts,
+    seed,
+    realize,
+    threads,
+    out,
+    mode=None,
+    weights=None,
+    plan=None,
+    serve=False,
 ) -> None:
     """`presk export --target c` (presk_cli.export_c): the summary line, or a diagnostic."""
     from presk_core.run import EntryError, RunError
@@ -213,20 +256,33 @@ def export_c_command(
     from presk_cli.export_c import ExportCError, export_c, export_scop
     from presk_cli.native import NativeError, fail
     from presk_cli.pipeline import PIPELINE, RUN
+    from presk_cli.serve import ServeError
 
-    if entry is None:
+    if entry is None and not serve:
         click.echo(
             "presk export: --target c needs --entry (the entry the program computes)", err=True
         )
         sys.exit(2)
     ctx = Context(consts=_consts(consts))
     sources = ctx.sources
+    given = _given("realize")
     try:
+        if serve:  # the block is checked (check=True), as presk serve checks it
+            from presk_cli.export_serve import export_serve
+
+            ctx = Context(consts=_consts(consts), check=True, sources=sources)
+            line = export_serve(
+                file, ctx, _dims(dims), seed, realize, threads, out, weights, plan, given
+            )
+            click.echo(line)
+            return
         core = PIPELINE.run(RUN, file, ctx)
         if mode == "scop":
             line = export_scop(core, entry, _dims(dims), realize, out)
         else:
-            line = export_c(core, entry, _dims(dims), seed, realize, threads, out, weights)
+            line = export_c(
+                core, entry, _dims(dims), seed, realize, threads, out, weights, plan, given
+            )
     except DiagnosticError as e:
         _fail(e, sources)
     except (EntryError, RunError) as e:
@@ -235,6 +291,9 @@ def export_c_command(
         fail(e, sources)
     except ExportCError as e:
         emit([Diagnostic(e.code, Severity.ERROR, f"cannot export: {e}")], sources)
+        sys.exit(1)
+    except ServeError as e:
+        emit([Diagnostic(e.code, Severity.ERROR, str(e))], sources)
         sys.exit(1)
     except OSError as e:
         click.echo(f"presk export: cannot write into {out}: {e.strerror}", err=True)

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 
 from presk_cli.native import NativeError
 
 EXPORT_MARK = ".presk-export-c"
+KEY_BOUND = 2**32  # a key's leaf in a .psk.d: its two words, `idx[4294967296][2]`
 
 
 class ExportCError(Exception):
@@ -32,7 +34,7 @@ def _bounds(core, t, value, dims: dict[str, int]) -> list[int | None]:
     (`value` None for a result)."""
     import numpy as np
     from presk_types.presburger import Lin
-    from presk_types.types import Bool, Idx, ParamsT, Real, TupleT, subst_lin
+    from presk_types.types import Bool, Idx, KeyT, ParamsT, Real, TupleT, subst_lin
 
     match t:
         case ParamsT(inst):
@@ -47,6 +49,8 @@ def _bounds(core, t, value, dims: dict[str, int]) -> list[int | None]:
             ]
         case Real() | Bool():
             return [] if value is not None and not isinstance(value, np.ndarray) else [None]
+        case KeyT():  # its two uint32 words (presk_kernel.draws): `idx[4294967296][2]`
+            return [KEY_BOUND]
         case Idx(bound):
             if value is not None and not isinstance(value, np.ndarray):
                 return []
@@ -77,8 +81,19 @@ def _type_text(texts: list[str]) -> str:
     return texts[0] if len(texts) == 1 else f"({', '.join(texts)})"
 
 
+def _after_colon(message: str) -> str:
+    """`the initializer … draws through MPFR …` of `cannot lower `f` to kernels: the …`."""
+    head, sep, tail = message.partition("to kernels: ")
+    return tail if sep else message
+
+
 def _flat(value) -> list:
+    import numpy as np
+    from presk_core.random import Key
+
     match value:
+        case Key():  # its two words, as the kernels hold it
+            return [np.array([value.k0, value.k1], dtype=np.int64)]
         case dict():
             return [x for v in value.values() for x in _flat(v)]
         case tuple() | list():
@@ -154,19 +169,36 @@ def export_c(
     threads: int,
     out: str,
     weights: str | None = None,
+    plan: str | None = None,
+    given: bool = False,
+    serve=None,
 ) -> str:
     """Write the C program of `entry_text` into `out`; the summary line. `weights`: a
-    checkpoint binding the entry's parameter tree (`--weights`), its inputs' θ."""
+    checkpoint binding the entry's parameter tree (`--weights`), its inputs' θ; `plan`:
+    `@FILE`, a plan of presk plan, whose layouts and realization the program takes (the
+    plan's codes E7110–E7113: another entry or dims, a point outside its nest's space,
+    --realize naming another type when `given`); `serve`: a function of (schedule, program,
+    input leaves, the files so far) giving more files (a text, or a path to copy)
+    (presk_cli.export_serve)."""
     import numpy as np
-    from presk_cback.export_c import c_program
+    from presk_cback.emit import EmitError
+    from presk_cback.export_c import c_program, most_threads
     from presk_core import data as D
     from presk_core.interp import Interpreter
     from presk_core.run import check_dim_names, parse_entry
     from presk_kernel.lower import argument_leaves
 
-    from presk_cli.native import compiled, entry_inputs, lower, storage
+    from presk_cli.native import compiled, entry_inputs, lower, planned, storage
 
     check_out(out)
+    read = None
+    if plan is not None:
+        from presk_cli.plans import PlanError, plan_realize
+
+        try:
+            read, realize = plan_realize(plan, realize, given)
+        except PlanError as e:
+            raise NativeError(e.code, str(e), e.help) from None
     entry = parse_entry(entry_text, core, None, dims)
     check_dim_names(entry)
     trees = None
@@ -175,17 +207,19 @@ def export_c(
 
         trees = bind_weights(core, entry, weights, 256)
     inputs = entry_inputs(core, entry, seed, 256, None, trees)
-    from presk_types.types import KeyT
-
-    if any(isinstance(t, KeyT) for _, t, _ in inputs):  # issue 29: keys are native's alone
-        raise NativeError(
-            "E7161",
-            f"`{entry.shown}` takes a key: the C program's inputs.psk.d holds no key (its"
-            " draws run natively: presk run --backend native)",
-        )
     args = [v for _, _, v in inputs]
     all_dims = dict(entry.dims) | dict(entry.prefix)
-    schedule = lower(core, entry.function.name, all_dims, args, realize, threads)
+    layouts = planned(read, core, entry.function.name, all_dims, args)
+    try:
+        schedule = lower(core, entry.function.name, all_dims, args, realize, threads, layouts)
+    except NativeError as e:
+        if e.code == "E7002" and "Rand" in getattr(entry.function, "effects", ()):
+            raise NativeError(  # what the kernels still do not draw (docs/randomness.md)
+                "E7161",
+                f"`{entry.shown}` draws what the kernels do not: {_after_colon(str(e))}",
+            ) from None
+        raise
+    threads = max(threads, most_threads(schedule))
     leaves = argument_leaves(args)
     native = compiled(schedule).run(storage(schedule, leaves))
     exact = [
@@ -211,7 +245,10 @@ def export_c(
         size = D.read_header(native_path).header_size
         with open(native_path, "rb") as f:
             header = f.read(size)
-        program = c_program(schedule, buffer_names(core), entry.shown, header, threads)
+        try:
+            program = c_program(schedule, buffer_names(core), entry.shown, header, threads)
+        except EmitError as e:
+            raise ExportCError("E7170", f"the C program of `{entry.shown}`: {e}") from None
         shown_dims = ", ".join(f"{k} = {v}" for k, v in dims.items())
         at = f" at {shown_dims}" if shown_dims else ""
         kind = (
@@ -219,13 +256,20 @@ def export_c(
             if not realize.startswith("@")
             else f"under the realization {realize[1:]}"
         )
+        if read is not None:
+            kind += f" under the plan {read.path}"
         files = dict(program.files)
-        files["Makefile"] = makefile(program.split > 0)
+        files["Makefile"] = makefile(program.split > 0, program.mpfr)
         files["README.md"] = readme(entry.shown, at, kind, program)
         files["conformance/check.sh"] = CHECK
         files[EXPORT_MARK] = "presk export --target c\n"
+        if serve is not None:
+            files |= serve(schedule, program, leaves_in, files)
         for name, text in files.items():
-            D.write_text(os.path.join(tmp, name), text)
+            if isinstance(text, str):
+                D.write_text(os.path.join(tmp, name), text)
+            else:  # a file copied in (the weights of --serve)
+                shutil.copyfile(text, os.path.join(tmp, name))
     threads_text = (
         "on one thread"
         if program.split == 0
@@ -276,8 +320,37 @@ def export_scop(core, entry_text: str, dims: dict, realize: str, out: str) -> st
     )
 
 
-def makefile(openmp: bool) -> str:
-    return MAKEFILE.replace("@OPENMP@", "-fopenmp" if openmp else "")
+def makefile(openmp: bool, mpfr=None, serve: bool = False) -> str:
+    """The Makefile; `mpfr` (cflags, libs) where the kernels draw normals or `serve` samples
+    (MPFR_CFLAGS and MPFR_LIBS, this machine's gmpy2's MPFR by default); `serve`: also
+    ./generate, the generation loop, which `make check` compares with presk serve's."""
+    text = MAKEFILE.replace("@OPENMP@", "-fopenmp" if openmp else "")
+    if serve:
+        text = text.replace("\ncheck: model\n", "\n" + GENERATE_RULE + "\ncheck: model generate\n")
+        text = text.replace(
+            "sh conformance/check.sh\n", "sh conformance/check.sh\n\tsh conformance/serve.sh\n"
+        )
+        text = text.replace("rm -f model out.psk.d", "rm -f model generate out.psk.d out.txt")
+    if mpfr is None:
+        return (
+            text.replace("@MPFR@", "").replace(" $(MPFR_CFLAGS)", "").replace(" $(MPFR_LIBS)", "")
+        )
+    cflags, libs = mpfr
+    return text.replace("@MPFR@", MPFR.format(cflags=" ".join(cflags), libs=" ".join(libs)))
+
+
+GENERATE_RULE = """\
+generate: generate.c model.c presk_rt.c presk_libm.c $(HEADERS)
+\t$(CC) $(CFLAGS) $(ARCH) $(SIMD) $(OPENMP) $(MPFR_CFLAGS) -o generate generate.c model.c presk_rt.c \\
+\t\tpresk_libm.c $(MPFR_LIBS) -lm
+"""
+
+MPFR = """\
+# Normal draws and the generation loop's sampling link MPFR and GMP: by default the copies
+# this program was exported beside (gmpy2's); elsewhere MPFR_CFLAGS= MPFR_LIBS="-lmpfr -lgmp".
+MPFR_CFLAGS = {cflags}
+MPFR_LIBS = {libs}
+"""
 
 
 MAKEFILE = """\
@@ -286,16 +359,19 @@ MAKEFILE = """\
 # prints the distance to the exact reference); `make time` times 11 calls.
 # OPENMP= builds without OpenMP (the same bits); CC= names another compiler; ARCH= builds
 # for the target's baseline (the same bits: on x86-64 without FMA, each fma() is the C
-# library's, many times slower).
+# library's, many times slower); SIMD: the flags the native backend compiles with that
+# change no value (OpenMP's simd constructs, which keep each lane's order; no math errno,
+# no trapping math), SIMD= without them (the same bits, several times slower).
 CC = cc
 CFLAGS = -std=c11 -ffp-contract=off -O2 -Wall -Wextra
 ARCH = -march=native
+SIMD = -fopenmp-simd -DPRESK_OPENMP_SIMD -fno-trapping-math -fno-math-errno
 OPENMP = @OPENMP@
-SOURCES = main.c model.c presk_rt.c presk_libm.c
+@MPFR@SOURCES = main.c model.c presk_rt.c presk_libm.c
 HEADERS = model.h kernels.c presk_rt.h presk_libm.h
 
 model: $(SOURCES) $(HEADERS)
-\t$(CC) $(CFLAGS) $(ARCH) $(OPENMP) -o model $(SOURCES) -lm
+\t$(CC) $(CFLAGS) $(ARCH) $(SIMD) $(OPENMP) $(MPFR_CFLAGS) -o model $(SOURCES) $(MPFR_LIBS) -lm
 
 check: model
 \tPRESK="$(PRESK)" sh conformance/check.sh
@@ -351,7 +427,9 @@ launches of {p.kernels} kernels, bit for bit.
 `make check` builds the program and compares its outputs with the native backend's with
 `cmp`; `make check PRESK=/path/to/presk` also prints the distance to the exact reference.
 `-std=c11 -ffp-contract=off` keep the bits: no product and sum fused into one rounding
-but the `fma` the kernels write. `make OPENMP=` builds without OpenMP, `OMP_NUM_THREADS`
+but the `fma` the kernels write. `SIMD` adds the flags the native backend compiles with
+that change no value (`-fopenmp-simd`: the loops in lanes, each lane in its own order; no
+math errno, no trapping math). `make OPENMP=` builds without OpenMP, `OMP_NUM_THREADS`
 sets the team of a divided launch: neither changes a bit, since each element is computed
 by one thread in the same order.
 """

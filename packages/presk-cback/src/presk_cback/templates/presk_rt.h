@@ -4,7 +4,8 @@
  * aligned; a host function marks the arena when it starts and releases its own buffers
  * when it returns. The kernels are PRESK_KERNEL functions (static inline, always
  * inlined); PRESK_OMP(x) is `#pragma x` when OpenMP is on (make OPENMP=-fopenmp) and
- * nothing otherwise, so a build without OpenMP is clean and computes the same bits.
+ * nothing otherwise, so a build without OpenMP is clean and computes the same bits;
+ * PRESK_SIMD(x) the same for the simd constructs, on with -fopenmp-simd too.
  */
 #ifndef PRESK_RT_H
 #define PRESK_RT_H
@@ -14,6 +15,14 @@
 
 #define PRESK_KERNEL static inline __attribute__((always_inline))
 #define PRESK_PRAGMA(x) _Pragma(#x)
+/* PRESK_SIMD(x): `#pragma x` for OpenMP's simd constructs, with OpenMP or with its simd
+ * constructs alone (-fopenmp-simd -DPRESK_OPENMP_SIMD, the Makefile's SIMD): the loops the
+ * layout put in lanes, each lane in its own order (no bit changes) */
+#if defined(_OPENMP) || defined(PRESK_OPENMP_SIMD)
+#define PRESK_SIMD(x) PRESK_PRAGMA(x)
+#else
+#define PRESK_SIMD(x)
+#endif
 #ifdef _OPENMP
 #include <omp.h>
 #define PRESK_OMP(x) PRESK_PRAGMA(x)
