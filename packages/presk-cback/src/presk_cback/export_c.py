@@ -207,10 +207,11 @@ NORMALS = """/* normal draws: presk_core.normal_c's Box-Muller, the 256-bit valu
 
 
 def normals(blocks: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
-    """The MPFR the kernels' normal draws link (presk_core.normal_c.link: gmpy2's headers
-    and libraries), None when no kernel draws a normal; EmitError where it cannot be loaded
-    here (which the native run the export records has said first: E7160)."""
-    if not any("presk_normal_at(" in b for b in blocks):
+    """The MPFR the kernels' normal draws and drawing initializers link
+    (presk_core.normal_c.link: gmpy2's headers and libraries), None when no kernel calls
+    it; EmitError where it cannot be loaded here (which the native run the export records
+    has said first: E7160)."""
+    if not any(normal_c.calls_mpfr(b) for b in blocks):  # normals, initializers
         return None
     found = normal_c.link()
     if found is None:

@@ -540,7 +540,7 @@ ENTRY_WRAPPER = r"""
 __attribute__((constructor)) static void presk_normal_init(void) { presk_normal_tables(); }
 /* value c of normal(key, ·): pair c/2's Box–Muller at 256 bits, rounded to a double (an odd
    count drops its last sine, so the pair computed whole gives the same value) */
-static double presk_normal_at(int64_t k0, int64_t k1, int64_t c) {
+__attribute__((unused)) static double presk_normal_at(int64_t k0, int64_t k1, int64_t c) {
     int64_t j = c >> 1;
     double v = 1.0 - presk_uniform(k0, k1, 2 * j), w = presk_uniform(k0, k1, 2 * j + 1);
     double out[2];
@@ -550,7 +550,7 @@ static double presk_normal_at(int64_t k0, int64_t k1, int64_t c) {
 }
 /* value c of the initializer normal(std = S): std·z exact (S's decimal text at 256 bits, as
    random._real reads it), rounded once to a double: random.normal_init(S) */
-static double presk_normal_std_at(int64_t k0, int64_t k1, int64_t c, const char *text) {
+__attribute__((unused)) static double presk_normal_std_at(int64_t k0, int64_t k1, int64_t c, const char *text) {
     int64_t j = c >> 1;
     double v = 1.0 - presk_uniform(k0, k1, 2 * j), w = presk_uniform(k0, k1, 2 * j + 1);
     double out[2];
@@ -564,7 +564,7 @@ static double presk_normal_std_at(int64_t k0, int64_t k1, int64_t c, const char 
 }
 /* value c of xavier_uniform with fan_in + fan_out = fans: a·(2u − 1), a = √(6 / fans) at
    256 bits, the product exact, rounded once (random.xavier_uniform) */
-static double presk_xavier_at(int64_t k0, int64_t k1, int64_t c, int64_t fans) {
+__attribute__((unused)) static double presk_xavier_at(int64_t k0, int64_t k1, int64_t c, int64_t fans) {
     double t = 2.0 * presk_uniform(k0, k1, c) - 1.0, out;
     mpfr_t a;
     mpfr_init2(a, 256);
