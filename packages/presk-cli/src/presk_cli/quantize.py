@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import click
 
-from presk_cli.precision import PrecisionError, exp_text, fail
+from presk_cli.precision import PrecisionError, envelope_option, exp_text, fail, load_envelope
 
 
 @click.command(
@@ -24,14 +24,7 @@ from presk_cli.precision import PrecisionError, exp_text, fail
     " in two parts: the weights' rounding and the arithmetic"
 )
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option(
-    "--precision",
-    "envelope_path",
-    required=True,
-    type=click.Path(dir_okay=False),
-    metavar="ENV",
-    help="The envelope of the entry (presk calibrate --precision): its inputs and weights.",
-)
+@envelope_option("The envelope of the entry (presk calibrate --precision): its inputs and weights.")
 @click.option(
     "--realize",
     required=True,
@@ -55,31 +48,19 @@ from presk_cli.precision import PrecisionError, exp_text, fail
 def quantize(file, envelope_path, realize, out, backend, consts) -> None:
     """Quantise the parameters the realization's `quant` map names and measure the gap to the
     exact reference in two parts: the weights' rounding and the arithmetic."""
-    from presk_core.envelope import Envelope, EnvelopeError
+    from presk_core.envelope import EnvelopeError
     from presk_kernel.realization import RealizationError, as_realization
-    from presk_syntax.diagnostics import DiagnosticError
-    from presk_syntax.pipeline import Context
 
-    from presk_cli.commands import _consts, _fail
-    from presk_cli.pipeline import PIPELINE, RUN
+    from presk_cli.commands import _consts
 
-    ctx = Context(consts=_consts(consts))
     try:
         r = as_realization(realize)
     except RealizationError as e:
         fail(e.code, str(e))
     if not r.quant:
         fail("E7141", f"the realization `{realize}` quantises nothing: its `quant` map is empty")
+    envelope, core, ctx = load_envelope(envelope_path, file, _consts(consts))
     try:
-        envelope = Envelope.read(envelope_path)
-    except EnvelopeError as e:
-        fail(e.code, str(e))
-    try:
-        core = PIPELINE.run(RUN, file, ctx)
-    except DiagnosticError as e:
-        _fail(e, ctx.sources)
-    try:
-        envelope.check_program(core)
         found = measure(core, envelope, r, backend)
     except EnvelopeError as e:
         fail(e.code, str(e), ctx.sources)

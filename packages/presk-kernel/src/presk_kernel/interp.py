@@ -266,15 +266,26 @@ class Run:
                         self.env[var] = i
                         self.block(body)
                 else:
-                    shape = [1] * self.ndim
-                    shape[self.positions[var]] = extent
-                    self.env[var] = np.arange(extent, dtype=np.int64).reshape(shape)
+                    self.parallel(var, extent)
                     if extent:
                         self.block(body)
             case Reduce():
                 self.reduce(s)
             case Tile() | For() | GemmStmt() | TwoPass():  # laid out: the nest it lays out
                 self.block(plain((s,)))
+
+    def parallel(self, var: str, extent: int) -> None:
+        """A parallel loop's variable: its indices along the loop's own axis."""
+        shape = [1] * self.ndim
+        shape[self.positions[var]] = extent
+        self.env[var] = np.arange(extent, dtype=np.int64).reshape(shape)
+
+    def affine(self, i: Affine):
+        """An affine index's value at the environment's variables."""
+        v = i.const
+        for name, c in i.terms:
+            v = v + c * self.env[name]
+        return v
 
     def reduce(self, r: Reduce) -> None:
         dtype = NUMPY[r.dtype]
@@ -309,10 +320,7 @@ class Run:
             else:
                 acc = ieee_min(acc, t)
         if acc is None:
-            identity = {"add": 0, "fma": 0, "max": -np.inf, "min": np.inf}[r.op]
-            if r.dtype == "i64":
-                identity = np.iinfo(np.int64).max if r.op == "min" else 0
-            acc = np.asarray(identity, dtype=dtype)
+            acc = fold_identity(r)
         self.env[r.acc] = np.asarray(acc, dtype=dtype)
 
     def index(self, buf: int, index: tuple) -> tuple:
@@ -320,10 +328,7 @@ class Run:
         out = []
         for ax, i in enumerate(index):
             if isinstance(i, Affine):
-                v = i.const
-                for name, c in i.terms:
-                    v = v + c * self.env[name]
-                out.append(v)
+                out.append(self.affine(i))
             else:
                 v = np.asarray(self.expr(i), dtype=np.int64)
                 if np.any((v < 0) | (v >= shape[ax])):
@@ -372,6 +377,14 @@ class Run:
         if rule is None:
             raise TypeError(f"no kernel interpreter rule for the scalar operation `{name}`")
         return rule(a, attr, self.dtype)
+
+
+def fold_identity(r: Reduce) -> np.ndarray:
+    """The value of a fold over no term: its operation's identity in its type."""
+    identity = {"add": 0, "fma": 0, "max": -np.inf, "min": np.inf}[r.op]
+    if r.dtype == "i64":
+        identity = np.iinfo(np.int64).max if r.op == "min" else 0
+    return np.asarray(identity, dtype=NUMPY[r.dtype])
 
 
 def _same(x, y):

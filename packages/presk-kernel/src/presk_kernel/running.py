@@ -35,16 +35,6 @@ from presk_kernel.error_rules import ETA, LIBM_ULPS, UNIT, BoundError
 from presk_kernel.interp import (
     NUMPY,
     OP_RULES,
-    Run,
-    bf16_to_f32,
-    f32_to_bf16,
-    fma,
-    ieee_max,
-    ieee_min,
-    to_storage,
-)
-from presk_kernel.ir import (
-    REAL_DTYPES,
     Affine,
     Const,
     For,
@@ -56,13 +46,22 @@ from presk_kernel.ir import (
     Loop,
     Op,
     Reduce,
+    Run,
     Schedule,
     Store,
     Tile,
     Var,
+    bf16_to_f32,
     elements,
+    f32_to_bf16,
+    fma,
+    fold_identity,
+    ieee_max,
+    ieee_min,
     plain,
+    to_storage,
 )
+from presk_kernel.ir import REAL_DTYPES
 
 SAFE = 1 + 2.0**-49
 """Every rule's result times this: the bound's own roundings (a few per rule) err up."""
@@ -130,9 +129,7 @@ class ERun(Run):
             case Loop(var, _, extent, body, serial):
                 if serial:
                     raise self.fail("a serial loop (a scatter that adds) has no running bound")
-                shape = [1] * self.ndim
-                shape[self.positions[var]] = extent
-                self.env[var] = np.arange(extent, dtype=np.int64).reshape(shape)
+                self.parallel(var, extent)
                 self.err[var] = (None, False)
                 if extent:
                     self.block(body)
@@ -179,11 +176,7 @@ class ERun(Run):
                 acc = ieee_min(acc, t)
                 err = None if not real else np.maximum(err, et)
         if acc is None:
-            identity = {"add": 0, "fma": 0, "max": -np.inf, "min": np.inf}[r.op]
-            if r.dtype == "i64":
-                identity = np.iinfo(np.int64).max if r.op == "min" else 0
-            acc = np.asarray(identity, dtype=dtype)
-            err = 0.0 if real else None
+            acc, err = fold_identity(r), (0.0 if real else None)
         self.env[r.acc] = np.asarray(acc, dtype=dtype)
         self.err[r.acc] = (err if real else None, flip)
 
@@ -194,10 +187,7 @@ class ERun(Run):
         out = []
         for ax, i in enumerate(index):
             if isinstance(i, Affine):
-                v = i.const
-                for name, c in i.terms:
-                    v = v + c * self.env[name]
-                out.append(v)
+                out.append(self.affine(i))
                 continue
             value, _, flip = self.expr(i)
             if np.any(flip):
