@@ -223,9 +223,13 @@ def storage(schedule, leaves: list, stored: bool = False) -> list:
     element (done once, outside any timing): reals as doubles, which each executor rounds to
     its buffers' type; with `stored`, each in its buffer's storage type (bf16 reals still
     doubles), which the compiled entry reads where it lies (presk_cback.native: `presk
-    bench` times the call, not a conversion)."""
+    bench` times the call, not a conversion). A schedule with integer weights (a `quant`
+    map) takes the weights as doubles and quantises them here (presk_kernel.quant)."""
     from presk_kernel.interp import to_storage
+    from presk_kernel.quant import integer_inputs
 
+    if len(leaves) < len(schedule.inputs):  # integer weights: quantised, their scales added
+        leaves = integer_inputs(schedule, leaves)
     types = {b.id: b.dtype for b in schedule.buffers}
     real = ("f64", "bf16") if stored else ("f64", "f32", "bf16")
     return [

@@ -52,6 +52,7 @@ NUMPY = {
     "bf16": np.uint16,
     "i64": np.int64,
     "bool": np.bool_,
+    "i8": np.int8,
 }
 
 
@@ -379,6 +380,16 @@ class Run:
         return rule(a, attr, self.dtype)
 
 
+def dequant(q, s, dtype: str) -> np.ndarray:
+    """An integer weight q times its binary32 scale s as a load of `dtype` reads the weight
+    stored dequantised: f64 exactly (8 bits by 24), f32 rounded once, bf16 rounded to f32
+    then to bf16 (as `to_storage` stores it), the last two as float32."""
+    if dtype == "f64":
+        return np.asarray(q).astype(np.float64) * np.asarray(s).astype(np.float64)
+    p = np.asarray(q).astype(np.float32) * np.asarray(s, dtype=np.float32)
+    return round_bf16(p) if dtype == "bf16" else p
+
+
 def fold_identity(r: Reduce) -> np.ndarray:
     """The value of a fold over no term: its operation's identity in its type."""
     identity = {"add": 0, "fma": 0, "max": -np.inf, "min": np.inf}[r.op]
@@ -461,6 +472,7 @@ OP_RULES = {
     "pow": lambda a, attr, dt: pow_int(a[0], attr, dt(1)),  # each product rounded
     "powf": lambda a, attr, dt: _powf(a, dt),
     "bf16": lambda a, attr, dt: round_bf16(a[0]),
+    "dequant": lambda a, attr, dt: dequant(a[0], a[1], attr),
     "key_word": lambda a, attr, dt: _key_word(a),
     "uniform": lambda a, attr, dt: _uniform(a).astype(dt),  # exact in f64, rounded to f32
     "bernoulli": lambda a, attr, dt: _uniform(a) < np.asarray(a[3]).astype(np.float64),

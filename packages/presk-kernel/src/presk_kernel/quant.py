@@ -59,3 +59,177 @@ def quantise(w: np.ndarray, scheme: str) -> Quantised:
 
 
 __all__ = ["BITS", "QMAX", "Quantised", "quantise"]
+
+
+# ---- integer weights in the kernels ------------------------------------------------------
+#
+# A parameter the realization quantises is stored as its integers (an `i8` host buffer; int4
+# values too, one a byte: not packed) beside a host buffer of its binary32 scales (`NAME.scale`,
+# its shape with the summed axis of length 1), and every kernel that reads it dequantises in
+# the operand read: `Load(w)` becomes `dequant[T](Load(q), Load(s))`, q·s as a load of the
+# parameter's type T gives w̃ (presk_kernel.interp.dequant), so the bits are those of w̃
+# dequantised when loaded.
+
+
+class IntegerWeightError(Exception):
+    """A kernel that reads a quantised parameter otherwise than whole rows (E7150)."""
+
+    code = "E7150"
+
+
+def scale_name(name: str, scheme: str) -> str:
+    """The scales' host buffer of the parameter buffer `name` (its scheme in the name, so
+    that the inputs can be quantised from the schedule alone)."""
+    return f"{name}.scale:{scheme}"
+
+
+def integer_weights(schedule, quant: dict[str, str]):
+    """`schedule` with the parameters of `quant` (path → int8 or int4) read as integers: each
+    one's input host buffer `….path` i8, its scales an input appended (presk_kernel.ir), every
+    load of it in a kernel the dequantisation of its integer (`dequant`)."""
+    from dataclasses import replace
+
+    from presk_kernel.ir import Axis, HostBuffer
+
+    buffers = list(schedule.buffers)
+    inputs = list(schedule.inputs)
+    quantised: dict[int, tuple[int, str]] = {}  # host id → (scales' host id, the param type)
+    for path, scheme in quant:
+        found = [
+            b for b in inputs if buffers[b].name.endswith("." + path) or buffers[b].name == path
+        ]
+        if not found:
+            continue  # a path this entry's lowering has no buffer of (E7038 is the caller's)
+        hb = buffers[found[0]]
+        if hb.dtype not in ("f64", "f32", "bf16"):
+            continue
+        shape = [a.length for a in hb.axes]
+        saxes = tuple(
+            Axis(a.name, 1 if (len(shape) < 2 or i == len(shape) - 2) else a.length)
+            for i, a in enumerate(hb.axes)
+        )
+        sid = len(buffers)
+        buffers.append(HostBuffer(sid, "f32", saxes, scale_name(hb.name, scheme), "input"))
+        inputs.append(sid)
+        quantised[hb.id] = (sid, hb.dtype)
+        buffers[hb.id] = replace(hb, dtype="i8")
+    if not quantised:
+        return schedule
+    launches = tuple(_launch(x, quantised, buffers) for x in schedule.launches)
+    return replace(schedule, buffers=tuple(buffers), inputs=tuple(inputs), launches=launches)
+
+
+def _launch(launch, quantised: dict, hosts: list):
+    from dataclasses import replace
+
+    from presk_kernel.ir import Affine, Arg, Axis, Buffer
+
+    k = launch.kernel
+    reads = [i for i, a in enumerate(launch.args[: len(k.inputs)]) if a.buf in quantised]
+    if not reads:
+        return launch
+    inputs = list(k.inputs)
+    args = list(launch.args[: len(k.inputs)])
+    deq: dict[int, tuple[int, str, int]] = {}  # kernel buffer → (scales' buffer, type, rank)
+    for i in reads:
+        b, a = k.inputs[i], launch.args[i]
+        sid, dtype = quantised[a.buf]
+        host = hosts[a.buf]
+        hshape = [x.length for x in host.axes]
+        kshape = list(b.shape)
+        mode = "whole"  # the scales indexed as the weights, their summed axis at 0
+        if len(hshape) >= 2:
+            r, c = hshape[-2:]
+            if a.offset % c + b.size <= c:  # within one row: the row's scales, elementwise
+                saxes, offset, mode = b.axes, a.offset // (r * c) * c + a.offset % c, "row"
+            elif len(kshape) >= 2 and kshape[-2:] == [r, c] and a.offset % (r * c) == 0:
+                saxes = (*b.axes[:-2], Axis(b.axes[-2].name, 1), b.axes[-1])
+                offset = a.offset // r
+            else:
+                raise IntegerWeightError(
+                    f"`{k.name}` at {k.site} reads `{host.name}` as {kshape} from element"
+                    f" {a.offset}: integer weights are read by rows or whole matrices"
+                )
+        else:
+            saxes, offset, mode = (), 0, "one"
+        j = len(inputs)
+        inputs.append(Buffer(j, "f32", saxes))
+        args.append(Arg(sid, offset))
+        inputs[i] = replace(b, dtype="i8")
+        deq[i] = (j, dtype, mode)
+    shift = len(inputs) - len(k.inputs)
+    n_in = len(k.inputs)
+    outputs = tuple(replace(b, id=b.id + shift) for b in k.outputs)
+
+    def buf(n: int) -> int:
+        return n + shift if n >= n_in else n
+
+    def index(ix: tuple) -> tuple:
+        return tuple(i if isinstance(i, Affine) else expr(i) for i in ix)
+
+    def expr(e):
+        from presk_kernel.ir import Load, Op
+
+        match e:
+            case Load(b, ix):
+                load = Load(buf(b), index(ix))
+                if b not in deq:
+                    return load
+                j, dtype, mode = deq[b]
+                six = {
+                    "whole": (*load.index[:-2], Affine.constant(0), *load.index[-1:]),
+                    "row": load.index,
+                    "one": (),
+                }[mode]
+                return Op("dequant", (load, Load(j, six)), dtype)
+            case Op(name, args_, attr):
+                return Op(name, tuple(expr(x) for x in args_), attr)
+        return e
+
+    body = _map_body(k.body, expr, index, buf)
+    layout = replace(k.layout, pack=tuple(buf(p) for p in k.layout.pack))
+    kernel = replace(k, inputs=tuple(inputs), outputs=outputs, body=body, layout=layout)
+    return replace(launch, kernel=kernel, args=(*args, *launch.args[n_in:]))
+
+
+def _map_body(body: tuple, expr, index, buf) -> tuple:
+    """A kernel body (before layout) with each expression through `expr`, each index
+    through `index` and each stored buffer through `buf`."""
+    from dataclasses import replace
+
+    from presk_kernel.ir import Let, Loop, Reduce, Store
+
+    def stmt(s):
+        match s:
+            case Let(name, e):
+                return Let(name, expr(e))
+            case Store(b, ix, e):
+                return Store(buf(b), index(ix), expr(e))
+            case Loop():
+                return replace(s, body=_map_body(s.body, expr, index, buf))
+            case Reduce():
+                return replace(
+                    s,
+                    body=_map_body(s.body, expr, index, buf),
+                    terms=tuple(expr(t) for t in s.terms),
+                    resume=None if s.resume is None else expr(s.resume),
+                )
+        raise TypeError(f"integer weights: not a statement before layout: {s!r}")
+
+    return tuple(stmt(s) for s in body)
+
+
+def integer_inputs(schedule, leaves: list) -> list:
+    """The entry's input leaves as `schedule` takes them: a quantised parameter's weights
+    (doubles, as a checkpoint holds them) as their integers, and its scales appended, in the
+    order of `schedule.inputs` (the leaves given are the inputs before `integer_weights`)."""
+    by_name = {schedule.buffers[b].name: k for k, b in enumerate(schedule.inputs)}
+    out = list(leaves)
+    for b in schedule.inputs[len(leaves) :]:
+        name = schedule.buffers[b].name
+        base, _, scheme = name.rpartition(".scale:")
+        k = by_name[base]
+        q = quantise(np.asarray(leaves[k], dtype=np.float64), scheme)
+        out[k] = q.q
+        out.append(q.scales)
+    return out

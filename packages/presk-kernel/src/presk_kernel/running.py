@@ -500,6 +500,8 @@ ERROR_RULES = {
     "pow": _pow,
     "powf": _refuse("powf"),
     "bf16": _bf16,
+    # integer weights: their exact values are the unquantised ones, not bounded here
+    "dequant": _refuse("dequant"),
     # draws (issue 29): no running rule yet; an entry that draws keeps the interval bound
     "key_word": _refuse("key_word"),
     "uniform": _refuse("uniform"),
