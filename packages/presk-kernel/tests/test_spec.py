@@ -224,7 +224,7 @@ def test_the_table_is_of_record():
     assert SCALAR_OPS == {n: op.arity for n, op in SCALAR_TABLE.items()}
     assert all(len(op.operands) == op.arity and op.name == n for n, op in SCALAR_TABLE.items())
     assert TRANSCENDENTAL == {"exp", "log", "tanh", "erf", "erfc", "sin", "cos", "powf"}
-    assert {n for n, op in SCALAR_TABLE.items() if op.attr} == {"compare", "pow"}
+    assert {n for n, op in SCALAR_TABLE.items() if op.attr} == {"compare", "pow", "dequant"}
 
 
 def test_the_kernel_interpreter_has_a_rule_for_every_operation():

@@ -8,8 +8,9 @@ to the exact reference measured in two parts on the envelope's inputs:
 - the arithmetic: the realization (its sites' and parameters' types) run on the kernel
   interpreter or natively on the dequantised weights, against the exact entry on them.
 
-The integers are dequantised when the weights are loaded (w̃ = q·s, exact in binary64), not
-in the kernel that reads them: the kernels compute on w̃ stored in the parameter's type.
+The integers are stored as such (i8, with their binary32 scales) and dequantised in the
+operand read of each kernel that reads them (presk_kernel.quant.integer_weights): the bits of
+w̃ = q·s stored in the parameter's type, on the kernel interpreter and natively.
 """
 
 from __future__ import annotations
@@ -134,8 +135,10 @@ def measure(core, envelope, r, backend: str) -> dict:
             exact_q = [
                 np.asarray(a, dtype=object) for a in _reals(interp.run(name, moved, entry.dims))
             ]
-            laid = lower(core, name, dims, moved, r)
-            got = executor(laid, backend)(storage(laid, argument_leaves(moved)))
+            # the integers in the kernels: the weights given as they are, quantised as the
+            # schedule's inputs (presk_kernel.quant.integer_inputs), dequantised when read
+            laid = lower(core, name, dims, values, r)
+            got = executor(laid, backend)(storage(laid, argument_leaves(values)))
         except (EntryError, RunError) as e:
             raise PrecisionError(getattr(e, "code", None) or "E7001", str(e)) from None
         except NativeError as e:
