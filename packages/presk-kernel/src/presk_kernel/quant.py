@@ -94,19 +94,14 @@ def integer_weights(schedule, quant: dict[str, str]):
     buffers = list(schedule.buffers)
     inputs = list(schedule.inputs)
     quantised: dict[int, tuple[int, str]] = {}  # host id → (scales' host id, the param type)
-    for path, scheme in quant:
-        found = [
-            b for b in inputs if buffers[b].name.endswith("." + path) or buffers[b].name == path
-        ]
-        if not found:
-            continue  # a path this entry's lowering has no buffer of (E7038 is the caller's)
-        hb = buffers[found[0]]
-        if hb.dtype not in ("f64", "f32", "bf16"):
-            continue
-        shape = [a.length for a in hb.axes]
+    for b in schedule.inputs:  # the scales in the order of the inputs (the entry's call's)
+        hb = buffers[b]
+        scheme = next((t for p, t in quant if hb.name.partition(".")[2] == p), None)
+        if scheme is None or hb.dtype not in ("f64", "f32", "bf16"):
+            continue  # a path this entry has no buffer of is the caller's E7038
+        n = len(hb.axes)  # the summed axis of length 1; a vector's scale once an element
         saxes = tuple(
-            Axis(a.name, 1 if (len(shape) < 2 or i == len(shape) - 2) else a.length)
-            for i, a in enumerate(hb.axes)
+            Axis(a.name, 1 if (n >= 2 and i == n - 2) else a.length) for i, a in enumerate(hb.axes)
         )
         sid = len(buffers)
         buffers.append(HostBuffer(sid, "f32", saxes, scale_name(hb.name, scheme), "input"))
@@ -116,13 +111,79 @@ def integer_weights(schedule, quant: dict[str, str]):
     if not quantised:
         return schedule
     launches = tuple(_launch(x, quantised, buffers) for x in schedule.launches)
-    return replace(schedule, buffers=tuple(buffers), inputs=tuple(inputs), launches=launches)
+    out = replace(schedule, buffers=tuple(buffers), inputs=tuple(inputs), launches=launches)
+    if schedule.body is None:
+        return out
+    functions: dict = {f.name: f for f in schedule.functions}
+    body = _calls(schedule.body, quantised, buffers, functions)
+    rewritten = tuple(functions.get(("rewritten", f.name), f) for f in schedule.functions)
+    return replace(out, body=body, functions=rewritten)
+
+
+def scale_view(host, axes: tuple, offset: int, who: str) -> tuple[tuple, int, str]:
+    """The view of a weight's scales (their axes, their offset in the scales' host buffer,
+    how they are indexed) for a view `axes` from element `offset` of its host buffer `host`:
+    `row` within one row (the row's scales, element by element; a weight of rank 0 or 1 has
+    its one scale stored once an element, so that a function reading a stacked vector's row
+    and a vector takes the same view), `whole` by whole matrices (the scales indexed as the
+    weights, their summed axis at 0); E7150 otherwise."""
+    from presk_kernel.ir import Axis, elements
+
+    hshape = [x.length for x in host.axes]
+    if len(hshape) < 2:  # its one scale stored once an element (`integer_inputs`)
+        return axes, offset, "row"
+    r, c = hshape[-2:]
+    shape, size = [x.length for x in axes], elements(axes)
+    if offset % c + size <= c:
+        return axes, offset // (r * c) * c + offset % c, "row"
+    if len(shape) >= 2 and shape[-2:] == [r, c] and offset % (r * c) == 0:
+        return (*axes[:-2], Axis(axes[-2].name, 1), axes[-1]), offset // r, "whole"
+    raise IntegerWeightError(
+        f"{who} reads `{host.name}` as {shape} from element {offset}: integer weights are"
+        " read by rows or whole matrices"
+    )
+
+
+def _calls(call, quantised: dict, hosts: list, functions: dict):
+    """The host call tree with each argument that is an integer weight passed with its
+    scales (a parameter appended to the function, its weight's parameter `i8`): a function
+    must take integer weights at one parameter in every call or in none (E7150)."""
+    from dataclasses import replace
+
+    from presk_kernel.ir import Arg, Buffer, Call
+
+    f = functions[call.function]
+    at = [i for i, a in enumerate(call.args) if a.buf in quantised]
+    body = tuple(
+        _calls(x, quantised, hosts, functions) if isinstance(x, Call) else x for x in call.body
+    )
+    extra = []
+    params = list(f.params)
+    for i in at:
+        a = call.args[i]
+        saxes, offset, _ = scale_view(hosts[a.buf], f.params[i].axes, a.offset, f"`{f.name}`")
+        extra.append(Arg(quantised[a.buf][0], offset))
+        params[i] = replace(params[i], dtype="i8")
+        params.append(Buffer(len(params), "f32", saxes))
+    n = len(params)
+    new = replace(
+        f,
+        params=tuple(params),
+        results=tuple(replace(b, id=n + k) for k, b in enumerate(f.results)),
+    )
+    seen = functions.setdefault(("rewritten", f.name), new)
+    if seen != new:
+        raise IntegerWeightError(
+            f"`{f.name}` takes integer weights in one call and reals (or other views) in"
+            " another: its calls must agree"
+        )
+    return replace(call, args=(*call.args, *extra), body=body)
 
 
 def _launch(launch, quantised: dict, hosts: list):
     from dataclasses import replace
 
-    from presk_kernel.ir import Affine, Arg, Axis, Buffer
+    from presk_kernel.ir import Affine, Arg, Buffer
 
     k = launch.kernel
     reads = [i for i, a in enumerate(launch.args[: len(k.inputs)]) if a.buf in quantised]
@@ -130,28 +191,12 @@ def _launch(launch, quantised: dict, hosts: list):
         return launch
     inputs = list(k.inputs)
     args = list(launch.args[: len(k.inputs)])
-    deq: dict[int, tuple[int, str, int]] = {}  # kernel buffer → (scales' buffer, type, rank)
+    deq: dict[int, tuple[int, str, str]] = {}  # kernel buffer → (scales' buffer, type, mode)
     for i in reads:
         b, a = k.inputs[i], launch.args[i]
         sid, dtype = quantised[a.buf]
         host = hosts[a.buf]
-        hshape = [x.length for x in host.axes]
-        kshape = list(b.shape)
-        mode = "whole"  # the scales indexed as the weights, their summed axis at 0
-        if len(hshape) >= 2:
-            r, c = hshape[-2:]
-            if a.offset % c + b.size <= c:  # within one row: the row's scales, elementwise
-                saxes, offset, mode = b.axes, a.offset // (r * c) * c + a.offset % c, "row"
-            elif len(kshape) >= 2 and kshape[-2:] == [r, c] and a.offset % (r * c) == 0:
-                saxes = (*b.axes[:-2], Axis(b.axes[-2].name, 1), b.axes[-1])
-                offset = a.offset // r
-            else:
-                raise IntegerWeightError(
-                    f"`{k.name}` at {k.site} reads `{host.name}` as {kshape} from element"
-                    f" {a.offset}: integer weights are read by rows or whole matrices"
-                )
-        else:
-            saxes, offset, mode = (), 0, "one"
+        saxes, offset, mode = scale_view(host, b.axes, a.offset, f"`{k.name}` at {k.site}")
         j = len(inputs)
         inputs.append(Buffer(j, "f32", saxes))
         args.append(Arg(sid, offset))
@@ -179,7 +224,6 @@ def _launch(launch, quantised: dict, hosts: list):
                 six = {
                     "whole": (*load.index[:-2], Affine.constant(0), *load.index[-1:]),
                     "row": load.index,
-                    "one": (),
                 }[mode]
                 return Op("dequant", (load, Load(j, six)), dtype)
             case Op(name, args_, attr):
@@ -231,5 +275,5 @@ def integer_inputs(schedule, leaves: list) -> list:
         k = by_name[base]
         q = quantise(np.asarray(leaves[k], dtype=np.float64), scheme)
         out[k] = q.q
-        out.append(q.scales)
+        out.append(q.scales if q.q.ndim >= 2 else np.broadcast_to(q.scales, q.q.shape))
     return out
