@@ -6,6 +6,7 @@ interpreter and natively — and a kernel that reads them otherwise refused (E71
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -88,3 +89,24 @@ def test_a_kernel_reading_across_rows_is_refused(tutorial, tmp_path):
         integer_weights(bad, (("blocks.proj.w", "int8"),))
     assert e.value.code == "E7150"
     assert isinstance(wide, Buffer)
+
+
+def test_the_c_export_reads_the_integers_and_c1_holds(tmp_path):
+    import subprocess
+
+    from helpers import presk
+
+    q = tmp_path / "q.json"
+    doc = {"presk": "realization", "version": 1, "default": "f32"}
+    q.write_text(json.dumps({**doc, "quant": {"blocks.proj.w": "int8"}}, ensure_ascii=False))
+    out = tmp_path / "c"
+    r = presk(
+        "export", "tutorial/07_train.psk", "--target", "c", "--entry", "loss",
+        "--dim", "B=4", "--realize", f"@{q}", "--out", out,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    # f32's arena is 1,088 bytes (presk memory): 48 weights of 1 byte and 12 scales of 4 less
+    assert int(re.search(r"an arena of (\d+) bytes", r.stdout).group(1)) < 1088
+    assert "const int8_t *θ_blocks_proj_w" in (out / "model.c").read_text()
+    c = subprocess.run(["make", "-s", "-C", str(out), "check"], capture_output=True, text=True)
+    assert c.returncode == 0 and "C1 holds" in c.stdout, c.stdout + c.stderr

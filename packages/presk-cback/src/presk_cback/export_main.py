@@ -12,7 +12,7 @@ from presk_kernel.ir import Schedule
 
 from presk_cback.emit import CTYPE
 
-FILE_ITEMSIZE = {"f64": 8, "f32": 8, "bf16": 8, "i64": 8, "bool": 1}  # a .psk.d's leaves
+FILE_ITEMSIZE = {"f64": 8, "f32": 8, "bf16": 8, "i64": 8, "bool": 1, "i8": 8}  # a .psk.d's leaves
 
 
 def _c_bytes(blob: bytes) -> str:
@@ -39,7 +39,11 @@ def main_c(schedule: Schedule, frame: HostFrame, cname: str, output_header: byte
         n = math.prod(a.length for a in hb[b].axes)
         dt, ct = hb[b].dtype, CTYPE[hb[b].dtype]
         src = {"bool": "uint8_t", "i64": "int64_t"}.get(dt, "double")
-        value = {"f32": "(float)x", "bf16": "presk_bf16_store((float)x)"}.get(dt, "x")
+        value = {  # integer weights: their integers as doubles in the file, exactly
+            "f32": "(float)x",
+            "bf16": "presk_bf16_store((float)x)",
+            "i8": "(int8_t)x",
+        }.get(dt, "x")
         read += [
             "{",
             f"    {ct} *p = presk_alloc(&arena, {n} * sizeof({ct}));",
