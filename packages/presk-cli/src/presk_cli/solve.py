@@ -69,11 +69,9 @@ def solve(file, step, envelope_path, budget, out, listed, backend, profile, cons
     if (file is None) == (step is None):
         raise click.UsageError("give FILE (an entry's envelope) or --step FILE (a training step)")
     if step is not None:
-        if profile is not None:
-            raise click.UsageError("--profile prices an entry's realization: not with --step")
         from presk_cli.step_budget import solve_step_command
 
-        solve_step_command(step, envelope_path, budget, out, _consts(consts))
+        solve_step_command(step, envelope_path, budget, out, _consts(consts), profile)
         return
 
     if not (math.isfinite(budget) and budget > 0):
