@@ -57,8 +57,19 @@ def solved(a, consts: list[str], out: Path) -> tuple[Path, Path, float]:
     run("calibrate", "--step", *common, *cal, "--realize", "f64", "--out", str(step))
     r = out / "solved.json"
     profile = ["--profile", a.profile] if a.profile else []
-    run("solve", "--step", *common, "--precision", str(step), "--budget", a.budget,
-        "--out", str(r), *profile)  # fmt: skip
+    run(
+        "solve",
+        "--step",
+        GPT,
+        *consts,
+        "--precision",
+        str(step),
+        "--budget",
+        a.budget,
+        "--out",
+        str(r),
+        *profile,
+    )  # fmt: skip  (the data file is the calibration's)
     again = run("calibrate", "--step", *common, *cal, "--realize", f"@{r}",
                 "--out", str(out / "again.json"))  # fmt: skip
     row = next(x for x in again.splitlines() if x.startswith("@"))
