@@ -12,7 +12,7 @@ EXAMPLES := tests/examples/mlp/mlp.psk tests/examples/minigpt/minigpt.psk \
 .PHONY: setup venv test tutorial grammar fuzz bench lint check-examples run-examples train-examples \
 	export-examples conformance sanitize opt-examples calibrate serve-examples serve-pt corpus-data corpus \
 	corpus-gpt experiment-gpt pytorch-baseline bench-gpt packages dist explain explain-pdf c-conformance \
-	c-speed step-table j-step step-train precision curve calibrate-ra4 ra4-small plan-check
+	c-speed step-table j-step step-train quant-table precision curve calibrate-ra4 ra4-small plan-check
 
 setup:
 	@command -v uv >/dev/null 2>&1 || test -x "$(UV)" || python3 -m pip install --user --quiet uv
@@ -295,6 +295,14 @@ step-train: corpus-data
 	$(PY) tools/step_budget_gpt.py step-train --consts $(J_CONSTS) --warmup $(STEP_WARMUP) \
 	    --samples $(STEP_SAMPLES) --budget $(STEP_BUDGET) --train-steps $(STEP_TRAIN_STEPS) \
 	    $(if $(STEP_PROFILE),--profile $(STEP_PROFILE))
+
+# Integer weights (spec L847; tools/quant_table.py): the course GPT's loss at QUANT_CONSTS,
+# every parameter int8 then int4 under an f32 and a bf16 default, the gap in its two parts
+# (presk quantize, the integers in the kernels natively) and the bytes at rest.
+QUANT_CONSTS ?= D=16,H=2,L=1
+quant-table: corpus-data
+	@if [ ! -f $(STEP_DATA) ]; then echo "quant-table: no $(STEP_DATA) (make corpus-data)"; exit 0; fi; \
+	$(PY) tools/quant_table.py --consts $(QUANT_CONSTS)
 
 # One training step and one forward pass of the course GPT, natively (f32, f64) and in
 # PyTorch eager, interleaved, with peak memory and compile times (tools/pytorch_baseline.py).
