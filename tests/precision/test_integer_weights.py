@@ -110,3 +110,19 @@ def test_the_c_export_reads_the_integers_and_c1_holds(tmp_path):
     assert "const int8_t *θ_blocks_proj_w" in (out / "model.c").read_text()
     c = subprocess.run(["make", "-s", "-C", str(out), "check"], capture_output=True, text=True)
     assert c.returncode == 0 and "C1 holds" in c.stdout, c.stdout + c.stderr
+
+
+def test_a_training_step_takes_no_integer_weights(tmp_path):
+    from helpers import presk
+
+    q = tmp_path / "q.json"
+    doc = {"presk": "realization", "version": 1, "default": "f32"}
+    q.write_text(json.dumps({**doc, "quant": {"blocks.proj.w": "int8"}}, ensure_ascii=False))
+    ckpt = tmp_path / "ckpt"
+    r = presk(
+        "train", "tutorial/07_train.psk", "--steps", "2", "--backend", "native",
+        "--realize", f"@{q}", "--ckpt", ckpt,
+    )  # fmt: skip
+    assert (r.returncode, r.stdout) == (1, "")
+    assert r.stderr.startswith("[E7151] Error: ") and "Traceback" not in r.stderr
+    assert not ckpt.exists()

@@ -185,6 +185,23 @@ def lower(core, name: str, dims: dict, args, realize, threads: int = 1, plan=Non
         raise NativeError(d.code, d.message) from None
 
 
+def refuse_quant(realize) -> None:
+    """A training step takes no integer weights (E7151): its θ is updated in its own type,
+    and a `quant` map is for an entry's weights (presk quantize, docs/precision.md)."""
+    from presk_kernel.realization import RealizationError, as_realization
+
+    try:
+        quant = as_realization(realize).quant
+    except RealizationError:
+        return  # the lowering says what is wrong with it
+    if quant:
+        raise NativeError(
+            "E7151",
+            f"the realization `{realize}` quantises {quant[0][0]}: a training step takes no"
+            " integer weights (train in f32 or bf16, then `presk quantize` the weights)",
+        )
+
+
 def executor(schedule, backend: str, lanes: bool = True) -> Callable[[list], list]:
     """A function from the entry's input leaves to its output leaves: the kernel interpreter
     on the laid-out kernels (`kernel`: each nest as its layout executes it, the schedule

@@ -286,9 +286,10 @@ class Runner:
 
     def lowered(self, r, indices) -> tuple[object, list]:
         """(the step's schedule under `r`, as `--backend native` runs it; its arguments)."""
-        from presk_cli.native import lower
+        from presk_cli.native import lower, refuse_quant
         from presk_cli.native_train import rate_entry, rate_of
 
+        refuse_quant(r)
         s, st = self.step, self.state
         t = np.asarray(float(st.t))
         entry = rate_entry(s.program, r)

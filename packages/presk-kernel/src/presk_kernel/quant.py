@@ -94,9 +94,18 @@ def integer_weights(schedule, quant: dict[str, str]):
     buffers = list(schedule.buffers)
     inputs = list(schedule.inputs)
     quantised: dict[int, tuple[int, str]] = {}  # host id → (scales' host id, the param type)
+    tree = next(  # the first argument that has a quantised path: the weights' tree
+        (
+            buffers[b].name.partition(".")[0]
+            for b in schedule.inputs
+            if any(buffers[b].name.partition(".")[2] == p for p, _ in quant)
+        ),
+        None,
+    )
     for b in schedule.inputs:  # the scales in the order of the inputs (the entry's call's)
         hb = buffers[b]
-        scheme = next((t for p, t in quant if hb.name.partition(".")[2] == p), None)
+        head, _, path = hb.name.partition(".")
+        scheme = next((t for p, t in quant if head == tree and path == p), None)
         if scheme is None or hb.dtype not in ("f64", "f32", "bf16"):
             continue  # a path this entry has no buffer of is the caller's E7038
         n = len(hb.axes)  # the summed axis of length 1; a vector's scale once an element
