@@ -97,7 +97,9 @@ def j_step(a, consts: list[str], out: Path) -> int:
     print(f"  measured       {gap:.3e} update gap again from the state, budget {budget:.2e}:"
           f" {'inside' if inside else 'OUTSIDE'}")  # fmt: skip
     holds = inside and mine < f64
-    print(f"  J′ {'holds' if holds else 'fails'} here: faster than all-f64 and inside the budget")
+    print(
+        f"  J′ {'holds' if holds else 'fails'} here (it asks: faster than all-f64, inside the budget)"
+    )
     return 0
 
 
