@@ -12,7 +12,8 @@ EXAMPLES := tests/examples/mlp/mlp.psk tests/examples/minigpt/minigpt.psk \
 .PHONY: setup venv test tutorial grammar fuzz bench lint check-examples run-examples train-examples \
 	export-examples conformance sanitize opt-examples calibrate serve-examples serve-pt corpus-data corpus \
 	corpus-gpt experiment-gpt pytorch-baseline bench-gpt packages dist explain explain-pdf c-conformance \
-	c-speed step-table precision curve calibrate-ra4 ra4-small plan-check ra4-quick bench-plan
+	c-speed step-table j-step step-train quant-table precision curve calibrate-ra4 ra4-small plan-check ra4-quick \
+	bench-plan
 
 setup:
 	@command -v uv >/dev/null 2>&1 || test -x "$(UV)" || python3 -m pip install --user --quiet uv
@@ -290,6 +291,37 @@ step-table: corpus-data
 	    --realize f64 --realize f32 --realize bf16 --realize recipe --out out/gpt_step.json; \
 	.venv/bin/presk solve --step $(GPT) $(STEP_CONSTS) --precision out/gpt_step.json \
 	    --budget $(STEP_BUDGET) --out out/gpt_step_solved.json
+
+# Statement J′ (spec L847, L1003; tools/step_budget_gpt.py): the course GPT's step solved
+# under STEP_BUDGET (STEP_PROFILE=P: by that profile's predicted seconds), its update gap
+# measured again from the same state, and the step timed natively under all-f64 and under
+# the solved realization, interleaved: faster and inside the budget? Scaled as step-table.
+J_CONSTS ?= D=32,H=2,L=2
+J_ROUNDS ?= 3
+STEP_PROFILE ?=
+j-step: corpus-data
+	@if [ ! -f $(STEP_DATA) ]; then echo "j-step: no $(STEP_DATA) (make corpus-data)"; exit 0; fi; \
+	$(PY) tools/step_budget_gpt.py j-step --consts $(J_CONSTS) --warmup $(STEP_WARMUP) \
+	    --samples $(STEP_SAMPLES) --budget $(STEP_BUDGET) --rounds $(J_ROUNDS) \
+	    $(if $(STEP_PROFILE),--profile $(STEP_PROFILE))
+
+# The trajectory under a solved step (spec L978–L1001): STEP_TRAIN_STEPS steps natively under
+# the solved realization, under all-f64, and under all-f64 from seed 1; `presk data diff`
+# of each against the f64 run's weights (tools/step_budget_gpt.py).
+STEP_TRAIN_STEPS ?= 100
+step-train: corpus-data
+	@if [ ! -f $(STEP_DATA) ]; then echo "step-train: no $(STEP_DATA) (make corpus-data)"; exit 0; fi; \
+	$(PY) tools/step_budget_gpt.py step-train --consts $(J_CONSTS) --warmup $(STEP_WARMUP) \
+	    --samples $(STEP_SAMPLES) --budget $(STEP_BUDGET) --train-steps $(STEP_TRAIN_STEPS) \
+	    $(if $(STEP_PROFILE),--profile $(STEP_PROFILE))
+
+# Integer weights (spec L847; tools/quant_table.py): the course GPT's loss at QUANT_CONSTS,
+# every parameter int8 then int4 under an f32 and a bf16 default, the gap in its two parts
+# (presk quantize, the integers in the kernels natively) and the bytes at rest.
+QUANT_CONSTS ?= D=16,H=2,L=1
+quant-table: corpus-data
+	@if [ ! -f $(STEP_DATA) ]; then echo "quant-table: no $(STEP_DATA) (make corpus-data)"; exit 0; fi; \
+	$(PY) tools/quant_table.py --consts $(QUANT_CONSTS)
 
 # One training step and one forward pass of the course GPT, natively (f32, f64) and in
 # PyTorch eager, interleaved, with peak memory and compile times (tools/pytorch_baseline.py).

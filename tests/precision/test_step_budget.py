@@ -388,3 +388,16 @@ def test_an_objective_that_draws_has_no_native_step(tmp_path):
     out = tmp_path / "o.json"
     r = presk("calibrate", "--step", tmp_path / "drop.psk", "--out", out)
     refused(r, "E7138", out)
+
+
+def test_a_profile_that_cannot_price_the_step(tmp_path):
+    # `solve --step --profile P` prices the step by P's roofline: one that cannot be read is
+    # E7140 before anything is measured (the calibration is not even read)
+    out = tmp_path / "o.json"
+    (tmp_path / "bad.json").write_text("{")
+    for profile in (tmp_path / "bad.json", tmp_path / "nowhere.json"):
+        r = presk(
+            "solve", "--step", TRAIN, "--precision", tmp_path / "cal.json", "--budget", "1e-3",
+            "--out", out, "--profile", profile,
+        )  # fmt: skip
+        refused(r, "E7140", out)

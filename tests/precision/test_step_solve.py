@@ -139,3 +139,28 @@ def test_the_realization_names_the_functions_away_from_f64():
     r = function_realization({"A": "bf16", "B": "f64", "C": "f32"})
     assert r.to_json()["functions"] == {"A": "bf16", "C": "f32"}
     assert r.site_type("A/%3") == "bf16" and r.site_type("B/%1") == "f64"
+
+
+def test_priced_by_time_the_greedy_takes_what_saves_seconds():
+    # `presk solve --step --profile`: the step's predicted seconds with one function alone
+    # narrowed. A saves nothing in f32 and costs time in bf16 (its conversions: the spec's
+    # L978, bf16 refused), B saves 3 s per step narrower, C 1 s in f32 and nothing more in
+    # bf16. All-f64 takes 10 s. Per unit of gap: B→f32 3/1e-7, C→f32 1/2e-6, then B→bf16
+    # 3/1e-3 (rss 1e-3 ≤ 1e-3 … just inside), A never (it saves nothing), C→bf16 never.
+    seconds = {("A", "f32"): 10.0, ("A", "bf16"): 12.0, ("B", "f32"): 7.0,
+               ("B", "bf16"): 4.0, ("C", "f32"): 9.0, ("C", "bf16"): 9.0}  # fmt: skip
+    priced_calls = []
+
+    def priced(r):
+        types = dict(r.functions)
+        priced_calls.append(types)
+        saved = sum(10.0 - seconds[(n, t)] for n, t in types.items())
+        return 10.0 - saved  # additive here, so the final price is the sum of the savings
+
+    measure, _ = measuring()
+    s = solve_step(FUNCTIONS, 1.1e-3, measure, baseline=1e-16, priced=priced)
+    assert s.types == {"A": "f64", "B": "bf16", "C": "f32"}
+    assert s.all_f64 == 10.0 and s.cost == pytest.approx(10.0 - 6.0 - 1.0)
+    assert len(priced_calls) == 1 + 2 * len(FUNCTIONS) + 1  # all-f64, each alone, the chosen
+    # by bytes the same problem narrows A first: time and bytes disagree
+    assert solve_step(FUNCTIONS, 1.1e-3, measure, baseline=1e-16).types["A"] != "f64"

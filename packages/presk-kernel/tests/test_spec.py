@@ -229,6 +229,7 @@ def test_the_table_is_of_record():
         "pow",
         "xavier",
         "normal_std",
+        "dequant",
     }
 
 

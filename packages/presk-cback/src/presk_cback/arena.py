@@ -29,7 +29,7 @@ from presk_kernel.ir import Schedule
 
 from presk_cback.written import used, zeroed
 
-ITEMSIZE = {"f64": 8, "f32": 4, "bf16": 2, "i64": 8, "bool": 1}
+ITEMSIZE = {"f64": 8, "f32": 4, "bf16": 2, "i64": 8, "bool": 1, "i8": 1}
 ALIGN = 64
 
 

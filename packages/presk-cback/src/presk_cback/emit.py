@@ -125,7 +125,14 @@ static double presk_clock(void) {
 """
 # The C size a GEMM's embedded source counts for when kernels are spread over units.
 GEMM_WEIGHT = 40_000
-CTYPE = {"f64": "double", "f32": "float", "bf16": "uint16_t", "i64": "int64_t", "bool": "uint8_t"}
+CTYPE = {
+    "f64": "double",
+    "f32": "float",
+    "bf16": "uint16_t",
+    "i64": "int64_t",
+    "bool": "uint8_t",
+    "i8": "int8_t",
+}
 
 PRELUDE = r"""
 static inline float presk_bf16_load(uint16_t h) {

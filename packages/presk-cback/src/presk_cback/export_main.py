@@ -12,9 +12,13 @@ from presk_kernel.ir import Schedule
 
 from presk_cback.emit import CTYPE
 
-FILE_ITEMSIZE = {"f64": 8, "f32": 8, "bf16": 8, "i64": 8, "bool": 1}  # a .psk.d's leaves
+FILE_ITEMSIZE = {"f64": 8, "f32": 8, "bf16": 8, "i64": 8, "bool": 1, "i8": 8}  # a .psk.d's leaves
 FILE_CTYPE = {"bool": "uint8_t", "i64": "int64_t"}  # a leaf's element in a .psk.d (else double)
-NARROW = {"f32": "(float)x", "bf16": "presk_bf16_store((float)x)"}  # x to a buffer's type
+NARROW = {  # x to a buffer's type (integer weights: their integers as doubles in the file)
+    "f32": "(float)x",
+    "bf16": "presk_bf16_store((float)x)",
+    "i8": "(int8_t)x",
+}
 WIDEN = {"f32": "(double)", "bf16": "(double)presk_bf16_load"}  # a buffer's element to a file's
 
 

@@ -86,6 +86,15 @@ def _same(c: KernelC, op: str, a: list, attr) -> tuple[str, str]:
     return f"(({x} != {x} && {y} != {y}) || ({x} == {y} && !signbit({x}) == !signbit({y})))", "bool"
 
 
+def _dequant(a: list, dtype: str) -> tuple[str, str]:
+    """q·s as the kernel interpreter's `dequant`: f64 exact, f32 rounded once, bf16 twice."""
+    (q, _), (s, _) = a
+    if dtype == "f64":
+        return f"((double)({q}) * (double)({s}))", "f64"
+    p = f"((float)({q}) * (float)({s}))"
+    return (f"presk_bf16_round({p})" if dtype == "bf16" else p), "f32"
+
+
 def _real_type(t: str) -> str:
     return t if t in SUFFIX else "f64"
 
@@ -158,6 +167,7 @@ C_RULES = {
     "pow": _pow,  # presk_powi: binary powering, each product rounded
     "powf": _powf,  # the C library's pow
     "bf16": lambda c, op, a, attr: (f"presk_bf16_round({c.cast(a[0][0], a[0][1], 'f32')})", "f32"),
+    "dequant": lambda c, op, a, attr: _dequant(a, attr),
     **dict.fromkeys(libm.FUNCTIONS, _libm),  # presk libm: presk_exp, presk_expf, …
     **dict.fromkeys(("key_word", "uniform", "bernoulli"), _draw),  # Threefry-2x32
     "normal": lambda c, op, a, attr: _draw(c, "normal_at", a, attr),  # MPFR: normal_c

@@ -14,6 +14,7 @@ from presk_cli.flags import Count
 from presk_cli.native import PLAN, REALIZE, NativeError, backend_options
 from presk_cli.native import fail as native_fail
 from presk_cli.pipeline import PIPELINE, RUN, SHOWN, TRAIN
+from presk_cli.precision import envelope_option
 
 if TYPE_CHECKING:
     from presk_core.run import EntryError, RunError
@@ -183,13 +184,11 @@ def _profile_needs_opt(command: str, opt: bool, profile: str | None) -> None:
     "--summary", is_flag=True, help="Print each function's type and lets, then classes and effects."
 )
 @CONST
-@click.option(
-    "--precision",
-    "envelope",
-    type=click.Path(dir_okay=False),
-    metavar="ENV",
-    help="Bound the error of --realize on the entry of this envelope (presk calibrate"
+@envelope_option(
+    "Bound the error of --realize on the entry of this envelope (presk calibrate"
     " --precision): a sound bound, docs/precision.md.",
+    name="envelope",
+    required=False,
 )
 @click.option(
     "--realize",

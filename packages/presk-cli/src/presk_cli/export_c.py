@@ -228,6 +228,7 @@ def export_c(
     scope = all_dims | dict(entry.module_dims)
     in_bounds = [x for (_, t, v) in inputs for x in _bounds(core, t, v, scope)]
     out_bounds = _bounds(core, entry.function.result, None, scope)
+    in_bounds += [None] * sum(".scale:" in schedule.buffers[b].name for b in schedule.inputs)
     if len(in_bounds) != len(schedule.inputs) or len(out_bounds) != len(schedule.outputs):
         raise NativeError("E7002", f"the leaves of `{entry.shown}` are not its kernels' buffers")
     in_texts = _leaf_texts(schedule, schedule.inputs, in_bounds)

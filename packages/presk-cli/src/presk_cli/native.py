@@ -185,6 +185,23 @@ def lower(core, name: str, dims: dict, args, realize, threads: int = 1, plan=Non
         raise NativeError(d.code, d.message) from None
 
 
+def refuse_quant(realize) -> None:
+    """A training step takes no integer weights (E7151): its θ is updated in its own type,
+    and a `quant` map is for an entry's weights (presk quantize, docs/precision.md)."""
+    from presk_kernel.realization import RealizationError, as_realization
+
+    try:
+        quant = as_realization(realize).quant
+    except RealizationError:
+        return  # the lowering says what is wrong with it
+    if quant:
+        raise NativeError(
+            "E7151",
+            f"the realization `{realize}` quantises {quant[0][0]}: a training step takes no"
+            " integer weights (train in f32 or bf16, then `presk quantize` the weights)",
+        )
+
+
 def executor(schedule, backend: str, lanes: bool = True) -> Callable[[list], list]:
     """A function from the entry's input leaves to its output leaves: the kernel interpreter
     on the laid-out kernels (`kernel`: each nest as its layout executes it, the schedule
@@ -223,9 +240,13 @@ def storage(schedule, leaves: list, stored: bool = False) -> list:
     element (done once, outside any timing): reals as doubles, which each executor rounds to
     its buffers' type; with `stored`, each in its buffer's storage type (bf16 reals still
     doubles), which the compiled entry reads where it lies (presk_cback.native: `presk
-    bench` times the call, not a conversion)."""
+    bench` times the call, not a conversion). A schedule with integer weights (a `quant`
+    map) takes the weights as doubles and quantises them here (presk_kernel.quant)."""
     from presk_kernel.interp import to_storage
+    from presk_kernel.quant import integer_inputs
 
+    if len(leaves) < len(schedule.inputs):  # integer weights: quantised, their scales added
+        leaves = integer_inputs(schedule, leaves)
     types = {b.id: b.dtype for b in schedule.buffers}
     real = ("f64", "bf16") if stored else ("f64", "f32", "bf16")
     return [

@@ -30,7 +30,7 @@ from presk_kernel.fuse import unfused_launches
 from presk_kernel.lower import argument_leaves
 
 from presk_cli import resume as R
-from presk_cli.native import NativeError, compiled, lower, planned, storage
+from presk_cli.native import NativeError, compiled, lower, planned, refuse_quant, storage
 from presk_cli.progress import Progress
 from presk_cli.resume import ResumeError
 from presk_cli.train import (
@@ -65,6 +65,7 @@ class NativeTrainer:
         name = NATIVE_STEP.format(objective)
         self.program, self.name, self.args = program, name, args  # what `presk plan --train` plans
         layouts = planned(plan, program, name, trainer.dims, args)  # --plan: the step's
+        refuse_quant(realize)
         self.schedule = lower(program, name, trainer.dims, args, realize, threads, layouts)
         leaves = storage(self.schedule, argument_leaves(args))
         n = len(self.keys)

@@ -39,6 +39,45 @@ def exp_text(x: float, digits: int) -> str:
     return format_exp(x, digits)
 
 
+def envelope_option(help: str, name: str = "envelope_path", required: bool = True):
+    """The `--precision ENV` option of `check`, `solve` and `quantize`: an envelope's path."""
+    return click.option(
+        "--precision",
+        name,
+        required=required,
+        type=click.Path(dir_okay=False),
+        metavar="ENV",
+        help=help,
+    )
+
+
+def load_envelope(env_path: str, file: str, consts: dict):
+    """(the envelope, FILE's core program, its Context): the envelope read (E7100), FILE run
+    through the pipeline to RUN (its own diagnostics), and the envelope checked to be of that
+    program (E7101). Every failure prints its diagnostic and exits 1."""
+    from presk_core.envelope import Envelope, EnvelopeError
+    from presk_syntax.diagnostics import DiagnosticError
+    from presk_syntax.pipeline import Context
+
+    from presk_cli.commands import _fail
+    from presk_cli.pipeline import PIPELINE, RUN
+
+    ctx = Context(consts=consts)
+    try:
+        envelope = Envelope.read(env_path)
+    except EnvelopeError as e:
+        fail(e.code, str(e))
+    try:
+        core = PIPELINE.run(RUN, file, ctx)
+    except DiagnosticError as e:
+        _fail(e, ctx.sources)
+    try:
+        envelope.check_program(core)
+    except EnvelopeError as e:
+        fail(e.code, str(e), ctx.sources)
+    return envelope, core, ctx
+
+
 # ---- presk calibrate -----------------------------------------------------------------------
 
 
@@ -297,26 +336,12 @@ def _weights(core, entry, args, path, bits, dims) -> tuple[int, dict]:
 def check_precision(env_path: str, file: str, realize: str, model: str, consts: dict) -> None:
     """`presk check --precision ENV FILE --realize T`: the bound of the realization T of the
     envelope's entry (docs/precision.md, "The bound"), printed as the spec does (L888)."""
-    from presk_core.envelope import Envelope, EnvelopeError
+    from presk_core.envelope import EnvelopeError
     from presk_kernel.bound import BoundError
     from presk_kernel.realization import as_realization
-    from presk_syntax.diagnostics import DiagnosticError
-    from presk_syntax.pipeline import Context
 
-    from presk_cli.commands import _fail
-    from presk_cli.pipeline import PIPELINE, RUN
-
-    ctx = Context(consts=consts)
+    envelope, core, ctx = load_envelope(env_path, file, consts)
     try:
-        envelope = Envelope.read(env_path)
-    except EnvelopeError as e:
-        fail(e.code, str(e))
-    try:
-        core = PIPELINE.run(RUN, file, ctx)
-    except DiagnosticError as e:
-        _fail(e, ctx.sources)
-    try:
-        envelope.check_program(core)
         b = realization_bound(core, envelope, realize, model)
     except EnvelopeError as e:
         fail(e.code, str(e), ctx.sources)

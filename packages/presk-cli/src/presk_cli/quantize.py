@@ -8,15 +8,16 @@ to the exact reference measured in two parts on the envelope's inputs:
 - the arithmetic: the realization (its sites' and parameters' types) run on the kernel
   interpreter or natively on the dequantised weights, against the exact entry on them.
 
-The integers are dequantised when the weights are loaded (w̃ = q·s, exact in binary64), not
-in the kernel that reads them: the kernels compute on w̃ stored in the parameter's type.
+The integers are stored as such (i8, with their binary32 scales) and dequantised in the
+operand read of each kernel that reads them (presk_kernel.quant.integer_weights): the bits of
+w̃ = q·s stored in the parameter's type, on the kernel interpreter and natively.
 """
 
 from __future__ import annotations
 
 import click
 
-from presk_cli.precision import PrecisionError, exp_text, fail
+from presk_cli.precision import PrecisionError, envelope_option, exp_text, fail, load_envelope
 
 
 @click.command(
@@ -24,14 +25,7 @@ from presk_cli.precision import PrecisionError, exp_text, fail
     " in two parts: the weights' rounding and the arithmetic"
 )
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option(
-    "--precision",
-    "envelope_path",
-    required=True,
-    type=click.Path(dir_okay=False),
-    metavar="ENV",
-    help="The envelope of the entry (presk calibrate --precision): its inputs and weights.",
-)
+@envelope_option("The envelope of the entry (presk calibrate --precision): its inputs and weights.")
 @click.option(
     "--realize",
     required=True,
@@ -55,31 +49,19 @@ from presk_cli.precision import PrecisionError, exp_text, fail
 def quantize(file, envelope_path, realize, out, backend, consts) -> None:
     """Quantise the parameters the realization's `quant` map names and measure the gap to the
     exact reference in two parts: the weights' rounding and the arithmetic."""
-    from presk_core.envelope import Envelope, EnvelopeError
+    from presk_core.envelope import EnvelopeError
     from presk_kernel.realization import RealizationError, as_realization
-    from presk_syntax.diagnostics import DiagnosticError
-    from presk_syntax.pipeline import Context
 
-    from presk_cli.commands import _consts, _fail
-    from presk_cli.pipeline import PIPELINE, RUN
+    from presk_cli.commands import _consts
 
-    ctx = Context(consts=_consts(consts))
     try:
         r = as_realization(realize)
     except RealizationError as e:
         fail(e.code, str(e))
     if not r.quant:
         fail("E7141", f"the realization `{realize}` quantises nothing: its `quant` map is empty")
+    envelope, core, ctx = load_envelope(envelope_path, file, _consts(consts))
     try:
-        envelope = Envelope.read(envelope_path)
-    except EnvelopeError as e:
-        fail(e.code, str(e))
-    try:
-        core = PIPELINE.run(RUN, file, ctx)
-    except DiagnosticError as e:
-        _fail(e, ctx.sources)
-    try:
-        envelope.check_program(core)
         found = measure(core, envelope, r, backend)
     except EnvelopeError as e:
         fail(e.code, str(e), ctx.sources)
@@ -153,8 +135,10 @@ def measure(core, envelope, r, backend: str) -> dict:
             exact_q = [
                 np.asarray(a, dtype=object) for a in _reals(interp.run(name, moved, entry.dims))
             ]
-            laid = lower(core, name, dims, moved, r)
-            got = executor(laid, backend)(storage(laid, argument_leaves(moved)))
+            # the integers in the kernels: the weights given as they are, quantised as the
+            # schedule's inputs (presk_kernel.quant.integer_inputs), dequantised when read
+            laid = lower(core, name, dims, values, r)
+            got = executor(laid, backend)(storage(laid, argument_leaves(values)))
         except (EntryError, RunError) as e:
             raise PrecisionError(getattr(e, "code", None) or "E7001", str(e)) from None
         except NativeError as e:

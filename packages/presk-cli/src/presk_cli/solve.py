@@ -10,7 +10,7 @@ import math
 
 import click
 
-from presk_cli.precision import PrecisionError, exp_text, fail
+from presk_cli.precision import PrecisionError, envelope_option, exp_text, fail, load_envelope
 
 
 @click.command(short_help="Solve for a realization under a declared error budget")
@@ -23,13 +23,9 @@ from presk_cli.precision import PrecisionError, exp_text, fail
     help="Solve FILE's training step instead, under a budget on its update; --precision is"
     " then the step's calibration (presk calibrate --step).",
 )
-@click.option(
-    "--precision",
-    "envelope_path",
-    required=True,
-    type=click.Path(dir_okay=False),
-    metavar="ENV",
-    help="The envelope of the entry (presk calibrate --precision): its inputs and scale.",
+@envelope_option(
+    "The envelope of the entry (presk calibrate --precision): its inputs and scale; with"
+    " --step, the step's calibration (presk calibrate --step)."
 )
 @click.option(
     "--budget",
@@ -73,36 +69,20 @@ def solve(file, step, envelope_path, budget, out, listed, backend, profile, cons
     if (file is None) == (step is None):
         raise click.UsageError("give FILE (an entry's envelope) or --step FILE (a training step)")
     if step is not None:
-        if profile is not None:
-            raise click.UsageError("--profile prices an entry's realization: not with --step")
         from presk_cli.step_budget import solve_step_command
 
-        solve_step_command(step, envelope_path, budget, out, _consts(consts))
+        solve_step_command(step, envelope_path, budget, out, _consts(consts), profile)
         return
 
     if not (math.isfinite(budget) and budget > 0):
         fail("E7104", f"a budget is a positive number, not {budget!r} (nothing is written)")
     roof = _roofline(profile) if profile is not None else None
-    from presk_core.envelope import Envelope, EnvelopeError
+    from presk_core.envelope import EnvelopeError
     from presk_kernel.solve import SolveError
-    from presk_syntax.diagnostics import DiagnosticError
-    from presk_syntax.pipeline import Context
 
-    from presk_cli.commands import _fail
-    from presk_cli.pipeline import PIPELINE, RUN
-
-    ctx = Context(consts=_consts(consts))
-    try:
-        envelope = Envelope.read(envelope_path)
-    except EnvelopeError as e:
-        fail(e.code, str(e))
-    try:
-        core = PIPELINE.run(RUN, file, ctx)
-    except DiagnosticError as e:
-        _fail(e, ctx.sources)
+    envelope, core, ctx = load_envelope(envelope_path, file, _consts(consts))
     absolute = budget * envelope.output
     try:
-        envelope.check_program(core)
         items, solution = _solve(core, envelope, absolute, backend, roof)
     except EnvelopeError as e:
         fail(e.code, str(e), ctx.sources)

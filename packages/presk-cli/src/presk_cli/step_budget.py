@@ -284,21 +284,29 @@ class Runner:
         self.step, self.state = step, state
         self.count = 0
 
+    def lowered(self, r, indices) -> tuple[object, list]:
+        """(the step's schedule under `r`, as `--backend native` runs it; its arguments)."""
+        from presk_cli.native import lower, refuse_quant
+        from presk_cli.native_train import rate_entry, rate_of
+
+        refuse_quant(r)
+        s, st = self.step, self.state
+        t = np.asarray(float(st.t))
+        entry = rate_entry(s.program, r)
+        lr = float(s.trainer.lr(st.t)) if entry is None else rate_of(entry, st.t, st.horizon)
+        args = [_batch(s.trainer, indices), st.theta, st.m, st.v, t, np.asarray(float(lr))]
+        return lower(s.program, s.name, s.dims, args, r, 1), args
+
     def grads_theta(self, r, indices) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(θ̂: the state as the realization stores it, θ̂′, ĝ), flattened doubles."""
         from presk_kernel.lower import argument_leaves
         from presk_kernel.step_solve import rounded
 
-        from presk_cli.native import NativeError, compiled, lower, storage
-        from presk_cli.native_train import rate_entry, rate_of
+        from presk_cli.native import NativeError, compiled, storage
 
         s, st = self.step, self.state
-        t = np.asarray(float(st.t))
         try:
-            entry = rate_entry(s.program, r)
-            lr = float(s.trainer.lr(st.t)) if entry is None else rate_of(entry, st.t, st.horizon)
-            args = [_batch(s.trainer, indices), st.theta, st.m, st.v, t, np.asarray(float(lr))]
-            sched = lower(s.program, s.name, s.dims, args, r, 1)
+            sched, args = self.lowered(r, indices)
             outs = compiled(sched).run(storage(sched, argument_leaves(args)))
         except NativeError as err:
             raise StepError(err.code, f"the step under {r}: {err}") from None
@@ -585,10 +593,16 @@ def build_step_checked(core, run, folder, seed, samples) -> Step:
 # ---- presk solve --step -----------------------------------------------------------------------
 
 
-def solve_step_command(file, calibration, budget, out, consts) -> None:
-    """`presk solve --step` (spec L947–L978)."""
+def solve_step_command(file, calibration, budget, out, consts, profile=None) -> None:
+    """`presk solve --step` (spec L947–L978); `profile`: a machine profile whose roofline
+    prices the step (the cost in predicted seconds, `--profile`)."""
     if not (math.isfinite(budget) and budget > 0):
         fail("E7134", f"a budget is a positive number, not {budget!r} (nothing is written)")
+    roof = None
+    if profile is not None:
+        from presk_cli.solve import _roofline
+
+        roof = _roofline(profile)
     try:
         doc = read_document(calibration)
     except StepError as err:
@@ -598,7 +612,7 @@ def solve_step_command(file, calibration, budget, out, consts) -> None:
         fail("E7130", f"`{calibration}`: `data_flag` is not a path")
     core, run, folder, sources = load_run(file, consts, data)
     try:
-        lines, r = _solve(core, run, folder, doc, calibration, budget)
+        lines, r = _solve(core, run, folder, doc, calibration, budget, roof)
         write_realization(r, out)
     except StepError as err:
         fail(err.code, str(err), sources)
@@ -615,7 +629,7 @@ def write_realization(r, out: str) -> None:
         ) from None
 
 
-def _solve(core, run, folder, doc, source, budget):
+def _solve(core, run, folder, doc, source, budget, roof=None):
     from presk_core.envelope import program_digest
     from presk_kernel.step_solve import StepSolveError, solve_step
 
@@ -631,8 +645,21 @@ def _solve(core, run, folder, doc, source, budget):
     runner = Runner(step, state)
     first = range(samples)
     baseline = next((row["update"] for row in doc["rows"] if row.get("realization") == "f64"), None)
+    priced = None
+    if roof is not None:
+        from presk_cli.native import NativeError
+        from presk_cli.solve import predicted
+
+        def priced(r) -> float:  # the step's launches priced by the roofline (adamw.lr aside)
+            try:
+                return predicted(runner.lowered(r, first)[0], roof)
+            except NativeError as err:
+                raise StepError(err.code, f"the step under {r}: {err}") from None
+
     try:
-        s = solve_step(step.functions, budget, lambda r: runner.gaps(r, reference, first), baseline)
+        s = solve_step(
+            step.functions, budget, lambda r: runner.gaps(r, reference, first), baseline, priced
+        )
     except StepSolveError as err:
         raise StepError(err.code, str(err)) from None
     counts = {t: sum(1 for x in s.types.values() if x == t) for t in ("f64", "f32", "bf16")}
@@ -653,7 +680,8 @@ def _solve(core, run, folder, doc, source, budget):
     inside = "inside the budget" if m.update <= budget else "OUTSIDE the budget"
     lines += [
         f"  chosen      {counts['f64']} f64, {counts['f32']} f32, {counts['bf16']} bf16",
-        f"  cost        {e(s.cost, 4)} against {e(s.all_f64, 4)} all-f64 ({ratio:.2f}x), bytes",
+        f"  cost        {e(s.cost, 4)} against {e(s.all_f64, 4)} all-f64 ({ratio:.2f}x),"
+        + (" bytes" if roof is None else " predicted seconds (the profile's roofline)"),
         f"  estimate    {e(s.estimate, 3)} (√Σ of the chosen functions' isolated gaps: it"
         " proposes, it does not guarantee)",
         f"  measured    {e(m.update, 3)} update gap (storage floor {e(m.floor, 3)}),"

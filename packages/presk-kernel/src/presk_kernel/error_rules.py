@@ -460,6 +460,7 @@ SCALAR_RULES = {
     "pow": lambda ctx, a, attr: _pow(ctx, a, attr),
     "powf": None,  # presk libm's pow has no measured error bound yet: refused
     "bf16": lambda ctx, a, attr: _bf16(ctx, a),
+    "dequant": None,  # integer weights: their exact values are the unquantised ones: refused
     # draws: functions of the key's words and the counter alone, the same in every run
     "key_word": lambda ctx, k0, k1, c, w, attr: A(0, 2**32 - 1, kind="int"),
     "uniform": lambda ctx, k0, k1, c, attr: _real(ctx, A(0.0, 1.0 - 2.0**-53)),

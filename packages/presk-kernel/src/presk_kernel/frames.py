@@ -27,7 +27,7 @@ from presk_kernel.calls import calls_in, entry_call, host_functions
 from presk_kernel.ir import Axis, Call, Schedule, elements
 from presk_kernel.lower import site_in_source
 
-ITEMSIZE = {"f64": 8, "f32": 4, "bf16": 2, "i64": 8, "bool": 1}
+ITEMSIZE = {"f64": 8, "f32": 4, "bf16": 2, "i64": 8, "bool": 1, "i8": 1}
 ALIGN = 64  # every buffer of an arena starts at a multiple of 64 bytes, as the native one's
 
 

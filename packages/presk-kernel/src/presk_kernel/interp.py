@@ -52,6 +52,7 @@ NUMPY = {
     "bf16": np.uint16,
     "i64": np.int64,
     "bool": np.bool_,
+    "i8": np.int8,
 }
 
 
@@ -266,15 +267,26 @@ class Run:
                         self.env[var] = i
                         self.block(body)
                 else:
-                    shape = [1] * self.ndim
-                    shape[self.positions[var]] = extent
-                    self.env[var] = np.arange(extent, dtype=np.int64).reshape(shape)
+                    self.parallel(var, extent)
                     if extent:
                         self.block(body)
             case Reduce():
                 self.reduce(s)
             case Tile() | For() | GemmStmt() | TwoPass():  # laid out: the nest it lays out
                 self.block(plain((s,)))
+
+    def parallel(self, var: str, extent: int) -> None:
+        """A parallel loop's variable: its indices along the loop's own axis."""
+        shape = [1] * self.ndim
+        shape[self.positions[var]] = extent
+        self.env[var] = np.arange(extent, dtype=np.int64).reshape(shape)
+
+    def affine(self, i: Affine):
+        """An affine index's value at the environment's variables."""
+        v = i.const
+        for name, c in i.terms:
+            v = v + c * self.env[name]
+        return v
 
     def reduce(self, r: Reduce) -> None:
         dtype = NUMPY[r.dtype]
@@ -309,10 +321,7 @@ class Run:
             else:
                 acc = ieee_min(acc, t)
         if acc is None:
-            identity = {"add": 0, "fma": 0, "max": -np.inf, "min": np.inf}[r.op]
-            if r.dtype == "i64":
-                identity = np.iinfo(np.int64).max if r.op == "min" else 0
-            acc = np.asarray(identity, dtype=dtype)
+            acc = fold_identity(r)
         self.env[r.acc] = np.asarray(acc, dtype=dtype)
 
     def index(self, buf: int, index: tuple) -> tuple:
@@ -320,10 +329,7 @@ class Run:
         out = []
         for ax, i in enumerate(index):
             if isinstance(i, Affine):
-                v = i.const
-                for name, c in i.terms:
-                    v = v + c * self.env[name]
-                out.append(v)
+                out.append(self.affine(i))
             else:
                 v = np.asarray(self.expr(i), dtype=np.int64)
                 if np.any((v < 0) | (v >= shape[ax])):
@@ -372,6 +378,24 @@ class Run:
         if rule is None:
             raise TypeError(f"no kernel interpreter rule for the scalar operation `{name}`")
         return rule(a, attr, self.dtype)
+
+
+def dequant(q, s, dtype: str) -> np.ndarray:
+    """An integer weight q times its binary32 scale s as a load of `dtype` reads the weight
+    stored dequantised: f64 exactly (8 bits by 24), f32 rounded once, bf16 rounded to f32
+    then to bf16 (as `to_storage` stores it), the last two as float32."""
+    if dtype == "f64":
+        return np.asarray(q).astype(np.float64) * np.asarray(s).astype(np.float64)
+    p = np.asarray(q).astype(np.float32) * np.asarray(s, dtype=np.float32)
+    return round_bf16(p) if dtype == "bf16" else p
+
+
+def fold_identity(r: Reduce) -> np.ndarray:
+    """The value of a fold over no term: its operation's identity in its type."""
+    identity = {"add": 0, "fma": 0, "max": -np.inf, "min": np.inf}[r.op]
+    if r.dtype == "i64":
+        identity = np.iinfo(np.int64).max if r.op == "min" else 0
+    return np.asarray(identity, dtype=NUMPY[r.dtype])
 
 
 def _same(x, y):
@@ -477,6 +501,7 @@ OP_RULES = {
     "pow": lambda a, attr, dt: pow_int(a[0], attr, dt(1)),  # each product rounded
     "powf": lambda a, attr, dt: _powf(a, dt),
     "bf16": lambda a, attr, dt: round_bf16(a[0]),
+    "dequant": lambda a, attr, dt: dequant(a[0], a[1], attr),
     "key_word": lambda a, attr, dt: _key_word(a),
     "uniform": lambda a, attr, dt: _uniform(a).astype(dt),  # exact in f64, rounded to f32
     "bernoulli": lambda a, attr, dt: _uniform(a) < np.asarray(a[3]).astype(np.float64),

@@ -29,7 +29,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-DTYPES = ("f64", "f32", "bf16", "i64", "bool")
+DTYPES = ("f64", "f32", "bf16", "i64", "bool", "i8")  # i8: integer weights (quant)
 REAL_DTYPES = ("f64", "f32", "bf16")
 
 
@@ -87,6 +87,9 @@ SCALAR_TABLE: dict[str, ScalarOp] = _table(
     ScalarOp("pow", 1, ("real",), "real", attr="the integer exponent"),  # binary powering
     ScalarOp("powf", 2, ("real", "real"), "real", transcendental=True),  # the libm's pow
     ScalarOp("bf16", 1, ("real",), "real"),  # an f32 rounded to bf16 (nearest even): a fused store
+    # an integer weight q (i8) times its binary32 scale s, as a load of the parameter's type
+    # (attr) gives it: f64 exactly, f32 rounded once, bf16 rounded to f32 then to bf16
+    ScalarOp("dequant", 2, ("int", "real"), "real", attr="f64 f32 bf16"),
     # counter-based draws (docs/randomness.md): a key is two uint32 words held as i64
     ScalarOp("key_word", 4, ("int", "int", "int", "int"), "int"),  # word w of hash(key, c)
     ScalarOp("uniform", 3, ("int", "int", "int"), "real"),  # draw c's 53 high bits · 2^-53

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from presk_kernel.ir import Affine, For, GemmStmt, Kernel, Let, Load, Loop, Op, Reduce, Store, Tile
 
-ITEMSIZE = {"f64": 8, "f32": 4, "bf16": 2, "i64": 8, "bool": 1}
+ITEMSIZE = {"f64": 8, "f32": 4, "bf16": 2, "i64": 8, "bool": 1, "i8": 1}
 RULES = ("lines", "overhead")
 DEFAULT_RULES = ("lines", "overhead")
 COMBINES = ("pnorm", "sum", "max")

@@ -69,10 +69,24 @@ def sched_pass(core: Program, ctx: Context) -> Text:
 
 def kernel_pass(core: Program, ctx: Context) -> Schedule:
     """The pass `kernel`: the kernels the entry launches, lowered and fused (each nest at
-    the lowering's layout, its natural order)."""
+    the lowering's layout, its natural order); the parameters of the realization's `quant`
+    map stored as integers and dequantised in the kernels that read them
+    (presk_kernel.quant.integer_weights)."""
     from presk_kernel.fuse import fuse
+    from presk_kernel.quant import IntegerWeightError, integer_weights
+    from presk_kernel.realization import RealizationError, as_realization
 
-    return fuse(entry_schedule(core, ctx.entry))[0]
+    schedule = fuse(entry_schedule(core, ctx.entry))[0]
+    try:
+        quant = as_realization(ctx.entry.realize).quant
+    except RealizationError:  # the lowering read it already: not reached
+        quant = ()
+    if not quant:
+        return schedule
+    try:  # the realization's integer weights, dequantised where a kernel reads them
+        return integer_weights(schedule, quant)
+    except IntegerWeightError as err:
+        raise _error(err.code, str(err)) from None
 
 
 def layout_pass(schedule: Schedule, ctx: Context) -> Schedule:

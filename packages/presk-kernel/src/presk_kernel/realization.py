@@ -5,8 +5,8 @@ fusion groups and the other values its kernels store; a member of a fused group 
 in its group's root's type, spec L906), a storage type to each parameter path (`params`: a
 parameter is stored once in that type and every nest reads it from there), a type to each
 function (`functions`: a training step's, spec L978; every site of the function not named
-in `sites`), and a `quant` map that `presk quantize` reads (a path to int8 or int4: checked here,
-not applied by the lowering, the weights being dequantised when loaded). Whatever is not named takes `default`. `f64`, `f32` and `bf16` are its uniform cases.
+in `sites`), and a `quant` map that `presk quantize` reads (a path to int8 or int4: checked here;
+the pass `kernel` stores those parameters as integers: presk_kernel.quant.integer_weights). Whatever is not named takes `default`. `f64`, `f32` and `bf16` are its uniform cases.
 
 Its JSON form (docs/ir.md, "Realizations"):
 

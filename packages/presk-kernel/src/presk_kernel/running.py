@@ -35,16 +35,6 @@ from presk_kernel.error_rules import ETA, LIBM_ULPS, UNIT, BoundError
 from presk_kernel.interp import (
     NUMPY,
     OP_RULES,
-    Run,
-    bf16_to_f32,
-    f32_to_bf16,
-    fma,
-    ieee_max,
-    ieee_min,
-    to_storage,
-)
-from presk_kernel.ir import (
-    REAL_DTYPES,
     Affine,
     Const,
     For,
@@ -56,13 +46,22 @@ from presk_kernel.ir import (
     Loop,
     Op,
     Reduce,
+    Run,
     Schedule,
     Store,
     Tile,
     Var,
+    bf16_to_f32,
     elements,
+    f32_to_bf16,
+    fma,
+    fold_identity,
+    ieee_max,
+    ieee_min,
     plain,
+    to_storage,
 )
+from presk_kernel.ir import REAL_DTYPES
 
 SAFE = 1 + 2.0**-49
 """Every rule's result times this: the bound's own roundings (a few per rule) err up."""
@@ -93,10 +92,15 @@ class ERun(Run):
     `errs[i]`: the error bound of kernel buffer i's elements (reals), `flips[i]` whether
     each element may differ from the exact run's (integers and truth values)."""
 
-    def __init__(self, k: Kernel, views: list, errs: list, flips: list) -> None:
+    def __init__(self, k: Kernel, views: list, errs: list, flips: list, lows=None) -> None:
         super().__init__(k, views)
         self.errs, self.flips = errs, flips
         self.err: dict[str, tuple] = {}
+        # a lower bound of each real's exact value (−∞ where none is known): kernel buffer
+        # i's elements in lows[i], a let's or a fold's in `low_env`; a divisor's is read
+        self.lows = lows if lows is not None else [None] * len(errs)
+        self.low_env: dict[str, object] = {}
+        self.divisor_low: object = -np.inf
         u = k.compute
         self.u, self.eta = UNIT[u], ETA[u]
         self.ulps = LIBM_ULPS["f64" if u == "f64" else "f32"]
@@ -125,14 +129,21 @@ class ERun(Run):
                 v, err, flip = self.expr(e)
                 self.env[name] = v
                 self.err[name] = (err, flip)
+                self.low_env[name] = self.low(e)
             case Store(buf, index, e):
                 self.store(buf, index, self.expr(e))
+                if self.lows[buf] is not None:
+                    idx = self.index(buf, index)
+                    lo = np.asarray(self.low(e), dtype=np.float64)
+                    if not idx:
+                        self.lows[buf][()] = lo.reshape(())
+                    else:
+                        parts = np.broadcast_arrays(*[np.asarray(i) for i in idx], lo)
+                        self.lows[buf][tuple(parts[:-1])] = parts[-1]
             case Loop(var, _, extent, body, serial):
                 if serial:
                     raise self.fail("a serial loop (a scatter that adds) has no running bound")
-                shape = [1] * self.ndim
-                shape[self.positions[var]] = extent
-                self.env[var] = np.arange(extent, dtype=np.int64).reshape(shape)
+                self.parallel(var, extent)
                 self.err[var] = (None, False)
                 if extent:
                     self.block(body)
@@ -145,12 +156,15 @@ class ERun(Run):
         dtype = NUMPY[r.dtype]
         real = r.dtype in REAL_DTYPES
         acc, err, flip = None, 0.0, False
+        lo = None  # the fold's exact lower bound, as the terms'
         for point in itertools.product(*(range(n) for _, _, n in r.vars)):
             for (v, _, _), i in zip(r.vars, point, strict=True):
                 self.env[v] = i
                 self.err[v] = (None, False)
             self.block(r.body)
             terms = [self.expr(t) for t in r.terms]
+            if real:
+                lo = _fold_low(r.op, lo, [self.low(t) for t in r.terms])
             for t in terms:
                 flip = flip | np.asarray(t[2])
             if r.op == "fma":
@@ -179,13 +193,10 @@ class ERun(Run):
                 acc = ieee_min(acc, t)
                 err = None if not real else np.maximum(err, et)
         if acc is None:
-            identity = {"add": 0, "fma": 0, "max": -np.inf, "min": np.inf}[r.op]
-            if r.dtype == "i64":
-                identity = np.iinfo(np.int64).max if r.op == "min" else 0
-            acc = np.asarray(identity, dtype=dtype)
-            err = 0.0 if real else None
+            acc, err = fold_identity(r), (0.0 if real else None)
         self.env[r.acc] = np.asarray(acc, dtype=dtype)
         self.err[r.acc] = (err if real else None, flip)
+        self.low_env[r.acc] = -np.inf if lo is None else lo
 
     # ---- memory ----------------------------------------------------------------------------
 
@@ -194,10 +205,7 @@ class ERun(Run):
         out = []
         for ax, i in enumerate(index):
             if isinstance(i, Affine):
-                v = i.const
-                for name, c in i.terms:
-                    v = v + c * self.env[name]
-                out.append(v)
+                out.append(self.affine(i))
                 continue
             value, _, flip = self.expr(i)
             if np.any(flip):
@@ -263,8 +271,35 @@ class ERun(Run):
             case Index(var):
                 return self.env[var], None, False
             case Op(name, args, attr):
-                return self.op(name, [self.expr(a) for a in args], attr)
+                operands = [self.expr(a) for a in args]
+                if name == "div":
+                    self.divisor_low = self.low(args[1])
+                return self.op(name, operands, attr)
         raise TypeError(f"not a kernel expression: {e!r}")
+
+    def low(self, e):
+        """A lower bound of the exact value of `e` (−∞ where none is known), from the
+        structure of what computed it: a square, an exponential, a sum of them, a constant
+        ε added, a square root of that (so a deviation √(mean(x²) + ε) is at least √ε
+        exactly, whatever the error on the mean: what lets a LayerNorm's quotient be bounded
+        where its divisor's computed value is within its error of 0)."""
+        match e:
+            case Const(value, dtype):
+                x = float(value) if dtype in REAL_DTYPES else math.nan
+                return _down(x) if math.isfinite(x) else -np.inf
+            case Load(buf, index):
+                if self.lows[buf] is None:
+                    return -np.inf
+                return self.lows[buf][self.index(buf, index)]
+            case Var(name):
+                return self.low_env.get(name, -np.inf)
+            case Op("div", (a, Const(value, dtype)), _) if dtype in REAL_DTYPES and value > 0:
+                la = np.asarray(self.low(a), dtype=np.float64)  # a mean: the sum over n
+                return np.where(la >= 0, _down(la / (float(value) * (1 + 2.0**-52))), -np.inf)
+            case Op(name, args, attr):
+                rule = LOW_RULES.get(name)
+                return -np.inf if rule is None else rule([self.low(x) for x in args], attr)
+        return -np.inf
 
     def op(self, name: str, a: list, attr):
         rule = OP_RULES.get(name)
@@ -306,8 +341,9 @@ def _div(run, c, a, attr):
     (x, ex, _), (y, ey, _) = _real_ops(a)
     ex, ey = np.asarray(ex, dtype=np.float64), np.asarray(ey, dtype=np.float64)
     ay = np.abs(y)
-    low = ay - ey  # the smallest |exact divisor|
-    if np.any(low <= 0):
+    floor = np.asarray(run.divisor_low, dtype=np.float64)  # the exact divisor's, if > 0
+    low = np.maximum(ay - ey, np.where(floor > 0, floor, -np.inf))  # the smallest |exact|
+    if np.any(low <= 0) or np.any(ay == 0):
         raise run.fail("a divisor within its error of 0 (no bound on a quotient)")
     # â/b̂ − a/b = (δa·b̂ − â·δb) / (b̂·b)
     prop = (_times(y, ex) + _times(x, ey)) / (ay * low)
@@ -510,6 +546,8 @@ ERROR_RULES = {
     "pow": _pow,
     "powf": _refuse("powf"),
     "bf16": _bf16,
+    # integer weights: their exact values are the unquantised ones, not bounded here
+    "dequant": _refuse("dequant"),
     # draws (issue 29): no running rule yet; an entry that draws keeps the interval bound
     "key_word": _refuse("key_word"),
     "uniform": _refuse("uniform"),
@@ -520,6 +558,151 @@ ERROR_RULES = {
 }
 """The running rule of every scalar operation of PSK-Kernel (a test asserts it covers
 presk_kernel.interp.OP_RULES)."""
+
+
+# ---- lower bounds of exact values (a divisor's): operands' lows to the result's ----------------
+
+
+def _down(x):
+    """x rounded toward −∞ by more than the few roundings that computed it."""
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(invalid="ignore"):  # 0 stays 0: a sum or product that gives 0 is exact
+        return np.where(x == 0, x, np.nextafter(x - np.abs(x) * 2.0**-50, -np.inf))
+
+
+def _nonneg(f):
+    """A rule of operands that must all be known ≥ 0 (−∞ otherwise)."""
+
+    def rule(lows, attr):
+        ls = np.broadcast_arrays(*[np.asarray(x, dtype=np.float64) for x in lows])
+        ok = np.logical_and.reduce([x >= 0 for x in ls])
+        with np.errstate(all="ignore"):
+            return np.where(ok, _down(f(*[np.maximum(x, 0.0) for x in ls])), -np.inf)
+
+    return rule
+
+
+def _pow_low(lows, k):
+    (la,) = lows
+    la = np.asarray(la, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        if k % 2 == 0:  # an even power is ≥ 0, and ≥ la^k where la ≥ 0
+            return np.where(la > 0, _down(np.maximum(la, 0.0) ** k), 0.0)
+        return np.where(np.isfinite(la), _down(la**k), -np.inf) if k > 0 else -np.inf
+
+
+LOW_RULES = {
+    "add": lambda lows, attr: _down(np.asarray(lows[0], float) + np.asarray(lows[1], float)),
+    "mul": _nonneg(lambda a, b: a * b),
+    "fma": lambda lows, attr: _down(_nonneg(lambda a, b: a * b)(lows[:2], attr) + lows[2]),
+    "sqrt": lambda lows, attr: _down(np.sqrt(np.maximum(np.asarray(lows[0], float), 0.0))),
+    "exp": lambda lows, attr: _down(np.exp(np.asarray(lows[0], float))),  # e^(−∞) = 0
+    "pow": _pow_low,
+    "real": lambda lows, attr: lows[0],  # a conversion keeps the exact value
+    "bf16": lambda lows, attr: lows[0],
+    "max": lambda lows, attr: np.maximum(lows[0], lows[1]),
+    "min": lambda lows, attr: np.minimum(lows[0], lows[1]),
+    "abs": lambda lows, attr: np.maximum(lows[0], 0.0),
+    "select": lambda lows, attr: np.minimum(lows[1], lows[2]),
+}
+"""A lower bound of an operation's exact result from lower bounds of its operands' exact
+values; an operation not here gives −∞ (nothing known)."""
+
+
+def _fold_low(op: str, lo, terms: list):
+    """A fold's lower bound after one more term (its terms' lows)."""
+    if op == "fma":
+        t = _nonneg(lambda a, b: a * b)(terms, None)
+    else:
+        t = np.asarray(terms[0], dtype=np.float64)
+    if lo is None:
+        return t
+    if op in ("add", "fma"):
+        return _down(lo + t)
+    return np.maximum(lo, t) if op == "max" else np.minimum(lo, t)
+
+
+# ---- a softmax, whole ------------------------------------------------------------------------
+
+
+def _softmax(k: Kernel, views: list, ev: list, fv: list, tighter: bool = False) -> bool:
+    """A softmax kernel (before fusion: `softmax axis A`) bounded by its row's rule, as the
+    interval bound's (presk_kernel.bound._softmax, docs/precision.md): each output within
+    ½·max over its row of the input's errors (the mean value theorem along the segment from
+    the exact row to the computed one: ‖∇pᵢ‖₁ = 2pᵢ(1 − pᵢ) ≤ ½ at every point of it, so
+    nothing is linearized) plus the three passes' rounding at the computed row, and within
+    max(p̂, 1 − p̂) (exact and computed are in [0, 1]). Where the scalar rules refused (an
+    exponential of an error that may overflow) the outputs' errors are this; otherwise
+    (`tighter`) the smaller of the two. False where `k` is not such a softmax."""
+    from presk_kernel.bound import core_op
+    from presk_kernel.error_rules import gamma
+    from presk_kernel.interp import run_kernel
+
+    if core_op(k) != "softmax" or len(k.outputs) != 1 or ev[0] is None:
+        return False
+    if len(k.inputs) > 1 and any(f is not None and np.any(f) for f in fv[1 : len(k.inputs)]):
+        return False  # a mask the computation may choose otherwise
+    folds = [st for st in _walk(k.body) if isinstance(st, Reduce)]
+    if len(folds) != 2 or len(folds[0].vars) != 1:
+        return False
+    axis = _row_axis(k, folds[0].vars[0][0])
+    if axis is None:
+        return False
+    if not tighter:
+        run_kernel(k, views)  # the computed values the scalar rules could not finish
+    n = folds[0].vars[0][2]
+    u, eta = UNIT[k.compute], ETA[k.compute]
+    k_exp = LIBM_ULPS["f64" if k.compute == "f64" else "f32"]["exp"]
+    c = u / (math.e * (1 - u)) * (1 + 2 * k_exp * u) + 2 * k_exp * eta
+    g = gamma(n - 1, u)
+    rel_s = n * c + 2 * k_exp * u + g * (1 + n * c + 2 * k_exp * u)
+    if rel_s >= 0.5:
+        return False
+    rounding = (c + 2 * k_exp * u + rel_s) / (1 - rel_s)
+    rounding = rounding + u * (1 + rounding) + eta
+    out = len(k.inputs)
+    e_in = np.asarray(ev[0], dtype=np.float64)
+    if k.inputs[0].dtype == "f64" and k.compute == "f32":  # converted at its load: rounded
+        e_in = e_in + u * np.abs(np.asarray(views[0], dtype=np.float64)) + eta
+    e_in = np.max(e_in, axis=axis, keepdims=True)
+    p = views[out]
+    p = np.asarray(bf16_to_f32(p) if k.outputs[0].dtype == "bf16" else p, dtype=np.float64)
+    store = 0.0
+    if k.outputs[0].dtype == "bf16":  # the store's rounding, of the stored p̃ (≤ 1 + …)
+        store = UNIT["bf16"] * np.abs(p) / (1 - UNIT["bf16"]) + ETA["bf16"]
+    # p̃ is what was stored and the exact p is in [0, 1]: |p̃ − p| ≤ max(p̃, 1 − p̃) as it is
+    whole = np.minimum(_up(0.5 * e_in + rounding + store), _up(np.maximum(p, 1 - p)))
+    whole = np.broadcast_to(whole, p.shape)
+    ev[out][...] = np.minimum(ev[out], whole) if tighter else whole
+    return True
+
+
+def _walk(body: tuple):
+    for st in body:
+        yield st
+        if isinstance(st, Loop | Reduce):
+            yield from _walk(st.body)
+
+
+def _row_axis(k: Kernel, var: str) -> int | None:
+    """The axis of the softmax's input its row's fold runs over (the fold's variable's)."""
+
+    def loads(e):
+        if isinstance(e, Load):
+            yield e
+        elif isinstance(e, Op):
+            for a in e.args:
+                yield from loads(a)
+
+    for st in _walk(k.body):
+        for t in st.terms if isinstance(st, Reduce) else ():
+            for load in loads(t):  # the input's load, masked (a select) or not
+                if load.buf != 0:
+                    continue
+                for ax, i in enumerate(load.index):
+                    if isinstance(i, Affine) and dict(i.terms) == {var: 1}:
+                        return ax
+    return None
 
 
 # ---- a schedule ------------------------------------------------------------------------------
@@ -543,11 +726,12 @@ def running(schedule: Schedule, leaves: list) -> tuple[float, tuple[tuple[str, f
     inputs in the order of `schedule.inputs` (mpfr, floats, integers), stored as
     presk_cli.native.storage then presk_kernel.interp.run_schedule store them (to a double,
     then to the buffer's type). Raises BoundError where no finite bound follows."""
-    memory, errs, flips = {}, {}, {}
+    memory, errs, flips, lows = {}, {}, {}, {}
     for b in schedule.buffers:
         memory[b.id] = np.zeros(elements(b.axes), dtype=NUMPY[b.dtype])
         if b.dtype in REAL_DTYPES:
             errs[b.id] = np.zeros(elements(b.axes))
+            lows[b.id] = np.full(elements(b.axes), -np.inf)
         else:
             flips[b.id] = np.zeros(elements(b.axes), dtype=bool)
     for buf, value in zip(schedule.inputs, leaves, strict=True):
@@ -557,20 +741,29 @@ def running(schedule: Schedule, leaves: list) -> tuple[float, tuple[tuple[str, f
             memory[buf][...] = stored.reshape(-1)
             shown = bf16_to_f32(stored) if b.dtype == "bf16" else stored
             errs[buf][...] = input_error(value, shown).reshape(-1)
+            exact = np.asarray(value, dtype=object).reshape(-1)  # its exact values, rounded down
+            lows[buf][...] = _down(np.array([float(x) for x in exact], dtype=np.float64))
         else:
             memory[buf][...] = to_storage(value, b.dtype).reshape(-1)
     for launch in schedule.launches:
         k = launch.kernel
-        views, ev, fv = [], [], []
+        views, ev, fv, lv = [], [], [], []
         for buffer, arg in zip(k.buffers, launch.args, strict=True):
             span = slice(arg.offset, arg.offset + buffer.size)
             views.append(memory[arg.buf][span].reshape(buffer.shape))
             real = arg.buf in errs
             ev.append(errs[arg.buf][span].reshape(buffer.shape) if real else None)
             fv.append(None if real else flips[arg.buf][span].reshape(buffer.shape))
-        r = ERun(k, views, ev, fv)
+            lv.append(lows[arg.buf][span].reshape(buffer.shape) if real else None)
+        r = ERun(k, views, ev, fv, lv)
         with np.errstate(all="ignore"):
-            r.block(k.body)
+            try:
+                r.block(k.body)
+            except BoundError:
+                if not _softmax(k, views, ev, fv):  # its row's rule (below), or refused
+                    raise
+            else:
+                _softmax(k, views, ev, fv, tighter=True)
         for kb, arg in zip(k.buffers, launch.args, strict=True):
             if kb in k.outputs and arg.buf in errs:
                 e = errs[arg.buf][arg.offset : arg.offset + kb.size]

@@ -63,7 +63,7 @@ from presk_kernel.layout import applies, apply_layout, check_layout, is_laid
 
 COMPARES = frozenset({"<", "<=", ">", ">=", "==", "!="})
 FOLDS = frozenset({"add", "max", "min", "fma"})
-KIND = {"f64": "real", "f32": "real", "bf16": "real", "i64": "int", "bool": "bool"}
+KIND = {"f64": "real", "f32": "real", "bf16": "real", "i64": "int", "bool": "bool", "i8": "int"}
 
 
 class KernelVerifyError(Exception):
@@ -136,6 +136,8 @@ class _Check:
             self.bad(f"`{e}`: `xavier` takes fan_in + fan_out (at least 1) as attr, not {e.attr!r}")
         elif e.op == "normal_std" and not isinstance(e.attr, str):
             self.bad(f"`{e}`: `normal_std` takes its std's decimal text as attr, not {e.attr!r}")
+        elif e.op == "dequant" and e.attr not in ("f64", "f32", "bf16"):
+            self.bad(f"`{e}`: `dequant` takes the parameter's type as attr, not {e.attr!r}")
         elif spec.attr is None and e.attr is not None:
             self.bad(f"`{e}`: `{e.op}` takes no attr")
         match spec.result:

@@ -142,6 +142,21 @@ def function_realization(types: dict[str, str]) -> Realization:
     )
 
 
+def _costs(functions: Sequence[Function], priced) -> Callable[[str, str], float]:
+    """cost(function, type): its bytes in that type, or under `priced` the step's predicted
+    seconds with that function alone in that type (f64: the all-f64 step's)."""
+    if priced is None:
+        by_name = {f.name: f for f in functions}
+        return lambda name, t: by_name[name].cost(t)
+    f64 = priced(function_realization({}))
+    alone = {
+        (f.name, t): priced(function_realization({f.name: t}))
+        for f in functions
+        for t in ("f32", "bf16")
+    }
+    return lambda name, t: f64 if t == "f64" else alone[(name, t)]
+
+
 def rss(values) -> float:
     return math.sqrt(math.fsum(v * v for v in values))
 
@@ -164,10 +179,15 @@ def solve_step(
     budget: float,
     measure: Callable[[Realization], Gaps],
     baseline: float | None = None,
+    priced: Callable[[Realization], float] | None = None,
 ) -> StepSolution:
     """The types of least bytes whose measured update gap is at most `budget` (relative),
     greedily (see the module). `measure` runs one step under a realization; `baseline` the
-    all-f64 update gap when the calibration has it (measured otherwise)."""
+    all-f64 update gap when the calibration has it (measured otherwise). `priced`: a
+    realization's predicted seconds (`presk solve --step --profile`): the cost is then time,
+    each function's narrowing worth the seconds it saves alone (the step priced with that
+    function alone narrowed: 2F + 2 pricings), and the costs reported are predicted seconds."""
+    cost = _costs(functions, priced)
     count = 0
     if baseline is None:
         baseline, count = measure(function_realization({})).update, 1
@@ -195,7 +215,7 @@ def solve_step(
             trial = {**types, f.name: nt}
             if rss(gap(n, x) for n, x in trial.items()) > budget:
                 continue
-            saved = f.cost(t) - f.cost(nt)
+            saved = cost(f.name, t) - cost(f.name, nt)
             extra = max(gap(f.name, nt) - gap(f.name, t), 0.0)
             score = saved / extra if extra > 0 else math.inf
             key = (score, saved, f.name)
@@ -217,8 +237,11 @@ def solve_step(
         measured = measure(function_realization(types))
         count, rounds = count + 1, rounds + 1
     estimate = rss(gap(n, t) for n, t in types.items())  # the chosen ones', after widening
-    total = sum(f.cost(types[f.name]) for f in functions)
-    every = sum(f.cost("f64") for f in functions)
+    if priced is None:
+        total = sum(f.cost(types[f.name]) for f in functions)
+        every = sum(f.cost("f64") for f in functions)
+    else:
+        total, every = priced(function_realization(types)), cost("", "f64")
     return StepSolution(types, isolated, total, every, estimate, measured, rounds, count, trail)
 
 

@@ -32,7 +32,7 @@ OP_WORK = {"fma": 2, **dict.fromkeys(("exp", "log", "tanh", "erf", "erfc", "sin"
                                      TRANSCENDENTAL_WORK)}  # fmt: skip
 """The work of a scalar operation that is not one: fma two, a libm function eight (a
 polynomial of about eight multiply-adds after its argument's reduction); others one."""
-ITEMSIZE = {"f64": 8, "f32": 4, "bf16": 2, "i64": 8, "bool": 1}
+ITEMSIZE = {"f64": 8, "f32": 4, "bf16": 2, "i64": 8, "bool": 1, "i8": 1}
 REAL_TYPES = ("f64", "f32", "bf16")  # what a profile can have timed
 RATES = (1.0, 1e30)  # the rates a profile's π and β may have, in operations or bytes a second
 LATENCY = 1e3  # the largest λ, in seconds
