@@ -133,10 +133,11 @@ def _two_pass_body(k: Kernel, body: tuple) -> tuple | None:
             (Let(t, term), Store(st.buf, st.index, Var(t))),
             (Var(t),),
             red_s.dtype,
+            stop=red_s.stop,  # a narrowed sum (presk_kernel.narrow) stores its prefix
         )
-        normed = Loop(
-            store_loop.var, store_loop.axis, store_loop.extent, (Store(st.buf, st.index, new_y),)
-        )
+        if red_s.stop != store_loop.stop or store_loop.start is not None:
+            continue  # the quotients must be the terms the sum stored
+        normed = dataclasses.replace(store_loop, body=(Store(st.buf, st.index, new_y),))
         return (*body[:at], red_m, summed, normed, *body[at + 3 :])
     return None
 

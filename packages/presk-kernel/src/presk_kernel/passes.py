@@ -68,11 +68,13 @@ def sched_pass(core: Program, ctx: Context) -> Text:
 
 
 def kernel_pass(core: Program, ctx: Context) -> Schedule:
-    """The pass `kernel`: the kernels the entry launches, lowered and fused (each nest at
-    the lowering's layout, its natural order)."""
+    """The pass `kernel`: the kernels the entry launches, lowered, fused and narrowed to
+    their masks (presk_kernel.narrow; each nest at the lowering's layout, its natural
+    order)."""
     from presk_kernel.fuse import fuse
+    from presk_kernel.narrow import narrow
 
-    return fuse(entry_schedule(core, ctx.entry))[0]
+    return narrow(fuse(entry_schedule(core, ctx.entry))[0])[0]
 
 
 def layout_pass(schedule: Schedule, ctx: Context) -> Schedule:
