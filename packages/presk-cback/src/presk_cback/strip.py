@@ -205,17 +205,13 @@ class Strip:
             kc.emit(f"const int64_t {hi} = presk_mini({n}, {self.hull(r.stop)});", depth)
             identity = {"add": 0, "fma": 0, "max": -math.inf, "min": math.inf}[r.op]
             self.lanes(depth, lambda d: kc.emit(f"{ref} = {_const(identity, t)};", d))
-            kc.emit(f"if ({hi} > 0) {{", depth)
-            if not (self.rows and self.terms_first(r, count, depth + 1, hi)):
-                kc.emit(f"{{ const int64_t {_name(v)} = 0;", depth + 1)
-                self.lanes(depth + 2, lambda d: kc.fold_step(r, d, True, ref))
-                kc.emit("}", depth + 1)
-                kc.emit(
-                    f"for (int64_t {_name(v)} = 1; {_name(v)} < {hi}; {_name(v)}++) {{", depth + 1
-                )
-                self.lanes(depth + 2, lambda d: kc.fold_step(r, d, False, ref))
-                kc.emit("}", depth + 1)
-            kc.emit("}", depth)
+            if not (self.rows and self.terms_first(r, count, depth, hi)):
+                kc.emit(f"if ({hi} > 0) {{ const int64_t {_name(v)} = 0;", depth)
+                self.lanes(depth + 1, lambda d: kc.fold_step(r, d, True, ref))
+                kc.emit("}", depth)
+                kc.emit(f"for (int64_t {_name(v)} = 1; {_name(v)} < {hi}; {_name(v)}++) {{", depth)
+                self.lanes(depth + 1, lambda d: kc.fold_step(r, d, False, ref))
+                kc.emit("}", depth)
         elif self.rows and self.terms_first(r, count, depth):
             pass
         elif not r.vars:  # one term
@@ -276,7 +272,8 @@ class Strip:
             kc.kept = {}
             kc.emit(f"{acc}_t[lj][{v}] = {kc.cast(x, tx, t)};", d + 1)
             kc.emit("}", d)
-            kc.emit(f"{acc}[lj] = {acc}_t[lj][0];", d)
+            guard = f"if ({hi} > 0) " if hi else ""  # a narrowed fold: its identity if empty
+            kc.emit(f"{guard}{acc}[lj] = {acc}_t[lj][0];", d)
 
         self.lanes(depth, terms)
         f = "f" if t == "f32" else ""

@@ -155,6 +155,8 @@ def parallel_loops(k: Kernel) -> list[Loop]:
     out: list[Loop] = []
     body = plain(k.body)
     while len(body) == 1 and isinstance(body[0], Loop):
+        if body[0].start is not None or body[0].stop is not None:
+            break  # a triangular loop is body, not layout (presk_kernel.contract.perfect_nest)
         out.append(body[0])
         body = body[0].body
     return out
