@@ -292,6 +292,7 @@ def light_trainer(core, run, folder: str, theta: dict):
         per_epoch=len(samples) // b,
         lr=lr,
         _order=None,
+        key=None,  # no draws in the course GPT's step (NativeTrainer reads it)
     )
     trainer.batch = MethodType(Trainer.batch, trainer)  # the one order of batches
     return trainer

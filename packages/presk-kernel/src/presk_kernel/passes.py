@@ -71,10 +71,15 @@ def kernel_pass(core: Program, ctx: Context) -> Schedule:
     """The pass `kernel`: the kernels the entry launches, lowered, fused and narrowed to
     their masks (presk_kernel.narrow; each nest at the lowering's layout, its natural
     order)."""
+    import os
+
     from presk_kernel.fuse import fuse
     from presk_kernel.narrow import narrow
 
-    return narrow(fuse(entry_schedule(core, ctx.entry))[0])[0]
+    fused = fuse(entry_schedule(core, ctx.entry))[0]
+    if os.environ.get("PRESK_NARROW") == "0":  # the unnarrowed schedule, to measure against
+        return fused
+    return narrow(fused)[0]
 
 
 def layout_pass(schedule: Schedule, ctx: Context) -> Schedule:
