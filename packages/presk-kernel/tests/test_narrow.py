@@ -143,3 +143,30 @@ def test_narrowing_changes_no_bit_in_the_training_step():
     narrowed, count = narrow(fused)
     assert count == 6  # two blocks: each forward softmax's max, sum and quotients
     assert same_bits(run_schedule(narrowed, args), run_schedule(fused, args))
+
+
+def test_a_kernel_document_with_a_bad_bound_is_refused():
+    import msgpack
+    import pytest
+    from presk_kernel.codec import decode_kernel, encode_kernel
+    from presk_syntax.codec import DocumentError
+
+    schedule, _, _ = lowered(*ATTEND)
+    narrowed, _ = narrow(fuse(schedule)[0])
+    data = encode_kernel(narrowed)
+    assert decode_kernel(data) == narrowed
+
+    def broken(node):  # each fold's stop reads a variable of no enclosing loop
+        if isinstance(node, dict):
+            if node.get("@") == "Reduce" and node.get("stop") is not None:
+                node["stop"] = {"@": "Affine", "terms": [["zz", 1]], "const": 1}
+            for v in node.values():
+                broken(v)
+        elif isinstance(node, list):
+            for v in node:
+                broken(v)
+        return node
+
+    doc = broken(msgpack.unpackb(data, strict_map_key=False))
+    with pytest.raises(DocumentError, match="reads `zz`, not an enclosing loop's"):
+        decode_kernel(msgpack.packb(doc))
