@@ -6,7 +6,9 @@ products), f32.
     .venv/bin/python tools/bench_attention.py [--T 256] [--B 4] [--D 384] [--H 6]
         [--threads 1] [--repeat 7]
 
-Prints each side's median time and its ratio against sdpa in the same rounds.
+Prints each side's median time and its ratio against sdpa in the same rounds, then each
+native side's launches (their median times, from the timed entry, in the same rounds): the
+softmax's is the one narrowing changes.
 """
 
 from __future__ import annotations
@@ -48,8 +50,8 @@ def main() -> None:
     rng = np.random.default_rng(0)
     args = [rng.standard_normal((a.B, a.H, a.T, hd)).astype(np.float32) for _ in range(3)]
     sides = {
-        "native": NativeEntry(lay_out(fused, a.threads)),
-        "native narrowed": NativeEntry(lay_out(narrowed, a.threads)),
+        "native": NativeEntry(lay_out(fused, a.threads), timed=True),
+        "native narrowed": NativeEntry(lay_out(narrowed, a.threads), timed=True),
     }
     out = {name: e.run(args)[0] for name, e in sides.items()}
     assert out["native"].tobytes() == out["native narrowed"].tobytes(), "bits differ"
@@ -63,7 +65,14 @@ def main() -> None:
     def sdpa():
         return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
 
-    calls = {name: (lambda e=e: e.run(args)) for name, e in sides.items()}
+    kernels = {name: [] for name in sides}  # each round's nanoseconds a launch
+
+    def timed(name: str, e) -> None:
+        ns = np.zeros(len(e.schedule.launches) + 1)
+        e.run_timed(args, ns)
+        kernels[name].append(ns[:-1])
+
+    calls = {name: (lambda n=name, e=e: timed(n, e)) for name, e in sides.items()}
     calls |= {"torch eager": eager, "torch sdpa": sdpa}
     times: dict[str, list[float]] = {n: [] for n in calls}
     with torch.no_grad():
@@ -82,6 +91,11 @@ def main() -> None:
     for name, ts in times.items():
         m = statistics.median(ts)
         print(f"  {name:<16} {m * 1e3:8.2f} ms   {m / best:5.2f}x sdpa")
+    for name, e in sides.items():
+        per = np.median(np.array(kernels[name][1:]), axis=0)
+        print(f"  {name}, by launch:")
+        for lc, ns in zip(e.schedule.launches, per, strict=True):
+            print(f"    {ns / 1e6:8.2f} ms  {lc.kernel.name}")
 
 
 if __name__ == "__main__":
