@@ -3,9 +3,10 @@
 A `Kernel` reads its input buffers and writes its output buffers (numbered `%0, %1, …`
 inside the kernel, inputs first), through a body of statements:
 
-- `Loop(var, axis, extent, body)`: `var` runs over `0 … extent-1`; the iterations are
-  independent (each writes other elements), so a layout may reorder, tile, vectorize or
-  split them over threads;
+- `Loop(var, axis, extent, body)`: `var` runs over `0 … extent-1` (or, with `start` and
+  `stop`, affine maps of the enclosing loops' variables, over `[start, stop)`: a triangular
+  nest); the iterations are independent (each writes other elements), so a layout may
+  reorder, tile, vectorize or split them over threads;
 - `Reduce(acc, op, vars, body, terms)`: an accumulator folded over the row-major order of
   `vars`, left to right in increasing index, starting from the first term (DESIGN §4/§11):
   `op` is add, max, min (IEEE maximum: NaN wins, +0 over −0) or fma (a contraction: the
@@ -232,7 +233,8 @@ class Loop:
     body: tuple[Stmt, ...]
     serial: bool = False  # iterations in order (a scatter that adds into its output)
     # Bounds in the enclosing loops' variables (issue 26, a triangular nest): `var` runs
-    # over [max(0, start), min(extent, stop)); None: 0 and `extent`. Never on a serial loop.
+    # over [start, stop), within [0, extent] wherever the enclosing loops run (verified);
+    # None: 0 and `extent`. Never on a serial loop; a bounded loop is body, not layout.
     start: Affine | None = None
     stop: Affine | None = None
 
