@@ -124,9 +124,11 @@ def every_node() -> Schedule:
               Axis(None, 3)))  # fmt: skip
     ld = Load(0, (v("i"), v("j")))
     e = Op("exp", (Op("sub", (ld, Var("m"))),))
-    rows = (Reduce("m", "max", (("j", None, 3),), (), (ld,), "f32"),
+    past = Affine((("i", 1),), 1)  # triangular bounds (issue 26): j ≤ i, then j > i
+    rows = (Reduce("m", "max", (("j", None, 3),), (), (ld,), "f32", stop=past),
             Reduce("s", "add", (("j", None, 3),), (), (e,), "f32"),
-            Loop("j", None, 3, (Store(1, (v("i"), v("j")), Op("div", (e, Var("s")))),)))  # fmt: skip
+            Loop("j", None, 3, (Store(1, (v("i"), v("j")), Op("div", (e, Var("s")))),)),
+            Loop("j", None, 3, (Store(1, (v("i"), v("j")), Const(0.0, "f32")),), start=past))  # fmt: skip
     k4 = Kernel("softmax", "f/%7", (sx,), (sy,), (Loop("i", None, 2, rows),), "f32",
                 Layout(("i",), passes=2))  # fmt: skip
     k4 = apply_layout(k4)

@@ -226,6 +226,22 @@ def _name(s: str) -> str:
     return "v_" + re.sub(r"[^A-Za-z0-9_]", "_", s)
 
 
+def affine_c(a: Affine) -> str:
+    """An affine map of loop variables as C (`v_i2 + 1`)."""
+    terms = [f"{c}*{_name(v)}" if c != 1 else _name(v) for v, c in a.terms if c]
+    if a.const or not terms:
+        terms.append(str(a.const))
+    return " + ".join(terms)
+
+
+def loop_range(extent: int, start: Affine | None, stop: Affine | None) -> tuple[str, str]:
+    """A loop's first and end index in C: [0, extent), or a triangular nest's
+    [max(0, start), min(extent, stop))."""
+    lo = "0" if start is None else f"presk_maxi(0, {affine_c(start)})"
+    hi = str(extent) if stop is None else f"presk_mini({extent}, {affine_c(stop)})"
+    return lo, hi
+
+
 def _const(value, dtype: str) -> str:
     if dtype == "bool":
         return "1" if value else "0"
@@ -277,10 +293,7 @@ class KernelC:
         for ax in reversed(range(len(b.axes))):
             i = index[ax]
             if isinstance(i, Affine):
-                terms = [f"{c}*{_name(v)}" if c != 1 else _name(v) for v, c in i.terms if c]
-                if i.const or not terms:
-                    terms.append(str(i.const))
-                code = " + ".join(terms)
+                code = affine_c(i)
             else:
                 c, t = self.expr(i)
                 code = f"presk_checked({self.cast(c, t, 'i64')}, {b.axes[ax].length}, err)"
@@ -338,9 +351,10 @@ class KernelC:
                 else:
                     value = self.cast(code, t, dt)
                 self.emit(f"b{buf}[{self.offset(buf, index)}] = {value};", depth)
-            case Loop(var, _, extent, body, _):
+            case Loop(var, _, extent, body, _, start, stop):
                 v = _name(var)
-                self.emit(f"for (int64_t {v} = 0; {v} < {extent}; {v}++) {{", depth)
+                lo, hi = loop_range(extent, start, stop)
+                self.emit(f"for (int64_t {v} = {lo}; {v} < {hi}; {v}++) {{", depth)
                 self.block(body, depth + 1)
                 self.emit("}", depth)
             case Reduce():
@@ -373,6 +387,21 @@ class KernelC:
             self.emit(f"{acc} = {self.cast(code, have, t)};", depth + 1)
             self.emit("}", depth)
             self.emit(f"for (int64_t {v} = {lo} == 0 ? 1 : {lo}; {v} < {hi}; {v}++) {{", depth)
+            self.fold_step(r, depth + 1, first=False)
+            self.emit("}", depth)
+            return
+        if r.stop is not None:  # a narrowed fold: its prefix [0, min(n, stop)), peeled
+            ((v, _, n),) = r.vars
+            v, hi = _name(v), f"{acc}_n"
+            self.emit(f"const int64_t {hi} = {loop_range(n, None, r.stop)[1]};", depth)
+            identity = {"add": 0, "fma": 0, "max": -math.inf, "min": math.inf}[r.op]
+            if t == "i64":
+                identity = (1 << 63) - 1 if r.op == "min" else 0
+            self.emit(f"{acc} = {_const(identity, t)};", depth)
+            self.emit(f"if ({hi} > 0) {{ const int64_t {v} = 0;", depth)
+            self.fold_step(r, depth + 1, first=True)
+            self.emit("}", depth)
+            self.emit(f"for (int64_t {v} = 1; {v} < {hi}; {v}++) {{", depth)
             self.fold_step(r, depth + 1, first=False)
             self.emit("}", depth)
             return
@@ -443,7 +472,7 @@ class KernelC:
                     hi = f"({lo} + {size} < {extent} ? {lo} + {size} : {extent})"
                 if strip and self.lanes:  # strips of lanes across the folds of its body
                     par = PARALLEL.format(threads=threads, simd="") if threads > 1 else None
-                    Strip(self, v, strip, rows).emit(lo, hi, depth, body, par)
+                    Strip(self, v, strip, rows, var).emit(lo, hi, depth, body, par)
                     return
                 simd = self.lanes and lanes > 0
                 if threads > 1:  # one loop in threads and in lanes

@@ -42,7 +42,7 @@ from presk_kernel.ir import (
 from presk_kernel.layout import applies, is_laid
 
 from presk_cback import gemm
-from presk_cback.emit import CTYPE, PRELUDE, EmitError, KernelC, _name
+from presk_cback.emit import CTYPE, PRELUDE, EmitError, KernelC, _name, affine_c
 from presk_cback.export_main import main_c
 from presk_cback.memory import c_arenas
 from presk_cback.strip import Strip
@@ -109,9 +109,11 @@ class ExportKernelC(KernelC):
         if s is not self.top or s is None:
             return super().stmt(s, depth)
         match s:
-            case Loop(var, _, _, body, _):
+            case Loop(var, _, extent, body, _, start, stop):
                 v = _name(var)
-                self.emit(f"for (int64_t {v} = lo; {v} < hi; {v}++) {{", depth)
+                lo = "lo" if start is None else f"presk_maxi(lo, {affine_c(start)})"
+                hi = "hi" if stop is None else f"presk_mini(hi, {affine_c(stop)})"  # bounded
+                self.emit(f"for (int64_t {v} = {lo}; {v} < {hi}; {v}++) {{", depth)
                 self.block(body, depth + 1)
                 self.emit("}", depth)
             case Tile(var, _, extent, size, body, _):
@@ -123,7 +125,7 @@ class ExportKernelC(KernelC):
             case For(var, _, _, body, _, _, _, lanes, strip, rows):
                 v = _name(var)
                 if strip:
-                    Strip(self, v, strip, rows).emit("lo", "hi", depth, body, None)
+                    Strip(self, v, strip, rows, var).emit("lo", "hi", depth, body, None)
                     return
                 if lanes > 0:
                     self.emit("#pragma omp simd", 0)

@@ -46,7 +46,7 @@ from presk_kernel.ir import (
 )
 from presk_kernel.layout import apply_layout, natural_layout
 
-from presk_cback.emit import CTYPE, PRELUDE, KernelC, _const, _name
+from presk_cback.emit import CTYPE, PRELUDE, KernelC, _const, _name, affine_c
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,10 +127,12 @@ class ScopC(KernelC):
                     else self.cast(code, t, dt)
                 )
                 self.emit(f"{self.array[buf]}{self.subscript(buf, index)} = {value};", depth)
-            case Loop(var, _, extent, body, _):
+            case Loop(var, _, extent, body, _, start, stop):
                 v = _name(var)
                 self.iterators[v] = None
-                self.emit(f"for ({v} = 0; {v} < {extent}; {v}++) {{", depth)
+                lo = "0" if start is None else affine_c(start)  # a triangular nest's affine
+                hi = str(extent) if stop is None else affine_c(stop)  # bounds (verified in range)
+                self.emit(f"for ({v} = {lo}; {v} < {hi}; {v}++) {{", depth)
                 self.block(body, depth + 1)
                 self.emit("}", depth)
             case Reduce():
@@ -147,9 +149,15 @@ class ScopC(KernelC):
                 identity = (1 << 63) - 1 if r.op == "min" else 0
             self.emit(f"{acc} = {_const(identity, t)};", depth)
             return
+        if r.stop is not None:  # a narrowed fold: its identity where its prefix is empty
+            identity = {"add": 0, "fma": 0, "max": -math.inf, "min": math.inf}[r.op]
+            if t == "i64":
+                identity = (1 << 63) - 1 if r.op == "min" else 0
+            self.emit(f"{acc} = {_const(identity, t)};", depth)
         for i, (v, _, n) in enumerate(r.vars):
             self.iterators[_name(v)] = None
-            self.emit(f"for ({_name(v)} = 0; {_name(v)} < {n}; {_name(v)}++) {{", depth + i)
+            hi = n if r.stop is None else affine_c(r.stop)
+            self.emit(f"for ({_name(v)} = 0; {_name(v)} < {hi}; {_name(v)}++) {{", depth + i)
         inner = depth + len(r.vars)
         self.block(r.body, inner)
         terms = [self.expr(x) for x in r.terms]

@@ -71,11 +71,16 @@ def _keepable(k: Kernel, r: Reduce) -> list:
     return found
 
 
+def _neg(a: Affine) -> Affine:
+    return Affine(tuple((v, -c) for v, c in a.terms), -a.const)
+
+
 class Strip:
     """Writes a lane loop's body as strips, into a KernelC (`kc`)."""
 
-    def __init__(self, kc, var: str, width: int, rows: bool = False) -> None:
+    def __init__(self, kc, var: str, width: int, rows: bool = False, of: str = "") -> None:
         self.kc, self.v, self.width, self.rows = kc, var, width, rows
+        self.v_var = of  # the loop variable (`var` is its C name)
         # transcendentals of a fold's terms kept for the loops after it (`kept`):
         # expression -> (the array holding it, its type, the fold's variable, its extent)
         self.kept: dict = {}
@@ -91,6 +96,18 @@ class Strip:
         self.kept = {}
         kc.emit("}", depth)
 
+    def hull(self, a: Affine) -> str:
+        """The largest value over the strip's lanes of an affine bound (the strip's variable
+        runs over [v_s, v_s + v_n)), in C."""
+        from presk_cback.emit import affine_c
+
+        c = dict(a.terms).get(self.v_var, 0)
+        if not c:
+            return affine_c(a)
+        rest = Affine(tuple((v, k) for v, k in a.terms if v != self.v_var), a.const)
+        at = f"{self.v}_s + {self.v}_n - 1" if c > 0 else f"{self.v}_s"
+        return f"({affine_c(rest)} + {c}*({at}))"
+
     def lanes(self, depth: int, inner) -> None:
         """A loop over the strip's lanes around what `inner(depth)` writes."""
         kc, v = self.kc, self.v
@@ -103,7 +120,7 @@ class Strip:
         kc.emit("}", depth)
 
     def stmt(self, s, depth: int) -> None:
-        from presk_cback.emit import CTYPE, _name
+        from presk_cback.emit import CTYPE, _name, affine_c, loop_range
 
         kc = self.kc
         match s:
@@ -115,29 +132,47 @@ class Strip:
                 kc.laned.add(name)
             case Store():
                 self.lanes(depth, lambda d: kc.stmt(s, d))
-            case Loop(var, _, extent, body, _) if self.rows and _straight(body):
+            case Loop(var, _, extent, body, _, start, stop) if self.rows and _straight(body):
 
-                def along(d: int) -> None:  # each row's loop in vector lanes
+                def along(d: int) -> None:  # each row's loop in vector lanes (its own bounds)
+                    lo, hi = loop_range(extent, start, stop)
                     kc.emit("#pragma omp simd", 0)
                     kc.emit(
-                        f"for (int64_t {_name(var)} = 0; {_name(var)} < {extent}; "
+                        f"for (int64_t {_name(var)} = {lo}; {_name(var)} < {hi}; "
                         f"{_name(var)}++) {{",
                         d,
                     )
                     kc.kept = {  # a softmax's quotients: its exponentials computed once
                         e: (f"{a}[lj][{_name(var)}]", t)
-                        for e, (a, t, v, n) in self.kept.items()
-                        if v == var and n == extent
+                        for e, (a, t, v, n, upto) in self.kept.items()
+                        if v == var and n == extent and (upto is None or upto == stop)
                     }
                     kc.block(body, d + 1)
                     kc.kept = {}
                     kc.emit("}", d)
 
                 self.lanes(depth, along)
-            case Loop(var, _, extent, body, _):
+            case Loop(var, _, extent, body, _, start, stop):
                 n = _name(var)
-                kc.emit(f"for (int64_t {n} = 0; {n} < {extent}; {n}++) {{", depth)
-                if _straight(body):
+                lo, hi = loop_range(extent, start, stop)
+                if start is not None or stop is not None:  # the strip's hull, lanes guarded
+                    lo = lo if start is None else f"presk_maxi(0, -{self.hull(_neg(start))})"
+                    hi = hi if stop is None else f"presk_mini({extent}, {self.hull(stop)})"
+                kc.emit(f"for (int64_t {n} = {lo}; {n} < {hi}; {n}++) {{", depth)
+                if _straight(body) and (start is not None or stop is not None):
+                    own = " && ".join(
+                        f"{n} {op} {affine_c(b)}"
+                        for b, op in ((start, ">="), (stop, "<"))
+                        if b is not None
+                    )
+
+                    def guarded(d: int) -> None:
+                        kc.emit(f"if ({own}) {{", d)
+                        kc.block(body, d + 1)
+                        kc.emit("}", d)
+
+                    self.lanes(depth + 1, guarded)
+                elif _straight(body):
                     self.lanes(depth + 1, lambda d: kc.block(body, d))
                 else:
                     outer = dict(self.kept)  # arrays kept inside this loop end with it
@@ -164,6 +199,19 @@ class Strip:
             if t == "i64":
                 identity = (1 << 63) - 1 if r.op == "min" else 0
             self.lanes(depth, lambda d: kc.emit(f"{ref} = {_const(identity, t)};", d))
+        elif r.stop is not None:  # a narrowed fold: up to the largest stop of the strip's lanes
+            ((v, _, n),) = r.vars
+            hi = f"{acc}_n"
+            kc.emit(f"const int64_t {hi} = presk_mini({n}, {self.hull(r.stop)});", depth)
+            identity = {"add": 0, "fma": 0, "max": -math.inf, "min": math.inf}[r.op]
+            self.lanes(depth, lambda d: kc.emit(f"{ref} = {_const(identity, t)};", d))
+            if not (self.rows and self.terms_first(r, count, depth, hi)):
+                kc.emit(f"if ({hi} > 0) {{ const int64_t {_name(v)} = 0;", depth)
+                self.lanes(depth + 1, lambda d: kc.fold_step(r, d, True, ref))
+                kc.emit("}", depth)
+                kc.emit(f"for (int64_t {_name(v)} = 1; {_name(v)} < {hi}; {_name(v)}++) {{", depth)
+                self.lanes(depth + 1, lambda d: kc.fold_step(r, d, False, ref))
+                kc.emit("}", depth)
         elif self.rows and self.terms_first(r, count, depth):
             pass
         elif not r.vars:  # one term
@@ -192,7 +240,7 @@ class Strip:
                 kc.emit("}", depth + i)
         kc.laned.add(r.acc)
 
-    def terms_first(self, r: Reduce, n: int, depth: int) -> bool:
+    def terms_first(self, r: Reduce, n: int, depth: int, hi: str | None = None) -> bool:
         """A fold of one variable, across rows: each row's terms computed first, in vector
         lanes along the fold's variable (they are independent), then the rows' folds
         interleaved, each in its order over the same terms. False when `r` is not such a
@@ -205,6 +253,7 @@ class Strip:
         if n * self.width * ITEMSIZE[t] > TERMS_BYTES:
             return False
         acc, v = _name(r.acc), _name(r.vars[0][0])
+        upto = hi or str(n)  # a narrowed fold's terms: the prefix its strip folds
         kc.emit(f"{ALIGNED}{CTYPE[t]} {acc}_t[{self.width}][{n}];", depth)
         keep = [e for e in _keepable(kc.k, r) if n * self.width * ITEMSIZE[t] * 2 <= TERMS_BYTES]
         for j in range(len(keep)):
@@ -212,18 +261,19 @@ class Strip:
 
         def terms(d: int) -> None:
             kc.emit("#pragma omp simd", 0)
-            kc.emit(f"for (int64_t {v} = 0; {v} < {n}; {v}++) {{", d)
+            kc.emit(f"for (int64_t {v} = 0; {v} < {upto}; {v}++) {{", d)
             kc.block(r.body, d + 1)
             for j, e in enumerate(keep):
                 code, te = kc.expr(e)
                 kc.emit(f"{acc}_k{j}[lj][{v}] = {code};", d + 1)
-                self.kept[e] = (f"{acc}_k{j}", te, r.vars[0][0], n)
-            kc.kept = {e: (f"{a}[lj][{v}]", te) for e, (a, te, _, _) in self.kept.items()}
+                self.kept[e] = (f"{acc}_k{j}", te, r.vars[0][0], n, r.stop)
+            kc.kept = {e: (f"{a}[lj][{v}]", te) for e, (a, te, *_) in self.kept.items()}
             ((x, tx),) = [kc.expr(e) for e in r.terms]
             kc.kept = {}
             kc.emit(f"{acc}_t[lj][{v}] = {kc.cast(x, tx, t)};", d + 1)
             kc.emit("}", d)
-            kc.emit(f"{acc}[lj] = {acc}_t[lj][0];", d)
+            guard = f"if ({hi} > 0) " if hi else ""  # a narrowed fold: its identity if empty
+            kc.emit(f"{guard}{acc}[lj] = {acc}_t[lj][0];", d)
 
         self.lanes(depth, terms)
         f = "f" if t == "f32" else ""
@@ -238,14 +288,14 @@ class Strip:
             kc.emit(f"if ({self.v}_n == {ROWS}) {{", depth)
             kc.emit(f"{vt} {acc}_v;", depth + 1)
             kc.emit(f"memcpy(&{acc}_v, {acc}, sizeof {acc}_v);", depth + 1)
-            kc.emit(f"for (int64_t {v} = 1; {v} < {n}; {v}++) {{", depth + 1)
+            kc.emit(f"for (int64_t {v} = 1; {v} < {upto}; {v}++) {{", depth + 1)
             kc.emit(f"const {vt} x = {{{lanes}}};", depth + 2)
             kc.emit(f"{acc}_v = {acc}_v + x;" if step == "+" else f"{step}({acc}_v, x);", depth + 2)
             kc.emit("}", depth + 1)
             kc.emit(f"memcpy({acc}, &{acc}_v, sizeof {acc}_v);", depth + 1)
             kc.emit("} else {", depth)
             depth += 1
-        kc.emit(f"for (int64_t {v} = 1; {v} < {n}; {v}++) {{", depth)
+        kc.emit(f"for (int64_t {v} = 1; {v} < {upto}; {v}++) {{", depth)
         kc.emit(f"for (int64_t lj = 0; lj < {self.v}_n; lj++) {acc}[lj] = {value};", depth + 1)
         kc.emit("}", depth)
         if self.width == ROWS:

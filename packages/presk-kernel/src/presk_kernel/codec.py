@@ -10,7 +10,8 @@ from presk_kernel.ir import NODE_TYPES, Schedule
 
 # 2: Layout.gemm; 3: the host functions; 4: laid-out bodies (Tile, For, GemmStmt);
 # 5: layout plans (Layout.kblock, blocks, depth, passes; a fold's block; TwoPass)
-KERNEL_VERSION = 5
+# 6: triangular bounds (Loop.start, Loop.stop, Reduce.stop: presk_kernel.narrow)
+KERNEL_VERSION = 6
 KERNEL_CODEC = Codec(NODE_TYPES)
 
 

@@ -15,10 +15,13 @@ from presk_kernel.ir import Affine, Buffer, Gemm, Kernel, Load, Loop, Reduce, St
 
 def perfect_nest(k: Kernel) -> list[Loop]:
     """The outer perfect nest's parallel loops (a serial loop and what it holds keep their
-    order: they are body, not layout), of the nest a laid-out body lays out."""
+    order: they are body, not layout; so does a triangular loop, whose bounds read the loops
+    around it), of the nest a laid-out body lays out."""
     out: list[Loop] = []
     body = plain(k.body)
     while len(body) == 1 and isinstance(body[0], Loop) and not body[0].serial:
+        if body[0].start is not None or body[0].stop is not None:
+            break
         out.append(body[0])
         body = body[0].body
     return out

@@ -235,6 +235,7 @@ class Run:
         self.dtype = NUMPY[k.compute]
         self.env: dict[str, object] = {}
         self.positions: dict[str, int] = {}
+        self.mask = None  # the points of the parallel loops a triangular bound keeps
         self._assign(k.body)
         self.ndim = len(self.positions)
 
@@ -261,15 +262,24 @@ class Run:
                 self.env[name] = self.expr(expr)
             case Store(buf, index, expr):
                 self.store(buf, index, self.expr(expr))
-            case Loop(var, _, extent, body, serial):
+            case Loop(var, _, extent, body, serial, start, stop):
                 if serial:
                     for i in range(extent):
                         self.env[var] = i
                         self.block(body)
                 else:
                     self.parallel(var, extent)
+                    outer = self.mask
+                    if start is not None or stop is not None:  # a triangular nest: masked
+                        keep = np.ones((), dtype=bool) if outer is None else outer
+                        if start is not None:
+                            keep = keep & (self.env[var] >= self.affine(start))
+                        if stop is not None:
+                            keep = keep & (self.env[var] < self.affine(stop))
+                        self.mask = keep
                     if extent:
                         self.block(body)
+                    self.mask = outer
             case Reduce():
                 self.reduce(s)
             case Tile() | For() | GemmStmt() | TwoPass():  # laid out: the nest it lays out
@@ -298,31 +308,48 @@ class Run:
             points = ((i,) for i in range(lo, min(lo + r.size, n)))
             if lo > 0:
                 acc = np.asarray(self.expr(r.resume), dtype=dtype)
+        identity = fold_identity(r)
+        stop = None if r.stop is None else self.affine(r.stop)
+        started = None  # a narrowed fold: the points whose fold has begun
+        outer = self.mask
         for point in points:
             for (v, _, _), i in zip(r.vars, point, strict=True):
                 self.env[v] = i
-            self.block(r.body)
-            terms = [self.expr(t) for t in r.terms]
-            if r.op == "fma":
-                a, b = terms
-                acc = (
-                    np.asarray(a * b, dtype=dtype)
-                    if acc is None
-                    else fma(*np.broadcast_arrays(a, b, acc), dtype)
-                )
+            if stop is None:
+                self.block(r.body)
+                first, step = self.fold_step(r, [self.expr(t) for t in r.terms], acc, dtype)
+                acc = first if acc is None else step
                 continue
-            (t,) = terms
+            keep = np.asarray(point[0] < stop)  # each point folds its own prefix [0, stop)
+            self.mask = keep if outer is None else outer & keep  # and stores only there
+            self.block(r.body)
+            self.mask = outer
+            first, step = self.fold_step(r, [self.expr(t) for t in r.terms], acc, dtype)
             if acc is None:
-                acc = np.asarray(t, dtype=dtype)
-            elif r.op == "add":
-                acc = acc + t
-            elif r.op == "max":
-                acc = ieee_max(acc, t)
-            else:
-                acc = ieee_min(acc, t)
+                acc, started = np.where(keep, first, identity).astype(dtype), keep
+                continue
+            acc = np.where(keep, np.where(started, step, first), acc).astype(dtype)
+            started = started | keep
         if acc is None:
-            acc = fold_identity(r)
+            acc = identity
         self.env[r.acc] = np.asarray(acc, dtype=dtype)
+
+    @staticmethod
+    def fold_step(r: Reduce, terms: list, acc, dtype) -> tuple:
+        """The accumulator a fold's first term starts, and the one the next term makes
+        (None before the first)."""
+        if r.op == "fma":
+            a, b = terms
+            first = np.asarray(a * b, dtype=dtype)
+            step = None if acc is None else fma(*np.broadcast_arrays(a, b, acc), dtype)
+            return first, step
+        (t,) = terms
+        first = np.asarray(t, dtype=dtype)
+        if acc is None:
+            return first, None
+        if r.op == "add":
+            return first, acc + t
+        return first, (ieee_max if r.op == "max" else ieee_min)(acc, t)
 
     def index(self, buf: int, index: tuple) -> tuple:
         shape = self.views[buf].shape
@@ -352,10 +379,16 @@ class Run:
         idx = self.index(buf, index)
         if b.dtype == "bf16":
             value = f32_to_bf16(value)
-        parts = np.broadcast_arrays(*[np.asarray(i) for i in idx], np.asarray(value))
+        mask = [] if self.mask is None else [self.mask]
+        parts = np.broadcast_arrays(*[np.asarray(i) for i in idx], np.asarray(value), *mask)
         view = self.views[buf]
         if not idx:
             view[()] = np.asarray(value).astype(view.dtype)
+            return
+        if mask:  # a triangular nest writes only the points its bounds keep
+            keep = parts[-1]
+            parts = [p[keep] for p in parts[:-1]]
+            view[tuple(parts[:-1])] = parts[-1].astype(view.dtype, copy=False)
             return
         view[tuple(parts[:-1])] = parts[-1].astype(view.dtype, copy=False)
 

@@ -3,9 +3,10 @@
 A `Kernel` reads its input buffers and writes its output buffers (numbered `%0, %1, …`
 inside the kernel, inputs first), through a body of statements:
 
-- `Loop(var, axis, extent, body)`: `var` runs over `0 … extent-1`; the iterations are
-  independent (each writes other elements), so a layout may reorder, tile, vectorize or
-  split them over threads;
+- `Loop(var, axis, extent, body)`: `var` runs over `0 … extent-1` (or, with `start` and
+  `stop`, affine maps of the enclosing loops' variables, over `[start, stop)`: a triangular
+  nest); the iterations are independent (each writes other elements), so a layout may
+  reorder, tile, vectorize or split them over threads;
 - `Reduce(acc, op, vars, body, terms)`: an accumulator folded over the row-major order of
   `vars`, left to right in increasing index, starting from the first term (DESIGN §4/§11):
   `op` is add, max, min (IEEE maximum: NaN wins, +0 over −0) or fma (a contraction: the
@@ -237,6 +238,11 @@ class Loop:
     extent: int
     body: tuple[Stmt, ...]
     serial: bool = False  # iterations in order (a scatter that adds into its output)
+    # Bounds in the enclosing loops' variables (issue 26, a triangular nest): `var` runs
+    # over [start, stop), within [0, extent] wherever the enclosing loops run (verified);
+    # None: 0 and `extent`. Never on a serial loop; a bounded loop is body, not layout.
+    start: Affine | None = None
+    stop: Affine | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,6 +260,12 @@ class Reduce:
     block: str | None = None
     size: int = 0
     resume: Expr | None = None
+    # A narrowed fold (presk_kernel.narrow, issue 26): its one variable runs over
+    # [0, min(extent, stop)), `stop` affine in the enclosing loops' variables. The terms past
+    # it are exact no-ops of the fold (masked terms, its identity at every accumulator it can
+    # hold), so an executor may fold any longer prefix (a strip of rows folds up to the
+    # largest stop among its rows): the same bits.
+    stop: Affine | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -530,7 +542,9 @@ def plain(body: tuple) -> tuple:
             case GemmStmt() | TwoPass():
                 out.extend(s.nest)
             case Reduce() if s.block is not None:
-                out.append(Reduce(s.acc, s.op, s.vars, plain(s.body), s.terms, s.dtype))
+                out.append(
+                    Reduce(s.acc, s.op, s.vars, plain(s.body), s.terms, s.dtype, stop=s.stop)
+                )
             case _:
                 out.append(s)
     return tuple(out)
@@ -552,20 +566,32 @@ def _index(index: tuple) -> str:
     return ", ".join(str(i) for i in index)
 
 
+def _on(axis: str | None) -> str:
+    return f" ({axis})" if axis else ""
+
+
+def _bounds(start: Affine | None, stop: Affine | None, extent: int) -> str:
+    """A triangular bound, `for i4 < 5 in 0 .. i2 + 1`: the range [start, stop) within
+    [0, extent)."""
+    if start is None and stop is None:
+        return ""
+    return f" in {start if start is not None else 0} .. {stop if stop is not None else extent}"
+
+
 def _stmt(s: Stmt, indent: str) -> list[str]:
     match s:
         case Let(name, expr):
             return [f"{indent}{name} = {expr}"]
         case Store(buf, index, expr):
             return [f"{indent}%{buf}[{_index(index)}] = {expr}"]
-        case Loop(var, axis, extent, body, serial):
+        case Loop(var, axis, extent, body, serial, start, stop):
             kw = "for serial" if serial else "for"
-            lines = [f"{indent}{kw} {var} < {extent}{f' ({axis})' if axis else ''} {{"]
+            lines = [f"{indent}{kw} {var} < {extent}{_bounds(start, stop, extent)}{_on(axis)} {{"]
             for b in body:
                 lines.extend(_stmt(b, indent + "  "))
             return [*lines, f"{indent}}}"]
-        case Reduce(acc, op, vs, body, terms, dtype, block, size, resume):
-            over = ", ".join(f"{v} < {n}{f' ({a})' if a else ''}" for v, a, n in vs)
+        case Reduce(acc, op, vs, body, terms, dtype, block, size, resume, stop):
+            over = ", ".join(f"{v} < {n}{_bounds(None, stop, n)}{_on(a)}" for v, a, n in vs)
             if block is not None:
                 over += f" in {block} + {size}, resuming {resume}"
             lines = [f"{indent}{acc} : {dtype} = fold {op} over {over} {{"]

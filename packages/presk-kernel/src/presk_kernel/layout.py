@@ -133,10 +133,11 @@ def _two_pass_body(k: Kernel, body: tuple) -> tuple | None:
             (Let(t, term), Store(st.buf, st.index, Var(t))),
             (Var(t),),
             red_s.dtype,
+            stop=red_s.stop,  # a narrowed sum (presk_kernel.narrow) stores its prefix
         )
-        normed = Loop(
-            store_loop.var, store_loop.axis, store_loop.extent, (Store(st.buf, st.index, new_y),)
-        )
+        if red_s.stop != store_loop.stop or store_loop.start is not None:
+            continue  # the quotients must be the terms the sum stored
+        normed = dataclasses.replace(store_loop, body=(Store(st.buf, st.index, new_y),))
         return (*body[:at], red_m, summed, normed, *body[at + 3 :])
     return None
 
@@ -154,6 +155,8 @@ def parallel_loops(k: Kernel) -> list[Loop]:
     out: list[Loop] = []
     body = plain(k.body)
     while len(body) == 1 and isinstance(body[0], Loop):
+        if body[0].start is not None or body[0].stop is not None:
+            break  # a triangular loop is body, not layout (presk_kernel.contract.perfect_nest)
         out.append(body[0])
         body = body[0].body
     return out

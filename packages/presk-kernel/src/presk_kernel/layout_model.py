@@ -364,11 +364,12 @@ class _Walk:
                 case For():
                     out.append(self._for(s, times, ctx))
                 case Loop():
-                    node = _Node(s.var, s.extent, s.extent)
+                    trips = _trips(s.extent, s.start, s.stop)
+                    node = _Node(s.var, trips, trips)
                     inner = not any(isinstance(b, (Loop, Reduce)) for b in s.body)
                     if not inner:
-                        self._overhead(times * s.extent)
-                    node.children = self.body(s.body, times * s.extent, ctx)
+                        self._overhead(times * trips)
+                    node.children = self.body(s.body, times * trips, ctx)
                     out.append(node)
                 case Reduce():
                     out.append(self._reduce(s, times, ctx))
@@ -416,6 +417,8 @@ class _Walk:
             # resumed from its output once a block
             extents[-1] = extents[-1] / math.ceil(extents[-1] / size)
             self.loads += times
+        if getattr(r, "stop", None) is not None and extents:
+            extents[-1] = _trips(extents[-1], None, r.stop)
         n = math.prod(extents)
         reg = ctx["reg"]
         acc = math.prod(reg.values()) / max(1, ctx["lanes"]) if reg else 0
@@ -549,6 +552,18 @@ def _fixed(ranges: dict[str, float], var: str | None) -> dict[str, float]:
     out = dict(ranges)
     out.pop(var, None)
     return out
+
+
+def _trips(extent: int, start, stop) -> float:
+    """A loop's mean iterations: a triangular bound (issue 26, presk_kernel.narrow) counted at
+    its mean, each variable it reads taken over [0, extent) (a mask's two axes are as long)."""
+
+    def mean(a) -> float:
+        return a.const + sum(c * (extent - 1) / 2 for _, c in a.terms)
+
+    lo = 0.0 if start is None else max(0.0, mean(start))
+    hi = float(extent) if stop is None else min(float(extent), mean(stop))
+    return max(0.0, hi - lo)
 
 
 def counts(laid: Kernel, machine: Machine, rules: tuple[str, ...] = DEFAULT_RULES) -> Counts:

@@ -68,15 +68,20 @@ def sched_pass(core: Program, ctx: Context) -> Text:
 
 
 def kernel_pass(core: Program, ctx: Context) -> Schedule:
-    """The pass `kernel`: the kernels the entry launches, lowered and fused (each nest at
-    the lowering's layout, its natural order); the parameters of the realization's `quant`
-    map stored as integers and dequantised in the kernels that read them
-    (presk_kernel.quant.integer_weights)."""
+    """The pass `kernel`: the kernels the entry launches, lowered, fused and narrowed to
+    their masks (presk_kernel.narrow; each nest at the lowering's layout, its natural
+    order); the parameters of the realization's `quant` map stored as integers and
+    dequantised in the kernels that read them (presk_kernel.quant.integer_weights)."""
+    import os
+
     from presk_kernel.fuse import fuse
+    from presk_kernel.narrow import narrow
     from presk_kernel.quant import IntegerWeightError, integer_weights
     from presk_kernel.realization import RealizationError, as_realization
 
     schedule = fuse(entry_schedule(core, ctx.entry))[0]
+    if os.environ.get("PRESK_NARROW") != "0":  # "0": the unnarrowed schedule, to measure
+        schedule = narrow(schedule)[0]
     try:
         quant = as_realization(ctx.entry.realize).quant
     except RealizationError:  # the lowering read it already: not reached

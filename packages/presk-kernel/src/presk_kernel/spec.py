@@ -190,11 +190,14 @@ class _Check:
                     kind, dtype = self.expr(expr, loops, scalars), self.k.buffers[buf].dtype
                     if KIND[dtype] != "real" and kind != KIND[dtype]:  # a real is never cut
                         self.bad(f"a store of a {kind} into %{buf} : {dtype}")
-                case Loop(var, _, extent, inner, _):
+                case Loop(var, _, extent, inner, serial, start, stop):
                     if extent < 0:
                         self.bad(f"the loop over `{var}` has extent {extent}")
                     if var in loops:
                         self.bad(f"the loop variable `{var}` is bound twice")
+                    if serial and (start is not None or stop is not None):
+                        self.bad(f"the serial loop over `{var}` has bounds")
+                    self.bounds(var, (start, stop), loops, extent)
                     self.block(inner, loops | {var: extent}, scalars)
                 case Reduce():
                     scalars[s.acc] = self.reduce(s, loops, scalars)
@@ -203,6 +206,24 @@ class _Check:
                 case _:
                     self.bad(f"not a kernel statement: {s!r}")
         return scalars
+
+    def bounds(self, var: str, bounds: tuple, loops: dict[str, int], extent: int) -> None:
+        """A triangular bound reads only the variables of the loops around it, and stays
+        within [0, extent] wherever they run (so C writes it as it is, a SCoP's bound)."""
+        for b in bounds:
+            if b is None:
+                continue
+            if not isinstance(b, Affine):
+                self.bad(f"the bound `{b}` of `{var}` is not affine")
+                continue
+            lo = hi = b.const
+            for v, c in b.terms:
+                if v not in loops:
+                    self.bad(f"the bound `{b}` of `{var}` reads `{v}`, not an enclosing loop's")
+                    return
+                lo, hi = lo + min(0, c * (loops[v] - 1)), hi + max(0, c * (loops[v] - 1))
+            if lo < 0 or hi > extent:
+                self.bad(f"the bound `{b}` of `{var}` runs over {lo} … {hi}, outside 0 … {extent}")
 
     def reduce(self, r: Reduce, loops: dict[str, int], scalars: dict[str, str]) -> str:
         if r.op not in FOLDS:
@@ -217,6 +238,10 @@ class _Check:
             )
         if r.op == "fma" and not real:
             self.bad(f"the contraction `{r.acc}` accumulates in `{r.dtype}`")
+        if r.stop is not None:
+            if len(r.vars) != 1 or r.block is not None:
+                self.bad(f"the fold `{r.acc}` is bounded: one variable and no block")
+            self.bounds(r.acc, (r.stop,), loops, r.vars[0][2] if r.vars else 0)
         inner = dict(loops)
         for v, _, n in r.vars:
             if v in inner:

@@ -32,6 +32,9 @@ def fits(body) -> bool:
             return False
         if isinstance(s, Loop) and (s.serial or not fits(s.body)):
             return False
+        bounded = isinstance(s, Loop) and (s.start is not None or s.stop is not None)
+        if bounded and not straight(s.body):  # a triangular loop: its lanes guarded one by one
+            return False
     return True
 
 

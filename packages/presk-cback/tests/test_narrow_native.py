@@ -1,0 +1,55 @@
+"""Narrowed causal attention natively (issue 26): the bits of the unnarrowed schedule on the
+kernel interpreter, at the run's layouts (strips of rows whose folds end at their last
+row's stop), at one and two threads, at every point of the softmax's layout space, and in
+a training step."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import numpy as np
+from presk_cback.native import NativeEntry
+from presk_kernel.fuse import fuse
+from presk_kernel.interp import run_schedule
+from presk_kernel.layout import apply_layout, lay_out, layout_space
+from presk_kernel.narrow import narrow
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "presk-kernel" / "tests"))
+from kernel_entries import MINIGPT, lowered, same_bits  # noqa: E402
+from test_narrow import hard_inputs  # noqa: E402
+
+
+def test_narrowed_attention_gives_the_unnarrowed_bits_natively():
+    for realize, dtype in (("f64", np.float64), ("f32", np.float32)):
+        attend = ("tutorial/03_attention.psk", "attend", (("B", 1), ("T", 11)), realize)
+        schedule, args, _ = lowered(*attend)
+        fused = fuse(schedule)[0]
+        narrowed, _ = narrow(fused)
+        args = hard_inputs(args, dtype)
+        want = run_schedule(fused, args)
+        for threads in (1, 2):
+            laid = lay_out(narrowed, threads)
+            assert same_bits(NativeEntry(laid).run(args), want)
+            assert same_bits(run_schedule(laid, args, laid=True), want)
+        if realize == "f64":
+            continue
+        # points of the narrowed softmax's layout space: two passes, and the first and last
+        at = [i for i, lc in enumerate(narrowed.launches) if "softmax" in lc.kernel.name][0]
+        k = narrowed.launches[at].kernel
+        points = layout_space(k, 2)
+        chosen = [points[0], points[-1], next(p for p in points if p.passes == 2)]
+        for p in chosen:
+            one = dataclasses.replace(narrowed.launches[at], kernel=apply_layout(k, p))
+            launches = laid.launches[:at] + (one,) + laid.launches[at + 1 :]
+            s = dataclasses.replace(laid, launches=launches)
+            assert same_bits(NativeEntry(s).run(args), want), p
+
+
+def test_a_narrowed_training_step_gives_the_unnarrowed_bits_natively():
+    file = "tests/examples/minigpt/train_minigpt.psk"
+    schedule, args, _ = lowered(file, "loss", (("B", 1), ("T", 4)), "f32", True, MINIGPT)
+    fused = fuse(schedule)[0]
+    narrowed, _ = narrow(fused)
+    assert same_bits(NativeEntry(lay_out(narrowed, 2)).run(args), run_schedule(fused, args))
