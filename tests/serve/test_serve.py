@@ -53,6 +53,92 @@ def test_the_context_slides_over_the_last_t_tokens(ckpt):
     assert "window 8" in serve(ckpt, "--prompt", "a", "--tokens", 1).stderr
 
 
+@pytest.fixture(scope="module")
+def tiny(ckpt):
+    """The tiny MiniGPT's core program and weights, in this process."""
+    from presk_cli.pipeline import PIPELINE, RUN
+    from presk_cli.serve import load_weights
+    from presk_syntax.pipeline import Context
+
+    ctx = Context(consts=dict(c.split("=") for c in TINY[1::2]), check=True)
+    core = PIPELINE.run(RUN, MINIGPT, ctx)
+    return core, load_weights(core, "MiniGPT", str(ckpt), {})[0]
+
+
+def functions(tiny, options):
+    from presk_cli.serve import cached_function, logits_function
+
+    core, theta = tiny
+    dims = {"B": 1, "T": 8}
+    whole = logits_function(core, "MiniGPT.apply", theta, 8, dims, options, 256)
+    return whole, cached_function(core, "MiniGPT.apply", theta, 8, dims, options, 256)
+
+
+@pytest.mark.parametrize(
+    "backend, prompt, tokens",
+    [("native", [1, 2, 3, 4, 5], 6), ("interp", [9] * 7, 3)],
+)
+def test_the_cache_gives_the_whole_windows_tokens(tiny, backend, prompt, tokens):
+    """Greedy and sampled, the prompt filling the cache, steps to the window's end, then
+    the window sliding: the tokens of the whole-window loop (docs/serve.md). The kernel
+    interpreter's cached tokens are the others' (test_greedy_tokens_are_the_same_…)."""
+    from presk_cli.serve import generate
+
+    whole, cached = functions(tiny, (backend, "f64", 1))
+    for heat in (0.0, 1.0):
+        want = generate(whole, prompt, 8, tokens, heat, 5, lambda t: None)
+        assert generate(whole, prompt, 8, tokens, heat, 5, lambda t: None, cached) == want
+
+
+def test_the_step_is_the_windows_row_bit_for_bit(tiny):
+    """The fill's logits are the whole window's, and each step's row t is the whole
+    window's row t, to the bit (presk_core.prefix), natively in f32."""
+    whole, cached = functions(tiny, ("native", "f32", 1))
+    ids = np.zeros(8, dtype=np.int64)
+    ids[:2] = [7, 30]
+    assert np.array_equal(cached.fill(ids), whole(ids))
+    for t, token in zip(range(2, 8), [4, 63, 0, 12, 12, 50], strict=True):
+        ids[t] = token
+        assert np.array_equal(cached.step(token, t), whole(ids)[t]), t
+
+
+CAUSAL = """
+const V : nat = 4
+dim B
+dim T <= 16
+module M {{
+  param w : ℝ[V, V]
+  param pos : ℝ[seq: T, V]
+  fn apply(ids : idx[V][batch: B, seq: T]) -> ℝ[batch: B, seq: T, V] =
+    {body}
+}}
+inference serve {{
+  model = M
+  weights = "w.psk.d"
+  generate = M.apply
+  vocabulary = "v.json"
+}}
+"""
+
+
+def test_a_function_without_the_prefix_property_keeps_the_whole_window(tmp_path):
+    """A softmax over the positions: row i reads every token. presk serve says why it has
+    no cache, and generates as --no-cache does."""
+    from presk_core.data import write_tree
+
+    body = "softmax(axis seq, embed(w, ids) + pos)"
+    (tmp_path / "s.psk").write_text(CAUSAL.format(body=body), encoding="utf-8")
+    (tmp_path / "v.json").write_text('["a", "b", "c", "d"]', encoding="utf-8")
+    rng = np.random.default_rng(1)
+    leaves = [rng.normal(size=(4, 4)), rng.normal(size=(5, 4))]
+    write_tree(str(tmp_path / "w.psk.d"), "params M", leaves)
+    args = ("serve", tmp_path / "s.psk", "--prompt", "ab", "--tokens", 4)
+    r, whole = presk(*args), presk(*args, "--no-cache")
+    assert r.returncode == 0 and whole.returncode == 0, r.stderr
+    assert r.stdout == whole.stdout and "window 5, no cache;" in r.stderr
+    assert "no cache: `" in r.stderr and "`softmax` over the positions" in r.stderr
+
+
 def test_sampling_draws_as_presk_core_random_sample():
     """The host's loop: the i-th token drawn by `sample` with the key of token i."""
     from presk_cli.serve import generate, token_keys
@@ -177,3 +263,17 @@ def test_serve_py_gives_presk_serves_greedy_tokens(ckpt, tmp_path):
     assert py.returncode == 0, py.stderr
     assert py.stdout == mine
     assert re.search(r"serve.py: 6 tokens in .* tokens/s", py.stderr)
+    # within the window: serve.py's cache of keys and values (the derived step in
+    # PyTorch), its whole window and presk serve's cache, the same greedy tokens
+    args = ("--prompt", "abc", "--tokens", 7)
+    mine = serve(ckpt, *args, "--backend", "native").stdout
+    for extra in ((), ("--no-cache",)):
+        py = subprocess.run(
+            [sys.executable, "serve.py", *map(str, args), "--weights", str(ckpt), *extra],
+            cwd=out,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert py.returncode == 0 and py.stdout == mine, (extra, py.stderr)
+        assert ("cache)" if not extra else "no cache)") in py.stderr
