@@ -369,7 +369,6 @@ def cached_function(core, name: str, theta: dict, window: int, dims, options, bi
     step_s = lower(inc.program, inc.step, {}, step_inputs(0, 0), realize, threads)
     if backend == "kernel":
         fill_in = storage(fill_s, [*leaves, ids0])
-        types = {b.id: b.dtype for b in step_s.buffers}
 
         def run(schedule, values):
             try:
@@ -406,7 +405,7 @@ def cached_function(core, name: str, theta: dict, window: int, dims, options, bi
     fill_ids = fill_e.view(fill_s.inputs[-1])
     fill_out = [fill_e.view(b) for b in fill_s.outputs]
     step_out = [step_e.view(b) for b in step_s.outputs]
-    step_in = dict(zip(range(len(inc.inputs)), (step_e.view(b) for b in step_s.inputs)))
+    step_in = dict(enumerate(step_e.view(b) for b in step_s.inputs))
     kinds = list(enumerate(inc.inputs))
     rows_in = [(i, rest) for i, (kind, *rest) in kinds if kind == "leaf" and rest[1] is not None]
     cache_in = {rest[0]: step_in[i] for i, (kind, *rest) in kinds if kind == "cache"}
@@ -414,7 +413,6 @@ def cached_function(core, name: str, theta: dict, window: int, dims, options, bi
     masks_in = [step_in[i] for i, (kind, *_) in kinds if kind == "mask"]
     onehots_in = [step_in[i] for i, (kind, *_) in kinds if kind == "onehot"]
     positions = np.arange(window)
-    fill_rows = list(zip(fill_s.outputs[1:], fill_out[1:], strict=True))
 
     def call(entry, schedule) -> None:
         if entry.module.lib.presk_entry(pointer(entry.arena, "char")):
@@ -423,7 +421,7 @@ def cached_function(core, name: str, theta: dict, window: int, dims, options, bi
     def fill(ids: np.ndarray) -> np.ndarray:
         fill_ids[...] = ids.reshape(fill_ids.shape)
         call(fill_e, fill_s)
-        for k, (_, view) in enumerate(fill_rows):  # the cached values, stored as the step reads them
+        for k, view in enumerate(fill_out[1:]):  # the cached values, in their storage type
             cache_in[k][...] = view.reshape(cache_in[k].shape)
         widened = from_storage(fill_out[0], fill_types[fill_s.outputs[0]])
         return np.array(widened, dtype=np.float64).reshape(window, -1)
@@ -436,7 +434,9 @@ def cached_function(core, name: str, theta: dict, window: int, dims, options, bi
             m[...] = (positions == t).reshape(m.shape)
         for i, (leaf, axis) in rows_in:
             row = np.take(leaves[leaf], [t], axis=axis)
-            step_in[i][...] = to_storage(row, step_types[step_s.inputs[i]]).reshape(step_in[i].shape)
+            step_in[i][...] = to_storage(row, step_types[step_s.inputs[i]]).reshape(
+                step_in[i].shape
+            )
         call(step_e, step_s)
         for k, view in enumerate(step_out[1:]):
             shape, axis = inc.caches[k]
@@ -591,7 +591,17 @@ def generate(
 )
 @backend_options
 def serve(
-    file, prompt, prompt_file, tokens, temperature, seed, weights, dims, consts, bits, cache,
+    file,
+    prompt,
+    prompt_file,
+    tokens,
+    temperature,
+    seed,
+    weights,
+    dims,
+    consts,
+    bits,
+    cache,
     **native,
 ) -> None:
     """Generate text with FILE's `inference serve`: the prompt encoded with the block's
@@ -673,7 +683,9 @@ def serve(
         shown.phase(f"preparing `{fn.name}` on the {options[0]} backend")
         logits = logits_function(core, fn.name, theta, window, call_dims, options, bits)
         cached, why = None, "--no-cache"
-        if cache:
+        if cache and str(options[1]).startswith("@"):
+            why = "a realization file types the sites of the whole-window function"
+        elif cache:
             shown.phase(f"deriving `{fn.name}` with a cache")
             found = cached_function(core, fn.name, theta, window, call_dims, options, bits)
             cached, why = (None, found) if isinstance(found, str) else (found, None)

@@ -45,7 +45,7 @@ from presk_types.presburger import Lin
 from presk_types.types import AxisT, Bool, Idx, Real, Shape, TupleT, Type, shape_of
 
 from presk_core.build import FunctionBuilder
-from presk_core.ir import Function, Instr, Lit, Operand, Program, Value
+from presk_core.ir import Function, Instr, Operand, Program, Value
 
 
 class NoCache(Exception):
@@ -120,7 +120,9 @@ def inline(program: Program, entry: str) -> Function:
         get = lambda a: env[a.id] if isinstance(a, Value) else a  # noqa: E731
         for ins in f.body:
             if ins.op == "call":
-                env[ins.out.id] = splice(program.function(ins.attr("fn")), [get(a) for a in ins.args])
+                env[ins.out.id] = splice(
+                    program.function(ins.attr("fn")), [get(a) for a in ins.args]
+                )
                 continue
             if "fn" in dict(ins.attrs):
                 raise NoCache(f"`{ins.op}` of `{ins.attr('fn')}` (unroll the stacks first)")
@@ -138,11 +140,10 @@ class _Analysis:
 
     def __init__(self, fn: Function, ids: int, axis: int) -> None:
         self.fn = fn
-        self.tags: dict[int, dict[int, str]] = {ids: {axis: "q"}}
         self.window = _lengths(fn.params[ids].type)[axis]
         self.name = _shape(fn.params[ids].type).axes[axis].name
         self.param_index = {p.id: i for i, p in enumerate(fn.params)}
-        self.tags = {fn.params[ids].id: {axis: "q"}}
+        self.tags: dict[int, dict[int, str]] = {fn.params[ids].id: {axis: "q"}}
         self.zero_above: set[int] = set()  # k-tagged values whose terms j > i are +0
         self.masks: dict[int, Instr] = {}  # causal_mask values
         self.masked: set[tuple[int, int]] = set()  # (instr out id, arg index): a mask row
@@ -171,7 +172,7 @@ class _Analysis:
             return
         tagged = any(self.t(a) for a in args)
         if not tagged:
-            for i, a in enumerate(args):
+            for a in args:
                 if isinstance(a, Value):
                     if a.id in self.param_index:
                         self.whole.add(a.id)
@@ -314,7 +315,9 @@ class _Analysis:
             zero = [
                 i
                 for i, _, tg in srcs
-                if tg == "k" and isinstance(ins.args[i], Value) and ins.args[i].id in self.zero_above
+                if tg == "k"
+                and isinstance(ins.args[i], Value)
+                and ins.args[i].id in self.zero_above
             ]
             if not zero or any(tg == "k" and i not in zero for i, _, tg in srcs):
                 raise NoCache(
@@ -448,7 +451,9 @@ def incremental(program: Program, entry: str, ids: int, axis: int) -> Incrementa
         env[ins.out.id] = out
     ret_row = env[fn.ret.id]
     step_rows = [row_of(v) for v, _ in cached]
-    step_ret = sb.emit("tuple", [ret_row, *step_rows], TupleT((ret_row.type, *(r.type for r in step_rows))))
+    step_ret = sb.emit(
+        "tuple", [ret_row, *step_rows], TupleT((ret_row.type, *(r.type for r in step_rows)))
+    )
     step = Function(sb.name, (), tuple(params), step_ret.type, tuple(sb.body), step_ret)
     shapes = tuple((_lengths(_type_of(fn, v)), ax) for v, ax in cached)
     out = replace(program, functions=(fill, step))

@@ -164,9 +164,7 @@ def cached_step(export: Export, block: Serve, dim: str | None) -> dict | None:
         except ExportError:
             return None
         code = [_COMMENT.sub("", line) for line in lines if not line.startswith("#")]
-        caches = [
-            [("T" if x == n else x) for x in shape] + [axis] for shape, axis in inc.caches
-        ]
+        caches = [[("T" if x == n else x) for x in shape] + [axis] for shape, axis in inc.caches]
         inputs = [
             (kind, head.params[rest[0]].name.removeprefix("θ."), rest[1])
             if kind == "leaf"
