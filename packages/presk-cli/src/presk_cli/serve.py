@@ -365,8 +365,11 @@ def cached_function(core, name: str, theta: dict, window: int, dims, options, bi
 
     from presk_cli.native import compiled, lower, storage
 
-    fill_s = lower(inc.program, inc.fill, {}, [*leaves, ids0], realize, threads)
-    step_s = lower(inc.program, inc.step, {}, step_inputs(0, 0), realize, threads)
+    try:  # what the kernels cannot lower of the derived functions leaves the whole window
+        fill_s = lower(inc.program, inc.fill, {}, [*leaves, ids0], realize, threads)
+        step_s = lower(inc.program, inc.step, {}, step_inputs(0, 0), realize, threads)
+    except NativeError as e:
+        return f"the fill and the step do not lower ({e.code}: {e})"
     if backend == "kernel":
         fill_in = storage(fill_s, [*leaves, ids0])
 

@@ -359,7 +359,14 @@ def incremental(program: Program, entry: str, ids: int, axis: int) -> Incrementa
     `ids`-th parameter the window's tokens, `axis` their positions. NoCache when the prefix
     analysis fails."""
     fn = inline(program, entry)
-    an = _Analysis(fn, ids, axis)
+    try:
+        an = _Analysis(fn, ids, axis)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+        # an instruction of a form the analysis does not expect: no cache (the whole window
+        # is always right), the reason naming what it met
+        raise NoCache(
+            f"the prefix analysis does not read this function ({type(e).__name__})"
+        ) from None
     T = an.window
     cached = list(an.cached.items())
     # the fill: the function, and the cached values' T rows
