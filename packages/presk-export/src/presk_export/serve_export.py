@@ -161,7 +161,7 @@ def cached_step(export: Export, block: Serve, dim: str | None) -> dict | None:
         )
         try:
             lines = writer.body(step, {}, [(p.name, p.type) for p in step.params])
-        except ExportError:
+        except (ExportError, KeyError, TypeError, ValueError):  # no step in PyTorch: no cache
             return None
         code = [_COMMENT.sub("", line) for line in lines if not line.startswith("#")]
         caches = [[("T" if x == n else x) for x in shape] + [axis] for shape, axis in inc.caches]
