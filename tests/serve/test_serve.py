@@ -102,6 +102,31 @@ def test_the_step_is_the_windows_row_bit_for_bit(tiny):
         assert np.array_equal(cached.step(token, t), whole(ids)[t]), t
 
 
+def test_the_prefix_analysis_caches_each_blocks_keys_and_values(tiny):
+    """presk_core.prefix on the tiny MiniGPT at T = 4: the keys and values of its 2 blocks
+    cached ([batch, heads, seq, hd], rows on seq), the position table read by row."""
+    from presk_core.flatten import flatten
+    from presk_core.prefix import incremental
+    from presk_core.specialize import specialize
+    from presk_core.unroll import unroll_stack
+
+    core, _ = tiny
+    flat = flatten(unroll_stack(specialize(core, "MiniGPT.apply", {"B": 1, "T": 4})))
+    head = flat.functions[0]
+    inc = incremental(flat, head.name, len(head.params) - 1, 1)
+    assert inc.caches == (((1, 2, 4, 8), 2),) * 4
+    kinds = [k for k, *_ in inc.inputs]
+    assert kinds.count("cache") == 4 and kinds.count("ids") == 1 and "mask" in kinds
+    rows = [
+        head.params[i].name
+        for k, i, axis in (x for x in inc.inputs if x[0] == "leaf")
+        if axis is not None
+    ]
+    assert rows == ["θ.pos"]
+    step = inc.program.function(inc.step)
+    assert str(step.result.elements[0]) == "ℝ[batch: 1, seq: 1, 64]"
+
+
 CAUSAL = """
 const V : nat = 4
 dim B

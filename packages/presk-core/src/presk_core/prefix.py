@@ -309,6 +309,13 @@ class _Analysis:
             for i, ax, tg in sources[out_names[o]]:
                 if tg == "q":
                     self.cache(ins, i, ax)
+        for o, tag in out.items():  # an operand over the rows that is not computed from them
+            for i, ax, tg in sources[out_names[o]]:
+                a = ins.args[i]
+                if tag == "q" and tg is None and _lengths(a.type)[ax] != 1:
+                    raise NoCache(
+                        f"`{ins.site}`: a value over the positions not computed from them"
+                    )
         for n, srcs in sources.items():
             if n in out_names or not any(tg for _, _, tg in srcs):
                 continue
