@@ -11,7 +11,8 @@ EXAMPLES := tests/examples/mlp/mlp.psk tests/examples/minigpt/minigpt.psk \
 
 .PHONY: setup venv test tutorial grammar fuzz bench lint check-examples run-examples train-examples \
 	export-examples conformance sanitize opt-examples calibrate serve-examples serve-pt corpus-data corpus \
-	corpus-gpt experiment-gpt pytorch-baseline bench-gpt bench-attention packages dist explain explain-pdf c-conformance \
+	corpus-gpt experiment-gpt pytorch-baseline bench-gpt bench-attention bench-serve \
+	packages dist explain explain-pdf c-conformance \
 	c-speed step-table j-step step-train quant-table precision curve calibrate-ra4 ra4-small plan-check ra4-quick \
 	bench-plan
 
@@ -188,10 +189,12 @@ conformance: export-examples
 
 # presk serve on the tiny MiniGPT's checkpoint (trained as train-examples does when it is
 # missing): greedy tokens identical on the reference interpreter, the kernel interpreter
-# and native f64; then the --serve export (docs/serve.md).
+# and native f64, with the cache and without it (a prompt within the window: 3 characters,
+# 12 tokens, the window sliding after 5); then the --serve export (docs/serve.md).
 SERVE_TINY := --const V=64 --const D=16 --const H=2 --const L=2
 SERVE_CKPT := out/tiny_minigpt_ckpt/final.psk.d
 SERVE_ARGS := --prompt "Presk serves " --tokens 24 --temperature 0
+SERVE_SHORT := --prompt "Pre" --tokens 12 --temperature 0
 
 $(SERVE_CKPT):
 	.venv/bin/presk train tests/examples/minigpt/train_minigpt.psk $(SERVE_TINY) \
@@ -205,13 +208,33 @@ serve-examples: setup $(SERVE_CKPT)
 	        --backend $$b > out/serve/$$b.txt || exit 1; done
 	@cmp out/serve/interp.txt out/serve/kernel.txt && cmp out/serve/interp.txt out/serve/native.txt
 	@echo "serve-examples: the same greedy tokens on interp, kernel and native f64: $$(cat out/serve/native.txt)"
+	@for b in interp kernel native; do for c in --cache --no-cache; do \
+	    .venv/bin/presk serve tests/examples/minigpt/minigpt.psk $(SERVE_TINY) $(SERVE_SHORT) \
+	        --backend $$b $$c > out/serve/short_$$b$$c.txt || exit 1; \
+	    cmp out/serve/short_interp--cache.txt out/serve/short_$$b$$c.txt || exit 1; done; done
+	@echo "serve-examples: with the cache and without, the same greedy tokens: $$(cat out/serve/short_native--cache.txt)"
 	$(EXPORT) tests/examples/minigpt/minigpt.psk $(SERVE_TINY) --serve -o out/export/minigpt_serve
 
-# The exported serve.py (float64, greedy) against presk serve's tokens from the same weights.
+# The exported serve.py (float64, greedy) against presk serve's tokens from the same weights:
+# the whole window (a prompt beyond it), then within the window with serve.py's cache of keys
+# and values and without it.
 serve-pt: serve-examples
 	cd out/export/minigpt_serve && ../../../$(PY) serve.py $(SERVE_ARGS) > ../../serve/pt.txt
 	@cmp out/serve/native.txt out/serve/pt.txt
 	@echo "serve-pt: serve.py's greedy tokens are presk serve's: $$(cat out/serve/pt.txt)"
+	@for c in "" --no-cache; do (cd out/export/minigpt_serve && ../../../$(PY) serve.py \
+	    $(SERVE_SHORT) $$c > ../../serve/pt_short.txt) || exit 1; \
+	    cmp out/serve/short_native--cache.txt out/serve/pt_short.txt || exit 1; done
+	@echo "serve-pt: with its cache and without, serve.py's tokens are presk serve's: $$(cat out/serve/pt_short.txt)"
+
+# Generation speed (docs/serve.md): tokens a second of the course GPT (corpus/nlp/05_gpt.psk,
+# its trained weights, else drawn at their shapes) natively with the cache and without it,
+# and serve.py's PyTorch loops with a cache and without, one thread, in turn, f32; then two
+# threads. BENCH_SERVE_ARGS adds flags (`--const D=192` for a reduced width).
+BENCH_SERVE_ARGS ?=
+bench-serve: setup
+	$(PY) tools/bench_serve.py --tokens 32 --pairs 3 --threads 1 $(BENCH_SERVE_ARGS)
+	$(PY) tools/bench_serve.py --tokens 32 --pairs 3 --threads 2 $(BENCH_SERVE_ARGS)
 
 # The NLP course's ladder on the French civil code (docs/corpus.md): the data from
 # ../shared/data/civil.md into corpus/nlp/data/ (the specification's three commands, then

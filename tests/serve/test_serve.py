@@ -53,6 +53,116 @@ def test_the_context_slides_over_the_last_t_tokens(ckpt):
     assert "window 8" in serve(ckpt, "--prompt", "a", "--tokens", 1).stderr
 
 
+@pytest.fixture(scope="module")
+def tiny(ckpt):
+    """The tiny MiniGPT's core program and weights, in this process."""
+    from presk_cli.pipeline import PIPELINE, RUN
+    from presk_cli.serve import load_weights
+    from presk_syntax.pipeline import Context
+
+    ctx = Context(consts=dict(c.split("=") for c in TINY[1::2]), check=True)
+    core = PIPELINE.run(RUN, MINIGPT, ctx)
+    return core, load_weights(core, "MiniGPT", str(ckpt), {})[0]
+
+
+def functions(tiny, options):
+    from presk_cli.serve import cached_function, logits_function
+
+    core, theta = tiny
+    dims = {"B": 1, "T": 8}
+    whole = logits_function(core, "MiniGPT.apply", theta, 8, dims, options, 256)
+    return whole, cached_function(core, "MiniGPT.apply", theta, 8, dims, options, 256)
+
+
+@pytest.mark.parametrize(
+    "backend, prompt, tokens",
+    [("native", [1, 2, 3, 4, 5], 6), ("interp", [9] * 7, 3)],
+)
+def test_the_cache_gives_the_whole_windows_tokens(tiny, backend, prompt, tokens):
+    """Greedy and sampled, the prompt filling the cache, steps to the window's end, then
+    the window sliding: the tokens of the whole-window loop (docs/serve.md). The kernel
+    interpreter's cached tokens are the others' (test_greedy_tokens_are_the_same_…)."""
+    from presk_cli.serve import generate
+
+    whole, cached = functions(tiny, (backend, "f64", 1))
+    for heat in (0.0, 1.0):
+        want = generate(whole, prompt, 8, tokens, heat, 5, lambda t: None)
+        assert generate(whole, prompt, 8, tokens, heat, 5, lambda t: None, cached) == want
+
+
+def test_the_step_is_the_windows_row_bit_for_bit(tiny):
+    """The fill's logits are the whole window's, and each step's row t is the whole
+    window's row t, to the bit (presk_core.prefix), natively in f32."""
+    whole, cached = functions(tiny, ("native", "f32", 1))
+    ids = np.zeros(8, dtype=np.int64)
+    ids[:2] = [7, 30]
+    assert np.array_equal(cached.fill(ids), whole(ids))
+    for t, token in zip(range(2, 8), [4, 63, 0, 12, 12, 50], strict=True):
+        ids[t] = token
+        assert np.array_equal(cached.step(token, t), whole(ids)[t]), t
+
+
+def test_the_prefix_analysis_caches_each_blocks_keys_and_values(tiny):
+    """presk_core.prefix on the tiny MiniGPT at T = 4: the keys and values of its 2 blocks
+    cached ([batch, heads, seq, hd], rows on seq), the position table read by row."""
+    from presk_core.flatten import flatten
+    from presk_core.prefix import incremental
+    from presk_core.specialize import specialize
+    from presk_core.unroll import unroll_stack
+
+    core, _ = tiny
+    flat = flatten(unroll_stack(specialize(core, "MiniGPT.apply", {"B": 1, "T": 4})))
+    head = flat.functions[0]
+    inc = incremental(flat, head.name, len(head.params) - 1, 1)
+    assert inc.caches == (((1, 2, 4, 8), 2),) * 4
+    kinds = [k for k, *_ in inc.inputs]
+    assert kinds.count("cache") == 4 and kinds.count("ids") == 1 and "mask" in kinds
+    rows = [
+        head.params[i].name
+        for k, i, axis in (x for x in inc.inputs if x[0] == "leaf")
+        if axis is not None
+    ]
+    assert rows == ["θ.pos"]
+    step = inc.program.function(inc.step)
+    assert str(step.result.elements[0]) == "ℝ[batch: 1, seq: 1, 64]"
+
+
+CAUSAL = """
+const V : nat = 4
+dim B
+dim T <= 16
+module M {{
+  param w : ℝ[V, V]
+  param pos : ℝ[seq: T, V]
+  fn apply(ids : idx[V][batch: B, seq: T]) -> ℝ[batch: B, seq: T, V] =
+    {body}
+}}
+inference serve {{
+  model = M
+  weights = "w.psk.d"
+  generate = M.apply
+  vocabulary = "v.json"
+}}
+"""
+
+
+def test_a_function_without_the_prefix_property_keeps_the_whole_window(tmp_path):
+    """A softmax over the positions: row i reads every token. presk serve says why it has
+    no cache, and generates from the whole window (the loop of --no-cache)."""
+    from presk_core.data import write_tree
+
+    body = "softmax(axis seq, embed(w, ids) + pos)"
+    (tmp_path / "s.psk").write_text(CAUSAL.format(body=body), encoding="utf-8")
+    (tmp_path / "v.json").write_text('["a", "b", "c", "d"]', encoding="utf-8")
+    rng = np.random.default_rng(1)
+    leaves = [rng.normal(size=(4, 4)), rng.normal(size=(5, 4))]
+    write_tree(str(tmp_path / "w.psk.d"), "params M", leaves)
+    r = presk("serve", tmp_path / "s.psk", "--prompt", "ab", "--tokens", 4)
+    assert r.returncode == 0 and r.stdout.startswith("ab") and len(r.stdout) == 2 + 4 + 1
+    assert "window 5, no cache;" in r.stderr
+    assert "no cache: `" in r.stderr and "`softmax` over the positions" in r.stderr
+
+
 def test_sampling_draws_as_presk_core_random_sample():
     """The host's loop: the i-th token drawn by `sample` with the key of token i."""
     from presk_cli.serve import generate, token_keys
@@ -165,7 +275,9 @@ def test_serve_py_gives_presk_serves_greedy_tokens(ckpt, tmp_path):
     out = tmp_path / "export"
     r = presk("export", MINIGPT, "--target", "pytorch", *TINY, "--serve", "-o", out)
     assert r.returncode == 0, r.stderr
-    args = ("--prompt", "ABCDEFGHIJKLm", "--tokens", 6)
+    # the prompt fills serve.py's cache of keys and values (the derived step in PyTorch),
+    # each token a step to the window's end, then the window slides: the whole window
+    args = ("--prompt", "abc", "--tokens", 7)
     mine = serve(ckpt, *args, "--backend", "native").stdout
     py = subprocess.run(
         [sys.executable, "serve.py", *map(str, args), "--weights", str(ckpt), "--threads", "1"],
@@ -176,4 +288,4 @@ def test_serve_py_gives_presk_serves_greedy_tokens(ckpt, tmp_path):
     )
     assert py.returncode == 0, py.stderr
     assert py.stdout == mine
-    assert re.search(r"serve.py: 6 tokens in .* tokens/s", py.stderr)
+    assert re.search(r"serve.py: 7 tokens in .* tokens/s .*window 8, cache\)", py.stderr)

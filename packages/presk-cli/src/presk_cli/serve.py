@@ -289,6 +289,168 @@ def logits_function(core, name: str, theta: dict, window: int, dims, options, bi
     return native
 
 
+class Cached:
+    """The generation function with a cache (presk_core.prefix, docs/serve.md): `fill(ids)`
+    the logits of a whole window ([T, V] doubles), its cached values kept; `step(token, t)`
+    the logits at position t ([V]) from the token there and the cached rows before it."""
+
+    def __init__(self, fill, step) -> None:
+        self.fill, self.step = fill, step
+
+
+def cached_function(core, name: str, theta: dict, window: int, dims, options, bits: int):
+    """The fill and the step of the generation function on the backend of `options`, each
+    compiled once; or the reason (a string) the prefix analysis gives for none."""
+    import numpy as np
+    from presk_core.flatten import FlattenError, flat_arguments, flatten
+    from presk_core.prefix import NoCache, incremental
+    from presk_core.specialize import SpecializeError, specialize
+    from presk_core.unroll import unroll_stack
+
+    fn = core.function(name)
+    ids0 = np.zeros((1, window), dtype=np.int64)
+    try:
+        flat = flatten(unroll_stack(specialize(core, name, dims)))
+        head = flat.functions[0]
+        inc = incremental(flat, head.name, len(head.params) - 1, 1)
+    except (NoCache, FlattenError, SpecializeError) as e:
+        return str(e)
+    leaves = flat_arguments(flat, [p.type for p in fn.params], [theta, ids0])[:-1]
+    caches = [np.zeros(shape) for shape, _ in inc.caches]
+    backend, realize, threads = options
+
+    def step_inputs(token: int, t: int) -> list:
+        out = []
+        for kind, *rest in inc.inputs:
+            if kind == "ids":
+                out.append(np.full((1, 1), token, dtype=np.int64))
+            elif kind == "leaf":
+                i, axis = rest
+                leaf = leaves[i]
+                out.append(leaf if axis is None else np.take(leaf, [t], axis=axis))
+            elif kind == "mask":
+                out.append((np.arange(rest[0]) <= t).reshape(1, -1))
+            elif kind == "onehot":
+                out.append(np.arange(rest[0]) == t)
+            else:
+                out.append(caches[rest[0]])
+        return out
+
+    def put(k: int, row, t: int) -> None:
+        axis = inc.caches[k][1]
+        index = (slice(None),) * axis + (t,)
+        caches[k][index] = row
+
+    if backend == "interp":
+        from presk_core.interp import Interpreter
+        from presk_core.run import interp_real
+
+        interp = Interpreter(inc.program, bits)
+        leaves = [interp_real(np.asarray(v, dtype=np.float64), bits) for v in leaves]
+        caches = [np.asarray(c, dtype=object) for c in caches]
+
+        def fill(ids: np.ndarray) -> np.ndarray:
+            logits, *values = interp.run(inc.fill, [*leaves, ids.reshape(1, -1)], {})
+            caches[:] = [np.asarray(v, dtype=object) for v in values]
+            return np.asarray(logits, dtype=object)[0].astype(np.float64)
+
+        def step(token: int, t: int) -> np.ndarray:
+            logits, *rows = interp.run(inc.step, step_inputs(token, t), {})
+            for k, row in enumerate(rows):
+                put(k, np.asarray(row, dtype=object), t)
+            return np.asarray(logits, dtype=object).reshape(-1).astype(np.float64)
+
+        return Cached(fill, step)
+    from presk_kernel.interp import KernelError, from_storage, run_schedule, to_storage
+
+    from presk_cli.native import compiled, lower, storage
+
+    try:  # what the kernels cannot lower of the derived functions leaves the whole window
+        fill_s = lower(inc.program, inc.fill, {}, [*leaves, ids0], realize, threads)
+        step_s = lower(inc.program, inc.step, {}, step_inputs(0, 0), realize, threads)
+    except NativeError as e:
+        return f"the fill and the step do not lower ({e.code}: {e})"
+    if backend == "kernel":
+        fill_in = storage(fill_s, [*leaves, ids0])
+
+        def run(schedule, values):
+            try:
+                return run_schedule(schedule, values, laid=True)
+            except KernelError as e:
+                raise NativeError("E7003", str(e)) from None
+
+        def fill(ids: np.ndarray) -> np.ndarray:
+            fill_in[-1] = ids.reshape(1, -1)
+            logits, *values = run(fill_s, fill_in)
+            caches[:] = [np.array(v, dtype=np.float64) for v in values]
+            return np.asarray(logits, dtype=np.float64).reshape(window, -1)
+
+        def step(token: int, t: int) -> np.ndarray:
+            logits, *rows = run(step_s, storage(step_s, step_inputs(token, t)))
+            for k, row in enumerate(rows):
+                put(k, np.asarray(row, dtype=np.float64), t)
+            return np.asarray(logits, dtype=np.float64).reshape(-1)
+
+        return Cached(fill, step)
+    from presk_cback.load import pointer
+
+    fill_e, step_e = compiled(fill_s), compiled(step_s)
+    for entry, schedule, values in (
+        (fill_e, fill_s, [*leaves, ids0]),
+        (step_e, step_s, step_inputs(0, 0)),
+    ):
+        types = {b.id: b.dtype for b in schedule.buffers}
+        for buf, value in zip(schedule.inputs, storage(schedule, values), strict=True):
+            view = entry.view(buf)
+            view[...] = to_storage(np.asarray(value), types[buf]).reshape(view.shape)
+    fill_types = {b.id: b.dtype for b in fill_s.buffers}
+    step_types = {b.id: b.dtype for b in step_s.buffers}
+    fill_ids = fill_e.view(fill_s.inputs[-1])
+    fill_out = [fill_e.view(b) for b in fill_s.outputs]
+    step_out = [step_e.view(b) for b in step_s.outputs]
+    step_in = dict(enumerate(step_e.view(b) for b in step_s.inputs))
+    kinds = list(enumerate(inc.inputs))
+    rows_in = [(i, rest) for i, (kind, *rest) in kinds if kind == "leaf" and rest[1] is not None]
+    cache_in = {rest[0]: step_in[i] for i, (kind, *rest) in kinds if kind == "cache"}
+    (ids_in,) = (step_in[i] for i, (kind, *_) in kinds if kind == "ids")
+    masks_in = [step_in[i] for i, (kind, *_) in kinds if kind == "mask"]
+    onehots_in = [step_in[i] for i, (kind, *_) in kinds if kind == "onehot"]
+    positions = np.arange(window)
+
+    def call(entry, schedule) -> None:
+        if entry.module.lib.presk_entry(pointer(entry.arena, "char")):
+            raise NativeError("E7003", f"an index out of range in `{schedule.entry}`")
+
+    def fill(ids: np.ndarray) -> np.ndarray:
+        fill_ids[...] = ids.reshape(fill_ids.shape)
+        call(fill_e, fill_s)
+        for k, view in enumerate(fill_out[1:]):  # the cached values, in their storage type
+            cache_in[k][...] = view.reshape(cache_in[k].shape)
+        widened = from_storage(fill_out[0], fill_types[fill_s.outputs[0]])
+        return np.array(widened, dtype=np.float64).reshape(window, -1)
+
+    def step(token: int, t: int) -> np.ndarray:
+        ids_in[...] = token
+        for m in masks_in:
+            m[...] = (positions <= t).reshape(m.shape)
+        for m in onehots_in:
+            m[...] = (positions == t).reshape(m.shape)
+        for i, (leaf, axis) in rows_in:
+            row = np.take(leaves[leaf], [t], axis=axis)
+            step_in[i][...] = to_storage(row, step_types[step_s.inputs[i]]).reshape(
+                step_in[i].shape
+            )
+        call(step_e, step_s)
+        for k, view in enumerate(step_out[1:]):
+            shape, axis = inc.caches[k]
+            at = cache_in[k].reshape(shape)[(slice(None),) * axis + (t,)]
+            at[...] = view.reshape(at.shape)
+        widened = from_storage(step_out[0], step_types[step_s.outputs[0]])
+        return np.array(widened, dtype=np.float64).reshape(-1)
+
+    return Cached(fill, step)
+
+
 # ---- the loop ------------------------------------------------------------------------------
 
 
@@ -350,19 +512,29 @@ def generate(
     temperature: float,
     seed: int,
     emit_token: Callable[[int], None],
+    cached: Cached | None = None,
 ) -> list[int]:
-    """`tokens` tokens after `prompt`, each from the last `window` tokens of the text so far."""
+    """`tokens` tokens after `prompt`, each from the last `window` tokens of the text so far:
+    with `cached`, the window's first call fills the cache and each next token is one step
+    at its position, until the text is longer than the window (then every token is the
+    whole window's, as without a cache: the positions have all moved)."""
     import numpy as np
     from presk_core import random as R
 
     key = token_keys(seed)
     text = list(prompt)
     out = []
+    filled = False
     for i in range(tokens):
-        context = text[-window:]
-        ids = np.zeros(window, dtype=np.int64)
-        ids[: len(context)] = context
-        row = logits(ids)[len(context) - 1]
+        if filled and len(text) <= window:
+            row = cached.step(text[-1], len(text) - 1)
+        else:
+            context = text[-window:]
+            ids = np.zeros(window, dtype=np.int64)
+            ids[: len(context)] = context
+            whole = cached.fill if cached is not None else logits
+            row = whole(ids)[len(context) - 1]
+            filled = cached is not None and len(text) < window
         if not np.all(np.isfinite(row)):
             raise ServeError("E7022", f"the logits of generated token {i} are not all finite")
         if temperature == 0:
@@ -413,9 +585,27 @@ def generate(
     show_default=True,
     help="MPFR precision of the reference interpreter.",
 )
+@click.option(
+    "--cache/--no-cache",
+    default=True,
+    show_default=True,
+    help="Each next token from the cached keys and values of the tokens before it (derived"
+    " from the function's causal structure), or from the whole window again.",
+)
 @backend_options
 def serve(
-    file, prompt, prompt_file, tokens, temperature, seed, weights, dims, consts, bits, **native
+    file,
+    prompt,
+    prompt_file,
+    tokens,
+    temperature,
+    seed,
+    weights,
+    dims,
+    consts,
+    bits,
+    cache,
+    **native,
 ) -> None:
     """Generate text with FILE's `inference serve`: the prompt encoded with the block's
     vocabulary, each next token from the generation function's logits at the last position
@@ -495,6 +685,13 @@ def serve(
         options = (native["backend"], native["realize"], native["threads"])
         shown.phase(f"preparing `{fn.name}` on the {options[0]} backend")
         logits = logits_function(core, fn.name, theta, window, call_dims, options, bits)
+        cached, why = None, "--no-cache"
+        if cache and str(options[1]).startswith("@"):
+            why = "a realization file types the sites of the whole-window function"
+        elif cache:
+            shown.phase(f"deriving `{fn.name}` with a cache")
+            found = cached_function(core, fn.name, theta, window, call_dims, options, bits)
+            cached, why = (None, found) if isinstance(found, str) else (found, None)
         shown.end_phase()
 
         def shown(token: int) -> None:
@@ -504,7 +701,7 @@ def serve(
         sys.stdout.write(prompt)
         sys.stdout.flush()
         start = time.perf_counter()
-        made = generate(logits, ids.tolist(), window, count, heat, seed, shown)
+        made = generate(logits, ids.tolist(), window, count, heat, seed, shown, cached)
         seconds = time.perf_counter() - start
         sys.stdout.write("\n")
         sys.stdout.flush()
@@ -518,11 +715,14 @@ def serve(
     threads = f", {options[2]} threads" if options[0] == "native" and options[2] > 1 else ""
     how = "greedy" if heat == 0 else f"temperature {heat:g}, seed {seed}"
     rate = len(made) / seconds if seconds > 0 else float("inf")
+    kept = "cache" if cached is not None else "no cache"
     click.echo(
         f"presk serve: {len(made)} tokens in {seconds:.3f} s, {rate:.1f} tokens/s"
-        f" ({backend}{threads}, {how}, window {window}; compiling excluded)",
+        f" ({backend}{threads}, {how}, window {window}, {kept}; compiling excluded)",
         err=True,
     )
+    if cached is None and why != "--no-cache":
+        click.echo(f"presk serve: no cache: {why}", err=True)
 
 
 __all__ = ["ServeError", "generate", "load_vocabulary", "load_weights", "serve", "token_keys"]

@@ -13,6 +13,8 @@ has no Threefry): the same distribution, and a seed fixes them for one torch on 
 from __future__ import annotations
 
 import os
+import re
+from dataclasses import replace
 
 from presk_core.run import EntryError
 from presk_syntax.diagnostics import DiagnosticError
@@ -30,7 +32,8 @@ SERVE_NAMES = {
     "WEIGHTS", "VOCABULARY", "MODEL", "LEAVES", "SIZE0", "SIZE_STEP", "MAX_TOKENS",
     "TEMPERATURE", "MAGIC", "VERSION", "FIXED", "ServeError", "read_weights",
     "read_vocabulary", "state_of", "_place", "build_model", "logits_of", "generate", "main",
-    "_positive", "model", "ids", "dims", "window", "text", "tokens",
+    "_positive", "model", "ids", "dims", "window", "text", "tokens", "F", "serve_step",
+    "Cache", "CACHES", "STEP_INPUTS", "cache",
 }  # fmt: skip
 
 
@@ -96,6 +99,7 @@ def serve_files(export: Export, out: str | None = None) -> dict[str, str]:
         raise ExportError(f"the window of `{block.generate}` is {seq} tokens: not the model's {d}")
     leaves = [(leaf.path, bool(leaf.stack)) for leaf in layout.leaves]
     text = TEMPLATES.get_template("serve.py.j2").render(
+        step=cached_step(export, block, d),
         source=os.path.basename(export.program.main.path),
         model_name=block.model,
         generate_name=block.generate,
@@ -117,4 +121,72 @@ def serve_files(export: Export, out: str | None = None) -> dict[str, str]:
     return {"serve.py": text}
 
 
-__all__ = ["serve_files", "serve_of"]
+_COMMENT = re.compile(r"  # .*$")
+
+
+def cached_step(export: Export, block: Serve, dim: str | None) -> dict | None:
+    """The step of the generation function with a cache (presk_core.prefix: row t from the
+    cached keys and values), as the lines of a Python function, when the prefix analysis
+    derives one and its code does not depend on the window's length T: derived at two
+    lengths, the same statements (the type comments aside). None otherwise: serve.py then
+    has the whole-window loop only."""
+    from presk_core.flatten import FlattenError, flatten
+    from presk_core.prefix import NoCache, incremental
+    from presk_core.specialize import SpecializeError, specialize
+    from presk_core.unroll import unroll_stack
+
+    from presk_export.pytorch import FileWriter
+
+    fn = export.core.function(block.generate)
+    seq = fn.params[-1].type.shape.axes[1].length
+    batch = fn.params[-1].type.shape.axes[0].length
+    if not batch.names and batch.constant != 1 or dim is None or seq.names != {dim}:
+        return None
+    lows = dict(export.core.lowers)
+    lengths = (max(lows.get(dim, 0), 2) + 3, max(lows.get(dim, 0), 2) + 4)
+    writer = FileWriter(export, export.program.files[0])
+    found = []
+    for n in lengths:
+        try:
+            dims = {d: 1 for d in batch.names} | {dim: n}
+            flat = flatten(unroll_stack(specialize(export.core, block.generate, dims)))
+            head = flat.functions[0]
+            inc = incremental(flat, head.name, len(head.params) - 1, 1)
+        except (NoCache, FlattenError, SpecializeError, KeyError):
+            return None
+        step = inc.program.function(inc.step)
+        names = [_py_name(p.name or f"x{i}") for i, p in enumerate(step.params)]
+        step = replace(
+            step, params=tuple(replace(p, name=m) for p, m in zip(step.params, names, strict=True))
+        )
+        try:
+            lines = writer.body(step, {}, [(p.name, p.type) for p in step.params])
+        except (ExportError, KeyError, TypeError, ValueError):  # no step in PyTorch: no cache
+            return None
+        code = [_COMMENT.sub("", line) for line in lines if not line.startswith("#")]
+        caches = [[("T" if x == n else x) for x in shape] + [axis] for shape, axis in inc.caches]
+        inputs = [
+            (kind, head.params[rest[0]].name.removeprefix("θ."), rest[1])
+            if kind == "leaf"
+            else (kind, "T")
+            if kind in ("mask", "onehot")
+            else (kind, *rest)
+            for kind, *rest in inc.inputs
+        ]
+        found.append((code, caches, inputs, names))
+    if found[0] != found[1]:
+        return None
+    code, caches, inputs, names = found[0]
+    return {
+        "params": names,
+        "lines": code,
+        "caches": py_literal([tuple(c) for c in caches]),
+        "inputs": py_literal([tuple(i) for i in inputs]),
+    }
+
+
+def _py_name(name: str) -> str:
+    return identifier(name.removeprefix("θ.").replace(".", "_"))
+
+
+__all__ = ["cached_step", "serve_files", "serve_of"]
