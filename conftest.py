@@ -24,10 +24,18 @@ LONGEST = (
     "tests/test_tutorial.py",
     "tests/test_tutorial_apart.py",
     "tests/precision/test_bound.py",
-    "tests/cli/test_signals.py",
-    "packages/presk-kernel/tests/test_laid.py",
     "tests/run/test_window.py",
+    "tests/run/test_pi_iota_compare.py",
+    "tests/precision/test_step_budget.py",
+    "tests/run/test_robust_run.py",
+    "tests/export/test_export.py",
     "tests/train/test_resume.py",
+    "tests/cli/test_signals.py",
+    "tests/serve/test_serve.py",
+    "packages/presk-cback/tests/test_emit.py",
+    "tests/native/test_draws_native.py",
+    "packages/presk-kernel/tests/test_layout_space.py",
+    "packages/presk-kernel/tests/test_laid.py",
 )
 
 
