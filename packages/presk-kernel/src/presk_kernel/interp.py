@@ -455,17 +455,9 @@ def _uniform(a: list) -> np.ndarray:
 
 def _normal(a: list) -> np.ndarray:
     """Value a[2] of normal(key (a[0], a[1]), ·): presk_core.random's, for each key drawn."""
-    from presk_core.random import Key, normal
+    from presk_core.random import normal
 
-    k0, k1, c = np.broadcast_arrays(*(np.asarray(x, dtype=np.int64) for x in a))
-    out = np.empty(c.shape, dtype=np.float64)
-    keys = np.stack([k0.reshape(-1), k1.reshape(-1)], axis=1)
-    flat_c, flat_out = c.reshape(-1), out.reshape(-1)
-    for w0, w1 in np.unique(keys, axis=0):
-        at = (keys[:, 0] == w0) & (keys[:, 1] == w1)
-        drawn = normal(Key(int(w0), int(w1)), int(flat_c[at].max()) + 1)
-        flat_out[at] = drawn[flat_c[at]]
-    return out
+    return _initializer(a, normal)
 
 
 def _initializer(a: list, init) -> np.ndarray:
