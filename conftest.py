@@ -15,11 +15,11 @@ if settings is not None:
         settings.load_profile("ci")
 
 
-# The files that take longest, heaviest first (seconds of one worker, measured with
-# `pytest -n 2 --dist loadfile --junitxml=J` summed by file on this machine: 104 s down to 30 s). `make test`
-# deals whole files to its two workers in collection order, so a long file collected last
-# (the tutorial's, under tests/, after every package) would run alone at the end while the
-# other worker idles: run the longest first, and the short ones fill in behind them.
+# The files that take longest, heaviest first (seconds of one worker, 104 s down to 30 s:
+# `pytest -n 2 --dist loadfile --junitxml=J` summed by file on this machine). `make test`
+# deals whole files to its two workers in collection order (with --no-loadscope-reorder:
+# xdist's own order, by number of tests, left the one-test tutorial files for last, one
+# worker idle), so the longest run first and the short ones fill in behind them.
 LONGEST = (
     "tests/precision/test_bound.py",
     "tests/test_tutorial.py",
