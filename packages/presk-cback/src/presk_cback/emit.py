@@ -242,6 +242,14 @@ def loop_range(extent: int, start: Affine | None, stop: Affine | None) -> tuple[
     return lo, hi
 
 
+def fold_identity(op: str, t: str) -> str:
+    """The C of a fold's value over no term (or its start before a narrowed prefix): its
+    operation's identity in its type."""
+    if t == "i64":
+        return _const((1 << 63) - 1 if op == "min" else 0, t)
+    return _const({"add": 0, "fma": 0, "max": -math.inf, "min": math.inf}[op], t)
+
+
 def _const(value, dtype: str) -> str:
     if dtype == "bool":
         return "1" if value else "0"
@@ -369,10 +377,7 @@ class KernelC:
         self.types[r.acc] = t
         count = math.prod(n for _, _, n in r.vars)
         if count == 0:
-            identity = {"add": 0, "fma": 0, "max": -math.inf, "min": math.inf}[r.op]
-            if t == "i64":
-                identity = (1 << 63) - 1 if r.op == "min" else 0
-            self.emit(f"{CTYPE[t]} {acc} = {_const(identity, t)};", depth)
+            self.emit(f"{CTYPE[t]} {acc} = {fold_identity(r.op, t)};", depth)
             return
         self.emit(f"{CTYPE[t]} {acc};", depth)
         if r.block is not None:  # one block of the fold, resumed from the partial sum stored
@@ -394,10 +399,7 @@ class KernelC:
             ((v, _, n),) = r.vars
             v, hi = _name(v), f"{acc}_n"
             self.emit(f"const int64_t {hi} = {loop_range(n, None, r.stop)[1]};", depth)
-            identity = {"add": 0, "fma": 0, "max": -math.inf, "min": math.inf}[r.op]
-            if t == "i64":
-                identity = (1 << 63) - 1 if r.op == "min" else 0
-            self.emit(f"{acc} = {_const(identity, t)};", depth)
+            self.emit(f"{acc} = {fold_identity(r.op, t)};", depth)
             self.emit(f"if ({hi} > 0) {{ const int64_t {v} = 0;", depth)
             self.fold_step(r, depth + 1, first=True)
             self.emit("}", depth)

@@ -46,7 +46,7 @@ from presk_kernel.ir import (
 )
 from presk_kernel.layout import apply_layout, natural_layout
 
-from presk_cback.emit import CTYPE, PRELUDE, KernelC, _const, _name, affine_c
+from presk_cback.emit import CTYPE, PRELUDE, KernelC, _name, affine_c, fold_identity
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,16 +144,10 @@ class ScopC(KernelC):
         acc, t = _name(r.acc), r.dtype
         self.scalars[r.acc] = t
         if math.prod(n for _, _, n in r.vars) == 0:
-            identity = {"add": 0, "fma": 0, "max": -math.inf, "min": math.inf}[r.op]
-            if t == "i64":
-                identity = (1 << 63) - 1 if r.op == "min" else 0
-            self.emit(f"{acc} = {_const(identity, t)};", depth)
+            self.emit(f"{acc} = {fold_identity(r.op, t)};", depth)
             return
         if r.stop is not None:  # a narrowed fold: its identity where its prefix is empty
-            identity = {"add": 0, "fma": 0, "max": -math.inf, "min": math.inf}[r.op]
-            if t == "i64":
-                identity = (1 << 63) - 1 if r.op == "min" else 0
-            self.emit(f"{acc} = {_const(identity, t)};", depth)
+            self.emit(f"{acc} = {fold_identity(r.op, t)};", depth)
         for i, (v, _, n) in enumerate(r.vars):
             self.iterators[_name(v)] = None
             hi = n if r.stop is None else affine_c(r.stop)

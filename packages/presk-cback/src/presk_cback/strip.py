@@ -186,7 +186,7 @@ class Strip:
                 raise TypeError(f"not a kernel statement: {s!r}")
 
     def reduce(self, r: Reduce, depth: int) -> None:
-        from presk_cback.emit import CTYPE, _const, _name
+        from presk_cback.emit import CTYPE, _name, fold_identity
 
         kc = self.kc
         acc, t = _name(r.acc), r.dtype
@@ -195,16 +195,12 @@ class Strip:
         kc.emit(f"{ALIGNED}{CTYPE[t]} {acc}[{self.width}];", depth)
         count = math.prod(n for _, _, n in r.vars)
         if count == 0:
-            identity = {"add": 0, "fma": 0, "max": -math.inf, "min": math.inf}[r.op]
-            if t == "i64":
-                identity = (1 << 63) - 1 if r.op == "min" else 0
-            self.lanes(depth, lambda d: kc.emit(f"{ref} = {_const(identity, t)};", d))
+            self.lanes(depth, lambda d: kc.emit(f"{ref} = {fold_identity(r.op, t)};", d))
         elif r.stop is not None:  # a narrowed fold: up to the largest stop of the strip's lanes
             ((v, _, n),) = r.vars
             hi = f"{acc}_n"
             kc.emit(f"const int64_t {hi} = presk_mini({n}, {self.hull(r.stop)});", depth)
-            identity = {"add": 0, "fma": 0, "max": -math.inf, "min": math.inf}[r.op]
-            self.lanes(depth, lambda d: kc.emit(f"{ref} = {_const(identity, t)};", d))
+            self.lanes(depth, lambda d: kc.emit(f"{ref} = {fold_identity(r.op, t)};", d))
             if not (self.rows and self.terms_first(r, count, depth, hi)):
                 kc.emit(f"if ({hi} > 0) {{ const int64_t {_name(v)} = 0;", depth)
                 self.lanes(depth + 1, lambda d: kc.fold_step(r, d, True, ref))
