@@ -24,10 +24,8 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-PRESK = str(ROOT / ".venv" / "bin" / "presk")
-GPT = "corpus/nlp/05_gpt.psk"
-CIVIL = ROOT.parent / "shared" / "data" / "civil.md"
+from corpus_tool import GPT, PRESK, ROOT, absent
+
 ORDER = {"f64": 0, "f32": 1, "bf16": 2}
 STEP = re.compile(r"^step (\d+) .* loss (\S+) ")
 
@@ -111,12 +109,8 @@ def main() -> int:
     p.add_argument("--warm", type=int, default=100, help="steps of the envelope's weights")
     p.add_argument("--out", default="out/curve")
     a = p.parse_args()
-    if not CIVIL.exists():
-        print(f"curve: {CIVIL} is absent: no corpus, nothing done (docs/corpus.md)")
-        return 0
     data = "corpus/nlp/data/civil_T32.psk.d"
-    if not (ROOT / data).exists():
-        print(f"curve: no {data} (make corpus-data)")
+    if absent("curve", data):
         return 0
     consts = [x for kv in a.consts.split(",") if kv for x in ("--const", kv)]
     out = ROOT / a.out

@@ -16,28 +16,11 @@ Without ../shared/data/civil.md (the corpus), one line and nothing done.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-PRESK = str(ROOT / ".venv" / "bin" / "presk")
-GPT = "corpus/nlp/05_gpt.psk"
-CIVIL = ROOT.parent / "shared" / "data" / "civil.md"
-
-
-def run(*args: str, check: bool = True) -> str:
-    print("$ presk " + " ".join(args), flush=True)
-    t = time.monotonic()
-    r = subprocess.run([PRESK, *args], cwd=ROOT, capture_output=True, text=True)
-    print(r.stdout, end="")
-    if r.stderr:
-        print(r.stderr, end="")
-    print(f"  ({time.monotonic() - t:.1f} s)", flush=True)
-    if check and r.returncode != 0:
-        sys.exit(r.returncode)
-    return r.stdout
+from corpus_tool import GPT, ROOT, absent, run
 
 
 def main() -> int:
@@ -50,12 +33,8 @@ def main() -> int:
     p.add_argument("--budget", default="1e-3")
     p.add_argument("--out", default="out/precision_gpt")
     a = p.parse_args()
-    if not CIVIL.exists():
-        print(f"precision: {CIVIL} is absent: no corpus, nothing done (docs/corpus.md)")
-        return 0
     data = f"corpus/nlp/data/civil_T{a.seq}.psk.d"
-    if not (ROOT / data).exists():
-        print(f"precision: no {data} (make corpus-data)")
+    if absent("precision", data):
         return 0
     consts = [x for kv in a.consts.split(",") if kv for x in ("--const", kv)]
     out = ROOT / a.out

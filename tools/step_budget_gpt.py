@@ -23,30 +23,17 @@ from __future__ import annotations
 import argparse
 import re
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-PRESK = str(ROOT / ".venv" / "bin" / "presk")
-GPT = "corpus/nlp/05_gpt.psk"
-CIVIL = ROOT.parent / "shared" / "data" / "civil.md"
+import corpus_tool
+from corpus_tool import GPT, ROOT, absent
+
 DATA = "corpus/nlp/data/civil_T32.psk.d"
 
 
 def run(*args: str, quiet: bool = False) -> str:
-    print("$ presk " + " ".join(args), flush=True)
-    t = time.monotonic()
-    r = subprocess.run([PRESK, *args], cwd=ROOT, capture_output=True, text=True)
-    if not quiet:
-        print(r.stdout, end="")
-    if r.stderr:
-        print(r.stderr, end="")
-    print(f"  ({time.monotonic() - t:.1f} s)", flush=True)
-    if r.returncode != 0:
-        sys.exit(r.returncode)
-    return r.stdout
+    return corpus_tool.run(*args, echo=not quiet)
 
 
 def solved(a, consts: list[str], out: Path) -> tuple[Path, Path, float]:
@@ -136,11 +123,7 @@ def main() -> int:
     p.add_argument("--train-steps", type=int, default=100, help="step-train: steps of each run")
     p.add_argument("--out", default="out/step_gpt")
     a = p.parse_args()
-    if not CIVIL.exists():
-        print(f"{a.mode}: {CIVIL} is absent: no corpus, nothing done (docs/corpus.md)")
-        return 0
-    if not (ROOT / DATA).exists():
-        print(f"{a.mode}: no {DATA} (make corpus-data)")
+    if absent(a.mode, DATA):
         return 0
     consts = [x for kv in a.consts.split(",") if kv for x in ("--const", kv)]
     out = ROOT / a.out / a.mode
