@@ -10,7 +10,7 @@ import time
 
 import click
 
-from presk_cli.plans import HEADER, PlanError, choose, costed, row
+from presk_cli.plans import DEFAULT_TEXT, HEADER, PlanError, choose, costed, row, the_default
 
 WARMUP = 1
 TIMED = 7
@@ -193,8 +193,12 @@ def plan(file, entry, dims, consts, realize, profile_path, space, train, out) ->
     for nest in nests:
         pts = points(nest.kernel, space, workers)
         seconds = costed(nest, pts, profile.machine, model)
-        best, within = choose(seconds, model.u)
+        default = the_default(nest, pts, workers, profile.machine, model)
+        best, within = choose(seconds, model.u, default)
         total += len(pts)
+        if best is None:  # the default layout, priced below every point: the run's own
+            rows.append(row(nest, len(pts), default[1], within, DEFAULT_TEXT))
+            continue
         pt = pts[best]
         rows.append(row(nest, len(pts), seconds[best], within, pt.text))
         planned.append(
