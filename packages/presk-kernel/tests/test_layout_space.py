@@ -58,9 +58,7 @@ def test_sampled_points_pass_the_verifier_and_give_point_0s_bits(realize):
         for k, views in launches_with_views(fuse(schedule)[0], args):
             for space in ("full", "small", "calib"):
                 pts = points(k, space, 4)
-                assert pts[0].layout == dataclasses.replace(
-                    run_layout(k, 1), lanes=None, width=1
-                )
+                assert pts[0].layout == dataclasses.replace(run_layout(k, 1), lanes=None, width=1)
                 good = [p for p in pts if p.why is None]
                 for p in good:
                     assert check_layout(k, p.layout) is None, p.text
