@@ -22,7 +22,10 @@ PLAN_KIND = "plan"
 PLAN_VERSION = 1
 DAY_KIND = "autotune-day"
 DAY_VERSION = 1
-DEFAULT_TEXT = "the default layout (the run's own: no point of the space is priced below it)"
+DEFAULT_MARK = " (the default)"
+"""After the text of a nest's default layout, a plan's row where no point of the space is
+priced below it and no point is it (the nest is then left out of the plan: a run lays it
+out by default)."""
 HEADER = (
     "nest                         operands                        space     predicted"
     "          undecided  layout"
@@ -355,10 +358,12 @@ def the_default(nest: Nest, pts, workers: int, machine, model) -> tuple[int | No
 def choose(seconds: list[float], u: float, default: tuple[int | None, float] | None = None):
     """(the best point, the points within 1 + u of the choice's price, the choice included):
     with `default` (`the_default`'s), the default's point, or None for the default layout
-    itself when no point is it, unless a point is priced below it."""
+    itself when no point is it, unless the best point is priced below it by more than the
+    model's uncertainty (its price times 1 + u below the default's: within 1 + u the model
+    cannot tell them apart, and the default is what a run measured)."""
     best = min(range(len(seconds)), key=lambda i: (seconds[i], i))
     chosen = seconds[best]
-    if default is not None and not seconds[best] < default[1]:
+    if default is not None and not seconds[best] * (1 + u) < default[1]:
         best = default[0] if default[0] is not None else None
         chosen = seconds[best] if best is not None else default[1]
     within = sum(1 for s in seconds if s <= chosen * (1 + u))
@@ -374,7 +379,7 @@ def row(nest: Nest, points: int, predicted_s: float, undecided: int, text: str) 
 
 
 __all__ = [
-    "DEFAULT_TEXT",
+    "DEFAULT_MARK",
     "HEADER",
     "Nest",
     "Plan",

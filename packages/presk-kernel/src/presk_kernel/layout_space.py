@@ -128,6 +128,26 @@ def text(kind_: str, d: dict) -> str:
     return out
 
 
+def describe(k: Kernel, layout: Layout) -> str:
+    """A layout's text in the spec's words (R17.13), whether or not it is a point: the
+    default a run compiles, which a plan keeps where no point is priced below it."""
+    kind_ = kind(k)
+    d = {"lanes": layout.width if layout.lanes else 1}
+    d["split"] = [layout.depth, layout.threads] if layout.split and layout.threads > 1 else None
+    d["passes"] = layout.passes or 3
+    if kind_ == "contraction":
+        loops = parallel_loops(k)
+        tiles = dict(layout.tiles)
+        d["tile"] = [tiles.get(loops[-2].var, 1), tiles.get(loops[-1].var, 1)]
+        d["kblock"] = layout.kblock
+        blocks = "".join(
+            "I" if v == loops[-2].var else "J" if v == loops[-1].var else "K" for v in layout.blocks
+        )
+        d["order"] = blocks or "IJ"
+        d["pack"] = bool(layout.pack)
+    return text(kind_, d)
+
+
 def _read_across_lanes(k: Kernel, lanes: str) -> bool:
     """Whether an input is read across the lanes: some load's index runs along the lanes'
     loop with a stride other than one."""
@@ -406,4 +426,14 @@ def find_point(k: Kernel, d: dict, space: str = "full", workers: int = 1) -> Poi
     raise SpaceError(f"the layout {d} is not a point of the {space} space of {k.site}")
 
 
-__all__ = ["ORDERS", "SPACES", "Point", "SpaceError", "find_point", "kind", "points", "text"]
+__all__ = [
+    "ORDERS",
+    "SPACES",
+    "Point",
+    "SpaceError",
+    "describe",
+    "find_point",
+    "kind",
+    "points",
+    "text",
+]
