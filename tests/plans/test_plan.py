@@ -95,8 +95,8 @@ def test_plan_prints_the_spec_s_table_and_writes_the_plan(profile, tmp_path):
 
 def test_a_plan_never_takes_a_point_priced_above_the_default():
     """`choose` with the default's (point, price): the best point only when its price times
-    1 + u is below the default's; else the default's point, or None (the default itself,
-    not a point)."""
+    1 + u is below the default's; else the default's point; None (the default itself)
+    whenever no point is the default."""
     from presk_cli.plans import choose
 
     seconds = [3.0, 2.0, 5.0, 2.1]
@@ -104,7 +104,8 @@ def test_a_plan_never_takes_a_point_priced_above_the_default():
     assert choose(seconds, 0.1, (0, 2.5)) == (1, 2)  # 2.0 · 1.1 below the default: taken
     assert choose(seconds, 0.1, (0, 2.15)) == (0, 3)  # within 1 + u: the default's point
     assert choose(seconds, 0.1, (0, 1.5)) == (0, 3)  # the default's point, 3.0 · 1.1 ≥ 2.1
-    assert choose(seconds, 0.1, (None, 2.0)) == (None, 2)  # a tie keeps the default
+    assert choose(seconds, 0.1, (None, 2.0)) == (None, 2)  # the default, no point: kept
+    assert choose(seconds, 0.1, (None, 9.0)) == (None, 4)  # even priced above every point
     assert choose([math.inf, 1.0], 0.1, (None, 1.0)) == (None, 1)
 
 

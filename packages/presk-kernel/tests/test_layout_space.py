@@ -56,7 +56,7 @@ def test_sampled_points_pass_the_verifier_and_give_point_0s_bits(realize):
     for file, entry, dims, consts in ENTRIES:
         schedule, args, _ = lowered(file, entry, dims, realize, consts=consts)
         for k, views in launches_with_views(fuse(schedule)[0], args):
-            for space in ("full", "small", "calib"):
+            for space in ("full", "calib"):  # small's points are full's (a subset)
                 pts = points(k, space, 4)
                 assert pts[0].layout == dataclasses.replace(run_layout(k, 1), lanes=None, width=1)
                 good = [p for p in pts if p.why is None]

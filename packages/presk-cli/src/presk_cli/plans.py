@@ -357,13 +357,15 @@ def the_default(nest: Nest, pts, workers: int, machine, model) -> tuple[int | No
 
 def choose(seconds: list[float], u: float, default: tuple[int | None, float] | None = None):
     """(the best point, the points within 1 + u of the choice's price, the choice included):
-    with `default` (`the_default`'s), the default's point, or None for the default layout
-    itself when no point is it, unless the best point is priced below it by more than the
-    model's uncertainty (its price times 1 + u below the default's: within 1 + u the model
-    cannot tell them apart, and the default is what a run measured)."""
+    with `default` (`the_default`'s), None for the default layout itself when no point is it
+    (the space cannot express it, and its price is an extrapolation: an elementwise nest's
+    lanes, priced by rates fitted on contractions); else the default's point unless the best
+    point is priced below it by more than the model's uncertainty (its price times 1 + u
+    below the default's: within 1 + u the model cannot tell them apart, and the default is
+    what a run measured)."""
     best = min(range(len(seconds)), key=lambda i: (seconds[i], i))
     chosen = seconds[best]
-    if default is not None and not seconds[best] * (1 + u) < default[1]:
+    if default is not None and (default[0] is None or not seconds[best] * (1 + u) < default[1]):
         best = default[0] if default[0] is not None else None
         chosen = seconds[best] if best is not None else default[1]
     within = sum(1 for s in seconds if s <= chosen * (1 + u))
