@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 import sys
 from pathlib import Path
@@ -81,11 +82,31 @@ def test_plan_prints_the_spec_s_table_and_writes_the_plan(profile, tmp_path):
         "plan", 1, "attend", "f32"
     )  # fmt: skip
     assert doc["dims"] == {"B": 2, "T": 16} and doc["workers"] == 20
-    for x, n in zip(rows, doc["nests"], strict=True):
+    # a nest whose default layout (not a point) is priced below every point stays default:
+    # its row says so, and the plan leaves it out (a run lays it out by default)
+    planned = [x for x in rows if not x.endswith(" (the default)")]
+    assert [n["nest"] for n in doc["nests"]] == [ROW.match(x)["nest"] for x in planned]
+    for x, n in zip(planned, doc["nests"], strict=True):
         assert x.endswith("  " + n["layout"]) and set(n["fields"]) >= {"order", "kblock", "passes"}
     again = plan(profile, tmp_path / "again.json")
     mask = lambda s: re.sub(r"\d+\.\d{3} s", "T s", s).replace(str(out), "")  # noqa: E731
     assert mask(again.stdout).replace(str(tmp_path / "again.json"), "") == mask(r.stdout)
+
+
+def test_a_plan_never_takes_a_point_priced_above_the_default():
+    """`choose` with the default's (point, price): the best point only when its price times
+    1 + u is below the default's; else the default's point; None (the default itself)
+    whenever no point is the default."""
+    from presk_cli.plans import choose
+
+    seconds = [3.0, 2.0, 5.0, 2.1]
+    assert choose(seconds, 0.1) == (1, 2)
+    assert choose(seconds, 0.1, (0, 2.5)) == (1, 2)  # 2.0 · 1.1 below the default: taken
+    assert choose(seconds, 0.1, (0, 2.15)) == (0, 3)  # within 1 + u: the default's point
+    assert choose(seconds, 0.1, (0, 1.5)) == (0, 3)  # the default's point, 3.0 · 1.1 ≥ 2.1
+    assert choose(seconds, 0.1, (None, 2.0)) == (None, 2)  # the default, no point: kept
+    assert choose(seconds, 0.1, (None, 9.0)) == (None, 4)  # even priced above every point
+    assert choose([math.inf, 1.0], 0.1, (None, 1.0)) == (None, 1)
 
 
 def test_run_under_the_plan_prints_the_same_output(profile, tmp_path):

@@ -84,9 +84,15 @@ def test_the_rules_lines_and_overhead():
 
 
 def test_the_gemm_statement_is_counted():
+    """Its vector FMAs, its panels' copies and, under the rule `overhead`, its tiles and
+    panels per KC block (MR 4 × NR 8 on 128-bit vectors, KC 256), in its own group."""
     c = counts(_kernel(Layout(order=("i", "j"), pack=(0, 1)), 512), MACHINE)
-    assert c.work == 512**3 / MACHINE.lanes("f32")
+    assert c.group == "f32+lanes4+w1+gemm"
+    tiles, panels, blocks = (512 // 4) * (512 // 8), 512 // 4 + 512 // 8, 2
+    assert c.work == 512**3 / 4 + 2 * 512 * 512 / 4 + blocks * (tiles + panels)
     assert c.mem >= 3 * 512 * 512 * 4
+    small = counts(_kernel(Layout(order=("i", "j"), pack=(0, 1)), 10), MACHINE)
+    assert small.work >= 12 * 16 * 10 / 4  # edge tiles padded to MR × NR
 
 
 def _synthetic(model: Model, n: int = 60) -> tuple[list[Counts], list[float]]:

@@ -16,7 +16,7 @@ from presk_kernel.fuse import fuse
 from presk_kernel.interp import run_kernel
 from presk_kernel.interp_laid import run_laid_kernel
 from presk_kernel.ir import Load, Reduce, Tile, TwoPass
-from presk_kernel.layout import apply_layout, check_layout, default_layout
+from presk_kernel.layout import apply_layout, check_layout, run_layout
 from presk_kernel.layout_space import (
     SpaceError,
     find_point,
@@ -56,11 +56,9 @@ def test_sampled_points_pass_the_verifier_and_give_point_0s_bits(realize):
     for file, entry, dims, consts in ENTRIES:
         schedule, args, _ = lowered(file, entry, dims, realize, consts=consts)
         for k, views in launches_with_views(fuse(schedule)[0], args):
-            for space in ("full", "small", "calib"):
+            for space in ("full", "calib"):  # small's points are full's (a subset)
                 pts = points(k, space, 4)
-                assert pts[0].layout == dataclasses.replace(
-                    default_layout(k, 1), lanes=None, width=1
-                )
+                assert pts[0].layout == dataclasses.replace(run_layout(k, 1), lanes=None, width=1)
                 good = [p for p in pts if p.why is None]
                 for p in good:
                     assert check_layout(k, p.layout) is None, p.text
@@ -183,6 +181,37 @@ def test_the_calib_space_is_l1036s():
     assert len(small) == 200
     bad = [p for p in small if p.why is not None]
     assert len(bad) == 5 * 6 * 2 * 2 and all("k-block of 128" in p.why for p in bad)
+
+
+def test_point_0_is_the_generated_gemm_statement_where_a_run_compiles_one():
+    """A contraction a run lays out as the generated GEMM statement (run_layout: 32³
+    multiply-adds, PACK_AT) has it as point 0, and split over the columns as point 0's
+    decisions split at depth 0, so that a plan chooses among the default too; the space
+    keeps its size (docs/spec-questions.md, issue 23); the statement gives the loops' bits."""
+    k = gemm_kernel(32)
+    full = space_size("contraction", 4, 2, 32, 32, 32, lanes=True)  # no pack: no transpose
+    for space, size in (("calib", 200), ("small", 32), ("full", full)):
+        pts = points(k, space, 2)
+        assert len(pts) == size, space
+        gemm = [p for p in pts if p.why is None and p.layout.gemm is not None]
+        assert pts[0].layout.gemm is not None and pts[0].layout.threads == 1
+        assert [p.text for p in gemm] == [
+            "tiled, tile [4, 16], kblock none, order IJ, lanes 1, split none, pack",
+            "tiled, tile [4, 16], kblock none, order IJ, lanes 1, split (0, 2), pack",
+        ], space
+        assert gemm[1].layout == dataclasses.replace(pts[0].layout, split="i", threads=2)
+        assert find_point(k, gemm[1].decisions, space, 2) == gemm[1]
+    # below PACK_AT point 0 is the loop nest, as before
+    assert points(gemm_kernel(16), "small", 2)[0].layout.gemm is None
+    rng = np.random.default_rng(0)
+    bufs = [rng.standard_normal((32, 32)).astype(np.float32) for _ in range(2)]
+    ref = bufs + [np.zeros((32, 32), np.float32)]
+    run_kernel(k, ref)
+    for p in (pts[0], gemm[1], pts[5]):
+        mine = [b.copy() for b in ref[:2]] + [np.zeros((32, 32), np.float32)]
+        run_laid_kernel(apply_layout(k, p.layout), mine)
+        assert problems(apply_layout(k, p.layout)) == []
+        assert mine[2].tobytes() == ref[2].tobytes(), p.text
 
 
 def test_a_point_outside_its_space_is_refused():

@@ -10,7 +10,7 @@ import time
 
 import click
 
-from presk_cli.plans import HEADER, PlanError, choose, costed, row
+from presk_cli.plans import DEFAULT_MARK, HEADER, PlanError, choose, costed, row, the_default
 
 WARMUP = 1
 TIMED = 7
@@ -170,7 +170,8 @@ def _entry_options(command):
 def plan(file, entry, dims, consts, realize, profile_path, space, train, out) -> None:
     """Cost every point of every nest's layout space under the profile's model, choose the
     best of each, print the table and write the plan (docs/plans.md)."""
-    from presk_kernel.layout_space import points
+    from presk_kernel.layout import run_layout
+    from presk_kernel.layout_space import describe, points
 
     from presk_cli.plans import PLAN_KIND, PLAN_VERSION, layout_fields
 
@@ -193,8 +194,13 @@ def plan(file, entry, dims, consts, realize, profile_path, space, train, out) ->
     for nest in nests:
         pts = points(nest.kernel, space, workers)
         seconds = costed(nest, pts, profile.machine, model)
-        best, within = choose(seconds, model.u)
+        default = the_default(nest, pts, workers, profile.machine, model)
+        best, within = choose(seconds, model.u, default)
         total += len(pts)
+        if best is None:  # the default layout, priced below every point: the run's own
+            text = describe(nest.kernel, run_layout(nest.kernel, workers)) + DEFAULT_MARK
+            rows.append(row(nest, len(pts), default[1], within, text))
+            continue
         pt = pts[best]
         rows.append(row(nest, len(pts), seconds[best], within, pt.text))
         planned.append(

@@ -22,6 +22,10 @@ PLAN_KIND = "plan"
 PLAN_VERSION = 1
 DAY_KIND = "autotune-day"
 DAY_VERSION = 1
+DEFAULT_MARK = " (the default)"
+"""After the text of a nest's default layout, a plan's row where no point of the space is
+priced below it and no point is it (the nest is then left out of the plan: a run lays it
+out by default)."""
 HEADER = (
     "nest                         operands                        space     predicted"
     "          undecided  layout"
@@ -316,27 +320,56 @@ def plan_realize(plan_text: str | None, realize: str, given: bool) -> tuple[obje
 
 def costed(nest: Nest, pts, machine, model) -> list[float]:
     """Each point's predicted seconds for the nest's launches (ill-formed points: inf)."""
+    return [
+        math.inf if pt.why is not None else priced(nest, pt.layout, machine, model) for pt in pts
+    ]
+
+
+def priced(nest: Nest, layout, machine, model) -> float:
+    """A layout's predicted seconds for the nest's launches."""
     from presk_kernel.layout import apply_layout, with_gemm
     from presk_kernel.layout_model import counts
 
-    out = []
-    for pt in pts:
+    if layout.pack and layout.gemm is None:
+        layout = with_gemm(nest.kernel, layout)
+    laid = apply_layout(nest.kernel, layout)
+    return model.predict(counts(laid, machine, model.rules)) * nest.launches
+
+
+def the_default(nest: Nest, pts, workers: int, machine, model) -> tuple[int | None, float]:
+    """(the point whose kernel is the default layout's at `workers`, the layout a run
+    compiles without a plan, or None when no point is; its predicted seconds): a plan never
+    takes a layout its model prices slower than that (docs/plans.md, issue 23)."""
+    from presk_kernel.layout import apply_layout, run_layout, with_gemm
+
+    default = run_layout(nest.kernel, workers)
+    body = apply_layout(nest.kernel, default).body
+    for i, pt in enumerate(pts):
         if pt.why is not None:
-            out.append(math.inf)
             continue
         layout = pt.layout
         if layout.pack and layout.gemm is None:
             layout = with_gemm(nest.kernel, layout)
-        laid = apply_layout(nest.kernel, layout)
-        out.append(model.predict(counts(laid, machine, model.rules)) * nest.launches)
-    return out
+        if apply_layout(nest.kernel, layout).body == body:
+            return i, priced(nest, default, machine, model)
+    return None, priced(nest, default, machine, model)
 
 
-def choose(seconds: list[float], u: float) -> tuple[int, int]:
-    """(the best point, the points within 1 + u of it, the best included)."""
+def choose(seconds: list[float], u: float, default: tuple[int | None, float] | None = None):
+    """(the best point, the points within 1 + u of the choice's price, the choice included):
+    with `default` (`the_default`'s), None for the default layout itself when no point is it
+    (the space cannot express it, and its price is an extrapolation: an elementwise nest's
+    lanes, priced by rates fitted on contractions); else the default's point unless the best
+    point is priced below it by more than the model's uncertainty (its price times 1 + u
+    below the default's: within 1 + u the model cannot tell them apart, and the default is
+    what a run measured)."""
     best = min(range(len(seconds)), key=lambda i: (seconds[i], i))
-    within = sum(1 for s in seconds if s <= seconds[best] * (1 + u))
-    return best, within
+    chosen = seconds[best]
+    if default is not None and (default[0] is None or not seconds[best] * (1 + u) < default[1]):
+        best = default[0] if default[0] is not None else None
+        chosen = seconds[best] if best is not None else default[1]
+    within = sum(1 for s in seconds if s <= chosen * (1 + u))
+    return best, max(1, within)
 
 
 def row(nest: Nest, points: int, predicted_s: float, undecided: int, text: str) -> str:
@@ -348,6 +381,7 @@ def row(nest: Nest, points: int, predicted_s: float, undecided: int, text: str) 
 
 
 __all__ = [
+    "DEFAULT_MARK",
     "HEADER",
     "Nest",
     "Plan",
@@ -357,6 +391,8 @@ __all__ = [
     "costed",
     "layout_fields",
     "layout_from_fields",
+    "priced",
+    "the_default",
     "nests_of",
     "plan_for",
     "plan_realize",

@@ -245,21 +245,30 @@ class Counts:
             raise ValueError("a count is not a number") from None
         if not all(math.isfinite(v) and v >= 0 for v in values):
             raise ValueError("a count is not a finite natural amount")
-        if not isinstance(group, str) or not re.fullmatch(r"\w+\+lanes\d+\+w\d+", group):
+        if not isinstance(group, str) or not GROUP.fullmatch(group):
             raise ValueError(f"`{str(group)[:40]}` is not a group (`f32+lanes4+w2`)")
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise ValueError("`workers` is not a positive integer")
         return Counts(*values, group=group, workers=workers)
 
 
-def group_of(dtype: str, lanes: int, workers: int) -> str:
-    return f"{dtype}+lanes{max(1, lanes)}+w{max(1, workers)}"
+GROUP = re.compile(r"(\w+)\+lanes(\d+)\+w(\d+)(\+gemm)?")
+
+
+def group_of(dtype: str, lanes: int, workers: int, gemm: bool = False) -> str:
+    """`f32+lanes8+w2`; the generated GEMM statement's own `f32+lanes16+w2+gemm`."""
+    return f"{dtype}+lanes{max(1, lanes)}+w{max(1, workers)}{'+gemm' if gemm else ''}"
 
 
 def group_key(group: str) -> tuple:
-    """Groups ordered by lanes, then workers (then type), as the fit's lines list them."""
-    m = re.fullmatch(r"(\w+)\+lanes(\d+)\+w(\d+)", group)
-    return (int(m.group(2)), int(m.group(3)), m.group(1)) if m else (0, 0, group)
+    """Groups ordered by lanes, then workers (then type), as the fit's lines list them, the
+    GEMM statement's after the loop nests': (gemm, lanes, workers, type), a GEMM's type
+    `f32+gemm` (a group the fit has not seen takes the rates of one of its own kind)."""
+    m = GROUP.fullmatch(group)
+    if not m:
+        return (0, 0, 0, group)
+    gemm = m.group(4) is not None
+    return (int(gemm), int(m.group(2)), int(m.group(3)), m.group(1) + ("+gemm" if gemm else ""))
 
 
 @dataclass
@@ -334,6 +343,7 @@ class _Walk:
         self.loads = 0.0
         self.workers = 1
         self.lanes = 1
+        self.gemm = False
 
     def body(self, stmts, times: float, ctx: dict) -> list:
         """The nodes and accesses of `stmts`, executed `times` times by this worker; `ctx`:
@@ -451,27 +461,80 @@ class _Walk:
         return root
 
     def _gemm(self, g: GemmStmt) -> _Node:
-        """The generated GEMM (presk_cback.gemm's Goto nest, its default blocking): the
-        micro-kernel's broadcasts and vector loads, A re-read from L2 for every NR panel, B
-        from L3 for every MC block, C read and written for every KC block."""
+        """The generated GEMM (presk_cback.gemm's Goto nest, its default blocking), one
+        worker's share of it: its NR panels of n (its MR panels of m when n has fewer panels
+        than the workers and than m), each call once per point of the batch loops. Work: the
+        micro-kernel's vector FMAs over the tiles padded to MR × NR, the panels' copies (B's
+        once, A's once per NC block of columns; in place when n has at most four panels),
+        and under the rule `overhead` one operation per tile and per packed panel. Register
+        loads: the micro-kernel's broadcasts and vector loads, C's tile read and written for
+        every KC block, the copies' loads and stores. Traffic (`_gemm_traffic`): A re-read
+        from L2 for every NR panel, B from L3 for every MC block, C for every KC block, the
+        packed panels and C's rows in whole cache lines under the rule `lines`. Its group is
+        its own (`+gemm`): its rates are fitted on its samples, apart from the loop nests'."""
         gm, dt = g.gemm, self.k.compute
         vl = self.m.lanes(dt)
         self.lanes = max(self.lanes, vl)
-        mr, nr = (12, 32) if dt == "f32" else (6, 32)
-        mc, kc, nc = (96, 384, 4096) if dt == "f32" else (192, 384, 4096)
+        self.gemm = True
+        mr, nr, mc, kc, nc = gemm_blocking(dt, self.m.vector_bits)
         item = ITEMSIZE.get(dt, 8)
         batch = math.prod(n for _, n in gm.batch)
+        m, n, k = gm.rows, gm.cols, gm.depth
+        npan, mpan = math.ceil(n / nr), math.ceil(m / mr)
         threads = max(1, g.threads)
-        self.workers = max(self.workers, threads)
-        m, k = gm.rows, gm.depth
-        n = math.ceil(gm.cols / threads)
-        fmas = batch * m * n * k
-        self.work += fmas / vl
+        by_n = npan >= threads or npan >= mpan
+        parts = npan if by_n else mpan
+        nt = max(1, min(threads, parts))
+        self.workers = max(self.workers, nt)
+        if by_n:
+            n = min(n, math.ceil(parts / nt) * nr)
+            npan = math.ceil(n / nr)
+        else:
+            m = min(m, math.ceil(parts / nt) * mr)
+            mpan = math.ceil(m / mr)
+        tiles = mpan * npan
+        fmas = batch * tiles * mr * nr * k
+        in_place = npan <= 4
+        copy_a = 0 if in_place else batch * mpan * mr * k * math.ceil(n / nc)
+        copy_b = batch * npan * nr * k
+        self.work += fmas / vl + (copy_a + copy_b) / vl
+        blocks = math.ceil(k / kc)
         self.loads += fmas * (mr + nr / vl) / (mr * nr)
-        a, b, c = m * k * item * batch, k * n * item * batch, m * n * item * batch
+        self.loads += batch * tiles * mr * (nr / vl) * (2 * blocks - 1)
+        self.loads += 2 * (copy_a + copy_b) / vl
+        self._overhead(batch * (tiles * blocks + mpan * blocks + npan * blocks))
+        line = self.m.line
+        lines = "lines" in self.rules
+
+        def whole(nbytes: float) -> float:
+            return math.ceil(nbytes / line) * line if lines else nbytes
+
+        if not in_place:
+            a = batch * mpan * whole(mr * k * item)
+        else:
+            a = batch * m * whole(k * item)
+        b = batch * npan * whole(nr * k * item)
+        c = batch * m * whole(n * item)
         node = _Node(None, 1, 1)
         node.gemm = (a, b, c, m, n, k, mr, nr, mc, kc, nc)  # type: ignore[attr-defined]
         return node
+
+
+def gemm_blocking(dtype: str, vector_bits: int) -> tuple[int, int, int, int, int]:
+    """(MR, NR, MC, KC, NC) of the generated GEMM's default blocking on vectors of
+    `vector_bits` (presk_cback.gemm.default_blocking and source, read here: a later stage's)."""
+    vl = max(1, vector_bits // (8 * ITEMSIZE.get(dtype, 8)))
+    match vector_bits, dtype:
+        case 512, "f64":
+            mr, nv, kc, mc = 6, 4, 384, 192
+        case 512, "f32":
+            mr, nv, kc, mc = 12, 2, 384, 96
+        case 256, _:
+            mr, nv, kc, mc = 6, 2, 256, 96
+        case _:
+            mr, nv, kc, mc = 4, 2, 256, 64
+    nr = nv * vl
+    return mr, nr, max(mr, mc // mr * mr), kc, max(nr, 4096 // nr * nr)
 
 
 def _footprint(node, ranges: dict[str, float], line: int, lines: bool) -> float:
@@ -583,7 +646,7 @@ def counts(laid: Kernel, machine: Machine, rules: tuple[str, ...] = DEFAULT_RULE
     from_l2, from_l3, from_mem = past[0] - past[1], past[1] - past[2], past[2]
     return Counts(
         float(walk.work), float(walk.loads), float(from_l2), float(from_l3), float(from_mem),
-        group_of(laid.compute, walk.lanes, w), w,
+        group_of(laid.compute, walk.lanes, w, walk.gemm), w,
     )  # fmt: skip
 
 
@@ -641,14 +704,14 @@ class Model:
         type and lanes, then the same type; the nearest worker count)."""
         if group in self.pi:
             return self.pi[group], self.rho[group]
-        t, lanes, workers = group_key(group)[2], *group_key(group)[:2]
+        _, lanes, workers, t = group_key(group)
         known = sorted(self.pi, key=group_key)
-        same = [g for g in known if group_key(g)[2] == t] or known
+        same = [g for g in known if group_key(g)[3] == t] or known
         if not same:
             raise ModelError("E7129", f"the model has no rates at all: no group near `{group}`")
         best = min(
             same,
-            key=lambda g: (group_key(g)[0] != lanes, abs(group_key(g)[1] - workers), group_key(g)),
+            key=lambda g: (group_key(g)[1] != lanes, abs(group_key(g)[2] - workers), group_key(g)),
         )
         return self.pi[best], self.rho[best]
 

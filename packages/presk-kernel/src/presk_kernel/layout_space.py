@@ -50,9 +50,9 @@ from presk_kernel.layout import (
     LANE_WIDTH,
     _heads,
     check_layout,
-    default_layout,
     fold_parts,
     parallel_loops,
+    run_layout,
     two_pass,
     with_gemm,
 )
@@ -126,6 +126,26 @@ def text(kind_: str, d: dict) -> str:
     if kind_ == "softmax":
         out += f", passes {d['passes']}"
     return out
+
+
+def describe(k: Kernel, layout: Layout) -> str:
+    """A layout's text in the spec's words (R17.13), whether or not it is a point: the
+    default a run compiles, which a plan keeps where no point is priced below it."""
+    kind_ = kind(k)
+    d = {"lanes": layout.width if layout.lanes else 1}
+    d["split"] = [layout.depth, layout.threads] if layout.split and layout.threads > 1 else None
+    d["passes"] = layout.passes or 3
+    if kind_ == "contraction":
+        loops = parallel_loops(k)
+        tiles = dict(layout.tiles)
+        d["tile"] = [tiles.get(loops[-2].var, 1), tiles.get(loops[-1].var, 1)]
+        d["kblock"] = layout.kblock
+        blocks = "".join(
+            "I" if v == loops[-2].var else "J" if v == loops[-1].var else "K" for v in layout.blocks
+        )
+        d["order"] = blocks or "IJ"
+        d["pack"] = bool(layout.pack)
+    return text(kind_, d)
 
 
 def _read_across_lanes(k: Kernel, lanes: str) -> bool:
@@ -228,8 +248,19 @@ def _enumerate(s: isl.Set, params: dict[str, int]) -> list[tuple[int, ...]]:
 
 
 def point0(k: Kernel) -> Layout:
-    """The default layout on one worker without lanes (L1078)."""
-    return dataclasses.replace(default_layout(k, 1), lanes=None, width=1)
+    """The default layout on one worker without lanes (L1078): the layout a run compiles
+    (`run_layout`), so a contraction the run lays out as the generated GEMM statement (its
+    operands packed, its own register tile and blocks, presk_cback.gemm) is that statement
+    on one worker; its lanes are the statement's own, not the space's decision."""
+    return dataclasses.replace(run_layout(k, 1), lanes=None, width=1)
+
+
+def _gemm_point(d: dict, d0: dict) -> bool:
+    """Whether the decisions are point 0's, on one worker or split over the columns (depth
+    0): those a GEMM statement realizes when point 0 is one (docs/spec-questions.md, issue
+    23: the statement is how point 0 and its splits are realized, not points of its own)."""
+    same = all(d[key] == d0[key] for key in ("tile", "kblock", "order", "lanes"))
+    return same and (d["split"] is None or d["split"][0] == 0)
 
 
 def _decisions0(k: Kernel, kind_: str) -> dict:
@@ -237,24 +268,32 @@ def _decisions0(k: Kernel, kind_: str) -> dict:
     d |= {"pack": None, "passes": None}
     if kind_ == "contraction":
         loops = parallel_loops(k)
-        tiles = dict(point0(k).tiles)
+        base = point0(k)
+        tiles = dict(base.tiles)
         d |= {
             "tile": [tiles.get(loops[-2].var, 1), tiles.get(loops[-1].var, 1)],
             "kblock": 0,
             "order": "IJ",
-            "pack": False,
+            "pack": base.gemm is not None,
         }
     if kind_ == "softmax":
         d["passes"] = 3
     return d
 
 
-def layout_of(k: Kernel, d: dict) -> tuple[Layout | None, str | None]:
-    """The layout a point's decisions give `k`, or why they cannot lay it out."""
-    base = point0(k)
+def layout_of(
+    k: Kernel, d: dict, base: Layout | None = None, d0: dict | None = None
+) -> tuple[Layout | None, str | None]:
+    """The layout a point's decisions give `k`, or why they cannot lay it out (`base`, `d0`:
+    point 0's layout and decisions, when the caller has them)."""
+    base = point0(k) if base is None else base
     loops = parallel_loops(k)
     width = LANE_WIDTH.get(k.compute, 1)
     kind_ = kind(k)
+    if kind_ == "contraction" and base.gemm is not None:
+        if _gemm_point(d, _decisions0(k, kind_) if d0 is None else d0):
+            return _split(k, base, d["split"], loops)
+        base = dataclasses.replace(base, pack=(), gemm=None)  # the loop nest's points
     layout = base
     if kind_ == "contraction":
         i, j = loops[-2], loops[-1]
@@ -293,8 +332,13 @@ def layout_of(k: Kernel, d: dict) -> tuple[Layout | None, str | None]:
         layout = dataclasses.replace(layout, tiles=base.tiles, blocks=(), kblock=0)
     if d.get("passes") == 2:
         layout = dataclasses.replace(layout, passes=2)
-    if d["split"] is not None:
-        depth, w = d["split"]
+    return _split(k, layout, d["split"], loops)
+
+
+def _split(k: Kernel, layout: Layout, split, loops) -> tuple[Layout | None, str | None]:
+    """`layout` split as the decision says (None: one worker), checked."""
+    if split is not None:
+        depth, w = split
         if layout.gemm is not None:
             if depth != 0:
                 return None, "a GEMM statement splits its columns only (depth 0)"
@@ -343,7 +387,8 @@ def points(k: Kernel, space: str = "full", workers: int = 1) -> list[Point]:
     kind_ = kind(k)
     width = LANE_WIDTH.get(k.compute, 1)
     d0 = _decisions0(k, kind_)
-    first = Point(point0(k), d0, text(kind_, d0))
+    base = point0(k)
+    first = Point(base, d0, text(kind_, d0))
     out, seen = [first], {first.layout}
     for tm, tn, kb, o, lanes, depth, w, p, ps in _enumerate(
         _set(kind_, space), _params(k, kind_, workers)
@@ -359,10 +404,12 @@ def points(k: Kernel, space: str = "full", workers: int = 1) -> list[Point]:
             d["passes"] = ps
         if space == "calib" and depth == 0 and kb and ORDERS[o].startswith("K"):
             d["split"] = [1, w]  # the outermost parallel loop: inside the summed axis's blocks
-        layout, why = layout_of(k, d)
+        layout, why = layout_of(k, d, base, d0)
+        if layout is not None and layout.gemm is not None:
+            d["pack"] = True  # the generated GEMM statement reads its operands packed
         if layout is None:
             if space == "calib":
-                out.append(Point(point0(k), d, text(kind_, d), why))
+                out.append(Point(base, d, text(kind_, d), why))
             continue
         if layout in seen:
             continue
@@ -379,4 +426,14 @@ def find_point(k: Kernel, d: dict, space: str = "full", workers: int = 1) -> Poi
     raise SpaceError(f"the layout {d} is not a point of the {space} space of {k.site}")
 
 
-__all__ = ["ORDERS", "SPACES", "Point", "SpaceError", "find_point", "kind", "points", "text"]
+__all__ = [
+    "ORDERS",
+    "SPACES",
+    "Point",
+    "SpaceError",
+    "describe",
+    "find_point",
+    "kind",
+    "points",
+    "text",
+]
