@@ -138,8 +138,11 @@ train-examples: setup
 	.venv/bin/presk train tests/examples/minigpt/train_minigpt.psk --const V=64 --const D=16 \
 	    --const H=2 --const L=2 --data tests/examples/minigpt/data/tiny_T8.psk.d --steps 20 \
 	    --log-every 5 --ckpt out/tiny_minigpt_ckpt
-	.venv/bin/presk train tests/examples/conv1d/conv1d.psk --backend native --log-every 8 \
-	    --ckpt out/conv1d_ckpt
+	.venv/bin/presk train tests/examples/conv1d/conv1d.psk --log-every 2 \
+	    --ckpt out/conv1d_interp_ckpt | grep '^step' > out/conv1d_interp.log
+	.venv/bin/presk train tests/examples/conv1d/conv1d.psk --backend native --log-every 2 \
+	    --ckpt out/conv1d_ckpt | grep '^step' > out/conv1d_native.log
+	diff out/conv1d_interp.log out/conv1d_native.log && echo "conv1d: the native log is the interpreter's"
 	$(EXPORT) tutorial/07_train.psk --conformance-entry train:10 -o out/export/train
 	cd out/export/train && ../../../$(PY) train.py --steps 100 --log-every 25 --ckpt ckpt
 	$(EXPORT) tests/examples/minigpt/train_minigpt.psk --const V=64 --const D=16 --const H=2 \
