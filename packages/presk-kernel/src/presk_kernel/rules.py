@@ -10,7 +10,7 @@ from presk_types.shapes import alignment
 from presk_types.types import Shape
 
 from presk_kernel import nests as N
-from presk_kernel.ir import Affine, Axis, Const, Index, Load, Loop, Reduce, Store, Var
+from presk_kernel.ir import Affine, Axis, Const, Index, Let, Load, Loop, Reduce, Store, Var
 from presk_kernel.lower import InstrLowering, Known, Tensor, explicit
 from presk_kernel.nests import at, nest, op
 
@@ -292,9 +292,9 @@ def _top_k(step: InstrLowering) -> Tensor:
     firsts, r = N.first_extremum(k, xi, x, list(v), axis, "max")
     body = [*firsts, Store(out, row(Affine.constant(0)), r)]
     if count > 1:
-        t, m, best, pick = k.var(), k.var(), k.temp(), k.temp()
-        p = Load(out, row(t))
-        xp, xm = k.load(xi, row(p)), k.load(xi, row(m))
+        t, m, best, pick, pv, xv = k.var(), k.var(), k.temp(), k.temp(), k.temp(), k.temp()
+        lets = [Let(pv, Load(out, row(t))), Let(xv, k.load(xi, row(Var(pv))))]
+        p, xp, xm = Var(pv), Var(xv), k.load(xi, row(m))
         same = op("same", xp, xm)
         above = op("and", op("same", op("max", xp, xm), xp), op("not", same))
         after = op("or", above, op("and", same, op("compare", p, Index(m), attr="<")))
@@ -304,7 +304,7 @@ def _top_k(step: InstrLowering) -> Tensor:
         least = op("select", hit, Index(m), Const(n, "i64"))
         first = Reduce(pick, "min", fold, (), (least,), "i64")
         store = Store(out, row(Affine(((t, 1),), 1)), Var(pick))
-        body.append(Loop(t, a.name, count - 1, (top, first, store), serial=True))
+        body.append(Loop(t, a.name, count - 1, (*lets, top, first, store), serial=True))
     return k.finish(nest(outer, outer_axes, body))
 
 
