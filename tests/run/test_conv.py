@@ -2,7 +2,8 @@
 written by the checker as pad, crops and eins: the checker's goldens, the values against
 torch's F.conv1d (dilation, padding, groups, depthwise) in float64, the gradients in x and w
 against torch's autograd (finite differences at 512 bits are presk-ad's test_gradients),
-the kernel interpreter and the native backend bit for bit, the export's conformance."""
+the kernel interpreter and the native backend bit for bit, the export's conformance and
+each convolution exported as one F.conv1d (any axis order, groups, dilation, stride)."""
 
 import numpy as np
 import pytest
