@@ -1,7 +1,7 @@
 """The constant π, `iota(n: T)` and comparisons of indices (issue 29), through every stage:
 the checker's goldens, the interpreter against mpmath and numpy, gradients against their
-closed forms and torch's autograd, the kernel interpreter and the native backend bit for bit, and the PyTorch
-export's conformance test."""
+closed forms and torch's autograd, the kernel interpreter and the native backend bit for
+bit, and the PyTorch export's conformance test."""
 
 import json
 import math
