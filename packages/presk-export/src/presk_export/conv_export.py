@@ -188,6 +188,8 @@ def conv1d(b: Body, ins: Instr) -> Expr | None:
     if xs_names != x_names or len(ws_names) != len(w_rest) or len(set(ws_names)) != len(ws_names):
         return None
     out, t = set(c.out), c.axis
+    if t in ws_names or len(set(x_names)) != len(x_names):
+        return None
     batch = [n for n in x_names if n != t and n not in ws_names]
     groups = [n for n in x_names if n in ws_names and n in out]
     chans = [n for n in x_names if n in ws_names and n not in out]
