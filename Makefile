@@ -11,7 +11,7 @@ EXAMPLES := tests/examples/mlp/mlp.psk tests/examples/minigpt/minigpt.psk \
 
 .PHONY: setup venv test tutorial grammar fuzz bench lint check-examples run-examples train-examples \
 	export-examples conformance sanitize opt-examples calibrate serve-examples serve-pt corpus-data corpus \
-	corpus-gpt experiment-gpt pytorch-baseline bench-gpt bench-attention bench-serve \
+	corpus-gpt experiment-gpt pytorch-baseline bench-gpt bench-attention bench-top-k bench-serve \
 	packages dist explain explain-pdf c-conformance \
 	c-speed step-table j-step step-train quant-table precision curve calibrate-ra4 ra4-small plan-check ra4-quick \
 	bench-plan
@@ -73,6 +73,11 @@ bench: setup
 # and without narrowing (issue 26) against PyTorch's sdpa and eager, interleaved.
 bench-attention:
 	@for t in 1 2; do $(PY) tools/bench_attention.py --threads $$t; done
+
+# top_k's selection kernel natively against torch.topk, interleaved (issue 29).
+bench-top-k:
+	$(PY) tools/bench_top_k.py
+	$(PY) tools/bench_top_k.py --N 4096 --K 8 --B 4
 
 # The course GPT's training step and forward pass at reduced width (D = 192, its six blocks,
 # B 16, T 256; f32) natively against PyTorch eager, sdpa and torch.compile, interleaved,
@@ -138,8 +143,11 @@ train-examples: setup
 	.venv/bin/presk train tests/examples/minigpt/train_minigpt.psk --const V=64 --const D=16 \
 	    --const H=2 --const L=2 --data tests/examples/minigpt/data/tiny_T8.psk.d --steps 20 \
 	    --log-every 5 --ckpt out/tiny_minigpt_ckpt
-	.venv/bin/presk train tests/examples/conv1d/conv1d.psk --backend native --log-every 8 \
-	    --ckpt out/conv1d_ckpt
+	.venv/bin/presk train tests/examples/conv1d/conv1d.psk --log-every 2 \
+	    --ckpt out/conv1d_interp_ckpt | grep '^step' > out/conv1d_interp.log
+	.venv/bin/presk train tests/examples/conv1d/conv1d.psk --backend native --log-every 2 \
+	    --ckpt out/conv1d_ckpt | grep '^step' > out/conv1d_native.log
+	diff out/conv1d_interp.log out/conv1d_native.log && echo "conv1d: the native log is the interpreter's"
 	$(EXPORT) tutorial/07_train.psk --conformance-entry train:10 -o out/export/train
 	cd out/export/train && ../../../$(PY) train.py --steps 100 --log-every 25 --ckpt ckpt
 	$(EXPORT) tests/examples/minigpt/train_minigpt.psk --const V=64 --const D=16 --const H=2 \

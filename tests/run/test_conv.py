@@ -2,7 +2,8 @@
 written by the checker as pad, crops and eins: the checker's goldens, the values against
 torch's F.conv1d (dilation, padding, groups, depthwise) in float64, the gradients in x and w
 against torch's autograd (finite differences at 512 bits are presk-ad's test_gradients),
-the kernel interpreter and the native backend bit for bit, the export's conformance."""
+the kernel interpreter and the native backend bit for bit, the export's conformance and
+each convolution exported as one F.conv1d (any axis order, groups, dilation, stride)."""
 
 import numpy as np
 import pytest
@@ -55,6 +56,14 @@ def test_the_convolutions_are_torchs():
     x, w = tensors(doc, "x", "w")
     y = F.conv1d(x.reshape(2, 4, 6), w.reshape(6, 2, 3), groups=2)
     close(doc, y.reshape(2, 2, 3, 4))
+    doc = run("moved")  # x (seq, ch, batch), w (seq, out, ch)
+    x, w = tensors(doc, "x", "w")
+    close(doc, F.conv1d(F.pad(x.permute(2, 1, 0), (1, 0)), w.permute(1, 2, 0)))
+    doc = run("gmoved")  # x (ch, batch, g, seq), w (ch, g, seq, out): groups g
+    x, w = tensors(doc, "x", "w")
+    xs = x.permute(1, 2, 0, 3).reshape(2, 4, 6)
+    y = F.conv1d(xs, w.permute(1, 3, 0, 2).reshape(6, 2, 3), groups=2)
+    close(doc, y.reshape(2, 2, 3, 4))
 
 
 @pytest.mark.parametrize("wrt", ["x", "w"])
@@ -98,6 +107,21 @@ def test_native_is_the_kernel_interpreter_bit_for_bit(entry):
     np.testing.assert_allclose(floats(kernel["result"]), exact, rtol=1e-13, atol=1e-13)
 
 
-@pytest.mark.parametrize("entry", ["dilated", "dloss_w"])
+@pytest.mark.parametrize("entry", ["dilated", "dloss_w", "both"])
 def test_the_export_passes_its_conformance_test(tmp_path, entry):
     export_passes_conformance(PROGRAM, entry, tmp_path, "--dim=B=2", "--dim=T=6")
+
+
+CONVS = ["valid", "dilated", "depthwise", "grp", "loss", "strided", "moved", "gmoved"]
+
+
+def test_the_export_writes_each_convolution_as_one_conv1d(tmp_path):
+    presk("export", PROGRAM, "--target", "pytorch", "-o", tmp_path)
+    (code,) = tmp_path.glob("*.py")
+    text = code.read_text(encoding="utf-8")
+    bodies = {b.split("(", 1)[0]: b for b in text.split("\ndef ")[1:]}
+    for name in CONVS:
+        assert bodies[name].count("F.conv1d(") == 1, bodies[name]
+        assert "einsum" not in bodies[name] and "narrow" not in bodies[name], bodies[name]
+    assert "stride=2" in bodies["strided"] and "dilation=2" in bodies["dilated"]
+    assert "groups=3" in bodies["depthwise"] and "groups=2" in bodies["gmoved"]

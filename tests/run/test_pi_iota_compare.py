@@ -1,7 +1,7 @@
 """The constant π, `iota(n: T)` and comparisons of indices (issue 29), through every stage:
 the checker's goldens, the interpreter against mpmath and numpy, gradients against their
-closed forms, the kernel interpreter and the native backend bit for bit, and the PyTorch
-export's conformance test."""
+closed forms and torch's autograd, the kernel interpreter and the native backend bit for
+bit, and the PyTorch export's conformance test."""
 
 import json
 import math
@@ -101,6 +101,22 @@ def test_the_gradient_through_an_index_mask_is_one_at_the_index():
     doc = run("dmasked", "--dim", "T=5")
     k = int(doc["inputs"]["k"])
     assert [float(v) for v in doc["result"]] == [float(i == k) for i in range(5)]
+
+
+def test_the_gradients_are_torchs():
+    torch = pytest.importorskip("torch")
+    doc = run("dwave", "--dim", "T=5")
+    x = torch.tensor([float(v) for v in doc["inputs"]["x"]], dtype=torch.float64)
+    x.requires_grad_()
+    wave = (torch.sin(math.pi * x) * torch.arange(5, dtype=torch.float64)).sum()
+    (g,) = torch.autograd.grad(wave, (x,))
+    np.testing.assert_allclose([float(v) for v in doc["result"]], g.numpy(), rtol=1e-13)
+    doc = run("dmasked", "--dim", "T=5")
+    x = torch.zeros(5, dtype=torch.float64, requires_grad=True)
+    k = int(doc["inputs"]["k"])
+    masked = torch.where(torch.arange(5) == k, x, 0.0).sum()
+    (g,) = torch.autograd.grad(masked, (x,))
+    assert [float(v) for v in doc["result"]] == g.tolist()
 
 
 def test_finite_differences_at_512_bits_agree():

@@ -1,6 +1,6 @@
 """Renaming an axis in an ascription (issue 29): `(x : ℝ[src: N])` of an `x : ℝ[dst: N]`.
-The checker's goldens, the interpreter against numpy, the gradient against its closed form
-and finite differences, the kernel interpreter and the native backend bit for bit, the
+The checker's goldens, the interpreter against numpy, the gradient against its closed form,
+finite differences and torch's autograd, the kernel interpreter and the native backend bit for bit, the
 PyTorch export's conformance test."""
 
 import gmpy2
@@ -70,6 +70,15 @@ def test_the_gradient_is_four_s_x_and_finite_differences_agree():
             fd = (loss(up) - loss(down)) / (2 * h)
             got = gmpy2.mpfr(np.array(exact["result"], dtype=object)[index])
             assert abs(fd - got) <= gmpy2.mpfr(2) ** -150 * (1 + abs(got)), index
+
+
+def test_the_gradient_is_torchs():
+    torch = pytest.importorskip("torch")
+    doc = run("dloss", *DIMS)
+    x = torch.tensor(floats(doc["inputs"]["x"]), dtype=torch.float64, requires_grad=True)
+    s = torch.einsum("bsm,btm->bst", x, x)  # the keys renamed seq -> seq2 are x again
+    (g,) = torch.autograd.grad((s**2).sum(), (x,))
+    np.testing.assert_allclose(floats(doc["result"]), g.numpy(), rtol=1e-13, atol=1e-13)
 
 
 ENTRIES = [

@@ -76,6 +76,7 @@ class Body:
         self.taken: set[str] = {str(e) for e in bound.values() if isinstance(e, Expr)}
         self.stacks = 0
         self.needed: list[str] = []
+        self.defs: dict[int, Instr] = {ins.out.id: ins for ins in fn.body}
         self.uses: Counter[int] = Counter(
             a.id for ins in fn.body for a in ins.args if isinstance(a, Value)
         )

@@ -28,6 +28,7 @@ from presk_export.adjoint_rules import (
     tree_record,
     tree_slice,
 )
+from presk_export.conv_export import conv1d
 from presk_export.pyexpr import (
     ADD,
     ATOM,
@@ -88,6 +89,11 @@ def _letters(names: list[tuple[str, ...]]) -> dict[str, str]:
         after = alphabet[alphabet.index(own[0]) + 1 :] if own and n[-1].isdigit() else ""
         out[n] = next(c for c in [*own[:1], *after, *own, *alphabet] if c not in taken)
     return out
+
+
+def _add(b: Body, ins: Instr) -> Expr:
+    """`+`, or the `add` that ends a convolution's taps: `F.conv1d` (presk_export.conv_export)."""
+    return conv1d(b, ins) or _binary("+", ADD)(b, ins)
 
 
 def _ein(b: Body, ins: Instr) -> Expr:
@@ -347,7 +353,7 @@ def _unsupported(why: str) -> Rule:
 
 
 RULES: dict[str, Rule] = {
-    "add": _binary("+", ADD),
+    "add": _add,
     "sub": _binary("-", ADD),
     "mul": _binary("*", MUL),
     "div": _binary("/", MUL),

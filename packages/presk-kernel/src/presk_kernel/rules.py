@@ -10,7 +10,7 @@ from presk_types.shapes import alignment
 from presk_types.types import Shape
 
 from presk_kernel import nests as N
-from presk_kernel.ir import Affine, Axis, Const, Index, Load, Loop, Reduce, Store, Var
+from presk_kernel.ir import Affine, Axis, Const, Index, Let, Load, Loop, Reduce, Store, Var
 from presk_kernel.lower import InstrLowering, Known, Tensor, explicit
 from presk_kernel.nests import at, nest, op
 
@@ -264,11 +264,12 @@ def _argmax(step: InstrLowering) -> Tensor:
 
 
 def _top_k(step: InstrLowering) -> Tensor:
-    """`top_k(axis a, x, k: K)`'s indices (issue 29): out[…, j, …] is the index i whose rank
-    is j, the rank of i the number of elements m before it in `argmax`'s order (above it:
-    `max(x[m], x[i])` is x[m] bit for bit and they differ; or equal bits and m < i). The
-    ranks are a permutation, so one i has each rank; both folds are i64 sums, exact, in
-    any order. O(K·n²) comparisons a row."""
+    """`top_k(axis a, x, k: K)`'s indices (issue 29), by selection: out[…, 0, …] is `argmax`'s
+    index, and out[…, t + 1, …] the first in `argmax`'s order of the elements after
+    out[…, t, …] in that order (m is after p where `max(x[p], x[m])` is x[p] bit for bit and
+    they differ, or their bits are equal and p < m): a `max` fold over them, then the least
+    index that holds it. The K − 1 steps in a serial loop (each reads the index the step
+    before stored), two folds of n a step: O(K·n) comparisons a row."""
     x = step.tensor(0)
     axis = step.axis(0, step.ins.attr("axes")[0])
     a = x.axes[axis]
@@ -277,22 +278,34 @@ def _top_k(step: InstrLowering) -> Tensor:
     xi = k.input(x)
     axes = step.out_axes()
     out = k.output(axes, "i64")
+    count = axes[axis].length
     v = k.vars(len(axes))
-    i, m, rank, pick = k.var(), k.var(), k.temp(), k.temp()
+    outer = [w for d, w in enumerate(v) if d != axis]
+    outer_axes = [ax for d, ax in enumerate(axes) if d != axis]
 
-    def elem(w: str):
-        return k.load(xi, at([w if d == axis else u for d, u in enumerate(v)]))
+    def row(i) -> tuple:
+        at_ = Affine.var(i) if isinstance(i, str) else i
+        return tuple(at_ if d == axis else Affine.var(u) for d, u in enumerate(v))
 
-    xm, xv = elem(m), elem(i)
-    same = op("same", xm, xv)
-    above = op("and", op("same", op("max", xm, xv), xm), op("not", same))
-    first = op("and", same, op("compare", Index(m), Index(i), attr="<"))
-    before = op("select", op("or", above, first), Const(1, "i64"), Const(0, "i64"))
-    ranked = Reduce(rank, "add", ((m, a.name, n),), (), (before,), "i64")
-    hit = op("compare", Var(rank), Index(v[axis]), attr="==")
-    chosen = op("select", hit, Index(i), Const(0, "i64"))
-    red = Reduce(pick, "add", ((i, a.name, n),), (ranked,), (chosen,), "i64")
-    return k.finish(nest(v, axes, [red, Store(out, at(v), Var(pick))]))
+    if count == 0:
+        return k.finish(nest(v, axes, []))
+    firsts, r = N.first_extremum(k, xi, x, list(v), axis, "max")
+    body = [*firsts, Store(out, row(Affine.constant(0)), r)]
+    if count > 1:
+        t, m, best, pick, pv, xv = k.var(), k.var(), k.temp(), k.temp(), k.temp(), k.temp()
+        lets = [Let(pv, Load(out, row(t))), Let(xv, k.load(xi, row(Var(pv))))]
+        p, xp, xm = Var(pv), Var(xv), k.load(xi, row(m))
+        same = op("same", xp, xm)
+        above = op("and", op("same", op("max", xp, xm), xp), op("not", same))
+        after = op("or", above, op("and", same, op("compare", p, Index(m), attr="<")))
+        fold = ((m, a.name, n),)
+        top = Reduce(best, "max", fold, (), (op("select", after, xm, k.const("-inf")),), k.compute)
+        hit = op("and", after, op("same", xm, Var(best)))
+        least = op("select", hit, Index(m), Const(n, "i64"))
+        first = Reduce(pick, "min", fold, (), (least,), "i64")
+        store = Store(out, row(Affine(((t, 1),), 1)), Var(pick))
+        body.append(Loop(t, a.name, count - 1, (*lets, top, first, store), serial=True))
+    return k.finish(nest(outer, outer_axes, body))
 
 
 def _reduce_pick(step: InstrLowering) -> Tensor:

@@ -494,6 +494,13 @@ def _pad(o: Operands, ctx: Context) -> Type:
 
 def _split_key(o: Operands, ctx: Context) -> Type:
     arity(o, ctx, 1, signature(o.op))
+    k = o.positional[0]
+    if not isinstance(k, KeyT):  # it was accepted, then `presk run` failed (issue 29)
+        raise err(
+            "E2008",
+            f"`split_key` takes a key, and this is `{k}`",
+            Label(ctx.span(("operand", 0)), "not a key"),
+        )
     return TupleT((KeyT(), KeyT()))
 
 
