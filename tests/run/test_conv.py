@@ -5,6 +5,8 @@ against torch's autograd (finite differences at 512 bits are presk-ad's test_gra
 the kernel interpreter and the native backend bit for bit, the export's conformance and
 each convolution exported as one F.conv1d (any axis order, groups, dilation, stride)."""
 
+import functools
+
 import numpy as np
 import pytest
 from helpers import ROOT, export_passes_conformance, floats, presk, run_json
@@ -17,7 +19,10 @@ GOLDEN = ROOT / "tests" / "check" / "golden"
 DIMS = ("--dim", "B=2", "--dim", "T=6")
 
 
+@functools.cache
 def run(entry: str, *args) -> dict:
+    """`presk run --json` of `entry`, once (the values' tests and the bit-for-bit tests read
+    the same interpreter runs); a document the tests read, never change."""
     return run_json(PROGRAM, entry, *DIMS, *args, env={"PRESK_VERIFY": "1"})
 
 

@@ -3,6 +3,8 @@ checker's goldens, the interpreter against numpy, the gradients against torch (f
 autograd; finite differences at 512 bits are presk-ad's test_gradients), the kernel
 interpreter and the native backend bit for bit, the PyTorch export's conformance test."""
 
+import functools
+
 import numpy as np
 import pytest
 from helpers import ROOT, export_passes_conformance, floats, presk, run_json
@@ -12,7 +14,10 @@ GOLDEN = ROOT / "tests" / "check" / "golden"
 DIMS = ("--dim", "B=2", "--dim", "T=4", "--dim", "C=3", "--dim", "O=2")
 
 
+@functools.cache
 def run(entry: str, *args) -> dict:
+    """`presk run --json` of `entry`, once (the values' tests and the bit-for-bit tests read
+    the same interpreter runs); a document the tests read, never change."""
     return run_json(PROGRAM, entry, *DIMS, *args, env={"PRESK_VERIFY": "1"})
 
 

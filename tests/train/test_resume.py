@@ -3,6 +3,7 @@
 final weights of the run never stopped, bit for bit, on the interpreter and natively; a
 state that is missing, corrupt, or another run's is a coded diagnostic."""
 
+import fcntl
 import json
 import os
 import re
@@ -19,6 +20,7 @@ from helpers import PRESK, ROOT, presk
 BACKENDS = [[], ["--backend", "native"], ["--backend", "kernel"], ["--backend", "native", "--realize", "bf16"]]  # fmt: skip
 IDS = ["interp", "native", "kernel", "native-bf16"]
 RESUME = re.compile(r"--resume (\S+)")
+STEPS = "400"  # the signal's runs: more lines than the shrunk pipe and the reader's buffer hold
 
 
 @pytest.fixture
@@ -69,16 +71,21 @@ def test_stopped_at_several_steps_then_resumed_is_the_run_never_stopped(run, bac
 
 
 def _stop_by_signal(run: Path, signum: int, after: int, backend: list[str]) -> tuple[str, str]:
-    """A run of 1500 steps, a line a step, stopped by `signum` once `after` lines are read: it
-    cannot end first (its lines fill the pipe, about 1000, and it waits for the reader)."""
-    args = [*PRESK, "train", "07_train.psk", "--log-every", "1", "--steps", "1500", "--ckpt",
+    """A run of STEPS steps, a line a step, stopped by `signum` once `after` lines are read: it
+    cannot end first (its lines fill the pipe, shrunk to a page: about 70 lines, and the
+    reader's buffer, 8 KiB, about 140; then it waits for the reader)."""
+    args = [*PRESK, "train", "07_train.psk", "--log-every", "1", "--steps", STEPS, "--ckpt",
             "part", *backend]  # fmt: skip
-    p = subprocess.Popen(args, cwd=run, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, env={**os.environ, "NO_COLOR": "1"})  # fmt: skip
-    head = [p.stdout.readline() for _ in range(after)]
-    assert all(line.startswith("step ") for line in head), (head, p.stderr.read())
-    p.send_signal(signum)
-    out = p.stdout.read()  # through the reader's buffer (communicate() would skip what it holds)
+    fd, into = os.pipe()
+    fcntl.fcntl(into, fcntl.F_SETPIPE_SZ, 4096)  # the least a pipe holds (64 KiB unless told)
+    p = subprocess.Popen(args, cwd=run, stdout=into, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "NO_COLOR": "1"})  # fmt: skip
+    os.close(into)
+    with open(fd, encoding="utf-8") as stdout:
+        head = [stdout.readline() for _ in range(after)]
+        assert all(line.startswith("step ") for line in head), (head, p.stderr.read())
+        p.send_signal(signum)
+        out = stdout.read()  # through the reader's buffer (communicate() would skip what it holds)
     err = p.stderr.read()
     assert p.wait(timeout=600) == 128 + signum, err
     assert "the checkpoints written so far are whole" in err and "Traceback" not in err
@@ -87,7 +94,7 @@ def _stop_by_signal(run: Path, signum: int, after: int, backend: list[str]) -> t
 
 @pytest.mark.parametrize(("backend", "signum"), [([], signal.SIGINT), (["--backend", "native"], signal.SIGINT), (["--backend", "native"], signal.SIGTERM)], ids=["interp-SIGINT", "native-SIGINT", "native-SIGTERM"])  # fmt: skip
 def test_a_signal_saves_the_last_completed_step_and_resume_continues_it(run, backend, signum):
-    whole = train(run, "whole", "--steps", "1500", *backend)
+    whole = train(run, "whole", "--steps", STEPS, *backend)
     out, err = _stop_by_signal(run, signum, 3, backend)
     where = RESUME.search(err).group(1)
     k = int(re.search(r"step_(\d+)\.psk\.d", where).group(1))
