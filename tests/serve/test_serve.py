@@ -279,8 +279,10 @@ def test_serve_py_gives_presk_serves_greedy_tokens(ckpt, tmp_path):
     out = tmp_path / "export"
     r = presk("export", MINIGPT, "--target", "pytorch", *TINY, "--serve", "-o", out)
     assert r.returncode == 0, r.stderr
-    # the prompt fills serve.py's cache of keys and values (the derived step in PyTorch),
-    # each token a step to the window's end, then the window slides: the whole window
+    # the prompt fills serve.py's cache of keys and values in one call (the derived fill
+    # in PyTorch), each token a step (the derived step) to the window's end, then the
+    # window slides: the whole window
+    assert "\ndef serve_fill(" in (out / "serve.py").read_text(encoding="utf-8")
     args = ("--prompt", "abc", "--tokens", 7)
     mine = serve(ckpt, *args, "--backend", "native").stdout
     py = subprocess.run(
