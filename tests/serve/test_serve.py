@@ -295,3 +295,14 @@ def test_serve_py_gives_presk_serves_greedy_tokens(ckpt, tmp_path):
     assert py.returncode == 0, py.stderr
     assert py.stdout == mine
     assert re.search(r"serve.py: 7 tokens in .* tokens/s .*window 8, cache\)", py.stderr)
+
+
+def test_the_prompts_fill_runs_over_a_power_of_two_of_positions():
+    """The prompt's fill (docs/serve.md, item 2): its length rounded up to a power of two,
+    at least 2 and the window dimension's lower bound, at most the window (then the whole
+    window's fill is the prompt's)."""
+    from presk_cli.serve_cache import prefill_window
+
+    lengths = (1, 2, 3, 5, 11, 16, 17, 200, 300)
+    assert [prefill_window(n, 256) for n in lengths] == [2, 2, 4, 8, 16, 16, 32, 256, 256]
+    assert prefill_window(3, 8, lowest=6) == 6

@@ -30,9 +30,10 @@ class Cached:
 
 def prefill_window(length: int, window: int, lowest: int = 1) -> int:
     """The positions a prompt of `length` tokens is filled over: the power of two from it
-    (fewer compiled fills across prompts), at least the dimension's lower bound, at most the
-    window."""
-    p = 1 << max(0, length - 1).bit_length()
+    (fewer compiled fills across prompts), at least 2 (at a window of one position a leaf
+    read by row is of length 1 there, and the derivation differs), at least the
+    dimension's lower bound, at most the window."""
+    p = 1 << max(1, (length - 1).bit_length())
     return min(window, max(p, lowest))
 
 
