@@ -37,7 +37,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 PRESK = [sys.executable, "-m", "presk_cli.main"]
 RATE = re.compile(
-    r"^(?:presk serve|serve\.py): (\d+) tokens in [0-9.]+ s, ([0-9.]+) tokens/s", re.M
+    r"^(?:presk serve|serve\.py): (\d+) tokens in [0-9.]+ s, ([0-9.]+) tokens/s.*?(no cache)?"
+    r"(?:;[^;]*)?\)$",
+    re.M,
 )
 GPT = ROOT / "corpus" / "nlp" / "05_gpt.psk"
 TINY = ROOT / "tests" / "examples" / "minigpt" / "minigpt.psk"
@@ -79,12 +81,16 @@ def with_vocabulary(psk: Path, folder: Path, size: int) -> Path:
 
 
 def run(cmd: list[str], cwd: Path, env: dict) -> tuple[str, int, float]:
+    """The text, the tokens and the tokens per second of a run; it stops the bench when a
+    side meant to have a cache generated without one (its last line says `no cache`)."""
     r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env, timeout=3600)
     if r.returncode != 0:
         sys.exit(f"bench_serve: {' '.join(cmd[:4])} … failed:\n{r.stderr}")
     m = RATE.search(r.stderr)
     if m is None:
         sys.exit(f"bench_serve: no tokens per second in:\n{r.stderr}")
+    if m.group(3) and "--no-cache" not in cmd:
+        sys.exit(f"bench_serve: the side with a cache generated without one:\n{r.stderr}")
     return r.stdout, int(m.group(1)), float(m.group(2))
 
 

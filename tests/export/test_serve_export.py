@@ -78,3 +78,24 @@ def test_serve_py_refuses_what_it_cannot_use(serve_export):
     for code, err in (nan, inf):
         assert code == 2 and "--temperature is a finite number, 0 or above" in err
         assert "Traceback" not in err
+
+
+def test_serve_py_has_the_step_and_the_fill_when_the_heads_are_as_many_as_a_probed_window():
+    """The step is derived at two windows (5 and 6 positions) and kept when its code is the
+    same: a cached value of 6 heads at the window of 6 is still `T` along its rows alone
+    (the course GPT's 6 heads once lost its step that way). serve.py then fills the
+    prompt's positions in one call (`serve_fill`, its causal masks as arguments)."""
+    from presk_cli.pipeline import PIPELINE
+    from presk_core.lower import lower_checked
+    from presk_export.pytorch import Export, Options
+    from presk_export.serve_export import cached_step, serve_of
+    from presk_syntax.pipeline import Context
+
+    ctx = Context(consts={"V": "64", "D": "12", "H": "6", "L": "1"}, check=True)
+    program = PIPELINE.run("elab", str(ROOT / MINIGPT), ctx).program
+    export = Export(program, *lower_checked(program), Options())
+    export.files()
+    step = cached_step(export, serve_of(export), "T")
+    assert step is not None and '(1, 6, "T", 2, 2)' in step["caches"]
+    assert step["fill"] is not None and '("tril", "T")' in step["fill"]["inputs"]
+    assert "torch.ones(" not in "\n".join(step["fill"]["lines"])  # no window's length

@@ -133,3 +133,28 @@ def test_points_of_the_spaces_compute_point_0s_bits_natively(compiler):
             assert got == reference, [str(lc.kernel.layout) for lc in sample.launches]
             ran += len(sample.launches)
     print(f"{ran} kernels at sampled points of their spaces, natively")
+
+
+@pytest.mark.parametrize("dtype", ["f64", "f32"])
+def test_a_product_of_one_row_in_strips_computes_the_gemms_bits_natively(compiler, dtype):
+    """One row by a matrix (presk serve's step): the run's layout reads the matrix in strips
+    of lanes, split among threads (presk_kernel.layout.row_layout), not through the GEMM;
+    the bits are the GEMM's, at one thread and at two, and the kernel interpreter's."""
+    import numpy as np
+    from presk_cback.native import NativeEntry
+    from presk_kernel.layout import default_layout
+
+    rng = np.random.default_rng(1)
+    args = [rng.normal(size=(1, 200)), rng.normal(size=(200, 170))]
+    k = contraction_schedule(1, 200, 170, dtype).launches[0].kernel
+    g = recognize(k)
+    packed = with_gemm(k, dataclasses.replace(default_layout(k), pack=(g.a, g.b)))
+    gemm = NativeEntry(contraction_schedule(1, 200, 170, dtype, layout=packed)).run(args)[0]
+    assert (
+        gemm.tobytes() == run_schedule(contraction_schedule(1, 200, 170, dtype), args)[0].tobytes()
+    )
+    for threads in (1, 2):
+        layout = run_layout(k, threads)
+        assert layout.gemm is None
+        s = contraction_schedule(1, 200, 170, dtype, layout=layout)
+        assert NativeEntry(s).run(args)[0].tobytes() == gemm.tobytes(), (threads, str(layout))

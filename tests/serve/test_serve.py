@@ -65,38 +65,42 @@ def tiny(ckpt):
     return core, load_weights(core, "MiniGPT", str(ckpt), {})[0]
 
 
-def functions(tiny, options):
+def functions(tiny, options, prompt: int = 0):
     from presk_cli.serve import cached_function, logits_function
 
     core, theta = tiny
     dims = {"B": 1, "T": 8}
     whole = logits_function(core, "MiniGPT.apply", theta, 8, dims, options, 256)
-    return whole, cached_function(core, "MiniGPT.apply", theta, 8, dims, options, 256)
+    return whole, cached_function(core, "MiniGPT.apply", theta, 8, dims, options, 256, prompt)
 
 
 @pytest.mark.parametrize(
     "backend, prompt, tokens",
-    [("native", [1, 2, 3, 4, 5], 6), ("interp", [9] * 7, 3)],
+    [("native", [1, 2, 3, 4, 5], 6), ("interp", [9] * 7, 3), ("native", [1, 2, 3], 7)],
 )
 def test_the_cache_gives_the_whole_windows_tokens(tiny, backend, prompt, tokens):
-    """Greedy and sampled, the prompt filling the cache, steps to the window's end, then
-    the window sliding: the tokens of the whole-window loop (docs/serve.md). The kernel
-    interpreter's cached tokens are the others' (test_greedy_tokens_are_the_same_…)."""
+    """Greedy and sampled, the prompt filling the cache (over its first 4 positions for a
+    prompt of 3: the fill at a window of 4), steps to the window's end, then the window
+    sliding: the tokens of the whole-window loop (docs/serve.md). The kernel interpreter's
+    cached tokens are the others' (test_greedy_tokens_are_the_same_…)."""
     from presk_cli.serve import generate
 
-    whole, cached = functions(tiny, (backend, "f64", 1))
+    whole, cached = functions(tiny, (backend, "f64", 1), len(prompt))
+    assert cached.short == (4 if len(prompt) == 3 else 0)
     for heat in (0.0, 1.0):
         want = generate(whole, prompt, 8, tokens, heat, 5, lambda t: None)
         assert generate(whole, prompt, 8, tokens, heat, 5, lambda t: None, cached) == want
 
 
 def test_the_step_is_the_windows_row_bit_for_bit(tiny):
-    """The fill's logits are the whole window's, and each step's row t is the whole
-    window's row t, to the bit (presk_core.prefix), natively in f32."""
-    whole, cached = functions(tiny, ("native", "f32", 1))
+    """The fill's logits are the whole window's, the prompt's fill over its first two
+    positions gives their rows, and each step's row t is the whole window's row t, to the
+    bit (presk_core.prefix), natively in f32."""
+    whole, cached = functions(tiny, ("native", "f32", 1), 2)
     ids = np.zeros(8, dtype=np.int64)
     ids[:2] = [7, 30]
     assert np.array_equal(cached.fill(ids), whole(ids))
+    assert cached.short == 2 and np.array_equal(cached.fill(ids, 2), whole(ids)[:2])
     for t, token in zip(range(2, 8), [4, 63, 0, 12, 12, 50], strict=True):
         ids[t] = token
         assert np.array_equal(cached.step(token, t), whole(ids)[t]), t
@@ -275,8 +279,10 @@ def test_serve_py_gives_presk_serves_greedy_tokens(ckpt, tmp_path):
     out = tmp_path / "export"
     r = presk("export", MINIGPT, "--target", "pytorch", *TINY, "--serve", "-o", out)
     assert r.returncode == 0, r.stderr
-    # the prompt fills serve.py's cache of keys and values (the derived step in PyTorch),
-    # each token a step to the window's end, then the window slides: the whole window
+    # the prompt fills serve.py's cache of keys and values in one call (the derived fill
+    # in PyTorch), each token a step (the derived step) to the window's end, then the
+    # window slides: the whole window
+    assert "\ndef serve_fill(" in (out / "serve.py").read_text(encoding="utf-8")
     args = ("--prompt", "abc", "--tokens", 7)
     mine = serve(ckpt, *args, "--backend", "native").stdout
     py = subprocess.run(
@@ -289,3 +295,14 @@ def test_serve_py_gives_presk_serves_greedy_tokens(ckpt, tmp_path):
     assert py.returncode == 0, py.stderr
     assert py.stdout == mine
     assert re.search(r"serve.py: 7 tokens in .* tokens/s .*window 8, cache\)", py.stderr)
+
+
+def test_the_prompts_fill_runs_over_a_power_of_two_of_positions():
+    """The prompt's fill (docs/serve.md, item 2): its length rounded up to a power of two,
+    at least 2 and the window dimension's lower bound, at most the window (then the whole
+    window's fill is the prompt's)."""
+    from presk_cli.serve_cache import prefill_window
+
+    lengths = (1, 2, 3, 5, 11, 16, 17, 200, 300)
+    assert [prefill_window(n, 256) for n in lengths] == [2, 2, 4, 8, 16, 16, 32, 256, 256]
+    assert prefill_window(3, 8, lowest=6) == 6

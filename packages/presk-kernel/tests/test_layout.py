@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from kernel_entries import ENTRIES, lowered
+from kernel_entries import ENTRIES, contraction_schedule, lowered
 from presk_kernel.contract import recognize
 from presk_kernel.fuse import fuse
 from presk_kernel.ir import Layout, Reduce, format_kernel, plain
@@ -20,6 +20,7 @@ from presk_kernel.layout import (
     layout_space,
     natural_layout,
     parallel_loops,
+    run_layout,
     with_gemm,
 )
 
@@ -115,6 +116,30 @@ def test_the_layout_pass_packs_a_large_contraction_and_records_its_gemm():
     for lc in two.launches:
         if lc.kernel.layout.gemm is None:
             assert lc.kernel.layout == default_layout(lc.kernel, 2)
+
+
+def test_a_product_of_one_row_reads_its_matrix_in_strips_not_through_the_gemm():
+    import numpy as np
+    from presk_kernel.interp import run_schedule
+    from presk_kernel.strips import WIDTH
+
+    rng = np.random.default_rng(0)
+    args = [rng.normal(size=(1, 200)), rng.normal(size=(200, 170))]  # 34000 >= PACK_AT
+    for dtype in ("f64", "f32"):
+        k = contraction_schedule(1, 200, 170, dtype).launches[0].kernel
+        g = recognize(k)
+        assert g.rows * g.cols * g.depth >= PACK_AT
+        one, two = run_layout(k, 1), run_layout(k, 2)
+        assert one.gemm is None and one.pack == () and (g.n, WIDTH[dtype]) in one.tiles
+        assert one.lanes == g.n and one.split is None and check_layout(k, one) is None
+        assert (two.split, two.threads, two.depth) == (g.n, 2, 0)  # the strips among threads
+    plain = run_schedule(contraction_schedule(1, 200, 170, "f32"), args)[0].tobytes()
+    laid = contraction_schedule(1, 200, 170, "f32", layout=two)  # natively: tests/native
+    assert run_schedule(laid, args, laid=True)[0].tobytes() == plain
+    # two rows, or a matrix read across its rows (B transposed), keep the GEMM
+    assert run_layout(contraction_schedule(2, 200, 170).launches[0].kernel).gemm is not None
+    across = contraction_schedule(1, 200, 170, transposed=True).launches[0].kernel
+    assert run_layout(across).gemm is not None
 
 
 def test_a_gemm_statement_must_be_the_kernels_and_read_packed_operands():

@@ -371,8 +371,10 @@ def generate(
             context = text[-window:]
             ids = np.zeros(window, dtype=np.int64)
             ids[: len(context)] = context
-            whole = cached.fill if cached is not None else logits
-            row = whole(ids)[len(context) - 1]
+            if cached is not None:  # the cache filled (over the prompt's first positions)
+                row = cached.fill(ids, len(context))[len(context) - 1]
+            else:
+                row = logits(ids)[len(context) - 1]
             filled = cached is not None and len(text) < window
         if not np.all(np.isfinite(row)):
             raise ServeError("E7022", f"the logits of generated token {i} are not all finite")
@@ -529,7 +531,9 @@ def serve(
             why = "a realization file types the sites of the whole-window function"
         elif cache:
             shown.phase(f"deriving `{fn.name}` with a cache")
-            found = cached_function(core, fn.name, theta, window, call_dims, options, bits)
+            found = cached_function(
+                core, fn.name, theta, window, call_dims, options, bits, len(ids)
+            )
             cached, why = (None, found) if isinstance(found, str) else (found, None)
         shown.end_phase()
 

@@ -16,6 +16,7 @@ import os
 import re
 from dataclasses import replace
 
+from presk_core.ir import Function
 from presk_core.run import EntryError
 from presk_syntax.diagnostics import DiagnosticError
 from presk_types.driver import checked
@@ -33,7 +34,7 @@ SERVE_NAMES = {
     "TEMPERATURE", "MAGIC", "VERSION", "FIXED", "ServeError", "read_weights",
     "read_vocabulary", "state_of", "_place", "build_model", "logits_of", "generate", "main",
     "_positive", "model", "ids", "dims", "window", "text", "tokens", "F", "serve_step",
-    "Cache", "CACHES", "STEP_INPUTS", "cache",
+    "Cache", "CACHES", "STEP_INPUTS", "cache", "serve_fill", "FILL_INPUTS",
 }  # fmt: skip
 
 
@@ -129,7 +130,10 @@ def cached_step(export: Export, block: Serve, dim: str | None) -> dict | None:
     cached keys and values), as the lines of a Python function, when the prefix analysis
     derives one and its code does not depend on the window's length T: derived at two
     lengths, the same statements (the type comments aside). None otherwise: serve.py then
-    has the whole-window loop only."""
+    has the whole-window loop only. With it, under `fill`, the fill (the function over a
+    window, returning its logits and the cached values' rows) with its causal masks as
+    arguments, when its code does not depend on T either: serve.py fills the prompt's
+    positions in one call with it (else one step each)."""
     from presk_core.flatten import FlattenError, flatten
     from presk_core.prefix import NoCache, incremental
     from presk_core.specialize import SpecializeError, specialize
@@ -145,7 +149,19 @@ def cached_step(export: Export, block: Serve, dim: str | None) -> dict | None:
     lows = dict(export.core.lowers)
     lengths = (max(lows.get(dim, 0), 2) + 3, max(lows.get(dim, 0), 2) + 4)
     writer = FileWriter(export, export.program.files[0])
-    found = []
+
+    def written(f) -> tuple[list[str], list[str]] | None:
+        names = [_py_name(p.name or f"x{i}") for i, p in enumerate(f.params)]
+        f = replace(
+            f, params=tuple(replace(p, name=m) for p, m in zip(f.params, names, strict=True))
+        )
+        try:
+            lines = writer.body(f, {}, [(p.name, p.type) for p in f.params])
+        except (ExportError, KeyError, TypeError, ValueError):  # not in PyTorch
+            return None
+        return [_COMMENT.sub("", line) for line in lines if not line.startswith("#")], names
+
+    found, fills = [], []
     for n in lengths:
         try:
             dims = {d: 1 for d in batch.names} | {dim: n}
@@ -154,17 +170,13 @@ def cached_step(export: Export, block: Serve, dim: str | None) -> dict | None:
             inc = incremental(flat, head.name, len(head.params) - 1, 1)
         except (NoCache, FlattenError, SpecializeError, KeyError):
             return None
-        step = inc.program.function(inc.step)
-        names = [_py_name(p.name or f"x{i}") for i, p in enumerate(step.params)]
-        step = replace(
-            step, params=tuple(replace(p, name=m) for p, m in zip(step.params, names, strict=True))
-        )
-        try:
-            lines = writer.body(step, {}, [(p.name, p.type) for p in step.params])
-        except (ExportError, KeyError, TypeError, ValueError):  # no step in PyTorch: no cache
+        step = written(inc.program.function(inc.step))
+        if step is None:  # no step in PyTorch: no cache
             return None
-        code = [_COMMENT.sub("", line) for line in lines if not line.startswith("#")]
-        caches = [[("T" if x == n else x) for x in shape] + [axis] for shape, axis in inc.caches]
+        code, names = step
+        caches = [  # T for the rows' length alone (another axis may be as long: H heads)
+            [*shape[:axis], "T", *shape[axis + 1 :], axis] for shape, axis in inc.caches
+        ]
         inputs = [
             (kind, head.params[rest[0]].name.removeprefix("θ."), rest[1])
             if kind == "leaf"
@@ -174,15 +186,39 @@ def cached_step(export: Export, block: Serve, dim: str | None) -> dict | None:
             for kind, *rest in inc.inputs
         ]
         found.append((code, caches, inputs, names))
+        fill, masks = _masks_as_arguments(inc.program.function(inc.fill))
+        fill_code = written(fill)
+        fills.append(
+            None
+            if fill_code is None
+            else (*fill_code, inputs[: len(head.params)] + [("tril", "T")] * masks)
+        )
     if found[0] != found[1]:
         return None
     code, caches, inputs, names = found[0]
-    return {
+    out = {
         "params": names,
         "lines": code,
         "caches": py_literal([tuple(c) for c in caches]),
         "inputs": py_literal([tuple(i) for i in inputs]),
+        "fill": None,
     }
+    if fills[0] is not None and fills[0] == fills[1]:
+        lines, params, fill_inputs = fills[0]
+        out["fill"] = {
+            "params": params,
+            "lines": lines,
+            "inputs": py_literal([tuple(i) for i in fill_inputs]),
+        }
+    return out
+
+
+def _masks_as_arguments(fill: Function) -> tuple[Function, int]:
+    """The fill with each causal mask an argument (after the others, as many as the masks):
+    the window's length then appears in no statement."""
+    masks = tuple(ins.out for ins in fill.body if ins.op == "causal_mask")
+    body = tuple(ins for ins in fill.body if ins.op != "causal_mask")
+    return replace(fill, params=fill.params + masks, body=body), len(masks)
 
 
 def _py_name(name: str) -> str:

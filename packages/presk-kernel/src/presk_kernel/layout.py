@@ -380,12 +380,41 @@ def with_gemm(k: Kernel, layout: Layout) -> Layout:
 
 def run_layout(k: Kernel, threads: int = 1) -> Layout:
     """The layout a run compiles for `k`: the default at `threads`, and, for a contraction
-    of at least PACK_AT multiply-adds, its operands packed and its GEMM statement."""
+    of at least PACK_AT multiply-adds, its operands packed and its GEMM statement — except
+    a product of one row by a matrix read along its rows (`row_layout`)."""
     layout = default_layout(k, threads)
     g = recognize(k)
     if g is not None and g.rows * g.cols * g.depth >= PACK_AT:
+        row = row_layout(k, g, threads)
+        if row is not None:
+            return row
         layout = dataclasses.replace(layout, pack=(g.a, g.b), gemm=g)
     return layout
+
+
+def row_layout(k: Kernel, g, threads: int = 1) -> Layout | None:
+    """The layout of a contraction of one row (m = 1: `presk serve`'s step, a vector times
+    a matrix) whose matrix B is contiguous along n, or None for another contraction: no
+    GEMM statement (a GEMM of one row packs all of B, a pass over it that a product reading
+    each of its elements once does not need, and multiplies MR rows where one is real), but
+    loops reading B where it lies, n in strips of lanes (presk_kernel.strips: one
+    accumulator per lane, the fold over k down B's rows), the strips split among `threads`.
+    The same fold per element, so the same bits (DESIGN §11)."""
+    from presk_kernel.strips import WIDTH
+
+    if g.rows != 1 or g.stride(1, g.n) != 1 or k.compute not in WIDTH:
+        return None
+    layout = default_layout(k, 1)
+    if layout.lanes != g.n or not any(v == g.n for v, _ in layout.tiles):
+        return None
+    strip = WIDTH[k.compute]
+    tiles = tuple((v, strip if v == g.n else n) for v, n in layout.tiles)
+    layout = dataclasses.replace(layout, tiles=tiles)
+    if threads > 1 and g.cols > strip:  # the strips among threads: the first laid-out loop
+        heads = _heads(k, layout)
+        if heads and heads[0] == ("tile", g.n):
+            layout = dataclasses.replace(layout, split=g.n, threads=threads, depth=0)
+    return layout if check_layout(k, layout) is None else None
 
 
 def nest_names(launches) -> list[str]:
