@@ -292,7 +292,7 @@ def _sample(o: Operands, ctx: Context) -> Type:
         raise err(
             "E2008",
             f"`sample` takes a key first, and this is `{k}`",
-            Label(ctx.span(("operand", 0)), ""),
+            Label(ctx.span(("operand", 0)), "not a key"),
         )
     rest, axis = _last_or_named(real(o, ctx, 1).shape, o, ctx)
     return Idx(axis.length, rest)
@@ -513,7 +513,7 @@ def _draw(o: Operands, ctx: Context) -> Type:
         raise err(
             "E2008",
             f"`{o.op}` takes a key first, and this is `{k}`",
-            Label(ctx.span(("operand", 0)), ""),
+            Label(ctx.span(("operand", 0)), "not a key"),
         )
     if o.op == "bernoulli":
         p = real(o, ctx, 1)
