@@ -62,6 +62,7 @@ from presk_kernel.ir import (
     Reduce,
     Schedule,
     Store,
+    plain,
 )
 
 # a comparison `a OP b` of two loop variables -> (which side runs over the prefix axis,
@@ -402,20 +403,78 @@ def _dead(launches: list, w: int, x: Arg, masks: dict, shape: tuple) -> tuple[in
     return found.pop() if len(found) == 1 else None
 
 
-def narrow(schedule: Schedule) -> tuple[Schedule, int]:
-    """The schedule with the kernels that read a structured mask narrowed, and how many
-    folds and loops were."""
+def _masks(schedule: Schedule) -> dict[tuple[int, int], Mask]:
+    """The structured masks the schedule's launches store, by (host buffer, offset): each
+    written by one launch."""
     writers: dict[int, int] = {}
     for launch in schedule.launches:
         for a in launch.args[len(launch.kernel.inputs) :]:
             writers[a.buf] = writers.get(a.buf, 0) + 1
     masks: dict[tuple[int, int], Mask] = {}  # (host buffer, offset) -> its structure
     for launch in schedule.launches:
-        m = mask_of(launch.kernel)
+        k = launch.kernel
+        m = mask_of(dataclasses.replace(k, body=plain(k.body)))
         if m is not None:
             (arg,) = launch.args
             if writers.get(arg.buf) == 1:
                 masks[(arg.buf, arg.offset)] = m
+    return masks
+
+
+def dead_stores(schedule: Schedule) -> dict[int, set[int]]:
+    """The outputs (launch -> kernel buffers) whose one store runs in a loop bounded to the
+    allowed prefix of positions nothing uses (`dead_suffixes`'s, laid out or not): what
+    it leaves unstored no launch sees, so it need not start at zero either."""
+    masks = _masks(schedule)
+    if not masks:
+        return {}
+    host = {b.id: b for b in schedule.buffers}
+    launches = [
+        Launch(dataclasses.replace(lc.kernel, body=plain(lc.kernel.body)), lc.args)
+        for lc in schedule.launches
+    ]
+    out: dict[int, set[int]] = {}
+    for w, launch in enumerate(launches):
+        k = launch.kernel
+        for o, arg in enumerate(launch.args[len(k.inputs) :], len(k.inputs)):
+            if host[arg.buf].role != "temp" or arg.buf in schedule.outputs:
+                continue
+            if _stores(k.body, o) != 1 or _store_bound(k.body, o) is None:
+                continue
+            shape = k.buffers[o].shape
+            dead = _dead(launches, w, arg, masks, shape)
+            if dead is not None and _store_bound(k.body, o) == dead:
+                out.setdefault(w, set()).add(o)
+    return out
+
+
+def _store_bound(body: tuple, buf: int) -> tuple[int, int, int] | None:
+    """(prefix axis, other axis, offset) of the bounded loop around the one store to `buf`,
+    when `_bound_store` wrote it: `for j in 0 .. p + plus { … buf[.., p, .., j, ..] = … }`."""
+    for st in body:
+        if not isinstance(st, Loop) or not _stores(st.body, buf):
+            continue
+        inner = [s for s in st.body if isinstance(s, Store) and s.buf == buf]
+        if not inner:
+            return _store_bound(st.body, buf)
+        (store,) = inner
+        stop = st.stop
+        if st.start is not None or stop is None or len(stop.terms) != 1:
+            return None
+        if stop.terms[0][1] != 1 or stop.const not in (0, 1):
+            return None
+        along = [a for a, ix in enumerate(store.index) if ix == Affine.var(st.var)]
+        by = [a for a, ix in enumerate(store.index) if ix == Affine.var(stop.terms[0][0])]
+        if len(along) != 1 or len(by) != 1:
+            return None
+        return along[0], by[0], stop.const
+    return None
+
+
+def narrow(schedule: Schedule) -> tuple[Schedule, int]:
+    """The schedule with the kernels that read a structured mask narrowed, and how many
+    folds and loops were."""
+    masks = _masks(schedule)
     if not masks:
         return schedule, 0
     launches, count = [], 0
@@ -440,4 +499,4 @@ def narrow(schedule: Schedule) -> tuple[Schedule, int]:
     return narrowed, count + dead
 
 
-__all__ = ["Mask", "dead_suffixes", "mask_of", "narrow", "never_negative_zero"]
+__all__ = ["Mask", "dead_stores", "dead_suffixes", "mask_of", "narrow", "never_negative_zero"]
