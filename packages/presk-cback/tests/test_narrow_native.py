@@ -59,20 +59,24 @@ def test_the_scores_product_computes_its_allowed_triangle_only():
     """The scores' hidden positions are dead (the softmax reads them under the mask's
     select): their product runs as a GEMM by blocks of rows over the columns each block
     allows, and their scale over the allowed prefix; the attention's bits are the
-    unnarrowed schedule's, at one and two threads (T 100: blocks of 24 rows and a short
-    last one; a GEMM from PACK_AT)."""
+    unnarrowed schedule's, at one and two threads and in f64 (T 100: blocks of 24 rows and
+    a short last one; a GEMM from PACK_AT)."""
     from presk_cback.emit import TRIANGLE_ROWS
     from presk_kernel.contract import gemm_stop
     from presk_kernel.ir import GemmStmt
 
-    attend = ("tutorial/03_attention.psk", "attend", (("B", 1), ("T", 100)), "f32")
-    schedule, args, _ = lowered(*attend)
-    fused = fuse(schedule)[0]
-    narrowed, _ = narrow(fused)
-    args = hard_inputs(args, np.float32)
-    want = run_schedule(fused, args)
     assert 100 % TRIANGLE_ROWS
-    for threads in (1, 2):
+    for realize, dtype, threads in (
+        ("f32", np.float32, 1),
+        ("f32", np.float32, 2),
+        ("f64", np.float64, 1),
+    ):
+        attend = ("tutorial/03_attention.psk", "attend", (("B", 1), ("T", 100)), realize)
+        schedule, args, _ = lowered(*attend)
+        fused = fuse(schedule)[0]
+        narrowed, _ = narrow(fused)
+        args = hard_inputs(args, dtype)
+        want = run_schedule(fused, args)
         laid = lay_out(narrowed, threads)
         (scores,) = [lc.kernel for lc in laid.launches if lc.kernel.site == "scores/%2"]
         (g,) = [s for s in scores.body if isinstance(s, GemmStmt)]
