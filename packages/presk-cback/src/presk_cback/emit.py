@@ -493,7 +493,7 @@ class KernelC:
             case TwoPass(body, _):
                 self.block(body, depth)
 
-    def gemm_call(self, g: Gemm, threads: int, depth: int, stop: int | None = None) -> None:
+    def gemm_call(self, g: Gemm, threads, depth: int, stop: int | None = None) -> None:
         """A GEMM statement (over the operands it packs) as calls of the generated GEMM, one
         per point of its batch loops; the same fold, so the same bits. A narrowed product
         (`stop`: row r's columns end at r + stop) as one call per block of rows
@@ -528,7 +528,7 @@ class KernelC:
             self.emit("}", depth)
 
     def triangle_calls(
-        self, g: Gemm, threads: int, depth: int, stop: int, a: str, b: str, c: str
+        self, g: Gemm, threads, depth: int, stop: int, a: str, b: str, c: str
     ) -> None:
         """A narrowed product's GEMM (issue 26): rows in blocks of TRIANGLE_ROWS, each block
         one call over the columns its last row needs, [0, min(cols, r1 − 1 + stop)). Each
