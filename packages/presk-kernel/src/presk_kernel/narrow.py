@@ -471,6 +471,22 @@ def _store_bound(body: tuple, buf: int) -> tuple[int, int, int] | None:
     return None
 
 
+def unstored(k: Kernel, o: int):
+    """The positions of output `o` that a loop bounded to the allowed prefix leaves
+    unstored (`dead_suffixes`' kernels: what an executor may leave as it finds it, or
+    compute: a GEMM's block of rows computes up to its last row's bound), as a boolean array
+    of the buffer's shape; None when it stores every position."""
+    import numpy as np
+
+    bound = _store_bound(plain(k.body), o)
+    if bound is None:
+        return None
+    along, by, plus = bound
+    shape = k.buffers[o].shape
+    grid = np.indices(shape)
+    return grid[along] >= grid[by] + plus
+
+
 def narrow(schedule: Schedule) -> tuple[Schedule, int]:
     """The schedule with the kernels that read a structured mask narrowed, and how many
     folds and loops were."""
@@ -499,4 +515,12 @@ def narrow(schedule: Schedule) -> tuple[Schedule, int]:
     return narrowed, count + dead
 
 
-__all__ = ["Mask", "dead_stores", "dead_suffixes", "mask_of", "narrow", "never_negative_zero"]
+__all__ = [
+    "Mask",
+    "dead_stores",
+    "dead_suffixes",
+    "mask_of",
+    "narrow",
+    "never_negative_zero",
+    "unstored",
+]
