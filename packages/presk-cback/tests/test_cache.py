@@ -29,6 +29,8 @@ def test_toolchain_resolves_native_and_has_the_contract_flags():
     assert ("-fopenmp" in flags) == tc.openmp
     assert "-fopenmp" not in tc.flags(threads=False)
     assert tc.vector_bytes in (16, 32, 64)
+    # the vectorizer's loops in the target's full registers (AVX-512: 512 bits; issue 26)
+    assert ("-mprefer-vector-width=512" in flags) == (tc.vector_bytes == 64)
 
 
 def test_no_compiler_is_e9001_with_what_to_install(monkeypatch):

@@ -53,3 +53,32 @@ def test_a_narrowed_training_step_gives_the_unnarrowed_bits_natively():
     fused = fuse(schedule)[0]
     narrowed, _ = narrow(fused)
     assert same_bits(NativeEntry(lay_out(narrowed, 2)).run(args), run_schedule(fused, args))
+
+
+def test_the_scores_product_computes_its_allowed_triangle_only():
+    """The scores' hidden positions are dead (the softmax reads them under the mask's
+    select): their product runs as a GEMM by blocks of rows over the columns each block
+    allows, and their scale over the allowed prefix; the attention's bits are the
+    unnarrowed schedule's, at one and two threads and in f64 (T 100: blocks of 24 rows and
+    a short last one; a GEMM from PACK_AT)."""
+    from presk_cback.emit import TRIANGLE_ROWS
+    from presk_kernel.contract import gemm_stop
+    from presk_kernel.ir import GemmStmt
+
+    assert 100 % TRIANGLE_ROWS
+    for realize, dtype, threads in (
+        ("f32", np.float32, 1),
+        ("f32", np.float32, 2),
+        ("f64", np.float64, 1),
+    ):
+        attend = ("tutorial/03_attention.psk", "attend", (("B", 1), ("T", 100)), realize)
+        schedule, args, _ = lowered(*attend)
+        fused = fuse(schedule)[0]
+        narrowed, _ = narrow(fused)
+        args = hard_inputs(args, dtype)
+        want = run_schedule(fused, args)
+        laid = lay_out(narrowed, threads)
+        (scores,) = [lc.kernel for lc in laid.launches if lc.kernel.site == "scores/%2"]
+        (g,) = [s for s in scores.body if isinstance(s, GemmStmt)]
+        assert gemm_stop(g.gemm, g.nest) == 1
+        assert same_bits(NativeEntry(laid).run(args), want)

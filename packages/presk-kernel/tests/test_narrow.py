@@ -48,7 +48,7 @@ def hard_inputs(args: list, dtype) -> list:
 def test_the_causal_softmax_folds_and_quotients_are_narrowed():
     schedule, _, _ = lowered(*ATTEND)
     narrowed, count = narrow(fuse(schedule)[0])
-    assert count == 3  # the max, the sum, the quotients' loop
+    assert count == 5  # the max, the sum, the quotients' loop; the scores' two loops
     (soft,) = [lc.kernel for lc in narrowed.launches if lc.kernel.name.startswith("softmax")]
     text = format_kernel(soft)
     assert "fold max over i4 < 4 in 0 .. i2 + 1 (seq2)" in text
@@ -141,7 +141,7 @@ def test_narrowing_changes_no_bit_in_the_training_step():
     schedule, args, _ = lowered(file, "loss", (("B", 1), ("T", 4)), "f32", True, MINIGPT)
     fused = fuse(schedule)[0]
     narrowed, count = narrow(fused)
-    assert count == 6  # two blocks: each forward softmax's max, sum and quotients
+    assert count == 8  # two blocks: each forward softmax's max, sum and quotients, its scores
     assert same_bits(run_schedule(narrowed, args), run_schedule(fused, args))
 
 

@@ -26,6 +26,7 @@ import math
 import re
 
 from presk_kernel import libm
+from presk_kernel.contract import gemm_stop
 from presk_kernel.ir import (
     Affine,
     Const,
@@ -125,6 +126,9 @@ static double presk_clock(void) {
 """
 # The C size a GEMM's embedded source counts for when kernels are spread over units.
 GEMM_WEIGHT = 40_000
+TRIANGLE_ROWS = 24
+"""Rows of a narrowed product's GEMM a call: a multiple of every default MR (12, 6, 4); about
+T/48 dead columns a row beyond the triangle's, and one packing of B's columns a block."""
 CTYPE = {
     "f64": "double",
     "f32": "float",
@@ -484,14 +488,16 @@ class KernelC:
                 self.emit(f"for (int64_t {v} = {lo}; {v} < {hi}; {v}++) {{", depth)
                 self.block(body, depth + 1)
                 self.emit("}", depth)
-            case GemmStmt(gemm, threads, _):
-                self.gemm_call(gemm, threads, depth)
+            case GemmStmt(gemm, threads, nest):
+                self.gemm_call(gemm, threads, depth, gemm_stop(gemm, nest))
             case TwoPass(body, _):
                 self.block(body, depth)
 
-    def gemm_call(self, g: Gemm, threads: int, depth: int) -> None:
+    def gemm_call(self, g: Gemm, threads, depth: int, stop: int | None = None) -> None:
         """A GEMM statement (over the operands it packs) as calls of the generated GEMM, one
-        per point of its batch loops; the same fold, so the same bits."""
+        per point of its batch loops; the same fold, so the same bits. A narrowed product
+        (`stop`: row r's columns end at r + stop) as one call per block of rows
+        (`triangle_calls`)."""
         self.gemm = self.k.compute
         for v, extent in g.batch:
             self.emit(
@@ -508,15 +514,47 @@ class KernelC:
         def st(which: int, v: str) -> int:
             return g.stride(which, v)
 
-        self.emit(
-            f"presk_gemm_{self.gemm}({g.rows}, {g.cols}, {g.depth}, b{g.a} + {at(0)}, "
-            f"{st(0, g.m)}, {st(0, g.k)}, b{g.b} + {at(1)}, {st(1, g.k)}, {st(1, g.n)}, "
-            f"b{g.c} + {at(2)}, {st(2, g.m)}, {threads});",
-            depth,
-        )
+        if stop is not None:
+            self.triangle_calls(g, threads, depth, stop, at(0), at(1), at(2))
+        else:
+            self.emit(
+                f"presk_gemm_{self.gemm}({g.rows}, {g.cols}, {g.depth}, b{g.a} + {at(0)}, "
+                f"{st(0, g.m)}, {st(0, g.k)}, b{g.b} + {at(1)}, {st(1, g.k)}, {st(1, g.n)}, "
+                f"b{g.c} + {at(2)}, {st(2, g.m)}, {threads});",
+                depth,
+            )
         for _ in g.batch:
             depth -= 1
             self.emit("}", depth)
+
+    def triangle_calls(
+        self, g: Gemm, threads, depth: int, stop: int, a: str, b: str, c: str
+    ) -> None:
+        """A narrowed product's GEMM (issue 26): rows in blocks of TRIANGLE_ROWS, each block
+        one call over the columns its last row needs, [0, min(cols, r1 − 1 + stop)). Each
+        element computed is the same fold as in the whole product (its row and column are
+        the GEMM's, k in order); the others are dead (presk_kernel.narrow)."""
+        sam, sak, sbk, sbn = (
+            g.stride(0, g.m),
+            g.stride(0, g.k),
+            g.stride(1, g.k),
+            g.stride(1, g.n),
+        )
+        scm = g.stride(2, g.m)
+        r = TRIANGLE_ROWS
+        self.emit(f"for (int64_t t_r0 = 0; t_r0 < {g.rows}; t_r0 += {r}) {{", depth)
+        self.emit(f"int64_t t_r1 = t_r0 + {r} < {g.rows} ? t_r0 + {r} : {g.rows};", depth + 1)
+        self.emit(
+            f"int64_t t_nc = t_r1 - 1 + {stop} < {g.cols} ? t_r1 - 1 + {stop} : {g.cols};",
+            depth + 1,
+        )
+        self.emit(
+            f"presk_gemm_{self.gemm}(t_r1 - t_r0, t_nc, {g.depth}, b{g.a} + {a} + t_r0*{sam}, "
+            f"{sam}, {sak}, b{g.b} + {b}, {sbk}, {sbn}, b{g.c} + {c} + t_r0*{scm}, {scm}, "
+            f"{threads});",
+            depth + 1,
+        )
+        self.emit("}", depth)
 
     def function(self) -> list[str]:
         k = self.k

@@ -133,9 +133,11 @@ class ExportKernelC(KernelC):
                 self.block(body, depth + 1)
                 self.emit("}", depth)
 
-    def gemm_call(self, g, threads, depth: int) -> None:
-        """The GEMM's call, its threads at most those OpenMP may use (presk_threads)."""
-        super().gemm_call(g, f"presk_threads({threads})" if threads > 1 else threads, depth)
+    def gemm_call(self, g, threads, depth: int, stop: int | None = None) -> None:
+        """The GEMM's call, its threads at most those OpenMP may use (presk_threads); a
+        narrowed product's by blocks of rows (`stop`: KernelC.triangle_calls)."""
+        many = f"presk_threads({threads})" if threads > 1 else threads
+        super().gemm_call(g, many, depth, stop)
 
     def function(self) -> list[str]:
         k = self.k

@@ -25,6 +25,7 @@ from presk_kernel.ir import (
     plain,
 )
 from presk_kernel.layout import parallel_loops
+from presk_kernel.narrow import dead_stores
 
 
 def _loads(node, out: set[int]) -> None:
@@ -49,28 +50,69 @@ def _loads(node, out: set[int]) -> None:
         _loads(node.terms, out)
 
 
-def covers(k: Kernel) -> set[int]:
+def _inner_stores(body: tuple, dead: frozenset[int]) -> list[tuple[Store, dict[str, int]]]:
+    """The stores of the innermost parallel loop's body that run over their loops' whole
+    extents, each with the extents of the loops between (issue 26's narrowing): a store
+    in it; a loop split at a bound, `for j in 0 .. s` then `for j in s .. n`, each storing
+    the same element of j (a narrowed quotients' loop and its hidden part); a store in a
+    loop over a whole extent (a softmax row's loop after its folds); a loop bounded to the
+    allowed prefix of an output whose other positions nothing reads (`dead`,
+    presk_kernel.narrow.dead_stores)."""
+    out: list[tuple[Store, dict[str, int]]] = [(s, {}) for s in body if isinstance(s, Store)]
+    loops = [s for s in body if isinstance(s, Loop) and not s.serial]
+    for a, b in zip(loops, loops[1:], strict=False):
+        pair = a.var == b.var and a.extent == b.extent and a.start is None and b.stop is None
+        if not (pair and a.stop is not None and a.stop == b.start):
+            continue
+        if len(a.body) == len(b.body) == 1 and isinstance(a.body[0], Store):
+            sa, sb = a.body[0], b.body[0]
+            if isinstance(sb, Store) and (sa.buf, sa.index) == (sb.buf, sb.index):
+                out.append((sa, {a.var: a.extent}))
+    for lp in loops:
+        whole = lp.start is None and lp.stop is None  # a row's loop after its folds
+        allowed = lp.start is None and lp.stop is not None
+        for s in lp.body:
+            if isinstance(s, Store) and (whole or (allowed and s.buf in dead)):
+                out.append((s, {lp.var: lp.extent}))
+    return out
+
+
+def _axis_vars(i, extents: dict[str, int], length: int) -> list[str] | None:
+    """The loop variables of an axis's index when it runs over the whole axis: one variable
+    over the axis's length, or several in mixed radix (`32*i2 + i3`, i3 < 32, i2 < H: the
+    merged heads), each step the extent of the ones below."""
+    if not (isinstance(i, Affine) and i.const == 0 and i.terms):
+        return None
+    step = 1
+    for v, c in sorted(i.terms, key=lambda t: t[1]):
+        if c != step or v not in extents:
+            return None
+        step *= extents[v]
+    return [v for v, _ in i.terms] if step == length else None
+
+
+def covers(k: Kernel, dead: frozenset[int] = frozenset()) -> set[int]:
     """The kernel's output buffers it stores whole: an unconditional store in the innermost
     loop of its parallel nest (the kernel's body for a 0-d output) whose index is one
-    distinct loop variable per axis, each running over the axis's whole length."""
+    distinct loop variable per axis, each running over the axis's whole length — or, below
+    that loop, over a loop split in two or over the allowed prefix of a `dead` output
+    (`_inner_stores`)."""
     loops = parallel_loops(k)
-    body = loops[-1].body if loops else k.body
-    extents = {lp.var: lp.extent for lp in loops}
+    body = loops[-1].body if loops else plain(k.body)
     out = set()
-    for s in body:
-        if not isinstance(s, Store) or s.buf < len(k.inputs):
+    for s, more in _inner_stores(body, dead):
+        extents = {lp.var: lp.extent for lp in loops} | more
+        if s.buf < len(k.inputs):
             continue
         axes = k.buffers[s.buf].axes
         used = []
         for ax, i in zip(axes, s.index, strict=True):
-            if not (isinstance(i, Affine) and i.const == 0 and len(i.terms) == 1):
+            vs = _axis_vars(i, extents, ax.length)
+            if vs is None:
                 break
-            ((v, c),) = i.terms
-            if c != 1 or extents.get(v) != ax.length:
-                break
-            used.append(v)
+            used += vs
         else:
-            if len(set(used)) == len(axes):
+            if len(set(used)) == len(used):
                 out.add(s.buf)
     return out
 
@@ -79,13 +121,14 @@ def zeroed(schedule: Schedule) -> list[int]:
     """The host buffers, not inputs, that must start at zero (in the schedule's order)."""
     size = {b.id: math.prod(a.length for a in b.axes) for b in schedule.buffers}
     first: dict[int, bool] = {}  # host buffer -> written whole before any read
-    for launch in schedule.launches:
+    dead = dead_stores(schedule)
+    for at, launch in enumerate(schedule.launches):
         k = launch.kernel
         reads: set[int] = set()
         _loads(plain(k.body), reads)  # a laid-out body: the nest it lays out
         # a GEMM statement over no term stores nothing (the generated GEMM's)
         empty = any(isinstance(s, GemmStmt) and s.gemm.depth == 0 for s in k.body)
-        whole = set() if empty else covers(k)
+        whole = set() if empty else covers(k, frozenset(dead.get(at, ())))
         for i, (buf, arg) in enumerate(zip(k.buffers, launch.args, strict=True)):
             if arg.buf in first:
                 continue

@@ -98,6 +98,9 @@ def contraction(k: Kernel) -> Contraction | None:
     fold's points in its order, so the fold is the same."""
     loops = perfect_nest(k)
     body = loops[-1].body if len(loops) >= 2 else ()
+    band = triangle_loop(body, {lp.var for lp in loops})
+    if band is not None:  # a narrowed product (issue 26): n bounded by m, its last loop
+        loops, body = [*loops, dataclasses.replace(band, stop=None)], band.body
     if len(body) != 2 or not isinstance(body[0], Reduce) or not isinstance(body[1], Store):
         return None
     r, st = body
@@ -127,11 +130,44 @@ def contraction(k: Kernel) -> Contraction | None:
         if ns and ms:
             n, m = par[ns[-1]], par[ms[-1]]  # the innermost: unit or smallest strides
             batch = tuple(lp for lp in loops if lp.var not in (n.var, m.var))
-            m, batch = _merge_rows(m, batch, ca, cb, cc)
+            if band is not None:  # its columns end at its row's bound: rows kept apart
+                if n.var != band.var or m.var != band.stop.terms[0][0]:
+                    return None
+            else:
+                m, batch = _merge_rows(m, batch, ca, cb, cc)
             return Contraction(
                 ta.buf, tb.buf, st.buf, m, n, kn, kv, batch, (ca, cb, cc),
                 (lin_a[1], lin_b[1], lin_c[1]),
             )  # fmt: skip
+    return None
+
+
+def triangle_loop(body: tuple, outer: set[str]) -> Loop | None:
+    """The body's one loop when it is a narrowed product's column loop (presk_kernel.narrow's
+    dead positions): `for n in 0 .. m + c` around the fold and its store, m an enclosing
+    loop's variable, c ≥ 0."""
+    if len(body) != 1 or not isinstance(body[0], Loop):
+        return None
+    lp = body[0]
+    stop = lp.stop
+    if lp.serial or lp.start is not None or stop is None or len(stop.terms) != 1:
+        return None
+    ((v, c),) = stop.terms
+    return lp if c == 1 and v in outer and stop.const >= 0 else None
+
+
+def gemm_stop(g: Gemm, nest: tuple) -> int | None:
+    """A GEMM statement's column bound, from the nest it computes: row r of a narrowed
+    product (`triangle_loop`) has its columns in [0, min(cols, r + c)), the others not
+    computed (nothing reads them); None for a whole product."""
+    body = plain(nest)
+    while len(body) == 1 and isinstance(body[0], Loop):
+        lp = body[0]
+        if lp.var == g.n:
+            if lp.stop is None or lp.stop.terms != ((g.m, 1),):
+                return None
+            return lp.stop.const
+        body = lp.body
     return None
 
 

@@ -90,9 +90,11 @@ def kind(k: Kernel) -> str:
     """contraction, softmax, reduction or elementwise."""
     loops = parallel_loops(k)
     body = loops[-1].body if loops else k.body
-    if fold_parts(k) is not None or (
-        len(loops) >= 2 and any(isinstance(s, Reduce) and s.op == "fma" for s in body)
-    ):
+    if (
+        fold_parts(k) is not None
+        or recognize(k) is not None
+        or (len(loops) >= 2 and any(isinstance(s, Reduce) and s.op == "fma" for s in body))
+    ):  # a narrowed product (its columns a bounded loop, issue 26) is recognised a GEMM
         return "contraction"
     if any(isinstance(s, Reduce) and s.op == "max" for s in body) and any(
         isinstance(s, Reduce) and s.op == "add" for s in body

@@ -25,6 +25,20 @@ NaN for an infinite v, and skipping them changes a −0 accumulator or drops a N
 (docs/native.md, "Causal attention"). A narrowed fold's terms past its stop stay in its
 term (the select on the mask): an executor may fold a longer prefix — a strip of rows folds
 up to its last row's stop — with the same bits.
+
+**Dead positions** (`dead_suffixes`): a temporary buffer X whose every read, in every launch,
+is guarded — inside the allowed branch of a `select(m, …, c)` on a mask whose index aligns
+with the read's (the read's `j` is the mask's prefix variable and its `i` the mask's other
+index), or inside a loop bounded to that prefix (`for j in 0 .. i + 1`) — is never used at
+its hidden positions (x[…, i, …, j, …] with j ≥ i + plus): the select gives its constant
+there whatever X holds, and a bounded loop does not run. So its one writer need not store
+them: the loop of the writer's one store to X along j gets `stop i + plus`. The scores
+product (QKᵀ, a contraction the softmax reads through the mask) computes its allowed
+triangle only, and so does an elementwise kernel between the two (the scores' scale, when
+not fused into the softmax), whose reads are then bounded in turn (launches are walked
+from the last). No term of any fold changes, only which dead values are computed: the bits
+of every value read are the same. The hidden positions of X hold whatever the arena held
+(an executor never reads them but under the select, whose other branch it takes).
 """
 
 from __future__ import annotations
@@ -32,18 +46,23 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from presk_kernel.contract import perfect_nest
 from presk_kernel.ir import (
     Affine,
+    Arg,
     Const,
     Index,
     Kernel,
     Launch,
+    Layout,
+    Let,
     Load,
     Loop,
     Op,
     Reduce,
     Schedule,
     Store,
+    plain,
 )
 
 # a comparison `a OP b` of two loop variables -> (which side runs over the prefix axis,
@@ -186,20 +205,292 @@ class _Narrow:
         return tuple(out)
 
 
-def narrow(schedule: Schedule) -> tuple[Schedule, int]:
-    """The schedule with the kernels that read a structured mask narrowed, and how many
-    folds and loops were."""
+# ---- dead positions -------------------------------------------------------------------------
+
+# a guard: the enclosing select or loop uses what it reads at prefix variable `j` only below
+# `stop` (affine in the enclosing loops' variables, not j)
+_Guard = tuple[str, Affine]
+
+
+def _guards_of_select(e: Op, masks: dict[int, Mask]) -> _Guard | None:
+    """The guard `select(m[…], x, c)` puts on x, m a structured mask: x is used where the
+    mask allows, j below the mask's other index plus its offset."""
+    cond, _, hidden = e.args
+    if not isinstance(hidden, Const) or not isinstance(cond, Load) or cond.buf not in masks:
+        return None
+    m = masks[cond.buf]
+    along, by = cond.index[m.along], cond.index[m.by]
+    if not isinstance(along, Affine) or not isinstance(by, Affine):
+        return None
+    if along.const or len(along.terms) != 1 or along.terms[0][1] != 1:
+        return None
+    j = along.terms[0][0]
+    if any(v == j for v, _ in by.terms):
+        return None
+    return j, Affine(by.terms, by.const + m.plus)
+
+
+class _Reads:
+    """Where a kernel reads its buffer `x`: each read's (prefix axis, other axis, offset)
+    under some enclosing guard, or `ok` False when a read is unguarded."""
+
+    def __init__(self, x: int, masks: dict[int, Mask], shape: tuple[int, ...]) -> None:
+        self.x, self.masks, self.shape = x, masks, shape
+        self.ok = True
+        self.found: set[tuple[int, int, int]] = set()
+
+    def load(self, ld: Load, guards: tuple) -> None:
+        fits = set()
+        for j, stop in guards:
+            at = [a for a, ix in enumerate(ld.index) if ix == Affine.var(j)]
+            if len(at) != 1:
+                continue
+            for b, ix in enumerate(ld.index):
+                if b == at[0] or not isinstance(ix, Affine) or ix.terms != stop.terms:
+                    continue
+                plus = stop.const - ix.const
+                if plus in (0, 1) and self.shape[at[0]] == self.shape[b]:
+                    fits.add((at[0], b, plus))
+        if len(fits) != 1:
+            self.ok = False
+        self.found |= fits
+
+    def expr(self, e, guards: tuple) -> None:
+        match e:
+            case Load(buf, index):
+                for ix in index:  # an index is never guarded: a gather reads where it says
+                    if not isinstance(ix, Affine):
+                        self.expr(ix, ())
+                if buf == self.x:
+                    self.load(e, guards)
+            case Op("select", (cond, value, hidden), _):
+                g = _guards_of_select(e, self.masks)
+                self.expr(cond, guards)
+                self.expr(value, guards if g is None else (*guards, g))
+                self.expr(hidden, guards)
+            case Op(_, args, _):
+                for a in args:
+                    self.expr(a, guards)
+
+    def body(self, body: tuple, guards: tuple) -> None:
+        for st in body:
+            match st:
+                case Let(_, e):
+                    self.expr(e, guards)
+                case Store(_, index, e):
+                    for ix in index:
+                        if not isinstance(ix, Affine):
+                            self.expr(ix, ())
+                    self.expr(e, guards)
+                case Loop():
+                    inner = guards
+                    if st.start is None and st.stop is not None:
+                        inner = (*guards, (st.var, st.stop))
+                    self.body(st.body, inner)
+                case Reduce():
+                    self.body(st.body, guards)
+                    for t in st.terms:
+                        self.expr(t, guards)
+                    if st.resume is not None:
+                        self.expr(st.resume, guards)
+                case _:  # a laid-out statement: not looked into
+                    self.ok = False
+
+
+def _stores(body: tuple, buf: int) -> int:
+    n = 0
+    for st in body:
+        match st:
+            case Store(b, _, _):
+                n += b == buf
+            case Loop() | Reduce():
+                n += _stores(st.body, buf)
+            case _:
+                n += 1  # a laid-out statement: counted as a store, so left alone
+    return n
+
+
+def _bound_store(
+    body: tuple, buf: int, dead: tuple[int, int, int], extent: int, outer: tuple
+) -> tuple:
+    """`body` with the loop around its one store to `buf` bounded to the allowed prefix
+    (`dead`: the prefix axis, the other axis, the offset), or the same body when that loop is
+    not a plain loop along the prefix axis inside one along the other."""
+    along, by, plus = dead
+    out = []
+    for st in body:
+        if isinstance(st, Loop) and _stores(st.body, buf):
+            inner = [s for s in st.body if isinstance(s, Store) and s.buf == buf]
+            if inner:
+                (store,) = inner
+                lp_ok = not st.serial and st.start is None and st.stop is None
+                ix = store.index[by]
+                if (
+                    lp_ok
+                    and st.extent == extent
+                    and store.index[along] == Affine.var(st.var)
+                    and isinstance(ix, Affine)
+                    and ix.const == 0
+                    and len(ix.terms) == 1
+                    and ix.terms[0][1] == 1
+                    and ix.terms[0][0] in outer
+                    and all(isinstance(s, Let | Reduce | Store) for s in st.body)
+                    and all(s.buf == buf for s in st.body if isinstance(s, Store))
+                ):
+                    st = dataclasses.replace(st, stop=Affine(((ix.terms[0][0], 1),), plus))
+            else:
+                st = dataclasses.replace(
+                    st, body=_bound_store(st.body, buf, dead, extent, (*outer, st.var))
+                )
+        out.append(st)
+    return tuple(out)
+
+
+def dead_suffixes(schedule: Schedule, masks: dict[tuple[int, int], Mask]) -> tuple[Schedule, int]:
+    """The schedule with each temporary buffer whose hidden positions nothing uses (see the
+    module's doc) computed on its allowed positions only, and how many loops were bounded."""
+    host = {b.id: b for b in schedule.buffers}
+    launches = list(schedule.launches)
+    count = 0
+    for w in reversed(range(len(launches))):
+        wk = launches[w].kernel
+        for o, arg in enumerate(launches[w].args[len(wk.inputs) :], len(wk.inputs)):
+            hb = host[arg.buf]
+            if hb.role != "temp" or arg.buf in schedule.outputs or arg.buf in schedule.inputs:
+                continue
+            if wk.buffers[o].dtype not in ("f64", "f32", "bf16"):
+                continue
+            if _stores(wk.body, o) != 1:
+                continue
+            shape = wk.buffers[o].shape
+            dead = _dead(launches, w, arg, masks, shape)
+            if dead is None:
+                continue
+            body = _bound_store(wk.body, o, dead, shape[dead[0]], ())
+            if body != wk.body:
+                count += 1
+                wk = dataclasses.replace(wk, body=body)
+                order = tuple(lp.var for lp in perfect_nest(wk))
+                if wk.layout.order != order:  # the bounded loop is body now, not layout
+                    wk = dataclasses.replace(wk, layout=Layout(order=order))
+                launches[w] = Launch(wk, launches[w].args)
+    return dataclasses.replace(schedule, launches=tuple(launches)), count
+
+
+def _dead(launches: list, w: int, x: Arg, masks: dict, shape: tuple) -> tuple[int, int, int] | None:
+    """The hidden positions (prefix axis, other axis, offset) of `x`, written by launch `w`,
+    that no launch uses; None when some read is unguarded, or none is."""
+    found: set = set()
+    for r, launch in enumerate(launches):
+        k = launch.kernel
+        for i, a in enumerate(launch.args):
+            if a.buf != x.buf:
+                continue
+            if r == w and i >= len(k.inputs):
+                continue
+            if i >= len(k.inputs) or a.offset != x.offset or k.buffers[i].shape != shape:
+                return None  # another writer, or a read of another slice or shape
+            mine = {
+                j: masks[(b.buf, b.offset)]
+                for j, b in enumerate(launch.args[: len(k.inputs)])
+                if (b.buf, b.offset) in masks
+            }
+            reads = _Reads(i, mine, k.buffers[i].shape)
+            reads.body(k.body, ())
+            if not reads.ok:
+                return None
+            found |= reads.found
+    return found.pop() if len(found) == 1 else None
+
+
+def _masks(schedule: Schedule) -> dict[tuple[int, int], Mask]:
+    """The structured masks the schedule's launches store, by (host buffer, offset): each
+    written by one launch."""
     writers: dict[int, int] = {}
     for launch in schedule.launches:
         for a in launch.args[len(launch.kernel.inputs) :]:
             writers[a.buf] = writers.get(a.buf, 0) + 1
     masks: dict[tuple[int, int], Mask] = {}  # (host buffer, offset) -> its structure
     for launch in schedule.launches:
-        m = mask_of(launch.kernel)
+        k = launch.kernel
+        m = mask_of(dataclasses.replace(k, body=plain(k.body)))
         if m is not None:
             (arg,) = launch.args
             if writers.get(arg.buf) == 1:
                 masks[(arg.buf, arg.offset)] = m
+    return masks
+
+
+def dead_stores(schedule: Schedule) -> dict[int, set[int]]:
+    """The outputs (launch -> kernel buffers) whose one store runs in a loop bounded to the
+    allowed prefix of positions nothing uses (`dead_suffixes`'s, laid out or not): what
+    it leaves unstored no launch sees, so it need not start at zero either."""
+    masks = _masks(schedule)
+    if not masks:
+        return {}
+    host = {b.id: b for b in schedule.buffers}
+    launches = [
+        Launch(dataclasses.replace(lc.kernel, body=plain(lc.kernel.body)), lc.args)
+        for lc in schedule.launches
+    ]
+    out: dict[int, set[int]] = {}
+    for w, launch in enumerate(launches):
+        k = launch.kernel
+        for o, arg in enumerate(launch.args[len(k.inputs) :], len(k.inputs)):
+            if host[arg.buf].role != "temp" or arg.buf in schedule.outputs:
+                continue
+            if _stores(k.body, o) != 1 or _store_bound(k.body, o) is None:
+                continue
+            shape = k.buffers[o].shape
+            dead = _dead(launches, w, arg, masks, shape)
+            if dead is not None and _store_bound(k.body, o) == dead:
+                out.setdefault(w, set()).add(o)
+    return out
+
+
+def _store_bound(body: tuple, buf: int) -> tuple[int, int, int] | None:
+    """(prefix axis, other axis, offset) of the bounded loop around the one store to `buf`,
+    when `_bound_store` wrote it: `for j in 0 .. p + plus { … buf[.., p, .., j, ..] = … }`."""
+    for st in body:
+        if not isinstance(st, Loop) or not _stores(st.body, buf):
+            continue
+        inner = [s for s in st.body if isinstance(s, Store) and s.buf == buf]
+        if not inner:
+            return _store_bound(st.body, buf)
+        (store,) = inner
+        stop = st.stop
+        if st.start is not None or stop is None or len(stop.terms) != 1:
+            return None
+        if stop.terms[0][1] != 1 or stop.const not in (0, 1):
+            return None
+        along = [a for a, ix in enumerate(store.index) if ix == Affine.var(st.var)]
+        by = [a for a, ix in enumerate(store.index) if ix == Affine.var(stop.terms[0][0])]
+        if len(along) != 1 or len(by) != 1:
+            return None
+        return along[0], by[0], stop.const
+    return None
+
+
+def unstored(k: Kernel, o: int):
+    """The positions of output `o` that a loop bounded to the allowed prefix leaves
+    unstored (`dead_suffixes`' kernels: what an executor may leave as it finds it, or
+    compute: a GEMM's block of rows computes up to its last row's bound), as a boolean array
+    of the buffer's shape; None when it stores every position."""
+    import numpy as np
+
+    bound = _store_bound(plain(k.body), o)
+    if bound is None:
+        return None
+    along, by, plus = bound
+    shape = k.buffers[o].shape
+    grid = np.indices(shape)
+    return grid[along] >= grid[by] + plus
+
+
+def narrow(schedule: Schedule) -> tuple[Schedule, int]:
+    """The schedule with the kernels that read a structured mask narrowed, and how many
+    folds and loops were."""
+    masks = _masks(schedule)
     if not masks:
         return schedule, 0
     launches, count = [], 0
@@ -219,7 +510,17 @@ def narrow(schedule: Schedule) -> tuple[Schedule, int]:
         launches.append(
             Launch(dataclasses.replace(k, body=body), launch.args) if n.changed else launch
         )
-    return dataclasses.replace(schedule, launches=tuple(launches)), count
+    narrowed = dataclasses.replace(schedule, launches=tuple(launches))
+    narrowed, dead = dead_suffixes(narrowed, masks)
+    return narrowed, count + dead
 
 
-__all__ = ["Mask", "mask_of", "narrow", "never_negative_zero"]
+__all__ = [
+    "Mask",
+    "dead_stores",
+    "dead_suffixes",
+    "mask_of",
+    "narrow",
+    "never_negative_zero",
+    "unstored",
+]
