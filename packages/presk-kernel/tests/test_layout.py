@@ -147,14 +147,16 @@ def test_a_plan_lays_out_its_sites_and_refuses_an_illegal_layout():
 def test_only_a_gemm_statement_packs():
     fused = _linear(8)
     k = next(lc.kernel for lc in fused.launches if recognize(lc.kernel))
-    other = next(lc.kernel for lc in fused.launches if recognize(lc.kernel) is None)
+    # the bias is the product's epilogue after fusion: the unfused schedule's add
+    unfused, _, _ = lowered("tutorial/01_linear.psk", "Linear{64, 64}.apply", (("batch", 8),))
+    other = next(lc.kernel for lc in unfused.launches if recognize(lc.kernel) is None)
     one = replace(default_layout(k), pack=(0,))  # one operand: no GEMM statement reads it
     assert "only a GEMM statement packs" in check_layout(k, with_gemm(k, one))
     with pytest.raises(LayoutError, match="only a GEMM statement packs") as e:
         lay_out(fused, plan={k.site: one})
     assert e.value.code == "E7040"
     with pytest.raises(LayoutError, match="only a GEMM statement packs"):
-        lay_out(fused, plan={other.site: replace(default_layout(other), pack=(0,))})
+        lay_out(unfused, plan={other.site: replace(default_layout(other), pack=(0,))})
     # applied directly, a pack without a GEMM statement is dropped: it changes no statement
     laid = apply_layout(k, one)
     assert laid.layout == replace(one, pack=()) and laid == apply_layout(k, laid.layout)

@@ -85,9 +85,10 @@ def test_every_point_of_the_attention_gives_point_0s_bits():
 
 def test_the_attention_spaces_have_every_decision():
     nests = attention("f32")
-    scores, softmax, values = (nests[s][0] for s in ("scores/%2", "attend/%5", "attend/%6"))
+    # the scores' product with its division by √hd as its epilogue (fused, at scores/%5)
+    scores, softmax, values = (nests[s][0] for s in ("scores/%5", "attend/%5", "attend/%6"))
     assert (kind(scores), kind(softmax), kind(values)) == ("contraction", "softmax", "contraction")
-    assert kind(nests["scores/%5"][0]) == "elementwise"
+    assert scores.steps == ("scores/%2", "scores/%4", "scores/%5")
     texts = {p.text for p in points(scores, "full", 20)}
     assert "tiled, tile [4, 16], kblock none, order IJ, lanes 1, split none, no pack" in texts
     assert "tiled, tile [4, 16], kblock none, order IJ, lanes 8, split (0, 20), pack" in texts
@@ -106,8 +107,10 @@ def test_the_attention_spaces_have_every_decision():
     assert {p.decisions["passes"] for p in sm} == {2, 3}
     assert sm[0].text == "lanes 1, split none, passes 3"
     assert "lanes 8, split (2, 20), passes 2" in {p.text for p in sm}
-    # the elementwise space: splits at depths 0..2 over 10 or 20 workers, lanes 1 or 8
-    assert len(points(nests["scores/%5"][0], "full", 20)) == 2 * (1 + 3 * 2)
+    # an epilogue is applied once, to the finished sum: no k-block (its partial sums)
+    assert {p.decisions["kblock"] for p in points(scores, "full", 20)} == {0}
+    gemms = [p.layout.gemm for p in points(scores, "full", 20) if p.layout.gemm is not None]
+    assert gemms and all(g.epilogue for g in gemms)
 
 
 def test_workers_are_half_and_all_of_the_machine():

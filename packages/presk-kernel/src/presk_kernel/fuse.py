@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from presk_kernel.calls import fused_body, with_calls
+from presk_kernel.contract import contraction
 from presk_kernel.ir import (
     Affine,
     Arg,
@@ -351,8 +352,9 @@ def merge_epilogue(p: Launch, c: Launch) -> Launch | None:
     result at other indices than its own loops' (or under another shape), or `p` is a
     contraction (whose store the generated GEMM makes)."""
     pk, ck = p.kernel, c.kernel
-    if _folds_fma(pk.body):
-        return None  # a contraction keeps its store plain: the generated GEMM's
+    gemm = _folds_fma(pk.body)
+    if gemm and contraction(pk) is None:
+        return None  # a fold by fma that is no GEMM keeps its store plain
     site = epilogue_site(pk)
     loops_store = producer_store(c)
     if site is None or loops_store is None:
@@ -434,7 +436,21 @@ def merge_epilogue(p: Launch, c: Launch) -> Launch | None:
         f"fused {len(steps)} steps", ck.site, tuple(bufs[:n_new]), tuple(bufs[n_new:]), body,
         pk.compute, steps=steps,
     )  # fmt: skip
+    if gemm and not _gemm_epilogue(k, tuple(args)):
+        return None
     return Launch(replace(k, layout=natural_layout(k)), tuple(args))
+
+
+def _gemm_epilogue(k: Kernel, args: tuple[Arg, ...]) -> bool:
+    """Whether a contraction with an epilogue fused in is still the generated GEMM's, with
+    that epilogue (presk_kernel.contract: its output of the compute type, which holds the
+    partial sums between the GEMM's blocks of k), and its output no buffer it reads (the
+    partial sums would overwrite what the epilogue reads)."""
+    g = contraction(k)
+    if g is None or not g.epilogue:
+        return False
+    n_in = len(k.inputs)
+    return not {a.buf for a in args[n_in:]} & {a.buf for a in args[:n_in]}
 
 
 def _folds_fma(body) -> bool:
