@@ -57,7 +57,7 @@ def test_the_flattened_calls_are_the_launches(file, entry, dims, consts):
 
 def test_the_launch_counts_are_fusions_and_calls_are_kept():
     _, _, _, lowered, laid = _schedules("tutorial/07_train.psk", "loss", (("B", 8),), ())
-    assert (len(laid.launches), len(lowered.launches)) == (17, 39)  # docs/native.md's
+    assert (len(laid.launches), len(lowered.launches)) == (14, 39)  # docs/native.md's
     kept = {c.function for c in calls_in(laid.body)}
     assert "Block.apply[batch: 8]" in kept and laid.functions[2].calls == 3
     inlined = {i.function: i.why for c in (laid.body, *calls_in(laid.body)) for i in c.inlined}
@@ -69,7 +69,7 @@ def test_attention_keeps_scores_as_the_spec_prints_it():
     assert [f.name for f in laid.functions] == ["attend{B=1,T=3}", "scores{B=1,T=3}"]
     assert isinstance(laid.body.body[0], Call) and laid.body.body[0].function.startswith("scores")
     text = format_schedule(laid)
-    assert text.startswith("entry attend at B = 1, T = 3: 5 launches\nkernel ein[")
+    assert text.startswith("entry attend at B = 1, T = 3: 4 launches\nkernel ein[")
     assert "host scores{B=1,T=3} (" in text and "  call scores{B=1,T=3} (q, k) -> (" in text
 
 
@@ -100,8 +100,8 @@ def test_the_verifier_refuses_a_broken_call():
     want = f"passes `{mask.name}` : {mask.dtype}[9] from element 0 as its result %2"
     assert want in host_problems(typed)[0]
     outside = replace(s, body=replace(s.body, body=s.body.body[:-1]))
-    assert host_problems(outside) == ["launch 4 is outside every host function"]
-    twice = replace(s, body=replace(s.body, body=(*s.body.body, 4)))
+    assert host_problems(outside) == ["launch 3 is outside every host function"]
+    twice = replace(s, body=replace(s.body, body=(*s.body.body, 3)))
     assert "out of order, or one twice" in host_problems(twice)[0]
     for bad in (unknown, arity, outside):
         with pytest.raises(DocumentError, match="not well formed"):
@@ -112,5 +112,5 @@ def test_a_document_of_version_2_is_refused():
     from presk_syntax.codec import FileTable, dump_document
 
     data = dump_document("kernel", 2, {"schedule": None}, FileTable())
-    with pytest.raises(DocumentError, match="of version 2; this presk reads version 5"):
+    with pytest.raises(DocumentError, match="of version 2; this presk reads version 6"):
         decode_kernel(data)

@@ -6,7 +6,8 @@ import pytest
 from kernel_entries import ENTRIES, MINIGPT, lowered, same_bits
 from presk_kernel.fuse import _recomputable, fuse, launch_counts, unfused_launches
 from presk_kernel.interp import run_schedule
-from presk_kernel.ir import Affine, Const, Load, Op, Reduce, Var, format_kernel
+from presk_kernel.contract import recognize
+from presk_kernel.ir import Affine, Const, Load, Op, Reduce, Store, Var, format_kernel
 
 
 @pytest.mark.parametrize("realize", ["f64", "f32", "bf16"])
@@ -31,7 +32,7 @@ def test_fusion_changes_no_bit_in_training_steps(realize):
 
 def test_launch_counts_of_the_tutorial_step():
     schedule, _, _ = lowered("tutorial/07_train.psk", "loss", (("B", 8),), train=True)
-    assert launch_counts(schedule) == (76, 187)
+    assert launch_counts(schedule) == (69, 187)
     assert unfused_launches(fuse(schedule)[0]) == 187  # what `presk train` prints, after fusion
     assert unfused_launches(schedule) == 187
 
@@ -77,8 +78,9 @@ def test_a_value_read_in_several_passes_is_not_computed_again_across_a_function(
     schedule, _, _ = lowered("tutorial/03_attention.psk", "attend", (("B", 2), ("T", 3)))
     fused, groups = fuse(schedule)
     names = [lc.kernel.name for lc in fused.launches]
-    # the division is `scores`'s, the softmax `attend`'s: each function keeps its nests
-    assert names == ["ein[batch, heads, seq, seq2]", "fused 2 steps", "causal_mask"] + [
+    # the division is `scores`'s (its product's epilogue), the softmax `attend`'s: each
+    # function keeps its nests
+    assert names == ["ein[batch, heads, seq, seq2]", "causal_mask"] + [
         "softmax axis seq2",
         "ein[batch, heads, seq, hd]",
     ]
@@ -124,19 +126,38 @@ def test_an_elementwise_consumer_becomes_the_epilogue_of_its_producer(realize):
     assert same_bits(run_schedule(schedule, args), run_schedule(fused, args))
 
 
-def test_a_contraction_takes_no_epilogue():
+def test_a_contraction_takes_its_consumer_as_its_epilogue():
+    schedule, args, _ = lowered("tutorial/03_attention.psk", "attend", (("B", 2), ("T", 3)))
+    fused, groups = fuse(schedule)
+    # the scores' division by √hd (and the √ of a constant) where the product stores
+    assert groups[0].names == ("ein[batch, heads, seq, seq2]", "sqrt", "div")
+    k = fused.launches[0].kernel
+    g = recognize(k)  # still the generated GEMM's, the division its epilogue
+    assert g is not None and g.batch and g.acc and isinstance(g.epilogue[-1], Store)
+    assert "%2[i0, i1, i2, i3] = div(e0, sqrt(4.0))" in format_kernel(k)
+    assert same_bits(run_schedule(schedule, args), run_schedule(fused, args))
+    # the softmax reads the scores in three passes: it stays a kernel of its own
+    assert [lc.kernel.name for lc in fused.launches][2] == "softmax axis seq2"
+
+
+def test_an_epilogue_is_refused_where_the_gemm_would_not_take_it():
     schedule, _, _ = lowered("tutorial/07_train.psk", "loss", (("B", 8),))
-    fused, _ = fuse(schedule)
-    stores = [  # what each fold of fma stores: its accumulator, plain (the GEMM's store)
-        (body[n + 1], r.acc)
+    fused, groups = fuse(schedule)
+    stores = [  # a fold of fma that is no GEMM (a dot product) keeps its store plain
+        (body[n + 1 :], r.acc, lc.kernel)
         for lc in fused.launches
         for body in _bodies(lc.kernel.body)
         for n, r in enumerate(body)
         if isinstance(r, Reduce) and r.op == "fma"
     ]
-    assert stores and all(st.expr == Var(acc) for st, acc in stores)
-    dots = [lc.kernel for lc in fused.launches if lc.kernel.name == "dot"]
-    assert dots and all(k.steps == () for k in dots)  # each a kernel of its own, unfused
+    assert stores and any(len(after) > 1 for after, _, _ in stores)
+    for after, acc, k in stores:  # an epilogue only where the generated GEMM runs it
+        plain = len(after) == 1 and after[0].expr == Var(acc)
+        assert plain or recognize(k).epilogue == after
+    # the linear layer's product takes its bias (Linear.apply) and the residual add of its
+    # caller (Block.apply) as its epilogue: a GEMM's epilogue crosses a call
+    (group, *_) = [g for g in groups if g.names == ("dot", "add", "add")]
+    assert group.steps == ("Linear.apply/%3", "Linear.apply/%5", "Block.apply/%7")
 
 
 def _bodies(body):

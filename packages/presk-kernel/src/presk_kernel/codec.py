@@ -9,8 +9,9 @@ from presk_syntax.codec import Codec, DocumentError, FileTable, decode_root, dum
 from presk_kernel.ir import NODE_TYPES, Schedule
 
 # 2: Layout.gemm; 3: the host functions; 4: laid-out bodies (Tile, For, GemmStmt);
-# 5: layout plans (Layout.kblock, blocks, depth, passes; a fold's block; TwoPass)
-KERNEL_VERSION = 5
+# 5: layout plans (Layout.kblock, blocks, depth, passes; a fold's block; TwoPass);
+# 6: a GEMM statement's epilogue (Gemm.acc, epilogue)
+KERNEL_VERSION = 6
 KERNEL_CODEC = Codec(NODE_TYPES)
 
 

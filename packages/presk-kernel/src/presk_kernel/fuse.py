@@ -89,7 +89,7 @@ def fuse(schedule: Schedule) -> tuple[Schedule, list[Group]]:
             if c is None:
                 continue
             i = _producer(c, j, keep, reads, writes, launches)
-            if i is None or not _same_function(launches[i], c):
+            if i is None or not (_same_function(launches[i], c) or _gemm(launches[i])):
                 continue
             fused = merge_epilogue(launches[i], c)
             if fused is None:
@@ -113,8 +113,15 @@ def fuse(schedule: Schedule) -> tuple[Schedule, list[Group]]:
 def _same_function(p: Launch, c: Launch) -> bool:
     """Whether two launches compute bindings of one function (their sites, `fn/%n`): the
     fusions that make a kernel of another kind than its consumer's (a pass computed again,
-    an epilogue) stay inside a function, whose nests `presk tune` plans by their sites."""
+    an epilogue) stay inside a function, whose nests `presk tune` plans by their sites —
+    but for a GEMM's epilogue (`_gemm`), which stays a contraction's nest, planned as one."""
     return p.kernel.site.rsplit("/", 1)[0] == c.kernel.site.rsplit("/", 1)[0]
+
+
+def _gemm(p: Launch) -> bool:
+    """Whether `p` is a contraction the generated GEMM computes: its consumer, in whichever
+    function (the bias of `Linear.apply`, the GELU of its caller), may be its epilogue."""
+    return _folds_fma(p.kernel.body) and contraction(p.kernel) is not None
 
 
 def _index(lc: Launch, i: int, reads: dict, writes: dict, add: bool) -> None:
@@ -432,9 +439,12 @@ def merge_epilogue(p: Launch, c: Launch) -> Launch | None:
     body = tuple(_replace(st, {**ident, **pmap}, set(), None, []) for st in pk.body)
     body = _splice(body, path, tail)
     steps = (pk.steps or (pk.site,)) + (ck.steps or (ck.site,))
+    name, site = f"fused {len(steps)} steps", ck.site
+    if gemm:  # still the contraction's nest, planned at its site: `ein[…]` with an epilogue
+        site = pk.site
+        name = name if pk.name.startswith("fused ") else pk.name
     k = Kernel(
-        f"fused {len(steps)} steps", ck.site, tuple(bufs[:n_new]), tuple(bufs[n_new:]), body,
-        pk.compute, steps=steps,
+        name, site, tuple(bufs[:n_new]), tuple(bufs[n_new:]), body, pk.compute, steps=steps,
     )  # fmt: skip
     if gemm and not _gemm_epilogue(k, tuple(args)):
         return None
