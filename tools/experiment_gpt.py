@@ -292,6 +292,7 @@ def light_trainer(core, run, folder: str, theta: dict):
         per_epoch=len(samples) // b,
         lr=lr,
         _order=None,
+        key=None,  # NativeTrainer's: an objective that draws takes one (the course GPT's not)
     )
     trainer.batch = MethodType(Trainer.batch, trainer)  # the one order of batches
     return trainer

@@ -511,6 +511,7 @@ class KernelC:
         for i, b in enumerate(k.buffers):
             const = "const " if i < len(k.inputs) else ""
             self.emit(f"{const}{CTYPE[b.dtype]} *const b{b.id} = x[{b.id}];", 1)
+            self.emit(f"(void)b{b.id};", 1)
         n = len(k.buffers)
         self.emit(f"int *const err = x[{n}];", 1)
         self.emit(f"const int64_t *const bv = x[{n + 1}];", 1)
