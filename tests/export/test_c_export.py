@@ -22,7 +22,11 @@ from helpers import ROOT, presk, presk_ok
 from presk_core import data as D
 
 TRAIN = ("tutorial/07_train.psk", "loss", ("--dim", "B=8"))
-ATTEND = ("tutorial/03_attention.psk", "attend", ("--dim", "B=2", "--dim", "T=192"))  # T·T ≥ SPLIT_AT: the mask split
+ATTEND = (
+    "tutorial/03_attention.psk",
+    "attend",
+    ("--dim", "B=2", "--dim", "T=192"),
+)  # T·T ≥ SPLIT_AT: the mask split
 LLAMA = (
     "tests/examples/llama/llama.psk",
     "block",

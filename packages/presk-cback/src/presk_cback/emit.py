@@ -505,7 +505,9 @@ class KernelC:
         fn = f"{self.fname}_e{sum(1 for x in self.pre if x.startswith('static inline void'))}"
         k, ct = self.k, CTYPE[self.k.compute]
         saved, self.lines = self.lines, []
-        head = f"static inline void {fn}(void *ctx, int64_t i0, int64_t j0, int64_t mr, int64_t nr) {{"
+        head = (
+            f"static inline void {fn}(void *ctx, int64_t i0, int64_t j0, int64_t mr, int64_t nr) {{"
+        )
         self.lines.append(head)
         self.emit("void *const *x = ctx;", 1)
         for i, b in enumerate(k.buffers):
@@ -529,7 +531,9 @@ class KernelC:
         self.emit(f"for (int64_t {nv} = j0; {nv} < j0 + nr; {nv}++) {{", 2)
         store = g.epilogue[-1]
         self.types[g.acc] = k.compute
-        self.emit(f"const {ct} {_name(g.acc)} = b{store.buf}[{self.offset(store.buf, store.index)}];", 3)
+        self.emit(
+            f"const {ct} {_name(g.acc)} = b{store.buf}[{self.offset(store.buf, store.index)}];", 3
+        )
         self.block(g.epilogue, 3)
         self.emit("}", 2)
         self.emit("}", 1)
@@ -651,7 +655,9 @@ def entry_units(
     spread = bodies if n == 1 else sorted(bodies, key=lambda b: (b[1] is None, -len(b[0])))
     for text, tag, _ in spread:
         u = 0 if tag else min(range(n), key=weight.__getitem__)
-        blocks[u].append(text if n == 1 else re.sub(r"static void (presk_kernel_\d+\()", r"void \1", text))
+        blocks[u].append(
+            text if n == 1 else re.sub(r"static void (presk_kernel_\d+\()", r"void \1", text)
+        )
         weight[u] += len(text)
     common = "\n".join(
         ["#include <math.h>\n#include <stdint.h>\n#include <string.h>\n", libm.header(), PRELUDE]

@@ -455,9 +455,14 @@ def _gemm_epilogue(k: Kernel, args: tuple[Arg, ...]) -> bool:
     """Whether a contraction with an epilogue fused in is still the generated GEMM's, with
     that epilogue (presk_kernel.contract: its output of the compute type, which holds the
     partial sums between the GEMM's blocks of k), and its output no buffer it reads (the
-    partial sums would overwrite what the epilogue reads)."""
+    partial sums would overwrite what the epilogue reads). An epilogue with a
+    transcendental (gelu_grad's erfc and exp) is left to its own kernel: its arithmetic,
+    not the pass over memory the fusion saves, is its time, and it measured slower inside
+    the GEMM's tile loop (docs/native.md, "Fusion")."""
     g = contraction(k)
     if g is None or not g.epilogue:
+        return False
+    if any(_ops(s.expr) & TRANSCENDENTAL for s in g.epilogue):
         return False
     n_in = len(k.inputs)
     return not {a.buf for a in args[n_in:]} & {a.buf for a in args[:n_in]}
