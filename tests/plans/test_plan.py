@@ -58,8 +58,7 @@ def test_plan_prints_the_spec_s_table_and_writes_the_plan(profile, tmp_path):
     )
     rows = lines[1:-3]
     assert [ROW.match(x)["nest"] for x in rows] == [
-        "scores/%2",
-        "scores/%5",
+        "scores/%2",  # its division by √hd its epilogue (docs/spec-questions.md, issue 26)
         "attend/%5",
         "attend/%6",
     ]
@@ -68,14 +67,14 @@ def test_plan_prints_the_spec_s_table_and_writes_the_plan(profile, tmp_path):
         assert x.startswith(f"{m['nest']:<28} {m['ops'].rstrip():<24}")
     assert rows[0].startswith("scores/%2                    [2, 2, 16, 4] [2, 2, 16, 4]")
     assert re.fullmatch(
-        r"-- 4 nests, \d+ points costed in \d+\.\d{3} s, the entry captured in \d+\.\d{3} s;"
+        r"-- 3 nests, \d+ points costed in \d+\.\d{3} s, the entry captured in \d+\.\d{3} s;"
         r" u = 0\.101",
         lines[-3],
     )
     assert re.fullmatch(r"-- wall time \d+\.\d{3} s", lines[-2])
     assert lines[-1] == f"-- plan written to {out}"
     total = sum(int(ROW.match(x)["points"]) for x in rows)
-    assert f"-- 4 nests, {total} points" in lines[-3]
+    assert f"-- 3 nests, {total} points" in lines[-3]
     doc = json.loads(out.read_text())
     assert (doc["presk"], doc["version"], doc["entry"], doc["realize"]) == (
         "plan", 1, "attend", "f32"
@@ -211,10 +210,9 @@ def test_autotune_measures_every_point_and_writes_the_day(profile, tmp_path):
     )  # fmt: skip
     assert doc["interp"] is True and doc["differing"] == 0
     assert doc["profile"]["u"] == pytest.approx(0.101)
-    assert [n["nest"] for n in doc["nests"]] == ["scores/%2", "scores/%5", "attend/%5", "attend/%6"]
+    assert [n["nest"] for n in doc["nests"]] == ["scores/%2", "attend/%5", "attend/%6"]
     assert [n["kind"] for n in doc["nests"]] == [
         "contraction",
-        "elementwise",
         "softmax",
         "contraction",
     ]
@@ -236,7 +234,7 @@ def test_autotune_measures_every_point_and_writes_the_day(profile, tmp_path):
     assert doc["checked_interp"] == total
     assert n["file"] == "attend__6.jsonl"
     assert re.fullmatch(
-        rf"-- {total} points of 4 nests measured in \d+\.\d s, costed in \d+\.\d{{3}} s; every"
+        rf"-- {total} points of 3 nests measured in \d+\.\d s, costed in \d+\.\d{{3}} s; every"
         r" output bit-identical to point 0, natively and on the kernel interpreter: yes",
         lines[-1],
     )

@@ -85,8 +85,8 @@ def test_every_point_of_the_attention_gives_point_0s_bits():
 
 def test_the_attention_spaces_have_every_decision():
     nests = attention("f32")
-    # the scores' product with its division by √hd as its epilogue (fused, at scores/%5)
-    scores, softmax, values = (nests[s][0] for s in ("scores/%5", "attend/%5", "attend/%6"))
+    # the scores' product with its division by √hd as its epilogue (at the product's site)
+    scores, softmax, values = (nests[s][0] for s in ("scores/%2", "attend/%5", "attend/%6"))
     assert (kind(scores), kind(softmax), kind(values)) == ("contraction", "softmax", "contraction")
     assert scores.steps == ("scores/%2", "scores/%4", "scores/%5")
     texts = {p.text for p in points(scores, "full", 20)}
