@@ -44,6 +44,7 @@ from presk_kernel.ir import (
     Tile,
     TwoPass,
     Var,
+    plain,
 )
 from presk_kernel.layout import applies, is_laid
 
@@ -280,6 +281,7 @@ class KernelC:
         self.gemm: str | None = None  # the GEMM's type tag, when the kernel calls one
         self.laned: set[str] = set()  # scalars held per lane in a strip (`v_x[lj]`)
         self.kept: dict = {}  # expressions already computed: expression -> (C, type)
+        self.pre: list[str] = []  # functions the kernel's calls name (a GEMM's epilogues)
 
     # ---- expressions ---------------------------------------------------------------------
 
@@ -508,15 +510,75 @@ class KernelC:
         def st(which: int, v: str) -> int:
             return g.stride(which, v)
 
-        self.emit(
-            f"presk_gemm_{self.gemm}({g.rows}, {g.cols}, {g.depth}, b{g.a} + {at(0)}, "
+        call = (
+            f"({g.rows}, {g.cols}, {g.depth}, b{g.a} + {at(0)}, "
             f"{st(0, g.m)}, {st(0, g.k)}, b{g.b} + {at(1)}, {st(1, g.k)}, {st(1, g.n)}, "
-            f"b{g.c} + {at(2)}, {st(2, g.m)}, {threads});",
-            depth,
+            f"b{g.c} + {at(2)}, {st(2, g.m)}, {threads}"
         )
+        if not g.epilogue:
+            self.emit(f"presk_gemm_{self.gemm}{call});", depth)
+        else:  # the epilogue on each tile of C as its sum is finished (presk_cback.gemm)
+            fn = self.epilogue_function(g)
+            ptrs = [f"(void *)b{b.id}" for b in self.k.buffers]
+            batch_vals = [_name(v) for v, _ in g.batch] or ["0"]
+            self.emit("{", depth)
+            self.emit(f"const int64_t bv[] = {{{', '.join(batch_vals)}}};", depth + 1)
+            self.emit(
+                f"void *const ctx[] = {{{', '.join([*ptrs, '(void *)err', '(void *)bv'])}}};",
+                depth + 1,
+            )
+            self.emit(f"presk_gemm_epi_{self.gemm}{call}, {fn}, (void *)ctx);", depth + 1)
+            self.emit("}", depth)
         for _ in g.batch:
             depth -= 1
             self.emit("}", depth)
+
+    def epilogue_function(self, g: Gemm) -> str:
+        """The C function the GEMM calls on each MR × NR tile of C (rows i0…, columns j0…,
+        in this call) once its sums are finished: each element's epilogue, as the nest runs
+        it after its fold, its accumulator the finished sum C holds. Written into `pre`;
+        its buffers, `err` and the batch loops' values come through `ctx`."""
+        from presk_kernel.contract import row_vars
+
+        fn = f"{self.fname}_e{sum(1 for x in self.pre if x.startswith('static inline void'))}"
+        k, ct = self.k, CTYPE[self.k.compute]
+        saved, self.lines = self.lines, []
+        head = (
+            f"static inline void {fn}(void *ctx, int64_t i0, int64_t j0, int64_t mr, int64_t nr) {{"
+        )
+        self.lines.append(head)
+        self.emit("void *const *x = ctx;", 1)
+        for i, b in enumerate(k.buffers):
+            const = "const " if i < len(k.inputs) else ""
+            self.emit(f"{const}{CTYPE[b.dtype]} *const b{b.id} = x[{b.id}];", 1)
+            self.emit(f"(void)b{b.id};", 1)
+        n = len(k.buffers)
+        self.emit(f"int *const err = x[{n}];", 1)
+        self.emit(f"const int64_t *const bv = x[{n + 1}];", 1)
+        self.emit("(void)err;", 1)
+        self.emit("(void)bv;", 1)
+        for at, (v, _) in enumerate(g.batch):
+            self.emit(f"const int64_t {_name(v)} = bv[{at}];", 1)
+        extents = _extents(k)
+        self.emit("for (int64_t r = i0; r < i0 + mr; r++) {", 1)
+        for v, step in row_vars(g):
+            self.emit(f"const int64_t {_name(v)} = r / {step} % {extents[v]};", 2)
+        if self.lanes:
+            self.emit("#pragma omp simd", 0)
+        nv = _name(g.n)
+        self.emit(f"for (int64_t {nv} = j0; {nv} < j0 + nr; {nv}++) {{", 2)
+        store = g.epilogue[-1]
+        self.types[g.acc] = k.compute
+        self.emit(
+            f"const {ct} {_name(g.acc)} = b{store.buf}[{self.offset(store.buf, store.index)}];", 3
+        )
+        self.block(g.epilogue, 3)
+        self.emit("}", 2)
+        self.emit("}", 1)
+        self.lines.append("}")
+        self.pre.extend(self.lines)
+        self.lines = saved
+        return fn
 
     def function(self) -> list[str]:
         k = self.k
@@ -533,7 +595,21 @@ class KernelC:
             )
         self.block(k.body, 1)
         self.lines.append("}")
-        return self.lines
+        return self.pre + self.lines
+
+
+def _extents(k: Kernel) -> dict[str, int]:
+    """Each loop variable's extent in the kernel's plain nest."""
+    out: dict[str, int] = {}
+
+    def walk(body) -> None:
+        for s in body:
+            if isinstance(s, Loop):
+                out[s.var] = s.extent
+                walk(s.body)
+
+    walk(plain(k.body))
+    return out
 
 
 def io_buffers(schedule: Schedule) -> tuple[int, ...]:
@@ -588,9 +664,10 @@ def entry_units(
         if text not in seen:  # identical kernels share one function
             fname = f"presk_kernel_{len(seen)}"
             seen[text] = fname
-            body = text.replace("KERNEL", fname, 1)
+            body = re.sub(r"\bKERNEL\b", fname, text).replace("KERNEL_e", f"{fname}_e")
             head = f"/* {launch.kernel.name} at {launch.kernel.site} */\n"
-            bodies.append((head + body, kc.gemm, body[: body.index("{")].rstrip() + ";"))
+            fn = body[body.index(f"static void {fname}(") :]
+            bodies.append((head + body, kc.gemm, fn[: fn.index("{")].rstrip() + ";"))
         args = []
         for buf, arg in zip(launch.kernel.buffers, launch.args, strict=True):
             ct = CTYPE[byid[arg.buf].dtype]
@@ -616,7 +693,9 @@ def entry_units(
     spread = bodies if n == 1 else sorted(bodies, key=lambda b: (b[1] is None, -len(b[0])))
     for text, tag, _ in spread:
         u = 0 if tag else min(range(n), key=weight.__getitem__)
-        blocks[u].append(text if n == 1 else text.replace("static void ", "void ", 1))
+        blocks[u].append(
+            text if n == 1 else re.sub(r"static void (presk_kernel_\d+\()", r"void \1", text)
+        )
         weight[u] += len(text)
     common = "\n".join(
         ["#include <math.h>\n#include <stdint.h>\n#include <string.h>\n", libm.header(), PRELUDE]

@@ -10,7 +10,21 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from presk_kernel.ir import Affine, Buffer, Gemm, Kernel, Load, Loop, Reduce, Store, Var, plain
+from presk_kernel.ir import (
+    Affine,
+    Buffer,
+    Gemm,
+    Kernel,
+    Let,
+    Load,
+    Loop,
+    Op,
+    Reduce,
+    Stmt,
+    Store,
+    Var,
+    plain,
+)
 
 
 def perfect_nest(k: Kernel) -> list[Loop]:
@@ -56,6 +70,8 @@ class Contraction:
     batch: tuple[Loop, ...]
     coefs: tuple[dict[str, int], dict[str, int], dict[str, int]]  # of A, B, C
     consts: tuple[int, int, int]
+    acc: str = ""  # the fold's accumulator, which an epilogue reads
+    epilogue: tuple[Stmt, ...] = ()  # the statements after the fold (an epilogue), or none
 
 
 def flatten(coefs: dict[str, int], fold: tuple) -> dict[str, int] | None:
@@ -98,10 +114,13 @@ def contraction(k: Kernel) -> Contraction | None:
     fold's points in its order, so the fold is the same."""
     loops = perfect_nest(k)
     body = loops[-1].body if len(loops) >= 2 else ()
-    if len(body) != 2 or not isinstance(body[0], Reduce) or not isinstance(body[1], Store):
+    if len(body) < 2 or not isinstance(body[0], Reduce) or not isinstance(body[-1], Store):
         return None
-    r, st = body
-    if r.op != "fma" or not r.vars or r.body or st.expr != Var(r.acc):
+    r, st = body[0], body[-1]
+    epilogue = body[1:] if len(body) > 2 or st.expr != Var(r.acc) else ()
+    if r.op != "fma" or not r.vars or r.body:
+        return None
+    if epilogue and not _epilogue(k, r, epilogue):
         return None
     if not all(isinstance(t, Load) for t in r.terms):
         return None
@@ -130,9 +149,48 @@ def contraction(k: Kernel) -> Contraction | None:
             m, batch = _merge_rows(m, batch, ca, cb, cc)
             return Contraction(
                 ta.buf, tb.buf, st.buf, m, n, kn, kv, batch, (ca, cb, cc),
-                (lin_a[1], lin_b[1], lin_c[1]),
+                (lin_a[1], lin_b[1], lin_c[1]), r.acc if epilogue else "", epilogue,
             )  # fmt: skip
     return None
+
+
+def _epilogue(k: Kernel, r: Reduce, body: tuple) -> bool:
+    """Whether the statements after a contraction's fold are an epilogue the generated GEMM
+    runs on each finished element (presk_kernel.fuse.merge_epilogue writes them): lets, then
+    one store to an output of the compute type (C: it holds the partial sums between the
+    GEMM's blocks of k), none reading that output or any output (what C holds there before
+    the end is a partial sum), none a loop or a fold."""
+    *lets, st = body
+    if not all(isinstance(s, Let) for s in lets) or not isinstance(st, Store):
+        return False
+    if k.buffers[st.buf].dtype != k.compute or st.buf < len(k.inputs):
+        return False
+    outs = {b.id for b in k.outputs}
+    exprs = [s.expr for s in lets] + [st.expr] + [i for i in st.index if not isinstance(i, Affine)]
+    return not any(_loads(e) & outs for e in exprs) and _uses(exprs, r.acc)
+
+
+def _loads(e) -> set[int]:
+    match e:
+        case Load(buf, index):
+            return {buf}.union(*(_loads(i) for i in index if not isinstance(i, Affine)))
+        case Op(_, args, _):
+            return set().union(*(_loads(a) for a in args))
+    return set()
+
+
+def _uses(exprs, name: str) -> bool:
+    def walk(e) -> bool:
+        match e:
+            case Var(n):
+                return n == name
+            case Load(_, index):
+                return any(walk(i) for i in index if not isinstance(i, Affine))
+            case Op(_, args, _):
+                return any(walk(a) for a in args)
+        return False
+
+    return any(walk(e) for e in exprs)
 
 
 def as_gemm(g: Contraction) -> Gemm:
@@ -140,8 +198,38 @@ def as_gemm(g: Contraction) -> Gemm:
     strides = tuple(tuple(c.items()) for c in g.coefs)  # the C offsets keep their order
     return Gemm(
         g.a, g.b, g.c, g.m.var, g.n.var, g.kvar, g.m.extent, g.n.extent, g.k,
-        tuple((lp.var, lp.extent) for lp in g.batch), strides, g.consts,
+        tuple((lp.var, lp.extent) for lp in g.batch), strides, g.consts, g.acc, g.epilogue,
     )  # fmt: skip
+
+
+def row_vars(g: Gemm) -> list[tuple[str, int]]:
+    """The loop variables a GEMM's row index stands for (its m and the batch loops merged
+    into it, `_merge_rows`), each with the row index's step per unit of it, outermost first:
+    row r is the point where each variable v is r // step(v) % extent(v). An epilogue reads
+    them (the rows of C: each variable's stride in C over m's)."""
+    batch = {v for v, _ in g.batch} | {g.n, g.k}
+    unit = g.stride(2, g.m)
+    steps = [(v, s // unit) for v, s in g.strides[2] if v not in batch]
+    return sorted(steps, key=lambda vs: -vs[1])
+
+
+def epilogue_nest(nest: tuple, g: Gemm) -> tuple:
+    """A GEMM statement's nest as its epilogue runs: the fold replaced by its finished sum,
+    read from C where the epilogue stores the element (the generated GEMM put it there)."""
+    store = g.epilogue[-1]
+
+    def walk(body: tuple) -> tuple:
+        out = []
+        for s in body:
+            if isinstance(s, Loop):
+                out.append(dataclasses.replace(s, body=walk(s.body)))
+            elif isinstance(s, Reduce) and s.acc == g.acc:
+                out.append(Let(s.acc, Load(store.buf, store.index)))
+            else:
+                out.append(s)
+        return tuple(out)
+
+    return walk(nest)
 
 
 def recognize(k: Kernel) -> Gemm | None:

@@ -328,13 +328,19 @@ class Gemm:
     batch: tuple[tuple[str, int], ...]
     strides: tuple[tuple[tuple[str, int], ...], ...]
     offsets: tuple[int, ...]
+    # An epilogue (fusion, presk_kernel.fuse): the statements the nest runs after its fold
+    # for each output element, `acc` the fold's accumulator, holding the finished sum that C
+    # holds there; they store the element of C again (its final value). Empty: C is the sum.
+    acc: str = ""
+    epilogue: tuple[Stmt, ...] = ()
 
     def stride(self, operand: int, var: str) -> int:
         return dict(self.strides[operand]).get(var, 0)
 
     def __str__(self) -> str:
         batch = "".join(f" x{n}" for _, n in self.batch)
-        return f"gemm {self.rows}x{self.cols}x{self.depth}{batch}"
+        epilogue = " with epilogue" if self.epilogue else ""
+        return f"gemm {self.rows}x{self.cols}x{self.depth}{batch}{epilogue}"
 
 
 @dataclass(frozen=True, slots=True)
