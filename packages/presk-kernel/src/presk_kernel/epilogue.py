@@ -1,0 +1,87 @@
+"""A GEMM's epilogues at emission (issue 26): a laid-out schedule whose generated GEMMs take
+their elementwise consumers — the bias, the residual add, the scores' division by √hd — as
+the epilogue each finished tile of C goes through (presk_cback.gemm's `presk_gemm_epi_*`).
+
+It runs after everything that names or plans nests (`presk plan`, `presk autotune`, the
+SCoP export, `presk dump --stage kernel`, the C export: they see the fused schedule of
+`presk_kernel.fuse`, the spec's nests and launch counts), on the laid-out schedule a native
+entry compiles (presk_cback.native.NativeEntry, untimed: a timed entry clocks the plan's
+launches). The consumer's own layout is dropped: it becomes statements the GEMM runs on each
+element once its sum is finished, in the producer's GEMM statement (`Gemm.epilogue`).
+
+    compiled = gemm_epilogues(laid)   # laid: presk_kernel.layout.lay_out's schedule
+
+Bits: the unfused schedule's (docs/native.md, "A contraction's epilogue"): C holds each
+element's whole fold after the GEMM's last block of k, the value the unfused nest stored to
+its temporary; the epilogue reads it back and applies the consumer's operations once, in
+the same type and order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from presk_kernel.calls import fused_body, with_calls
+from presk_kernel.contract import recognize
+from presk_kernel.fuse import _index, _producer, merge_epilogue
+from presk_kernel.ir import Launch, Schedule, plain
+from presk_kernel.layout import apply_layout
+
+
+def gemm_epilogues(schedule: Schedule) -> Schedule:
+    """`schedule` (laid out) with each GEMM statement's elementwise consumers as its
+    epilogue, a chain of them in order (the bias, then the residual add); the host's calls
+    a fusion crosses inlined, as `presk_kernel.fuse` does. Unchanged where none fuses."""
+    launches: list[Launch | None] = list(schedule.launches)
+    keep = set(schedule.outputs) | set(schedule.inputs)
+    reads: dict[int, set[int]] = {}
+    writes: dict[int, set[int]] = {}
+    for i, lc in enumerate(launches):
+        _index(lc, i, reads, writes, add=True)
+    merges: list[tuple[int, int]] = []
+    for j, c in enumerate(launches):
+        if c is None:
+            continue
+        unlaid = _unlaid(c)
+        i = _producer(unlaid, j, keep, reads, writes, launches)
+        if i is None:
+            continue
+        fused = with_epilogue(launches[i], unlaid)
+        if fused is None:
+            continue
+        _index(launches[i], i, reads, writes, add=False)
+        _index(c, j, reads, writes, add=False)
+        _index(fused, j, reads, writes, add=True)
+        launches[i], launches[j] = None, fused
+        merges.append((i, j))
+    if not merges:
+        return schedule
+    at = [i for i, lc in enumerate(launches) if lc is not None]
+    out = replace(schedule, launches=tuple(launches[i] for i in at))
+    if schedule.body is not None:
+        out = with_calls(out, fused_body(schedule.body, merges, at))
+    return out
+
+
+def with_epilogue(p: Launch, c: Launch) -> Launch | None:
+    """The laid-out GEMM launch `p` with the elementwise `c` as its GEMM statement's
+    epilogue, laid out as `p` is (its tiles, pack, threads); None when `p` is no GEMM
+    statement, blocks its fold (a k-block stores partial sums, which the epilogue would
+    see), or the fused nest is not the same GEMM with an epilogue."""
+    g = p.kernel.layout.gemm
+    if g is None or p.kernel.layout.kblock:
+        return None
+    fused = merge_epilogue(_unlaid(p), c, gemm=True)
+    if fused is None:
+        return None
+    k = fused.kernel
+    e = recognize(k)
+    same = (e.rows, e.cols, e.depth, e.batch) == (g.rows, g.cols, g.depth, g.batch)
+    if not (same and e.epilogue and set(p.kernel.layout.pack) == {g.a, g.b}):
+        return None
+    layout = replace(p.kernel.layout, pack=(e.a, e.b), gemm=e)
+    return replace(fused, kernel=apply_layout(replace(k, layout=layout)))
+
+
+def _unlaid(lc: Launch) -> Launch:
+    return replace(lc, kernel=replace(lc.kernel, body=plain(lc.kernel.body)))
