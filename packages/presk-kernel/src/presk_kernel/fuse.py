@@ -436,9 +436,7 @@ def merge_epilogue(p: Launch, c: Launch, gemm: bool = False) -> Launch | None:
     body = _splice(body, path, tail)
     steps = (pk.steps or (pk.site,)) + (ck.steps or (ck.site,))
     name, site = (pk.name, pk.site) if gemm else (f"fused {len(steps)} steps", ck.site)
-    k = Kernel(
-        name, site, tuple(bufs[:n_new]), tuple(bufs[n_new:]), body, pk.compute, steps=steps
-    )
+    k = Kernel(name, site, tuple(bufs[:n_new]), tuple(bufs[n_new:]), body, pk.compute, steps=steps)
     if gemm and not _gemm_epilogue(k, tuple(args)):
         return None
     return Launch(replace(k, layout=natural_layout(k)), tuple(args))
