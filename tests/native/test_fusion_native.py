@@ -1,20 +1,28 @@
-"""Epilogue fusion into the generated GEMM (presk_kernel.fuse.merge_epilogue, docs/native.md):
-the compiled entry, its products with their consumers fused in, computes the bits of the
-unfused schedule on the kernel interpreter — over several of the GEMM's blocks of k (the
-partial sums in C, the epilogue after the last), edge tiles, rows merged from a batch, one
-and two threads."""
+"""A GEMM's epilogues at emission (presk_kernel.epilogue, docs/native.md): the compiled
+entry, its products taking their elementwise consumers as their GEMM statements' epilogues,
+computes the bits of the unfused schedule on the kernel interpreter — over several of the
+GEMM's blocks of k (the partial sums in C, the epilogue after the last), edge tiles, rows
+merged from a batch, one and two threads — while the schedule every stage before emission
+prints keeps the spec's nests."""
 
 from __future__ import annotations
 
 import dataclasses
 
 import pytest
-from kernel_entries import lowered
+from kernel_entries import MINIGPT, lowered
+from presk_cback.native import NativeEntry
 from presk_cli.native import executor, storage
 from presk_kernel.contract import contraction
+from presk_kernel.epilogue import gemm_epilogues
 from presk_kernel.fuse import fuse
 from presk_kernel.interp import run_schedule
+from presk_kernel.ir import GemmStmt
 from presk_kernel.layout import default_layout, lay_out, nest_names, with_gemm
+
+
+def _gemms(schedule):
+    return [lc.kernel.body[0].gemm for lc in schedule.launches if lc.kernel.layout.gemm]
 
 
 @pytest.mark.parametrize("realize", ["f64", "f32"])
@@ -25,17 +33,25 @@ def test_a_product_with_its_epilogue_gives_the_unfused_bits(compiler, realize):
     )
     want = [x.tobytes() for x in run_schedule(schedule, args)]
     fused = fuse(schedule)[0]
-    (k,) = [lc.kernel for lc in fused.launches if contraction(lc.kernel) is not None]
-    assert contraction(k).epilogue and k.steps  # the bias is the product's epilogue
+    assert len(fused.launches) == 2  # what the stages print: the product, then the bias
     for threads in (1, 2):
         laid = lay_out(fused, threads)
-        (g,) = [lc.kernel.layout.gemm for lc in laid.launches if lc.kernel.layout.gemm]
-        assert g.epilogue and (g.rows, g.cols, g.depth) == (45, 40, 400)
+        emitted = gemm_epilogues(laid)
+        (g,) = _gemms(emitted)
+        assert len(emitted.launches) == 1 and g.epilogue and (g.rows, g.cols, g.depth) == (
+            45, 40, 400,
+        )  # fmt: skip
+        assert emitted.launches[0].kernel.site == laid.launches[0].kernel.site
         inputs = storage(laid, args)
         for lanes in (False, True):
-            got = executor(laid, "native", lanes)(inputs)
-            assert [x.tobytes() for x in got] == want, (threads, lanes)
+            entry = NativeEntry(laid, lanes=lanes)
+            assert len(entry.schedule.launches) == 1
+            assert [x.tobytes() for x in entry.run(inputs)] == want, (threads, lanes)
+        # the laid-out interpreter runs a GEMM statement's epilogue after its sums
+        assert [x.tobytes() for x in run_schedule(emitted, inputs, laid=True)] == want
         assert [x.tobytes() for x in executor(laid, "kernel")(inputs)] == want
+        # a timed entry clocks the plan's launches: nothing fused
+        assert len(NativeEntry(laid, epilogues=False).schedule.launches) == 2
 
 
 def test_an_epilogue_of_a_batched_product_gives_the_unfused_bits(compiler):
@@ -51,7 +67,32 @@ def test_an_epilogue_of_a_batched_product_gives_the_unfused_bits(compiler):
                 lc.kernel, dataclasses.replace(default_layout(lc.kernel), pack=(g.a, g.b))
             )
     laid = lay_out(fused, 1, plan)
-    gemms = [lc.kernel.layout.gemm for lc in laid.launches if lc.kernel.layout.gemm]
-    assert any(g.epilogue and g.batch for g in gemms)
+    assert len(laid.launches) == 5  # the spec's five nests, planned
+    emitted = gemm_epilogues(laid)
+    assert len(emitted.launches) == 4
+    assert any(g.epilogue and g.batch for g in _gemms(emitted))
     inputs = storage(laid, args)
     assert [x.tobytes() for x in executor(laid, "native")(inputs)] == want
+
+
+def test_a_chain_of_epilogues_and_no_transcendental(compiler):
+    dims = (("V", "64"), ("D", "32"), ("H", "2"), ("L", "1"))
+    assert dims[0] == MINIGPT[0]
+    schedule, args, _ = lowered(
+        "tests/examples/minigpt/train_minigpt.psk", "loss", (("B", 2), ("T", 16)), "f32", False,
+        dims,
+    )  # fmt: skip
+    want = run_schedule(schedule, args)
+    laid = lay_out(fuse(schedule)[0], 1)
+    emitted = gemm_epilogues(laid)
+    fused = [lc.kernel for lc in emitted.launches if lc.kernel.layout.gemm and lc.kernel.steps]
+    assert len(emitted.launches) < len(laid.launches) and fused
+    # the bias then the caller's residual add: a chain, across a call (Block's)
+    assert any(len(k.steps) >= 3 and k.steps[-1].startswith("Block.") for k in fused)
+    assert all(isinstance(k.body[0], GemmStmt) for k in fused)
+    # the GELU (erfc) stays a kernel of its own: a transcendental is no epilogue
+    (gelu,) = [lc.kernel for lc in laid.launches if lc.kernel.name == "gelu"]
+    assert gelu in [lc.kernel for lc in emitted.launches]
+    inputs = storage(laid, args)
+    got = NativeEntry(laid).run(inputs)
+    assert [x.tobytes() for x in got] == [x.tobytes() for x in want]

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 
 from presk_kernel.calls import fused_body, with_calls
 from presk_kernel.contract import contraction
+from presk_kernel.ir import TRANSCENDENTAL as LIBM  # presk libm's (not sqrt: IEEE's)
 from presk_kernel.ir import (
     Affine,
     Arg,
@@ -453,7 +454,7 @@ def _gemm_epilogue(k: Kernel, args: tuple[Arg, ...]) -> bool:
     g = contraction(k)
     if g is None or not g.epilogue:
         return False
-    if any(_ops(s.expr) & TRANSCENDENTAL for s in g.epilogue):
+    if any(_every_op(s.expr) & LIBM for s in g.epilogue):
         return False
     n_in = len(k.inputs)
     return not {a.buf for a in args[n_in:]} & {a.buf for a in args[:n_in]}
@@ -507,6 +508,15 @@ def _ops(e) -> set[str]:
     if not isinstance(e, Op) or not _varies(e):
         return set()
     return {e.op}.union(*(_ops(a) for a in e.args))
+
+
+def _every_op(e) -> set[str]:
+    """Every operation of `e` (on the accumulator's value too, which `_ops` leaves out)."""
+    if isinstance(e, Load):
+        return set().union(*(_every_op(i) for i in e.index if not isinstance(i, Affine)))
+    if not isinstance(e, Op):
+        return set()
+    return {e.op}.union(*(_every_op(a) for a in e.args))
 
 
 def _varies(e) -> bool:

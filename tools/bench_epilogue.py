@@ -1,0 +1,89 @@
+"""A GEMM with its elementwise consumer as its epilogue against the GEMM then the consumer
+as a kernel of its own (issue 26, presk_kernel.epilogue), natively, at the course GPT's
+shapes (D 192, B 16, T 256: 4096 rows).
+
+    .venv/bin/python tools/bench_epilogue.py [--rows 4096] [--pairs 15] [--realize f32]
+        [--threads 1] [--shape K,N]…
+
+Each shape is tutorial/01_linear.psk's `Linear{K, N}.apply` at `batch` = rows (x · w + b:
+the product, the bias its consumer), fused and laid out as a run lays it out, compiled twice
+(`NativeEntry(epilogues=True)` and `False`); the two are called in pairs, the order inside
+a pair alternating. Prints each side's median time and the median of the per-pair ratios
+(fused over apart: < 1 is a gain), and whether the outputs have the same bits. The machine
+may be loaded: only the paired ratio means much.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+from presk_cback.native import NativeEntry
+from presk_core.lower import lower_program
+from presk_core.run import parse_entry
+from presk_kernel.fuse import fuse
+from presk_kernel.interp import NUMPY
+from presk_kernel.layout import lay_out
+from presk_kernel.lower import lower_entry
+from presk_syntax.span import SourceMap
+from presk_types.elab import load_program
+
+ROOT = Path(__file__).resolve().parents[1]
+SHAPES = ((192, 576), (192, 192), (192, 768), (768, 192))  # qkv, proj, fc, fc2 at D 192
+
+
+def entries(k: int, n: int, rows: int, realize: str, threads: int):
+    elab = load_program(str(ROOT / "tutorial/01_linear.psk"), {}, SourceMap())
+    core = lower_program(elab)
+    e = parse_entry(f"Linear{{{k}, {n}}}.apply", core, elab, {"batch": rows})
+    dims = dict(e.dims) | dict(e.prefix)
+    schedule = lower_entry(core, e.function.name, dims, None, realize)
+    laid = lay_out(fuse(schedule)[0], threads)
+    rng = np.random.default_rng(0)
+    byid = {b.id: b for b in laid.buffers}
+    inputs = [
+        rng.standard_normal(tuple(a.length for a in byid[i].axes)).astype(NUMPY[byid[i].dtype])
+        for i in laid.inputs
+    ]
+    return NativeEntry(laid), NativeEntry(laid, epilogues=False), inputs
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=4096)
+    ap.add_argument("--pairs", type=int, default=15)
+    ap.add_argument("--realize", default="f32")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--shape", action="append", default=[])
+    a = ap.parse_args()
+    shapes = [tuple(int(x) for x in s.split(",")) for s in a.shape] or SHAPES
+    print(f"bench-epilogue: {a.rows} rows, {a.realize}, {a.threads} thread(s), {a.pairs} pairs")
+    for k, n in shapes:
+        fused, apart, inputs = entries(k, n, a.rows, a.realize, a.threads)
+        same = all(
+            x.tobytes() == y.tobytes()
+            for x, y in zip(fused.run(inputs), apart.run(inputs), strict=True)
+        )
+        times: dict[str, list[float]] = {"fused": [], "apart": []}
+        for p in range(a.pairs):
+            order = (("fused", fused), ("apart", apart))
+            for name, e in order if p % 2 == 0 else order[::-1]:
+                t0 = time.perf_counter()
+                e.run(inputs)
+                times[name].append(time.perf_counter() - t0)
+        ratio = statistics.median(
+            f / s for f, s in zip(times["fused"], times["apart"], strict=True)
+        )
+        f_ms, s_ms = (statistics.median(times[x]) * 1e3 for x in ("fused", "apart"))
+        print(
+            f"  {a.rows}x{k} · {k}x{n} + bias: fused {f_ms:.3f} ms ({len(fused.schedule.launches)}"
+            f" launch), apart {s_ms:.3f} ms ({len(apart.schedule.launches)}), fused/apart"
+            f" {ratio:.3f}, same bits {same}"
+        )
+
+
+if __name__ == "__main__":
+    main()
