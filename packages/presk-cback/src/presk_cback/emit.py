@@ -510,15 +510,23 @@ class KernelC:
         def st(which: int, v: str) -> int:
             return g.stride(which, v)
 
+        pro = g.prologue or (None, None)
+        t = CTYPE[self.gemm]
+        a = f"(const {t} *)0, 0, 0" if pro[0] is not None else (
+            f"b{g.a} + {at(0)}, {st(0, g.m)}, {st(0, g.k)}"
+        )  # fmt: skip
+        b = f"(const {t} *)0, 0, 0" if pro[1] is not None else (
+            f"b{g.b} + {at(1)}, {st(1, g.k)}, {st(1, g.n)}"
+        )  # fmt: skip
         call = (
-            f"({g.rows}, {g.cols}, {g.depth}, b{g.a} + {at(0)}, "
-            f"{st(0, g.m)}, {st(0, g.k)}, b{g.b} + {at(1)}, {st(1, g.k)}, {st(1, g.n)}, "
-            f"b{g.c} + {at(2)}, {st(2, g.m)}, {threads}"
+            f"({g.rows}, {g.cols}, {g.depth}, {a}, {b}, b{g.c} + {at(2)}, {st(2, g.m)}, {threads}"
         )
-        if not g.epilogue:
+        if not g.epilogue and not g.prologue:
             self.emit(f"presk_gemm_{self.gemm}{call});", depth)
         else:  # the epilogue on each tile of C as its sum is finished (presk_cback.gemm)
-            fn = self.epilogue_function(g)
+            fn = self.epilogue_function(g) if g.epilogue else "0"
+            packers = [self.packer_function(g, w) if pro[w] is not None else "0" for w in (0, 1)]
+            fn = ", ".join([fn, "(void *)ctx", *packers])
             ptrs = [f"(void *)b{b.id}" for b in self.k.buffers]
             batch_vals = [_name(v) for v, _ in g.batch] or ["0"]
             self.emit("{", depth)
@@ -527,11 +535,67 @@ class KernelC:
                 f"void *const ctx[] = {{{', '.join([*ptrs, '(void *)err', '(void *)bv'])}}};",
                 depth + 1,
             )
-            self.emit(f"presk_gemm_epi_{self.gemm}{call}, {fn}, (void *)ctx);", depth + 1)
+            self.emit(f"presk_gemm_epi_{self.gemm}{call}, {fn});", depth + 1)
             self.emit("}", depth)
         for _ in g.batch:
             depth -= 1
             self.emit("}", depth)
+
+    def packer_function(self, g: Gemm, which: int) -> str:
+        """The C function the GEMM calls to pack a panel of operand `which` (0: A, 1: B)
+        that the kernel computes (`Gemm.prologue`: a dequantised weight, a norm's scaled
+        rows): `w` lines (A's rows, B's columns) from line p0 of this call, `n` of them
+        real, the rest zero, over kc terms of the fold from k0, at dst[k·w + line] — each
+        element the term as the nest computes it (the same C expression, so the same bits).
+        Written into `pre`; buffers, `err` and the batch values come through `ctx`."""
+        from presk_kernel.contract import row_vars
+
+        fn = f"{self.fname}_e{sum(1 for x in self.pre if x.startswith('static inline void'))}"
+        k, ct = self.k, CTYPE[self.k.compute]
+        saved, self.lines = self.lines, []
+        self.lines.append(
+            f"static inline void {fn}(void *ctx, int64_t p0, int64_t k0, int64_t n, int64_t kc,"
+            f" int64_t w, {ct} *restrict dst) {{"
+        )
+        self._context(g)
+        extents = _extents(k)
+        self.emit("for (int64_t kk = 0; kk < kc; kk++) {", 1)
+        self.emit(f"const int64_t {_name(g.k)} = k0 + kk;", 2)
+        if self.lanes and which == 1:
+            self.emit("#pragma omp simd", 0)
+        self.emit("for (int64_t l = 0; l < n; l++) {", 2)
+        if which == 0:
+            self.emit("const int64_t r = p0 + l;", 3)
+            for v, step in row_vars(g):
+                self.emit(f"const int64_t {_name(v)} = r / {step} % {extents[v]};", 3)
+        else:
+            self.emit(f"const int64_t {_name(g.n)} = p0 + l;", 3)
+        code, have = self.expr(g.prologue[which])
+        self.emit(f"dst[kk * w + l] = {self.cast(code, have, k.compute)};", 3)
+        self.emit("}", 2)
+        self.emit("for (int64_t l = n; l < w; l++) dst[kk * w + l] = 0;", 2)
+        self.emit("}", 1)
+        self.lines.append("}")
+        self.pre.extend(self.lines)
+        self.lines = saved
+        return fn
+
+    def _context(self, g: Gemm) -> None:
+        """A GEMM callback's first lines: the kernel's buffers, `err` and the batch loops'
+        values, from its context array."""
+        k = self.k
+        self.emit("void *const *x = ctx;", 1)
+        for i, b in enumerate(k.buffers):
+            const = "const " if i < len(k.inputs) else ""
+            self.emit(f"{const}{CTYPE[b.dtype]} *const b{b.id} = x[{b.id}];", 1)
+            self.emit(f"(void)b{b.id};", 1)
+        n = len(k.buffers)
+        self.emit(f"int *const err = x[{n}];", 1)
+        self.emit(f"const int64_t *const bv = x[{n + 1}];", 1)
+        self.emit("(void)err;", 1)
+        self.emit("(void)bv;", 1)
+        for at, (v, _) in enumerate(g.batch):
+            self.emit(f"const int64_t {_name(v)} = bv[{at}];", 1)
 
     def epilogue_function(self, g: Gemm) -> str:
         """The C function the GEMM calls on each MR × NR tile of C (rows i0…, columns j0…,
@@ -547,18 +611,7 @@ class KernelC:
             f"static inline void {fn}(void *ctx, int64_t i0, int64_t j0, int64_t mr, int64_t nr) {{"
         )
         self.lines.append(head)
-        self.emit("void *const *x = ctx;", 1)
-        for i, b in enumerate(k.buffers):
-            const = "const " if i < len(k.inputs) else ""
-            self.emit(f"{const}{CTYPE[b.dtype]} *const b{b.id} = x[{b.id}];", 1)
-            self.emit(f"(void)b{b.id};", 1)
-        n = len(k.buffers)
-        self.emit(f"int *const err = x[{n}];", 1)
-        self.emit(f"const int64_t *const bv = x[{n + 1}];", 1)
-        self.emit("(void)err;", 1)
-        self.emit("(void)bv;", 1)
-        for at, (v, _) in enumerate(g.batch):
-            self.emit(f"const int64_t {_name(v)} = bv[{at}];", 1)
+        self._context(g)
         extents = _extents(k)
         self.emit("for (int64_t r = i0; r < i0 + mr; r++) {", 1)
         for v, step in row_vars(g):

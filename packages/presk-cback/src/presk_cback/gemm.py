@@ -300,10 +300,18 @@ static T *scratch(int which, size_t bytes) {{
  * whole call) once its sums are finished, while the tile is in L1. */
 typedef void (*epilogue)(void *ctx, int64_t i0, int64_t j0, int64_t mr, int64_t nr);
 
+/* A prologue (a packer): writes the panel of an operand computed from the kernel's buffers
+ * rather than read from one (a dequantised weight, a norm's scaled rows): `w` (MR or NR)
+ * lines of the panel from line p0 of the whole call (A's rows, B's columns), `n` of them
+ * real and the rest zero, over kc of the sum from k0, as pack_a and pack_b lay them out:
+ * dst[k·w + line]. */
+typedef void (*packer)(void *ctx, int64_t p0, int64_t k0, int64_t n, int64_t kc, int64_t w,
+                       T *restrict dst);
+
 /* the whole nest, one thread, over C[m, n] (rows i_off…, columns j_off… of the call) */
 static void nest(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64_t csa,
                  const T *B, int64_t rsb, int64_t csb, T *C, int64_t ldc, epilogue epi,
-                 void *ctx, int64_t i_off, int64_t j_off) {{
+                 void *ctx, int64_t i_off, int64_t j_off, packer pa, packer pb) {{
     int64_t ncap = min64(NC, (n + NR - 1) / NR * NR), kcap = min64(KC, k);
     T *Bp = scratch(0, (size_t)(kcap * ncap) * sizeof(T));
     T *Ap = scratch(1, (size_t)(kcap * MC) * sizeof(T));
@@ -313,20 +321,27 @@ static void nest(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64
      * its columns and n has at most four panels; the edge panel is packed (zero rows).
      * The bits are the same: the same products in the same order. */
     int few = n <= 4 * NR;
-    int direct = csa == 1 || (rsa == 1 && few);
+    int direct = !pa && (csa == 1 || (rsa == 1 && few));
     for (int64_t jc = 0; jc < n; jc += NC) {{
         int64_t nc = min64(NC, n - jc), np = (nc + NR - 1) / NR;
         for (int64_t pc = 0; pc < k; pc += KC) {{
             int64_t kc = min64(KC, k - pc);
             int first = pc == 0, last = pc + kc >= k;
             for (int64_t jp = 0; jp < np; jp++)
-                pack_b(jp, kc, nc, B + pc * rsb + jc * csb, rsb, csb, Bp);
+                if (pb)
+                    pb(ctx, j_off + jc + jp * NR, pc, min64(NR, nc - jp * NR), kc, NR,
+                       Bp + jp * NR * kc);
+                else
+                    pack_b(jp, kc, nc, B + pc * rsb + jc * csb, rsb, csb, Bp);
             for (int64_t ic = 0; ic < m; ic += MC) {{
                 int64_t mc = min64(MC, m - ic), mp = (mc + MR - 1) / MR;
-                int rows = rsa == 1 && !direct;
+                int rows = !pa && rsa == 1 && !direct;
                 if (rows) pack_a_rows(kc, mc, A + ic + pc * csa, csa, Ap);
                 for (int64_t ip = 0; ip < mp; ip++)
-                    if ((!direct && !rows) || mc - ip * MR < MR)
+                    if (pa)
+                        pa(ctx, i_off + ic + ip * MR, pc, min64(MR, mc - ip * MR), kc, MR,
+                           Ap + ip * MR * kc);
+                    else if ((!direct && !rows) || mc - ip * MR < MR)
                         pack_a(ip, kc, mc, A + ic * rsa + pc * csa, rsa, csa, Ap);
                 /* read where it lies, a panel of A comes from memory once for all of n's
                  * few panels (the panels' loop inside): n's panels are in L1 and L2 */
@@ -363,7 +378,7 @@ static void nest(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64
  * every element is one thread's fold. */
 void presk_gemm_epi_{tag}(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa,
                        int64_t csa, const T *B, int64_t rsb, int64_t csb, T *C, int64_t ldc,
-                       int threads, epilogue epi, void *ctx) {{
+                       int threads, epilogue epi, void *ctx, packer pa, packer pb) {{
     if (m <= 0 || n <= 0) return;
     if (k <= 0) {{ /* the empty sum */
         for (int64_t i = 0; i < m; i++)
@@ -381,18 +396,18 @@ void presk_gemm_epi_{tag}(int64_t m, int64_t n, int64_t k, const T *A, int64_t r
         if (by_n) {{
             int64_t j0 = p0 * NR, j1 = min64(n, p1 * NR);
             nest(m, j1 - j0, k, A, rsa, csa, B + j0 * csb, rsb, csb, C + j0, ldc, epi, ctx, 0,
-                 j0);
+                 j0, pa, pb);
         }} else {{
             int64_t i0 = p0 * MR, i1 = min64(m, p1 * MR);
             nest(i1 - i0, n, k, A + i0 * rsa, rsa, csa, B, rsb, csb, C + i0 * ldc, ldc, epi, ctx,
-                 i0, 0);
+                 i0, 0, pa, pb);
         }}
     }}
 }}
 
 void presk_gemm_{tag}(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64_t csa,
                    const T *B, int64_t rsb, int64_t csb, T *C, int64_t ldc, int threads) {{
-    presk_gemm_epi_{tag}(m, n, k, A, rsa, csa, B, rsb, csb, C, ldc, threads, 0, 0);
+    presk_gemm_epi_{tag}(m, n, k, A, rsa, csa, B, rsb, csb, C, ldc, threads, 0, 0, 0, 0);
 }}
 """
 
@@ -420,7 +435,7 @@ def source(tag: str, blocking: Blocking, tc: Toolchain) -> str:
 LOCAL_NAMES = (
     "T", "vec", "VFMA", "VSET1", "VLOAD", "VLOADU", "VSTORE", "VSTOREU", "MR", "NV", "VL", "NR", "KC",
     "MC", "NC", "PFD", "PFC", "min64", "ukernel", "pack_a", "pack_a_rows", "pack_b", "tile", "nest", "scratch",
-    "epilogue",
+    "epilogue", "packer",
 )  # fmt: skip
 
 

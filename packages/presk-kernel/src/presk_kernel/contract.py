@@ -72,6 +72,7 @@ class Contraction:
     consts: tuple[int, int, int]
     acc: str = ""  # the fold's accumulator, which an epilogue reads
     epilogue: tuple[Stmt, ...] = ()  # the statements after the fold (an epilogue), or none
+    prologue: tuple = ()  # A's and B's terms where computed (`contraction(prologues=True)`)
 
 
 def flatten(coefs: dict[str, int], fold: tuple) -> dict[str, int] | None:
@@ -107,11 +108,14 @@ def _merge_rows(m: Loop, batch: tuple, ca: dict, cb: dict, cc: dict) -> tuple[Lo
     return dataclasses.replace(m, extent=extent), tuple(lp for lp in batch if lp.var not in merged)
 
 
-def contraction(k: Kernel) -> Contraction | None:
+def contraction(k: Kernel, prologues: bool = False) -> Contraction | None:
     """The kernel as a GEMM call, when it is one: a perfect nest whose body folds fma over
     one variable — or several that chain into one run in both operands (`flatten`) — of two
     affine loads and stores the fold, C contiguous along n. The GEMM's k runs over the
-    fold's points in its order, so the fold is the same."""
+    fold's points in its order, so the fold is the same. With `prologues` (the emission's,
+    presk_kernel.epilogue), a fold over one variable may have a term computed from affine
+    loads in the compute type (`_computed`: a dequantised weight, a norm's scaled row),
+    which the GEMM computes into its packed panel (`Contraction.prologue`)."""
     loops = perfect_nest(k)
     body = loops[-1].body if len(loops) >= 2 else ()
     if len(body) < 2 or not isinstance(body[0], Reduce) or not isinstance(body[-1], Store):
@@ -122,7 +126,10 @@ def contraction(k: Kernel) -> Contraction | None:
         return None
     if epilogue and not _epilogue(k, r, epilogue):
         return None
-    if not all(isinstance(t, Load) for t in r.terms):
+    computed = [not isinstance(t, Load) for t in r.terms]
+    if any(computed) and not (
+        prologues and len(r.vars) == 1 and all(_computed(k, t) for t in r.terms)
+    ):
         return None
     kv, kn = r.vars[-1][0], math.prod(n for _, _, n in r.vars)
     folded = {v for v, _, _ in r.vars}
@@ -133,8 +140,8 @@ def contraction(k: Kernel) -> Contraction | None:
     lin_c = linear(bufs[st.buf], st.index)
     par = {lp.var: lp for lp in loops}
     for ta, tb in (r.terms, reversed(r.terms)):
-        lin_a, lin_b = linear(bufs[ta.buf], ta.index), linear(bufs[tb.buf], tb.index)
-        if None in (lin_a, lin_b, lin_c) or bufs[ta.buf].dtype != dt or bufs[tb.buf].dtype != dt:
+        lin_a, lin_b = _operand(k, ta, loops, r), _operand(k, tb, loops, r)
+        if None in (lin_a, lin_b, lin_c):
             return None
         ca, cb, cc = flatten(lin_a[0], r.vars), flatten(lin_b[0], r.vars), lin_c[0]
         if ca is None or cb is None or folded & set(cc):
@@ -147,10 +154,87 @@ def contraction(k: Kernel) -> Contraction | None:
             n, m = par[ns[-1]], par[ms[-1]]  # the innermost: unit or smallest strides
             batch = tuple(lp for lp in loops if lp.var not in (n.var, m.var))
             m, batch = _merge_rows(m, batch, ca, cb, cc)
+            prologue = tuple(None if isinstance(t, Load) else t for t in (ta, tb))
             return Contraction(
-                ta.buf, tb.buf, st.buf, m, n, kn, kv, batch, (ca, cb, cc),
-                (lin_a[1], lin_b[1], lin_c[1]), r.acc if epilogue else "", epilogue,
+                _first_load(ta).buf, _first_load(tb).buf, st.buf, m, n, kn, kv, batch,
+                (ca, cb, cc), (lin_a[1], lin_b[1], lin_c[1]), r.acc if epilogue else "",
+                epilogue, prologue if any(computed) else (),
             )  # fmt: skip
+    return None
+
+
+def _operand(k: Kernel, t, loops: list[Loop], r: Reduce) -> tuple[dict[str, int], int] | None:
+    """An operand's strides and offset: its load's, or, for a computed term, those of a
+    row-major array over the variables it reads (the parallel loops', in their order, then
+    the fold's), which say which of m, n, k and the batch it varies with."""
+    if isinstance(t, Load):
+        b = k.buffers[t.buf]
+        return linear(b, t.index) if b.dtype == k.compute else None
+    used = _vars(t)
+    order = [lp.var for lp in loops if lp.var in used] + [v for v, _, _ in r.vars if v in used]
+    extent = {lp.var: lp.extent for lp in loops} | {v: n for v, _, n in r.vars}
+    coefs, stride = {}, 1
+    for v in reversed(order):
+        coefs[v] = stride
+        stride *= extent[v]
+    return coefs, 0
+
+
+def _vars(e) -> set[str]:
+    match e:
+        case Load(_, index):
+            return set().union(
+                *(
+                    {v for v, c in i.terms if c} if isinstance(i, Affine) else _vars(i)
+                    for i in index
+                )
+            )
+        case Op(_, args, _):
+            return set().union(*(_vars(a) for a in args))
+    return set()
+
+
+def _first_load(t) -> Load:
+    if isinstance(t, Load):
+        return t
+    return next(x for a in t.args if (x := _first_load_or_none(a)) is not None)
+
+
+def _first_load_or_none(t) -> Load | None:
+    if isinstance(t, Load):
+        return t
+    if isinstance(t, Op):
+        return next((x for a in t.args if (x := _first_load_or_none(a)) is not None), None)
+    return None
+
+
+# the operations a computed term may have: exact IEEE arithmetic in its type, and dequant
+COMPUTED = frozenset({"add", "sub", "mul", "div", "neg", "sqrt", "max", "min", "dequant"})
+
+
+def _computed(k: Kernel, t) -> bool:
+    """Whether a fold's term is one the GEMM may compute into its panel: a load, or an
+    operation of COMPUTED on loads with affine indices (no gather) and constants, of the
+    kernel's compute type throughout (a dequant's integer and scale aside: its result)."""
+    return _type(k, t) == k.compute and _first_load_or_none(t) is not None
+
+
+def _type(k: Kernel, e) -> str | None:
+    from presk_kernel.ir import Const
+
+    match e:
+        case Load(buf, index):
+            ok = all(isinstance(i, Affine) for i in index)
+            return k.buffers[buf].dtype if ok else None
+        case Const(_, dtype):
+            return dtype
+        case Op("dequant", (Load(q, qi), Load(s, si)), dtype):
+            ok = all(isinstance(i, Affine) for i in (*qi, *si))
+            ints = k.buffers[q].dtype == "i8" and k.buffers[s].dtype == "f32"
+            return dtype if ok and ints else None
+        case Op(op, args, None) if op in COMPUTED and op != "dequant":
+            types = {_type(k, a) for a in args}
+            return types.pop() if len(types) == 1 else None
     return None
 
 
@@ -199,6 +283,7 @@ def as_gemm(g: Contraction) -> Gemm:
     return Gemm(
         g.a, g.b, g.c, g.m.var, g.n.var, g.kvar, g.m.extent, g.n.extent, g.k,
         tuple((lp.var, lp.extent) for lp in g.batch), strides, g.consts, g.acc, g.epilogue,
+        g.prologue,
     )  # fmt: skip
 
 

@@ -22,10 +22,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from presk_kernel.calls import fused_body, with_calls
-from presk_kernel.contract import recognize
+from presk_kernel.contract import as_gemm, contraction
 from presk_kernel.fuse import _index, _producer, merge_epilogue
 from presk_kernel.ir import Launch, Schedule, plain
-from presk_kernel.layout import apply_layout
+from presk_kernel.layout import PACK_AT, apply_layout
 
 
 def gemm_epilogues(schedule: Schedule) -> Schedule:
@@ -42,6 +42,11 @@ def gemm_epilogues(schedule: Schedule) -> Schedule:
     for j, c in enumerate(launches):
         if c is None:
             continue
+        computed = with_prologue(c)
+        if computed is not None:
+            _index(c, j, reads, writes, add=False)
+            _index(computed, j, reads, writes, add=True)
+            launches[j] = c = computed
         unlaid = _unlaid(c)
         i = _producer(unlaid, j, keep, reads, writes, launches)
         if i is None:
@@ -55,7 +60,7 @@ def gemm_epilogues(schedule: Schedule) -> Schedule:
         launches[i], launches[j] = None, fused
         merges.append((i, j))
     if not merges:
-        return schedule
+        return replace(schedule, launches=tuple(launches))
     at = [i for i, lc in enumerate(launches) if lc is not None]
     out = replace(schedule, launches=tuple(launches[i] for i in at))
     if schedule.body is not None:
@@ -75,12 +80,30 @@ def with_epilogue(p: Launch, c: Launch) -> Launch | None:
     if fused is None:
         return None
     k = fused.kernel
-    e = recognize(k)
+    e = as_gemm(contraction(k, prologues=True))
     same = (e.rows, e.cols, e.depth, e.batch) == (g.rows, g.cols, g.depth, g.batch)
     if not (same and e.epilogue and set(p.kernel.layout.pack) == {g.a, g.b}):
         return None
     layout = replace(p.kernel.layout, pack=(e.a, e.b), gemm=e)
     return replace(fused, kernel=apply_layout(replace(k, layout=layout)))
+
+
+def with_prologue(lc: Launch) -> Launch | None:
+    """A laid-out contraction whose fold reads a term computed from loads (a weight
+    dequantised from its integers, `presk_kernel.quant`) as a GEMM statement that computes
+    that term into its packed panels (`Gemm.prologue`), where the run would give a product
+    of its size the generated GEMM (`PACK_AT` multiply-adds) and its layout packs nothing
+    itself and blocks no fold; its threads are its layout's. None otherwise."""
+    k, layout = lc.kernel, lc.kernel.layout
+    if layout.gemm is not None or layout.pack or layout.kblock:
+        return None
+    unlaid = replace(k, body=plain(k.body))
+    g = contraction(unlaid, prologues=True)
+    if g is None or not g.prologue or g.m.extent * g.n.extent * g.k < PACK_AT:
+        return None
+    e = as_gemm(g)
+    laid = replace(layout, pack=(e.a, e.b), gemm=e)
+    return replace(lc, kernel=apply_layout(replace(unlaid, layout=laid)))
 
 
 def _unlaid(lc: Launch) -> Launch:

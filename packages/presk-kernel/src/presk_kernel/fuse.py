@@ -356,7 +356,7 @@ def merge_epilogue(p: Launch, c: Launch, gemm: bool = False) -> Launch | None:
     `c` as its GEMM statement's epilogue, the fused kernel keeping its name and site, when
     the fused nest is still the GEMM's (`_gemm_epilogue`)."""
     pk, ck = p.kernel, c.kernel
-    gemm = gemm and contraction(pk) is not None
+    gemm = gemm and contraction(pk, prologues=True) is not None
     if _folds_fma(pk.body) and not gemm:
         return None  # a contraction keeps its store plain: the generated GEMM's
     site = epilogue_site(pk)
@@ -451,7 +451,7 @@ def _gemm_epilogue(k: Kernel, args: tuple[Arg, ...]) -> bool:
     transcendental (gelu_grad's erfc and exp) is left to its own kernel: its arithmetic,
     not the pass over memory the fusion saves, is its time, and it measured slower inside
     the GEMM's tile loop (docs/native.md, "Fusion")."""
-    g = contraction(k)
+    g = contraction(k, prologues=True)
     if g is None or not g.epilogue:
         return False
     if any(_every_op(s.expr) & LIBM for s in g.epilogue):
