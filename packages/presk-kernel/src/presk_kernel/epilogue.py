@@ -23,7 +23,7 @@ from dataclasses import replace
 
 from presk_kernel.calls import fused_body, with_calls
 from presk_kernel.contract import as_gemm, contraction
-from presk_kernel.fuse import _index, _producer, merge_epilogue
+from presk_kernel.fuse import _consumer, _index, _producer, merge, merge_epilogue, producer_store
 from presk_kernel.ir import Launch, Schedule, plain
 from presk_kernel.layout import PACK_AT, apply_layout
 
@@ -39,6 +39,17 @@ def gemm_epilogues(schedule: Schedule) -> Schedule:
     for i, lc in enumerate(launches):
         _index(lc, i, reads, writes, add=True)
     merges: list[tuple[int, int]] = []
+    for i, p in enumerate(launches):  # an elementwise producer into a GEMM's packed operand
+        unlaid = _unlaid(p)
+        j = _consumer(unlaid, i, keep, reads, writes)
+        fused = None if j is None else with_operand(unlaid, launches[j])
+        if fused is None:
+            continue
+        _index(p, i, reads, writes, add=False)
+        _index(launches[j], j, reads, writes, add=False)
+        _index(fused, j, reads, writes, add=True)
+        launches[i], launches[j] = None, fused
+        merges.append((i, j))
     for j, c in enumerate(launches):
         if c is None:
             continue
@@ -85,6 +96,30 @@ def with_epilogue(p: Launch, c: Launch) -> Launch | None:
     if not (same and e.epilogue and set(p.kernel.layout.pack) == {g.a, g.b}):
         return None
     layout = replace(p.kernel.layout, pack=(e.a, e.b), gemm=e)
+    return replace(fused, kernel=apply_layout(replace(k, layout=layout)))
+
+
+def with_operand(p: Launch, c: Launch) -> Launch | None:
+    """The laid-out GEMM statement `c` computing the elementwise `p` (its nest, not laid
+    out), whose result only it
+    reads, into the panels of the operand that is that result (a norm's γ·x̂ + β into the
+    product that reads it): its term the producer's expression at its indices
+    (presk_kernel.fuse.merge), a `Gemm.prologue`. None when `c` is no GEMM statement
+    (the run or the plan gave it none), blocks its fold, or the term is not one the GEMM
+    computes (`presk_kernel.contract._computed`)."""
+    if c is None or c.kernel.layout.gemm is None or c.kernel.layout.kblock:
+        return None
+    if producer_store(p) is None:
+        return None
+    fused = merge(p, _unlaid(c), several=False, operand=True)
+    if fused is None:
+        return None
+    k = fused.kernel
+    g = contraction(k, prologues=True)
+    if g is None or not g.prologue:
+        return None
+    e = as_gemm(g)
+    layout = replace(c.kernel.layout, pack=(e.a, e.b), gemm=e)
     return replace(fused, kernel=apply_layout(replace(k, layout=layout)))
 
 

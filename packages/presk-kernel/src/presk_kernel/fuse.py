@@ -190,10 +190,13 @@ def producer_store(launch: Launch) -> tuple[list[Loop], Store] | None:
 # ---- merging two kernels -----------------------------------------------------------------
 
 
-def merge(p: Launch, c: Launch, several: bool = True) -> Launch | None:
+def merge(p: Launch, c: Launch, several: bool = True, operand: bool = False) -> Launch | None:
     """The elementwise `p` computed inside `c`, the one kernel that reads its result: at
     its one read, or — `several` allowing it, and `p` cheap enough (`_recomputable`) — at
-    each of a few passes (a softmax's three)."""
+    each of a few passes (a softmax's three). With `operand` (the emission's prologues,
+    presk_kernel.epilogue): at its one read in a fold's term, however many times the nest
+    reads each element there (the GEMM computes it once a packed panel); the fused kernel
+    keeps `c`'s name."""
     loops, store = producer_store(p)
     out = p.args[-1].buf
     pk, ck = p.kernel, c.kernel
@@ -208,7 +211,9 @@ def merge(p: Launch, c: Launch, several: bool = True) -> Launch | None:
     scalar = pk.outputs[0].size == 1 and not loops
     sites: list[tuple[tuple[Affine, ...], tuple[str, ...]]] = []
     _find(ck.body, targets, (), sites)
-    if not scalar:
+    if operand and len(sites) != 1:
+        return None
+    if not scalar and not operand:
         if not sites or not all(_injective(*site) for site in sites):
             return None
         if len(sites) > 1 and not (several and _recomputable(store.expr, len(sites))):
@@ -248,7 +253,7 @@ def merge(p: Launch, c: Launch, several: bool = True) -> Launch | None:
         return None
     steps = (pk.steps or (pk.site,)) + (ck.steps or (ck.site,))
     k = Kernel(
-        f"fused {len(steps)} steps",
+        ck.name if operand else f"fused {len(steps)} steps",
         ck.site,
         tuple(bufs[:n_new]),
         tuple(bufs[n_new:]),

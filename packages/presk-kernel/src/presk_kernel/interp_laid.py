@@ -98,6 +98,8 @@ class LaidRun(Run):
                     shape[self.positions[var]] = hi - lo
                     self.env[var] = np.arange(lo, hi, dtype=np.int64).reshape(shape)
                     self.block(body)
+            case GemmStmt(gemm, _, nest) if any(t is not None for t in gemm.prologue):
+                self.block(nest)  # a computed operand (its panels): the nest, the same fold
             case GemmStmt(gemm, _, nest):
                 run_gemm(self.k, self.views, gemm)
                 if gemm.epilogue:  # on each element, its sum finished (in C)
