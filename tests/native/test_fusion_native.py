@@ -8,17 +8,23 @@ prints keeps the spec's nests."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 from kernel_entries import MINIGPT, lowered
 from presk_cback.native import NativeEntry
-from presk_cli.native import executor, storage
+from presk_cli.native import entry_inputs, executor, lower, storage
+from presk_cli.pipeline import PIPELINE, RUN
+from presk_core.run import parse_entry
 from presk_kernel.contract import contraction
 from presk_kernel.epilogue import gemm_epilogues
 from presk_kernel.fuse import fuse
 from presk_kernel.interp import run_schedule
 from presk_kernel.ir import GemmStmt
 from presk_kernel.layout import default_layout, lay_out, nest_names, with_gemm
+from presk_kernel.lower import argument_leaves
+from presk_kernel.realization import parse_realization
+from presk_syntax.pipeline import Context
 
 
 def _gemms(schedule):
@@ -96,3 +102,29 @@ def test_a_chain_of_epilogues_and_no_transcendental(compiler):
     inputs = storage(laid, args)
     got = NativeEntry(laid).run(inputs)
     assert [x.tobytes() for x in got] == [x.tobytes() for x in want]
+    # the norms whose rows only a product reads go into its packed panels (prologues)
+    normed = [k for k in fused if k.steps[0].startswith("LayerNorm.")]
+    assert normed and all(k.body[0].gemm.prologue[0] is not None for k in normed)
+
+
+@pytest.mark.parametrize("realize, scheme", [("f64", "int8"), ("f32", "int4")])
+def test_integer_weights_keep_the_gemm_and_their_bits(compiler, tmp_path, realize, scheme):
+    # the weight dequantised where the GEMM packs its panel of B: the bits of the weight
+    # dequantised in the loops' operand read (docs/precision.md), over two blocks of k
+    core = PIPELINE.run(RUN, "tutorial/01_linear.psk", Context())
+    entry = parse_entry("Linear{400, 12}.apply", core, None, {"batch": 9})  # edge tiles
+    values = [v for _, _, v in entry_inputs(core, entry, 0, 64)]
+    path = tmp_path / "r.json"
+    doc = {"presk": "realization", "version": 1, "default": realize, "quant": {"w": scheme}}
+    path.write_text(json.dumps(doc))
+    dims = dict(entry.dims) | dict(entry.prefix)
+    ints = lower(core, entry.function.name, dims, values, parse_realization(f"@{path}"))
+    assert not any(lc.kernel.layout.gemm for lc in ints.launches)  # the plan's nests: loops
+    leaves = storage(ints, argument_leaves(values))
+    want = [x.tobytes() for x in run_schedule(ints, leaves)]
+    emitted = gemm_epilogues(ints)
+    (g,) = _gemms(emitted)
+    assert g.prologue[0] is None and "dequant" in str(g.prologue[1]) and g.epilogue
+    assert [x.tobytes() for x in run_schedule(emitted, leaves, laid=True)] == want
+    for lanes in (True, False):
+        assert [x.tobytes() for x in executor(ints, "native", lanes)(leaves)] == want
