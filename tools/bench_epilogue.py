@@ -3,13 +3,15 @@ as a kernel of its own (issue 26, presk_kernel.epilogue), natively, at the cours
 shapes (D 192, B 16, T 256: 4096 rows).
 
     .venv/bin/python tools/bench_epilogue.py [--rows 4096] [--pairs 15] [--realize f32]
-        [--threads 1] [--shape K,N]…
+        [--threads 1] [--shape K,N]… [--gpt D=192,H=4,L=2 [--batch 16] [--seq 256]]
 
 Each shape is tutorial/01_linear.psk's `Linear{K, N}.apply` at `batch` = rows (x · w + b:
 the product, the bias its consumer), fused and laid out as a run lays it out, compiled twice
 (`NativeEntry(epilogues=True)` and `False`); the two are called in pairs, the order inside
 a pair alternating. Prints each side's median time and the median of the per-pair ratios
-(fused over apart: < 1 is a gain), and whether the outputs have the same bits. The machine
+(fused over apart: < 1 is a gain), and whether the outputs have the same bits. `--gpt
+CONSTS` times the course GPT's forward pass (its `loss`, corpus/nlp/05_gpt.psk) instead,
+compiled with every epilogue and prologue the emission fuses against none. The machine
 may be loaded: only the paired ratio means much.
 """
 
@@ -51,6 +53,41 @@ def entries(k: int, n: int, rows: int, realize: str, threads: int):
     return NativeEntry(laid), NativeEntry(laid, epilogues=False), inputs
 
 
+def gpt_entries(consts: str, batch: int, seq: int, realize: str, threads: int):
+    from presk_cli.native import entry_inputs, lower, storage
+    from presk_cli.pipeline import PIPELINE, RUN
+    from presk_kernel.lower import argument_leaves
+    from presk_syntax.pipeline import Context
+
+    core = PIPELINE.run(RUN, "corpus/nlp/05_gpt.psk", Context(consts=dict(
+        kv.split("=") for kv in consts.split(",") if kv
+    )))  # fmt: skip
+    e = parse_entry("loss", core, None, {"B": batch, "T": seq})
+    values = [v for _, _, v in entry_inputs(core, e, 0, 64)]
+    s = lower(core, "loss", dict(e.dims) | dict(e.prefix), values, realize, threads)
+    inputs = storage(s, argument_leaves(values), stored=True)
+    return NativeEntry(s), NativeEntry(s, epilogues=False), inputs
+
+
+def pairs(fused, apart, inputs, n: int) -> tuple[float, float, float, bool]:
+    """The median of fused's and apart's times and of their per-pair ratio, interleaved (the
+    order inside a pair alternating), and whether their outputs have the same bits."""
+    same = all(
+        x.tobytes() == y.tobytes()
+        for x, y in zip(fused.run(inputs), apart.run(inputs), strict=True)
+    )
+    times: dict[str, list[float]] = {"fused": [], "apart": []}
+    for p in range(n):
+        order = (("fused", fused), ("apart", apart))
+        for name, e in order if p % 2 == 0 else order[::-1]:
+            t0 = time.perf_counter()
+            e.run(inputs)
+            times[name].append(time.perf_counter() - t0)
+    ratio = statistics.median(f / s for f, s in zip(times["fused"], times["apart"], strict=True))
+    f_ms, s_ms = (statistics.median(times[x]) * 1e3 for x in ("fused", "apart"))
+    return f_ms, s_ms, ratio, same
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=4096)
@@ -58,26 +95,25 @@ def main() -> None:
     ap.add_argument("--realize", default="f32")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--shape", action="append", default=[])
+    ap.add_argument("--gpt", default=None)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--seq", type=int, default=256)
     a = ap.parse_args()
+    if a.gpt:
+        fused, apart, inputs = gpt_entries(a.gpt, a.batch, a.seq, a.realize, a.threads)
+        f_ms, s_ms, ratio, same = pairs(fused, apart, inputs, a.pairs)
+        print(
+            f"bench-epilogue: the course GPT's loss at {a.gpt}, B {a.batch}, T {a.seq},"
+            f" {a.realize}, {a.threads} thread(s), {a.pairs} pairs: fused {f_ms:.1f} ms"
+            f" ({len(fused.schedule.launches)} launches), apart {s_ms:.1f} ms"
+            f" ({len(apart.schedule.launches)}), fused/apart {ratio:.3f}, same bits {same}"
+        )
+        return
     shapes = [tuple(int(x) for x in s.split(",")) for s in a.shape] or SHAPES
     print(f"bench-epilogue: {a.rows} rows, {a.realize}, {a.threads} thread(s), {a.pairs} pairs")
     for k, n in shapes:
         fused, apart, inputs = entries(k, n, a.rows, a.realize, a.threads)
-        same = all(
-            x.tobytes() == y.tobytes()
-            for x, y in zip(fused.run(inputs), apart.run(inputs), strict=True)
-        )
-        times: dict[str, list[float]] = {"fused": [], "apart": []}
-        for p in range(a.pairs):
-            order = (("fused", fused), ("apart", apart))
-            for name, e in order if p % 2 == 0 else order[::-1]:
-                t0 = time.perf_counter()
-                e.run(inputs)
-                times[name].append(time.perf_counter() - t0)
-        ratio = statistics.median(
-            f / s for f, s in zip(times["fused"], times["apart"], strict=True)
-        )
-        f_ms, s_ms = (statistics.median(times[x]) * 1e3 for x in ("fused", "apart"))
+        f_ms, s_ms, ratio, same = pairs(fused, apart, inputs, a.pairs)
         print(
             f"  {a.rows}x{k} · {k}x{n} + bias: fused {f_ms:.3f} ms ({len(fused.schedule.launches)}"
             f" launch), apart {s_ms:.3f} ms ({len(apart.schedule.launches)}), fused/apart"

@@ -82,7 +82,7 @@ def test_an_epilogue_of_a_batched_product_gives_the_unfused_bits(compiler):
 
 
 def test_a_chain_of_epilogues_and_no_transcendental(compiler):
-    dims = (("V", "64"), ("D", "32"), ("H", "2"), ("L", "1"))
+    dims = (("V", "64"), ("D", "48"), ("H", "2"), ("L", "1"))
     assert dims[0] == MINIGPT[0]
     schedule, args, _ = lowered(
         "tests/examples/minigpt/train_minigpt.psk", "loss", (("B", 2), ("T", 16)), "f32", False,

@@ -559,22 +559,38 @@ class KernelC:
         )
         self._context(g)
         extents = _extents(k)
-        self.emit("for (int64_t kk = 0; kk < kc; kk++) {", 1)
-        self.emit(f"const int64_t {_name(g.k)} = k0 + kk;", 2)
-        if self.lanes and which == 1:
-            self.emit("#pragma omp simd", 0)
-        self.emit("for (int64_t l = 0; l < n; l++) {", 2)
-        if which == 0:
-            self.emit("const int64_t r = p0 + l;", 3)
-            for v, step in row_vars(g):
-                self.emit(f"const int64_t {_name(v)} = r / {step} % {extents[v]};", 3)
-        else:
-            self.emit(f"const int64_t {_name(g.n)} = p0 + l;", 3)
         code, have = self.expr(g.prologue[which])
-        self.emit(f"dst[kk * w + l] = {self.cast(code, have, k.compute)};", 3)
-        self.emit("}", 2)
-        self.emit("for (int64_t l = n; l < w; l++) dst[kk * w + l] = 0;", 2)
-        self.emit("}", 1)
+        value = f"dst[kk * w + l] = {self.cast(code, have, k.compute)};"
+        kv = f"const int64_t {_name(g.k)} = k0 + kk;"
+        if which == 0:  # A: a row's indices once, its line along k in lanes, then placed
+            self.emit(f"{ct} line[kc];", 1)
+            self.emit("for (int64_t l = 0; l < n; l++) {", 1)
+            self.emit("const int64_t r = p0 + l;", 2)
+            for v, step in row_vars(g):
+                self.emit(f"const int64_t {_name(v)} = r / {step} % {extents[v]};", 2)
+            if self.lanes:
+                self.emit("#pragma omp simd", 0)
+            self.emit("for (int64_t kk = 0; kk < kc; kk++) {", 2)
+            self.emit(kv, 3)
+            self.emit(f"line[kk] = {self.cast(code, have, k.compute)};", 3)
+            self.emit("}", 2)
+            self.emit("for (int64_t kk = 0; kk < kc; kk++) dst[kk * w + l] = line[kk];", 2)
+            self.emit("}", 1)
+            self.emit("for (int64_t kk = 0; kk < kc; kk++)", 1)
+            self.emit("for (int64_t l = n; l < w; l++) dst[kk * w + l] = 0;", 2)
+        else:  # B: a line of k across the panel's columns (where B's rows lie), in lanes
+            self.emit("for (int64_t kk = 0; kk < kc; kk++) {", 1)
+            self.emit(kv, 2)
+            if self.lanes:
+                self.emit("#pragma omp simd", 0)
+            self.emit(
+                f"for (int64_t {_name(g.n)} = p0; {_name(g.n)} < p0 + n; {_name(g.n)}++) {{", 2
+            )
+            self.emit(f"const int64_t l = {_name(g.n)} - p0;", 3)
+            self.emit(value, 3)
+            self.emit("}", 2)
+            self.emit("for (int64_t l = n; l < w; l++) dst[kk * w + l] = 0;", 2)
+            self.emit("}", 1)
         self.lines.append("}")
         self.pre.extend(self.lines)
         self.lines = saved

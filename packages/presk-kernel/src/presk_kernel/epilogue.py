@@ -27,6 +27,12 @@ from presk_kernel.fuse import _consumer, _index, _producer, merge, merge_epilogu
 from presk_kernel.ir import Launch, Schedule, plain
 from presk_kernel.layout import PACK_AT, apply_layout
 
+# A product of at most this many columns reads A's rows where they lie (presk_cback.gemm:
+# n ≤ 4·NR, NR 32 at most on its blockings): an operand computed into A's panels would add a pass over A
+# there, which measured slower than the producer's own pass (the course GPT's head at
+# D 192, 86 columns: 0.43 ms against 0.29 + 0.05 ms, CPU time), so none is fused.
+FEW_COLUMNS = 128
+
 
 def gemm_epilogues(schedule: Schedule) -> Schedule:
     """`schedule` (laid out) with each GEMM statement's elementwise consumers as its
@@ -118,6 +124,8 @@ def with_operand(p: Launch, c: Launch) -> Launch | None:
     g = contraction(k, prologues=True)
     if g is None or not g.prologue:
         return None
+    if g.prologue[0] is not None and g.n.extent <= FEW_COLUMNS:
+        return None  # the GEMM reads this A where it lies: a panel would be one more pass
     e = as_gemm(g)
     layout = replace(c.kernel.layout, pack=(e.a, e.b), gemm=e)
     return replace(fused, kernel=apply_layout(replace(k, layout=layout)))
