@@ -44,7 +44,6 @@ from presk_kernel.ir import (
     Tile,
     TwoPass,
     Var,
-    plain,
 )
 from presk_kernel.layout import applies, is_laid
 
@@ -521,11 +520,13 @@ class KernelC:
         call = (
             f"({g.rows}, {g.cols}, {g.depth}, {a}, {b}, b{g.c} + {at(2)}, {st(2, g.m)}, {threads}"
         )
+        from presk_cback.gemm_calls import epilogue_function, packer_function
+
         if not g.epilogue and not g.prologue:
             self.emit(f"presk_gemm_{self.gemm}{call});", depth)
         else:  # the epilogue on each tile of C as its sum is finished (presk_cback.gemm)
-            fn = self.epilogue_function(g) if g.epilogue else "0"
-            packers = [self.packer_function(g, w) if pro[w] is not None else "0" for w in (0, 1)]
+            fn = epilogue_function(self, g) if g.epilogue else "0"
+            packers = [packer_function(self, g, w) if pro[w] is not None else "0" for w in (0, 1)]
             fn = ", ".join([fn, "(void *)ctx", *packers])
             ptrs = [f"(void *)b{b.id}" for b in self.k.buffers]
             batch_vals = [_name(v) for v, _ in g.batch] or ["0"]
@@ -540,114 +541,6 @@ class KernelC:
         for _ in g.batch:
             depth -= 1
             self.emit("}", depth)
-
-    def packer_function(self, g: Gemm, which: int) -> str:
-        """The C function the GEMM calls to pack a panel of operand `which` (0: A, 1: B)
-        that the kernel computes (`Gemm.prologue`: a dequantised weight, a norm's scaled
-        rows): `w` lines (A's rows, B's columns) from line p0 of this call, `n` of them
-        real, the rest zero, over kc terms of the fold from k0, at dst[k·w + line] — each
-        element the term as the nest computes it (the same C expression, so the same bits).
-        Written into `pre`; buffers, `err` and the batch values come through `ctx`."""
-        from presk_kernel.contract import row_vars
-
-        fn = f"{self.fname}_e{sum(1 for x in self.pre if x.startswith('static inline void'))}"
-        k, ct = self.k, CTYPE[self.k.compute]
-        saved, self.lines = self.lines, []
-        self.lines.append(
-            f"static inline void {fn}(void *ctx, int64_t p0, int64_t k0, int64_t n, int64_t kc,"
-            f" int64_t w, {ct} *restrict dst) {{"
-        )
-        self._context(g)
-        extents = _extents(k)
-        code, have = self.expr(g.prologue[which])
-        value = f"dst[kk * w + l] = {self.cast(code, have, k.compute)};"
-        kv = f"const int64_t {_name(g.k)} = k0 + kk;"
-        if which == 0:  # A: a row's indices once, its line along k in lanes, then placed
-            self.emit(f"{ct} line[kc];", 1)
-            self.emit("for (int64_t l = 0; l < n; l++) {", 1)
-            self.emit("const int64_t r = p0 + l;", 2)
-            for v, step in row_vars(g):
-                self.emit(f"const int64_t {_name(v)} = r / {step} % {extents[v]};", 2)
-            if self.lanes:
-                self.emit("#pragma omp simd", 0)
-            self.emit("for (int64_t kk = 0; kk < kc; kk++) {", 2)
-            self.emit(kv, 3)
-            self.emit(f"line[kk] = {self.cast(code, have, k.compute)};", 3)
-            self.emit("}", 2)
-            self.emit("for (int64_t kk = 0; kk < kc; kk++) dst[kk * w + l] = line[kk];", 2)
-            self.emit("}", 1)
-            self.emit("for (int64_t kk = 0; kk < kc; kk++)", 1)
-            self.emit("for (int64_t l = n; l < w; l++) dst[kk * w + l] = 0;", 2)
-        else:  # B: a line of k across the panel's columns (where B's rows lie), in lanes
-            self.emit("for (int64_t kk = 0; kk < kc; kk++) {", 1)
-            self.emit(kv, 2)
-            if self.lanes:
-                self.emit("#pragma omp simd", 0)
-            self.emit(
-                f"for (int64_t {_name(g.n)} = p0; {_name(g.n)} < p0 + n; {_name(g.n)}++) {{", 2
-            )
-            self.emit(f"const int64_t l = {_name(g.n)} - p0;", 3)
-            self.emit(value, 3)
-            self.emit("}", 2)
-            self.emit("for (int64_t l = n; l < w; l++) dst[kk * w + l] = 0;", 2)
-            self.emit("}", 1)
-        self.lines.append("}")
-        self.pre.extend(self.lines)
-        self.lines = saved
-        return fn
-
-    def _context(self, g: Gemm) -> None:
-        """A GEMM callback's first lines: the kernel's buffers, `err` and the batch loops'
-        values, from its context array."""
-        k = self.k
-        self.emit("void *const *x = ctx;", 1)
-        for i, b in enumerate(k.buffers):
-            const = "const " if i < len(k.inputs) else ""
-            self.emit(f"{const}{CTYPE[b.dtype]} *const b{b.id} = x[{b.id}];", 1)
-            self.emit(f"(void)b{b.id};", 1)
-        n = len(k.buffers)
-        self.emit(f"int *const err = x[{n}];", 1)
-        self.emit(f"const int64_t *const bv = x[{n + 1}];", 1)
-        self.emit("(void)err;", 1)
-        self.emit("(void)bv;", 1)
-        for at, (v, _) in enumerate(g.batch):
-            self.emit(f"const int64_t {_name(v)} = bv[{at}];", 1)
-
-    def epilogue_function(self, g: Gemm) -> str:
-        """The C function the GEMM calls on each MR × NR tile of C (rows i0…, columns j0…,
-        in this call) once its sums are finished: each element's epilogue, as the nest runs
-        it after its fold, its accumulator the finished sum C holds. Written into `pre`;
-        its buffers, `err` and the batch loops' values come through `ctx`."""
-        from presk_kernel.contract import row_vars
-
-        fn = f"{self.fname}_e{sum(1 for x in self.pre if x.startswith('static inline void'))}"
-        k, ct = self.k, CTYPE[self.k.compute]
-        saved, self.lines = self.lines, []
-        head = (
-            f"static inline void {fn}(void *ctx, int64_t i0, int64_t j0, int64_t mr, int64_t nr) {{"
-        )
-        self.lines.append(head)
-        self._context(g)
-        extents = _extents(k)
-        self.emit("for (int64_t r = i0; r < i0 + mr; r++) {", 1)
-        for v, step in row_vars(g):
-            self.emit(f"const int64_t {_name(v)} = r / {step} % {extents[v]};", 2)
-        if self.lanes:
-            self.emit("#pragma omp simd", 0)
-        nv = _name(g.n)
-        self.emit(f"for (int64_t {nv} = j0; {nv} < j0 + nr; {nv}++) {{", 2)
-        store = g.epilogue[-1]
-        self.types[g.acc] = k.compute
-        self.emit(
-            f"const {ct} {_name(g.acc)} = b{store.buf}[{self.offset(store.buf, store.index)}];", 3
-        )
-        self.block(g.epilogue, 3)
-        self.emit("}", 2)
-        self.emit("}", 1)
-        self.lines.append("}")
-        self.pre.extend(self.lines)
-        self.lines = saved
-        return fn
 
     def function(self) -> list[str]:
         k = self.k
@@ -665,20 +558,6 @@ class KernelC:
         self.block(k.body, 1)
         self.lines.append("}")
         return self.pre + self.lines
-
-
-def _extents(k: Kernel) -> dict[str, int]:
-    """Each loop variable's extent in the kernel's plain nest."""
-    out: dict[str, int] = {}
-
-    def walk(body) -> None:
-        for s in body:
-            if isinstance(s, Loop):
-                out[s.var] = s.extent
-                walk(s.body)
-
-    walk(plain(k.body))
-    return out
 
 
 def io_buffers(schedule: Schedule) -> tuple[int, ...]:
