@@ -11,7 +11,7 @@ EXAMPLES := tests/examples/mlp/mlp.psk tests/examples/minigpt/minigpt.psk \
 
 .PHONY: setup venv test tutorial grammar fuzz bench lint check-examples run-examples train-examples \
 	export-examples conformance sanitize opt-examples calibrate serve-examples serve-pt corpus-data corpus \
-	corpus-gpt experiment-gpt pytorch-baseline bench-gpt bench-attention bench-top-k bench-serve \
+	corpus-gpt experiment-gpt pytorch-baseline bench-gpt bench-attention bench-top-k bench-epilogue bench-serve \
 	packages dist explain explain-pdf c-conformance \
 	c-speed step-table j-step step-train quant-table precision curve calibrate-ra4 ra4-small plan-check ra4-quick \
 	bench-plan
@@ -68,6 +68,11 @@ bench: setup
 	$(PY) tools/bench_opt.py
 	$(PY) tools/bench_serve.py
 	@$(MAKE) --no-print-directory bench-gpt
+
+# A GEMM with its bias as its epilogue against the GEMM then the bias apart, at the course
+# GPT's products at D 192 (4096 rows), interleaved (issue 26, presk_kernel.epilogue).
+bench-epilogue:
+	$(PY) tools/bench_epilogue.py
 
 # Causal attention alone (tutorial/03's attend at the course's width, T 256), natively with
 # and without narrowing (issue 26) against PyTorch's sdpa and eager, interleaved.

@@ -284,6 +284,7 @@ class KernelC:
         self.gemm: str | None = None  # the GEMM's type tag, when the kernel calls one
         self.laned: set[str] = set()  # scalars held per lane in a strip (`v_x[lj]`)
         self.kept: dict = {}  # expressions already computed: expression -> (C, type)
+        self.pre: list[str] = []  # functions the kernel's calls name (a GEMM's epilogues)
 
     # ---- expressions ---------------------------------------------------------------------
 
@@ -514,15 +515,40 @@ class KernelC:
         def st(which: int, v: str) -> int:
             return g.stride(which, v)
 
-        if stop is not None:
+        if stop is not None:  # a narrowed product: plain GEMM calls by blocks of rows
+            if g.epilogue or g.prologue:  # presk_kernel.contract gives a narrowed one neither
+                raise EmitError(f"`{self.k.name}`: a narrowed GEMM with an epilogue or prologue")
             self.triangle_calls(g, threads, depth, stop, at(0), at(1), at(2))
         else:
-            self.emit(
-                f"presk_gemm_{self.gemm}({g.rows}, {g.cols}, {g.depth}, b{g.a} + {at(0)}, "
-                f"{st(0, g.m)}, {st(0, g.k)}, b{g.b} + {at(1)}, {st(1, g.k)}, {st(1, g.n)}, "
-                f"b{g.c} + {at(2)}, {st(2, g.m)}, {threads});",
-                depth,
-            )
+            pro = g.prologue or (None, None)
+            t = CTYPE[self.gemm]
+            a = f"(const {t} *)0, 0, 0" if pro[0] is not None else (
+                f"b{g.a} + {at(0)}, {st(0, g.m)}, {st(0, g.k)}"
+            )  # fmt: skip
+            b = f"(const {t} *)0, 0, 0" if pro[1] is not None else (
+                f"b{g.b} + {at(1)}, {st(1, g.k)}, {st(1, g.n)}"
+            )  # fmt: skip
+            call = f"({g.rows}, {g.cols}, {g.depth}, {a}, {b}, b{g.c} + {at(2)}, {st(2, g.m)}, {threads}"
+            from presk_cback.gemm_calls import epilogue_function, packer_function
+
+            if not g.epilogue and not g.prologue:
+                self.emit(f"presk_gemm_{self.gemm}{call});", depth)
+            else:  # the epilogue on each tile of C as its sum is finished (presk_cback.gemm)
+                fn = epilogue_function(self, g) if g.epilogue else "0"
+                packers = [
+                    packer_function(self, g, w) if pro[w] is not None else "0" for w in (0, 1)
+                ]
+                fn = ", ".join([fn, "(void *)ctx", *packers])
+                ptrs = [f"(void *)b{b.id}" for b in self.k.buffers]
+                batch_vals = [_name(v) for v, _ in g.batch] or ["0"]
+                self.emit("{", depth)
+                self.emit(f"const int64_t bv[] = {{{', '.join(batch_vals)}}};", depth + 1)
+                self.emit(
+                    f"void *const ctx[] = {{{', '.join([*ptrs, '(void *)err', '(void *)bv'])}}};",
+                    depth + 1,
+                )
+                self.emit(f"presk_gemm_epi_{self.gemm}{call}, {fn});", depth + 1)
+                self.emit("}", depth)
         for _ in g.batch:
             depth -= 1
             self.emit("}", depth)
@@ -571,7 +597,7 @@ class KernelC:
             )
         self.block(k.body, 1)
         self.lines.append("}")
-        return self.lines
+        return self.pre + self.lines
 
 
 def io_buffers(schedule: Schedule) -> tuple[int, ...]:
@@ -626,9 +652,10 @@ def entry_units(
         if text not in seen:  # identical kernels share one function
             fname = f"presk_kernel_{len(seen)}"
             seen[text] = fname
-            body = text.replace("KERNEL", fname, 1)
+            body = re.sub(r"\bKERNEL\b", fname, text).replace("KERNEL_e", f"{fname}_e")
             head = f"/* {launch.kernel.name} at {launch.kernel.site} */\n"
-            bodies.append((head + body, kc.gemm, body[: body.index("{")].rstrip() + ";"))
+            fn = body[body.index(f"static void {fname}(") :]
+            bodies.append((head + body, kc.gemm, fn[: fn.index("{")].rstrip() + ";"))
         args = []
         for buf, arg in zip(launch.kernel.buffers, launch.args, strict=True):
             ct = CTYPE[byid[arg.buf].dtype]
@@ -654,7 +681,9 @@ def entry_units(
     spread = bodies if n == 1 else sorted(bodies, key=lambda b: (b[1] is None, -len(b[0])))
     for text, tag, _ in spread:
         u = 0 if tag else min(range(n), key=weight.__getitem__)
-        blocks[u].append(text if n == 1 else text.replace("static void ", "void ", 1))
+        blocks[u].append(
+            text if n == 1 else re.sub(r"static void (presk_kernel_\d+\()", r"void \1", text)
+        )
         weight[u] += len(text)
     common = "\n".join(
         ["#include <math.h>\n#include <stdint.h>\n#include <string.h>\n", libm.header(), PRELUDE]

@@ -163,7 +163,7 @@ class ExportKernelC(KernelC):
             self.emit("(void)hi;", 1)
         self.block(k.body, 1)
         self.lines.append("}")
-        return self.lines
+        return self.pre + self.lines  # a GEMM's epilogue functions first (emit.KernelC)
 
 
 def param_names(k: Kernel) -> list[str]:
@@ -549,7 +549,7 @@ def c_program(
             fname = f"k{len(texts)}"
             texts[text] = fname
             comment = "\n".join("// " + x for x in format_kernel(launch.kernel).splitlines())
-            blocks.append(comment + "\n" + text.replace("@FN@", fname, 1))
+            blocks.append(comment + "\n" + text.replace("@FN@", fname))
             if kc.gemm:
                 tags.add(kc.gemm)
         kernel_of.append(texts[text])

@@ -296,9 +296,22 @@ static T *scratch(int which, size_t bytes) {{
     return buf[which];
 }}
 
-/* the whole nest, one thread, over C[m, n] */
+/* An epilogue: called on each tile of C (rows i0 … i0 + mr, columns j0 … j0 + nr of the
+ * whole call) once its sums are finished, while the tile is in L1. */
+typedef void (*epilogue)(void *ctx, int64_t i0, int64_t j0, int64_t mr, int64_t nr);
+
+/* A prologue (a packer): writes the panel of an operand computed from the kernel's buffers
+ * rather than read from one (a dequantised weight, a norm's scaled rows): `w` (MR or NR)
+ * lines of the panel from line p0 of the whole call (A's rows, B's columns), `n` of them
+ * real and the rest zero, over kc of the sum from k0, as pack_a and pack_b lay them out:
+ * dst[k·w + line]. */
+typedef void (*packer)(void *ctx, int64_t p0, int64_t k0, int64_t n, int64_t kc, int64_t w,
+                       T *restrict dst);
+
+/* the whole nest, one thread, over C[m, n] (rows i_off…, columns j_off… of the call) */
 static void nest(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64_t csa,
-                 const T *B, int64_t rsb, int64_t csb, T *C, int64_t ldc) {{
+                 const T *B, int64_t rsb, int64_t csb, T *C, int64_t ldc, epilogue epi,
+                 void *ctx, int64_t i_off, int64_t j_off, packer pa, packer pb) {{
     int64_t ncap = min64(NC, (n + NR - 1) / NR * NR), kcap = min64(KC, k);
     T *Bp = scratch(0, (size_t)(kcap * ncap) * sizeof(T));
     T *Ap = scratch(1, (size_t)(kcap * MC) * sizeof(T));
@@ -308,20 +321,27 @@ static void nest(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64
      * its columns and n has at most four panels; the edge panel is packed (zero rows).
      * The bits are the same: the same products in the same order. */
     int few = n <= 4 * NR;
-    int direct = csa == 1 || (rsa == 1 && few);
+    int direct = !pa && (csa == 1 || (rsa == 1 && few));
     for (int64_t jc = 0; jc < n; jc += NC) {{
         int64_t nc = min64(NC, n - jc), np = (nc + NR - 1) / NR;
         for (int64_t pc = 0; pc < k; pc += KC) {{
             int64_t kc = min64(KC, k - pc);
-            int first = pc == 0;
+            int first = pc == 0, last = pc + kc >= k;
             for (int64_t jp = 0; jp < np; jp++)
-                pack_b(jp, kc, nc, B + pc * rsb + jc * csb, rsb, csb, Bp);
+                if (pb)
+                    pb(ctx, j_off + jc + jp * NR, pc, min64(NR, nc - jp * NR), kc, NR,
+                       Bp + jp * NR * kc);
+                else
+                    pack_b(jp, kc, nc, B + pc * rsb + jc * csb, rsb, csb, Bp);
             for (int64_t ic = 0; ic < m; ic += MC) {{
                 int64_t mc = min64(MC, m - ic), mp = (mc + MR - 1) / MR;
-                int rows = rsa == 1 && !direct;
+                int rows = !pa && rsa == 1 && !direct;
                 if (rows) pack_a_rows(kc, mc, A + ic + pc * csa, csa, Ap);
                 for (int64_t ip = 0; ip < mp; ip++)
-                    if ((!direct && !rows) || mc - ip * MR < MR)
+                    if (pa)
+                        pa(ctx, i_off + ic + ip * MR, pc, min64(MR, mc - ip * MR), kc, MR,
+                           Ap + ip * MR * kc);
+                    else if ((!direct && !rows) || mc - ip * MR < MR)
                         pack_a(ip, kc, mc, A + ic * rsa + pc * csa, rsa, csa, Ap);
                 /* read where it lies, a panel of A comes from memory once for all of n's
                  * few panels (the panels' loop inside): n's panels are in L1 and L2 */
@@ -329,7 +349,7 @@ static void nest(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64
                 for (int64_t o = 0; o < outer; o++)
                     for (int64_t q = 0; q < inner; q++) {{
                         int64_t ip = few ? o : q, jp = few ? q : o;
-                        int64_t mr = min64(MR, mc - ip * MR);
+                        int64_t mr = min64(MR, mc - ip * MR), nr = min64(NR, nc - jp * NR);
                         T *c = C + (ic + ip * MR) * ldc + jc + jp * NR;
                         if (q + 1 < inner) {{ /* the next tile of C, for writing */
                             T *cn = few ? c + NR : c + MR * ldc;
@@ -341,10 +361,12 @@ static void nest(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64
                         }}
                         if (direct && mr == MR)
                             tile(kc, A + (ic + ip * MR) * rsa + pc * csa, rsa, csa,
-                                 Bp + jp * NR * kc, c, ldc, mr, min64(NR, nc - jp * NR), first);
+                                 Bp + jp * NR * kc, c, ldc, mr, nr, first);
                         else
                             tile(kc, Ap + ip * MR * kc, 1, MR, Bp + jp * NR * kc, c, ldc, mr,
-                                 min64(NR, nc - jp * NR), first);
+                                 nr, first);
+                        if (epi && last) /* the tile's sums are finished */
+                            epi(ctx, i_off + ic + ip * MR, j_off + jc + jp * NR, mr, nr);
                     }}
             }}
         }}
@@ -354,12 +376,14 @@ static void nest(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64
 /* Threads take contiguous ranges of NR panels of n (of MR panels of m when n has too few),
  * each running the whole nest on its part with its own packed buffers: no barrier, and
  * every element is one thread's fold. */
-void presk_gemm_{tag}(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64_t csa,
-                   const T *B, int64_t rsb, int64_t csb, T *C, int64_t ldc, int threads) {{
+void presk_gemm_epi_{tag}(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa,
+                       int64_t csa, const T *B, int64_t rsb, int64_t csb, T *C, int64_t ldc,
+                       int threads, epilogue epi, void *ctx, packer pa, packer pb) {{
     if (m <= 0 || n <= 0) return;
     if (k <= 0) {{ /* the empty sum */
         for (int64_t i = 0; i < m; i++)
             for (int64_t j = 0; j < n; j++) C[i * ldc + j] = 0;
+        if (epi) epi(ctx, 0, 0, m, n);
         return;
     }}
     int64_t npan = (n + NR - 1) / NR, mpan = (m + MR - 1) / MR;
@@ -371,12 +395,19 @@ void presk_gemm_{tag}(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, 
         int64_t p0 = parts * t / nt, p1 = parts * (t + 1) / nt;
         if (by_n) {{
             int64_t j0 = p0 * NR, j1 = min64(n, p1 * NR);
-            nest(m, j1 - j0, k, A, rsa, csa, B + j0 * csb, rsb, csb, C + j0, ldc);
+            nest(m, j1 - j0, k, A, rsa, csa, B + j0 * csb, rsb, csb, C + j0, ldc, epi, ctx, 0,
+                 j0, pa, pb);
         }} else {{
             int64_t i0 = p0 * MR, i1 = min64(m, p1 * MR);
-            nest(i1 - i0, n, k, A + i0 * rsa, rsa, csa, B, rsb, csb, C + i0 * ldc, ldc);
+            nest(i1 - i0, n, k, A + i0 * rsa, rsa, csa, B, rsb, csb, C + i0 * ldc, ldc, epi, ctx,
+                 i0, 0, pa, pb);
         }}
     }}
+}}
+
+void presk_gemm_{tag}(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64_t csa,
+                   const T *B, int64_t rsb, int64_t csb, T *C, int64_t ldc, int threads) {{
+    presk_gemm_epi_{tag}(m, n, k, A, rsa, csa, B, rsb, csb, C, ldc, threads, 0, 0, 0, 0);
 }}
 """
 
@@ -404,6 +435,7 @@ def source(tag: str, blocking: Blocking, tc: Toolchain) -> str:
 LOCAL_NAMES = (
     "T", "vec", "VFMA", "VSET1", "VLOAD", "VLOADU", "VSTORE", "VSTOREU", "MR", "NV", "VL", "NR", "KC",
     "MC", "NC", "PFD", "PFC", "min64", "ukernel", "pack_a", "pack_a_rows", "pack_b", "tile", "nest", "scratch",
+    "epilogue", "packer",
 )  # fmt: skip
 
 
@@ -411,7 +443,9 @@ def embedded_source(tag: str, blocking: Blocking, tc: Toolchain) -> str:
     """`source` to be included in another C file (the native backend's entries): every
     name of it suffixed with the type, the GEMM itself `static`."""
     text = re.sub(rf"\b({'|'.join(LOCAL_NAMES)})\b", rf"\1_{tag}", source(tag, blocking, tc))
-    return text.replace(f"\nvoid presk_gemm_{tag}(", f"\nstatic void presk_gemm_{tag}(")
+    for name in (f"presk_gemm_{tag}", f"presk_gemm_epi_{tag}"):  # either may go unused
+        text = text.replace(f"\nvoid {name}(", f"\nstatic __attribute__((unused)) void {name}(")
+    return text
 
 
 def _operand(x: np.ndarray) -> tuple[np.ndarray, int, int]:

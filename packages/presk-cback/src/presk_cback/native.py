@@ -16,6 +16,7 @@ import sys
 
 import numpy as np
 from presk_core.normal_c import calls_mpfr
+from presk_kernel.epilogue import gemm_epilogues
 from presk_kernel.interp import NUMPY, KernelError, from_storage, to_storage
 from presk_kernel.ir import Schedule
 
@@ -57,7 +58,9 @@ class NativeEntry:
     """A compiled entry and its arena. `lanes=False` ignores the layouts' vector lanes and
     compiles without vectorization (the tests compare both). `timed=True` also compiles
     `presk_entry_timed`, for `run_timed` (each launch's time; `timed="cpu"`: each launch's
-    CPU time in the calling thread)."""
+    CPU time in the calling thread). Untimed, each GEMM statement takes its elementwise
+    consumers as its epilogue (presk_kernel.epilogue, `epilogues=False`: not; `schedule` is
+    then the schedule compiled, with fewer launches than the one given)."""
 
     def __init__(
         self,
@@ -66,7 +69,10 @@ class NativeEntry:
         lanes: bool = True,
         timed: bool | str = False,
         units: int = UNITS,
+        epilogues: bool = True,
     ) -> None:
+        if epilogues and not timed:  # a GEMM's consumers as its epilogues (presk_kernel.
+            schedule = gemm_epilogues(schedule)  # epilogue); a timed entry clocks each launch
         self.schedule = schedule
         self.lanes, self.units, self.timed = lanes, units, timed
         extra = () if lanes else ("-fno-tree-vectorize",)

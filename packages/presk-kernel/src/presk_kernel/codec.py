@@ -10,8 +10,9 @@ from presk_kernel.ir import NODE_TYPES, Schedule
 
 # 2: Layout.gemm; 3: the host functions; 4: laid-out bodies (Tile, For, GemmStmt);
 # 5: layout plans (Layout.kblock, blocks, depth, passes; a fold's block; TwoPass)
-# 6: triangular bounds (Loop.start, Loop.stop, Reduce.stop: presk_kernel.narrow)
-KERNEL_VERSION = 6
+# 6: triangular bounds (Loop.start, Loop.stop, Reduce.stop: presk_kernel.narrow);
+# 7: a GEMM statement's epilogue and prologues (Gemm.acc, epilogue, prologue)
+KERNEL_VERSION = 7
 KERNEL_CODEC = Codec(NODE_TYPES)
 
 

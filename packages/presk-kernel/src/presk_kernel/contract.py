@@ -10,7 +10,21 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from presk_kernel.ir import Affine, Buffer, Gemm, Kernel, Load, Loop, Reduce, Store, Var, plain
+from presk_kernel.ir import (
+    Affine,
+    Buffer,
+    Gemm,
+    Kernel,
+    Let,
+    Load,
+    Loop,
+    Op,
+    Reduce,
+    Stmt,
+    Store,
+    Var,
+    plain,
+)
 
 
 def perfect_nest(k: Kernel) -> list[Loop]:
@@ -56,6 +70,9 @@ class Contraction:
     batch: tuple[Loop, ...]
     coefs: tuple[dict[str, int], dict[str, int], dict[str, int]]  # of A, B, C
     consts: tuple[int, int, int]
+    acc: str = ""  # the fold's accumulator, which an epilogue reads
+    epilogue: tuple[Stmt, ...] = ()  # the statements after the fold (an epilogue), or none
+    prologue: tuple = ()  # A's and B's terms where computed (`contraction(prologues=True)`)
 
 
 def flatten(coefs: dict[str, int], fold: tuple) -> dict[str, int] | None:
@@ -91,22 +108,31 @@ def _merge_rows(m: Loop, batch: tuple, ca: dict, cb: dict, cc: dict) -> tuple[Lo
     return dataclasses.replace(m, extent=extent), tuple(lp for lp in batch if lp.var not in merged)
 
 
-def contraction(k: Kernel) -> Contraction | None:
+def contraction(k: Kernel, prologues: bool = False) -> Contraction | None:
     """The kernel as a GEMM call, when it is one: a perfect nest whose body folds fma over
     one variable — or several that chain into one run in both operands (`flatten`) — of two
     affine loads and stores the fold, C contiguous along n. The GEMM's k runs over the
-    fold's points in its order, so the fold is the same."""
+    fold's points in its order, so the fold is the same. With `prologues` (the emission's,
+    presk_kernel.epilogue), a fold over one variable may have a term computed from affine
+    loads in the compute type (`_computed`: a dequantised weight, a norm's scaled row),
+    which the GEMM computes into its packed panel (`Contraction.prologue`)."""
     loops = perfect_nest(k)
     body = loops[-1].body if len(loops) >= 2 else ()
     band = triangle_loop(body, {lp.var for lp in loops})
     if band is not None:  # a narrowed product (issue 26): n bounded by m, its last loop
         loops, body = [*loops, dataclasses.replace(band, stop=None)], band.body
-    if len(body) != 2 or not isinstance(body[0], Reduce) or not isinstance(body[1], Store):
+    if len(body) < 2 or not isinstance(body[0], Reduce) or not isinstance(body[-1], Store):
         return None
-    r, st = body
-    if r.op != "fma" or not r.vars or r.body or st.expr != Var(r.acc):
+    r, st = body[0], body[-1]
+    epilogue = body[1:] if len(body) > 2 or st.expr != Var(r.acc) else ()
+    if r.op != "fma" or not r.vars or r.body:
         return None
-    if not all(isinstance(t, Load) for t in r.terms):
+    if epilogue and not _epilogue(k, r, epilogue):
+        return None
+    computed = [not isinstance(t, Load) for t in r.terms]
+    if any(computed) and not (
+        prologues and len(r.vars) == 1 and all(_computed(k, t) for t in r.terms)
+    ):
         return None
     kv, kn = r.vars[-1][0], math.prod(n for _, _, n in r.vars)
     folded = {v for v, _, _ in r.vars}
@@ -117,8 +143,8 @@ def contraction(k: Kernel) -> Contraction | None:
     lin_c = linear(bufs[st.buf], st.index)
     par = {lp.var: lp for lp in loops}
     for ta, tb in (r.terms, reversed(r.terms)):
-        lin_a, lin_b = linear(bufs[ta.buf], ta.index), linear(bufs[tb.buf], tb.index)
-        if None in (lin_a, lin_b, lin_c) or bufs[ta.buf].dtype != dt or bufs[tb.buf].dtype != dt:
+        lin_a, lin_b = _operand(k, ta, loops, r), _operand(k, tb, loops, r)
+        if None in (lin_a, lin_b, lin_c):
             return None
         ca, cb, cc = flatten(lin_a[0], r.vars), flatten(lin_b[0], r.vars), lin_c[0]
         if ca is None or cb is None or folded & set(cc):
@@ -133,11 +159,15 @@ def contraction(k: Kernel) -> Contraction | None:
             if band is not None:  # its columns end at its row's bound: rows kept apart
                 if n.var != band.var or m.var != band.stop.terms[0][0]:
                     return None
+                if epilogue or any(computed):  # a narrowed GEMM takes neither (yet)
+                    return None
             else:
                 m, batch = _merge_rows(m, batch, ca, cb, cc)
+            prologue = tuple(None if isinstance(t, Load) else t for t in (ta, tb))
             return Contraction(
-                ta.buf, tb.buf, st.buf, m, n, kn, kv, batch, (ca, cb, cc),
-                (lin_a[1], lin_b[1], lin_c[1]),
+                _first_load(ta).buf, _first_load(tb).buf, st.buf, m, n, kn, kv, batch,
+                (ca, cb, cc), (lin_a[1], lin_b[1], lin_c[1]), r.acc if epilogue else "",
+                epilogue, prologue if any(computed) else (),
             )  # fmt: skip
     return None
 
@@ -171,13 +201,158 @@ def gemm_stop(g: Gemm, nest: tuple) -> int | None:
     return None
 
 
+def _operand(k: Kernel, t, loops: list[Loop], r: Reduce) -> tuple[dict[str, int], int] | None:
+    """An operand's strides and offset: its load's, or, for a computed term, those of a
+    row-major array over the variables it reads (the parallel loops', in their order, then
+    the fold's), which say which of m, n, k and the batch it varies with."""
+    if isinstance(t, Load):
+        b = k.buffers[t.buf]
+        return linear(b, t.index) if b.dtype == k.compute else None
+    used = _vars(t)
+    order = [lp.var for lp in loops if lp.var in used] + [v for v, _, _ in r.vars if v in used]
+    extent = {lp.var: lp.extent for lp in loops} | {v: n for v, _, n in r.vars}
+    coefs, stride = {}, 1
+    for v in reversed(order):
+        coefs[v] = stride
+        stride *= extent[v]
+    return coefs, 0
+
+
+def _vars(e) -> set[str]:
+    match e:
+        case Load(_, index):
+            return set().union(
+                *(
+                    {v for v, c in i.terms if c} if isinstance(i, Affine) else _vars(i)
+                    for i in index
+                )
+            )
+        case Op(_, args, _):
+            return set().union(*(_vars(a) for a in args))
+    return set()
+
+
+def _first_load(t) -> Load:
+    if isinstance(t, Load):
+        return t
+    return next(x for a in t.args if (x := _first_load_or_none(a)) is not None)
+
+
+def _first_load_or_none(t) -> Load | None:
+    if isinstance(t, Load):
+        return t
+    if isinstance(t, Op):
+        return next((x for a in t.args if (x := _first_load_or_none(a)) is not None), None)
+    return None
+
+
+# the operations a computed term may have: exact IEEE arithmetic in its type, and dequant
+COMPUTED = frozenset({"add", "sub", "mul", "div", "neg", "sqrt", "max", "min", "dequant"})
+
+
+def _computed(k: Kernel, t) -> bool:
+    """Whether a fold's term is one the GEMM may compute into its panel: a load, or an
+    operation of COMPUTED on loads with affine indices (no gather) and constants, of the
+    kernel's compute type throughout (a dequant's integer and scale aside: its result)."""
+    return _type(k, t) == k.compute and _first_load_or_none(t) is not None
+
+
+def _type(k: Kernel, e) -> str | None:
+    from presk_kernel.ir import Const
+
+    match e:
+        case Load(buf, index):
+            ok = all(isinstance(i, Affine) for i in index)
+            return k.buffers[buf].dtype if ok else None
+        case Const(_, dtype):
+            return dtype
+        case Op("dequant", (Load(q, qi), Load(s, si)), dtype):
+            ok = all(isinstance(i, Affine) for i in (*qi, *si))
+            ints = k.buffers[q].dtype == "i8" and k.buffers[s].dtype == "f32"
+            return dtype if ok and ints else None
+        case Op(op, args, None) if op in COMPUTED and op != "dequant":
+            types = {_type(k, a) for a in args}
+            return types.pop() if len(types) == 1 else None
+    return None
+
+
+def _epilogue(k: Kernel, r: Reduce, body: tuple) -> bool:
+    """Whether the statements after a contraction's fold are an epilogue the generated GEMM
+    runs on each finished element (presk_kernel.fuse.merge_epilogue writes them): lets, then
+    one store to an output of the compute type (C: it holds the partial sums between the
+    GEMM's blocks of k), none reading that output or any output (what C holds there before
+    the end is a partial sum), none a loop or a fold."""
+    *lets, st = body
+    if not all(isinstance(s, Let) for s in lets) or not isinstance(st, Store):
+        return False
+    if k.buffers[st.buf].dtype != k.compute or st.buf < len(k.inputs):
+        return False
+    outs = {b.id for b in k.outputs}
+    exprs = [s.expr for s in lets] + [st.expr] + [i for i in st.index if not isinstance(i, Affine)]
+    return not any(_loads(e) & outs for e in exprs) and _uses(exprs, r.acc)
+
+
+def _loads(e) -> set[int]:
+    match e:
+        case Load(buf, index):
+            return {buf}.union(*(_loads(i) for i in index if not isinstance(i, Affine)))
+        case Op(_, args, _):
+            return set().union(*(_loads(a) for a in args))
+    return set()
+
+
+def _uses(exprs, name: str) -> bool:
+    def walk(e) -> bool:
+        match e:
+            case Var(n):
+                return n == name
+            case Load(_, index):
+                return any(walk(i) for i in index if not isinstance(i, Affine))
+            case Op(_, args, _):
+                return any(walk(a) for a in args)
+        return False
+
+    return any(walk(e) for e in exprs)
+
+
 def as_gemm(g: Contraction) -> Gemm:
     """The contraction as the IR's GEMM statement (plain data: the kernel document holds it)."""
     strides = tuple(tuple(c.items()) for c in g.coefs)  # the C offsets keep their order
     return Gemm(
         g.a, g.b, g.c, g.m.var, g.n.var, g.kvar, g.m.extent, g.n.extent, g.k,
-        tuple((lp.var, lp.extent) for lp in g.batch), strides, g.consts,
+        tuple((lp.var, lp.extent) for lp in g.batch), strides, g.consts, g.acc, g.epilogue,
+        g.prologue,
     )  # fmt: skip
+
+
+def row_vars(g: Gemm) -> list[tuple[str, int]]:
+    """The loop variables a GEMM's row index stands for (its m and the batch loops merged
+    into it, `_merge_rows`), each with the row index's step per unit of it, outermost first:
+    row r is the point where each variable v is r // step(v) % extent(v). An epilogue reads
+    them (the rows of C: each variable's stride in C over m's)."""
+    batch = {v for v, _ in g.batch} | {g.n, g.k}
+    unit = g.stride(2, g.m)
+    steps = [(v, s // unit) for v, s in g.strides[2] if v not in batch]
+    return sorted(steps, key=lambda vs: -vs[1])
+
+
+def epilogue_nest(nest: tuple, g: Gemm) -> tuple:
+    """A GEMM statement's nest as its epilogue runs: the fold replaced by its finished sum,
+    read from C where the epilogue stores the element (the generated GEMM put it there)."""
+    store = g.epilogue[-1]
+
+    def walk(body: tuple) -> tuple:
+        out = []
+        for s in body:
+            if isinstance(s, Loop):
+                out.append(dataclasses.replace(s, body=walk(s.body)))
+            elif isinstance(s, Reduce) and s.acc == g.acc:
+                out.append(Let(s.acc, Load(store.buf, store.index)))
+            else:
+                out.append(s)
+        return tuple(out)
+
+    return walk(nest)
 
 
 def recognize(k: Kernel) -> Gemm | None:

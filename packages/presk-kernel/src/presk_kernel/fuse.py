@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from presk_kernel.calls import fused_body, with_calls
+from presk_kernel.contract import contraction
+from presk_kernel.ir import TRANSCENDENTAL as LIBM  # presk libm's (not sqrt: IEEE's)
 from presk_kernel.ir import (
     Affine,
     Arg,
@@ -188,10 +190,13 @@ def producer_store(launch: Launch) -> tuple[list[Loop], Store] | None:
 # ---- merging two kernels -----------------------------------------------------------------
 
 
-def merge(p: Launch, c: Launch, several: bool = True) -> Launch | None:
+def merge(p: Launch, c: Launch, several: bool = True, operand: bool = False) -> Launch | None:
     """The elementwise `p` computed inside `c`, the one kernel that reads its result: at
     its one read, or — `several` allowing it, and `p` cheap enough (`_recomputable`) — at
-    each of a few passes (a softmax's three)."""
+    each of a few passes (a softmax's three). With `operand` (the emission's prologues,
+    presk_kernel.epilogue): at its one read in a fold's term, however many times the nest
+    reads each element there (the GEMM computes it once a packed panel); the fused kernel
+    keeps `c`'s name."""
     loops, store = producer_store(p)
     out = p.args[-1].buf
     pk, ck = p.kernel, c.kernel
@@ -206,7 +211,9 @@ def merge(p: Launch, c: Launch, several: bool = True) -> Launch | None:
     scalar = pk.outputs[0].size == 1 and not loops
     sites: list[tuple[tuple[Affine, ...], tuple[str, ...]]] = []
     _find(ck.body, targets, (), sites)
-    if not scalar:
+    if operand and len(sites) != 1:
+        return None
+    if not scalar and not operand:
         if not sites or not all(_injective(*site) for site in sites):
             return None
         if len(sites) > 1 and not (several and _recomputable(store.expr, len(sites))):
@@ -246,7 +253,7 @@ def merge(p: Launch, c: Launch, several: bool = True) -> Launch | None:
         return None
     steps = (pk.steps or (pk.site,)) + (ck.steps or (ck.site,))
     k = Kernel(
-        f"fused {len(steps)} steps",
+        ck.name if operand else f"fused {len(steps)} steps",
         ck.site,
         tuple(bufs[:n_new]),
         tuple(bufs[n_new:]),
@@ -343,15 +350,19 @@ def _names(body) -> set[str]:
     return out
 
 
-def merge_epilogue(p: Launch, c: Launch) -> Launch | None:
+def merge_epilogue(p: Launch, c: Launch, gemm: bool = False) -> Launch | None:
     """The elementwise kernel `c` computed where `p` stores the result `c` reads (its
     epilogue): `p`'s store `%t[idx] = e` becomes `let t = e` and `c`'s store at `idx`, its
     loads of %t the value t. The same operations in the same type, each once: the same
     bits. None when `p` does not store each element once (`epilogue_site`), `c` reads the
     result at other indices than its own loops' (or under another shape), or `p` is a
-    contraction (whose store the generated GEMM makes)."""
+    contraction (whose store the generated GEMM makes) — but with `gemm` (the emission's
+    `presk_kernel.epilogue`, after plans): a contraction the generated GEMM computes takes
+    `c` as its GEMM statement's epilogue, the fused kernel keeping its name and site, when
+    the fused nest is still the GEMM's (`_gemm_epilogue`)."""
     pk, ck = p.kernel, c.kernel
-    if _folds_fma(pk.body):
+    gemm = gemm and contraction(pk, prologues=True) is not None
+    if _folds_fma(pk.body) and not gemm:
         return None  # a contraction keeps its store plain: the generated GEMM's
     site = epilogue_site(pk)
     loops_store = producer_store(c)
@@ -430,11 +441,28 @@ def merge_epilogue(p: Launch, c: Launch) -> Launch | None:
     body = tuple(_replace(st, {**ident, **pmap}, set(), None, []) for st in pk.body)
     body = _splice(body, path, tail)
     steps = (pk.steps or (pk.site,)) + (ck.steps or (ck.site,))
-    k = Kernel(
-        f"fused {len(steps)} steps", ck.site, tuple(bufs[:n_new]), tuple(bufs[n_new:]), body,
-        pk.compute, steps=steps,
-    )  # fmt: skip
+    name, site = (pk.name, pk.site) if gemm else (f"fused {len(steps)} steps", ck.site)
+    k = Kernel(name, site, tuple(bufs[:n_new]), tuple(bufs[n_new:]), body, pk.compute, steps=steps)
+    if gemm and not _gemm_epilogue(k, tuple(args)):
+        return None
     return Launch(replace(k, layout=natural_layout(k)), tuple(args))
+
+
+def _gemm_epilogue(k: Kernel, args: tuple[Arg, ...]) -> bool:
+    """Whether a contraction with an epilogue fused in is still the generated GEMM's, with
+    that epilogue (presk_kernel.contract: its output of the compute type, which holds the
+    partial sums between the GEMM's blocks of k), and its output no buffer it reads (the
+    partial sums would overwrite what the epilogue reads). An epilogue with a
+    transcendental (gelu_grad's erfc and exp) is left to its own kernel: its arithmetic,
+    not the pass over memory the fusion saves, is its time, and it measured slower inside
+    the GEMM's tile loop (docs/native.md, "Fusion")."""
+    g = contraction(k, prologues=True)
+    if g is None or not g.epilogue:
+        return False
+    if any(_every_op(s.expr) & LIBM for s in g.epilogue):
+        return False
+    n_in = len(k.inputs)
+    return not {a.buf for a in args[n_in:]} & {a.buf for a in args[:n_in]}
 
 
 def _folds_fma(body) -> bool:
@@ -485,6 +513,15 @@ def _ops(e) -> set[str]:
     if not isinstance(e, Op) or not _varies(e):
         return set()
     return {e.op}.union(*(_ops(a) for a in e.args))
+
+
+def _every_op(e) -> set[str]:
+    """Every operation of `e` (on the accumulator's value too, which `_ops` leaves out)."""
+    if isinstance(e, Load):
+        return set().union(*(_every_op(i) for i in e.index if not isinstance(i, Affine)))
+    if not isinstance(e, Op):
+        return set()
+    return {e.op}.union(*(_every_op(a) for a in e.args))
 
 
 def _varies(e) -> bool:

@@ -27,6 +27,7 @@ import itertools
 
 import numpy as np
 
+from presk_kernel.contract import epilogue_nest
 from presk_kernel.interp import NUMPY, Run, fma
 from presk_kernel.ir import For, Gemm, GemmStmt, Kernel, Tile, TwoPass
 from presk_kernel.layout import applies, is_laid
@@ -97,8 +98,12 @@ class LaidRun(Run):
                     shape[self.positions[var]] = hi - lo
                     self.env[var] = np.arange(lo, hi, dtype=np.int64).reshape(shape)
                     self.block(body)
-            case GemmStmt(gemm, _, _):
+            case GemmStmt(gemm, _, nest) if any(t is not None for t in gemm.prologue):
+                self.block(nest)  # a computed operand (its panels): the nest, the same fold
+            case GemmStmt(gemm, _, nest):
                 run_gemm(self.k, self.views, gemm)
+                if gemm.epilogue:  # on each element, its sum finished (in C)
+                    self.block(epilogue_nest(nest, gemm))
             case TwoPass(body, _):
                 self.block(body)
             case _:

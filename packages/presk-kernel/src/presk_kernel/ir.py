@@ -328,13 +328,25 @@ class Gemm:
     batch: tuple[tuple[str, int], ...]
     strides: tuple[tuple[tuple[str, int], ...], ...]
     offsets: tuple[int, ...]
+    # An epilogue (fusion, presk_kernel.fuse): the statements the nest runs after its fold
+    # for each output element, `acc` the fold's accumulator, holding the finished sum that C
+    # holds there; they store the element of C again (its final value). Empty: C is the sum.
+    acc: str = ""
+    epilogue: tuple[Stmt, ...] = ()
+    # Prologues (presk_kernel.epilogue, at emission): for A then B, the fold's term when it
+    # is computed from loads rather than one load (a dequantised weight, a norm's scaled
+    # row), which the GEMM writes into its packed panels; None: the operand's buffer `a` or
+    # `b`, read. Empty: both read.
+    prologue: tuple[Expr | None, ...] = ()
 
     def stride(self, operand: int, var: str) -> int:
         return dict(self.strides[operand]).get(var, 0)
 
     def __str__(self) -> str:
         batch = "".join(f" x{n}" for _, n in self.batch)
-        return f"gemm {self.rows}x{self.cols}x{self.depth}{batch}"
+        epilogue = " with epilogue" if self.epilogue else ""
+        prologue = " with prologue" if any(p is not None for p in self.prologue) else ""
+        return f"gemm {self.rows}x{self.cols}x{self.depth}{batch}{prologue}{epilogue}"
 
 
 @dataclass(frozen=True, slots=True)

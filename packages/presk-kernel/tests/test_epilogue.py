@@ -1,0 +1,57 @@
+"""A GEMM's epilogues and prologues at emission (presk_kernel.epilogue): the laid-out
+schedule a native entry compiles, on the laid-out interpreter, gives the unfused schedule's
+bits; the schedule the stages print is left as it is."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from kernel_entries import lowered, same_bits
+from presk_kernel.epilogue import gemm_epilogues, with_epilogue, with_operand
+from presk_kernel.fuse import fuse
+from presk_kernel.interp import run_schedule
+from presk_kernel.ir import GemmStmt, format_schedule
+from presk_kernel.layout import default_layout, lay_out
+
+
+@pytest.mark.parametrize("realize", ["f64", "f32"])
+def test_the_bias_is_the_products_epilogue_and_the_bits_are_the_same(realize):
+    schedule, args, _ = lowered(
+        "tutorial/01_linear.psk", "Linear{300, 12}.apply", (("batch", 10),), realize
+    )
+    laid = lay_out(fuse(schedule)[0], 1)
+    printed = format_schedule(laid)
+    emitted = gemm_epilogues(laid)
+    assert format_schedule(laid) == printed and len(laid.launches) == 2
+    (lc,) = emitted.launches
+    (stmt,) = lc.kernel.body
+    assert isinstance(stmt, GemmStmt) and stmt.gemm.epilogue and stmt.gemm.acc
+    assert lc.kernel.name == "dot" and lc.kernel.site == laid.launches[0].kernel.site
+    assert "with epilogue" in str(stmt.gemm)
+    want = run_schedule(schedule, args)
+    assert same_bits(run_schedule(emitted, args, laid=True), want)
+
+
+def test_no_epilogue_without_a_gemm_statement_or_under_a_k_block():
+    schedule, _, _ = lowered(
+        "tutorial/01_linear.psk", "Linear{300, 12}.apply", (("batch", 10),), "f32"
+    )
+    fused = fuse(schedule)[0]
+    p, c = lay_out(fused, 1).launches
+    loops = dataclasses.replace(
+        p, kernel=dataclasses.replace(p.kernel, layout=default_layout(p.kernel))
+    )
+    assert with_epilogue(loops, c) is None  # no GEMM statement: the loops keep their store
+    blocked = dataclasses.replace(
+        p, kernel=dataclasses.replace(p.kernel, layout=dataclasses.replace(p.kernel.layout, kblock=64))
+    )  # fmt: skip
+    assert with_epilogue(blocked, c) is None
+    assert with_operand(c, p) is None  # the bias reads the product: no producer of it
+
+
+def test_a_small_product_keeps_its_loops():
+    # below PACK_AT multiply-adds the run gives no GEMM statement: nothing to fuse into
+    schedule, _, _ = lowered("tutorial/01_linear.psk", "Linear{3, 2}.apply", (("batch", 4),))
+    laid = lay_out(fuse(schedule)[0], 1)
+    assert gemm_epilogues(laid).launches == laid.launches

@@ -1,0 +1,130 @@
+"""A GEMM's epilogues at emission (presk_kernel.epilogue, docs/native.md): the compiled
+entry, its products taking their elementwise consumers as their GEMM statements' epilogues,
+computes the bits of the unfused schedule on the kernel interpreter — over several of the
+GEMM's blocks of k (the partial sums in C, the epilogue after the last), edge tiles, rows
+merged from a batch, one and two threads — while the schedule every stage before emission
+prints keeps the spec's nests."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from kernel_entries import MINIGPT, lowered
+from presk_cback.native import NativeEntry
+from presk_cli.native import entry_inputs, executor, lower, storage
+from presk_cli.pipeline import PIPELINE, RUN
+from presk_core.run import parse_entry
+from presk_kernel.contract import contraction
+from presk_kernel.epilogue import gemm_epilogues
+from presk_kernel.fuse import fuse
+from presk_kernel.interp import run_schedule
+from presk_kernel.ir import GemmStmt
+from presk_kernel.layout import default_layout, lay_out, nest_names, with_gemm
+from presk_kernel.lower import argument_leaves
+from presk_kernel.realization import parse_realization
+from presk_syntax.pipeline import Context
+
+
+def _gemms(schedule):
+    return [lc.kernel.body[0].gemm for lc in schedule.launches if lc.kernel.layout.gemm]
+
+
+@pytest.mark.parametrize("realize", ["f64", "f32"])
+def test_a_product_with_its_epilogue_gives_the_unfused_bits(compiler, realize):
+    # k = 400: two of the GEMM's blocks of k (KC 384 or 256); 45 rows, 40 columns: edge tiles
+    schedule, args, _ = lowered(
+        "tutorial/01_linear.psk", "Linear{400, 40}.apply", (("batch", 45),), realize
+    )
+    want = [x.tobytes() for x in run_schedule(schedule, args)]
+    fused = fuse(schedule)[0]
+    assert len(fused.launches) == 2  # what the stages print: the product, then the bias
+    for threads in (1, 2):
+        laid = lay_out(fused, threads)
+        emitted = gemm_epilogues(laid)
+        (g,) = _gemms(emitted)
+        assert len(emitted.launches) == 1 and g.epilogue and (g.rows, g.cols, g.depth) == (
+            45, 40, 400,
+        )  # fmt: skip
+        assert emitted.launches[0].kernel.site == laid.launches[0].kernel.site
+        inputs = storage(laid, args)
+        for lanes in (False, True):
+            entry = NativeEntry(laid, lanes=lanes)
+            assert len(entry.schedule.launches) == 1
+            assert [x.tobytes() for x in entry.run(inputs)] == want, (threads, lanes)
+        # the laid-out interpreter runs a GEMM statement's epilogue after its sums
+        assert [x.tobytes() for x in run_schedule(emitted, inputs, laid=True)] == want
+        assert [x.tobytes() for x in executor(laid, "kernel")(inputs)] == want
+        # a timed entry clocks the plan's launches: nothing fused
+        assert len(NativeEntry(laid, epilogues=False).schedule.launches) == 2
+
+
+def test_an_epilogue_of_a_batched_product_gives_the_unfused_bits(compiler):
+    # the attention's scores: a product per (batch, head), divided by √hd in its epilogue
+    schedule, args, _ = lowered("tutorial/03_attention.psk", "attend", (("B", 2), ("T", 40)), "f32")
+    want = [x.tobytes() for x in run_schedule(schedule, args)]
+    fused = fuse(schedule)[0]
+    plan = {}
+    for lc, name in zip(fused.launches, nest_names(fused.launches), strict=True):  # all packed
+        g = contraction(lc.kernel)
+        if g is not None and name not in plan:
+            plan[name] = with_gemm(
+                lc.kernel, dataclasses.replace(default_layout(lc.kernel), pack=(g.a, g.b))
+            )
+    laid = lay_out(fused, 1, plan)
+    assert len(laid.launches) == 5  # the spec's five nests, planned
+    emitted = gemm_epilogues(laid)
+    assert len(emitted.launches) == 4
+    assert any(g.epilogue and g.batch for g in _gemms(emitted))
+    inputs = storage(laid, args)
+    assert [x.tobytes() for x in executor(laid, "native")(inputs)] == want
+
+
+def test_a_chain_of_epilogues_and_no_transcendental(compiler):
+    dims = (("V", "64"), ("D", "48"), ("H", "2"), ("L", "1"))
+    assert dims[0] == MINIGPT[0]
+    schedule, args, _ = lowered(
+        "tests/examples/minigpt/train_minigpt.psk", "loss", (("B", 2), ("T", 16)), "f32", False,
+        dims,
+    )  # fmt: skip
+    want = run_schedule(schedule, args)
+    laid = lay_out(fuse(schedule)[0], 1)
+    emitted = gemm_epilogues(laid)
+    fused = [lc.kernel for lc in emitted.launches if lc.kernel.layout.gemm and lc.kernel.steps]
+    assert len(emitted.launches) < len(laid.launches) and fused
+    # the bias then the caller's residual add: a chain, across a call (Block's)
+    assert any(len(k.steps) >= 3 and k.steps[-1].startswith("Block.") for k in fused)
+    assert all(isinstance(k.body[0], GemmStmt) for k in fused)
+    # the GELU (erfc) stays a kernel of its own: a transcendental is no epilogue
+    (gelu,) = [lc.kernel for lc in laid.launches if lc.kernel.name == "gelu"]
+    assert gelu in [lc.kernel for lc in emitted.launches]
+    inputs = storage(laid, args)
+    got = NativeEntry(laid).run(inputs)
+    assert [x.tobytes() for x in got] == [x.tobytes() for x in want]
+    # the norms whose rows only a product reads go into its packed panels (prologues)
+    normed = [k for k in fused if k.steps[0].startswith("LayerNorm.")]
+    assert normed and all(k.body[0].gemm.prologue[0] is not None for k in normed)
+
+
+@pytest.mark.parametrize("realize, scheme", [("f64", "int8"), ("f32", "int4")])
+def test_integer_weights_keep_the_gemm_and_their_bits(compiler, tmp_path, realize, scheme):
+    # the weight dequantised where the GEMM packs its panel of B: the bits of the weight
+    # dequantised in the loops' operand read (docs/precision.md), over two blocks of k
+    core = PIPELINE.run(RUN, "tutorial/01_linear.psk", Context())
+    entry = parse_entry("Linear{400, 12}.apply", core, None, {"batch": 9})  # edge tiles
+    values = [v for _, _, v in entry_inputs(core, entry, 0, 64)]
+    path = tmp_path / "r.json"
+    doc = {"presk": "realization", "version": 1, "default": realize, "quant": {"w": scheme}}
+    path.write_text(json.dumps(doc))
+    dims = dict(entry.dims) | dict(entry.prefix)
+    ints = lower(core, entry.function.name, dims, values, parse_realization(f"@{path}"))
+    assert not any(lc.kernel.layout.gemm for lc in ints.launches)  # the plan's nests: loops
+    leaves = storage(ints, argument_leaves(values))
+    want = [x.tobytes() for x in run_schedule(ints, leaves)]
+    emitted = gemm_epilogues(ints)
+    (g,) = _gemms(emitted)
+    assert g.prologue[0] is None and "dequant" in str(g.prologue[1]) and g.epilogue
+    assert [x.tobytes() for x in run_schedule(emitted, leaves, laid=True)] == want
+    for lanes in (True, False):
+        assert [x.tobytes() for x in executor(ints, "native", lanes)(leaves)] == want
