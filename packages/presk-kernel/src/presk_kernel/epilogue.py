@@ -97,10 +97,10 @@ def with_epilogue(p: Launch, c: Launch) -> Launch | None:
     if fused is None:
         return None
     k = fused.kernel
-    g = contraction(k, prologues=True)
-    if g is None:
+    fused_gemm = contraction(k, prologues=True)
+    if fused_gemm is None:  # a narrowed product (presk_kernel.narrow) takes no epilogue
         return None
-    e = as_gemm(g)
+    e = as_gemm(fused_gemm)
     same = (e.rows, e.cols, e.depth, e.batch) == (g.rows, g.cols, g.depth, g.batch)
     if not (same and e.epilogue and set(p.kernel.layout.pack) == {g.a, g.b}):
         return None
