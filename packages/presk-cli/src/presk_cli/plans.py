@@ -81,12 +81,14 @@ def fused_schedule(core, name: str, dims: dict, realize, args=None):
 
 def nests_of(schedule) -> list[Nest]:
     """The nests of a schedule: each site whose kernel reads an operand, in launch order
-    (a kernel that reads nothing, a mask filled from its indices, is no nest: U11)."""
+    (a kernel that reads nothing, a mask filled from its indices, is no nest: U11); a
+    product narrowed to its live triangle as the whole product (`contract.unbanded`)."""
+    from presk_kernel.contract import unbanded
     from presk_kernel.layout import nest_names
 
     out: dict[str, Nest] = {}
     for launch, name in zip(schedule.launches, nest_names(schedule.launches), strict=True):
-        k = launch.kernel
+        k = unbanded(launch.kernel)  # a narrowed product is planned whole (the spec's nests)
         if not k.inputs:
             continue
         if name in out:
@@ -407,12 +409,14 @@ __all__ = [
 def default_plan(schedule, threads: int = 1) -> dict:
     """A plan stating every nest's default layout (the layout a run compiles at `threads`,
     presk_kernel.layout.run_layout), through the plan file's fields and back."""
-    from presk_kernel.layout import run_layout
+    from presk_kernel.layout import nest_names, run_layout
 
+    sites = {nest.site for nest in nests_of(schedule)}
     out = {}
-    for nest in nests_of(schedule):
-        doc = json.loads(json.dumps(layout_fields(run_layout(nest.kernel, threads))))
-        out[nest.site] = layout_from_fields(doc)
+    for launch, site in zip(schedule.launches, nest_names(schedule.launches), strict=True):
+        if site in sites and site not in out:  # the run's own kernel (a narrowed one too)
+            doc = json.loads(json.dumps(layout_fields(run_layout(launch.kernel, threads))))
+            out[site] = layout_from_fields(doc)
     return out
 
 

@@ -15,6 +15,7 @@ from presk_kernel.ir import (
     Buffer,
     Gemm,
     Kernel,
+    Layout,
     Let,
     Load,
     Loop,
@@ -184,6 +185,29 @@ def triangle_loop(body: tuple, outer: set[str]) -> Loop | None:
         return None
     ((v, c),) = stop.terms
     return lp if c == 1 and v in outer and stop.const >= 0 else None
+
+
+def unbanded(k: Kernel) -> Kernel:
+    """`k` with a narrowed product's column loop (`triangle_loop`, presk_kernel.narrow's dead
+    positions) whole again, at its natural layout: the nest a layout plan's points lay out
+    (step 17 plans the products the spec's nests are, and a point other than the run's own
+    computes the dead positions too, which nothing reads: the same bits). `k` itself when
+    it has no such loop."""
+    loops = perfect_nest(k)
+    body = loops[-1].body if loops else ()
+    band = triangle_loop(body, {lp.var for lp in loops})
+    if band is None:
+        return k
+
+    def whole(b: tuple) -> tuple:
+        (lp,) = b
+        if lp == band:
+            return (dataclasses.replace(lp, stop=None),)
+        return (dataclasses.replace(lp, body=whole(lp.body)),)
+
+    out = dataclasses.replace(k, body=whole(plain(k.body)))
+    order = tuple(lp.var for lp in perfect_nest(out))
+    return dataclasses.replace(out, layout=Layout(order=order))
 
 
 def gemm_stop(g: Gemm, nest: tuple) -> int | None:

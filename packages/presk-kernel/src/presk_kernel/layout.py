@@ -21,7 +21,7 @@ import dataclasses
 import math
 from collections.abc import Mapping
 
-from presk_kernel.contract import recognize
+from presk_kernel.contract import recognize, unbanded
 from presk_kernel.ir import (
     Const,
     For,
@@ -477,6 +477,11 @@ def lay_out(
             if layout.gemm is None:
                 layout = with_gemm(k, layout)
             why = check_layout(k, layout)
+            if why is not None and check_layout(unbanded(k), layout) is None:
+                k, why = (
+                    unbanded(k),
+                    None,
+                )  # a plan lays out the whole product (presk_cli.plans.nests_of)
             if why is not None:
                 raise LayoutError(
                     "E7040", f"the plan's layout of `{k.name}` at {k.site} ({layout}): {why}"
