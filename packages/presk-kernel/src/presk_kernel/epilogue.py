@@ -23,7 +23,15 @@ from dataclasses import replace
 
 from presk_kernel.calls import fused_body, with_calls
 from presk_kernel.contract import as_gemm, contraction
-from presk_kernel.fuse import _consumer, _index, _producer, merge, merge_epilogue, producer_store
+from presk_kernel.fuse import (
+    _consumer,
+    _index,
+    _producer,
+    fused_into,
+    merge,
+    merge_epilogue,
+    producer_store,
+)
 from presk_kernel.ir import Launch, Schedule, plain
 from presk_kernel.layout import PACK_AT, apply_layout
 
@@ -51,11 +59,7 @@ def gemm_epilogues(schedule: Schedule) -> Schedule:
         fused = None if j is None else with_operand(unlaid, launches[j])
         if fused is None:
             continue
-        _index(p, i, reads, writes, add=False)
-        _index(launches[j], j, reads, writes, add=False)
-        _index(fused, j, reads, writes, add=True)
-        launches[i], launches[j] = None, fused
-        merges.append((i, j))
+        fused_into(launches, i, j, fused, reads, writes, merges)
     for j, c in enumerate(launches):
         if c is None:
             continue
@@ -71,11 +75,7 @@ def gemm_epilogues(schedule: Schedule) -> Schedule:
         fused = with_epilogue(launches[i], unlaid)
         if fused is None:
             continue
-        _index(launches[i], i, reads, writes, add=False)
-        _index(c, j, reads, writes, add=False)
-        _index(fused, j, reads, writes, add=True)
-        launches[i], launches[j] = None, fused
-        merges.append((i, j))
+        fused_into(launches, i, j, fused, reads, writes, merges)
     if not merges:
         return replace(schedule, launches=tuple(launches))
     at = [i for i, lc in enumerate(launches) if lc is not None]

@@ -79,11 +79,7 @@ def fuse(schedule: Schedule) -> tuple[Schedule, list[Group]]:
             fused = merge(p, launches[j], several=_same_function(p, launches[j]))
             if fused is None:
                 continue
-            _index(p, i, reads, writes, add=False)
-            _index(launches[j], j, reads, writes, add=False)
-            _index(fused, j, reads, writes, add=True)
-            launches[i], launches[j] = None, fused
-            merges.append((i, j))
+            fused_into(launches, i, j, fused, reads, writes, merges)
             names[j] = names[i] + names[j]
             changed = True
         for j, c in enumerate(launches):  # an elementwise consumer into its producer's store
@@ -95,11 +91,7 @@ def fuse(schedule: Schedule) -> tuple[Schedule, list[Group]]:
             fused = merge_epilogue(launches[i], c)
             if fused is None:
                 continue
-            _index(launches[i], i, reads, writes, add=False)
-            _index(c, j, reads, writes, add=False)
-            _index(fused, j, reads, writes, add=True)
-            launches[i], launches[j] = None, fused
-            merges.append((i, j))
+            fused_into(launches, i, j, fused, reads, writes, merges)
             names[j] = names[i] + names[j]
             changed = True
     kept = [(lc, n) for lc, n in zip(launches, names, strict=True) if lc is not None]
@@ -116,6 +108,18 @@ def _same_function(p: Launch, c: Launch) -> bool:
     fusions that make a kernel of another kind than its consumer's (a pass computed again,
     an epilogue) stay inside a function, whose nests `presk tune` plans by their sites."""
     return p.kernel.site.rsplit("/", 1)[0] == c.kernel.site.rsplit("/", 1)[0]
+
+
+def fused_into(
+    launches: list, i: int, j: int, fused: Launch, reads: dict, writes: dict, merges: list
+) -> None:
+    """Launch j becomes `fused` (launch i's work and its own) and launch i none, the read
+    and write indices and the list of merges (producer, consumer) kept up to date."""
+    _index(launches[i], i, reads, writes, add=False)
+    _index(launches[j], j, reads, writes, add=False)
+    _index(fused, j, reads, writes, add=True)
+    launches[i], launches[j] = None, fused
+    merges.append((i, j))
 
 
 def _index(lc: Launch, i: int, reads: dict, writes: dict, add: bool) -> None:
