@@ -18,7 +18,6 @@ interpreter, the C emitter) run what they are given and decide nothing.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 
 from presk_kernel.contract import recognize, unbanded
@@ -185,27 +184,10 @@ def natural_layout(k: Kernel) -> Layout:
     return Layout(order=tuple(lp.var for lp in parallel_loops(k)))
 
 
-def body_points(body: tuple) -> int:
-    """The points a body below the parallel nest runs, at least 1: its loops' and folds'
-    (their whole extents) — a row's work (issue 26: a softmax or LayerNorm row is T or D
-    terms a pass, so a launch of B·H rows is large though its nest is small)."""
-    n = 0
-    for s in body:
-        match s:
-            case Loop():
-                n += s.extent * body_points(s.body)
-            case Reduce():
-                n += math.prod(e for _, _, e in s.vars) * body_points(s.body)
-            case _:
-                n += 1
-    return max(1, n)
-
-
 def default_layout(k: Kernel, threads: int = 1) -> Layout:
     """The natural order; lanes on the innermost parallel loop when it has a full vector;
     for a contraction, a register tile over its two innermost parallel loops; the outermost
-    loop split among `threads` when the launch is large enough (SPLIT_AT points: its nest's
-    times its body's, `body_points`)."""
+    loop split among `threads` when the launch is large enough."""
     loops = parallel_loops(k)
     order = tuple(lp.var for lp in loops)
     width = LANE_WIDTH.get(k.compute, 1)
@@ -221,7 +203,6 @@ def default_layout(k: Kernel, threads: int = 1) -> Layout:
     size = 1
     for lp in loops:
         size *= lp.extent
-    size *= body_points(loops[-1].body) if loops else 1
     big = loops and threads > 1 and size >= SPLIT_AT and not loops[0].serial
     split = loops[0].var if big else None
     return Layout(
