@@ -1,6 +1,7 @@
 """presk-cback's generated GEMM against numpy's matmul (OpenBLAS) in the same process.
 
     .venv/bin/python tools/bench_gemm.py [--n 1024] [--pairs 15] [--threads 1 2] [--tune [--save]]
+    .venv/bin/python tools/bench_gemm.py --shapes 4096x192x192 96*256x256x32:nt [--types f32]
 
 For each type (f32, f64) and thread count: R paired runs, the order inside a pair
 alternating, both writing into preallocated outputs; prints each side's best GFLOP/s and
@@ -17,6 +18,11 @@ itself again without both, and prints the kernel OpenBLAS then uses. `--tune` al
 the other register blockings measured on this kind of machine; `--save` keeps the best
 one-thread blocking of each type for this host (the cache folder's gemm-blocking.json),
 which the GEMM and the native entries then use.
+
+`--shapes` times other products instead of n³, each `[batch*]MxNxK[:ab]`: `a`, `b` are each
+`n` (the operand C-ordered) or `t` (transposed: Fortran-ordered, as `dy·Wᵀ`'s B or `xᵀ·dy`'s
+A). A batch is that many products on separate operands, the GEMM called once each (as a
+native entry's batch loop does) against numpy's matmul of the stacked operands.
 """
 
 from __future__ import annotations
@@ -72,7 +78,7 @@ def measure_entry(n: int, tag: str, dtype, threads: int, pairs: int, set_threads
     if set_threads is not None:
         set_threads(threads)
     return pair_up(lambda: entry.module.lib.presk_entry(arena),
-                   lambda: np.matmul(a, b, out=c2), n, pairs)  # fmt: skip
+                   lambda: np.matmul(a, b, out=c2), 2.0 * n**3, pairs)  # fmt: skip
 
 
 def thread_cpu(tid: int) -> float:
@@ -100,9 +106,8 @@ def settle(window: float = 0.01, limit: float = 2.0) -> float:
     return time.perf_counter() - start
 
 
-def pair_up(ours, theirs, n: int, pairs: int):
+def pair_up(ours, theirs, flop: float, pairs: int):
     ours(), theirs(), ours(), theirs()  # compile, warm caches and thread pools
-    flop = 2.0 * n**3
     t_ours, t_theirs, ratios = [], [], []
     for i in range(pairs):
         if i % 2:
@@ -155,7 +160,74 @@ def measure(n: int, dtype, threads: int, pairs: int, blocking, set_threads):
     ours(), theirs()
     scale = 1e-6 if dtype == np.float32 else 1e-12
     assert np.allclose(c1, c2, rtol=scale * n, atol=scale * n), "the two products differ"
-    return pair_up(ours, theirs, n, pairs)
+    return pair_up(ours, theirs, 2.0 * n**3, pairs)
+
+
+STEP_SHAPES = [  # the course GPT step's products at D 192 (4096 = B·T rows; 32 a head's width)
+    "4096x192x192", "4096x768x192", "4096x192x768", "4096x192x192:nt", "192x192x4096:tn",
+    "96*256x256x32:nt", "96*256x32x256",
+]  # fmt: skip
+
+
+def parse_shape(spec: str) -> tuple[int, int, int, int, str]:
+    dims, _, orders = spec.partition(":")
+    batch, _, mnk = dims.rpartition("*")
+    m, n, k = (int(v) for v in mnk.split("x"))
+    return int(batch or 1), m, n, k, orders or "nn"
+
+
+def measure_shape(spec: str, dtype, threads: int, pairs: int, set_threads):
+    """One `--shapes` product (`parse_shape`) against numpy; the ratio of the whole batch."""
+    batch, m, n, k, orders = parse_shape(spec)
+    rng = np.random.default_rng(0)
+
+    def operand(rows, cols, order):
+        x = rng.standard_normal((batch, rows, cols)).astype(dtype)
+        return x if order == "n" else np.ascontiguousarray(x.transpose(0, 2, 1)).transpose(0, 2, 1)
+
+    a, b = operand(m, k, orders[0]), operand(k, n, orders[1])
+    c1, c2 = np.empty((batch, m, n), dtype), np.empty((batch, m, n), dtype)
+    tag = G.TAGS[np.dtype(dtype)]
+    ctype = G.CTYPE[tag]
+    G.gemm(a[0], b[0], c1[0], threads=threads)  # compiles (or finds) the module
+    tc = find_toolchain()
+    module = G.load(
+        G.source(tag, G.host_blocking(tag, tc), tc), G.CDEF, (f"presk_gemm_{tag}",),
+        threads=True, toolchain=tc,
+    )  # fmt: skip
+    fn = getattr(module.lib, f"presk_gemm_{tag}")
+    calls = []
+    for i in range(batch):
+        (abuf, rsa, csa), (bbuf, rsb, csb) = G._operand(a[i]), G._operand(b[i])
+        pa, pb, pc = pointer(abuf, ctype), pointer(bbuf, ctype), pointer(c1[i], ctype)
+        calls.append((m, n, k, pa, rsa, csa, pb, rsb, csb, pc, n, threads))
+    if set_threads is not None:
+        set_threads(threads)
+
+    def ours():
+        for args in calls:
+            fn(*args)
+
+    def theirs():
+        np.matmul(a, b, out=c2)
+
+    ours(), theirs()
+    scale = 1e-6 if dtype == np.float32 else 1e-12
+    assert np.allclose(c1, c2, rtol=scale * k, atol=scale * k), "the two products differ"
+    return pair_up(ours, theirs, 2.0 * batch * m * n * k, pairs)
+
+
+def main_shapes(args, set_threads) -> None:
+    print(f"{'product':>18} {'type':5} {'threads':>7} {'presk GF/s':>10} {'numpy GF/s':>10} "
+          f"{'ratio':>6}")  # fmt: skip
+    shapes = STEP_SHAPES if args.shapes == ["step"] else args.shapes
+    for tag in args.types:
+        dtype = np.float32 if tag == "f32" else np.float64
+        for threads in args.threads:
+            for spec in shapes:
+                ours, theirs, ratio = measure_shape(spec, dtype, threads, args.pairs, set_threads)
+                print(f"{spec:>18} {tag:5} {threads:7d} {ours:10.1f} {theirs:10.1f} {ratio:6.2f}",
+                      flush=True)  # fmt: skip
 
 
 def main() -> None:
@@ -167,6 +239,10 @@ def main() -> None:
     parser.add_argument(
         "--save", action="store_true", help="with --tune: keep the best one-thread blocking"
     )
+    parser.add_argument(
+        "--shapes", nargs="+", help="[batch*]MxNxK[:ab] products instead of n³ (`step`: the GPT's)"
+    )
+    parser.add_argument("--types", nargs="+", default=["f32", "f64"], choices=["f32", "f64"])
     args = parser.parse_args()
     lib = openblas()
     corename = blas_call(lib, "scipy_openblas_get_corename64_", "openblas_get_corename")
@@ -179,11 +255,16 @@ def main() -> None:
     tc = find_toolchain()
     print(f"numpy {np.__version__}, OpenBLAS kernel {core}; {tc.identity}")
     print(f"target {tc.target.split()[0]}, vectors of {tc.vector_bytes} bytes, n = {args.n}")
+    if args.shapes:
+        main_shapes(args, set_threads)
+        return
     print(
         f"{'type':5} {'threads':>7} {'blocking':>24} {'presk GF/s':>10} "
         f"{'numpy GF/s':>10} {'ratio':>6}"
     )
     for tag, dtype in (("f32", np.float32), ("f64", np.float64)):
+        if tag not in args.types:
+            continue
         first = G.host_blocking(tag, tc)
         blockings = [first] + (
             [b for b in [G.default_blocking(tag, tc), *CANDIDATES[tag]] if b != first]
