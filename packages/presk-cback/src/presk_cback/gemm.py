@@ -156,6 +156,7 @@ typedef {c} T;
 #define NC {nc}
 #define PFD 32 /* A's rows prefetched this many elements ahead */
 #define PFC 16 /* A's columns this many k ahead */
+#define DIRECT 8 /* A's rows are read where they lie when n has fewer panels */
 {vector_ops}
 static inline int64_t min64(int64_t a, int64_t b) {{ return a < b ? a : b; }}
 
@@ -177,22 +178,29 @@ static inline __attribute__((always_inline)) void ukernel(
 #pragma GCC unroll 8
             for (int v = 0; v < NV; v++) acc[i][v] = VLOADU(C + i * ldc + v * VL);
     }}
-    for (int64_t k = 0; k < kc; k++) {{
-        if (pf == 1 && (k & 15) == 0) /* A's rows, read where they lie */
+    /* k in steps of 16 when A's rows are read where they lie (each row's next lines
+     * prefetched once a step), else in one; the steps unrolled by 4 */
+    int64_t step = pf == 1 ? 16 : kc;
+    for (int64_t k0 = 0; k0 < kc; k0 += step) {{
+        int64_t k1 = min64(kc, k0 + step);
+        if (pf == 1) /* A's rows, read where they lie */
 #pragma GCC unroll 32
-            for (int i = 0; i < MR; i++) __builtin_prefetch(Ap + i * ars + (k + PFD));
-        if (pf == 2) {{ /* A's columns */
-            __builtin_prefetch(Ap + (k + PFC) * acs);
-            __builtin_prefetch(Ap + (k + PFC) * acs + MR - 1);
-        }}
-        vec b[NV];
+            for (int i = 0; i < MR; i++) __builtin_prefetch(Ap + i * ars + (k0 + PFD));
+#pragma GCC unroll 4
+        for (int64_t k = k0; k < k1; k++) {{
+            if (pf == 2) {{ /* A's columns */
+                __builtin_prefetch(Ap + (k + PFC) * acs);
+                __builtin_prefetch(Ap + (k + PFC) * acs + MR - 1);
+            }}
+            vec b[NV];
 #pragma GCC unroll 8
-        for (int v = 0; v < NV; v++) b[v] = VLOAD(Bp + k * NR + v * VL);
+            for (int v = 0; v < NV; v++) b[v] = VLOAD(Bp + k * NR + v * VL);
 #pragma GCC unroll 32
-        for (int i = 0; i < MR; i++) {{
-            vec a = VSET1(Ap[i * ars + k * acs]);
+            for (int i = 0; i < MR; i++) {{
+                vec a = VSET1(Ap[i * ars + k * acs]);
 #pragma GCC unroll 8
-            for (int v = 0; v < NV; v++) acc[i][v] = VFMA(a, b[v], acc[i][v]);
+                for (int v = 0; v < NV; v++) acc[i][v] = VFMA(a, b[v], acc[i][v]);
+            }}
         }}
     }}
 #pragma GCC unroll 32
@@ -321,7 +329,7 @@ static void nest(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64
      * its columns and n has at most four panels; the edge panel is packed (zero rows).
      * The bits are the same: the same products in the same order. */
     int few = n <= 4 * NR;
-    int direct = !pa && (csa == 1 || (rsa == 1 && few));
+    int direct = !pa && ((csa == 1 && n < DIRECT * NR) || (rsa == 1 && few));
     for (int64_t jc = 0; jc < n; jc += NC) {{
         int64_t nc = min64(NC, n - jc), np = (nc + NR - 1) / NR;
         for (int64_t pc = 0; pc < k; pc += KC) {{
