@@ -103,6 +103,70 @@ def save_blocking(tag: str, tc: Toolchain, blocking: Blocking) -> Path:
     return path
 
 
+# A VL×VL block of registers transposed in place (AVX-512): lanes exchanged by unpacks,
+# then 128-bit lanes by shuffles; the packers' copies of a transposed operand (no arithmetic:
+# the bits are the operand's).
+TRANSPOSE = {
+    "f32": """#define HAVE_TRANSPOSE 1
+#define VMASKSTOREU(p, n, v) _mm512_mask_storeu_ps(p, (__mmask16)((1u << (n)) - 1), v)
+static inline __attribute__((always_inline)) void transpose(vec r[16]) {
+    __m512 t[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i += 4) {
+        __m512d a = _mm512_castps_pd(t[i]), b = _mm512_castps_pd(t[i + 2]);
+        __m512d c = _mm512_castps_pd(t[i + 1]), d = _mm512_castps_pd(t[i + 3]);
+        r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+        r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+        r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
+        r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i += 8)
+#pragma GCC unroll 16
+        for (int j = 0; j < 4; j++) {
+            t[i + j] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0x88);
+            t[i + j + 4] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0xdd);
+        }
+#pragma GCC unroll 16
+    for (int j = 0; j < 8; j++) {
+        r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
+        r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd);
+    }
+}
+""",
+    "f64": """#define HAVE_TRANSPOSE 1
+#define VMASKSTOREU(p, n, v) _mm512_mask_storeu_pd(p, (__mmask8)((1u << (n)) - 1), v)
+static inline __attribute__((always_inline)) void transpose(vec r[8]) {
+    __m512d t[8];
+#pragma GCC unroll 16
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm512_unpacklo_pd(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_pd(r[i], r[i + 1]);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < 8; i += 4)
+#pragma GCC unroll 16
+        for (int j = 0; j < 2; j++) {
+            r[i + j] = _mm512_shuffle_f64x2(t[i + j], t[i + j + 2], 0x88);
+            r[i + j + 2] = _mm512_shuffle_f64x2(t[i + j], t[i + j + 2], 0xdd);
+        }
+#pragma GCC unroll 16
+    for (int j = 0; j < 4; j++) {
+        t[j] = _mm512_shuffle_f64x2(r[j], r[j + 4], 0x88);
+        t[j + 4] = _mm512_shuffle_f64x2(r[j], r[j + 4], 0xdd);
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < 8; j++) r[j] = t[j];
+}
+""",
+}
+
+
 def _vector_ops(tag: str, tc: Toolchain) -> str:
     c = CTYPE[tag]
     sfx = "pd" if tag == "f64" else "ps"
@@ -115,7 +179,7 @@ def _vector_ops(tag: str, tc: Toolchain) -> str:
             f"#define VSTORE(p, v) _mm512_store_{sfx}(p, v)\n"
             f"#define VLOADU(p) _mm512_loadu_{sfx}(p)\n"
             f"#define VSTOREU(p, v) _mm512_storeu_{sfx}(p, v)\n"
-        )
+        ) + TRANSPOSE[tag]
     if tc.vector_bytes == 32 and "fma" in tc.features:
         return (
             f"#include <immintrin.h>\ntypedef __m256{'d' if tag == 'f64' else ''} vec;\n"
@@ -158,6 +222,9 @@ typedef {c} T;
 #define PFC 16 /* A's columns this many k ahead */
 #define DIRECT 8 /* A's rows are read where they lie when n has fewer panels */
 {vector_ops}
+#ifndef HAVE_TRANSPOSE
+#define HAVE_TRANSPOSE 0
+#endif
 static inline int64_t min64(int64_t a, int64_t b) {{ return a < b ? a : b; }}
 
 /* C[MR×NR] (row stride ldc) = the fold continued over kc terms of A's MR rows (element
@@ -224,7 +291,19 @@ static void pack_b(int64_t jp, int64_t kc, int64_t nc, const T *B, int64_t rsb, 
         return;
     }}
     if (nr == NR && rsb == 1) {{
-        for (int64_t k0 = 0; k0 < kc; k0 += 16) {{
+        int64_t k0 = 0;
+#if HAVE_TRANSPOSE /* VL columns × VL k at a time, transposed in registers */
+        for (; k0 + VL <= kc; k0 += VL)
+            for (int v = 0; v < NV; v++) {{
+                vec r[VL];
+#pragma GCC unroll 16
+                for (int j = 0; j < VL; j++) r[j] = VLOADU(src + (v * VL + j) * csb + k0);
+                transpose(r);
+#pragma GCC unroll 16
+                for (int j = 0; j < VL; j++) VSTORE(dst + (k0 + j) * NR + v * VL, r[j]);
+            }}
+#endif
+        for (; k0 < kc; k0 += 16) {{
             int64_t k1 = min64(kc, k0 + 16);
             for (int64_t j = 0; j < NR; j++)
                 for (int64_t k = k0; k < k1; k++) dst[k * NR + j] = src[j * csb + k];
@@ -244,7 +323,19 @@ static void pack_a(int64_t ip, int64_t kc, int64_t mc, const T *A, int64_t rsa, 
     int64_t i0 = ip * MR, mr = min64(MR, mc - i0);
     const T *src = A + i0 * rsa;
     if (mr == MR && csa == 1) {{
-        for (int64_t k0 = 0; k0 < kc; k0 += 16) {{
+        int64_t k0 = 0;
+#if HAVE_TRANSPOSE /* MR rows × VL k at a time, transposed in registers (MR ≤ VL) */
+        if (MR <= VL)
+            for (; k0 + VL <= kc; k0 += VL) {{
+                vec r[VL];
+#pragma GCC unroll 16
+                for (int i = 0; i < VL; i++) r[i] = i < MR ? VLOADU(src + i * rsa + k0) : VSET1(0);
+                transpose(r);
+#pragma GCC unroll 16
+                for (int j = 0; j < VL; j++) VMASKSTOREU(dst + (k0 + j) * MR, MR, r[j]);
+            }}
+#endif
+        for (; k0 < kc; k0 += 16) {{
             int64_t k1 = min64(kc, k0 + 16);
 #pragma GCC unroll 32
             for (int64_t i = 0; i < MR; i++)
@@ -442,7 +533,7 @@ def source(tag: str, blocking: Blocking, tc: Toolchain) -> str:
 
 LOCAL_NAMES = (
     "T", "vec", "VFMA", "VSET1", "VLOAD", "VLOADU", "VSTORE", "VSTOREU", "MR", "NV", "VL", "NR", "KC",
-    "MC", "NC", "PFD", "PFC", "min64", "ukernel", "pack_a", "pack_a_rows", "pack_b", "tile", "nest", "scratch",
+    "MC", "NC", "PFD", "PFC", "DIRECT", "HAVE_TRANSPOSE", "VMASKSTOREU", "transpose", "min64", "ukernel", "pack_a", "pack_a_rows", "pack_b", "tile", "nest", "scratch",
     "epilogue", "packer",
 )  # fmt: skip
 
