@@ -5,9 +5,11 @@ NR-wide panels), ic over MC rows (A's block packed into MR-high panels), then th
 tiles, each computed by a register-blocked micro-kernel over vector registers (MR × NV
 accumulators of VL lanes, NR = NV·VL) with an explicit FMA. Edge tiles run the same
 micro-kernel on a zero-padded copy (padding in m and n only, never in k). A full panel is
-packed along the operand's contiguous axis (a transposed A by whole rows of its block); when
-n has at most four panels, A's full panels are read where they lie (rows or columns), each
-panel once for all of n's, prefetched a few lines ahead.
+packed along the operand's contiguous axis (a transposed A by whole rows of its block; on
+AVX-512 a transposing copy by VL×VL blocks through the registers); when n has fewer than
+eight panels (A's rows contiguous) or at most four (its columns), A's full panels are read
+where they lie, prefetched a few lines ahead (with four panels or fewer, each panel once
+for all of n's). The micro-kernel's loop over k is unrolled by four.
 
 The bits (DESIGN §11). Each output element is the left fold of its products in increasing k,
 fused: c = a₀b₀, then c = fma(a_k, b_k, c). The micro-kernel loads C's partial sums into its
@@ -414,10 +416,12 @@ static void nest(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64
     int64_t ncap = min64(NC, (n + NR - 1) / NR * NR), kcap = min64(KC, k);
     T *Bp = scratch(0, (size_t)(kcap * ncap) * sizeof(T));
     T *Ap = scratch(1, (size_t)(kcap * MC) * sizeof(T));
-    /* A's full panels are read where they lie when its rows are contiguous (the
-     * micro-kernel broadcasts A[i·rsa + k], prefetching each row a few lines ahead: as
-     * many lines of L2 a step as a packed panel, without the packing's pass over A), or
-     * its columns and n has at most four panels; the edge panel is packed (zero rows).
+    /* A's full panels are read where they lie when its rows are contiguous and n has
+     * fewer than DIRECT panels (the micro-kernel broadcasts A[i·rsa + k], prefetching each
+     * row a few lines ahead: as many lines of L2 a step as a packed panel, without the
+     * packing's pass over A; with more panels that pass is shared by them all, and a
+     * packed panel is one stream, not MR), or its columns and n has at most four panels;
+     * the edge panel is packed (zero rows).
      * The bits are the same: the same products in the same order. */
     int few = n <= 4 * NR;
     int direct = !pa && ((csa == 1 && n < DIRECT * NR) || (rsa == 1 && few));
