@@ -2,6 +2,7 @@
 
     .venv/bin/python tools/bench_gemm.py [--n 1024] [--pairs 15] [--threads 1 2] [--tune [--save]]
     .venv/bin/python tools/bench_gemm.py --shapes 4096x192x192 96*256x256x32:nt [--types f32]
+        [--against OTHER/packages/presk-cback/src/presk_cback/gemm.py] [--clock cpu]
 
 For each type (f32, f64) and thread count: R paired runs, the order inside a pair
 alternating, both writing into preallocated outputs; prints each side's best GFLOP/s and
@@ -23,12 +24,17 @@ which the GEMM and the native entries then use.
 `n` (the operand C-ordered) or `t` (transposed: Fortran-ordered, as `dy·Wᵀ`'s B or `xᵀ·dy`'s
 A). A batch is that many products on separate operands, the GEMM called once each (as a
 native entry's batch loop does) against numpy's matmul of the stacked operands.
+`--against GEMM_PY` times another tree's presk_cback/gemm.py beside (before and after a
+change, in the same rounds, their bits compared); `--clock cpu` times one thread's calls
+on the thread's CPU clock, which other jobs on a loaded machine do not stop (two threads
+are timed on the wall clock whatever the flag).
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
+import importlib.util
 import os
 import statistics
 import sys
@@ -176,8 +182,32 @@ def parse_shape(spec: str) -> tuple[int, int, int, int, str]:
     return int(batch or 1), m, n, k, orders or "nn"
 
 
-def measure_shape(spec: str, dtype, threads: int, pairs: int, set_threads):
-    """One `--shapes` product (`parse_shape`) against numpy; the ratio of the whole batch."""
+def gemm_function(module_path: str | None, tag: str, tc):
+    """The generated GEMM of this tree (`module_path` None) or of another tree's gemm.py
+    (`--against`: its `source` at this host's blocking), compiled or found in the cache."""
+    mod = G
+    if module_path:
+        spec = importlib.util.spec_from_file_location("presk_gemm_against", module_path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod  # its dataclasses look their module up
+        spec.loader.exec_module(mod)
+    b = G.host_blocking(tag, tc)
+    text = mod.source(tag, mod.Blocking(b.mr, b.nv, b.kc, b.mc, b.nc), tc)
+    module = G.load(text, G.CDEF, (f"presk_gemm_{tag}",), threads=True, toolchain=tc)
+    return getattr(module.lib, f"presk_gemm_{tag}")
+
+
+def cpu_timed(fn) -> float:
+    """One call of `fn` on this thread's CPU clock (one thread: other jobs do not stop it)."""
+    settle()
+    t = time.thread_time()
+    fn()
+    return time.thread_time() - t
+
+
+def measure_shape(spec: str, dtype, threads: int, args, set_threads):
+    """One `--shapes` product (`parse_shape`): presk's GEMM (and `--against`'s) and numpy's
+    matmul, in rounds whose order rotates; GFLOP/s (best) and the median ratios."""
     batch, m, n, k, orders = parse_shape(spec)
     rng = np.random.default_rng(0)
 
@@ -186,48 +216,64 @@ def measure_shape(spec: str, dtype, threads: int, pairs: int, set_threads):
         return x if order == "n" else np.ascontiguousarray(x.transpose(0, 2, 1)).transpose(0, 2, 1)
 
     a, b = operand(m, k, orders[0]), operand(k, n, orders[1])
-    c1, c2 = np.empty((batch, m, n), dtype), np.empty((batch, m, n), dtype)
     tag = G.TAGS[np.dtype(dtype)]
     ctype = G.CTYPE[tag]
-    G.gemm(a[0], b[0], c1[0], threads=threads)  # compiles (or finds) the module
     tc = find_toolchain()
-    module = G.load(
-        G.source(tag, G.host_blocking(tag, tc), tc), G.CDEF, (f"presk_gemm_{tag}",),
-        threads=True, toolchain=tc,
-    )  # fmt: skip
-    fn = getattr(module.lib, f"presk_gemm_{tag}")
-    calls = []
-    for i in range(batch):
-        (abuf, rsa, csa), (bbuf, rsb, csb) = G._operand(a[i]), G._operand(b[i])
-        pa, pb, pc = pointer(abuf, ctype), pointer(bbuf, ctype), pointer(c1[i], ctype)
-        calls.append((m, n, k, pa, rsa, csa, pb, rsb, csb, pc, n, threads))
+    outs = [np.empty((batch, m, n), dtype) for _ in range(3)]
+
+    def side(fn, c):
+        calls = []
+        for i in range(batch):
+            (abuf, rsa, csa), (bbuf, rsb, csb) = G._operand(a[i]), G._operand(b[i])
+            pa, pb, pc = pointer(abuf, ctype), pointer(bbuf, ctype), pointer(c[i], ctype)
+            calls.append((m, n, k, pa, rsa, csa, pb, rsb, csb, pc, n, threads))
+
+        def run():
+            for call in calls:
+                fn(*call)
+
+        return run
+
+    sides = [side(gemm_function(None, tag, tc), outs[0]), lambda: np.matmul(a, b, out=outs[1])]
+    if args.against:
+        sides.append(side(gemm_function(args.against, tag, tc), outs[2]))
     if set_threads is not None:
         set_threads(threads)
-
-    def ours():
-        for args in calls:
-            fn(*args)
-
-    def theirs():
-        np.matmul(a, b, out=c2)
-
-    ours(), theirs()
+    for run in sides:
+        run(), run()  # compile, warm caches and thread pools
     scale = 1e-6 if dtype == np.float32 else 1e-12
-    assert np.allclose(c1, c2, rtol=scale * k, atol=scale * k), "the two products differ"
-    return pair_up(ours, theirs, 2.0 * batch * m * n * k, pairs)
+    assert np.allclose(outs[0], outs[1], rtol=scale * k, atol=scale * k), "the products differ"
+    if args.against:
+        assert np.array_equal(outs[0], outs[2]), "the two trees' GEMMs differ in bits"
+    clock = cpu_timed if args.clock == "cpu" and threads == 1 else timed
+    times: list[list[float]] = [[] for _ in sides]
+    for r in range(args.pairs):
+        order = [(r + j) % len(sides) for j in range(len(sides))]
+        for j in order[::-1] if r % 2 else order:
+            times[j].append(clock(sides[j]))
+    flop = 2.0 * batch * m * n * k
+    best = [flop / min(t) / 1e9 for t in times]
+
+    def ratio(x, y):  # x's speed over y's, the median of the rounds
+        return statistics.median(ty / tx for tx, ty in zip(times[x], times[y], strict=True))
+
+    return best, [ratio(0, 1)] + ([ratio(2, 1), ratio(0, 2)] if args.against else [])
 
 
 def main_shapes(args, set_threads) -> None:
+    against = f" {'before GF/s':>11} {'before/np':>9} {'after/before':>12}" if args.against else ""
     print(f"{'product':>18} {'type':5} {'threads':>7} {'presk GF/s':>10} {'numpy GF/s':>10} "
-          f"{'ratio':>6}")  # fmt: skip
+          f"{'ratio':>6}{against}  ({args.clock} clock)")  # fmt: skip
     shapes = STEP_SHAPES if args.shapes == ["step"] else args.shapes
     for tag in args.types:
         dtype = np.float32 if tag == "f32" else np.float64
         for threads in args.threads:
             for spec in shapes:
-                ours, theirs, ratio = measure_shape(spec, dtype, threads, args.pairs, set_threads)
-                print(f"{spec:>18} {tag:5} {threads:7d} {ours:10.1f} {theirs:10.1f} {ratio:6.2f}",
-                      flush=True)  # fmt: skip
+                best, ratios = measure_shape(spec, dtype, threads, args, set_threads)
+                line = f"{spec:>18} {tag:5} {threads:7d} {best[0]:10.1f} {best[1]:10.1f} {ratios[0]:6.2f}"
+                if args.against:
+                    line += f" {best[2]:11.1f} {ratios[1]:9.2f} {ratios[2]:12.2f}"
+                print(line, flush=True)
 
 
 def main() -> None:
@@ -243,6 +289,13 @@ def main() -> None:
         "--shapes", nargs="+", help="[batch*]MxNxK[:ab] products instead of n³ (`step`: the GPT's)"
     )
     parser.add_argument("--types", nargs="+", default=["f32", "f64"], choices=["f32", "f64"])
+    parser.add_argument(
+        "--against", metavar="GEMM_PY", help="with --shapes: another tree's gemm.py, timed beside"
+    )
+    parser.add_argument(
+        "--clock", choices=["wall", "cpu"], default="wall",
+        help="with --shapes: one thread's calls on the thread's CPU clock (cpu)",
+    )  # fmt: skip
     args = parser.parse_args()
     lib = openblas()
     corename = blas_call(lib, "scipy_openblas_get_corename64_", "openblas_get_corename")
