@@ -109,8 +109,9 @@ def save_blocking(tag: str, tc: Toolchain, blocking: Blocking) -> Path:
 # then 128-bit lanes by shuffles; the packers' copies of a transposed operand (no arithmetic:
 # the bits are the operand's).
 TRANSPOSE = {
-    "f32": """#define HAVE_TRANSPOSE 1
+    "f32": """#define HAVE_AVX512 1
 #define VMASKSTOREU(p, n, v) _mm512_mask_storeu_ps(p, (__mmask16)((1u << (n)) - 1), v)
+#define VMASKLOADU(p, n) _mm512_maskz_loadu_ps((__mmask16)((1u << (n)) - 1), p)
 static inline __attribute__((always_inline)) void transpose(vec r[16]) {
     __m512 t[16];
 #pragma GCC unroll 16
@@ -141,8 +142,9 @@ static inline __attribute__((always_inline)) void transpose(vec r[16]) {
     }
 }
 """,
-    "f64": """#define HAVE_TRANSPOSE 1
+    "f64": """#define HAVE_AVX512 1
 #define VMASKSTOREU(p, n, v) _mm512_mask_storeu_pd(p, (__mmask8)((1u << (n)) - 1), v)
+#define VMASKLOADU(p, n) _mm512_maskz_loadu_pd((__mmask8)((1u << (n)) - 1), p)
 static inline __attribute__((always_inline)) void transpose(vec r[8]) {
     __m512d t[8];
 #pragma GCC unroll 16
@@ -224,8 +226,8 @@ typedef {c} T;
 #define PFC 16 /* A's columns this many k ahead */
 #define DIRECT 8 /* A's rows are read where they lie when n has fewer panels */
 {vector_ops}
-#ifndef HAVE_TRANSPOSE
-#define HAVE_TRANSPOSE 0
+#ifndef HAVE_AVX512
+#define HAVE_AVX512 0
 #endif
 static inline int64_t min64(int64_t a, int64_t b) {{ return a < b ? a : b; }}
 
@@ -294,7 +296,7 @@ static void pack_b(int64_t jp, int64_t kc, int64_t nc, const T *B, int64_t rsb, 
     }}
     if (nr == NR && rsb == 1) {{
         int64_t k0 = 0;
-#if HAVE_TRANSPOSE /* VL columns × VL k at a time, transposed in registers */
+#if HAVE_AVX512 /* VL columns × VL k at a time, transposed in registers */
         for (; k0 + VL <= kc; k0 += VL)
             for (int v = 0; v < NV; v++) {{
                 vec r[VL];
@@ -326,7 +328,7 @@ static void pack_a(int64_t ip, int64_t kc, int64_t mc, const T *A, int64_t rsa, 
     const T *src = A + i0 * rsa;
     if (mr == MR && csa == 1) {{
         int64_t k0 = 0;
-#if HAVE_TRANSPOSE /* MR rows × VL k at a time, transposed in registers (MR ≤ VL) */
+#if HAVE_AVX512 /* MR rows × VL k at a time, transposed in registers (MR ≤ VL) */
         if (MR <= VL)
             for (; k0 + VL <= kc; k0 += VL) {{
                 vec r[VL];
@@ -358,6 +360,13 @@ static void pack_a_rows(int64_t kc, int64_t mc, const T *A, int64_t csa, T *rest
         const T *src = A + k * csa;
         __builtin_prefetch(src + 4 * csa);
         __builtin_prefetch(src + 4 * csa + mc - 1);
+#if HAVE_AVX512 /* a panel's MR values as one masked vector (MR ≤ VL) */
+        if (MR <= VL) {{
+            for (int64_t ip = 0; ip < full; ip++)
+                VMASKSTOREU(Ap + ip * MR * kc + k * MR, MR, VMASKLOADU(src + ip * MR, MR));
+            continue;
+        }}
+#endif
         for (int64_t ip = 0; ip < full; ip++)
 #pragma GCC unroll 32
             for (int64_t i = 0; i < MR; i++) Ap[ip * MR * kc + k * MR + i] = src[ip * MR + i];
@@ -420,11 +429,14 @@ static void nest(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64
      * fewer than DIRECT panels (the micro-kernel broadcasts A[i·rsa + k], prefetching each
      * row a few lines ahead: as many lines of L2 a step as a packed panel, without the
      * packing's pass over A; with more panels that pass is shared by them all, and a
-     * packed panel is one stream, not MR), or its columns and n has at most four panels;
-     * the edge panel is packed (zero rows).
+     * packed panel is one stream, not MR), or its columns and n has at most four panels
+     * and A's rows are not a multiple of 2 KB apart (a panel's pass reads one line a k;
+     * at such a stride all kc of them fall in two sets of L1 or one, and miss); the edge
+     * panel is packed (zero rows).
      * The bits are the same: the same products in the same order. */
     int few = n <= 4 * NR;
-    int direct = !pa && ((csa == 1 && n < DIRECT * NR) || (rsa == 1 && few));
+    int sets = (csa * (int64_t)sizeof(T)) % 2048 != 0;
+    int direct = !pa && ((csa == 1 && n < DIRECT * NR) || (rsa == 1 && few && sets));
     for (int64_t jc = 0; jc < n; jc += NC) {{
         int64_t nc = min64(NC, n - jc), np = (nc + NR - 1) / NR;
         for (int64_t pc = 0; pc < k; pc += KC) {{
@@ -537,7 +549,7 @@ def source(tag: str, blocking: Blocking, tc: Toolchain) -> str:
 
 LOCAL_NAMES = (
     "T", "vec", "VFMA", "VSET1", "VLOAD", "VLOADU", "VSTORE", "VSTOREU", "MR", "NV", "VL", "NR", "KC",
-    "MC", "NC", "PFD", "PFC", "DIRECT", "HAVE_TRANSPOSE", "VMASKSTOREU", "transpose", "min64", "ukernel", "pack_a", "pack_a_rows", "pack_b", "tile", "nest", "scratch",
+    "MC", "NC", "PFD", "PFC", "DIRECT", "HAVE_AVX512", "VMASKSTOREU", "VMASKLOADU", "transpose", "min64", "ukernel", "pack_a", "pack_a_rows", "pack_b", "tile", "nest", "scratch",
     "epilogue", "packer",
 )  # fmt: skip
 
