@@ -171,7 +171,7 @@ def measure(n: int, dtype, threads: int, pairs: int, blocking, set_threads):
 
 STEP_SHAPES = [  # the course GPT step's products at D 192 (4096 = B·T rows; 32 a head's width)
     "4096x192x192", "4096x768x192", "4096x192x768", "4096x192x192:nt", "192x192x4096:tn",
-    "96*256x256x32:nt", "96*256x32x256",
+    "96*256x256x32:nt", "96*256x32x256", "96*256x32x256:tn",
 ]  # fmt: skip
 
 
@@ -179,7 +179,10 @@ def parse_shape(spec: str) -> tuple[int, int, int, int, str]:
     dims, _, orders = spec.partition(":")
     batch, _, mnk = dims.rpartition("*")
     m, n, k = (int(v) for v in mnk.split("x"))
-    return int(batch or 1), m, n, k, orders or "nn"
+    orders = orders or "nn"
+    if len(orders) != 2 or set(orders) - {"n", "t"} or min(m, n, k, int(batch or 1)) < 1:
+        raise ValueError(spec)
+    return int(batch or 1), m, n, k, orders
 
 
 def gemm_function(module_path: str | None, tag: str, tc):
@@ -264,7 +267,7 @@ def main_shapes(args, set_threads) -> None:
     against = f" {'before GF/s':>11} {'before/np':>9} {'after/before':>12}" if args.against else ""
     print(f"{'product':>18} {'type':5} {'threads':>7} {'presk GF/s':>10} {'numpy GF/s':>10} "
           f"{'ratio':>6}{against}  ({args.clock} clock)")  # fmt: skip
-    shapes = STEP_SHAPES if args.shapes == ["step"] else args.shapes
+    shapes = [s for spec in args.shapes for s in (STEP_SHAPES if spec == "step" else [spec])]
     for tag in args.types:
         dtype = np.float32 if tag == "f32" else np.float64
         for threads in args.threads:
@@ -309,6 +312,11 @@ def main() -> None:
     print(f"numpy {np.__version__}, OpenBLAS kernel {core}; {tc.identity}")
     print(f"target {tc.target.split()[0]}, vectors of {tc.vector_bytes} bytes, n = {args.n}")
     if args.shapes:
+        for spec in args.shapes:
+            try:
+                spec == "step" or parse_shape(spec)
+            except ValueError:
+                parser.error(f"--shapes: {spec!r} is not [batch*]MxNxK[:ab] (a, b: n or t)")
         main_shapes(args, set_threads)
         return
     print(
