@@ -223,7 +223,7 @@ typedef {c} T;
 #define MC {mc}
 #define NC {nc}
 #define PFD 32 /* A's rows prefetched this many elements ahead */
-#define PFC 16 /* A's columns this many k ahead */
+#define PFC 32 /* A's columns this many k ahead */
 #define DIRECT 8 /* A's rows are read where they lie when n has fewer panels */
 {vector_ops}
 #ifndef HAVE_AVX512
