@@ -100,11 +100,19 @@ bench-gpt: corpus-data
 BENCH_PLAN_PROFILE ?= out/bench_plan_layout.json
 BENCH_PLAN ?= out/bench_plan.json
 BENCH_PLAN_THREADS ?= 2
+# The step's products at D 192 (M×K×N, its batch folded into M), whose GEMM statement is
+# timed on one worker and on two (--space gemm) so that the plan's worker counts are measured.
+BENCH_PLAN_GEMMS ?= 4096x192x192 192x4096x192 192x4096x768 192x4096x86 4096x768x192 \
+	4096x192x86 4096x192x768 768x4096x192 4096x86x192
 bench-plan: corpus-data
 	@if [ ! -f $(GPT_DATA) ]; then echo "bench-plan: no $(GPT_DATA) (make corpus-data)"; exit 0; fi; \
 	set -e; mkdir -p out; rm -f $(BENCH_PLAN_PROFILE); \
 	for n in 64 128; do .venv/bin/presk bench experiments/gemm.psk --entry gemm --dim N=$$n \
 	    --realize f32 --space calib --repeat 5 --calibrate $(BENCH_PLAN_PROFILE) > /dev/null; done; \
+	for mkn in $(BENCH_PLAN_GEMMS); do set -- $$(echo $$mkn | tr x ' '); \
+	    .venv/bin/presk bench experiments/gemm.psk --entry thin --dim M=$$1 --dim K=$$2 \
+	    --dim N=$$3 --realize f32 --space gemm --repeat 11 --calibrate $(BENCH_PLAN_PROFILE) \
+	    | sed -n '4,5p'; done; \
 	.venv/bin/presk plan $(GPT) --train --const D=192 --realize f32 \
 	    --profile $(BENCH_PLAN_PROFILE) --out $(BENCH_PLAN) > $(BENCH_PLAN).txt; \
 	tail -3 $(BENCH_PLAN).txt; \

@@ -10,7 +10,17 @@ import time
 
 import click
 
-from presk_cli.plans import DEFAULT_MARK, HEADER, PlanError, choose, costed, row, the_default
+from presk_cli.plans import (
+    DEFAULT_MARK,
+    HEADER,
+    PlanError,
+    choose,
+    costed,
+    measured_gemms,
+    measured_slower,
+    row,
+    the_default,
+)
 
 WARMUP = 1
 TIMED = 7
@@ -191,11 +201,20 @@ def plan(file, entry, dims, consts, realize, profile_path, space, train, out) ->
     workers = profile.machine.workers
     t0 = time.perf_counter()
     rows, planned, total = [], [], 0
+    measured = measured_gemms(profile.samples)
     for nest in nests:
         pts = points(nest.kernel, space, workers)
         seconds = costed(nest, pts, profile.machine, model)
         default = the_default(nest, pts, workers, profile.machine, model)
         best, within = choose(seconds, model.u, default)
+        if (
+            best is not None
+            and default[0] is not None
+            and best != default[0]
+            and measured_slower(nest, pts[best].layout, workers, measured)
+        ):  # the profile timed this product: the choice no faster than the default there
+            best = default[0]
+            within = max(1, sum(1 for x in seconds if x <= seconds[best] * (1 + model.u)))
         total += len(pts)
         if best is None:  # the default layout, priced below every point: the run's own
             text = describe(nest.kernel, run_layout(nest.kernel, workers)) + DEFAULT_MARK

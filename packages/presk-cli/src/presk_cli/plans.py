@@ -43,12 +43,15 @@ class PlanError(Exception):
 @dataclass(frozen=True)
 class Nest:
     """A nest of the entry: its site, its kernel (fused, before the layout pass), its
-    operands' shapes and how many times the entry launches it."""
+    operands' shapes and how many times the entry launches it; `narrowed`: the run's kernel
+    when the `kernel` pass narrowed the product to its live triangle (`kernel` is then the
+    whole product, the space's nest), else None."""
 
     site: str
     kernel: object
     operands: tuple[tuple[int, ...], ...]
     launches: int
+    narrowed: object = None
 
     @property
     def operands_text(self) -> str:
@@ -93,9 +96,10 @@ def nests_of(schedule) -> list[Nest]:
             continue
         if name in out:
             n = out[name]
-            out[name] = Nest(n.site, n.kernel, n.operands, n.launches + 1)
+            out[name] = dataclasses.replace(n, launches=n.launches + 1)
             continue
-        out[name] = Nest(name, k, tuple(b.shape for b in k.inputs), 1)
+        narrowed = launch.kernel if k is not launch.kernel else None
+        out[name] = Nest(name, k, tuple(b.shape for b in k.inputs), 1, narrowed)
     return list(out.values())
 
 
@@ -329,13 +333,30 @@ def costed(nest: Nest, pts, machine, model) -> list[float]:
 
 def priced(nest: Nest, layout, machine, model) -> float:
     """A layout's predicted seconds for the nest's launches."""
-    from presk_kernel.layout import apply_layout, with_gemm
     from presk_kernel.layout_model import counts
 
-    if layout.pack and layout.gemm is None:
-        layout = with_gemm(nest.kernel, layout)
-    laid = apply_layout(nest.kernel, layout)
+    laid = laid_as_run(nest, layout)
     return model.predict(counts(laid, machine, model.rules)) * nest.launches
+
+
+def laid_as_run(nest: Nest, layout):
+    """The nest laid out as a run under a plan lays it out (presk_kernel.layout.lay_out): a
+    narrowed product's live triangle where the layout applies to it or is its GEMM
+    statement (`layout.narrowed_gemm`), else the whole product; so a point is priced for
+    what it computes."""
+    from presk_kernel.layout import apply_layout, check_layout, narrowed_gemm, with_gemm
+
+    k = nest.kernel
+    if nest.narrowed is not None:
+        lay = layout if layout.gemm is not None else with_gemm(nest.narrowed, layout)
+        if check_layout(nest.narrowed, lay) is None:
+            return apply_layout(nest.narrowed, lay)
+        narrow = narrowed_gemm(nest.narrowed, lay)
+        if narrow is not None:
+            return apply_layout(nest.narrowed, narrow)
+    if layout.pack and layout.gemm is None:
+        layout = with_gemm(k, layout)
+    return apply_layout(k, layout)
 
 
 def the_default(nest: Nest, pts, workers: int, machine, model) -> tuple[int | None, float]:
@@ -343,9 +364,13 @@ def the_default(nest: Nest, pts, workers: int, machine, model) -> tuple[int | No
     compiles without a plan, or None when no point is; its predicted seconds): a plan never
     takes a layout its model prices slower than that (docs/plans.md, issue 23)."""
     from presk_kernel.layout import apply_layout, run_layout, with_gemm
+    from presk_kernel.layout_model import counts
 
     default = run_layout(nest.kernel, workers)
     body = apply_layout(nest.kernel, default).body
+    run_k = nest.kernel if nest.narrowed is None else nest.narrowed  # what a run compiles
+    laid = apply_layout(run_k, run_layout(run_k, workers))
+    price = model.predict(counts(laid, machine, model.rules)) * nest.launches
     for i, pt in enumerate(pts):
         if pt.why is not None:
             continue
@@ -353,8 +378,41 @@ def the_default(nest: Nest, pts, workers: int, machine, model) -> tuple[int | No
         if layout.pack and layout.gemm is None:
             layout = with_gemm(nest.kernel, layout)
         if apply_layout(nest.kernel, layout).body == body:
-            return i, priced(nest, default, machine, model)
-    return None, priced(nest, default, machine, model)
+            return i, price
+    return None, price
+
+
+def measured_gemms(samples: list[dict]) -> dict[tuple, float]:
+    """The profile's timed GEMM statements: their product and workers
+    (`layout_model.gemm_shape`) → the median of their calls in seconds (the latest sample
+    of a product where several are)."""
+    import statistics
+
+    out: dict[tuple, float] = {}
+    for smp in samples:
+        shape = smp.get("gemm")
+        if isinstance(shape, list) and smp.get("times_us"):
+            out[tuple(shape)] = statistics.median(smp["times_us"]) * 1e-6
+    return out
+
+
+def measured_slower(nest: Nest, layout, workers: int, measured: dict[tuple, float]) -> bool:
+    """Whether the profile measured this layout of the nest (a GEMM statement of the same
+    product, on the same workers) at least as slow as the default layout a run compiles at
+    `workers`: then a plan keeps the default, whatever the model prices (issue 23: a plan
+    never takes what its own measurement says is slower)."""
+    from presk_kernel.layout import apply_layout, run_layout
+    from presk_kernel.layout_model import gemm_shape
+
+    if not measured:
+        return False
+    run_k = nest.kernel if nest.narrowed is None else nest.narrowed
+    mine = gemm_shape(laid_as_run(nest, layout))
+    theirs = gemm_shape(apply_layout(run_k, run_layout(run_k, workers)))
+    if mine is None or theirs is None:
+        return False
+    a, b = measured.get(tuple(mine)), measured.get(tuple(theirs))
+    return a is not None and b is not None and mine != theirs and a >= b
 
 
 def choose(seconds: list[float], u: float, default: tuple[int | None, float] | None = None):
@@ -393,6 +451,8 @@ __all__ = [
     "costed",
     "layout_fields",
     "layout_from_fields",
+    "measured_gemms",
+    "measured_slower",
     "priced",
     "the_default",
     "nests_of",
