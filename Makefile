@@ -13,7 +13,7 @@ EXAMPLES := tests/examples/mlp/mlp.psk tests/examples/minigpt/minigpt.psk \
 	export-examples conformance sanitize opt-examples calibrate serve-examples serve-pt corpus-data corpus \
 	corpus-gpt experiment-gpt pytorch-baseline bench-gpt bench-attention bench-top-k bench-epilogue bench-serve \
 	packages dist explain explain-pdf c-conformance \
-	c-speed step-table j-step step-train quant-table precision curve calibrate-ra4 ra4-small plan-check ra4-quick \
+	c-speed step-table j-step step-train quant-table precision curve calibrate-ra4 ra4-small plan-check ra4-quick ra4-mid statement-p \
 	bench-plan
 
 setup:
@@ -466,6 +466,31 @@ ra4-small: setup
 	    --realize f32 --space small --profile $(RA4_PROFILE) --out $(RA4_DAYS)/day2
 	.venv/bin/presk rank $(RA4_DAYS)/day1 $(RA4_DAYS)/day2 --entry $(RA4_ENTRY) \
 	    --out $(RA4_DAYS)/rank.md
+
+# Between ra4-quick and ra4-small (issue 23, H5): the model calibrated on the GEMM at N 64 and
+# 128 (f32), the course GPT's attention at the step's width D 192 (heads of 32), B 2, T 64,
+# swept twice on --space small (day 1 checked on the kernel interpreter), ranked.
+RA4M_PROFILE ?= out/ra4m_layout.json
+RA4M_DAYS ?= out/ra4_mid
+RA4M_GAP ?= 30
+RA4M_DIMS := --const D=192 --dim B=2 --dim T=64
+ra4-mid: setup
+	@mkdir -p $(RA4M_DAYS) && rm -f $(RA4M_PROFILE) && rm -rf $(RA4M_DAYS)/day1 $(RA4M_DAYS)/day2
+	set -e; for n in 64 128; do .venv/bin/presk bench experiments/gemm.psk --entry gemm \
+	    --dim N=$$n --realize f32 --space calib --repeat 5 --calibrate $(RA4M_PROFILE) \
+	    | tail -1; done
+	.venv/bin/presk autotune $(GPT) --entry $(RA4_ENTRY) $(RA4M_DIMS) --realize f32 \
+	    --space small --profile $(RA4M_PROFILE) --interp --out $(RA4M_DAYS)/day1
+	sleep $(RA4M_GAP)
+	.venv/bin/presk autotune $(GPT) --entry $(RA4_ENTRY) $(RA4M_DIMS) --realize f32 \
+	    --space small --profile $(RA4M_PROFILE) --out $(RA4M_DAYS)/day2
+	.venv/bin/presk rank $(RA4M_DAYS)/day1 $(RA4M_DAYS)/day2 --entry $(RA4_ENTRY) \
+	    --out $(RA4M_DAYS)/rank.md
+
+# Statement P at N 1024 in f32 without the whole sweep (hours here): the GEMM statement's
+# points against the 0.6.0 default, interleaved; a lower bound of P (tools/statement_p.py).
+statement-p: setup
+	$(PY) tools/statement_p.py --n 1024 --realize f32 --rounds 3
 
 # ra4-small reduced to run in minutes on a loaded two-core machine: the model calibrated on
 # the GEMM at N 64 and 128 (f32), the course GPT's attention at D 96, B 4, T 64 swept twice on
