@@ -95,29 +95,40 @@ def test_a_plan_s_gemm_point_runs_on_the_live_triangle(scores):
     assert TRIANGLE_ROWS == EMITTED  # the model's copy of the emitter's row blocks
 
 
-def test_a_plan_keeps_the_default_where_its_profile_measured_the_choice_slower(scores):
-    from presk_cli.plans import laid_as_run, measured_gemms, measured_slower
+def test_a_plan_takes_other_workers_only_where_its_profile_measured_them_faster(scores):
+    """The GEMM statement of the default's product on other workers than the default's:
+    taken only where the profile timed both and the choice is faster beyond the noise
+    (medians apart by more than twice the larger MAD); any other layout is the model's."""
+    from presk_cli.plans import departs_measured, laid_as_run, measured_gemms
     from presk_kernel.layout import apply_layout, run_layout
     from presk_kernel.layout_model import gemm_shape
     from presk_kernel.layout_space import points
 
     _, nest, _, _ = scores
-    p0 = points(nest.kernel, "full", 2)[0]  # the GEMM statement on one worker
-    mine = gemm_shape(laid_as_run(nest, p0.layout))
-    theirs = gemm_shape(apply_layout(nest.narrowed, run_layout(nest.narrowed, 2)))
-    assert mine[:5] == theirs[:5] and mine[4] is not None  # the same narrowed product
+    pts = points(nest.kernel, "full", 2)
+    p0 = pts[0]  # the GEMM statement on one worker
+    p1 = next(pt for pt in pts if pt.layout.gemm is not None and pt.decisions["split"] == [0, 2])
+    one = gemm_shape(laid_as_run(nest, p0.layout))
+    two = gemm_shape(laid_as_run(nest, p1.layout))
+    default = gemm_shape(apply_layout(nest.narrowed, run_layout(nest.narrowed, 2)))
+    assert one[4] is not None and one[:5] == two[:5] and (one[5], two[5]) == (1, 2)
+    assert default in (one, two)
+    # the departure: the statement on the workers the default does not take
+    other, mine, theirs = (p1, two, one) if default == one else (p0, one, two)
 
-    def samples(a_us: float, b_us: float) -> list[dict]:
-        return [{"gemm": mine, "times_us": [a_us, a_us]}, {"gemm": theirs, "times_us": [b_us]}]
+    def ok(mine_us: list[float], theirs_us: list[float] | None) -> bool:
+        samples = [{"gemm": mine, "times_us": mine_us}]
+        samples += [] if theirs_us is None else [{"gemm": theirs, "times_us": theirs_us}]
+        return departs_measured(nest, other.layout, 2, measured_gemms(samples))
 
-    if mine == theirs:  # the run's default on two workers does not split this product
-        assert not measured_slower(nest, p0.layout, 2, measured_gemms(samples(2.0, 1.0)))
-        return
-    assert measured_slower(nest, p0.layout, 2, measured_gemms(samples(2.0, 1.0)))
-    assert measured_slower(nest, p0.layout, 2, measured_gemms(samples(1.0, 1.0)))
-    assert not measured_slower(nest, p0.layout, 2, measured_gemms(samples(0.5, 1.0)))
-    assert not measured_slower(nest, p0.layout, 2, measured_gemms(samples(2.0, 1.0)[:1]))
-    assert not measured_slower(nest, p0.layout, 2, {})
+    assert ok([10.0, 11.0, 10.0], [20.0, 21.0, 20.0])  # faster beyond the noise: taken
+    assert not ok([20.0, 21.0, 20.0], [10.0, 11.0, 10.0])  # slower: the default
+    assert not ok([10.0, 30.0, 10.0, 30.0, 16.0], [20.0, 5.0, 20.0, 21.0, 20.0])  # the noise
+    assert not ok([10.0, 11.0, 10.0], None)  # the default's workers not timed: the default
+    default_pt = p0 if other is p1 else p1
+    assert departs_measured(nest, default_pt.layout, 2, {})  # the default itself
+    loop_nest = next(pt for pt in pts if pt.layout.gemm is None and pt.why is None)
+    assert departs_measured(nest, loop_nest.layout, 2, {})  # not a worker count: the model's
 
 
 def test_bench_space_gemm_times_the_gemm_statement_alone(tmp_path):

@@ -16,8 +16,8 @@ from presk_cli.plans import (
     PlanError,
     choose,
     costed,
+    departs_measured,
     measured_gemms,
-    measured_slower,
     row,
     the_default,
 )
@@ -211,8 +211,8 @@ def plan(file, entry, dims, consts, realize, profile_path, space, train, out) ->
             best is not None
             and default[0] is not None
             and best != default[0]
-            and measured_slower(nest, pts[best].layout, workers, measured)
-        ):  # the profile timed this product: the choice no faster than the default there
+            and not departs_measured(nest, pts[best].layout, workers, measured)
+        ):  # the default's GEMM statement on other workers, not measured faster: the default
             best = default[0]
             within = max(1, sum(1 for x in seconds if x <= seconds[best] * (1 + model.u)))
         total += len(pts)

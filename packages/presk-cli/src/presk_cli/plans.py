@@ -382,37 +382,46 @@ def the_default(nest: Nest, pts, workers: int, machine, model) -> tuple[int | No
     return None, price
 
 
-def measured_gemms(samples: list[dict]) -> dict[tuple, float]:
+def measured_gemms(samples: list[dict]) -> dict[tuple, list[float]]:
     """The profile's timed GEMM statements: their product and workers
-    (`layout_model.gemm_shape`) → the median of their calls in seconds (the latest sample
-    of a product where several are)."""
-    import statistics
-
-    out: dict[tuple, float] = {}
+    (`layout_model.gemm_shape`) → their calls' times in seconds (the latest sample of a
+    product where several are)."""
+    out: dict[tuple, list[float]] = {}
     for smp in samples:
         shape = smp.get("gemm")
         if isinstance(shape, list) and smp.get("times_us"):
-            out[tuple(shape)] = statistics.median(smp["times_us"]) * 1e-6
+            out[tuple(shape)] = [t * 1e-6 for t in smp["times_us"]]
     return out
 
 
-def measured_slower(nest: Nest, layout, workers: int, measured: dict[tuple, float]) -> bool:
-    """Whether the profile measured this layout of the nest (a GEMM statement of the same
-    product, on the same workers) at least as slow as the default layout a run compiles at
-    `workers`: then a plan keeps the default, whatever the model prices (issue 23: a plan
-    never takes what its own measurement says is slower)."""
+def departs_measured(nest: Nest, layout, workers: int, measured: dict[tuple, list[float]]) -> bool:
+    """Whether a plan may take `layout` for the nest where a run compiles its default at
+    `workers`, as far as the profile's measurements go (issue 23: a plan never takes what its
+    own measurement says is slower). When both are the GEMM statement of one product on
+    different workers (what the model prices by rates per worker count), only if the profile
+    timed both and the layout's calls are faster beyond their noise: the medians apart by
+    more than twice the larger median absolute deviation, as `presk rank` distinguishes a
+    pair (so an unmeasured worker count, or one measured within the noise, keeps the
+    default); any other layout, yes (the model's rule decides)."""
+    import statistics
+
     from presk_kernel.layout import apply_layout, run_layout
     from presk_kernel.layout_model import gemm_shape
 
-    if not measured:
-        return False
     run_k = nest.kernel if nest.narrowed is None else nest.narrowed
     mine = gemm_shape(laid_as_run(nest, layout))
     theirs = gemm_shape(apply_layout(run_k, run_layout(run_k, workers)))
-    if mine is None or theirs is None:
-        return False
+    if mine is None or theirs is None or mine[:5] != theirs[:5] or mine == theirs:
+        return True
     a, b = measured.get(tuple(mine)), measured.get(tuple(theirs))
-    return a is not None and b is not None and mine != theirs and a >= b
+    if not a or not b:
+        return False
+    ma, mb = statistics.median(a), statistics.median(b)
+
+    def mad(xs: list[float], m: float) -> float:
+        return statistics.median(abs(x - m) for x in xs)
+
+    return mb - ma > 2 * max(mad(a, ma), mad(b, mb))
 
 
 def choose(seconds: list[float], u: float, default: tuple[int | None, float] | None = None):
@@ -451,8 +460,8 @@ __all__ = [
     "costed",
     "layout_fields",
     "layout_from_fields",
+    "departs_measured",
     "measured_gemms",
-    "measured_slower",
     "priced",
     "the_default",
     "nests_of",
