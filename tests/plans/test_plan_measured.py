@@ -215,3 +215,45 @@ def test_autotune_times_the_0_6_0_default_beside_a_gemm_statement(tmp_path):
     assert describe(nest.kernel, old).startswith("tiled, tile [4, 16], kblock none, order IJ")
     _, (small,), _ = capture(core, "gemm", {"N": 8}, "f32")  # below PACK_AT: a loop nest
     assert default_060(small.kernel) is None
+
+
+def test_autotune_records_the_0_6_0_default_and_statement_l_holds(tmp_path, monkeypatch):
+    """In process, point 0 alone of a product the GEMM statement takes (the space cut to it,
+    to keep the test light): the day records its 0.6.0 default beside it, with point 0's
+    bits, and `presk rank` on the day says L holds."""
+    from click.testing import CliRunner
+    from presk_cli.planning import autotune
+    from presk_kernel import layout_space
+    from presk_kernel.layout_model import Model, Profile, read_machine, save_profile
+
+    groups = [f"f32+lanes{n}+w{w}" for n in (1, 8, 16) for w in (1, 2)]
+    groups += [f"f32+lanes16+w{w}+gemm" for w in (1, 2)]
+    model = Model(
+        lam=1e-6, spawn=0.0, beta_l2=4e11, beta_l3=8e11, beta_mem=1.5e12,
+        pi=dict.fromkeys(groups, 1e10), rho=dict.fromkeys(groups, 6e10), q=1.0, u=0.1,
+    )  # fmt: skip
+    profile = tmp_path / "layout.json"
+    save_profile(Profile(read_machine(), [], model), str(profile))
+    real = layout_space.points
+    monkeypatch.setattr(
+        layout_space, "points", lambda k, space, workers: real(k, space, workers)[:1]
+    )
+    day = tmp_path / "day"
+    dims = ["--dim", "M=32", "--dim", "K=32", "--dim", "N=32"]
+    r = CliRunner().invoke(autotune, ["experiments/gemm.psk", "--entry", "thin", *dims,
+                           "--realize", "f32", "--profile", str(profile), "--interp",
+                           "--out", str(day)])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    doc = json.loads((day / "day.json").read_text())
+    (nest,) = doc["nests"]
+    old = nest["default_060"]
+    assert old["text"].startswith("tiled, tile [4, 16], kblock none, order IJ, lanes 1")
+    assert old["text"].endswith("split none, no pack")
+    assert len(old["times_us"]) == 7 and old["same_bits"] is True
+    (p0,) = [json.loads(x) for x in (day / nest["file"]).read_text().splitlines()]
+    assert p0["text"].endswith("pack") and p0["same_bits"] is True
+    out = tmp_path / "rank.md"
+    r = presk("rank", day, day, "--entry", "thin", "--out", out)
+    assert r.returncode == 0, r.stderr
+    line = next(x for x in r.stdout.splitlines() if x.startswith("| L |"))
+    assert line.endswith("| **holds** |")
