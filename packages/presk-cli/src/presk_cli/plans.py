@@ -363,21 +363,14 @@ def the_default(nest: Nest, pts, workers: int, machine, model) -> tuple[int | No
     """(the point whose kernel is the default layout's at `workers`, the layout a run
     compiles without a plan, or None when no point is; its predicted seconds): a plan never
     takes a layout its model prices slower than that (docs/plans.md, issue 23)."""
-    from presk_kernel.layout import apply_layout, run_layout, with_gemm
+    from presk_kernel.layout import apply_layout, run_layout
     from presk_kernel.layout_model import counts
 
-    default = run_layout(nest.kernel, workers)
-    body = apply_layout(nest.kernel, default).body
     run_k = nest.kernel if nest.narrowed is None else nest.narrowed  # what a run compiles
     laid = apply_layout(run_k, run_layout(run_k, workers))
     price = model.predict(counts(laid, machine, model.rules)) * nest.launches
-    for i, pt in enumerate(pts):
-        if pt.why is not None:
-            continue
-        layout = pt.layout
-        if layout.pack and layout.gemm is None:
-            layout = with_gemm(nest.kernel, layout)
-        if apply_layout(nest.kernel, layout).body == body:
+    for i, pt in enumerate(pts):  # the point a run under the plan lays out as the default
+        if pt.why is None and laid_as_run(nest, pt.layout).body == laid.body:
             return i, price
     return None, price
 
