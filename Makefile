@@ -95,8 +95,9 @@ bench-gpt: corpus-data
 
 # The course GPT's training step at reduced width (D = 192; f32) natively under a layout
 # plan beside its default layouts and PyTorch's sides, in one run (docs/plans.md, "The
-# course GPT's step under a plan"): the model calibrated on the GEMM at N 64 and 128, the
-# step planned (presk plan --train), tools/pytorch_baseline.py --plan at BENCH_PLAN_THREADS.
+# course GPT's step under a plan"): the model calibrated on the GEMM at N 64 and 128 and its
+# GEMM statement timed at the step's products (BENCH_PLAN_GEMMS, --space gemm), the step
+# planned (presk plan --train), tools/pytorch_baseline.py --plan at BENCH_PLAN_THREADS.
 BENCH_PLAN_PROFILE ?= out/bench_plan_layout.json
 BENCH_PLAN ?= out/bench_plan.json
 BENCH_PLAN_THREADS ?= 2
