@@ -13,7 +13,7 @@ EXAMPLES := tests/examples/mlp/mlp.psk tests/examples/minigpt/minigpt.psk \
 	export-examples conformance sanitize opt-examples calibrate serve-examples serve-pt corpus-data corpus \
 	corpus-gpt experiment-gpt pytorch-baseline bench-gpt bench-attention bench-top-k bench-epilogue bench-serve \
 	packages dist explain explain-pdf c-conformance \
-	c-speed step-table j-step step-train quant-table precision curve calibrate-ra4 ra4-small plan-check ra4-quick \
+	c-speed step-table j-step step-train quant-table precision curve calibrate-ra4 ra4-small plan-check ra4-quick ra4-mid statement-p \
 	bench-plan
 
 setup:
@@ -96,16 +96,25 @@ bench-gpt: corpus-data
 
 # The course GPT's training step at reduced width (D = 192; f32) natively under a layout
 # plan beside its default layouts and PyTorch's sides, in one run (docs/plans.md, "The
-# course GPT's step under a plan"): the model calibrated on the GEMM at N 64 and 128, the
-# step planned (presk plan --train), tools/pytorch_baseline.py --plan at BENCH_PLAN_THREADS.
+# course GPT's step under a plan"): the model calibrated on the GEMM at N 64 and 128 and its
+# GEMM statement timed at the step's products (BENCH_PLAN_GEMMS, --space gemm), the step
+# planned (presk plan --train), tools/pytorch_baseline.py --plan at BENCH_PLAN_THREADS.
 BENCH_PLAN_PROFILE ?= out/bench_plan_layout.json
 BENCH_PLAN ?= out/bench_plan.json
 BENCH_PLAN_THREADS ?= 2
+# The step's products at D 192 (M×K×N, its batch folded into M), whose GEMM statement is
+# timed on one worker and on two (--space gemm) so that the plan's worker counts are measured.
+BENCH_PLAN_GEMMS ?= 4096x192x192 192x4096x192 192x4096x768 192x4096x86 4096x768x192 \
+	4096x192x86 4096x192x768 768x4096x192 4096x86x192
 bench-plan: corpus-data
 	@if [ ! -f $(GPT_DATA) ]; then echo "bench-plan: no $(GPT_DATA) (make corpus-data)"; exit 0; fi; \
 	set -e; mkdir -p out; rm -f $(BENCH_PLAN_PROFILE); \
 	for n in 64 128; do .venv/bin/presk bench experiments/gemm.psk --entry gemm --dim N=$$n \
 	    --realize f32 --space calib --repeat 5 --calibrate $(BENCH_PLAN_PROFILE) > /dev/null; done; \
+	for mkn in $(BENCH_PLAN_GEMMS); do set -- $$(echo $$mkn | tr x ' '); \
+	    .venv/bin/presk bench experiments/gemm.psk --entry thin --dim M=$$1 --dim K=$$2 \
+	    --dim N=$$3 --realize f32 --space gemm --repeat 11 --calibrate $(BENCH_PLAN_PROFILE) \
+	    | sed -n '4,5p'; done; \
 	.venv/bin/presk plan $(GPT) --train --const D=192 --realize f32 \
 	    --profile $(BENCH_PLAN_PROFILE) --out $(BENCH_PLAN) > $(BENCH_PLAN).txt; \
 	tail -3 $(BENCH_PLAN).txt; \
@@ -459,6 +468,31 @@ ra4-small: setup
 	    --realize f32 --space small --profile $(RA4_PROFILE) --out $(RA4_DAYS)/day2
 	.venv/bin/presk rank $(RA4_DAYS)/day1 $(RA4_DAYS)/day2 --entry $(RA4_ENTRY) \
 	    --out $(RA4_DAYS)/rank.md
+
+# Between ra4-quick and ra4-small (issue 23, H5): the model calibrated on the GEMM at N 64 and
+# 128 (f32), the course GPT's attention at the step's width D 192 (heads of 32), B 2, T 64,
+# swept twice on --space small (day 1 checked on the kernel interpreter), ranked.
+RA4M_PROFILE ?= out/ra4m_layout.json
+RA4M_DAYS ?= out/ra4_mid
+RA4M_GAP ?= 30
+RA4M_DIMS := --const D=192 --dim B=2 --dim T=64
+ra4-mid: setup
+	@mkdir -p $(RA4M_DAYS) && rm -f $(RA4M_PROFILE) && rm -rf $(RA4M_DAYS)/day1 $(RA4M_DAYS)/day2
+	set -e; for n in 64 128; do .venv/bin/presk bench experiments/gemm.psk --entry gemm \
+	    --dim N=$$n --realize f32 --space calib --repeat 5 --calibrate $(RA4M_PROFILE) \
+	    | tail -1; done
+	.venv/bin/presk autotune $(GPT) --entry $(RA4_ENTRY) $(RA4M_DIMS) --realize f32 \
+	    --space small --profile $(RA4M_PROFILE) --interp --out $(RA4M_DAYS)/day1
+	sleep $(RA4M_GAP)
+	.venv/bin/presk autotune $(GPT) --entry $(RA4_ENTRY) $(RA4M_DIMS) --realize f32 \
+	    --space small --profile $(RA4M_PROFILE) --out $(RA4M_DAYS)/day2
+	.venv/bin/presk rank $(RA4M_DAYS)/day1 $(RA4M_DAYS)/day2 --entry $(RA4_ENTRY) \
+	    --out $(RA4M_DAYS)/rank.md
+
+# Statement P at N 1024 in f32 without the whole sweep (hours here): the GEMM statement's
+# points against the 0.6.0 default, interleaved; a lower bound of P (tools/statement_p.py).
+statement-p: setup
+	$(PY) tools/statement_p.py --n 1024 --realize f32 --rounds 3
 
 # ra4-small reduced to run in minutes on a loaded two-core machine: the model calibrated on
 # the GEMM at N 64 and 128 (f32), the course GPT's attention at D 96, B 4, T 64 swept twice on

@@ -261,6 +261,12 @@ def test_autotune_measures_every_point_and_writes_the_day(profile, tmp_path):
         r" output bit-identical to point 0, natively and on the kernel interpreter: yes",
         lines[-1],
     )
+    # statement L on the sweep: every point checked on the interpreter, none differing
+    r = presk("rank", day, day, "--entry", "attend", "--out", tmp_path / "rank.md")
+    assert r.returncode == 0, r.stderr
+    line = next(x for x in r.stdout.splitlines() if x.startswith("| L |"))
+    assert f"| {total} of {total} points of day 1 checked on the interpreter" in line
+    assert "; 0 outputs differing" in line and line.endswith("| **holds** |")
 
 
 def test_a_point_that_differs_stops_the_sweep(profile, tmp_path, monkeypatch):

@@ -159,9 +159,10 @@ def bench_rows(core, entry, args, rows, bits: int, repeat: int, threads: int, sh
 )
 @click.option(
     "--space",
-    type=click.Choice(("calib", "small", "full")),
+    type=click.Choice(("calib", "small", "full", "gemm")),
     help="With --calibrate: calibrate the layout cost model instead, timing the entry's first"
-    " contraction under every point of this layout space (docs/plans.md).",
+    " contraction under every point of this layout space (docs/plans.md; gemm: the calib"
+    " space's GEMM statement points alone, point 0 and its splits).",
 )
 @click.option(
     "--combine",

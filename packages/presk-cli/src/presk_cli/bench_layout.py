@@ -40,6 +40,7 @@ def calibrate_layouts(core, run, realize, repeat, out, space, combine, rules, so
         Profile,
         count_all,
         counts_for,
+        gemm_shape,
         load_profile,
         parse_combine,
         parse_rules,
@@ -85,7 +86,10 @@ def calibrate_layouts(core, run, realize, repeat, out, space, combine, rules, so
         sys.stdout.flush()
         operands = [list(b.shape) for b in kernel.inputs]
         samples, ill = [], 0
-        for p in points(kernel, space, machine.workers):
+        pts = points(kernel, "calib" if space == "gemm" else space, machine.workers)
+        if space == "gemm":  # the GEMM statement's points alone: point 0 and its splits
+            pts = [p for p in pts if p.why is None and p.layout.gemm is not None]
+        for p in pts:
             if p.why is not None:
                 ill += 1
                 continue
@@ -96,11 +100,15 @@ def calibrate_layouts(core, run, realize, repeat, out, space, combine, rules, so
                 continue
             native = timed_entry(laid)
             times = _times(native, inputs, repeat, at)
+            lk = laid.launches[at].kernel
             samples.append({
                 "nest": site, "operands": operands, "type": realize, "decisions": p.decisions,
-                "layout": p.text, "counts": count_all(laid.launches[at].kernel, machine),
+                "layout": p.text, "counts": count_all(lk, machine),
                 "times_us": times, "dims": {k: int(v) for k, v in all_dims.items()},
             })  # fmt: skip
+            shape = gemm_shape(lk)
+            if shape is not None:
+                samples[-1]["gemm"] = shape
     except (EntryError, RunError) as err:
         entry_fail("bench", err, sources)
     except NativeError as err:

@@ -43,12 +43,15 @@ class PlanError(Exception):
 @dataclass(frozen=True)
 class Nest:
     """A nest of the entry: its site, its kernel (fused, before the layout pass), its
-    operands' shapes and how many times the entry launches it."""
+    operands' shapes and how many times the entry launches it; `narrowed`: the run's kernel
+    when the `kernel` pass narrowed the product to its live triangle (`kernel` is then the
+    whole product, the space's nest), else None."""
 
     site: str
     kernel: object
     operands: tuple[tuple[int, ...], ...]
     launches: int
+    narrowed: object = None
 
     @property
     def operands_text(self) -> str:
@@ -93,9 +96,10 @@ def nests_of(schedule) -> list[Nest]:
             continue
         if name in out:
             n = out[name]
-            out[name] = Nest(n.site, n.kernel, n.operands, n.launches + 1)
+            out[name] = dataclasses.replace(n, launches=n.launches + 1)
             continue
-        out[name] = Nest(name, k, tuple(b.shape for b in k.inputs), 1)
+        narrowed = launch.kernel if k is not launch.kernel else None
+        out[name] = Nest(name, k, tuple(b.shape for b in k.inputs), 1, narrowed)
     return list(out.values())
 
 
@@ -329,32 +333,88 @@ def costed(nest: Nest, pts, machine, model) -> list[float]:
 
 def priced(nest: Nest, layout, machine, model) -> float:
     """A layout's predicted seconds for the nest's launches."""
-    from presk_kernel.layout import apply_layout, with_gemm
     from presk_kernel.layout_model import counts
 
-    if layout.pack and layout.gemm is None:
-        layout = with_gemm(nest.kernel, layout)
-    laid = apply_layout(nest.kernel, layout)
+    laid = laid_as_run(nest, layout)
     return model.predict(counts(laid, machine, model.rules)) * nest.launches
+
+
+def laid_as_run(nest: Nest, layout):
+    """The nest laid out as a run under a plan lays it out (presk_kernel.layout.lay_out): a
+    narrowed product's live triangle where the layout applies to it or is its GEMM
+    statement (`layout.narrowed_gemm`), else the whole product; so a point is priced for
+    what it computes."""
+    from presk_kernel.layout import apply_layout, check_layout, narrowed_gemm, with_gemm
+
+    k = nest.kernel
+    if nest.narrowed is not None:
+        lay = layout if layout.gemm is not None else with_gemm(nest.narrowed, layout)
+        if check_layout(nest.narrowed, lay) is None:
+            return apply_layout(nest.narrowed, lay)
+        narrow = narrowed_gemm(nest.narrowed, lay)
+        if narrow is not None:
+            return apply_layout(nest.narrowed, narrow)
+    if layout.pack and layout.gemm is None:
+        layout = with_gemm(k, layout)
+    return apply_layout(k, layout)
 
 
 def the_default(nest: Nest, pts, workers: int, machine, model) -> tuple[int | None, float]:
     """(the point whose kernel is the default layout's at `workers`, the layout a run
     compiles without a plan, or None when no point is; its predicted seconds): a plan never
     takes a layout its model prices slower than that (docs/plans.md, issue 23)."""
-    from presk_kernel.layout import apply_layout, run_layout, with_gemm
+    from presk_kernel.layout import apply_layout, run_layout
+    from presk_kernel.layout_model import counts
 
-    default = run_layout(nest.kernel, workers)
-    body = apply_layout(nest.kernel, default).body
-    for i, pt in enumerate(pts):
-        if pt.why is not None:
-            continue
-        layout = pt.layout
-        if layout.pack and layout.gemm is None:
-            layout = with_gemm(nest.kernel, layout)
-        if apply_layout(nest.kernel, layout).body == body:
-            return i, priced(nest, default, machine, model)
-    return None, priced(nest, default, machine, model)
+    run_k = nest.kernel if nest.narrowed is None else nest.narrowed  # what a run compiles
+    laid = apply_layout(run_k, run_layout(run_k, workers))
+    price = model.predict(counts(laid, machine, model.rules)) * nest.launches
+    for i, pt in enumerate(pts):  # the point a run under the plan lays out as the default
+        if pt.why is None and laid_as_run(nest, pt.layout).body == laid.body:
+            return i, price
+    return None, price
+
+
+def measured_gemms(samples: list[dict]) -> dict[tuple, list[float]]:
+    """The profile's timed GEMM statements: their product and workers
+    (`layout_model.gemm_shape`) → their calls' times in seconds (the latest sample of a
+    product where several are)."""
+    out: dict[tuple, list[float]] = {}
+    for smp in samples:
+        shape = smp.get("gemm")
+        if isinstance(shape, list) and smp.get("times_us"):
+            out[tuple(shape)] = [t * 1e-6 for t in smp["times_us"]]
+    return out
+
+
+def departs_measured(nest: Nest, layout, workers: int, measured: dict[tuple, list[float]]) -> bool:
+    """Whether a plan may take `layout` for the nest where a run compiles its default at
+    `workers`, as far as the profile's measurements go (issue 23: a plan never takes what its
+    own measurement says is slower). When both are the GEMM statement of one product on
+    different workers (what the model prices by rates per worker count), only if the profile
+    timed both and the layout's calls are faster beyond their noise: the medians apart by
+    more than twice the larger median absolute deviation, as `presk rank` distinguishes a
+    pair (so an unmeasured worker count, or one measured within the noise, keeps the
+    default); any other layout, yes (the model's rule decides)."""
+    import statistics
+
+    from presk_kernel.layout import apply_layout, run_layout
+    from presk_kernel.layout_model import gemm_shape
+
+    run_k = nest.kernel if nest.narrowed is None else nest.narrowed
+    mine = gemm_shape(laid_as_run(nest, layout))
+    theirs = gemm_shape(apply_layout(run_k, run_layout(run_k, workers)))
+    if mine is None or theirs is None or mine[:5] != theirs[:5] or mine == theirs:
+        return True
+    a, b = measured.get(tuple(mine)), measured.get(tuple(theirs))
+    if not a or not b:
+        return False
+    ma, mb = statistics.median(a), statistics.median(b)
+
+    def mad(xs: list[float], m: float) -> float:
+        return statistics.median(abs(x - m) for x in xs)
+
+    return mb - ma > 2 * max(mad(a, ma), mad(b, mb))
 
 
 def choose(seconds: list[float], u: float, default: tuple[int | None, float] | None = None):
@@ -393,6 +453,8 @@ __all__ = [
     "costed",
     "layout_fields",
     "layout_from_fields",
+    "departs_measured",
+    "measured_gemms",
     "priced",
     "the_default",
     "nests_of",

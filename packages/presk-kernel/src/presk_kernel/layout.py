@@ -458,6 +458,9 @@ def lay_out(
             if layout.gemm is None:
                 layout = with_gemm(k, layout)
             why = check_layout(k, layout)
+            narrow = narrowed_gemm(k, layout) if why is not None else None
+            if narrow is not None:  # the GEMM statement on the live triangle, as a run has it
+                layout, why = narrow, None
             if why is not None and check_layout(unbanded(k), layout) is None:
                 k, why = (
                     unbanded(k),
@@ -473,6 +476,26 @@ def lay_out(
     from presk_kernel.spec import verified  # the verifier imports check_layout from here
 
     return verified(dataclasses.replace(schedule, launches=tuple(launches)), "layout")
+
+
+def narrowed_gemm(k: Kernel, layout: Layout) -> Layout | None:
+    """A plan's GEMM statement point (a layout of the whole product, `contract.unbanded`)
+    as the narrowed kernel `k` runs it: the run's own GEMM statement of `k` (its live
+    triangle, presk_kernel.narrow) on the point's workers, its columns split as the point
+    splits them; None when `k` is not narrowed, the layout is no GEMM statement, or the run
+    does not take one for `k`. The same fold in the same order over every live element:
+    the same bits; the planned point computes no dead position."""
+    if layout.gemm is None or unbanded(k) is k:
+        return None
+    base = run_layout(k, 1)
+    if base.gemm is None:
+        return None
+    if layout.split is not None and layout.threads > 1:
+        loops = parallel_loops(k)
+        if not loops:
+            return None
+        base = dataclasses.replace(base, split=loops[0].var, threads=layout.threads)
+    return base if check_layout(k, base) is None else None
 
 
 def layout_space(k: Kernel, threads: int = 1) -> list[Layout]:

@@ -48,6 +48,7 @@ class Nest:
     kind: str
     points: list[Point]
     raw: dict
+    default_060: Point | None = None  # the 0.6.0 default, timed beside the space (P)
 
 
 @dataclass
@@ -186,7 +187,14 @@ def read_day(path: str) -> Day:
                     f"{str(n['points'])[:20]}"
                 )
             ops = n.get("operands", [])
-            nests.append(Nest(n["nest"], jsonl.name, ops, _kind(n, points), points, n))
+            nest = Nest(n["nest"], jsonl.name, ops, _kind(n, points), points, n)
+            if "default_060" in n:  # statement P's side (autotune, docs/plans.md)
+                d = n["default_060"]
+                if not isinstance(d, dict):
+                    raise ValueError(f"`{n['nest']}`'s `default_060` is not a point")
+                d = dict(d, point=0, decisions=d.get("decisions", {}))
+                nest.default_060 = _point(json.dumps(d), f"`{n['nest']}`'s `default_060`")
+            nests.append(nest)
     except ValueError as e:
         raise _bad(path, str(e)) from None
     return Day(path, doc, nests)

@@ -36,11 +36,15 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from presk_kernel.contract import gemm_stop
 from presk_kernel.ir import Affine, For, GemmStmt, Kernel, Let, Load, Loop, Op, Reduce, Store, Tile
 
 ITEMSIZE = {"f64": 8, "f32": 4, "bf16": 2, "i64": 8, "bool": 1, "i8": 1}
 RULES = ("lines", "overhead")
 DEFAULT_RULES = ("lines", "overhead")
+# A narrowed product's GEMM runs one call per block of this many rows (presk_cback.emit's
+# TRIANGLE_ROWS, read here: a later stage's; tests/plans/test_plan.py checks they agree).
+TRIANGLE_ROWS = 24
 COMBINES = ("pnorm", "sum", "max")
 PROFILE_KIND = "layout-profile"
 PROFILE_VERSION = 1
@@ -472,16 +476,32 @@ class _Walk:
         from L2 for every NR panel, B from L3 for every MC block, C for every KC block, the
         packed panels and C's rows in whole cache lines under the rule `lines`. Its group is
         its own (`+gemm`): its rates are fitted on its samples, apart from the loop nests'."""
-        gm, dt = g.gemm, self.k.compute
+        gm = g.gemm
+        batch = math.prod(n for _, n in gm.batch)
+        stop = gemm_stop(gm, g.nest)
+        if stop is None:
+            return self._gemm_call(gm.rows, gm.cols, gm.depth, batch, g.threads)
+        # a narrowed product (its live triangle, presk_kernel.narrow): one call per block of
+        # TRIANGLE_ROWS rows over the columns its last row needs (presk_cback.emit's
+        # triangle_calls), each priced as a GEMM of its own
+        node = _Node(None, 1, 1)
+        for r0 in range(0, gm.rows, TRIANGLE_ROWS):
+            r1 = min(gm.rows, r0 + TRIANGLE_ROWS)
+            cols = min(gm.cols, r1 - 1 + stop)
+            if cols > 0:
+                node.children.append(self._gemm_call(r1 - r0, cols, gm.depth, batch, g.threads))
+        return node
+
+    def _gemm_call(self, m: int, n: int, k: int, batch: int, threads: int) -> _Node:
+        """One call of the generated GEMM over C[m, n] summed over k, `batch` times."""
+        dt = self.k.compute
         vl = self.m.lanes(dt)
         self.lanes = max(self.lanes, vl)
         self.gemm = True
         mr, nr, mc, kc, nc = gemm_blocking(dt, self.m.vector_bits)
         item = ITEMSIZE.get(dt, 8)
-        batch = math.prod(n for _, n in gm.batch)
-        m, n, k = gm.rows, gm.cols, gm.depth
         npan, mpan = math.ceil(n / nr), math.ceil(m / mr)
-        threads = max(1, g.threads)
+        threads = max(1, threads)
         by_n = npan >= threads or npan >= mpan
         parts = npan if by_n else mpan
         nt = max(1, min(threads, parts))
@@ -518,6 +538,29 @@ class _Walk:
         node = _Node(None, 1, 1)
         node.gemm = (a, b, c, m, n, k, mr, nr, mc, kc, nc)  # type: ignore[attr-defined]
         return node
+
+
+def gemm_shape(laid: Kernel) -> list | None:
+    """[type, rows (its batch folded in), columns, depth, the narrowed bound or None,
+    threads] of a laid-out kernel that is one GEMM statement (within batch loops or not),
+    else None: what makes two timed GEMM statements the same product on the same workers
+    (a layout profile's samples carry it, so that `presk plan` reads what it measured)."""
+    found: list = []
+
+    def walk(body) -> None:
+        for s in body:
+            if isinstance(s, GemmStmt):
+                found.append(s)
+            elif hasattr(s, "body") and not isinstance(s, GemmStmt):
+                walk(s.body)
+
+    walk(laid.body)
+    if len(found) != 1:
+        return None
+    g = found[0]
+    gm = g.gemm
+    rows = gm.rows * math.prod(n for _, n in gm.batch)
+    return [laid.compute, rows, gm.cols, gm.depth, gemm_stop(gm, g.nest), max(1, g.threads)]
 
 
 def gemm_blocking(dtype: str, vector_bits: int) -> tuple[int, int, int, int, int]:
@@ -817,6 +860,15 @@ def check_sample(s, where: str) -> dict:
         )
     ):
         raise ValueError(f"{where}: `times_us` is a list of positive times")
+    g = s.get("gemm")
+    if g is not None and not (
+        isinstance(g, list)
+        and len(g) == 6
+        and isinstance(g[0], str)
+        and all(isinstance(x, int) and not isinstance(x, bool) for x in g[1:4] + g[5:])
+        and (g[4] is None or (isinstance(g[4], int) and not isinstance(g[4], bool)))
+    ):
+        raise ValueError(f"{where}: `gemm` is [type, rows, columns, depth, bound, threads]")
     return s
 
 

@@ -316,9 +316,15 @@ def _statement_p(d1: Day, d2: Day, entry: str, eins) -> str:
         return text + "— | not measured |"
     a, b = eins[0]
     times = [_time(x, y) for x, y in zip(a.points, b.points, strict=True)]
-    ratio = times[0] / min(times)
+    if a.default_060 is not None and b.default_060 is not None:  # point 0 is the GEMM statement
+        old, what = _time(a.default_060, b.default_060), "the 0.6.0 default"
+    elif a.default_060 is None and b.default_060 is None:
+        old, what = times[0], "point 0"
+    else:
+        return text + "— | not measured: one day has no 0.6.0 default |"
+    ratio = old / min(times)
     return (
-        text + f"`{a.name}` {ratio:.2f}× (point 0 {times[0]:.1f} µs, the best "
+        text + f"`{a.name}` {ratio:.2f}× ({what} {old:.1f} µs, the best "
         f"{min(times):.1f} µs) | {_verdict(ratio >= P_RATIO)} |"
     )
 

@@ -257,6 +257,21 @@ def point0(k: Kernel) -> Layout:
     return dataclasses.replace(run_layout(k, 1), lanes=None, width=1)
 
 
+def default_060(k: Kernel) -> Layout | None:
+    """The 0.6.0 default of a contraction whose point 0 is the generated GEMM statement: the
+    loop nest point 0's decisions name (the default register tile, order IJ, no k-block, one
+    worker, no lanes, no pack), as the default was before the GEMM statement (statement P,
+    L1090; docs/spec-questions.md, issue 23, H5); None when point 0 is itself that loop
+    nest (then it is point 0) or it cannot be laid out."""
+    if kind(k) != "contraction":
+        return None
+    base = point0(k)
+    if base.gemm is None:
+        return None
+    layout = dataclasses.replace(base, pack=(), gemm=None)
+    return layout if check_layout(k, layout) is None else None
+
+
 def _gemm_point(d: dict, d0: dict) -> bool:
     """Whether the decisions are point 0's, on one worker or split over the columns (depth
     0): those a GEMM statement realizes when point 0 is one (docs/spec-questions.md, issue
@@ -430,6 +445,7 @@ def find_point(k: Kernel, d: dict, space: str = "full", workers: int = 1) -> Poi
 
 __all__ = [
     "ORDERS",
+    "default_060",
     "SPACES",
     "Point",
     "SpaceError",
