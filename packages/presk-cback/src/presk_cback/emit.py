@@ -531,17 +531,24 @@ class KernelC:
                 self.emit(f"for (int64_t {v} = {lo}; {v} < {hi}; {v}++) {{", depth)
                 self.block(body, depth + 1)
                 self.emit("}", depth)
-            case GemmStmt(gemm, threads, nest):
-                self.gemm_call(gemm, threads, depth, gemm_stop(gemm, nest))
+            case GemmStmt(gemm, threads, nest, batched):
+                self.gemm_call(gemm, threads, depth, gemm_stop(gemm, nest), batched)
             case TwoPass(body, _):
                 self.block(body, depth)
 
-    def gemm_call(self, g: Gemm, threads, depth: int, stop: int | None = None) -> None:
+    def gemm_call(
+        self, g: Gemm, threads, depth: int, stop: int | None = None, batched: bool = False
+    ) -> None:
         """A GEMM statement (over the operands it packs) as calls of the generated GEMM, one
         per point of its batch loops; the same fold, so the same bits. A narrowed product
         (`stop`: row r's columns end at r + stop) as one call per block of rows
-        (`triangle_calls`)."""
+        (`triangle_calls`). `batched`: the batch loops' points shared among the threads (one
+        parallel region, collapsed), each call on one thread."""
         self.gemm = self.k.compute
+        if batched and g.batch:
+            collapse = f" collapse({len(g.batch)})" if len(g.batch) > 1 else ""
+            self.emit(PARALLEL.format(threads=threads, simd="") + collapse, 0)
+            threads = 1
         for v, extent in g.batch:
             self.emit(
                 f"for (int64_t {_name(v)} = 0; {_name(v)} < {extent}; {_name(v)}++) {{", depth

@@ -463,7 +463,8 @@ class _Walk:
     def _gemm(self, g: GemmStmt) -> _Node:
         """The generated GEMM (presk_cback.gemm's Goto nest, its default blocking), one
         worker's share of it: its NR panels of n (its MR panels of m when n has fewer panels
-        than the workers and than m), each call once per point of the batch loops. Work: the
+        than the workers and than m), each call once per point of the batch loops (its
+        share of those points when the workers share them, `batched`). Work: the
         micro-kernel's vector FMAs over the tiles padded to MR × NR, the panels' copies (B's
         once, A's once per NC block of columns; in place when n has at most four panels),
         and under the rule `overhead` one operation per tile and per packed panel. Register
@@ -482,6 +483,9 @@ class _Walk:
         m, n, k = gm.rows, gm.cols, gm.depth
         npan, mpan = math.ceil(n / nr), math.ceil(m / mr)
         threads = max(1, g.threads)
+        if g.batched:  # the workers share the batch's points, each call whole on one
+            self.workers = max(self.workers, threads)
+            batch, threads = math.ceil(batch / threads), 1
         by_n = npan >= threads or npan >= mpan
         parts = npan if by_n else mpan
         nt = max(1, min(threads, parts))
