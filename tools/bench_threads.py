@@ -243,9 +243,12 @@ def report(sides: dict[int, dict], top: int) -> None:
     print(f"  the {top} launches that leave most on the table at two threads (the longer"
           " thread's CPU time beyond half the one-thread CPU time):")  # fmt: skip
     lost = sorted(
-        pairs, key=lambda p: -(max(p[1]["main"], p[1]["other"]) - (p[0]["main"] + p[0]["other"]) / 2)
+        pairs,
+        key=lambda p: -(max(p[1]["main"], p[1]["other"]) - (p[0]["main"] + p[0]["other"]) / 2),
     )
-    print(f"    {'lost ms':>8}{'1 thr':>8}{'thr 0':>8}{'thr 1':>8}{'regions':>8}  kernel, site, shapes")
+    print(
+        f"    {'lost ms':>8}{'1 thr':>8}{'thr 0':>8}{'thr 1':>8}{'regions':>8}  kernel, site, shapes"
+    )
     for a, b in lost[:top]:
         c = a["main"] + a["other"]
         loss = max(b["main"], b["other"]) - c / 2
@@ -263,7 +266,9 @@ def report(sides: dict[int, dict], top: int) -> None:
         kind[2] += c
     print("  the same by kernel (launches, ms lost, ms at one thread; split: opens regions):")
     for (c, name, split), (n, loss, w) in sorted(kinds.items(), key=lambda p: -p[1][1])[:top]:
-        print(f"    {loss:>8.2f}{w:>8.2f}{n:>5}x  {c[:5]} {name:<36} {'split' if split else 'serial'}")
+        print(
+            f"    {loss:>8.2f}{w:>8.2f}{n:>5}x  {c[:5]} {name:<36} {'split' if split else 'serial'}"
+        )
 
 
 def main() -> None:

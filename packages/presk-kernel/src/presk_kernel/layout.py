@@ -470,7 +470,7 @@ def run_layout(k: Kernel, threads: int = 1) -> Layout:
             return row
         layout = dataclasses.replace(layout, pack=(g.a, g.b), gemm=g)
         if threads > 1 and not layout.split and g.batch:  # a narrowed product's nest stops
-            (v, n), points = g.batch[0], 1  # at its triangle: its batch loops are its nest's
+            v, points = g.batch[0][0], 1  # at its triangle: its batch loops are its nest's
             for _, e in g.batch:
                 points *= e
             outer = parallel_loops(k)[:1]
