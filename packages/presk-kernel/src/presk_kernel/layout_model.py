@@ -462,8 +462,9 @@ class _Walk:
 
     def _gemm(self, g: GemmStmt) -> _Node:
         """The generated GEMM (presk_cback.gemm's Goto nest, its default blocking), one
-        worker's share of it: its NR panels of n (its MR panels of m when n has fewer panels
-        than the workers and than m), each call once per point of the batch loops (its
+        worker's share of it: its MR panels of m when m is longer than n and has a panel
+        for every worker, else its NR panels of n (of m when n has fewer panels than the
+        workers and than m; presk_cback.gemm's `split_columns`), each call once per point of the batch loops (its
         share of those points when the workers share them, `batched`). Work: the
         micro-kernel's vector FMAs over the tiles padded to MR × NR, the panels' copies (B's
         once, A's once per NC block of columns; in place when n has at most four panels),
@@ -486,7 +487,7 @@ class _Walk:
         if g.batched:  # the workers share the batch's points, each call whole on one
             self.workers = max(self.workers, threads)
             batch, threads = math.ceil(batch / threads), 1
-        by_n = npan >= threads or npan >= mpan
+        by_n = not (m > n and mpan >= threads) and (npan >= threads or npan >= mpan)
         parts = npan if by_n else mpan
         nt = max(1, min(threads, parts))
         self.workers = max(self.workers, nt)
