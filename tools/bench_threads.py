@@ -30,6 +30,13 @@ Printed, by kernel class (tools/bench_minigpt.py's) and in total:
 - the launches that leave most time on the table: the longer thread's CPU time beyond half
   the launch's one-thread CPU time, each with its regions and its split.
 
+`--wall R` then times the step at one and two threads, natively and in PyTorch (`--torch`:
+`sdpa`, the exported module on scaled_dot_product_attention, by default; `eager`;
+`compile+sdpa`), four processes of tools/pytorch_baseline.py's sides (the same θ₀ and
+batch), R rounds after one untimed, interleaved as that tool does (each order after the
+others' processes are idle); printed, each side's median and each stack's two-thread
+speedup, the median of the rounds' ratios, with the load average.
+
 `--regions` also times empty parallel regions of two threads (wall time a region, with
 libgomp's spin count at 0 and at its default) in their own processes: what a fork and join
 costs here and now.
@@ -271,6 +278,47 @@ def report(sides: dict[int, dict], top: int) -> None:
         )
 
 
+def wall(consts: list[str], data: str | None, rounds: int, torch: str) -> None:
+    """The step at one and two threads, native and PyTorch's, interleaved (`--wall`)."""
+    import pytorch_baseline as PB
+
+    ns = argparse.Namespace(
+        psk=PB.GPT, const=consts, data=data, threads=1, compile_mode="", plan=None
+    )
+    form = {"sdpa": "float32+sdpa", "eager": "float32", "compile+sdpa": "float32+sdpa+compile"}
+    with tempfile.TemporaryDirectory(prefix="bench-threads-") as tmp:
+        folder = Path(tmp)
+        plan = PB.prepare(ns, folder)
+        env = {**os.environ, "PRESK_CACHE": str(folder / "cache")}
+        env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+        base = ["--folder", str(folder)]
+        sides = []
+        for name, side in (
+            (f"PyTorch {torch} 1", f"torch:{form[torch]}@1"),  # first: its θ₀ is everyone's
+            (f"PyTorch {torch} 2", f"torch:{form[torch]}@2"),
+            ("native 1", "native:f32@1"),
+            ("native 2", "native:f32@2"),
+        ):
+            sides.append(PB.Side(name, ["--side", side, *base], env))
+        loads = []
+        for r in range(rounds + 1):
+            for s in sides if r % 2 else sides[::-1]:
+                PB.settle([o for o in sides if o is not s])
+                ms = s.time("step")
+                if r:
+                    s.step.append(ms)
+            loads.append(os.getloadavg()[0])
+        for s in sides:
+            s.close()
+    print(f"  the step, {plan['title']}, f32, {rounds} rounds interleaved; load average"
+          f" {min(loads):.1f}–{max(loads):.1f} on {os.cpu_count()} cores")  # fmt: skip
+    for s in sides:
+        print(f"    {s.name:<24} {statistics.median(s.step):>9.1f} ms")
+    for a, b in ((sides[0], sides[1]), (sides[2], sides[3])):
+        x = statistics.median(p / q for p, q in zip(a.step, b.step, strict=True))
+        print(f"    {a.name[:-2]:<24} two threads over one: {x:.2f}×")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--const", action="append", default=[])
@@ -281,6 +329,9 @@ def main() -> None:
     parser.add_argument("--side", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--empty", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--json", help="also write both sides' launches to this file")
+    parser.add_argument("--wall", type=int, default=0, help="rounds of the interleaved steps")
+    parser.add_argument("--torch", choices=["sdpa", "eager", "compile+sdpa"], default="sdpa")
+    parser.add_argument("--no-cpu", action="store_true", help="only --wall's steps")
     args = parser.parse_args()
     consts = dict(c.split("=", 1) for c in args.const)
     if args.empty:
@@ -290,6 +341,9 @@ def main() -> None:
         side(consts, args.data, args.side, args.steps)
         return
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    if args.no_cpu:
+        wall(args.const, None if args.data == str(DATA) else args.data, args.wall, args.torch)
+        return
     sides = {}
     for threads in (1, 2):
         cmd = [sys.executable, __file__, "--side", str(threads), "--data", args.data]
@@ -306,6 +360,8 @@ def main() -> None:
         with tempfile.NamedTemporaryFile("w", dir=Path(args.json).parent, delete=False) as f:
             json.dump(sides, f)
         os.replace(f.name, args.json)
+    if args.wall:
+        wall(args.const, None if args.data == str(DATA) else args.data, args.wall, args.torch)
     if args.regions:
         print("  an empty parallel region of two threads, wall time (median of 5 × 2000):")
         for spin in ("0", "3000", "300000"):

@@ -86,3 +86,18 @@ def test_rows_split_by_their_work_keep_the_bits(monkeypatch):
     got = NativeEntry(laid).run(args)
     assert same_bits(got, want)  # one thread's (tests/native: at every layout)
     assert same_bits(run_schedule(laid, args, laid=True), want)
+
+
+def test_the_gemm_shares_the_longer_side_among_threads():
+    """m longer than n: the threads share m's panels (presk_cback.gemm's `split_columns`),
+    A read in place, packed by rows or by columns; the bits of one thread's fold."""
+    from presk_cback import gemm as G
+
+    rng = np.random.default_rng(7)
+    for dtype in (np.float64, np.float32):
+        a = rng.standard_normal((203, 61)).astype(dtype)
+        b = rng.standard_normal((61, 37)).astype(dtype)
+        for x in (a, np.asfortranarray(a)):
+            one = G.gemm(x, b, threads=1)
+            assert same_bits(G.gemm(x, b, threads=2), one)
+            assert same_bits(G.gemm(x[:, :1], b[:1], threads=2), G.gemm(x[:, :1], b[:1]))
