@@ -36,7 +36,9 @@ the softmax's, as tools/pytorch_baseline.py's breakdown) and in total:
 `compile+sdpa`), four processes of tools/pytorch_baseline.py's sides (the same θ₀ and
 batch), R rounds after one untimed, interleaved as that tool does (each order after the
 others' processes are idle); printed, each side's median and each stack's two-thread
-speedup, the median of the rounds' ratios, with the load average.
+speedup, the median of the rounds' ratios, with the load average. `--against PYTHON` adds
+another tree's native sides at one and two threads (`/work/main/.venv/bin/python`: the
+change before and after, in the same rounds).
 
 `--regions` also times empty parallel regions of two threads (wall time a region, with
 libgomp's spin count at 0 and at its default) in their own processes: what a fork and join
@@ -290,8 +292,11 @@ def report(sides: dict[int, dict], top: int) -> None:
         )
 
 
-def wall(consts: list[str], data: str | None, rounds: int, torch: str) -> None:
-    """The step at one and two threads, native and PyTorch's, interleaved (`--wall`)."""
+def wall(
+    consts: list[str], data: str | None, rounds: int, torch: str, against: str | None = None
+) -> None:
+    """The step at one and two threads, native and PyTorch's, interleaved (`--wall`);
+    `against`: another tree's python, its native sides beside (a change before and after)."""
     import pytorch_baseline as PB
 
     ns = argparse.Namespace(
@@ -312,6 +317,14 @@ def wall(consts: list[str], data: str | None, rounds: int, torch: str) -> None:
             ("native 2", "native:f32@2"),
         ):
             sides.append(PB.Side(name, ["--side", side, *base], env))
+        if against:  # another tree's tool takes its threads from plan.json: a folder each
+            for t in (1, 2):
+                other = folder / f"against{t}"
+                other.mkdir()
+                (other / "plan.json").write_text(json.dumps({**plan, "threads": t}))
+                (other / "theta0.npz").symlink_to(folder / "theta0.npz")
+                order = ["--side", "native:f32", "--folder", str(other)]
+                sides.append(PB.Side(f"against {t}", order, env, against))
         loads = []
         for r in range(rounds + 1):
             for s in sides if r % 2 else sides[::-1]:
@@ -326,7 +339,7 @@ def wall(consts: list[str], data: str | None, rounds: int, torch: str) -> None:
           f" {min(loads):.1f}–{max(loads):.1f} on {os.cpu_count()} cores")  # fmt: skip
     for s in sides:
         print(f"    {s.name:<24} {statistics.median(s.step):>9.1f} ms")
-    for a, b in ((sides[0], sides[1]), (sides[2], sides[3])):
+    for a, b in zip(sides[::2], sides[1::2], strict=True):
         x = statistics.median(p / q for p, q in zip(a.step, b.step, strict=True))
         print(f"    {a.name[:-2]:<24} two threads over one: {x:.2f}×")
 
@@ -344,6 +357,7 @@ def main() -> None:
     parser.add_argument("--wall", type=int, default=0, help="rounds of the interleaved steps")
     parser.add_argument("--torch", choices=["sdpa", "eager", "compile+sdpa"], default="sdpa")
     parser.add_argument("--no-cpu", action="store_true", help="only --wall's steps")
+    parser.add_argument("--against", metavar="PYTHON", help="--wall: another tree's native sides")
     args = parser.parse_args()
     consts = dict(c.split("=", 1) for c in args.const)
     if args.empty:
@@ -354,7 +368,13 @@ def main() -> None:
         return
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
     if args.no_cpu:
-        wall(args.const, None if args.data == str(DATA) else args.data, args.wall, args.torch)
+        wall(
+            args.const,
+            None if args.data == str(DATA) else args.data,
+            args.wall,
+            args.torch,
+            args.against,
+        )
         return
     sides = {}
     for threads in (1, 2):
@@ -373,7 +393,13 @@ def main() -> None:
             json.dump(sides, f)
         os.replace(f.name, args.json)
     if args.wall:
-        wall(args.const, None if args.data == str(DATA) else args.data, args.wall, args.torch)
+        wall(
+            args.const,
+            None if args.data == str(DATA) else args.data,
+            args.wall,
+            args.torch,
+            args.against,
+        )
     if args.regions:
         print("  an empty parallel region of two threads, wall time (median of 5 × 2000):")
         for spin in ("0", "3000", "300000"):
