@@ -16,7 +16,7 @@ from presk_cback.native import NativeEntry
 from presk_kernel import layout as L
 from presk_kernel.fuse import fuse
 from presk_kernel.interp import run_schedule
-from presk_kernel.ir import GemmStmt
+from presk_kernel.ir import GemmStmt, format_kernel
 from presk_kernel.narrow import narrow
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "presk-kernel" / "tests"))
@@ -49,6 +49,8 @@ def test_a_batched_product_shares_its_batch_among_threads():
         laid = L.lay_out(narrowed, 2)
         stmts = [s for lc in laid.launches for s in lc.kernel.body if isinstance(s, GemmStmt)]
         assert stmts and all(s.batched and s.threads == 2 for s in stmts)
+        gemms = [lc.kernel for lc in laid.launches if isinstance(lc.kernel.body[0], GemmStmt)]
+        assert all("threads 2 over its batch" in format_kernel(k) for k in gemms)
         source = entry_source(laid)
         assert "num_threads(2) schedule(static) collapse(2)" in source
         got = NativeEntry(laid).run(args)
