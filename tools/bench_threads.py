@@ -31,12 +31,12 @@ the softmax's, as tools/pytorch_baseline.py's breakdown) and in total:
 - the launches that leave most time on the table: the longer thread's CPU time beyond half
   the launch's one-thread CPU time, each with its regions and its split.
 
-`--wall R` then times the step at one and two threads, natively and in PyTorch (`--torch`:
+`--wall R` then times the step and the forward pass at one and two threads, natively and in PyTorch (`--torch`:
 `sdpa`, the exported module on scaled_dot_product_attention, by default; `eager`;
 `compile+sdpa`), four processes of tools/pytorch_baseline.py's sides (the same θ₀ and
 batch), R rounds after one untimed, interleaved as that tool does (each order after the
 others' processes are idle); printed, each side's median and each stack's two-thread
-speedup, the median of the rounds' ratios, with the load average. `--against PYTHON` adds
+speedup (step and forward), the median of the rounds' ratios, with the load average. `--against PYTHON` adds
 another tree's native sides at one and two threads (`/work/main/.venv/bin/python`: the
 change before and after, in the same rounds).
 
@@ -327,21 +327,26 @@ def wall(
                 sides.append(PB.Side(f"against {t}", order, env, against))
         loads = []
         for r in range(rounds + 1):
-            for s in sides if r % 2 else sides[::-1]:
-                PB.settle([o for o in sides if o is not s])
-                ms = s.time("step")
-                if r:
-                    s.step.append(ms)
+            for order in ("step", "forward"):
+                for s in sides if r % 2 else sides[::-1]:
+                    PB.settle([o for o in sides if o is not s])
+                    ms = s.time(order)
+                    if r:
+                        getattr(s, order).append(ms)
             loads.append(os.getloadavg()[0])
         for s in sides:
             s.close()
     print(f"  the step, {plan['title']}, f32, {rounds} rounds interleaved; load average"
           f" {min(loads):.1f}–{max(loads):.1f} on {os.cpu_count()} cores")  # fmt: skip
+    print(f"    {'side':<24} {'step ms':>9} {'forward ms':>11}")
     for s in sides:
-        print(f"    {s.name:<24} {statistics.median(s.step):>9.1f} ms")
+        print(
+            f"    {s.name:<24} {statistics.median(s.step):>9.1f} {statistics.median(s.forward):>11.1f}"
+        )
     for a, b in zip(sides[::2], sides[1::2], strict=True):
         x = statistics.median(p / q for p, q in zip(a.step, b.step, strict=True))
-        print(f"    {a.name[:-2]:<24} two threads over one: {x:.2f}×")
+        f = statistics.median(p / q for p, q in zip(a.forward, b.forward, strict=True))
+        print(f"    {a.name[:-2]:<24} two threads over one: step {x:.2f}×, forward {f:.2f}×")
 
 
 def main() -> None:
