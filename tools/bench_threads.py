@@ -2,13 +2,15 @@
 each thread, at one and at two threads (issue 26, "Threads"): `make bench-threads`.
 
     .venv/bin/python tools/bench_threads.py [--const D=192]… [--steps 3] [--data FILE]
-        [--threads 1 2] [--top 15] [--regions]
+        [--forward] [--top 15] [--regions] [--wall R [--torch FORM] [--against PYTHON]]
+        [--no-cpu] [--json FILE]
 
 Each side (a thread count) is a process of its own that lowers the step at its threads
 (presk_cli.native.lower: the layouts `presk train --backend native --threads T` compiles),
 compiles it with three clocks around each launch (`NativeEntry(timed="threads")`: the wall
 time, the calling thread's CPU time and the process's, presk_cback.emit), runs it once
-untimed and `--steps` times, and reports each launch's mean. A launch's CPU time off the
+untimed and `--steps` times, and reports each launch's mean (`--forward`: the objective
+alone, the forward pass, instead of the step). A launch's CPU time off the
 calling thread is its other threads' (OpenMP's workers: OpenBLAS is held at one thread in
 the sides, and no other thread of the process runs meanwhile). CPU clocks count work, not
 waiting (libgomp's workers sleep on a futex at once: GOMP_SPINCOUNT 0, presk_cback.load),
@@ -98,7 +100,7 @@ def regions(k) -> int:
     return count(k.body, 1)
 
 
-def side(consts: dict, data: str, threads: int, steps: int) -> None:
+def side(consts: dict, data: str, threads: int, steps: int, forward: bool = False) -> None:
     import numpy as np
     from bench_minigpt import kernel_class
     from experiment_gpt import GPT, light_trainer, load
@@ -125,6 +127,8 @@ def side(consts: dict, data: str, threads: int, steps: int) -> None:
     batch = stack_samples(run.batch_type, [trainer.samples[i] for i in range(b)])
     args = [batch, theta, trainer.m, trainer.v, np.full((), 1.0), np.full((), 1e-4)]
     name = NATIVE_STEP.format(run.objective)
+    if forward:  # the objective alone (tools/pytorch_baseline.py's forward pass)
+        step, name, args = trainer.interp.program, run.objective, [theta, batch]
     schedule = lower(step, name, trainer.dims, args, "f32", threads)
     # a fused kernel's class by the operations it computes (a softmax fused with the scores'
     # scale is the softmax's), as tools/pytorch_baseline.py's breakdown classes it
@@ -362,6 +366,7 @@ def main() -> None:
     parser.add_argument("--wall", type=int, default=0, help="rounds of the interleaved steps")
     parser.add_argument("--torch", choices=["sdpa", "eager", "compile+sdpa"], default="sdpa")
     parser.add_argument("--no-cpu", action="store_true", help="only --wall's steps")
+    parser.add_argument("--forward", action="store_true", help="the forward pass, not the step")
     parser.add_argument("--against", metavar="PYTHON", help="--wall: another tree's native sides")
     args = parser.parse_args()
     consts = dict(c.split("=", 1) for c in args.const)
@@ -369,7 +374,7 @@ def main() -> None:
         empty_regions(args.empty)
         return
     if args.side:
-        side(consts, args.data, args.side, args.steps)
+        side(consts, args.data, args.side, args.steps, args.forward)
         return
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
     if args.no_cpu:
@@ -385,12 +390,14 @@ def main() -> None:
     for threads in (1, 2):
         cmd = [sys.executable, __file__, "--side", str(threads), "--data", args.data]
         cmd += ["--steps", str(args.steps)] + [f"--const={c}" for c in args.const]
+        cmd += ["--forward"] if args.forward else []
         out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
         if out.returncode:
             raise SystemExit(f"bench_threads: the {threads}-thread side failed:\n{out.stderr}")
         sides[threads] = json.loads(out.stdout.strip().splitlines()[-1])
     load = os.getloadavg()[0]
-    print(f"course GPT {consts or '(full width)'}, f32 step, {args.steps} steps a side;"
+    what = "forward pass" if args.forward else "step"
+    print(f"course GPT {consts or '(full width)'}, f32 {what}, {args.steps} calls a side;"
           f" load average {load:.1f} on {os.cpu_count()} cores")  # fmt: skip
     report(sides, args.top)
     if args.json:
