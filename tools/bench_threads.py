@@ -401,9 +401,9 @@ def main() -> None:
           f" load average {load:.1f} on {os.cpu_count()} cores")  # fmt: skip
     report(sides, args.top)
     if args.json:
-        with tempfile.NamedTemporaryFile("w", dir=Path(args.json).parent, delete=False) as f:
-            json.dump(sides, f)
-        os.replace(f.name, args.json)
+        from presk_core.data import write_text
+
+        write_text(args.json, json.dumps(sides))
     if args.wall:
         wall(
             args.const,
