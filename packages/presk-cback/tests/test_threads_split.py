@@ -17,6 +17,7 @@ from presk_kernel import layout as L
 from presk_kernel.fuse import fuse
 from presk_kernel.interp import run_schedule
 from presk_kernel.ir import GemmStmt, format_kernel
+from presk_kernel.layout import parallel_loops
 from presk_kernel.narrow import narrow
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "presk-kernel" / "tests"))
@@ -69,25 +70,35 @@ def test_a_batch_that_does_not_share_evenly_splits_each_call():
 
 
 def test_rows_split_by_their_work_keep_the_bits(monkeypatch):
-    """MiniGPT's training step at B 2, T 8 with WORK_AT lowered so that its rows split (a
-    softmax's at a depth under its block loops, the norms', a sum over rows into columns):
-    the bits of one thread and of the interpreter."""
+    """MiniGPT's training step at B 2, T 8 with WORK_AT lowered so that its rows split (the
+    softmax's, the norms', a sum over rows into columns), and a causal softmax whose rows
+    grow (T 32: its tile of rows is not split, its batch loop under it is): the bits of the
+    interpreter, plain and laid out (one thread's)."""
     file = "tests/examples/minigpt/train_minigpt.psk"
     schedule, args, _ = lowered(file, "loss", (("B", 2), ("T", 8)), "f32", True, MINIGPT)
     fused = fuse(schedule)[0]
     want = run_schedule(fused, args)
-    assert not [lc for lc in L.lay_out(fused, 2).launches if lc.kernel.layout.depth]
+    before = L.lay_out(fused, 2)
     monkeypatch.setattr(L, "WORK_AT", 64)
     laid = L.lay_out(fused, 2)
     rows = [
-        lc.kernel for lc in laid.launches if lc.kernel.layout.split and not lc.kernel.layout.gemm
+        lc.kernel
+        for lc, was in zip(laid.launches, before.launches, strict=True)
+        if lc.kernel.layout.split and not was.kernel.layout.split
     ]
-    assert any(k.layout.depth for k in rows) and any(
-        "softmax" in " ".join(k.steps) + k.name for k in rows
-    )
+    assert any("softmax" in " ".join(k.steps) + k.name for k in rows)
+    assert any(k.name == "sum_to" for k in rows)
     got = NativeEntry(laid).run(args)
-    assert same_bits(got, want)  # one thread's (tests/native: at every layout)
+    assert same_bits(got, want)
     assert same_bits(run_schedule(laid, args, laid=True), want)
+    attend = ("tutorial/03_attention.psk", "attend", (("B", 2), ("T", 32)), "f32")
+    schedule, args, _ = lowered(*attend)
+    fused = fuse(schedule)[0]
+    args = hard_inputs(args, np.float32)
+    laid = L.lay_out(narrow(fused)[0], 2)
+    (soft,) = [lc.kernel for lc in laid.launches if "softmax" in lc.kernel.name]
+    assert soft.layout.depth == 1 and soft.layout.split == parallel_loops(soft)[0].var
+    assert same_bits(NativeEntry(laid).run(args), run_schedule(fused, args))
 
 
 def test_the_gemm_shares_the_longer_side_among_threads():

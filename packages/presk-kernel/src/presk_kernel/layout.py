@@ -247,35 +247,50 @@ def body_points(body: tuple) -> int:
 def _row_split(k: Kernel, layout: Layout, loops: list[Loop], threads: int) -> Layout | None:
     """A launch of few rows but long ones (a softmax's B·H·T rows of T terms, a norm's B·T
     rows of D, a sum over B·T rows into D columns), below SPLIT_AT points but of at least
-    WORK_AT points with its rows' (`body_points`): its outermost loop split among the
-    threads where it is laid out (after its block loops, `depth`), when its pieces share
-    evenly (a multiple of `threads` or at least BATCH_EVEN a thread) and the block loops
-    around it open few regions (at most REGIONS_AT)."""
+    WORK_AT points with its rows' (`body_points`): split among the threads at the outermost
+    laid-out loop (`depth`) whose pieces share evenly (a multiple of `threads`, or at least
+    BATCH_EVEN a thread), under block loops that open at most REGIONS_AT regions: a block
+    loop before the outermost loop when its rows' work does not depend on it (no triangular
+    bound reads it: a causal softmax's rows grow), else the outermost loop itself."""
     size = math.prod(lp.extent for lp in loops) * body_points(loops[-1].body)
     if size < WORK_AT:
         return None
     v = loops[0].var
-    trial = dataclasses.replace(layout, split=v, threads=threads)
-    heads = _heads(k, trial)
-    at = next((i for i, h in enumerate(heads) if h[1] == v), None)
-    if at is None:
-        return None
-    tiles = dict(_tiles(trial, {lp.var: lp for lp in loops}))
-    ext = loops[0].extent
-    pieces = -(-ext // tiles[v]) if v in tiles else ext
-    whole = v not in tiles or ext % tiles[v] == 0
-    if pieces < threads or not (
-        (whole and pieces % threads == 0) or pieces >= BATCH_EVEN * threads
-    ):
+    heads = _heads(k, dataclasses.replace(layout, split=v, threads=threads))
+    last = next((i for i, h in enumerate(heads) if h[1] == v), None)
+    if last is None:
         return None
     by_var = {lp.var: lp for lp in loops}
+    tiles = _tiles(layout, by_var)
+    bounded = _bounded(loops[-1].body)
     regions = 1
-    for kind, u in heads[:at]:
-        regions *= -(-by_var[u].extent // tiles[u]) if kind == "tile" else by_var[u].extent
-    if regions > REGIONS_AT:
-        return None
-    trial = dataclasses.replace(trial, depth=at)
-    return trial if check_layout(k, trial) is None else None
+    for at, (kind, u) in enumerate(heads[: last + 1]):
+        if regions > REGIONS_AT:
+            return None
+        ext = by_var[u].extent
+        pieces = -(-ext // tiles[u]) if kind == "tile" else ext
+        whole = kind != "tile" or ext % tiles[u] == 0
+        even = (whole and pieces % threads == 0) or pieces >= BATCH_EVEN * threads
+        fits = (kind == "tile" and u not in bounded) or at == last
+        if pieces >= threads and even and fits:
+            trial = dataclasses.replace(layout, split=u, threads=threads, depth=at)
+            if check_layout(k, trial) is None:
+                return trial
+        regions *= pieces
+    return None
+
+
+def _bounded(body: tuple) -> set[str]:
+    """The variables a triangular bound in `body` reads (its loops' start and stop, its
+    folds' stop): the loops whose iterations do not all do the same work."""
+    out: set[str] = set()
+    for s in body:
+        for b in (getattr(s, "start", None), getattr(s, "stop", None)):
+            if b is not None and hasattr(b, "terms"):
+                out.update(v for v, c in b.terms if c)
+        if isinstance(s, Loop | Reduce):
+            out |= _bounded(s.body)
+    return out
 
 
 def check_layout(k: Kernel, layout: Layout) -> str | None:
