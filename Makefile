@@ -14,7 +14,7 @@ EXAMPLES := tests/examples/mlp/mlp.psk tests/examples/minigpt/minigpt.psk \
 	corpus-gpt experiment-gpt pytorch-baseline bench-gpt bench-attention bench-top-k bench-epilogue bench-serve \
 	packages dist explain explain-pdf c-conformance \
 	c-speed step-table j-step step-train quant-table precision curve calibrate-ra4 ra4-small plan-check ra4-quick ra4-mid statement-p \
-	bench-plan
+	bench-plan bench-threads
 
 setup:
 	@command -v uv >/dev/null 2>&1 || test -x "$(UV)" || python3 -m pip install --user --quiet uv
@@ -93,6 +93,14 @@ bench-gpt: corpus-data
 	@if [ ! -f $(GPT_DATA) ]; then echo "bench-gpt: no $(GPT_DATA) (make corpus-data)"; exit 0; fi; \
 	set -e; for t in 1 2; do \
 	    $(PY) tools/pytorch_baseline.py --const D=192 --repeat 3 --no-f64 --threads $$t; done
+
+# Where the second thread is idle in the course GPT's step (D = 192, f32): each launch's CPU
+# time on each thread at one and two threads, by class, the bound two threads allow, the
+# launches that leave most on the table, an empty region's cost; then the step at one and
+# two threads natively and in PyTorch (sdpa), interleaved (tools/bench_threads.py, issue 26).
+bench-threads: corpus-data
+	@if [ ! -f $(GPT_DATA) ]; then echo "bench-threads: no $(GPT_DATA) (make corpus-data)"; exit 0; fi; \
+	$(PY) tools/bench_threads.py --const D=192 --steps 3 --regions --wall 3
 
 # The course GPT's training step at reduced width (D = 192; f32) natively under a layout
 # plan beside its default layouts and PyTorch's sides, in one run (docs/plans.md, "The

@@ -418,7 +418,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.side:
         plan = json.loads((args.folder / "plan.json").read_text(encoding="utf-8"))
-        kind, _, what = args.side.partition(":")
+        side, _, threads = args.side.partition("@")  # `SIDE@T`: at T threads (bench_threads)
+        if threads:
+            plan["threads"] = int(threads)
+        kind, _, what = side.partition(":")
         if kind == "torch":
             torch_side(args.folder, plan, what)
         elif kind == "breakdown":

@@ -124,6 +124,48 @@ static double presk_clock(void) {
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 """
+THREADS_PRELUDE = r"""
+/* three clocks (ns): the monotonic one, the calling thread's CPU time, the process's (every
+ * thread's) CPU time: a launch's CPU time off the calling thread is its other threads' */
+static void presk_clocks(double *c) {
+    static const clockid_t id[3] = {CLOCK_MONOTONIC, CLOCK_THREAD_CPUTIME_ID,
+                                    CLOCK_PROCESS_CPUTIME_ID};
+    for (int i = 0; i < 3; i++) {
+        struct timespec ts; clock_gettime(id[i], &ts);
+        c[i] = (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+    }
+}
+static void presk_clocks_add(double *ns, const double *t0) {
+    double t1[3]; presk_clocks(t1);
+    for (int i = 0; i < 3; i++) ns[i] += t1[i] - t0[i];
+}
+"""
+
+
+def _threads_timed(calls: list[str], zero: list[str], zero_at: dict, own: str) -> list[str]:
+    """`presk_entry_timed[_io]` with three clocks a launch (`timed="threads"`): ns[3i],
+    ns[3i + 1], ns[3i + 2] the launch's wall time, its calling thread's CPU time and the
+    process's CPU time (all its threads'), the zeroing's at 3·launches (THREADS_PRELUDE)."""
+    z0 = 3 * len(calls)
+    host = THREADS_PRELUDE.splitlines()
+    host.append("int presk_entry_timed_io(char *arena, char *const *io, double *ns);")
+    host.append("int presk_entry_timed(char *arena, double *ns) {")
+    host.append(own)
+    host.append("    return presk_entry_timed_io(arena, io, ns);\n}\n")
+    host.append("int presk_entry_timed_io(char *arena, char *const *io, double *ns) {")
+    host.append("    int err = 0;")
+    host.append("    double t[3]; presk_clocks(t);")
+    host += [f"    {z}" for z in zero]
+    host.append(f"    presk_clocks_add(ns + {z0}, t);")
+    for i, c in enumerate(calls):
+        if zero_at.get(i):
+            z = " ".join(zero_at[i])
+            host.append(f"    presk_clocks(t); {z} presk_clocks_add(ns + {z0}, t);")
+        host.append(f"    presk_clocks(t); {c} presk_clocks_add(ns + {3 * i}, t);")
+    host.append("    return err;\n}\n")
+    return host
+
+
 # The C size a GEMM's embedded source counts for when kernels are spread over units.
 GEMM_WEIGHT = 40_000
 TRIANGLE_ROWS = 24
@@ -489,17 +531,24 @@ class KernelC:
                 self.emit(f"for (int64_t {v} = {lo}; {v} < {hi}; {v}++) {{", depth)
                 self.block(body, depth + 1)
                 self.emit("}", depth)
-            case GemmStmt(gemm, threads, nest):
-                self.gemm_call(gemm, threads, depth, gemm_stop(gemm, nest))
+            case GemmStmt(gemm, threads, nest, batched):
+                self.gemm_call(gemm, threads, depth, gemm_stop(gemm, nest), batched)
             case TwoPass(body, _):
                 self.block(body, depth)
 
-    def gemm_call(self, g: Gemm, threads, depth: int, stop: int | None = None) -> None:
+    def gemm_call(
+        self, g: Gemm, threads, depth: int, stop: int | None = None, batched: bool = False
+    ) -> None:
         """A GEMM statement (over the operands it packs) as calls of the generated GEMM, one
         per point of its batch loops; the same fold, so the same bits. A narrowed product
         (`stop`: row r's columns end at r + stop) as one call per block of rows
-        (`triangle_calls`)."""
+        (`triangle_calls`). `batched`: the batch loops' points shared among the threads (one
+        parallel region, collapsed), each call on one thread."""
         self.gemm = self.k.compute
+        if batched and g.batch:
+            collapse = f" collapse({len(g.batch)})" if len(g.batch) > 1 else ""
+            self.emit(PARALLEL.format(threads=threads, simd="") + collapse, 0)
+            threads = 1
         for v, extent in g.batch:
             self.emit(
                 f"for (int64_t {_name(v)} = 0; {_name(v)} < {extent}; {_name(v)}++) {{", depth
@@ -707,7 +756,9 @@ def entry_units(
     for i, c in enumerate(calls):  # a shared temporary zeroed at its first launch
         host += [f"    {z}" for z in zero_at.get(i, ())] + [f"    {c}"]
     host.append("    return err;\n}\n")
-    if timed:
+    if timed == "threads":
+        host += _threads_timed(calls, zero, zero_at, own)
+    elif timed:
         clock = "CLOCK_THREAD_CPUTIME_ID" if timed == "cpu" else "CLOCK_MONOTONIC"
         host += TIMED_PRELUDE.replace("CLOCK_MONOTONIC", clock).splitlines()
         host.append("int presk_entry_timed_io(char *arena, char *const *io, double *ns);")

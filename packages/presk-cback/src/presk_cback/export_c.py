@@ -133,11 +133,14 @@ class ExportKernelC(KernelC):
                 self.block(body, depth + 1)
                 self.emit("}", depth)
 
-    def gemm_call(self, g, threads, depth: int, stop: int | None = None) -> None:
+    def gemm_call(
+        self, g, threads, depth: int, stop: int | None = None, batched: bool = False
+    ) -> None:
         """The GEMM's call, its threads at most those OpenMP may use (presk_threads); a
-        narrowed product's by blocks of rows (`stop`: KernelC.triangle_calls)."""
+        narrowed product's by blocks of rows (`stop`: KernelC.triangle_calls); `batched`:
+        those threads share its batch's points, each call on one."""
         many = f"presk_threads({threads})" if threads > 1 else threads
-        super().gemm_call(g, many, depth, stop)
+        super().gemm_call(g, many, depth, stop, batched)
 
     def function(self) -> list[str]:
         k = self.k

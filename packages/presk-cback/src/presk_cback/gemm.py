@@ -488,7 +488,18 @@ static void nest(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64
     }}
 }}
 
-/* Threads take contiguous ranges of NR panels of n (of MR panels of m when n has too few),
+/* Whether the threads share n's panels (1) or m's (0). Each thread packs (or reads) the
+ * whole of the operand along the side it does not split: sharing n, all of A (m·k) each;
+ * sharing m, all of B (k·n) each. So m's panels when m is the longer side and has a panel
+ * for every thread (a weight's gradient, m 768 by n 192 over k 4096, did 1.6× its one-thread
+ * CPU time on two threads sharing n: issue 26, tools/bench_threads.py); else n's, as long as
+ * it has a panel for every thread or more panels than m. */
+static int split_columns(int64_t m, int64_t n, int64_t npan, int64_t mpan, int threads) {{
+    if (m > n && mpan >= threads) return 0;
+    return npan >= threads || npan >= mpan;
+}}
+
+/* Threads take contiguous ranges of NR panels of n or of MR panels of m (`split_columns`),
  * each running the whole nest on its part with its own packed buffers: no barrier, and
  * every element is one thread's fold. */
 void presk_gemm_epi_{tag}(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa,
@@ -502,7 +513,7 @@ void presk_gemm_epi_{tag}(int64_t m, int64_t n, int64_t k, const T *A, int64_t r
         return;
     }}
     int64_t npan = (n + NR - 1) / NR, mpan = (m + MR - 1) / MR;
-    int by_n = npan >= threads || npan >= mpan;
+    int by_n = split_columns(m, n, npan, mpan, threads);
     int64_t parts = by_n ? npan : mpan;
     int nt = threads < 1 ? 1 : (threads > parts ? (int)parts : threads);
 #pragma omp parallel for num_threads(nt) schedule(static, 1) if (nt > 1)

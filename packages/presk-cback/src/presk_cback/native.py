@@ -58,7 +58,8 @@ class NativeEntry:
     """A compiled entry and its arena. `lanes=False` ignores the layouts' vector lanes and
     compiles without vectorization (the tests compare both). `timed=True` also compiles
     `presk_entry_timed`, for `run_timed` (each launch's time; `timed="cpu"`: each launch's
-    CPU time in the calling thread). Untimed, each GEMM statement takes its elementwise
+    CPU time in the calling thread; `timed="threads"`: three clocks a launch, its wall time,
+    the calling thread's CPU time and the process's, tools/bench_threads.py). Untimed, each GEMM statement takes its elementwise
     consumers as its epilogue (presk_kernel.epilogue, `epilogues=False`: not; `schedule` is
     then the schedule compiled, with fewer launches than the one given)."""
 
@@ -212,8 +213,11 @@ class NativeEntry:
 
     def run_timed(self, inputs: list, ns: np.ndarray) -> list[np.ndarray]:
         """`run`, adding each launch's nanoseconds into `ns[i]` and the zeroing of the
-        buffers that are not inputs into `ns[-1]` (`ns`: float64, launches + 1)."""
-        assert self.timed and ns.dtype == np.float64 and ns.size == len(self.schedule.launches) + 1
+        buffers that are not inputs into `ns[-1]` (`ns`: float64, launches + 1; three
+        entries each under `timed="threads"`: ns[3i:3i + 3], the zeroing's last)."""
+        per = 3 if self.timed == "threads" else 1  # three clocks a launch (emit._threads_timed)
+        assert self.timed and ns.dtype == np.float64
+        assert ns.size == per * (len(self.schedule.launches) + 1)
         held, results = self._bind(inputs, None)
         if self.module.lib.presk_entry_timed_io(
             pointer(self.arena, "char"), self.table, pointer(ns)

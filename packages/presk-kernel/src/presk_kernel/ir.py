@@ -354,11 +354,14 @@ class GemmStmt:
     """A nest executed as the generated GEMM (the `layout` pass writes it where the layout
     asks for one): `gemm` says how (presk_kernel.contract), `threads` how many threads share
     its columns, and `nest` is the loop nest it computes, the same fold in the same order
-    (so the same bits: an executor may run either)."""
+    (so the same bits: an executor may run either). `batched`: the threads share the points
+    of its batch loops instead (OpenMP's static schedule over them, in one parallel region),
+    each call of the GEMM whole on one thread."""
 
     gemm: Gemm
     threads: int
     nest: tuple[Stmt, ...]
+    batched: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -626,9 +629,10 @@ def _stmt(s: Stmt, indent: str) -> list[str]:
             for b in body:
                 lines.extend(_stmt(b, indent + "  "))
             return [*lines, f"{indent}}}"]
-        case GemmStmt(gemm, threads, nest):
+        case GemmStmt(gemm, threads, nest, batched):
             g = gemm
-            lines = [f"{indent}{g} (a %{g.a}, b %{g.b}, c %{g.c}), threads {threads}, of {{"]
+            on = f"threads {threads}{' over its batch' if batched else ''}"
+            lines = [f"{indent}{g} (a %{g.a}, b %{g.b}, c %{g.c}), {on}, of {{"]
             for b in nest:
                 lines.extend(_stmt(b, indent + "  "))
             return [*lines, f"{indent}}}"]

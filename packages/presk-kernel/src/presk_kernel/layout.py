@@ -18,6 +18,7 @@ interpreter, the C emitter) run what they are given and decide nothing.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 
 from presk_kernel.contract import recognize, unbanded
@@ -42,6 +43,16 @@ from presk_kernel.ir import (
 
 LANE_WIDTH = {"f64": 4, "f32": 8}
 SPLIT_AT = 1 << 15  # elements: below this a launch is not worth dividing among threads
+WORK_AT = 1 << 18
+"""Points, a row's included (`body_points`), from which a launch of few long rows is split
+among threads (`_row_split`): about 130 µs of a norm's rows at one thread here, nine times
+an empty parallel region's fork and join (15 µs with GOMP_SPINCOUNT 0, tools/bench_threads.py
+--regions; issue 26)."""
+REGIONS_AT = 64
+"""Parallel regions a launch may open for a row split under its block loops (`_row_split`)."""
+BATCH_EVEN = 8
+"""Batch points a thread from which a GEMM statement's threads share its batch loops though
+they do not divide among them evenly (`batch_split`)."""
 PACK_AT = 1 << 15
 """Multiply-adds from which a contraction's layout packs its operands (the generated GEMM)."""
 
@@ -205,7 +216,7 @@ def default_layout(k: Kernel, threads: int = 1) -> Layout:
         size *= lp.extent
     big = loops and threads > 1 and size >= SPLIT_AT and not loops[0].serial
     split = loops[0].var if big else None
-    return Layout(
+    layout = Layout(
         order=order,
         tiles=tiles,
         lanes=lanes,
@@ -213,6 +224,73 @@ def default_layout(k: Kernel, threads: int = 1) -> Layout:
         split=split,
         threads=threads if split else 1,
     )
+    if split is None and loops and threads > 1 and not loops[0].serial:
+        layout = _row_split(k, layout, loops, threads) or layout
+    return layout
+
+
+def body_points(body: tuple) -> int:
+    """The points a body below the parallel nest runs, at least 1: its loops' and folds'
+    (their whole extents): a row's work (a softmax's or a norm's row, T or D terms a pass)."""
+    n = 0
+    for s in body:
+        match s:
+            case Loop():
+                n += s.extent * body_points(s.body)
+            case Reduce():
+                n += math.prod(e for _, _, e in s.vars) * body_points(s.body)
+            case _:
+                n += 1
+    return max(1, n)
+
+
+def _row_split(k: Kernel, layout: Layout, loops: list[Loop], threads: int) -> Layout | None:
+    """A launch of few rows but long ones (a softmax's B·H·T rows of T terms, a norm's B·T
+    rows of D, a sum over B·T rows into D columns), below SPLIT_AT points but of at least
+    WORK_AT points with its rows' (`body_points`): split among the threads at the outermost
+    laid-out loop (`depth`) whose pieces share evenly (a multiple of `threads`, or at least
+    BATCH_EVEN a thread), under block loops that open at most REGIONS_AT regions: a block
+    loop before the outermost loop when its rows' work does not depend on it (no triangular
+    bound reads it: a causal softmax's rows grow), else the outermost loop itself."""
+    size = math.prod(lp.extent for lp in loops) * body_points(loops[-1].body)
+    if size < WORK_AT:
+        return None
+    v = loops[0].var
+    heads = _heads(k, dataclasses.replace(layout, split=v, threads=threads))
+    last = next((i for i, h in enumerate(heads) if h[1] == v), None)
+    if last is None:
+        return None
+    by_var = {lp.var: lp for lp in loops}
+    tiles = _tiles(layout, by_var)
+    bounded = _bounded(loops[-1].body)
+    regions = 1
+    for at, (kind, u) in enumerate(heads[: last + 1]):
+        if regions > REGIONS_AT:
+            return None
+        ext = by_var[u].extent
+        pieces = -(-ext // tiles[u]) if kind == "tile" else ext
+        whole = kind != "tile" or ext % tiles[u] == 0
+        even = (whole and pieces % threads == 0) or pieces >= BATCH_EVEN * threads
+        fits = (kind == "tile" and u not in bounded) or at == last
+        if pieces >= threads and even and fits:
+            trial = dataclasses.replace(layout, split=u, threads=threads, depth=at)
+            if check_layout(k, trial) is None:
+                return trial
+        regions *= pieces
+    return None
+
+
+def _bounded(body: tuple) -> set[str]:
+    """The variables a triangular bound in `body` reads (its loops' start and stop, its
+    folds' stop): the loops whose iterations do not all do the same work."""
+    out: set[str] = set()
+    for s in body:
+        for b in (getattr(s, "start", None), getattr(s, "stop", None)):
+            if b is not None and hasattr(b, "terms"):
+                out.update(v for v, c in b.terms if c)
+        if isinstance(s, Loop | Reduce):
+            out |= _bounded(s.body)
+    return out
 
 
 def check_layout(k: Kernel, layout: Layout) -> str | None:
@@ -293,7 +371,8 @@ def apply_layout(k: Kernel, layout: Layout | None = None) -> Kernel:
     base = dataclasses.replace(k, body=nest, layout=layout)
     if layout.gemm is not None:
         threads = layout.threads if layout.split else 1
-        return dataclasses.replace(base, body=(GemmStmt(layout.gemm, threads, nest),))
+        batched = threads > 1 and batch_split(layout.gemm, layout.split, threads)
+        return dataclasses.replace(base, body=(GemmStmt(layout.gemm, threads, nest, batched),))
     loops = perfect_nest(base)
     if not loops:
         if layout.passes == 2:
@@ -368,6 +447,22 @@ def _heads(k: Kernel, layout: Layout) -> list[tuple[str, str]]:
     return [("tile", v) for v in blocks] + [("point", v) for v in order]
 
 
+def batch_split(g, split: str | None, threads: int) -> bool:
+    """Whether a GEMM statement split on `split` among `threads` shares the points of its
+    batch loops (each call of the GEMM whole on one thread, one parallel region a launch)
+    rather than each call's columns (a region a call): when the split loop is its outermost
+    batch loop and its batch points share evenly, a multiple of `threads` or at least
+    BATCH_EVEN of them a thread. Measured (issue 26, tools/bench_threads.py): the attention's
+    B·H products of 256×32 by 32×256 (and back) split by columns did 1.4–1.8× their one-thread
+    CPU time on two threads and opened 96 regions a launch."""
+    if not g.batch or split != g.batch[0][0] or threads < 2:
+        return False
+    points = 1
+    for _, n in g.batch:
+        points *= n
+    return points >= threads and (points % threads == 0 or points >= BATCH_EVEN * threads)
+
+
 def with_gemm(k: Kernel, layout: Layout) -> Layout:
     """`layout` with the kernel's GEMM statement when it packs the operands of a contraction
     (the generated GEMM reads them as panels), without one otherwise (a pack then left for
@@ -389,6 +484,14 @@ def run_layout(k: Kernel, threads: int = 1) -> Layout:
         if row is not None:
             return row
         layout = dataclasses.replace(layout, pack=(g.a, g.b), gemm=g)
+        if threads > 1 and not layout.split and g.batch:  # a narrowed product's nest stops
+            v, points = g.batch[0][0], 1  # at its triangle: its batch loops are its nest's
+            for _, e in g.batch:
+                points *= e
+            outer = parallel_loops(k)[:1]
+            big = g.rows * g.cols * g.depth * points >= SPLIT_AT
+            if points >= threads and big and [lp.var for lp in outer] == [v]:
+                layout = dataclasses.replace(layout, split=v, threads=threads)
     return layout
 
 

@@ -466,8 +466,10 @@ class _Walk:
 
     def _gemm(self, g: GemmStmt) -> _Node:
         """The generated GEMM (presk_cback.gemm's Goto nest, its default blocking), one
-        worker's share of it: its NR panels of n (its MR panels of m when n has fewer panels
-        than the workers and than m), each call once per point of the batch loops. Work: the
+        worker's share of it: its MR panels of m when m is longer than n and has a panel
+        for every worker, else its NR panels of n (of m when n has fewer panels than the
+        workers and than m; presk_cback.gemm's `split_columns`), each call once per point of the batch loops (its
+        share of those points when the workers share them, `batched`). Work: the
         micro-kernel's vector FMAs over the tiles padded to MR × NR, the panels' copies (B's
         once, A's once per NC block of columns; in place when n has at most four panels),
         and under the rule `overhead` one operation per tile and per packed panel. Register
@@ -480,7 +482,7 @@ class _Walk:
         batch = math.prod(n for _, n in gm.batch)
         stop = gemm_stop(gm, g.nest)
         if stop is None:
-            return self._gemm_call(gm.rows, gm.cols, gm.depth, batch, g.threads)
+            return self._gemm_call(gm.rows, gm.cols, gm.depth, batch, g.threads, g.batched)
         # a narrowed product (its live triangle, presk_kernel.narrow): one call per block of
         # TRIANGLE_ROWS rows over the columns its last row needs (presk_cback.emit's
         # triangle_calls), each priced as a GEMM of its own
@@ -489,10 +491,14 @@ class _Walk:
             r1 = min(gm.rows, r0 + TRIANGLE_ROWS)
             cols = min(gm.cols, r1 - 1 + stop)
             if cols > 0:
-                node.children.append(self._gemm_call(r1 - r0, cols, gm.depth, batch, g.threads))
+                node.children.append(
+                    self._gemm_call(r1 - r0, cols, gm.depth, batch, g.threads, g.batched)
+                )
         return node
 
-    def _gemm_call(self, m: int, n: int, k: int, batch: int, threads: int) -> _Node:
+    def _gemm_call(
+        self, m: int, n: int, k: int, batch: int, threads: int, batched: bool = False
+    ) -> _Node:
         """One call of the generated GEMM over C[m, n] summed over k, `batch` times."""
         dt = self.k.compute
         vl = self.m.lanes(dt)
@@ -502,7 +508,10 @@ class _Walk:
         item = ITEMSIZE.get(dt, 8)
         npan, mpan = math.ceil(n / nr), math.ceil(m / mr)
         threads = max(1, threads)
-        by_n = npan >= threads or npan >= mpan
+        if batched:  # the workers share the batch's points, each call whole on one
+            self.workers = max(self.workers, threads)
+            batch, threads = math.ceil(batch / threads), 1
+        by_n = not (m > n and mpan >= threads) and (npan >= threads or npan >= mpan)
         parts = npan if by_n else mpan
         nt = max(1, min(threads, parts))
         self.workers = max(self.workers, nt)
