@@ -23,7 +23,7 @@ from presk_core.build import FunctionBuilder
 from presk_core.ir import Function, Instr, Operand, Origin, Value
 from presk_types.presburger import Lin
 from presk_types.structure_rules import stacked
-from presk_types.types import Bool, Idx, Real, Shape, TupleT, Type, with_shape
+from presk_types.types import Real, Shape, TupleT, Type, with_shape
 
 
 def _without(t: Type, axis: str) -> Type:
@@ -140,8 +140,6 @@ def scan_adjoint(s, ins: Instr, ct: Operand) -> None:
     carry_t, ys_t = ins.out.type.elements
     if not _tensors(carry_t) or not _tensors(fn.result.elements[1]):
         raise ADError(f"a `scan` of `{name}` whose carry or outputs are not real tensors")
-    if any(isinstance(a.type, Real | Idx | Bool) and a.type.shape.prefix for a in ins.args):
-        raise ADError(f"a `scan` of `{name}` over tensors with an open prefix")
     dims = ins.attr("dims", ())
     c0, xss = ins.args[ci], list(ins.args[ci + 1 :])
     pre = [j for j in needed if j < ci]

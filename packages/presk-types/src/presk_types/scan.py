@@ -5,11 +5,15 @@ f is a function of the program (or of a module, with its parameters), or a λ (l
 as `grad`'s, with what it captures), taking the carry and
 one element of xs along t (xs without the axis t), returning a pair (carry, output) whose
 carry has the type of c. The result is the pair (the last carry, the outputs on a new first
-axis t). The axis's length is a number (E2026), as `stack{L}`'s: the checker writes the
-scan as the calls it makes, in order, each step's element a slice of xs
+axis t). An axis of a constant length, 1 to MAX_STEPS, as `stack{L}`'s: the checker writes
+the scan as the calls it makes, in order, each step's element a slice of xs
 (`sum(axis t, xs[t: i .. i + 1])`, its one element), the outputs joined by `stack_axis`. So
 reverse mode goes through the calls as through `stack{L}`'s unrolled blocks (residuals or
-recomputation: `--remat`), and every backend computes what the calls compute.
+recomputation: `--remat`), and every backend computes what the calls compute. Any other
+length (a dimension `T`, `2·T + 1`, more steps or none) is the core operation `scan{n}`
+(`_operation`, issue 29): the step typed once, the scan a loop in the interpreter and the
+export, unrolled after specialization for the kernels, differentiated as a reverse scan
+(presk_ad.scans).
 """
 
 from __future__ import annotations
@@ -71,11 +75,10 @@ def scan(body, args: tuple[A.Arg, ...], span: Span) -> Val:
         raise _wrong("E2026", f"`{xs.type}` has no axis `{t}` to scan", axes[0].span,
                      "not an axis of xs")  # fmt: skip
     n = xs.type.shape.axes[i].length
-    if not n.is_const:  # a length of the dimensions: the core operation `scan{n}`
-        return _symbolic(body, f, f_arg, c, xs, c_arg, xs_arg, t, n, span)
-    if not 1 <= n.constant <= MAX_STEPS:
-        raise _wrong("E2026", f"a scan's length is a number of steps (1 to {MAX_STEPS}), and `{t}: {n}` is not",
-                     xs_arg.span, f"xs's axis `{t}`")  # fmt: skip
+    if not n.is_const or not 1 <= n.constant <= MAX_STEPS:
+        # a length of the dimensions (or of more steps than are written out, or none): the
+        # core operation `scan{n}`, typed once for every value of the dimensions
+        return _operation(body, f, f_arg, c, xs, c_arg, xs_arg, t, n, span)
     ctx = CheckContext(body.lengths, span, {})
 
     def prim(op: str, vals: list[Val], attrs: dict) -> Val:
@@ -161,7 +164,7 @@ class _Capture:
 _X = object()  # the element's handle while the step is typed: xs itself in the scan
 
 
-def _symbolic(body, f, f_arg, c: Val, xs: Val, c_arg, xs_arg, t: str, n: Lin, span: Span) -> Val:
+def _operation(body, f, f_arg, c: Val, xs: Val, c_arg, xs_arg, t: str, n: Lin, span: Span) -> Val:
     """A scan over a symbolic number of steps n: the step typed once (carry c, the element of
     xs along t), and the core operation `scan{n} f(pre…, c, xs)` (interpreted as a loop,
     unrolled after specialization, differentiated as a reverse scan)."""
@@ -190,9 +193,9 @@ def _symbolic(body, f, f_arg, c: Val, xs: Val, c_arg, xs_arg, t: str, n: Lin, sp
                     body.vars.pop(k, None)
                 else:
                     body.vars[k] = v
-        if capture.made == "fold" or capture.made is None:
-            raise _wrong("E2033", "a scan of a symbolic length steps with a function, not a stack",
-                         f_arg.span, "a function of the program or a λ")  # fmt: skip
+        if not isinstance(capture.made, tuple):  # a stack's blocks (E2008 above, as a rule)
+            raise _wrong("E2026", "`scan`'s step is a function of the program or a λ",
+                         f_arg.span, "a function's name, or `λ c x. (c, y)`")  # fmt: skip
         callee, generic, refs = capture.made
     if not (isinstance(step.type, TupleT) and len(step.type.elements) == 2):
         raise _wrong("E2027", f"`scan`'s step returns `{step.type}`, not a pair",
