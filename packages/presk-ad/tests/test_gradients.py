@@ -148,6 +148,7 @@ CASES = [
     *(Case("scan_n.psk", "lam", x, dims=(("T", 3),)) for x in ("w", "h")),
     Case("scan_n.psk", "cell", "θ", dims=(("T", 3),)),
     Case("scan_n.psk", "pre", "xs", dims=(("T", 2), ("batch", 2))),
+    *(Case("scan_n.psk", "tup", x, dims=(("T", 3),)) for x in ("a", "xs")),
     Case("split.psk", "f", "x"),
     Case("cast.psk", "f", "x"),
     # draws (issue 29): the reparameterised normal, a dropout mask

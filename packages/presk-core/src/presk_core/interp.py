@@ -213,7 +213,17 @@ def _scan(p: Prep) -> Thunk:
     interp, name, dims = p.interp, p.attr("fn"), p.bound()
     count, m, t = p.length(p.attr("count")), p.attr("scanned"), p.attr("axes")[0]
     n_args = len(p.args)
-    backs = [p.back(i, t) for i in range(n_args - m, n_args)]
+
+    def at(t_xs) -> Callable[[object, int], object]:
+        """Step k's element of a value of type t_xs (a tuple of them leaf by leaf)."""
+        if isinstance(t_xs, TupleT):
+            parts = [at(e) for e in t_xs.elements]
+            return lambda x, k: tuple(f(v, k) for f, v in zip(parts, x, strict=True))
+        s = explicit(t_xs)
+        back = s.rank - s.axis(t)
+        return lambda x, k: np.take(x, k, axis=np.ndim(x) - back)
+
+    takes = [at(a.type) for a in p.ins.args[n_args - m :]]
     y_t = p.ins.out.type.elements[1]
     order = range(count - 1, -1, -1) if p.attr("reverse", False) else range(count)
 
@@ -233,7 +243,7 @@ def _scan(p: Prep) -> Thunk:
         pre, c, xss = values[: n_args - m - 1], values[n_args - m - 1], values[n_args - m :]
         ys: list = [None] * count
         for k in order:
-            xs = [np.take(x, k, axis=np.ndim(x) - b) for x, b in zip(xss, backs, strict=True)]
+            xs = [take(x, k) for x, take in zip(xss, takes, strict=True)]
             c, ys[k] = interp.call(name, [*pre, c, *xs], dims)
         return (c, stack(ys, y_t) if count else empty(y_t))
 

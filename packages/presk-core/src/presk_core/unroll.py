@@ -79,14 +79,23 @@ def _scan(b: FunctionBuilder, ins) -> None:
     order = range(count - 1, -1, -1) if ins.attr("reverse", False) else range(count)
     for k in order:
         one = {"axes": (t,), "start": Lin.const(k), "stop": Lin.const(k + 1)}
-        xs = []
-        for x in xss:
-            part = b.emit("crop", [x], _one(x.type, t), one)
-            xs.append(b.emit("sum", [part], _without(x.type, t), {"axes": (t,)}))
+        xs = [_step(b, x, t, one) for x in xss]
         r = b.emit("call", [*pre, c, *xs], TupleT((carry_t, y_t)), attrs)
         c = b.emit("get", [r], carry_t, {"index": 0})
         ys[k] = b.emit("get", [r], y_t, {"index": 1})
     b.bind(ins.out, "tuple", [c, _stack(b, ys, ys_t, t)], {})
+
+
+def _step(b: FunctionBuilder, x, axis: str, one: dict):
+    """Step k's element of x: its one element along the axis (of a tuple, leaf by leaf)."""
+    if isinstance(x.type, TupleT):
+        parts = []
+        for i, e in enumerate(x.type.elements):
+            leaf = b.emit("get", [x], e, {"index": i})
+            parts.append(_step(b, leaf, axis, one))
+        return b.emit("tuple", parts, TupleT(tuple(p.type for p in parts)))
+    part = b.emit("crop", [x], _one(x.type, axis), one)
+    return b.emit("sum", [part], _without(x.type, axis), {"axes": (axis,)})
 
 
 def _one(t: Type, axis: str) -> Type:

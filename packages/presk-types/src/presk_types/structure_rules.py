@@ -228,8 +228,9 @@ def stacked(y: Type, t: str, n: Lin, ctx: Context) -> Type:
 
 def scan(o: Operands, ctx: Context) -> Type:
     """`scan{n} F{dims}(pre…, c, xs…)` (issue 29): F(pre…, c, x…) -> (c, y) applied n times,
-    each x the step's element of an xs along the axis t (its length n), the carry threaded
-    through; the result is (the last carry, the ys stacked on a new first axis t)."""
+    each x the step's element of an xs along the axis t (its length n; of a tuple of
+    tensors, the tuple of their elements), the carry threaded through; the result is (the
+    last carry, the ys stacked on a new first axis t, leaf by leaf)."""
     name, sig, bound = _fn(o, ctx)
     count = _count(o, ctx)
     axes = attr_of(o, ctx, "axes", tuple)
@@ -238,13 +239,19 @@ def scan(o: Operands, ctx: Context) -> Type:
         raise err("E2004", "`scan` of one axis, and a carry before its xs", Label(ctx.span()))
     t = axes[0]
     args = list(o.positional)
-    for i in range(len(args) - m, len(args)):
-        xs = args[i]
+
+    def element(xs: Type, i: int) -> Type:
+        """xs's element: xs without the axis t (of length `count`), leaf by leaf."""
+        if isinstance(xs, TupleT):
+            return TupleT(tuple(element(e, i) for e in xs.elements))
         if not isinstance(xs, Real | Idx | Bool):
             raise err("E2026", f"`scan` steps along a tensor, not `{xs}`", Label(ctx.span()))
         shape, axis = remove_axis(xs.shape, t, ctx, ("operand", i))
         ctx.require_equal(axis.length, count, ctx.span(("operand", i)))
-        args[i] = with_shape(xs, shape)
+        return with_shape(xs, shape)
+
+    for i in range(len(args) - m, len(args)):
+        args[i] = element(args[i], i)
     _, prefix = instantiate(ctx, sig, bound, tuple(args), name)
     result = subst(sig.result, bound, prefix)
     if not (isinstance(result, TupleT) and len(result.elements) == 2):
