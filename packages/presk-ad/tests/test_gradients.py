@@ -149,6 +149,8 @@ CASES = [
     Case("scan_n.psk", "cell", "θ", dims=(("T", 3),)),
     Case("scan_n.psk", "pre", "xs", dims=(("T", 2), ("batch", 2))),
     *(Case("scan_n.psk", "tup", x, dims=(("T", 3),)) for x in ("a", "xs")),
+    *(Case("scan_n.psk", "nest", x, dims=(("T", 2), ("U", 3))) for x in ("c", "xss")),
+    Case("scan_n.psk", "ic", "w", dims=(("T", 3),)),
     Case("split.psk", "f", "x"),
     Case("cast.psk", "f", "x"),
     # draws (issue 29): the reparameterised normal, a dropout mask

@@ -50,10 +50,11 @@ def _var_dims(fn: Function) -> tuple[tuple[str, Lin], ...]:
 
 def wanted(fn: Function, ins: Instr, active: set[int]) -> set[int]:
     """The parameters of F a scan's adjoint differentiates in: the carry always (it carries
-    what the steps depend on), and the captured values and xs that are active."""
+    what the steps depend on; a discrete carry carries none), and the captured values and xs
+    that are active."""
     m = ins.attr("scanned")
     n = len(ins.args)
-    out = {n - m - 1}
+    out = {n - m - 1} if _diff(fn.params[n - m - 1].type) else set()
     for j, (p, a) in enumerate(zip(fn.params, ins.args, strict=True)):
         if j != n - m - 1 and isinstance(a, Value) and a.id in active and _diff(p.type):
             out.add(j)
@@ -93,13 +94,15 @@ def vjp_step_fn(fn: Function, vjp: Function, needed: list[int], pre: list[int], 
     carry_t, y_t = fn.result.elements
     b = FunctionBuilder(name, FunctionBuilder.after(fn.params))
     b.origin, b.span = Origin(fn.name, f"scan_vjp of {fn.name}"), fn.span
-    acc_t = TupleT((carry_t, *(fn.params[j].type for j in pre)))
+    own = _diff(carry_t)  # a discrete carry (indices, a key) has no cotangent to carry
+    acc_t = TupleT(((carry_t,) if own else ()) + tuple(fn.params[j].type for j in pre))
     acc = b.fresh(acc_t, "acc")
     xs = list(fn.params[ci + 1 :])
     c = b.fresh(carry_t, "c")
     ct_y = b.fresh(y_t, "ct_y")
     params = (*fn.params[:ci], acc, *xs, c, ct_y)
-    ct_c = b.emit("get", [acc], carry_t, {"index": 0})
+    # a discrete carry's place in the cotangent: any value of its type (the sweep reads none)
+    ct_c = b.emit("get", [acc], carry_t, {"index": 0}) if own else c
     ct = b.emit("tuple", [ct_c, ct_y], fn.result)
     args = [*fn.params[:ci], c, *xs, ct]
     r = b.emit("call", args, vjp.result, {"fn": vjp.name, "dims": _var_dims(fn)})
@@ -109,9 +112,9 @@ def vjp_step_fn(fn: Function, vjp: Function, needed: list[int], pre: list[int], 
         a = b.emit("get", [r], t, {"index": needed.index(j)})
         return a if t == fn.params[j].type else b.emit("cast", [a], fn.params[j].type)
 
-    parts = [adjoint(ci)]
+    parts = [adjoint(ci)] if own else []
     for k, j in enumerate(pre):
-        old = b.emit("get", [acc], fn.params[j].type, {"index": k + 1})
+        old = b.emit("get", [acc], fn.params[j].type, {"index": k + own})
         parts.append(b.emit("accum", [old, adjoint(j)], fn.params[j].type))
     new_acc = b.emit("tuple", parts, acc_t)
     outs = [adjoint(j) for j in range(ci + 1, n) if j in needed]
@@ -138,7 +141,8 @@ def scan_adjoint(s, ins: Instr, ct: Operand) -> None:
     n = len(ins.args)
     ci = n - m - 1
     carry_t, ys_t = ins.out.type.elements
-    if not _tensors(carry_t) or not _tensors(fn.result.elements[1]):
+    own = _diff(carry_t)
+    if (own and not _tensors(carry_t)) or not _tensors(fn.result.elements[1]):
         raise ADError(f"a `scan` of `{name}` whose carry or outputs are not real tensors")
     dims = ins.attr("dims", ())
     c0, xss = ins.args[ci], list(ins.args[ci + 1 :])
@@ -158,8 +162,8 @@ def scan_adjoint(s, ins: Instr, ct: Operand) -> None:
     ct_c = s.emit("get", [ct], carry_t, {"index": 0})
     ct_ys = s.emit("get", [ct], ys_t, {"index": 1})
     zeros = [s.emit("zeros_like", [ins.args[j]], ins.args[j].type) for j in pre]
-    acc_t = TupleT((carry_t, *(ins.args[j].type for j in pre)))
-    acc0 = s.emit("tuple", [ct_c, *zeros], acc_t)
+    acc_t = TupleT(((carry_t,) if own else ()) + tuple(ins.args[j].type for j in pre))
+    acc0 = s.emit("tuple", [ct_c, *zeros] if own else zeros, acc_t)
     active_xs = [j for j in range(ci + 1, n) if j in needed]
     outs_t = TupleT(tuple(stacked(_without(ins.args[j].type, t), t, count, ctx) for j in active_xs))
     back_t = TupleT((acc_t, outs_t))
@@ -167,9 +171,10 @@ def scan_adjoint(s, ins: Instr, ct: Operand) -> None:
     args = [*ins.args[:ci], acc0, *xss, cs, ct_ys]
     back = s.emit("scan", args, back_t, attrs)
     acc = s.emit("get", [back], acc_t, {"index": 0})
-    s.add(c0, _as(s, s.emit("get", [acc], carry_t, {"index": 0}), c0))
+    if own:
+        s.add(c0, _as(s, s.emit("get", [acc], carry_t, {"index": 0}), c0))
     for k, j in enumerate(pre):
-        s.add(ins.args[j], s.emit("get", [acc], ins.args[j].type, {"index": k + 1}))
+        s.add(ins.args[j], s.emit("get", [acc], ins.args[j].type, {"index": k + own}))
     if active_xs:
         outs = s.emit("get", [back], outs_t, {"index": 1})
         for k, j in enumerate(active_xs):
