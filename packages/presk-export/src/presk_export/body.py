@@ -399,8 +399,9 @@ class Body:
 
     def scan(self, ins: Instr) -> tuple:
         """`scan{n}[t] F(pre…, c, xs)` (issue 29): a Python loop over the n steps, each a
-        call of F on the carry and xs's element (`xs.select(t, k)`), the outputs stacked by
-        `torch.stack` on a new first axis; the pair (the last carry, the outputs)."""
+        call of F on the carry and xs's element (`xs.select(t, k)`; a λ step a local
+        function), the outputs stacked by `torch.stack` on a new first axis; the pair (the
+        last carry, the outputs). Each statement one assignment, as pyformat lays it out."""
         m, t, count = ins.attr("scanned"), ins.attr("axes")[0], ins.attr("count")
         if m != 1 or ins.attr("reverse", False):
             raise ExportError("a scan that differentiation wrote", span=ins.span)
@@ -427,14 +428,17 @@ class Body:
                 if d not in self.dims:
                     self.needed.append(d)
                     self.dims[d] = d
+            self.lines.append("")  # a blank line around a nested def, as ruff writes it
             self.emit(f"def {local}({', '.join(names)}):")
             self.lines.extend(sub.lines)
             text = _tuple_text(result) if isinstance(result, tuple) else str(result)
             self.emit(f"    return {text}")
+            self.lines.append("")
             step_call = f"{local}({carry}, {self.env[x.id]})"
         else:
             step_call = str(self.call(fake))
-        self.emit(f"{carry}, {ys} = {self.value(c)}, []")
+        self.emit(f"{carry} = {self.value(c)}")
+        self.emit(f"{ys} = []")
         self.emit(f"for {k} in range({self.length(count)}):  # scan{{{count}}} along `{t}`")
         self.emit(f"    {carry}, {y} = {step_call}")
         self.emit(f"    {ys}.append({y})")
