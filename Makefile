@@ -7,7 +7,7 @@ TREE_SITTER ?= ../shared/tools/tree-sitter
 
 EXAMPLES := tests/examples/mlp/mlp.psk tests/examples/minigpt/minigpt.psk \
 	tests/examples/minigpt/train_minigpt.psk tests/examples/bert/bert.psk tests/examples/llama/llama.psk \
-	tests/examples/vae/vae.psk
+	tests/examples/vae/vae.psk tests/examples/gru/gru.psk
 
 .PHONY: setup venv test tutorial grammar fuzz bench lint check-examples run-examples train-examples \
 	export-examples conformance sanitize opt-examples calibrate serve-examples serve-pt corpus-data corpus \
@@ -171,6 +171,11 @@ train-examples: setup
 	.venv/bin/presk train tests/examples/conv1d/conv1d.psk --backend native --log-every 2 \
 	    --ckpt out/conv1d_ckpt | grep '^step' > out/conv1d_native.log
 	diff out/conv1d_interp.log out/conv1d_native.log && echo "conv1d: the native log is the interpreter's"
+	.venv/bin/presk train tests/examples/gru/gru.psk --log-every 8 \
+	    --ckpt out/gru_interp_ckpt | grep '^step' > out/gru_interp.log
+	.venv/bin/presk train tests/examples/gru/gru.psk --backend native --log-every 8 \
+	    --ckpt out/gru_ckpt | grep '^step' > out/gru_native.log
+	diff out/gru_interp.log out/gru_native.log && echo "gru: the native log is the interpreter's"
 	$(EXPORT) tutorial/07_train.psk --conformance-entry train:10 -o out/export/train
 	cd out/export/train && ../../../$(PY) train.py --steps 100 --log-every 25 --ckpt ckpt
 	$(EXPORT) tests/examples/minigpt/train_minigpt.psk --const V=64 --const D=16 --const H=2 \
@@ -208,6 +213,8 @@ export-examples: setup
 	    -o out/export/bert
 	$(EXPORT) tests/examples/llama/llama.psk --shapes=check --const D=8 --const H=2 \
 	    --const F=12 --conformance-entry block --dim B=1 --dim T=3 -o out/export/llama
+	$(EXPORT) tests/examples/gru/gru.psk --shapes=check --conformance-entry train:2 \
+	    -o out/export/gru_train
 	$(EXPORT) tutorial/07_train.psk --conformance-entry train:10 -o out/export/train
 	$(EXPORT) tests/examples/minigpt/train_minigpt.psk --const V=64 --const D=16 --const H=2 \
 	    --const L=2 --data tests/examples/minigpt/data/tiny_T8.psk.d \

@@ -99,6 +99,7 @@ ENTRIES = [
         {"B": 1, "T": 4},
     ),
     ("tests/examples/vae/vae.psk", {}, "loss", {"B": 3}),
+    ("tests/examples/gru/gru.psk", {}, "loss", {"B": 2, "T": 3}),  # scan{T}, unrolled at T = 3
 ]
 
 

@@ -143,6 +143,14 @@ CASES = [
     *(Case("window.psk", "cs", x, dims=(("T", 3),)) for x in ("x", "w")),  # conv's stride
     *(Case("window.psk", "sc", x, dims=(("T", 3),)) for x in ("h", "xs")),  # scan
     *(Case("window.psk", "lam", x, dims=(("T", 3),)) for x in ("w", "h")),  # a λ step
+    # a scan over a symbolic number of steps (issue 29): scan{T}'s reverse scan
+    *(Case("scan_n.psk", "sc", x, dims=(("T", 3),)) for x in ("h", "xs")),
+    *(Case("scan_n.psk", "lam", x, dims=(("T", 3),)) for x in ("w", "h")),
+    Case("scan_n.psk", "cell", "θ", dims=(("T", 3),)),
+    Case("scan_n.psk", "pre", "xs", dims=(("T", 2), ("batch", 2))),
+    *(Case("scan_n.psk", "tup", x, dims=(("T", 3),)) for x in ("a", "xs")),
+    *(Case("scan_n.psk", "nest", x, dims=(("T", 2), ("U", 3))) for x in ("c", "xss")),
+    Case("scan_n.psk", "ic", "w", dims=(("T", 3),)),
     Case("split.psk", "f", "x"),
     Case("cast.psk", "f", "x"),
     # draws (issue 29): the reparameterised normal, a dropout mask

@@ -35,7 +35,7 @@ from presk_types.ops import ADJOINT_OPS
 from presk_types.presburger import Lin
 from presk_types.types import SCALAR, AxisT, Bool, Idx, ParamsT, Real, Shape, TupleT, Type, subst
 
-from presk_ad import contractions
+from presk_ad import contractions, scans
 from presk_ad.dataflow import active_values, call_prefix, dead_code
 
 
@@ -174,6 +174,12 @@ class AD:
         fn = self.program.function(name)
         active = active_values(fn, known)
         for ins in fn.body:
+            if ins.op == "scan" and any(
+                isinstance(a, Value) and a.id in active for a in ins.args
+            ):  # the step's carry, and what of its operands is active (presk_ad.scans)
+                self.need(
+                    ins.attr("fn"), scans.wanted(self.program.function(ins.attr("fn")), ins, active)
+                )
             if ins.op == "call":
                 callee = self.program.function(ins.attr("fn"))
                 wanted = {
@@ -186,6 +192,12 @@ class AD:
 
     def vjp(self, name: str) -> Function:
         return self.swept(name, with_value=False)
+
+    def scan_helper(self, key: str, make: Callable[[], Function]) -> Function:
+        """A function a scan's adjoint calls (presk_ad.scans), made once."""
+        if self.made.get(key) is None:
+            self.made[key] = make()
+        return self.made[key]
 
     def value_vjp(self, name: str) -> Function:
         return self.swept(name, with_value=True)
@@ -622,6 +634,7 @@ vjp_rules: dict[str, Rule] = {
     "iota": _none,  # indices
     "cast": _cast,
     "stack_axis": _stack_axis,
+    "scan": scans.scan_adjoint,  # issue 29: a reverse scan of the step's `.vjp`
     "call": _call,
     "field": _field,
     "slice": _slice,

@@ -47,6 +47,10 @@ def expression(ins: Instr) -> str:
         return f"{name}_{axis}({a[0]})" if axis else f"{name}({a[0]})"
     if op in UNARY and len(a) == 1:
         return f"{op}({a[0]})"
+    if op == "scan":  # issue 29: `scan{T}[time] F(pre…, c, xs)`
+        back = ", reverse" if ins.attr("reverse", False) else ""
+        head = f"scan{{{ins.attr('count')}}}[{axis}{back}] "
+        return f"{head}{ins.attr('fn', '?')}({', '.join(a)})"
     if op in ("call", "fold", "grad", "value_grad"):
         fn = ins.attr("fn", "?")
         head = f"fold{{{ins.attr('count')}}} " if op == "fold" else ("∇" if op == "grad" else "")

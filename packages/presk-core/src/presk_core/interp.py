@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import gmpy2
 import numpy as np
-from presk_types.types import Bool, Idx, Real
+from presk_types.types import Bool, Idx, Real, TupleT
 
 from presk_core import adjoints as A
 from presk_core import mpfr as M
@@ -206,6 +206,50 @@ def _fold(p: Prep) -> Thunk:
     return step
 
 
+def _scan(p: Prep) -> Thunk:
+    """`scan{n} F(pre…, c, xs…)` (issue 29): a loop of n calls, each x an xs's element at the
+    step's index along the axis t, the carry threaded; the ys stacked on a new first axis t
+    (after the prefix), leaf by leaf for a tuple of them. `reverse`: from index n − 1 to 0."""
+    interp, name, dims = p.interp, p.attr("fn"), p.bound()
+    count, m, t = p.length(p.attr("count")), p.attr("scanned"), p.attr("axes")[0]
+    n_args = len(p.args)
+
+    def at(t_xs) -> Callable[[object, int], object]:
+        """Step k's element of a value of type t_xs (a tuple of them leaf by leaf)."""
+        if isinstance(t_xs, TupleT):
+            parts = [at(e) for e in t_xs.elements]
+            return lambda x, k: tuple(f(v, k) for f, v in zip(parts, x, strict=True))
+        s = explicit(t_xs)
+        back = s.rank - s.axis(t)
+        return lambda x, k: np.take(x, k, axis=np.ndim(x) - back)
+
+    takes = [at(a.type) for a in p.ins.args[n_args - m :]]
+    y_t = p.ins.out.type.elements[1]
+    order = range(count - 1, -1, -1) if p.attr("reverse", False) else range(count)
+
+    def empty(t):  # the stacked ys of no step
+        if isinstance(t, TupleT):
+            return tuple(empty(e) for e in t.elements)
+        return M.zeros(tuple(p.length(a.length) for a in explicit(t).axes))
+
+    def stack(ys: list, t):
+        if isinstance(t, TupleT):
+            return tuple(stack([y[i] for y in ys], e) for i, e in enumerate(t.elements))
+        rank = explicit(t).rank - 1
+        return np.stack(ys, axis=np.ndim(ys[0]) - rank)
+
+    def step(env: Env) -> object:
+        values = [g(env) for g in p.args]
+        pre, c, xss = values[: n_args - m - 1], values[n_args - m - 1], values[n_args - m :]
+        ys: list = [None] * count
+        for k in order:
+            xs = [take(x, k) for x, take in zip(xss, takes, strict=True)]
+            c, ys[k] = interp.call(name, [*pre, c, *xs], dims)
+        return (c, stack(ys, y_t) if count else empty(y_t))
+
+    return step
+
+
 def _slice(p: Prep) -> Thunk:
     get, i = p.args[0], p.attr("index")
     return lambda env: {path: leaf[i] for path, leaf in get(env).items()}
@@ -376,6 +420,7 @@ rules: dict[str, Rule] = {
     "stack_axis": _stack_axis,  # a scan's outputs (issue 29)
     "call": _call,
     "fold": _fold,
+    "scan": _scan,  # issue 29: a scan over a symbolic number of steps
     "slice": _slice,
     "field": _field,
     "record": _record,

@@ -282,6 +282,11 @@ def _rhs(ins: Instr) -> str:
         case "fold" | "fold_init":
             fn, count = ins.attr("fn"), ins.attr("count")
             rhs = f"{ins.op}{{{count}}} {fn}{_bindings(ins.attr('dims', ()))}({args})"
+        case "scan":
+            head = f"scan{{{ins.attr('count')}}}[{ins.attr('axes')[0]}"
+            head += f", {ins.attr('scanned')} scanned" if ins.attr("scanned") != 1 else ""
+            head += ", reverse]" if ins.attr("reverse", False) else "]"
+            rhs = f"{head} {ins.attr('fn')}{_bindings(ins.attr('dims', ()))}({args})"
         case "ein":
             rhs = f"ein[{', '.join(ins.attr('axes'))}] {args}{_relabelled(ins)}"
         case "field":

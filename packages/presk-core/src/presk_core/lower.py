@@ -73,6 +73,10 @@ class Builder(Emitter):
         attrs = {"fn": fn.key, "count": count, "dims": tuple(bindings.items())}
         return self.emit("fold", args, t, attrs, span)
 
+    def scan(self, fn: FnInfo, count: Lin, bindings: dict, args: list, t: Type, span, axis: str):
+        attrs = {"fn": fn.key, "count": count, "dims": tuple(bindings.items())}
+        return self.emit("scan", args, t, {**attrs, "axes": (axis,), "scanned": 1}, span)
+
     def grad(self, fn: FnInfo, args: list, t: Type, span) -> Value:
         dims = tuple((d, Lin.var(d)) for d in fn.generic)
         return self.emit("grad", args, t, {"fn": fn.key, "dims": dims}, span)

@@ -57,7 +57,7 @@ from presk_core.ir import (
 )
 from presk_core.layout import bound_layout, free_dims, init_trees
 
-CALLS = ("call", "fold", "fold_init", "grad", "value_grad")
+CALLS = ("call", "fold", "fold_init", "scan", "grad", "value_grad")
 """The operations that name a function of the program (attribute `fn`)."""
 
 

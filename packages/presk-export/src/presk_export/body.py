@@ -259,6 +259,8 @@ class Body:
                 return self.call(ins)
             case "fold":
                 return self.fold(ins)
+            case "scan":
+                return self.scan(ins)
             case "grad":
                 return self.grad(ins)
             case "tuple":
@@ -394,6 +396,56 @@ class Body:
         if ins.out.name is not None:
             self.check_shape(state, ins.out.type)
         return Expr(state)
+
+    def scan(self, ins: Instr) -> tuple:
+        """`scan{n}[t] F(pre…, c, xs)` (issue 29): a Python loop over the n steps, each a
+        call of F on the carry and xs's element (`xs.select(t, k)`; a λ step a local
+        function), the outputs stacked by `torch.stack` on a new first axis; the pair (the
+        last carry, the outputs). Each statement one assignment, as pyformat lays it out."""
+        m, t, count = ins.attr("scanned"), ins.attr("axes")[0], ins.attr("count")
+        if m != 1 or ins.attr("reverse", False):
+            raise ExportError("a scan that differentiation wrote", span=ins.span)
+        *pre, c, xs = ins.args
+        carry = self.fresh(f"_carry{ins.out.id}")
+        ys, k, y = self.fresh(f"_ys{ins.out.id}"), self.fresh("_k"), self.fresh("_y")
+        step = Value(-1 - ins.out.id, ins.out.type.elements[0])  # stand-ins for the call
+        x = Value(-2 - ins.out.id, ins.out.type.elements[1])  # (types not read)
+        self.env[step.id] = Expr(carry)
+        at = self.axis(ins, len(ins.args) - 1, t)
+        self.env[x.id] = Expr(f"{self.value(xs).at(ATOM)}.select({at}, {k})")
+        attrs = (("fn", ins.attr("fn")), ("dims", ins.attr("dims", ())))
+        fake = Instr(Value(-3 - ins.out.id, ins.out.type), "call", (*pre, step, x), attrs)
+        lam = self.writer.core.function(ins.attr("fn"))
+        if ".lambda" in lam.name:  # a λ step: a local function of the carry and the element
+            local = self.fresh("_" + lam.name.rsplit(".", 1)[1])
+            names = [identifier(p.name or f"_p{p.id}") for p in lam.params[-2:]]
+            bound = {p.id: self.value(a) for p, a in zip(lam.params[:-2], pre, strict=True)}
+            bound |= {p.id: Expr(n) for p, n in zip(lam.params[-2:], names, strict=True)}
+            sub = Body(self.writer, lam, bound, dict(self.dims), self.indent + "    ")
+            sub.taken |= self.taken | set(names)
+            result = sub.run()
+            for d in sub.needed:
+                if d not in self.dims:
+                    self.needed.append(d)
+                    self.dims[d] = d
+            self.lines.append("")  # a blank line around a nested def, as ruff writes it
+            self.emit(f"def {local}({', '.join(names)}):")
+            self.lines.extend(sub.lines)
+            text = _tuple_text(result) if isinstance(result, tuple) else str(result)
+            self.emit(f"    return {text}")
+            self.lines.append("")
+            step_call = f"{local}({carry}, {self.env[x.id]})"
+        else:
+            step_call = str(self.call(fake))
+        self.emit(f"{carry} = {self.value(c)}")
+        self.emit(f"{ys} = []")
+        self.emit(f"for {k} in range({self.length(count)}):  # scan{{{count}}} along `{t}`")
+        self.emit(f"    {carry}, {y} = {step_call}")
+        self.emit(f"    {ys}.append({y})")
+        self.emit(f"{ys} = torch.stack({ys})")
+        self.imports.add("torch")
+        self.taken -= {k, y}
+        return (Expr(carry), Expr(ys))
 
     def grad(self, ins: Instr) -> Expr:
         """`grad(λ θ. body)(θ)` as `torch.func.grad((lambda θ: body))(θ)`; a λ whose body

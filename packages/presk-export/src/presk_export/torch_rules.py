@@ -409,7 +409,7 @@ RULES: dict[str, Rule] = {
     **ADJOINT_TORCH_RULES,  # what differentiation writes (presk_export.adjoint_rules)
 }
 
-STRUCTURAL = frozenset({"grad", "field", "call", "fold", "tuple", "cast", "get"})
+STRUCTURAL = frozenset({"grad", "field", "call", "fold", "scan", "tuple", "cast", "get"})
 """The operations the function body writes itself, not through a rule (presk_export.body)."""
 
 ELSEWHERE = {

@@ -22,6 +22,7 @@ from presk_core.ir import Function, Instr, Lit, Program, Value
 from presk_core.random import Key
 from presk_core.specialize import SpecializeError, specialize
 from presk_core.trees import record, under
+from presk_core.unroll import unroll_scans
 from presk_types.ops import OPS
 from presk_types.presburger import Lin
 from presk_types.shapes import alignment
@@ -590,7 +591,7 @@ def _lower(
     param_types: Mapping[str, str] | None = None,
 ) -> tuple[Schedule, Lowering]:
     try:
-        spec = specialize(program, entry, dims)
+        spec = unroll_scans(specialize(program, entry, dims))  # a scan's steps, written out
     except SpecializeError as e:
         raise LowerError(str(e)) from None
     fn = spec.functions[0]

@@ -60,7 +60,7 @@ class CostModel:
 
 NO_KERNEL = frozenset(
     {"call", "field", "record", "slice", "tuple", "get", "cast", "stop_grad", "fold",
-     "fold_init", "grad", "value_grad", "reshape_like"}
+     "fold_init", "scan", "grad", "value_grad", "reshape_like"}
 )  # fmt: skip
 """Operations that compute nothing themselves: views and trees built on the host (a record,
 a field, a cast, a `reshape_like`: presk_kernel.moves makes it a view of its operand's

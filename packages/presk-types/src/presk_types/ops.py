@@ -189,6 +189,15 @@ def _ops() -> list[Op]:
         core("call", S, (0, None), _CALL),
         core("fold", S, (2, None), (*_CALL, ("count", Attr.LIN))),
         core("fold_init", S, one, (*_CALL, ("count", Attr.LIN))),
+        # issue 29: a scan over a symbolic number of steps (`count`), the last `scanned`
+        # operands stepped along the axis `axes[0]`; `reverse`: from the last step back
+        core(
+            "scan",
+            S,
+            (2, None),
+            (*_CALL, ("count", Attr.LIN), *_AXES, ("scanned", Attr.INT), ("reverse", Attr.BOOL)),
+            {"reverse"},
+        ),
         core("value_grad", S, (1, None), _CALL),
         core("slice", T, one, (("index", Attr.INT),)),
         core("field", T, one, (("path", Attr.NAME),)),

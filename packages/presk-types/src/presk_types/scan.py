@@ -5,11 +5,15 @@ f is a function of the program (or of a module, with its parameters), or a λ (l
 as `grad`'s, with what it captures), taking the carry and
 one element of xs along t (xs without the axis t), returning a pair (carry, output) whose
 carry has the type of c. The result is the pair (the last carry, the outputs on a new first
-axis t). The axis's length is a number (E2026), as `stack{L}`'s: the checker writes the
-scan as the calls it makes, in order, each step's element a slice of xs
+axis t). An axis of a constant length, 1 to MAX_STEPS, as `stack{L}`'s: the checker writes
+the scan as the calls it makes, in order, each step's element a slice of xs
 (`sum(axis t, xs[t: i .. i + 1])`, its one element), the outputs joined by `stack_axis`. So
 reverse mode goes through the calls as through `stack{L}`'s unrolled blocks (residuals or
-recomputation: `--remat`), and every backend computes what the calls compute.
+recomputation: `--remat`), and every backend computes what the calls compute. Any other
+length (a dimension `T`, `2·T + 1`, more steps or none) is the core operation `scan{n}`
+(`_operation`, issue 29): the step typed once, the scan a loop in the interpreter and the
+export, unrolled after specialization for the kernels, differentiated as a reverse scan
+(presk_ad.scans).
 """
 
 from __future__ import annotations
@@ -22,8 +26,8 @@ from presk_types.core_rules import PRIMITIVE_SHAPE_RULES
 from presk_types.operands import Operands
 from presk_types.presburger import Lin
 from presk_types.shapes import TypeErr, err
-from presk_types.structure_rules import stack_axis
-from presk_types.types import Real, TupleT
+from presk_types.structure_rules import stack_axis, stacked
+from presk_types.types import Real, TupleT, with_shape
 from presk_types.values import FnRef, Val, join
 
 SIGNATURE = "scan(f, carry, xs, axis t) with f(carry, x) -> (carry, y)"
@@ -72,8 +76,9 @@ def scan(body, args: tuple[A.Arg, ...], span: Span) -> Val:
                      "not an axis of xs")  # fmt: skip
     n = xs.type.shape.axes[i].length
     if not n.is_const or not 1 <= n.constant <= MAX_STEPS:
-        raise _wrong("E2026", f"a scan's length is a number of steps (1 to {MAX_STEPS}), and `{t}: {n}` is not",
-                     xs_arg.span, f"xs's axis `{t}`")  # fmt: skip
+        # a length of the dimensions (or of more steps than are written out, or none): the
+        # core operation `scan{n}`, typed once for every value of the dimensions
+        return _operation(body, f, f_arg, c, xs, c_arg, xs_arg, t, n, span)
     ctx = CheckContext(body.lengths, span, {})
 
     def prim(op: str, vals: list[Val], attrs: dict) -> Val:
@@ -135,3 +140,83 @@ def scan(body, args: tuple[A.Arg, ...], span: Span) -> Val:
     result = TupleT((carry.type, ys_t))
     reg = join(carry.reg, *(v.reg for v in outputs))
     return Val(result, reg, tuple(effects), body.emit.tuple([carry.ref, ys], result))
+
+
+class _Capture:
+    """The body's emitter, but for the one call of the step: the callee, its bindings and
+    its operands are kept (the scan is emitted in its place)."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.made = inner, None
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+    def call(self, fn, bindings, args, t, span):
+        self.made = (fn, bindings, args)
+        return None
+
+    def fold(self, fn, count, bindings, args, t, span):
+        self.made = "fold"
+        return None
+
+
+_X = object()  # the element's handle while the step is typed: xs itself in the scan
+
+
+def _operation(body, f, f_arg, c: Val, xs: Val, c_arg, xs_arg, t: str, n: Lin, span: Span) -> Val:
+    """A scan over a symbolic number of steps n: the step typed once (carry c, the element of
+    xs along t), and the core operation `scan{n} f(pre…, c, xs)` (interpreted as a loop,
+    unrolled after specialization, differentiated as a reverse scan)."""
+    i = xs.type.shape.axis(t)
+    shape = xs.type.shape
+    x_t = with_shape(xs.type, type(shape)(shape.prefix, shape.axes[:i] + shape.axes[i + 1 :]))
+    x = Val(x_t, xs.reg, (), _X)
+    if isinstance(f, A.Lambda):
+        f = _lifted(body, f, c, x)
+        refs = [v.ref for v in f.captured_vals] + [c.ref, _X]
+        generic = {d: Lin.var(d) for d in f.generic}
+        regs = [v.reg for v in f.captured_vals] + [c.reg, xs.reg]
+        step = Val(f.result, join(*regs), tuple(f.effects.items()))
+        callee = f
+    else:
+        saved = {k: body.vars.get(k) for k in (_CARRY, _ELEMENT)}
+        capture = body.emit = _Capture(body.emit)
+        try:
+            body.vars[_CARRY], body.vars[_ELEMENT] = c, x
+            args = (A.Var(_CARRY, c_arg.span), A.Var(_ELEMENT, xs_arg.span))
+            step = body.call_fn(f, args, span)
+        finally:
+            body.emit = capture.inner
+            for k, v in saved.items():
+                if v is None:
+                    body.vars.pop(k, None)
+                else:
+                    body.vars[k] = v
+        if not isinstance(capture.made, tuple):  # a stack's blocks (E2008 above, as a rule)
+            raise _wrong("E2026", "`scan`'s step is a function of the program or a λ",
+                         f_arg.span, "a function's name, or `λ c x. (c, y)`")  # fmt: skip
+        callee, generic, refs = capture.made
+    if not (isinstance(step.type, TupleT) and len(step.type.elements) == 2):
+        raise _wrong("E2027", f"`scan`'s step returns `{step.type}`, not a pair",
+                     f_arg.span, "f(carry, x) -> (carry, y)")  # fmt: skip
+    tc, ty = step.type.elements
+    try:
+        body.same(c.type, tc, span)
+    except TypeErr:
+        raise _wrong("E2027", f"`scan`'s step takes a carry `{c.type}` and returns `{tc}`",
+                     f_arg.span, "the carry keeps its type") from None  # fmt: skip
+    if not isinstance(ty, Real):
+        raise _wrong("E2027", f"`scan`'s outputs are real tensors, not `{ty}`",
+                     f_arg.span, "f(carry, x) -> (carry, y)")  # fmt: skip
+    from presk_types.rules import CheckContext
+
+    try:
+        ys_t = stacked(ty, t, n, CheckContext(body.lengths, span, {}))
+    except TypeErr as e:
+        raise _wrong("E2027", e.diagnostics[0].message, f_arg.span, "the outputs y") from None
+    result = TupleT((c.type, ys_t))
+    refs = [xs.ref if r is _X else r for r in refs]
+    ref = body.emit.scan(callee, n, generic, refs, result, span, t)
+    effects = (*c.effects, *xs.effects, *step.effects)
+    return Val(result, join(c.reg, xs.reg, step.reg), effects, ref)

@@ -214,8 +214,56 @@ def stack_axis(o: Operands, ctx: Context) -> Type:
     return with_shape(first, Shape(first.shape.prefix, axes))
 
 
+def stacked(y: Type, t: str, n: Lin, ctx: Context) -> Type:
+    """The type of the values y of n steps on a new first axis t (after an open prefix),
+    leaf by leaf for a tuple of them."""
+    if isinstance(y, TupleT):
+        return TupleT(tuple(stacked(e, t, n, ctx) for e in y.elements))
+    if not isinstance(y, Real | Idx | Bool):
+        raise err("E2027", f"`scan`'s outputs are tensors, not `{y}`", Label(ctx.span(), ""))
+    if t in y.shape.names():
+        raise err("E2013", f"`{y}` has an axis `{t}` already", Label(ctx.span(), ""))
+    return with_shape(y, Shape(y.shape.prefix, (AxisT(t, n), *y.shape.axes)))
+
+
+def scan(o: Operands, ctx: Context) -> Type:
+    """`scan{n} F{dims}(pre…, c, xs…)` (issue 29): F(pre…, c, x…) -> (c, y) applied n times,
+    each x the step's element of an xs along the axis t (its length n; of a tuple of
+    tensors, the tuple of their elements), the carry threaded through; the result is (the
+    last carry, the ys stacked on a new first axis t, leaf by leaf)."""
+    name, sig, bound = _fn(o, ctx)
+    count = _count(o, ctx)
+    axes = attr_of(o, ctx, "axes", tuple)
+    m = attr_of(o, ctx, "scanned", int)
+    if len(axes) != 1 or not 0 <= m <= len(o.positional) - 1:
+        raise err("E2004", "`scan` of one axis, and a carry before its xs", Label(ctx.span()))
+    t = axes[0]
+    args = list(o.positional)
+
+    def element(xs: Type, i: int) -> Type:
+        """xs's element: xs without the axis t (of length `count`), leaf by leaf."""
+        if isinstance(xs, TupleT):
+            return TupleT(tuple(element(e, i) for e in xs.elements))
+        if not isinstance(xs, Real | Idx | Bool):
+            raise err("E2026", f"`scan` steps along a tensor, not `{xs}`", Label(ctx.span()))
+        shape, axis = remove_axis(xs.shape, t, ctx, ("operand", i))
+        ctx.require_equal(axis.length, count, ctx.span(("operand", i)))
+        return with_shape(xs, shape)
+
+    for i in range(len(args) - m, len(args)):
+        args[i] = element(args[i], i)
+    _, prefix = instantiate(ctx, sig, bound, tuple(args), name)
+    result = subst(sig.result, bound, prefix)
+    if not (isinstance(result, TupleT) and len(result.elements) == 2):
+        raise err("E2027", f"`scan`'s step returns `{result}`, not a pair", Label(ctx.span()))
+    carry, y = result.elements
+    same(ctx, args[len(args) - m - 1], carry, ("operand", len(args) - m - 1), names=False)
+    return TupleT((carry, stacked(y, t, count, ctx)))
+
+
 STRUCTURE_RULES = {
     "stack_axis": stack_axis,
+    "scan": scan,
     "call": call,
     "fold": fold,
     "fold_init": fold_init,

@@ -71,6 +71,12 @@ class Emitter:
     ) -> object:
         return None
 
+    def scan(
+        self, fn: FnInfo, count: Lin, bindings: dict, args: list, t: Type, span: Span, axis: str
+    ) -> object:
+        """`scan{count} fn(pre…, c, xs)` along `axis` (issue 29): the last operand scanned."""
+        return None
+
     def grad(self, fn: FnInfo, args: list, t: Type, span: Span) -> object:
         return None
 
