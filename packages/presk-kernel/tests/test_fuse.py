@@ -143,3 +143,23 @@ def _bodies(body):
     yield body
     for s in body:
         yield from _bodies(getattr(s, "body", ()))
+
+
+def test_a_long_chain_is_fused_no_deeper_than_deepest(tmp_path, monkeypatch):
+    """An unrolled scan's adjoint sums θ's cotangents a step at a time: hundreds of adds in a
+    chain. Fused inline they made one expression hundreds deep (a RecursionError in the
+    layout pass at 256 steps); past `DEEPEST` the chain goes on as `let`s, the same bits."""
+    import presk_kernel.fuse as fusion
+
+    from presk_kernel.fuse import _body_depth
+
+    src = tmp_path / "chain.psk"
+    terms = " + ".join(["x"] + [f"x * {k}" for k in range(1, 40)])
+    src.write_text(f"fn chain(x : ℝ[n: 4]) -> ℝ[n: 4] =\n    {terms}\n")
+    schedule, args, _ = lowered(str(src), "chain", ())
+    deep, _ = fuse(schedule)
+    assert max(_body_depth(lc.kernel.body) for lc in deep.launches) > 20
+    monkeypatch.setattr(fusion, "DEEPEST", 8)
+    cut, _ = fuse(schedule)
+    assert max(_body_depth(lc.kernel.body) for lc in cut.launches) <= 8
+    assert same_bits(run_schedule(schedule, args), run_schedule(cut, args))

@@ -42,6 +42,9 @@ from presk_kernel.layout import natural_layout
 from presk_kernel.spec import verified
 
 CHEAP = 8  # operations a 0-d producer may have to be recomputed at every read
+DEEPEST = 64  # the deepest expression a fusion may write (`_depth`): a chain of hundreds of
+# adds (an unrolled scan's adjoint summing θ's cotangents a step at a time) is cut into kernels
+# of at most this depth, which the compiler and every recursive pass over expressions take
 PASSES = 3  # passes over a cheap producer's result a consumer may make (`_recomputable`)
 TRANSCENDENTAL = frozenset(
     {"exp", "log", "tanh", "erf", "erfc", "sin", "cos", "powf", "sqrt"}
@@ -254,6 +257,8 @@ def merge(p: Launch, c: Launch, several: bool = True, operand: bool = False) -> 
     try:
         body = tuple(_replace(s, cmap, targets, value, vars_) for s in ck.body)
     except _NoFusion:
+        return None
+    if _body_depth(body) > DEEPEST:
         return None
     steps = (pk.steps or (pk.site,)) + (ck.steps or (ck.site,))
     k = Kernel(
@@ -532,6 +537,30 @@ def _varies(e) -> bool:
     if isinstance(e, (Index, Load)):
         return True
     return isinstance(e, Op) and any(_varies(a) for a in e.args)
+
+
+def _depth(e) -> int:
+    """How deeply `e`'s operations nest (a load's computed index counted in)."""
+    match e:
+        case Op(_, args, _):
+            return 1 + max((_depth(a) for a in args), default=0)
+        case Load(_, index):
+            return max((_depth(i) for i in index if not isinstance(i, Affine)), default=0)
+    return 0
+
+
+def _body_depth(body) -> int:
+    """The deepest expression of a kernel's body."""
+    deepest = 0
+    for st in body:
+        match st:
+            case Let(_, e) | Store(_, _, e):
+                deepest = max(deepest, _depth(e))
+            case Reduce(body=b, terms=terms):
+                deepest = max(deepest, _body_depth(b), *(_depth(t) for t in terms))
+            case Loop(body=b):
+                deepest = max(deepest, _body_depth(b))
+    return deepest
 
 
 def _size(e) -> int:
