@@ -63,6 +63,7 @@ bench: setup
 	$(PY) tools/bench_run.py
 	$(PY) tools/bench_train.py
 	$(PY) tools/bench_gemm.py
+	$(PY) tools/bench_gemm.py --shapes step --clock cpu
 	$(PY) tools/bench_native.py
 	$(PY) tools/bench_minigpt.py
 	$(PY) tools/bench_opt.py

@@ -1,6 +1,8 @@
 """presk-cback's generated GEMM against numpy's matmul (OpenBLAS) in the same process.
 
     .venv/bin/python tools/bench_gemm.py [--n 1024] [--pairs 15] [--threads 1 2] [--tune [--save]]
+    .venv/bin/python tools/bench_gemm.py --shapes 4096x192x192 96*256x256x32:nt [--types f32]
+        [--against OTHER/packages/presk-cback/src/presk_cback/gemm.py] [--clock cpu]
 
 For each type (f32, f64) and thread count: R paired runs, the order inside a pair
 alternating, both writing into preallocated outputs; prints each side's best GFLOP/s and
@@ -17,12 +19,22 @@ itself again without both, and prints the kernel OpenBLAS then uses. `--tune` al
 the other register blockings measured on this kind of machine; `--save` keeps the best
 one-thread blocking of each type for this host (the cache folder's gemm-blocking.json),
 which the GEMM and the native entries then use.
+
+`--shapes` times other products instead of n³, each `[batch*]MxNxK[:ab]`: `a`, `b` are each
+`n` (the operand C-ordered) or `t` (transposed: Fortran-ordered, as `dy·Wᵀ`'s B or `xᵀ·dy`'s
+A). A batch is that many products on separate operands, the GEMM called once each (as a
+native entry's batch loop does) against numpy's matmul of the stacked operands.
+`--against GEMM_PY` times another tree's presk_cback/gemm.py beside (before and after a
+change, in the same rounds, their bits compared); `--clock cpu` times one thread's calls
+on the thread's CPU clock, which other jobs on a loaded machine do not stop (two threads
+are timed on the wall clock whatever the flag).
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
+import importlib.util
 import os
 import statistics
 import sys
@@ -72,7 +84,7 @@ def measure_entry(n: int, tag: str, dtype, threads: int, pairs: int, set_threads
     if set_threads is not None:
         set_threads(threads)
     return pair_up(lambda: entry.module.lib.presk_entry(arena),
-                   lambda: np.matmul(a, b, out=c2), n, pairs)  # fmt: skip
+                   lambda: np.matmul(a, b, out=c2), 2.0 * n**3, pairs)  # fmt: skip
 
 
 def thread_cpu(tid: int) -> float:
@@ -100,9 +112,8 @@ def settle(window: float = 0.01, limit: float = 2.0) -> float:
     return time.perf_counter() - start
 
 
-def pair_up(ours, theirs, n: int, pairs: int):
+def pair_up(ours, theirs, flop: float, pairs: int):
     ours(), theirs(), ours(), theirs()  # compile, warm caches and thread pools
-    flop = 2.0 * n**3
     t_ours, t_theirs, ratios = [], [], []
     for i in range(pairs):
         if i % 2:
@@ -155,7 +166,117 @@ def measure(n: int, dtype, threads: int, pairs: int, blocking, set_threads):
     ours(), theirs()
     scale = 1e-6 if dtype == np.float32 else 1e-12
     assert np.allclose(c1, c2, rtol=scale * n, atol=scale * n), "the two products differ"
-    return pair_up(ours, theirs, n, pairs)
+    return pair_up(ours, theirs, 2.0 * n**3, pairs)
+
+
+STEP_SHAPES = [  # the course GPT step's products at D 192 (4096 = B·T rows; 32 a head's width)
+    "4096x192x192", "4096x768x192", "4096x192x768", "4096x192x192:nt", "192x192x4096:tn",
+    "96*256x256x32:nt", "96*256x32x256", "96*256x32x256:tn",
+]  # fmt: skip
+
+
+def parse_shape(spec: str) -> tuple[int, int, int, int, str]:
+    dims, _, orders = spec.partition(":")
+    batch, _, mnk = dims.rpartition("*")
+    m, n, k = (int(v) for v in mnk.split("x"))
+    orders = orders or "nn"
+    if len(orders) != 2 or set(orders) - {"n", "t"} or min(m, n, k, int(batch or 1)) < 1:
+        raise ValueError(spec)
+    return int(batch or 1), m, n, k, orders
+
+
+def gemm_function(module_path: str | None, tag: str, tc):
+    """The generated GEMM of this tree (`module_path` None) or of another tree's gemm.py
+    (`--against`: its `source` at this host's blocking), compiled or found in the cache."""
+    mod = G
+    if module_path:
+        spec = importlib.util.spec_from_file_location("presk_gemm_against", module_path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod  # its dataclasses look their module up
+        spec.loader.exec_module(mod)
+    b = G.host_blocking(tag, tc)
+    text = mod.source(tag, mod.Blocking(b.mr, b.nv, b.kc, b.mc, b.nc), tc)
+    module = G.load(text, G.CDEF, (f"presk_gemm_{tag}",), threads=True, toolchain=tc)
+    return getattr(module.lib, f"presk_gemm_{tag}")
+
+
+def cpu_timed(fn) -> float:
+    """One call of `fn` on this thread's CPU clock (one thread: other jobs do not stop it)."""
+    settle()
+    t = time.thread_time()
+    fn()
+    return time.thread_time() - t
+
+
+def measure_shape(spec: str, dtype, threads: int, args, set_threads):
+    """One `--shapes` product (`parse_shape`): presk's GEMM (and `--against`'s) and numpy's
+    matmul, in rounds whose order rotates; GFLOP/s (best) and the median ratios."""
+    batch, m, n, k, orders = parse_shape(spec)
+    rng = np.random.default_rng(0)
+
+    def operand(rows, cols, order):
+        x = rng.standard_normal((batch, rows, cols)).astype(dtype)
+        return x if order == "n" else np.ascontiguousarray(x.transpose(0, 2, 1)).transpose(0, 2, 1)
+
+    a, b = operand(m, k, orders[0]), operand(k, n, orders[1])
+    tag = G.TAGS[np.dtype(dtype)]
+    ctype = G.CTYPE[tag]
+    tc = find_toolchain()
+    outs = [np.empty((batch, m, n), dtype) for _ in range(3)]
+
+    def side(fn, c):
+        calls = []
+        for i in range(batch):
+            (abuf, rsa, csa), (bbuf, rsb, csb) = G._operand(a[i]), G._operand(b[i])
+            pa, pb, pc = pointer(abuf, ctype), pointer(bbuf, ctype), pointer(c[i], ctype)
+            calls.append((m, n, k, pa, rsa, csa, pb, rsb, csb, pc, n, threads))
+
+        def run():
+            for call in calls:
+                fn(*call)
+
+        return run
+
+    sides = [side(gemm_function(None, tag, tc), outs[0]), lambda: np.matmul(a, b, out=outs[1])]
+    if args.against:
+        sides.append(side(gemm_function(args.against, tag, tc), outs[2]))
+    if set_threads is not None:
+        set_threads(threads)
+    for run in sides:
+        run(), run()  # compile, warm caches and thread pools
+    scale = 1e-6 if dtype == np.float32 else 1e-12
+    assert np.allclose(outs[0], outs[1], rtol=scale * k, atol=scale * k), "the products differ"
+    if args.against:
+        assert np.array_equal(outs[0], outs[2]), "the two trees' GEMMs differ in bits"
+    clock = cpu_timed if args.clock == "cpu" and threads == 1 else timed
+    times: list[list[float]] = [[] for _ in sides]
+    for r in range(args.pairs):
+        order = [(r + j) % len(sides) for j in range(len(sides))]
+        for j in order[::-1] if r % 2 else order:
+            times[j].append(clock(sides[j]))
+    flop = 2.0 * batch * m * n * k
+    best = [flop / min(t) / 1e9 for t in times]
+
+    def ratio(x, y):  # x's speed over y's, the median of the rounds
+        return statistics.median(ty / tx for tx, ty in zip(times[x], times[y], strict=True))
+
+    return best, [ratio(0, 1)] + ([ratio(2, 1), ratio(0, 2)] if args.against else [])
+
+
+def main_shapes(args, set_threads) -> None:
+    against = f" {'before GF/s':>11} {'before/np':>9} {'after/before':>12}" if args.against else ""
+    print(f"{'product':>18} {'type':5} {'threads':>7} {'presk GF/s':>10} {'numpy GF/s':>10} "
+          f"{'ratio':>6}{against}  ({args.clock} clock)")  # fmt: skip
+    shapes = [s for spec in args.shapes for s in (STEP_SHAPES if spec == "step" else [spec])]
+    for tag in args.types:
+        dtype = np.float32 if tag == "f32" else np.float64
+        for threads in args.threads:
+            for spec in shapes:
+                best, ratios = measure_shape(spec, dtype, threads, args, set_threads)
+                line = f"{spec:>18} {tag:5} {threads:7d} {best[0]:10.1f} {best[1]:10.1f} {ratios[0]:6.2f}"
+                if args.against:
+                    line += f" {best[2]:11.1f} {ratios[1]:9.2f} {ratios[2]:12.2f}"
+                print(line, flush=True)
 
 
 def main() -> None:
@@ -167,6 +288,17 @@ def main() -> None:
     parser.add_argument(
         "--save", action="store_true", help="with --tune: keep the best one-thread blocking"
     )
+    parser.add_argument(
+        "--shapes", nargs="+", help="[batch*]MxNxK[:ab] products instead of n³ (`step`: the GPT's)"
+    )
+    parser.add_argument("--types", nargs="+", default=["f32", "f64"], choices=["f32", "f64"])
+    parser.add_argument(
+        "--against", metavar="GEMM_PY", help="with --shapes: another tree's gemm.py, timed beside"
+    )
+    parser.add_argument(
+        "--clock", choices=["wall", "cpu"], default="wall",
+        help="with --shapes: one thread's calls on the thread's CPU clock (cpu)",
+    )  # fmt: skip
     args = parser.parse_args()
     lib = openblas()
     corename = blas_call(lib, "scipy_openblas_get_corename64_", "openblas_get_corename")
@@ -179,11 +311,21 @@ def main() -> None:
     tc = find_toolchain()
     print(f"numpy {np.__version__}, OpenBLAS kernel {core}; {tc.identity}")
     print(f"target {tc.target.split()[0]}, vectors of {tc.vector_bytes} bytes, n = {args.n}")
+    if args.shapes:
+        for spec in args.shapes:
+            try:
+                spec == "step" or parse_shape(spec)
+            except ValueError:
+                parser.error(f"--shapes: {spec!r} is not [batch*]MxNxK[:ab] (a, b: n or t)")
+        main_shapes(args, set_threads)
+        return
     print(
         f"{'type':5} {'threads':>7} {'blocking':>24} {'presk GF/s':>10} "
         f"{'numpy GF/s':>10} {'ratio':>6}"
     )
     for tag, dtype in (("f32", np.float32), ("f64", np.float64)):
+        if tag not in args.types:
+            continue
         first = G.host_blocking(tag, tc)
         blockings = [first] + (
             [b for b in [G.default_blocking(tag, tc), *CANDIDATES[tag]] if b != first]

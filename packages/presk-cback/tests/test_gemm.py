@@ -110,9 +110,14 @@ def test_strided_operands_and_an_empty_sum():
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize(("m", "k", "n"), [(37, 400, 70), (25, 64, 64)])
+@pytest.mark.parametrize(
+    ("m", "k", "n"), [(37, 400, 70), (25, 64, 64), (25, 40, 260), (512, 20, 40)]
+)
 def test_every_operand_order_packs_to_the_same_bits(dtype, m, k, n):
-    # the packers copy a full panel along whichever axis of the operand is contiguous
+    # the packers copy a full panel along whichever axis of the operand is contiguous (on
+    # AVX-512 VL×VL blocks transposed in registers, the rest of k one element at a time);
+    # n = 260 has 8 panels and more of every default NR: A's rows are packed, not read in
+    # place; m = 512 puts a Fortran-ordered A's rows 2 KB apart or more: packed too
     a, b = operands(m, k, n, dtype, seed=4)
     ref = reference(a, b)
     for fa in (np.ascontiguousarray, np.asfortranarray):

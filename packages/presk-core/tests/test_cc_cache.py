@@ -335,3 +335,21 @@ def test_the_helpers_use_the_one_cache_with_the_compiler_and_flags_in_their_key(
     r = run()
     assert r.returncode == 0, r.stderr
     assert all(cache.trusted(p) for p in objects)
+
+
+def test_the_compilers_identity_is_its_own_version_line(tmp_path):
+    """clang -v may name another version after its own (a CUDA installation): the cache's
+    key must tell two clangs apart by their version, not by that line."""
+    from presk_core.cc.toolchain import _identity
+
+    fake = tmp_path / "fakecc"
+    fake.write_text(
+        "#!/bin/sh\necho 'Debian clang version 16.0.6 (15~deb12u1)' >&2\n"
+        "echo 'Target: x86_64-pc-linux-gnu' >&2\n"
+        "echo 'Found CUDA installation: /usr/local/cuda, version ' >&2\n"
+    )
+    fake.chmod(0o755)
+    assert _identity((str(fake),)) == "Debian clang version 16.0.6 (15~deb12u1)"
+    fake.write_text("#!/bin/sh\necho 'Configured with: --with-gcc-major-version-only' >&2\n"
+                    "echo 'gcc version 12.2.0 (Debian 12.2.0-14+deb12u1)' >&2\n")  # fmt: skip
+    assert _identity((str(fake),)) == "gcc version 12.2.0 (Debian 12.2.0-14+deb12u1)"

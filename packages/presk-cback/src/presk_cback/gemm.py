@@ -5,9 +5,11 @@ NR-wide panels), ic over MC rows (A's block packed into MR-high panels), then th
 tiles, each computed by a register-blocked micro-kernel over vector registers (MR × NV
 accumulators of VL lanes, NR = NV·VL) with an explicit FMA. Edge tiles run the same
 micro-kernel on a zero-padded copy (padding in m and n only, never in k). A full panel is
-packed along the operand's contiguous axis (a transposed A by whole rows of its block); when
-n has at most four panels, A's full panels are read where they lie (rows or columns), each
-panel once for all of n's, prefetched a few lines ahead.
+packed along the operand's contiguous axis (a transposed A by whole rows of its block; on
+AVX-512 a transposing copy by VL×VL blocks through the registers); when n has fewer than
+eight panels (A's rows contiguous) or at most four (its columns), A's full panels are read
+where they lie, prefetched a few lines ahead (with four panels or fewer, each panel once
+for all of n's). The micro-kernel's loop over k is unrolled by four.
 
 The bits (DESIGN §11). Each output element is the left fold of its products in increasing k,
 fused: c = a₀b₀, then c = fma(a_k, b_k, c). The micro-kernel loads C's partial sums into its
@@ -103,6 +105,72 @@ def save_blocking(tag: str, tc: Toolchain, blocking: Blocking) -> Path:
     return path
 
 
+# A VL×VL block of registers transposed in place (AVX-512): lanes exchanged by unpacks,
+# then 128-bit lanes by shuffles; the packers' copies of a transposed operand (no arithmetic:
+# the bits are the operand's).
+TRANSPOSE = {
+    "f32": """#define HAVE_AVX512 1
+#define VMASKSTOREU(p, n, v) _mm512_mask_storeu_ps(p, (__mmask16)((1u << (n)) - 1), v)
+#define VMASKLOADU(p, n) _mm512_maskz_loadu_ps((__mmask16)((1u << (n)) - 1), p)
+static inline __attribute__((always_inline)) void transpose(vec r[16]) {
+    __m512 t[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i += 4) {
+        __m512d a = _mm512_castps_pd(t[i]), b = _mm512_castps_pd(t[i + 2]);
+        __m512d c = _mm512_castps_pd(t[i + 1]), d = _mm512_castps_pd(t[i + 3]);
+        r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+        r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+        r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
+        r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i += 8)
+#pragma GCC unroll 16
+        for (int j = 0; j < 4; j++) {
+            t[i + j] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0x88);
+            t[i + j + 4] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0xdd);
+        }
+#pragma GCC unroll 16
+    for (int j = 0; j < 8; j++) {
+        r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
+        r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd);
+    }
+}
+""",
+    "f64": """#define HAVE_AVX512 1
+#define VMASKSTOREU(p, n, v) _mm512_mask_storeu_pd(p, (__mmask8)((1u << (n)) - 1), v)
+#define VMASKLOADU(p, n) _mm512_maskz_loadu_pd((__mmask8)((1u << (n)) - 1), p)
+static inline __attribute__((always_inline)) void transpose(vec r[8]) {
+    __m512d t[8];
+#pragma GCC unroll 16
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm512_unpacklo_pd(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_pd(r[i], r[i + 1]);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < 8; i += 4)
+#pragma GCC unroll 16
+        for (int j = 0; j < 2; j++) {
+            r[i + j] = _mm512_shuffle_f64x2(t[i + j], t[i + j + 2], 0x88);
+            r[i + j + 2] = _mm512_shuffle_f64x2(t[i + j], t[i + j + 2], 0xdd);
+        }
+#pragma GCC unroll 16
+    for (int j = 0; j < 4; j++) {
+        t[j] = _mm512_shuffle_f64x2(r[j], r[j + 4], 0x88);
+        t[j + 4] = _mm512_shuffle_f64x2(r[j], r[j + 4], 0xdd);
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < 8; j++) r[j] = t[j];
+}
+""",
+}
+
+
 def _vector_ops(tag: str, tc: Toolchain) -> str:
     c = CTYPE[tag]
     sfx = "pd" if tag == "f64" else "ps"
@@ -115,7 +183,7 @@ def _vector_ops(tag: str, tc: Toolchain) -> str:
             f"#define VSTORE(p, v) _mm512_store_{sfx}(p, v)\n"
             f"#define VLOADU(p) _mm512_loadu_{sfx}(p)\n"
             f"#define VSTOREU(p, v) _mm512_storeu_{sfx}(p, v)\n"
-        )
+        ) + TRANSPOSE[tag]
     if tc.vector_bytes == 32 and "fma" in tc.features:
         return (
             f"#include <immintrin.h>\ntypedef __m256{'d' if tag == 'f64' else ''} vec;\n"
@@ -155,8 +223,12 @@ typedef {c} T;
 #define MC {mc}
 #define NC {nc}
 #define PFD 32 /* A's rows prefetched this many elements ahead */
-#define PFC 16 /* A's columns this many k ahead */
+#define PFC 32 /* A's columns this many k ahead */
+#define DIRECT 8 /* A's rows are read where they lie when n has fewer panels */
 {vector_ops}
+#ifndef HAVE_AVX512
+#define HAVE_AVX512 0
+#endif
 static inline int64_t min64(int64_t a, int64_t b) {{ return a < b ? a : b; }}
 
 /* C[MR×NR] (row stride ldc) = the fold continued over kc terms of A's MR rows (element
@@ -177,22 +249,29 @@ static inline __attribute__((always_inline)) void ukernel(
 #pragma GCC unroll 8
             for (int v = 0; v < NV; v++) acc[i][v] = VLOADU(C + i * ldc + v * VL);
     }}
-    for (int64_t k = 0; k < kc; k++) {{
-        if (pf == 1 && (k & 15) == 0) /* A's rows, read where they lie */
+    /* k in steps of 16 when A's rows are read where they lie (each row's next lines
+     * prefetched once a step), else in one; the steps unrolled by 4 */
+    int64_t step = pf == 1 ? 16 : kc;
+    for (int64_t k0 = 0; k0 < kc; k0 += step) {{
+        int64_t k1 = min64(kc, k0 + step);
+        if (pf == 1) /* A's rows, read where they lie */
 #pragma GCC unroll 32
-            for (int i = 0; i < MR; i++) __builtin_prefetch(Ap + i * ars + (k + PFD));
-        if (pf == 2) {{ /* A's columns */
-            __builtin_prefetch(Ap + (k + PFC) * acs);
-            __builtin_prefetch(Ap + (k + PFC) * acs + MR - 1);
-        }}
-        vec b[NV];
+            for (int i = 0; i < MR; i++) __builtin_prefetch(Ap + i * ars + (k0 + PFD));
+#pragma GCC unroll 4
+        for (int64_t k = k0; k < k1; k++) {{
+            if (pf == 2) {{ /* A's columns */
+                __builtin_prefetch(Ap + (k + PFC) * acs);
+                __builtin_prefetch(Ap + (k + PFC) * acs + MR - 1);
+            }}
+            vec b[NV];
 #pragma GCC unroll 8
-        for (int v = 0; v < NV; v++) b[v] = VLOAD(Bp + k * NR + v * VL);
+            for (int v = 0; v < NV; v++) b[v] = VLOAD(Bp + k * NR + v * VL);
 #pragma GCC unroll 32
-        for (int i = 0; i < MR; i++) {{
-            vec a = VSET1(Ap[i * ars + k * acs]);
+            for (int i = 0; i < MR; i++) {{
+                vec a = VSET1(Ap[i * ars + k * acs]);
 #pragma GCC unroll 8
-            for (int v = 0; v < NV; v++) acc[i][v] = VFMA(a, b[v], acc[i][v]);
+                for (int v = 0; v < NV; v++) acc[i][v] = VFMA(a, b[v], acc[i][v]);
+            }}
         }}
     }}
 #pragma GCC unroll 32
@@ -216,7 +295,19 @@ static void pack_b(int64_t jp, int64_t kc, int64_t nc, const T *B, int64_t rsb, 
         return;
     }}
     if (nr == NR && rsb == 1) {{
-        for (int64_t k0 = 0; k0 < kc; k0 += 16) {{
+        int64_t k0 = 0;
+#if HAVE_AVX512 /* VL columns × VL k at a time, transposed in registers */
+        for (; k0 + VL <= kc; k0 += VL)
+            for (int v = 0; v < NV; v++) {{
+                vec r[VL];
+#pragma GCC unroll 16
+                for (int j = 0; j < VL; j++) r[j] = VLOADU(src + (v * VL + j) * csb + k0);
+                transpose(r);
+#pragma GCC unroll 16
+                for (int j = 0; j < VL; j++) VSTORE(dst + (k0 + j) * NR + v * VL, r[j]);
+            }}
+#endif
+        for (; k0 < kc; k0 += 16) {{
             int64_t k1 = min64(kc, k0 + 16);
             for (int64_t j = 0; j < NR; j++)
                 for (int64_t k = k0; k < k1; k++) dst[k * NR + j] = src[j * csb + k];
@@ -236,7 +327,19 @@ static void pack_a(int64_t ip, int64_t kc, int64_t mc, const T *A, int64_t rsa, 
     int64_t i0 = ip * MR, mr = min64(MR, mc - i0);
     const T *src = A + i0 * rsa;
     if (mr == MR && csa == 1) {{
-        for (int64_t k0 = 0; k0 < kc; k0 += 16) {{
+        int64_t k0 = 0;
+#if HAVE_AVX512 /* MR rows × VL k at a time, transposed in registers (MR ≤ VL) */
+        if (MR <= VL)
+            for (; k0 + VL <= kc; k0 += VL) {{
+                vec r[VL];
+#pragma GCC unroll 16
+                for (int i = 0; i < VL; i++) r[i] = i < MR ? VLOADU(src + i * rsa + k0) : VSET1(0);
+                transpose(r);
+#pragma GCC unroll 16
+                for (int j = 0; j < VL; j++) VMASKSTOREU(dst + (k0 + j) * MR, MR, r[j]);
+            }}
+#endif
+        for (; k0 < kc; k0 += 16) {{
             int64_t k1 = min64(kc, k0 + 16);
 #pragma GCC unroll 32
             for (int64_t i = 0; i < MR; i++)
@@ -257,6 +360,13 @@ static void pack_a_rows(int64_t kc, int64_t mc, const T *A, int64_t csa, T *rest
         const T *src = A + k * csa;
         __builtin_prefetch(src + 4 * csa);
         __builtin_prefetch(src + 4 * csa + mc - 1);
+#if HAVE_AVX512 /* a panel's MR values as one masked vector (MR ≤ VL) */
+        if (MR <= VL) {{
+            for (int64_t ip = 0; ip < full; ip++)
+                VMASKSTOREU(Ap + ip * MR * kc + k * MR, MR, VMASKLOADU(src + ip * MR, MR));
+            continue;
+        }}
+#endif
         for (int64_t ip = 0; ip < full; ip++)
 #pragma GCC unroll 32
             for (int64_t i = 0; i < MR; i++) Ap[ip * MR * kc + k * MR + i] = src[ip * MR + i];
@@ -315,13 +425,18 @@ static void nest(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64
     int64_t ncap = min64(NC, (n + NR - 1) / NR * NR), kcap = min64(KC, k);
     T *Bp = scratch(0, (size_t)(kcap * ncap) * sizeof(T));
     T *Ap = scratch(1, (size_t)(kcap * MC) * sizeof(T));
-    /* A's full panels are read where they lie when its rows are contiguous (the
-     * micro-kernel broadcasts A[i·rsa + k], prefetching each row a few lines ahead: as
-     * many lines of L2 a step as a packed panel, without the packing's pass over A), or
-     * its columns and n has at most four panels; the edge panel is packed (zero rows).
+    /* A's full panels are read where they lie when its rows are contiguous and n has
+     * fewer than DIRECT panels (the micro-kernel broadcasts A[i·rsa + k], prefetching each
+     * row a few lines ahead: as many lines of L2 a step as a packed panel, without the
+     * packing's pass over A; with more panels that pass is shared by them all, and a
+     * packed panel is one stream, not MR), or its columns and n has at most four panels
+     * and A's rows are not a multiple of 2 KB apart (a panel's pass reads one line a k;
+     * at such a stride all kc of them fall in two sets of L1 or one, and miss); the edge
+     * panel is packed (zero rows).
      * The bits are the same: the same products in the same order. */
     int few = n <= 4 * NR;
-    int direct = !pa && (csa == 1 || (rsa == 1 && few));
+    int sets = (csa * (int64_t)sizeof(T)) % 2048 != 0;
+    int direct = !pa && ((csa == 1 && n < DIRECT * NR) || (rsa == 1 && few && sets));
     for (int64_t jc = 0; jc < n; jc += NC) {{
         int64_t nc = min64(NC, n - jc), np = (nc + NR - 1) / NR;
         for (int64_t pc = 0; pc < k; pc += KC) {{
@@ -434,7 +549,7 @@ def source(tag: str, blocking: Blocking, tc: Toolchain) -> str:
 
 LOCAL_NAMES = (
     "T", "vec", "VFMA", "VSET1", "VLOAD", "VLOADU", "VSTORE", "VSTOREU", "MR", "NV", "VL", "NR", "KC",
-    "MC", "NC", "PFD", "PFC", "min64", "ukernel", "pack_a", "pack_a_rows", "pack_b", "tile", "nest", "scratch",
+    "MC", "NC", "PFD", "PFC", "DIRECT", "HAVE_AVX512", "VMASKSTOREU", "VMASKLOADU", "transpose", "min64", "ukernel", "pack_a", "pack_a_rows", "pack_b", "tile", "nest", "scratch",
     "epilogue", "packer",
 )  # fmt: skip
 

@@ -117,9 +117,15 @@ def _command() -> tuple[str, ...]:
     return words
 
 
+VERSION_LINE = re.compile(r"\bversion \d")
+
+
 def _identity(cc: tuple[str, ...]) -> str:
     p = _run([*cc, "-v"])
-    lines = [ln for ln in (p.stderr + p.stdout).splitlines() if "version" in ln]
+    # the compiler's own line ("gcc version 12.2.0 …", "Debian clang version 16.0.6 …"): a
+    # version followed by its number, not another line naming one (clang's "Found CUDA
+    # installation: …, version")
+    lines = [ln for ln in (p.stderr + p.stdout).splitlines() if VERSION_LINE.search(ln)]
     if not lines:
         raise _no_compiler(f"`{' '.join(cc)} -v` does not say which compiler it is")
     return lines[-1].strip()
