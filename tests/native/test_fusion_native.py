@@ -81,7 +81,7 @@ def test_an_epilogue_of_a_batched_product_gives_the_unfused_bits(compiler):
     assert [x.tobytes() for x in executor(laid, "native")(inputs)] == want
 
 
-def test_a_chain_of_epilogues_and_no_transcendental(compiler):
+def test_a_chain_of_epilogues_and_the_gelu(compiler):
     dims = (("V", "64"), ("D", "48"), ("H", "2"), ("L", "1"))
     assert dims[0] == MINIGPT[0]
     schedule, args, _ = lowered(
@@ -96,15 +96,38 @@ def test_a_chain_of_epilogues_and_no_transcendental(compiler):
     # the bias then the caller's residual add: a chain, across a call (Block's)
     assert any(len(k.steps) >= 3 and k.steps[-1].startswith("Block.") for k in fused)
     assert all(isinstance(k.body[0], GemmStmt) for k in fused)
-    # the GELU (erfc) stays a kernel of its own: a transcendental is no epilogue
-    (gelu,) = [lc.kernel for lc in laid.launches if lc.kernel.name == "gelu"]
-    assert gelu in [lc.kernel for lc in emitted.launches]
+    # the GELU (erfc) after the bias: an epilogue that reads no array along the rows
+    assert [lc for lc in laid.launches if lc.kernel.name == "gelu"]
+    assert not [lc for lc in emitted.launches if lc.kernel.name == "gelu"]
+    (up,) = [k for k in fused if k.steps[-1].startswith("MLP.")]
+    assert up.steps[-2:] == ("Linear.apply/%5", "MLP.apply/%5")
     inputs = storage(laid, args)
     got = NativeEntry(laid).run(inputs)
+    assert [x.tobytes() for x in got] == [x.tobytes() for x in want]
+    # the laid-out interpreter computes the GELU in the GEMM statement's epilogue too
+    got = run_schedule(emitted, inputs, laid=True)
     assert [x.tobytes() for x in got] == [x.tobytes() for x in want]
     # the norms whose rows only a product reads go into its packed panels (prologues)
     normed = [k for k in fused if k.steps[0].startswith("LayerNorm.")]
     assert normed and all(k.body[0].gemm.prologue[0] is not None for k in normed)
+
+
+def test_a_transcendental_reading_the_rows_of_another_array_is_no_epilogue():
+    # gelu_grad reads the forward's product at each element of the backward's: it stays
+    # a kernel of its own (the tile loop would read that array out of the prefetchers'
+    # order behind erfc and exp), while the GELU of the forward pass joins its product
+    dims = (("V", "64"), ("D", "48"), ("H", "2"), ("L", "1"))
+    schedule, _, _ = lowered(
+        "tests/examples/minigpt/train_minigpt.psk", "loss", (("B", 2), ("T", 16)), "f32", True,
+        dims,
+    )  # fmt: skip
+    laid = lay_out(fuse(schedule)[0], 1)
+    emitted = gemm_epilogues(laid)
+    names = [lc.kernel.name for lc in emitted.launches]
+    assert "gelu_grad" in names
+    assert not any("MLP.apply.bwd/%11" in lc.kernel.steps for lc in emitted.launches)
+    # in the step the forward's product is read by the backward too: the GELU stays
+    assert "gelu" in names
 
 
 @pytest.mark.parametrize("realize, scheme", [("f64", "int8"), ("f32", "int4")])

@@ -27,10 +27,19 @@ void lanes_##tag(const T *a, const T *b, T *mx, T *mn, int64_t n) {             
         memcpy(mx + i, &vx, sizeof vx); memcpy(mn + i, &vn, sizeof vn); } }
 LOOPS(double, , presk_f64x8, f64)
 LOOPS(float, f, presk_f32x8, f32)
+#define T8(T, V, I, tag)                                                               \
+void t8_##tag(const T *a, T *out, int64_t n, int64_t v) {                            \
+    T rows[8][n]; memcpy(rows, a, sizeof rows);                                        \
+    V c[8]; PRESK_T8(V, I, rows, v, c); memcpy(out, c, sizeof c); }
+T8(double, presk_f64x8, presk_i64x8, f64)
+T8(float, presk_f32x8, presk_i32x8, f32)
 """.replace("PRELUDE", PRELUDE)
 CDEF = "\n".join(
     f"void {kind}_{tag}(const {ct} *a, const {ct} *b, {ct} *mx, {ct} *mn, int64_t n);"
     for kind in ("scalar", "lanes")
+    for tag, ct in (("f64", "double"), ("f32", "float"))
+) + "".join(
+    f"\nvoid t8_{tag}(const {ct} *a, {ct} *out, int64_t n, int64_t v);"
     for tag, ct in (("f64", "double"), ("f32", "float"))
 )
 SPECIALS = [0.0, -0.0, 1.0, -1.0, 2.5, -2.5, math.inf, -math.inf, math.nan, 5e-324, 1e-310]
@@ -68,6 +77,25 @@ def test_ieee_maximum_and_minimum_scalar_and_in_lanes(dtype):
             for got, larger in ((mx[i], True), (mn[i], False)):
                 want = np.array(reference(x, y, larger), dtype)
                 assert got.tobytes() == want.tobytes(), (kind, x, y, larger, got, want)
+
+
+@pytest.mark.parametrize(
+    "dtype, tag, ct", [(np.float64, "f64", "double"), (np.float32, "f32", "float")]
+)
+def test_a_strips_8_by_8_block_transposed_in_registers(dtype, tag, ct):
+    # PRESK_T8: the next 8 terms of a strip's 8 rows as 8 vectors, each a step of the 8
+    # folds (presk_cback.strip); every bit moved, NaN payloads and −0 included, at an
+    # offset that is no multiple of 8 in rows of 13 terms
+    lib = load(SOURCE, CDEF, ("t8_f64", "t8_f32")).lib
+    n = 13
+    rng = np.random.default_rng(5)
+    bits = rng.integers(0, 2 ** (8 * np.dtype(dtype).itemsize), (8, n), dtype=np.uint64)
+    a = bits.astype(np.uint32 if dtype == np.float32 else np.uint64).view(dtype).copy()
+    a[0, 3], a[5, 4] = -0.0, np.nan
+    for v in (0, 1, 5):
+        out = np.empty((8, 8), dtype)
+        getattr(lib, f"t8_{tag}")(pointer(a, ct), pointer(out, ct), n, v)
+        assert out.tobytes() == np.ascontiguousarray(a[:, v : v + 8].T).tobytes(), v
 
 
 @pytest.mark.parametrize("march", ["x86-64", "haswell"])

@@ -220,6 +220,27 @@ typedef int64_t presk_i64x8 __attribute__((vector_size(64)));
 #define presk_min_x8(acc, x) PRESK_IEEE_VSTEP(presk_f64x8, presk_i64x8, PRESK_LT, |, acc, x)
 #define presk_maxf_x8(acc, x) PRESK_IEEE_VSTEP(presk_f32x8, presk_i32x8, PRESK_GT, &, acc, x)
 #define presk_minf_x8(acc, x) PRESK_IEEE_VSTEP(presk_f32x8, presk_i32x8, PRESK_LT, |, acc, x)
+/* The 8×8 block a[0..7][v..v+7] transposed into c[0..7] (c[q] the 8 rows' terms v + q), by
+ * three rounds of shuffles: a strip's folds read their next 8 steps so, not element by
+ * element (presk_cback.strip); nothing is computed, the terms are only moved */
+#ifdef __clang__
+#define PRESK_SHUF(I, x, y, ...) __builtin_shufflevector(x, y, __VA_ARGS__)
+#else
+#define PRESK_SHUF(I, x, y, ...) __builtin_shuffle(x, y, (I){__VA_ARGS__})
+#endif
+#define PRESK_T8(V, I, a, v, c) do { \
+    V r_[8], t_[8], u_[8]; \
+    for (int q_ = 0; q_ < 8; q_++) memcpy(&r_[q_], &(a)[q_][v], sizeof r_[0]); \
+    for (int q_ = 0; q_ < 8; q_ += 2) { \
+        t_[q_] = PRESK_SHUF(I, r_[q_], r_[q_ + 1], 0, 8, 1, 9, 4, 12, 5, 13); \
+        t_[q_ + 1] = PRESK_SHUF(I, r_[q_], r_[q_ + 1], 2, 10, 3, 11, 6, 14, 7, 15); } \
+    for (int q_ = 0; q_ < 8; q_ += 4) for (int h_ = 0; h_ < 2; h_++) { \
+        u_[q_ + 2 * h_] = PRESK_SHUF(I, t_[q_ + h_], t_[q_ + h_ + 2], 0, 1, 8, 9, 4, 5, 12, 13); \
+        u_[q_ + 2 * h_ + 1] = PRESK_SHUF(I, t_[q_ + h_], t_[q_ + h_ + 2], 2, 3, 10, 11, 6, 7, 14, 15); } \
+    for (int q_ = 0; q_ < 4; q_++) { \
+        (c)[q_] = PRESK_SHUF(I, u_[q_], u_[q_ + 4], 0, 1, 2, 3, 8, 9, 10, 11); \
+        (c)[q_ + 4] = PRESK_SHUF(I, u_[q_], u_[q_ + 4], 4, 5, 6, 7, 12, 13, 14, 15); } \
+    } while (0)
 #define PRESK_SELECT(T, name) static inline T name(int c, T a, T b) { return c ? a : b; }
 PRESK_SELECT(double, presk_select_f64)
 PRESK_SELECT(float, presk_select_f32)

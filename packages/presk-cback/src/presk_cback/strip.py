@@ -37,6 +37,8 @@ from presk_kernel.strips import straight as _straight
 ALIGN = 64
 ALIGNED = f"_Alignas({ALIGN}) "
 
+assert ROWS == 8, "PRESK_T8 (presk_cback.emit's prelude) transposes blocks of 8 rows"
+
 TERMS_BYTES = 1 << 16  # the most a strip across rows keeps of its folds' terms
 
 
@@ -279,14 +281,27 @@ class Strip:
             value = f"presk_{r.op}{f}({acc}[lj], {acc}_t[lj][{v}])"
         if self.width == ROWS:  # a whole strip: the rows' folds in one vector, lane by lane
             vt = f"presk_{t}x{ROWS}"
+            it = f"presk_i{t[1:]}x{ROWS}"
             lanes = ", ".join(f"{acc}_t[{j}][{v}]" for j in range(ROWS))
             step = "+" if r.op == "add" else f"presk_{r.op}{f}_x{ROWS}"
+
+            def fold(x: str) -> str:
+                return f"{acc}_v = {acc}_v + {x};" if step == "+" else f"{step}({acc}_v, {x});"
+
             kc.emit(f"if ({self.v}_n == {ROWS}) {{", depth)
             kc.emit(f"{vt} {acc}_v;", depth + 1)
             kc.emit(f"memcpy(&{acc}_v, {acc}, sizeof {acc}_v);", depth + 1)
-            kc.emit(f"for (int64_t {v} = 1; {v} < {upto}; {v}++) {{", depth + 1)
+            # the terms 8 steps at a time: an 8×8 block of the rows' terms transposed in
+            # registers (PRESK_T8), each column a step of the 8 folds, in the fold's order
+            kc.emit(f"int64_t {v} = 1;", depth + 1)
+            kc.emit(f"for (; {v} + {ROWS} <= {upto}; {v} += {ROWS}) {{", depth + 1)
+            kc.emit(f"{vt} x[{ROWS}];", depth + 2)
+            kc.emit(f"PRESK_T8({vt}, {it}, {acc}_t, {v}, x);", depth + 2)
+            kc.emit(f"for (int q = 0; q < {ROWS}; q++) {fold('x[q]')}", depth + 2)
+            kc.emit("}", depth + 1)
+            kc.emit(f"for (; {v} < {upto}; {v}++) {{", depth + 1)
             kc.emit(f"const {vt} x = {{{lanes}}};", depth + 2)
-            kc.emit(f"{acc}_v = {acc}_v + x;" if step == "+" else f"{step}({acc}_v, x);", depth + 2)
+            kc.emit(fold("x"), depth + 2)
             kc.emit("}", depth + 1)
             kc.emit(f"memcpy({acc}, &{acc}_v, sizeof {acc}_v);", depth + 1)
             kc.emit("} else {", depth)

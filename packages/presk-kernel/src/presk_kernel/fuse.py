@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from presk_kernel.calls import fused_body, with_calls
-from presk_kernel.contract import contraction
+from presk_kernel.contract import Contraction, contraction
 from presk_kernel.ir import TRANSCENDENTAL as LIBM  # presk libm's (not sqrt: IEEE's)
 from presk_kernel.ir import (
     Affine,
@@ -462,16 +462,50 @@ def _gemm_epilogue(k: Kernel, args: tuple[Arg, ...]) -> bool:
     that epilogue (presk_kernel.contract: its output of the compute type, which holds the
     partial sums between the GEMM's blocks of k), and its output no buffer it reads (the
     partial sums would overwrite what the epilogue reads). An epilogue with a
-    transcendental (gelu_grad's erfc and exp) is left to its own kernel: its arithmetic,
-    not the pass over memory the fusion saves, is its time, and it measured slower inside
-    the GEMM's tile loop (docs/native.md, "Fusion")."""
+    transcendental is fused only where it reads no array along the product's rows
+    (`_reads_rows`): the GELU after the bias is (its tile is in L1, its row of the bias
+    too: the pass over the product the fusion saves), `gelu_grad`, which reads the forward's
+    product at each element of the tile, is not — the tile loop reads that array a few
+    lines a row, out of the order the prefetchers follow, behind a transcendental's hundred
+    vector operations, and measured slower than its own kernel (docs/native.md, "A GEMM's
+    epilogues and prologues")."""
     g = contraction(k, prologues=True)
     if g is None or not g.epilogue:
         return False
-    if any(_every_op(s.expr) & LIBM for s in g.epilogue):
+    if any(_every_op(s.expr) & LIBM for s in g.epilogue) and _reads_rows(g):
         return False
     n_in = len(k.inputs)
     return not {a.buf for a in args[n_in:]} & {a.buf for a in args[:n_in]}
+
+
+def _reads_rows(g: Contraction) -> bool:
+    """Whether a GEMM's epilogue loads an array at an index that varies with anything but
+    the product's column (its row, a batch): a residual, another product, not the bias."""
+    found: list[tuple] = []
+
+    def loads(e) -> None:
+        match e:
+            case Load(_, index):
+                found.append(index)
+                for i in index:
+                    if not isinstance(i, Affine):
+                        loads(i)
+            case Op(_, args, _):
+                for a in args:
+                    loads(a)
+
+    for st in g.epilogue:
+        loads(st.expr)
+        if isinstance(st, Store):
+            for i in st.index:
+                if not isinstance(i, Affine):
+                    loads(i)
+    col = g.n.var
+    return any(
+        not isinstance(i, Affine) or any(v != col for v, _ in i.terms)
+        for index in found
+        for i in index
+    )
 
 
 def _folds_fma(body) -> bool:
