@@ -150,7 +150,6 @@ def test_a_long_chain_is_fused_no_deeper_than_deepest(tmp_path, monkeypatch):
     chain. Fused inline they made one expression hundreds deep (a RecursionError in the
     layout pass at 256 steps); past `DEEPEST` the chain goes on as `let`s, the same bits."""
     import presk_kernel.fuse as fusion
-
     from presk_kernel.fuse import _body_depth
 
     src = tmp_path / "chain.psk"
