@@ -48,16 +48,18 @@ def hard_inputs(args: list, dtype) -> list:
 def test_the_causal_softmax_folds_and_quotients_are_narrowed():
     schedule, _, _ = lowered(*ATTEND)
     narrowed, count = narrow(fuse(schedule)[0])
-    assert count == 5  # the max, the sum, the quotients' loop; the scores' two loops
+    assert count == 6  # the max, the sum, the quotients' loop; the scores' two loops; a·v
     (soft,) = [lc.kernel for lc in narrowed.launches if lc.kernel.name.startswith("softmax")]
     text = format_kernel(soft)
     assert "fold max over i4 < 4 in 0 .. i2 + 1 (seq2)" in text
     assert "fold add over i4 < 4 in 0 .. i2 + 1 (seq2)" in text
     assert "for i4 < 4 in i2 + 1 .. 4 (seq2) {\n          %2[i0, i1, i2, i4] = 0.0\n" in text
     assert problems(soft) == []
-    # the values product is kept whole: its hidden terms are +0·v, not no-ops
+    # the values product folds its allowed prefix, the rest where it is −0 or a hidden v is
+    # not finite: its hidden terms are +0·v, not no-ops at every accumulator (Reduce.zeros)
     (values,) = [lc.kernel for lc in narrowed.launches if lc.kernel.site == "attend/%6"]
-    assert "fold fma over i4 < 4 (seq2)" in format_kernel(values)
+    assert "fold fma over i4 < 4 (seq2), zeros from i2 + 1 {" in format_kernel(values)
+    assert problems(values) == []
 
 
 def test_narrowing_changes_no_bit_on_the_kernel_interpreter():
@@ -141,7 +143,7 @@ def test_narrowing_changes_no_bit_in_the_training_step():
     schedule, args, _ = lowered(file, "loss", (("B", 1), ("T", 4)), "f32", True, MINIGPT)
     fused = fuse(schedule)[0]
     narrowed, count = narrow(fused)
-    assert count == 8  # two blocks: each forward softmax's max, sum and quotients, its scores
+    assert count == 10  # two blocks: each softmax's max, sum, quotients, scores, a·v
     assert same_bits(run_schedule(narrowed, args), run_schedule(fused, args))
 
 

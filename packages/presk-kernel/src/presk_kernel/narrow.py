@@ -512,7 +512,164 @@ def narrow(schedule: Schedule) -> tuple[Schedule, int]:
         )
     narrowed = dataclasses.replace(schedule, launches=tuple(launches))
     narrowed, dead = dead_suffixes(narrowed, masks)
-    return narrowed, count + dead
+    narrowed, zeros = zero_operands(narrowed, masks)
+    return narrowed, count + dead + zeros
+
+
+# ---- zero operands ---------------------------------------------------------------------------
+
+
+def _zero_suffix(k: Kernel, o: int, masks: dict[int, Mask]) -> tuple[int, int, int] | None:
+    """(prefix axis, other axis, offset) when kernel `k` leaves its output `o` ±0 at every
+    hidden position (x[.., p, .., j, ..] with j ≥ p + offset): each store to `o` sits in a
+    nest of loops over all of its axes, the last one bounded to the allowed prefix (a
+    narrowed quotients' loop), or from its end storing a ±0 constant (their hidden part), or
+    whole storing `select(m, x, ±0)` on a structured mask; None otherwise."""
+    found: set = set()
+    zero = False
+
+    def walk(body: tuple, loops: tuple) -> bool:
+        nonlocal zero
+        for st in body:
+            match st:
+                case Loop():
+                    if not walk(st.body, (*loops, st)):
+                        return False
+                case Reduce():
+                    if _stores(st.body, o):
+                        return False
+                case Store(buf, index, e) if buf == o:
+                    if not loops:
+                        return False
+                    at = {lp.var: lp for lp in loops}
+                    axes = [ix.terms[0][0] if _plain_var(ix) else None for ix in index]
+                    if None in axes or len(set(axes)) != len(axes) or not set(axes) <= set(at):
+                        return False
+                    shape = k.buffers[o].axes
+                    if any(at[v].extent != ax.length for v, ax in zip(axes, shape, strict=True)):
+                        return False
+                    last = loops[-1]
+                    bounded = [lp for lp in loops if lp.start is not None or lp.stop is not None]
+                    if bounded not in ([], [last]):
+                        return False
+                    bound = last.start if last.start is not None else last.stop
+                    if bounded and (last.start is not None) == (last.stop is not None):
+                        return False
+                    if bounded:
+                        if not _plain_var(Affine(bound.terms, 0)) or bound.const not in (0, 1):
+                            return False
+                        p = bound.terms[0][0]
+                        if p not in axes:
+                            return False
+                        found.add((axes.index(last.var), axes.index(p), bound.const))
+                        if last.start is not None:  # the hidden part: a ±0 constant
+                            if not (isinstance(e, Const) and e.value == 0):
+                                return False
+                            zero = True
+                        continue
+                    g = None
+                    if isinstance(e, Op) and e.op == "select":
+                        g = _guards_of_select(e, masks)
+                    if g is None or not (isinstance(e.args[2], Const) and e.args[2].value == 0):
+                        return False
+                    j, stop = g
+                    if j not in axes or not _plain_var(Affine(stop.terms, 0)):
+                        return False
+                    p = stop.terms[0][0]
+                    if p not in axes or stop.const not in (0, 1):
+                        return False
+                    found.add((axes.index(j), axes.index(p), stop.const))
+                    zero = True
+                case Store() | Let():
+                    pass
+                case _:  # a laid-out statement: not looked into
+                    return False
+        return True
+
+    if not walk(k.body, ()) or not zero or len(found) != 1:
+        return None
+    return found.pop()
+
+
+def _plain_var(ix) -> bool:
+    """Whether an index is one variable, coefficient 1, offset 0."""
+    return isinstance(ix, Affine) and ix.const == 0 and len(ix.terms) == 1 and ix.terms[0][1] == 1
+
+
+def _zeros_of(launches: list, r: int, x: Arg, masks: dict, shape: tuple):
+    """The zero suffix (`_zero_suffix`) of the buffer `x` launch `r` reads: written by one
+    launch before it, at the same offset and shape; None otherwise."""
+    writers = [
+        (w, o)
+        for w, lc in enumerate(launches)
+        for o, a in enumerate(lc.args)
+        if o >= len(lc.kernel.inputs) and a.buf == x.buf
+    ]
+    if len(writers) != 1:
+        return None
+    ((w, o),) = writers
+    wl = launches[w]
+    if w >= r or wl.args[o].offset != x.offset or wl.kernel.buffers[o].shape != shape:
+        return None
+    mine = {
+        j: masks[(b.buf, b.offset)]
+        for j, b in enumerate(wl.args[: len(wl.kernel.inputs)])
+        if (b.buf, b.offset) in masks
+    }
+    return _zero_suffix(wl.kernel, o, mine)
+
+
+def _with_zeros(body: tuple, zeros: dict) -> tuple:
+    """`body` with each contraction reading a zero suffix along its one variable marked
+    (`Reduce.zeros`): `zeros` maps a kernel buffer to its (prefix axis, other axis, offset)."""
+    out = []
+    for st in body:
+        match st:
+            case Loop():
+                st = dataclasses.replace(st, body=_with_zeros(st.body, zeros))
+            case Reduce(_, "fma", ((v, _, _),), (), terms) if (
+                st.stop is None and st.block is None and st.zeros is None
+            ):
+                for t in terms:
+                    if not isinstance(t, Load) or t.buf not in zeros:
+                        continue
+                    along, by, plus = zeros[t.buf]
+                    if t.index[along] != Affine.var(v) or not _plain_var(t.index[by]):
+                        continue
+                    p = t.index[by].terms[0][0]
+                    if p == v:
+                        continue
+                    st = dataclasses.replace(st, zeros=Affine(((p, 1),), plus))
+                    break
+        out.append(st)
+    return tuple(out)
+
+
+def zero_operands(schedule: Schedule, masks: dict) -> tuple[Schedule, int]:
+    """The schedule with each contraction whose one operand is ±0 past a structured mask's
+    allowed prefix along its fold (the softmax's weights, stored +0 where the mask hides:
+    the values product `a·v`) marked to fold that prefix only (`Reduce.zeros`: the rest
+    where the accumulator is −0 or a term past it is not finite), and how many were."""
+    if not masks:
+        return schedule, 0
+    launches = list(schedule.launches)
+    count = 0
+    for r, launch in enumerate(launches):
+        k = launch.kernel
+        zeros = {}
+        for i, a in enumerate(launch.args[: len(k.inputs)]):
+            if k.buffers[i].dtype not in ("f64", "f32"):
+                continue
+            z = _zeros_of(launches, r, a, masks, k.buffers[i].shape)
+            if z is not None:
+                zeros[i] = z
+        if not zeros:
+            continue
+        body = _with_zeros(k.body, zeros)
+        if body != k.body:
+            count += 1
+            launches[r] = Launch(dataclasses.replace(k, body=body), launch.args)
+    return dataclasses.replace(schedule, launches=tuple(launches)), count
 
 
 __all__ = [
@@ -523,4 +680,5 @@ __all__ = [
     "narrow",
     "never_negative_zero",
     "unstored",
+    "zero_operands",
 ]
