@@ -82,3 +82,38 @@ def test_the_scores_product_computes_its_allowed_triangle_only():
         (g,) = [s for s in scores.body if isinstance(s, GemmStmt)]
         assert gemm_stop(g.gemm, g.nest) == 1
         assert same_bits(NativeEntry(laid).run(args), want)
+
+
+def test_the_values_product_folds_each_rows_allowed_prefix():
+    """a·v: the softmax's weights are +0 where the mask hides (their writer stores the
+    constant), so each block of rows folds the prefix its last row allows, then the rest
+    only where the sum is −0 or v holds a value that is not finite past it. Head 1's column
+    0 folds to −0 on rows 0 … 50 (v = −0 there, the other weights +0) and the hidden +1s
+    make it +0; head 0's column 1 has an infinite v at row 60, hidden from the rows before
+    it (their whole fold NaN). The unnarrowed bits, at one and two threads and in f64."""
+    from presk_kernel.contract import gemm_kstop
+    from presk_kernel.ir import GemmStmt
+
+    for realize, dtype, threads in (
+        ("f32", np.float32, 1),
+        ("f32", np.float32, 2),
+        ("f64", np.float64, 1),
+    ):
+        attend = ("tutorial/03_attention.psk", "attend", (("B", 1), ("T", 100)), realize)
+        schedule, args, _ = lowered(*attend)
+        fused = fuse(schedule)[0]
+        narrowed, _ = narrow(fused)
+        q, k, v = hard_inputs(args, dtype)
+        v[0, 1, :51, 0], v[0, 1, 51:, 0] = -0.0, 1.0
+        v[0, 0, 60, 1] = np.inf
+        args = [q, k, v]
+        want = run_schedule(fused, args)
+        o = want[0][0]
+        assert not np.signbit(o[1, :51, 0]).any() and (o[1, :51, 0] == 0).all()
+        assert np.isnan(o[0, :60, 1]).all() and not np.isnan(o[0, 60:, 1]).any()
+        laid = lay_out(narrowed, threads)
+        (values,) = [lc.kernel for lc in laid.launches if lc.kernel.site == "attend/%6"]
+        (g,) = [s for s in values.body if isinstance(s, GemmStmt)]
+        assert gemm_kstop(g.gemm, g.nest) == 1
+        assert same_bits(NativeEntry(laid).run(args), want)
+        assert same_bits(run_schedule(laid, args, laid=True), want)

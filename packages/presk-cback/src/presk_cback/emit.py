@@ -26,7 +26,7 @@ import math
 import re
 
 from presk_kernel import libm
-from presk_kernel.contract import gemm_stop
+from presk_kernel.contract import gemm_kstop, gemm_stop
 from presk_kernel.ir import (
     Affine,
     Const,
@@ -490,15 +490,19 @@ class KernelC:
                 self.block(body, depth + 1)
                 self.emit("}", depth)
             case GemmStmt(gemm, threads, nest):
-                self.gemm_call(gemm, threads, depth, gemm_stop(gemm, nest))
+                kstop = gemm_kstop(gemm, nest)
+                self.gemm_call(gemm, threads, depth, gemm_stop(gemm, nest), kstop)
             case TwoPass(body, _):
                 self.block(body, depth)
 
-    def gemm_call(self, g: Gemm, threads, depth: int, stop: int | None = None) -> None:
+    def gemm_call(
+        self, g: Gemm, threads, depth: int, stop: int | None = None, kstop: int | None = None
+    ) -> None:
         """A GEMM statement (over the operands it packs) as calls of the generated GEMM, one
         per point of its batch loops; the same fold, so the same bits. A narrowed product
         (`stop`: row r's columns end at r + stop) as one call per block of rows
-        (`triangle_calls`)."""
+        (`triangle_calls`); a product whose A is ±0 past row r's r + kstop terms, likewise
+        (`prefix_calls`)."""
         self.gemm = self.k.compute
         for v, extent in g.batch:
             self.emit(
@@ -519,6 +523,8 @@ class KernelC:
             if g.epilogue or g.prologue:  # presk_kernel.contract gives a narrowed one neither
                 raise EmitError(f"`{self.k.name}`: a narrowed GEMM with an epilogue or prologue")
             self.triangle_calls(g, threads, depth, stop, at(0), at(1), at(2))
+        elif kstop is not None:  # a·v: each block of rows folds its prefix, then repairs
+            self.prefix_calls(g, threads, depth, kstop, at(0), at(1), at(2))
         else:
             pro = g.prologue or (None, None)
             t = CTYPE[self.gemm]
@@ -580,6 +586,61 @@ class KernelC:
             f"{threads});",
             depth + 1,
         )
+        self.emit("}", depth)
+
+    def prefix_calls(self, g: Gemm, threads, depth: int, stop: int, a: str, b: str, c: str) -> None:
+        """A product whose A is ±0 past row r's first r + stop terms (`Reduce.zeros`: the
+        values product a·v, the softmax's weights stored +0 where the mask hides; issue 26):
+        rows in blocks of TRIANGLE_ROWS, each block one call folding k over the prefix its
+        last row needs, [0, min(depth, r1 − 1 + stop)) — the fold of each element up to
+        there, k in order — then, element by element, the rest of the fold where C is −0
+        there or B holds a value that is not finite past it (elsewhere the rest adds
+        ±0 = +0·b, and x + ±0 = x for x not zero, +0 + ±0 = +0). `t_bad`, the last row of B
+        holding such a value, is found once for the batch point. The whole product's bits."""
+        t = CTYPE[self.gemm]
+        sam, sak, sbk, sbn = (
+            g.stride(0, g.m),
+            g.stride(0, g.k),
+            g.stride(1, g.k),
+            g.stride(1, g.n),
+        )
+        scm, scn = g.stride(2, g.m), g.stride(2, g.n)
+        fma = "fma" + SUFFIX.get(self.gemm, "")
+        r, K, N = TRIANGLE_ROWS, g.depth, g.cols
+        pa, pb, pc = f"(b{g.a} + {a})", f"(b{g.b} + {b})", f"(b{g.c} + {c})"
+        self.emit("{", depth)
+        d = depth + 1
+        self.emit("int64_t t_bad = -1;  /* the last row of B holding a value not finite */", d)
+        self.emit(f"for (int64_t t_k = {K} - 1; t_k >= 0 && t_bad < 0; t_k--) {{", d)
+        self.emit(f"for (int64_t t_n = 0; t_n < {N}; t_n++) {{", d + 1)
+        self.emit(f"if (!isfinite({pb}[t_k*{sbk} + t_n*{sbn}])) {{ t_bad = t_k; break; }}", d + 2)
+        self.emit("}", d + 1)
+        self.emit("}", d)
+        self.emit(f"for (int64_t t_r0 = 0; t_r0 < {g.rows}; t_r0 += {r}) {{", d)
+        self.emit(f"int64_t t_r1 = t_r0 + {r} < {g.rows} ? t_r0 + {r} : {g.rows};", d + 1)
+        self.emit(f"int64_t t_kc = t_r1 - 1 + {stop} < {K} ? t_r1 - 1 + {stop} : {K};", d + 1)
+        self.emit("if (t_kc < 1) t_kc = 1;", d + 1)
+        self.emit(
+            f"presk_gemm_{self.gemm}(t_r1 - t_r0, {N}, t_kc, {pa} + t_r0*{sam}, {sam}, {sak}, "
+            f"{pb}, {sbk}, {sbn}, {pc} + t_r0*{scm}, {scm}, {threads});",
+            d + 1,
+        )
+        self.emit(f"if (t_kc < {K}) {{", d + 1)
+        self.emit("for (int64_t t_r = t_r0; t_r < t_r1; t_r++) {", d + 2)
+        self.emit(f"for (int64_t t_n = 0; t_n < {N}; t_n++) {{", d + 3)
+        self.emit(f"{t} t_c = {pc}[t_r*{scm} + t_n*{scn}];", d + 4)
+        self.emit("if (t_bad >= t_kc || (t_c == 0 && signbit(t_c))) {", d + 4)
+        self.emit(f"for (int64_t t_k = t_kc; t_k < {K}; t_k++) {{", d + 5)
+        self.emit(
+            f"t_c = {fma}({pa}[t_r*{sam} + t_k*{sak}], {pb}[t_k*{sbk} + t_n*{sbn}], t_c);", d + 6
+        )
+        self.emit("}", d + 5)
+        self.emit(f"{pc}[t_r*{scm} + t_n*{scn}] = t_c;", d + 5)
+        self.emit("}", d + 4)
+        self.emit("}", d + 3)
+        self.emit("}", d + 2)
+        self.emit("}", d + 1)
+        self.emit("}", d)
         self.emit("}", depth)
 
     def function(self) -> list[str]:

@@ -12,7 +12,8 @@ from presk_kernel.ir import NODE_TYPES, Schedule
 # 5: layout plans (Layout.kblock, blocks, depth, passes; a fold's block; TwoPass)
 # 6: triangular bounds (Loop.start, Loop.stop, Reduce.stop: presk_kernel.narrow);
 # 7: a GEMM statement's epilogue and prologues (Gemm.acc, epilogue, prologue)
-KERNEL_VERSION = 7
+# 8: a contraction's zero terms (Reduce.zeros: presk_kernel.narrow.zero_operands)
+KERNEL_VERSION = 8
 KERNEL_CODEC = Codec(NODE_TYPES)
 
 
