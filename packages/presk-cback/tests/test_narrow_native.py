@@ -114,6 +114,39 @@ def test_the_values_product_folds_each_rows_allowed_prefix():
         laid = lay_out(narrowed, threads)
         (values,) = [lc.kernel for lc in laid.launches if lc.kernel.site == "attend/%6"]
         (g,) = [s for s in values.body if isinstance(s, GemmStmt)]
-        assert gemm_kstop(g.gemm, g.nest) == 1
+        assert gemm_kstop(g.gemm, g.nest) == (1, False)
         assert same_bits(NativeEntry(laid).run(args), want)
         assert same_bits(run_schedule(laid, args, laid=True), want)
+
+
+def test_the_adjoint_products_fold_their_allowed_terms_natively():
+    """aᵀ·g and dSᵀ·Q as GEMM calls from each block's first row's diagonal (the whole fold
+    again where the result is −0 or a skipped term is not finite), dS·K up to its last
+    row's (the rest where it is −0 or not finite; dS is NaN at hidden positions of the
+    rows an infinite g or v reaches): the unnarrowed bits at T 100, at one and two threads
+    and in f64."""
+    from presk_kernel.contract import gemm_kstop
+    from presk_kernel.ir import GemmStmt
+    from test_narrow import GRADS, hard_grad_inputs
+
+    for realize, dtype, threads in (
+        ("f32", np.float32, 1),
+        ("f32", np.float32, 2),
+        ("f64", np.float64, 1),
+    ):
+        schedule, args, _ = lowered(*GRADS, (("B", 1), ("T", 100)), realize)
+        fused = fuse(schedule)[0]
+        narrowed, _ = narrow(fused)
+        args = hard_grad_inputs(args, dtype, 100)
+        want = run_schedule(fused, args)
+        dv = want[2][0]
+        assert (dv[0, 2:, 0] == 0).all() and not np.signbit(dv[0, 2:, 0]).any()
+        laid = lay_out(narrowed, threads)
+        stops = [
+            gemm_kstop(s.gemm, s.nest)
+            for lc in laid.launches
+            for s in lc.kernel.body
+            if isinstance(s, GemmStmt)
+        ]
+        assert stops.count((0, True)) == 6 and stops.count((1, False)) == 6
+        assert same_bits(NativeEntry(laid).run(args), want)

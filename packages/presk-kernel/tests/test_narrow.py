@@ -143,7 +143,7 @@ def test_narrowing_changes_no_bit_in_the_training_step():
     schedule, args, _ = lowered(file, "loss", (("B", 1), ("T", 4)), "f32", True, MINIGPT)
     fused = fuse(schedule)[0]
     narrowed, count = narrow(fused)
-    assert count == 10  # two blocks: each softmax's max, sum, quotients, scores, a·v
+    assert count == 16  # two blocks: softmax (3), scores, a·v; the adjoint's dV, dS·K, dSᵀ·Q
     assert same_bits(run_schedule(narrowed, args), run_schedule(fused, args))
 
 
@@ -172,3 +172,37 @@ def test_a_kernel_document_with_a_bad_bound_is_refused():
     doc = broken(msgpack.unpackb(data, strict_map_key=False))
     with pytest.raises(DocumentError, match="reads `zz`, not an enclosing loop's"):
         decode_kernel(msgpack.packb(doc))
+
+
+GRADS = ("packages/presk-kernel/tests/programs/attention_grad.psk", "grads")
+
+
+def hard_grad_inputs(args: list, dtype, t: int) -> list:
+    """`grads`' q, k, v (hard_inputs': an infinite v hidden from rows 0 … 2 of head 1, so its
+    dS is NaN at hidden positions) and the output's gradient g: head 0's column 0 +1 on rows
+    0, 1 and −0 below, so dV's rows from 2 on fold their allowed terms to −0 and the hidden
+    +0·1 before them make +0; an infinite g at row t // 2 of head 0, column 1."""
+    q, k, v = hard_inputs(args[:3], dtype)
+    g = np.array(args[3], dtype=dtype)
+    g[0, 0, :2, 0], g[0, 0, 2:, 0] = 1.0, -0.0
+    g[0, 0, t // 2, 1] = np.inf
+    return [q, k, v, g]
+
+
+def test_the_adjoint_products_fold_their_allowed_terms_on_the_kernel_interpreter():
+    """aᵀ·g (dV) and dSᵀ·Q (dK) skip their first terms (zeros before the diagonal), dS·K
+    (dQ) its last ones, and give the unnarrowed bits: dV's +0 where its allowed terms fold
+    to −0, the NaNs of the infinite g and v (dS NaN at hidden positions)."""
+    for realize, dtype in (("f64", np.float64), ("f32", np.float32)):
+        schedule, args, _ = lowered(*GRADS, (("B", 1), ("T", 6)), realize)
+        fused = fuse(schedule)[0]
+        narrowed, _ = narrow(fused)
+        texts = [format_kernel(lc.kernel) for lc in narrowed.launches]
+        assert sum(", zeros before i2 {" in t for t in texts) == 6  # dV, dK in each grad
+        assert sum(", zeros from i2 + 1 {" in t for t in texts) == 6  # a·v, dQ in each
+        args = hard_grad_inputs(args, dtype, 6)
+        want = run_schedule(fused, args)
+        dv = want[2][0]
+        assert (dv[0, 2:, 0] == 0).all() and not np.signbit(dv[0, 2:, 0]).any()
+        assert np.isnan(dv[0, 4:, 1]).all()  # +0·∞ before the diagonal
+        assert same_bits(run_schedule(narrowed, args), want)

@@ -62,6 +62,7 @@ from presk_kernel.ir import (
     Reduce,
     Schedule,
     Store,
+    Var,
     plain,
 )
 
@@ -518,26 +519,71 @@ def narrow(schedule: Schedule) -> tuple[Schedule, int]:
 
 # ---- zero operands ---------------------------------------------------------------------------
 
+# A hidden region of a buffer: (its prefix axis, its other axis, offset): x[.., p, .., j, ..]
+# with j ≥ p + offset. In an expression: (the variable j, the variable p, offset), or ALL.
+ALL = ("", "", 0)
 
-def _zero_suffix(k: Kernel, o: int, masks: dict[int, Mask]) -> tuple[int, int, int] | None:
-    """(prefix axis, other axis, offset) when kernel `k` leaves its output `o` ±0 at every
-    hidden position (x[.., p, .., j, ..] with j ≥ p + offset): each store to `o` sits in a
-    nest of loops over all of its axes, the last one bounded to the allowed prefix (a
-    narrowed quotients' loop), or from its end storing a ±0 constant (their hidden part), or
-    whole storing `select(m, x, ±0)` on a structured mask; None otherwise."""
+
+def _region(e, lets: dict, masks: dict[int, Mask], known: dict):
+    """Where `e` is ±0 or not finite whatever else it reads (ALL, or (j, p, offset): where
+    j ≥ p + offset), or None: a ±0 constant; a load of a buffer `known` so there at an
+    index aligned with its region; a product or a quotient of such (±0·y is ±0 or NaN, ±0/y
+    ±0 or NaN, and a value not finite stays one or NaN); a negation; `select(m, x, ±0)` on
+    a structured mask, where the mask hides (or both branches such). A sum is not."""
+    match e:
+        case Const(value, _):
+            return ALL if value == 0 else None
+        case Var(name):
+            return lets.get(name)
+        case Load(buf, index) if buf in known:
+            along, by, plus = known[buf]
+            j, p = index[along], index[by]
+            if not (_plain_var(j) and _plain_var(p)) or j == p:
+                return None
+            return (j.terms[0][0], p.terms[0][0], plus)
+        case Op("mul", (x, y), _):
+            rx = _region(x, lets, masks, known)
+            return rx if rx is not None else _region(y, lets, masks, known)
+        case Op("div", (x, _), _) | Op("neg", (x,), _):
+            return _region(x, lets, masks, known)
+        case Op("select", (_, x, c), _):
+            g = _guards_of_select(e, masks)
+            if g is not None and _region(c, lets, masks, known) == ALL:
+                j, stop = g
+                if _plain_var(Affine(stop.terms, 0)) and stop.const in (0, 1):
+                    return (j, stop.terms[0][0], stop.const)
+            rx, rc = _region(x, lets, masks, known), _region(c, lets, masks, known)
+            if rx == ALL:
+                return rc
+            return rx if rc == ALL or rc == rx else None
+    return None
+
+
+def _zero_suffix(
+    k: Kernel, o: int, masks: dict[int, Mask], known: dict
+) -> tuple[int, int, int] | None:
+    """(prefix axis, other axis, offset) when kernel `k` leaves its output `o` ±0 or not
+    finite at every hidden position (x[.., p, .., j, ..] with j ≥ p + offset, `_region`):
+    each store to `o` sits in a nest of loops over all of its axes, the last one bounded to
+    the allowed prefix (a narrowed quotients' loop), or from its end storing what is ±0
+    there (their hidden part), or whole storing what is ±0 where the mask hides; None
+    otherwise. `known`: the kernel's inputs known so (kernel buffer -> region)."""
     found: set = set()
     zero = False
 
-    def walk(body: tuple, loops: tuple) -> bool:
+    def walk(body: tuple, loops: tuple, lets: dict) -> bool:
         nonlocal zero
+        lets = dict(lets)
         for st in body:
             match st:
                 case Loop():
-                    if not walk(st.body, (*loops, st)):
+                    if not walk(st.body, (*loops, st), lets):
                         return False
                 case Reduce():
                     if _stores(st.body, o):
                         return False
+                case Let(name, e):
+                    lets[name] = _region(e, lets, masks, known)
                 case Store(buf, index, e) if buf == o:
                     if not loops:
                         return False
@@ -552,41 +598,37 @@ def _zero_suffix(k: Kernel, o: int, masks: dict[int, Mask]) -> tuple[int, int, i
                     bounded = [lp for lp in loops if lp.start is not None or lp.stop is not None]
                     if bounded not in ([], [last]):
                         return False
-                    bound = last.start if last.start is not None else last.stop
-                    if bounded and (last.start is not None) == (last.stop is not None):
-                        return False
+                    region = _region(e, lets, masks, known)
                     if bounded:
+                        if (last.start is not None) == (last.stop is not None):
+                            return False
+                        bound = last.start if last.start is not None else last.stop
                         if not _plain_var(Affine(bound.terms, 0)) or bound.const not in (0, 1):
                             return False
                         p = bound.terms[0][0]
                         if p not in axes:
                             return False
-                        found.add((axes.index(last.var), axes.index(p), bound.const))
-                        if last.start is not None:  # the hidden part: a ±0 constant
-                            if not (isinstance(e, Const) and e.value == 0):
+                        where = (last.var, p, bound.const)
+                        if last.start is not None:  # the hidden part: ±0 or not finite there
+                            if region not in (ALL, where):
                                 return False
                             zero = True
+                        found.add((axes.index(last.var), axes.index(p), bound.const))
                         continue
-                    g = None
-                    if isinstance(e, Op) and e.op == "select":
-                        g = _guards_of_select(e, masks)
-                    if g is None or not (isinstance(e.args[2], Const) and e.args[2].value == 0):
+                    if region is None or region == ALL:  # ALL: a whole buffer of zeros
                         return False
-                    j, stop = g
-                    if j not in axes or not _plain_var(Affine(stop.terms, 0)):
+                    j, p, plus = region
+                    if j not in axes or p not in axes:
                         return False
-                    p = stop.terms[0][0]
-                    if p not in axes or stop.const not in (0, 1):
-                        return False
-                    found.add((axes.index(j), axes.index(p), stop.const))
+                    found.add((axes.index(j), axes.index(p), plus))
                     zero = True
-                case Store() | Let():
+                case Store():
                     pass
                 case _:  # a laid-out statement: not looked into
                     return False
         return True
 
-    if not walk(k.body, ()) or not zero or len(found) != 1:
+    if not walk(k.body, (), {}) or not zero or len(found) != 1:
         return None
     return found.pop()
 
@@ -596,27 +638,42 @@ def _plain_var(ix) -> bool:
     return isinstance(ix, Affine) and ix.const == 0 and len(ix.terms) == 1 and ix.terms[0][1] == 1
 
 
-def _zeros_of(launches: list, r: int, x: Arg, masks: dict, shape: tuple):
-    """The zero suffix (`_zero_suffix`) of the buffer `x` launch `r` reads: written by one
-    launch before it, at the same offset and shape; None otherwise."""
-    writers = [
-        (w, o)
-        for w, lc in enumerate(launches)
-        for o, a in enumerate(lc.args)
-        if o >= len(lc.kernel.inputs) and a.buf == x.buf
-    ]
-    if len(writers) != 1:
-        return None
-    ((w, o),) = writers
-    wl = launches[w]
-    if w >= r or wl.args[o].offset != x.offset or wl.kernel.buffers[o].shape != shape:
-        return None
-    mine = {
-        j: masks[(b.buf, b.offset)]
-        for j, b in enumerate(wl.args[: len(wl.kernel.inputs)])
-        if (b.buf, b.offset) in masks
-    }
-    return _zero_suffix(wl.kernel, o, mine)
+def _known_zeros(schedule: Schedule, masks: dict) -> dict:
+    """The temporaries written by one launch that leave them ±0 or not finite past a
+    structured mask's prefix (`_zero_suffix`): (host buffer, offset) -> (its writer, its
+    shape, its region), found in launch order (a region proved from another's)."""
+    host = {b.id: b for b in schedule.buffers}
+    writers: dict[int, int] = {}
+    for launch in schedule.launches:
+        for a in launch.args[len(launch.kernel.inputs) :]:
+            writers[a.buf] = writers.get(a.buf, 0) + 1
+    known: dict = {}
+    for w, launch in enumerate(schedule.launches):
+        k = launch.kernel
+        outs = list(enumerate(launch.args))[len(k.inputs) :]
+        if not any(k.buffers[o].dtype in ("f64", "f32") for o, _ in outs):
+            continue
+        mine_masks = {
+            j: masks[(b.buf, b.offset)]
+            for j, b in enumerate(launch.args[: len(k.inputs)])
+            if (b.buf, b.offset) in masks
+        }
+        mine = {
+            j: known[(b.buf, b.offset)][2]
+            for j, b in enumerate(launch.args[: len(k.inputs)])
+            if (b.buf, b.offset) in known and known[(b.buf, b.offset)][1] == k.buffers[j].shape
+        }
+        if not mine_masks and not mine:
+            continue
+        for o, arg in outs:
+            if writers.get(arg.buf) != 1 or host[arg.buf].role != "temp":
+                continue
+            if k.buffers[o].dtype not in ("f64", "f32"):
+                continue
+            z = _zero_suffix(k, o, mine_masks, mine)
+            if z is not None:
+                known[(arg.buf, arg.offset)] = (w, k.buffers[o].shape, z)
+    return known
 
 
 def _with_zeros(body: tuple, zeros: dict) -> tuple:
@@ -634,35 +691,42 @@ def _with_zeros(body: tuple, zeros: dict) -> tuple:
                     if not isinstance(t, Load) or t.buf not in zeros:
                         continue
                     along, by, plus = zeros[t.buf]
-                    if t.index[along] != Affine.var(v) or not _plain_var(t.index[by]):
+                    j, p = t.index[along], t.index[by]
+                    if not (_plain_var(j) and _plain_var(p)) or j == p:
                         continue
-                    p = t.index[by].terms[0][0]
-                    if p == v:
-                        continue
-                    st = dataclasses.replace(st, zeros=Affine(((p, 1),), plus))
-                    break
+                    if j == Affine.var(v):  # ±0 from p + plus on: the fold's last terms
+                        st = dataclasses.replace(st, zeros=Affine(((p.terms[0][0], 1),), plus))
+                        break
+                    if p == Affine.var(v):  # ±0 while v < j + 1 − plus: its first terms
+                        bound = Affine(((j.terms[0][0], 1),), 1 - plus)
+                        st = dataclasses.replace(st, zeros=bound, zeros_first=True)
+                        break
         out.append(st)
     return tuple(out)
 
 
 def zero_operands(schedule: Schedule, masks: dict) -> tuple[Schedule, int]:
-    """The schedule with each contraction whose one operand is ±0 past a structured mask's
-    allowed prefix along its fold (the softmax's weights, stored +0 where the mask hides:
-    the values product `a·v`) marked to fold that prefix only (`Reduce.zeros`: the rest
-    where the accumulator is −0 or a term past it is not finite), and how many were."""
+    """The schedule with each contraction whose one operand is ±0 (or not finite) past a
+    structured mask's allowed prefix along its fold — the softmax's weights, stored +0
+    where the mask hides (the values product `a·v`), the softmax adjoint's `a·(g − Σ)`
+    (the product `dS·K`) — marked to fold that prefix only (`Reduce.zeros`: the rest where
+    the accumulator is −0 or a term past it is not finite), and how many were."""
     if not masks:
+        return schedule, 0
+    known = _known_zeros(schedule, masks)
+    if not known:
         return schedule, 0
     launches = list(schedule.launches)
     count = 0
     for r, launch in enumerate(launches):
         k = launch.kernel
-        zeros = {}
-        for i, a in enumerate(launch.args[: len(k.inputs)]):
-            if k.buffers[i].dtype not in ("f64", "f32"):
-                continue
-            z = _zeros_of(launches, r, a, masks, k.buffers[i].shape)
-            if z is not None:
-                zeros[i] = z
+        zeros = {
+            i: known[(a.buf, a.offset)][2]
+            for i, a in enumerate(launch.args[: len(k.inputs)])
+            if (a.buf, a.offset) in known
+            and known[(a.buf, a.offset)][0] < r
+            and known[(a.buf, a.offset)][1] == k.buffers[i].shape
+        }
         if not zeros:
             continue
         body = _with_zeros(k.body, zeros)
