@@ -622,8 +622,8 @@ class KernelC:
         fma = "fma" + SUFFIX.get(self.gemm, "")
         r, K, N = TRIANGLE_ROWS, g.depth, g.cols
         pa, pb, pc = f"(b{g.a} + {a})", f"(b{g.b} + {b})", f"(b{g.c} + {c})"
-        u, exp = ("uint32_t", "0x7f800000u") if self.gemm == "f32" else (
-            "uint64_t", "0x7ff0000000000000ull"
+        u, exp, sign = ("uint32_t", "0x7f800000u", "0x80000000u") if self.gemm == "f32" else (
+            "uint64_t", "0x7ff0000000000000ull", "0x8000000000000000ull"
         )  # fmt: skip
         self.emit("{", depth)
         d = depth + 1
@@ -633,9 +633,12 @@ class KernelC:
         else:  # the last row of B holding a value not finite (−1: none)
             self.emit("int64_t t_bad = -1;", d)
             self.emit(f"for (int64_t t_k = {K} - 1; t_k >= 0 && t_bad < 0; t_k--) {{", d)
+        self.emit(f"{u} t_y = 0;", d + 1)  # a row's exponents all ones, or'ed: vectorised
         self.emit(f"for (int64_t t_n = 0; t_n < {N}; t_n++) {{", d + 1)
-        self.emit(f"if (!isfinite({pb}[t_k*{sbk} + t_n*{sbn}])) {{ t_bad = t_k; break; }}", d + 2)
+        self.emit(f"{u} t_u; memcpy(&t_u, &{pb}[t_k*{sbk} + t_n*{sbn}], sizeof t_u);", d + 2)
+        self.emit(f"t_y |= (t_u & {exp}) == {exp};", d + 2)
         self.emit("}", d + 1)
+        self.emit("if (t_y) t_bad = t_k;", d + 1)
         self.emit("}", d)
         self.emit(f"for (int64_t t_r0 = 0; t_r0 < {g.rows}; t_r0 += {r}) {{", d)
         self.emit(f"int64_t t_r1 = t_r0 + {r} < {g.rows} ? t_r0 + {r} : {g.rows};", d + 1)
@@ -666,6 +669,12 @@ class KernelC:
         self.emit(f"t_x |= (t_u & {exp}) == {exp};", d + 4)
         self.emit("}", d + 3)
         self.emit(f"const int t_all = t_x || {bad};", d + 3)
+        self.emit(f"{u} t_z = 0;  /* a −0 in C's row */", d + 3)
+        self.emit(f"for (int64_t t_n = 0; t_n < {N}; t_n++) {{", d + 3)
+        self.emit(f"{u} t_u; memcpy(&t_u, &{pc}[t_r*{scm} + t_n*{scn}], sizeof t_u);", d + 4)
+        self.emit(f"t_z |= t_u == {sign};", d + 4)
+        self.emit("}", d + 3)
+        self.emit("if (t_all || t_z)", d + 3)
         self.emit(f"for (int64_t t_n = 0; t_n < {N}; t_n++) {{", d + 3)
         self.emit(f"{t} t_c = {pc}[t_r*{scm} + t_n*{scn}];", d + 4)
         self.emit("if (t_all || (t_c == 0 && signbit(t_c))) {", d + 4)

@@ -133,11 +133,12 @@ class ExportKernelC(KernelC):
                 self.block(body, depth + 1)
                 self.emit("}", depth)
 
-    def gemm_call(self, g, threads, depth: int, stop: int | None = None) -> None:
+    def gemm_call(self, g, threads, depth: int, stop: int | None = None, kstop=None) -> None:
         """The GEMM's call, its threads at most those OpenMP may use (presk_threads); a
-        narrowed product's by blocks of rows (`stop`: KernelC.triangle_calls)."""
+        narrowed product's by blocks of rows (`stop`: KernelC.triangle_calls; `kstop`, a
+        product folding its rows' allowed terms: KernelC.prefix_calls)."""
         many = f"presk_threads({threads})" if threads > 1 else threads
-        super().gemm_call(g, many, depth, stop)
+        super().gemm_call(g, many, depth, stop, kstop)
 
     def function(self) -> list[str]:
         k = self.k

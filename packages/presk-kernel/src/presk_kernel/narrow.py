@@ -19,10 +19,11 @@ axis, i an affine index of the enclosing loops) is narrowed, statement by statem
 - `for j { %o[…] = select(m, x, c) }` becomes `for j in 0 .. i + 1 { … }` and `for j in
   i + 1 .. n { %o[…] = c }`: the hidden positions get the constant the select gave them.
 
-Every other fold is kept whole, in particular a contraction of the masked output (the
-values product `a·v`, the adjoints' `dS·K`): its hidden terms are +0·v, ±0 by v's sign and
-NaN for an infinite v, and skipping them changes a −0 accumulator or drops a NaN
-(docs/native.md, "Causal attention"). A narrowed fold's terms past its stop stay in its
+Every other fold is kept whole as a fold, in particular a contraction of the masked output
+(the values product `a·v`, the adjoints' `dS·K`): its hidden terms are +0·v, ±0 by v's sign
+and NaN for an infinite v, and skipping them changes a −0 accumulator or drops a NaN
+(docs/native.md, "Causal attention"). Such a contraction is cut and repaired instead
+(**zero operands**, `zero_operands`, below: `Reduce.zeros`). A narrowed fold's terms past its stop stay in its
 term (the select on the mask): an executor may fold a longer prefix — a strip of rows folds
 up to its last row's stop — with the same bits.
 
@@ -39,6 +40,15 @@ not fused into the softmax), whose reads are then bounded in turn (launches are 
 from the last). No term of any fold changes, only which dead values are computed: the bits
 of every value read are the same. The hidden positions of X hold whatever the arena held
 (an executor never reads them but under the select, whose other branch it takes).
+
+**Zero operands** (`zero_operands`): a temporary written by one launch that is ±0 or not
+finite at every hidden position — the softmax's weights (its quotients' hidden loop stores
++0), a product or quotient of such a load (the adjoint's a·(g − Σ)/c) — makes each
+contraction reading it along its fold cut at the prefix: `Reduce.zeros` (terms from
+`p + offset` on, the values product's and dS·K's) or `zeros_first` (terms before it, the
+transposed products aᵀ·g and dSᵀ·Q). An executor folds the allowed terms and folds the
+rest only where the result is −0 or a term it skipped is not finite: elsewhere the rest is
+±0 terms, which change no other accumulator. The whole fold's bits.
 """
 
 from __future__ import annotations
