@@ -126,9 +126,12 @@ static double presk_clock(void) {
 """
 # The C size a GEMM's embedded source counts for when kernels are spread over units.
 GEMM_WEIGHT = 40_000
-TRIANGLE_ROWS = 24
-"""Rows of a narrowed product's GEMM a call: a multiple of every default MR (12, 6, 4); about
-T/48 dead columns a row beyond the triangle's, and one packing of B's columns a block."""
+TRIANGLE_ROWS = 96
+"""Rows of a narrowed product's GEMM a call: a multiple of every default MR (12, 6, 4). Each
+call packs B's columns (or rows) it needs again, each packed element used by the block's
+rows only: at 24 rows the packing cost as much as the multiply-adds it saved (the scores at
+hd 64 took 10.3 ms a B 16, T 256 entry against 6.7 whole); at 96 a block computes 67 % of
+the square at T 256 and both products beat the whole ones (issue 26, H3; docs/native.md)."""
 CTYPE = {
     "f64": "double",
     "f32": "float",
@@ -501,7 +504,7 @@ class KernelC:
         threads,
         depth: int,
         stop: int | None = None,
-        kstop: tuple[int, bool] | None = None,
+        kstop: tuple[int, bool, bool] | None = None,
     ) -> None:
         """A GEMM statement (over the operands it packs) as calls of the generated GEMM, one
         per point of its batch loops; the same fold, so the same bits. A narrowed product
@@ -594,7 +597,7 @@ class KernelC:
         self.emit("}", depth)
 
     def prefix_calls(
-        self, g: Gemm, threads, depth: int, kstop: tuple[int, bool], a: str, b: str, c: str
+        self, g: Gemm, threads, depth: int, kstop: tuple[int, bool, bool], a: str, b: str, c: str
     ) -> None:
         """A product whose A is ±0 (or not finite) past row r's first r + stop terms
         (`Reduce.zeros`: the values product a·v, the softmax's weights stored +0 where the
@@ -604,13 +607,14 @@ class KernelC:
         rest of the fold where C is −0 there or A or B holds a value that is not finite past
         it (elsewhere the rest adds ±0 = +0·b, and x + ±0 = x for x not zero, +0 + ±0 = +0).
         `t_bad`, the last row of B holding such a value, is found once for the batch point;
-        A's row past the prefix is scanned for one (the adjoint's a·(g − Σ) may be NaN).
+        A's row past the prefix is scanned for one (the adjoint's a·(g − Σ) may be NaN),
+        unless A is known finite there (`Reduce.zeros_finite`: the softmax's weights).
         With the zeros first (`zeros_first`: aᵀ·g, dSᵀ·Q, A ±0 before row r's r + stop),
         each block folds from its first row's start, [min(r0 + stop, depth − 1), depth),
         and an element is folded whole again where C is −0 or A or B holds a value that is
         not finite before that start (a fold over the skipped ±0 terms is ±0: it changes
         a result only where the rest folds to −0). The whole product's bits."""
-        stop, first = kstop
+        stop, first, finite = kstop
         t = CTYPE[self.gemm]
         sam, sak, sbk, sbn = (
             g.stride(0, g.m),
@@ -634,6 +638,7 @@ class KernelC:
             self.emit("int64_t t_bad = -1;", d)
             self.emit(f"for (int64_t t_k = {K} - 1; t_k >= 0 && t_bad < 0; t_k--) {{", d)
         self.emit(f"{u} t_y = 0;", d + 1)  # a row's exponents all ones, or'ed: vectorised
+        self.emit("#pragma omp simd reduction(|:t_y)", 0)
         self.emit(f"for (int64_t t_n = 0; t_n < {N}; t_n++) {{", d + 1)
         self.emit(f"{u} t_u; memcpy(&t_u, &{pb}[t_k*{sbk} + t_n*{sbn}], sizeof t_u);", d + 2)
         self.emit(f"t_y |= (t_u & {exp}) == {exp};", d + 2)
@@ -664,12 +669,15 @@ class KernelC:
         self.emit(f"if ({skip}) {{", d + 1)
         self.emit("for (int64_t t_r = t_r0; t_r < t_r1; t_r++) {", d + 2)
         self.emit(f"{u} t_x = 0;  /* A skipped not finite: an exponent all ones */", d + 3)
-        self.emit(f"for (int64_t t_k = {lo}; t_k < {hi}; t_k++) {{", d + 3)
-        self.emit(f"{u} t_u; memcpy(&t_u, &{pa}[t_r*{sam} + t_k*{sak}], sizeof t_u);", d + 4)
-        self.emit(f"t_x |= (t_u & {exp}) == {exp};", d + 4)
-        self.emit("}", d + 3)
+        if not finite:  # A may be NaN where it is skipped (a product of its zeros)
+            self.emit("#pragma omp simd reduction(|:t_x)", 0)
+            self.emit(f"for (int64_t t_k = {lo}; t_k < {hi}; t_k++) {{", d + 3)
+            self.emit(f"{u} t_u; memcpy(&t_u, &{pa}[t_r*{sam} + t_k*{sak}], sizeof t_u);", d + 4)
+            self.emit(f"t_x |= (t_u & {exp}) == {exp};", d + 4)
+            self.emit("}", d + 3)
         self.emit(f"const int t_all = t_x || {bad};", d + 3)
         self.emit(f"{u} t_z = 0;  /* a −0 in C's row */", d + 3)
+        self.emit("#pragma omp simd reduction(|:t_z)", 0)
         self.emit(f"for (int64_t t_n = 0; t_n < {N}; t_n++) {{", d + 3)
         self.emit(f"{u} t_u; memcpy(&t_u, &{pc}[t_r*{scm} + t_n*{scn}], sizeof t_u);", d + 4)
         self.emit(f"t_z |= t_u == {sign};", d + 4)

@@ -245,12 +245,12 @@ def _whole_folds(body: tuple) -> tuple:
     return tuple(out)
 
 
-def gemm_kstop(g: Gemm, nest: tuple) -> tuple[int, bool] | None:
-    """A GEMM statement's fold bound, from the nest it computes: (c, False) when row r of a
+def gemm_kstop(g: Gemm, nest: tuple) -> tuple[int, bool, bool] | None:
+    """A GEMM statement's fold bound, from the nest it computes: (c, False, …) when row r of a
     product whose A is ±0 past its row's prefix (`Reduce.zeros` = r + c, presk_kernel
     .narrow's zero operands) may fold k over [0, min(depth, r + c)) only, then the rest
-    where C is −0 or a term past it is not finite; (c, True) when A is ±0 before r + c
-    (`zeros_first`); None for a whole fold (rows merged, an epilogue, a prologue, a
+    where C is −0 or a term past it is not finite; (c, True, …) when A is ±0 before r + c
+    (`zeros_first`); the last, whether A is known finite there (`zeros_finite`); None for a whole fold (rows merged, an epilogue, a prologue, a
     narrowed column loop)."""
     if g.epilogue or any(t is not None for t in g.prologue):
         return None
@@ -269,7 +269,7 @@ def gemm_kstop(g: Gemm, nest: tuple) -> tuple[int, bool] | None:
         return None
     if r.vars[0][0] != g.k or r.vars[0][2] != g.depth:
         return None
-    return r.zeros.const, r.zeros_first
+    return r.zeros.const, r.zeros_first, r.zeros_finite
 
 
 def _operand(k: Kernel, t, loops: list[Loop], r: Reduce) -> tuple[dict[str, int], int] | None:

@@ -278,6 +278,9 @@ class Reduce:
     # whole: the same bits.
     zeros: Affine | None = None
     zeros_first: bool = False
+    # `zeros_finite`: that operand is ±0 there, never NaN or infinite (a ±0 stored, not a
+    # product of one): an executor need not look at it for a value that is not finite.
+    zeros_finite: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -623,10 +626,13 @@ def _stmt(s: Stmt, indent: str) -> list[str]:
             for b in body:
                 lines.extend(_stmt(b, indent + "  "))
             return [*lines, f"{indent}}}"]
-        case Reduce(acc, op, vs, body, terms, dtype, block, size, resume, stop, zeros, first):
+        case Reduce(
+            acc, op, vs, body, terms, dtype, block, size, resume, stop, zeros, first, finite
+        ):
             over = ", ".join(f"{v} < {n}{_bounds(None, stop, n)}{_on(a)}" for v, a, n in vs)
             if zeros is not None:  # a contraction whose terms from (before) `zeros` are ±0
-                over += f", zeros {'before' if first else 'from'} {zeros}"
+                over += f", {'finite ' if finite else ''}zeros"
+                over += f" {'before' if first else 'from'} {zeros}"
             if block is not None:
                 over += f" in {block} + {size}, resuming {resume}"
             lines = [f"{indent}{acc} : {dtype} = fold {op} over {over} {{"]

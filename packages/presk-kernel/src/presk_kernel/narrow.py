@@ -530,59 +530,66 @@ def narrow(schedule: Schedule) -> tuple[Schedule, int]:
 # ---- zero operands ---------------------------------------------------------------------------
 
 # A hidden region of a buffer: (its prefix axis, its other axis, offset): x[.., p, .., j, ..]
-# with j ≥ p + offset. In an expression: (the variable j, the variable p, offset), or ALL.
-ALL = ("", "", 0)
+# with j ≥ p + offset. In an expression: (the variable j, the variable p, offset, finite),
+# or ALL; `finite`: ±0 there, never NaN or infinite.
+ALL = ("", "", 0, True)
 
 
 def _region(e, lets: dict, masks: dict[int, Mask], known: dict):
-    """Where `e` is ±0 or not finite whatever else it reads (ALL, or (j, p, offset): where
-    j ≥ p + offset), or None: a ±0 constant; a load of a buffer `known` so there at an
-    index aligned with its region; a product or a quotient of such (±0·y is ±0 or NaN, ±0/y
-    ±0 or NaN, and a value not finite stays one or NaN); a negation; `select(m, x, ±0)` on
-    a structured mask, where the mask hides (or both branches such). A sum is not."""
+    """Where `e` is ±0 or not finite whatever else it reads (ALL, or (j, p, offset, finite):
+    where j ≥ p + offset), or None: a ±0 constant; a load of a buffer `known` so there at
+    an index aligned with its region; a product or a quotient of such (±0·y is ±0 or NaN,
+    ±0/y ±0 or NaN, and a value not finite stays one or NaN: not finite); a negation;
+    `select(m, x, ±0)` on a structured mask, where the mask hides (or both branches such).
+    A sum is not."""
     match e:
         case Const(value, _):
             return ALL if value == 0 else None
         case Var(name):
             return lets.get(name)
         case Load(buf, index) if buf in known:
-            along, by, plus = known[buf]
+            along, by, plus, finite = known[buf]
             j, p = index[along], index[by]
             if not (_plain_var(j) and _plain_var(p)) or j == p:
                 return None
-            return (j.terms[0][0], p.terms[0][0], plus)
+            return (j.terms[0][0], p.terms[0][0], plus, finite)
         case Op("mul", (x, y), _):
-            rx = _region(x, lets, masks, known)
-            return rx if rx is not None else _region(y, lets, masks, known)
-        case Op("div", (x, _), _) | Op("neg", (x,), _):
+            r = _region(x, lets, masks, known)
+            r = r if r is not None else _region(y, lets, masks, known)
+            return None if r is None else (*r[:3], False)
+        case Op("div", (x, _), _):
+            r = _region(x, lets, masks, known)
+            return None if r is None else (*r[:3], False)
+        case Op("neg", (x,), _):
             return _region(x, lets, masks, known)
         case Op("select", (_, x, c), _):
             g = _guards_of_select(e, masks)
             if g is not None and _region(c, lets, masks, known) == ALL:
                 j, stop = g
                 if _plain_var(Affine(stop.terms, 0)) and stop.const in (0, 1):
-                    return (j, stop.terms[0][0], stop.const)
+                    return (j, stop.terms[0][0], stop.const, True)
             rx, rc = _region(x, lets, masks, known), _region(c, lets, masks, known)
             if rx == ALL:
                 return rc
-            return rx if rc == ALL or rc == rx else None
+            if rc == ALL or (rc is not None and rx is not None and rc[:3] == rx[:3]):
+                return None if rx is None else (*rx[:3], rx[3] and rc[3])
+            return None
     return None
 
 
-def _zero_suffix(
-    k: Kernel, o: int, masks: dict[int, Mask], known: dict
-) -> tuple[int, int, int] | None:
-    """(prefix axis, other axis, offset) when kernel `k` leaves its output `o` ±0 or not
-    finite at every hidden position (x[.., p, .., j, ..] with j ≥ p + offset, `_region`):
-    each store to `o` sits in a nest of loops over all of its axes, the last one bounded to
-    the allowed prefix (a narrowed quotients' loop), or from its end storing what is ±0
-    there (their hidden part), or whole storing what is ±0 where the mask hides; None
-    otherwise. `known`: the kernel's inputs known so (kernel buffer -> region)."""
+def _zero_suffix(k: Kernel, o: int, masks: dict[int, Mask], known: dict) -> tuple | None:
+    """(prefix axis, other axis, offset, finite) when kernel `k` leaves its output `o` ±0 or
+    not finite at every hidden position (x[.., p, .., j, ..] with j ≥ p + offset,
+    `_region`; `finite`: ±0 there): each store to `o` sits in a nest of loops over all of
+    its axes, the last one bounded to the allowed prefix (a narrowed quotients' loop), or
+    from its end storing what is ±0 there (their hidden part), or whole storing what is ±0
+    where the mask hides; None otherwise. `known`: the kernel's inputs known so (kernel
+    buffer -> region)."""
     found: set = set()
-    zero = False
+    zero, finite = False, True
 
     def walk(body: tuple, loops: tuple, lets: dict) -> bool:
-        nonlocal zero
+        nonlocal zero, finite
         lets = dict(lets)
         for st in body:
             match st:
@@ -620,18 +627,18 @@ def _zero_suffix(
                             return False
                         where = (last.var, p, bound.const)
                         if last.start is not None:  # the hidden part: ±0 or not finite there
-                            if region not in (ALL, where):
+                            if region is None or (region != ALL and region[:3] != where):
                                 return False
-                            zero = True
+                            zero, finite = True, finite and region[3]
                         found.add((axes.index(last.var), axes.index(p), bound.const))
                         continue
                     if region is None or region == ALL:  # ALL: a whole buffer of zeros
                         return False
-                    j, p, plus = region
+                    j, p, plus, fin = region
                     if j not in axes or p not in axes:
                         return False
                     found.add((axes.index(j), axes.index(p), plus))
-                    zero = True
+                    zero, finite = True, finite and fin
                 case Store():
                     pass
                 case _:  # a laid-out statement: not looked into
@@ -640,7 +647,7 @@ def _zero_suffix(
 
     if not walk(k.body, (), {}) or not zero or len(found) != 1:
         return None
-    return found.pop()
+    return (*found.pop(), finite)
 
 
 def _plain_var(ix) -> bool:
@@ -688,7 +695,8 @@ def _known_zeros(schedule: Schedule, masks: dict) -> dict:
 
 def _with_zeros(body: tuple, zeros: dict) -> tuple:
     """`body` with each contraction reading a zero suffix along its one variable marked
-    (`Reduce.zeros`): `zeros` maps a kernel buffer to its (prefix axis, other axis, offset)."""
+    (`Reduce.zeros`): `zeros` maps a kernel buffer to its (prefix axis, other axis, offset,
+    finite)."""
     out = []
     for st in body:
         match st:
@@ -700,16 +708,19 @@ def _with_zeros(body: tuple, zeros: dict) -> tuple:
                 for t in terms:
                     if not isinstance(t, Load) or t.buf not in zeros:
                         continue
-                    along, by, plus = zeros[t.buf]
+                    along, by, plus, finite = zeros[t.buf]
                     j, p = t.index[along], t.index[by]
                     if not (_plain_var(j) and _plain_var(p)) or j == p:
                         continue
                     if j == Affine.var(v):  # ±0 from p + plus on: the fold's last terms
-                        st = dataclasses.replace(st, zeros=Affine(((p.terms[0][0], 1),), plus))
+                        bound = Affine(((p.terms[0][0], 1),), plus)
+                        st = dataclasses.replace(st, zeros=bound, zeros_finite=finite)
                         break
                     if p == Affine.var(v):  # ±0 while v < j + 1 − plus: its first terms
                         bound = Affine(((j.terms[0][0], 1),), 1 - plus)
-                        st = dataclasses.replace(st, zeros=bound, zeros_first=True)
+                        st = dataclasses.replace(
+                            st, zeros=bound, zeros_first=True, zeros_finite=finite
+                        )
                         break
         out.append(st)
     return tuple(out)
