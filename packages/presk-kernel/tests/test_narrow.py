@@ -211,3 +211,26 @@ def test_the_adjoint_products_fold_their_allowed_terms_on_the_kernel_interpreter
         assert (dv[0, 2:, 0] == 0).all() and not np.signbit(dv[0, 2:, 0]).any()
         assert np.isnan(dv[0, 4:, 1]).all()  # +0·∞ before the diagonal
         assert same_bits(run_schedule(narrowed, args), want)
+
+
+def test_the_verifier_checks_a_contractions_zero_terms():
+    """Reduce.zeros: a contraction over one variable, its bound within [0, extent]."""
+    a = Buffer(0, "f64", (Axis(None, 3), Axis(None, 3)))
+    out = Buffer(1, "f64", (Axis(None, 3),))
+    terms = (
+        Load(0, (Affine.var("i"), Affine.var("j"))),
+        Load(0, (Affine.var("j"), Affine.var("i"))),
+    )
+
+    def kernel(op="fma", terms=terms, **mark) -> Kernel:
+        red = Reduce("s", op, (("j", None, 3),), (), terms, **mark)
+        body = (Loop("i", None, 3, (red, Store(1, (Affine.var("i"),), Var("s")))),)
+        return Kernel("k", "f/%1", (a,), (out,), body, layout=Layout(order=("i",)))
+
+    assert problems(kernel(zeros=Affine((("i", 1),), 1))) == []
+    assert problems(kernel(zeros=Affine.var("i"), zeros_first=True, zeros_finite=True)) == []
+    bad = problems(kernel(zeros=Affine((("i", 1),), 2)))
+    assert any("runs over 2 … 4, outside 0 … 3" in p for p in bad)
+    bad = problems(kernel("add", (terms[0],), zeros=Affine.var("i")))
+    assert any("has zero terms: a contraction over one variable" in p for p in bad)
+    assert any("without their bound" in p for p in problems(kernel(zeros_first=True)))
