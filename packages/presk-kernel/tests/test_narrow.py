@@ -143,7 +143,7 @@ def test_narrowing_changes_no_bit_in_the_training_step():
     schedule, args, _ = lowered(file, "loss", (("B", 1), ("T", 4)), "f32", True, MINIGPT)
     fused = fuse(schedule)[0]
     narrowed, count = narrow(fused)
-    assert count == 16  # two blocks: softmax (3), scores, a·v; the adjoint's dV, dS·K, dSᵀ·Q
+    assert count == 14  # two blocks: softmax (3), scores, a·v; the adjoint's dV, dSᵀ·Q
     assert same_bits(run_schedule(narrowed, args), run_schedule(fused, args))
 
 
@@ -191,20 +191,20 @@ def hard_grad_inputs(args: list, dtype, t: int) -> list:
 
 
 def test_the_adjoint_products_fold_their_allowed_terms_on_the_kernel_interpreter():
-    """aᵀ·g (dV) and dSᵀ·Q (dK) skip their first terms (zeros before the diagonal), dS·K
-    (dQ) its last ones, and give the unnarrowed bits: dV's +0 where its allowed terms fold
-    to −0, the NaNs of the infinite g and v (dS NaN at hidden positions)."""
+    """aᵀ·g (dV) and dSᵀ·Q (dK) skip their first terms (zeros before the diagonal) and give
+    the unnarrowed bits: dV's +0 where its allowed terms fold to −0, the NaNs of the
+    infinite g and v (dS NaN at hidden positions)."""
     for realize, dtype in (("f64", np.float64), ("f32", np.float32)):
         schedule, args, _ = lowered(*GRADS, (("B", 1), ("T", 6)), realize)
         fused = fuse(schedule)[0]
         narrowed, _ = narrow(fused)
         texts = [format_kernel(lc.kernel) for lc in narrowed.launches]
         # dV (aᵀ·g: a stored ±0, finite) and dK (dSᵀ·Q: dS = a·(…), maybe NaN) in each grad;
-        # a·v and dQ (dS·K)
+        # a·v; not dQ (dS·K: its repair would scan the dS it skips)
         assert sum(", finite zeros before i2 {" in t for t in texts) == 3
         assert sum(", zeros before i2 {" in t for t in texts) == 3
         assert sum(", finite zeros from i2 + 1 {" in t for t in texts) == 3
-        assert sum(", zeros from i2 + 1 {" in t for t in texts) == 3
+        assert sum(", zeros from i2 + 1 {" in t for t in texts) == 0
         args = hard_grad_inputs(args, dtype, 6)
         want = run_schedule(fused, args)
         dv = want[2][0]

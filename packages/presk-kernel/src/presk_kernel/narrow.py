@@ -712,7 +712,10 @@ def _with_zeros(body: tuple, zeros: dict) -> tuple:
                     j, p = t.index[along], t.index[by]
                     if not (_plain_var(j) and _plain_var(p)) or j == p:
                         continue
-                    if j == Affine.var(v):  # ±0 from p + plus on: the fold's last terms
+                    if j == Affine.var(v) and finite:  # ±0 from p + plus on: its last terms
+                        # (not when that operand may be NaN there: the executor would read
+                        # the part it skips to find out, a pass as long as the fold it saves,
+                        # over rows the GEMM reads where they lie — dS·K measured slower)
                         bound = Affine(((p.terms[0][0], 1),), plus)
                         st = dataclasses.replace(st, zeros=bound, zeros_finite=finite)
                         break
@@ -729,8 +732,9 @@ def _with_zeros(body: tuple, zeros: dict) -> tuple:
 def zero_operands(schedule: Schedule, masks: dict) -> tuple[Schedule, int]:
     """The schedule with each contraction whose one operand is ±0 (or not finite) past a
     structured mask's allowed prefix along its fold — the softmax's weights, stored +0
-    where the mask hides (the values product `a·v`), the softmax adjoint's `a·(g − Σ)`
-    (the product `dS·K`) — marked to fold that prefix only (`Reduce.zeros`: the rest where
+    where the mask hides (the values product `a·v`, and `aᵀ·g`), the softmax adjoint's
+    `a·(g − Σ)` (the product `dSᵀ·Q`; `dS·K` only were it known finite) — marked to fold
+    that prefix only (`Reduce.zeros`: the rest where
     the accumulator is −0 or a term past it is not finite), and how many were."""
     if not masks:
         return schedule, 0
