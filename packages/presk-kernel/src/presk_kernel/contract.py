@@ -204,7 +204,7 @@ def unbanded(k: Kernel) -> Kernel:
         if not zeros:
             return k
         # a·v folding its rows' prefixes (`gemm_kstop`): planned as the whole product
-        out = dataclasses.replace(k, body=_whole_folds(plain(k.body)))
+        out = dataclasses.replace(k, body=whole_folds(plain(k.body)))
         return dataclasses.replace(out, layout=Layout(order=tuple(lp.var for lp in loops)))
 
     def whole(b: tuple) -> tuple:
@@ -233,12 +233,12 @@ def gemm_stop(g: Gemm, nest: tuple) -> int | None:
     return None
 
 
-def _whole_folds(body: tuple) -> tuple:
+def whole_folds(body: tuple) -> tuple:
     """`body` with every contraction's zero terms (`Reduce.zeros`) folded as the others."""
     out = []
     for s in body:
         if isinstance(s, Loop):
-            s = dataclasses.replace(s, body=_whole_folds(s.body))
+            s = dataclasses.replace(s, body=whole_folds(s.body))
         elif isinstance(s, Reduce) and s.zeros is not None:
             s = dataclasses.replace(s, zeros=None)
         out.append(s)
