@@ -240,7 +240,7 @@ def whole_folds(body: tuple) -> tuple:
         if isinstance(s, Loop):
             s = dataclasses.replace(s, body=whole_folds(s.body))
         elif isinstance(s, Reduce) and s.zeros is not None:
-            s = dataclasses.replace(s, zeros=None)
+            s = dataclasses.replace(s, zeros=None, zeros_first=False, zeros_finite=False)
         out.append(s)
     return tuple(out)
 

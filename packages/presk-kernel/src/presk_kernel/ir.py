@@ -579,6 +579,8 @@ def plain(body: tuple) -> tuple:
                         s.dtype,
                         stop=s.stop,
                         zeros=s.zeros,
+                        zeros_first=s.zeros_first,
+                        zeros_finite=s.zeros_finite,
                     )  # fmt: skip
                 )
             case _:
