@@ -719,7 +719,9 @@ def _with_zeros(body: tuple, zeros: dict) -> tuple:
                         bound = Affine(((p.terms[0][0], 1),), plus)
                         st = dataclasses.replace(st, zeros=bound, zeros_finite=finite)
                         break
-                    if p == Affine.var(v):  # ±0 while v < j + 1 − plus: its first terms
+                    if p == Affine.var(v) and finite:  # ±0 while v < j + 1 − plus: its first
+                        # terms (dSᵀ·Q, whose dS may be NaN there, measured slower in the
+                        # course GPT's step: left whole, like dS·K)
                         bound = Affine(((j.terms[0][0], 1),), 1 - plus)
                         st = dataclasses.replace(
                             st, zeros=bound, zeros_first=True, zeros_finite=finite
