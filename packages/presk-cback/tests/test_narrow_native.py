@@ -121,12 +121,11 @@ def test_the_values_product_folds_each_rows_allowed_prefix():
 
 
 def test_the_adjoint_products_fold_their_allowed_terms_natively():
-    """aᵀ·g and dSᵀ·Q as GEMM calls from each block's first row's diagonal (the whole fold
-    again where the result is −0 or a skipped term is not finite): the unnarrowed bits at
-    T 200 (blocks of
-    96 rows: dV's rows 96 … 191 fold to −0 from the diagonal beside g's +1s in rows 0, 1;
-    dS's row 100 is NaN, hidden positions included, which only dS says to dK's rows from
-    192), at two threads and in f64, against the unnarrowed schedule natively."""
+    """aᵀ·g as GEMM calls from each block's first row's diagonal, the whole fold again
+    where the result is −0 or a skipped value of g is not finite: the unnarrowed bits at T
+    200 (blocks of 96 rows: dV's rows from 96 fold to −0 from the diagonal beside g's +1s
+    in rows 0, 1; g's row 100 is infinite, skipped by the rows from 192), at two threads
+    and in f64, against the unnarrowed schedule natively."""
     from presk_kernel.contract import gemm_kstop
     from presk_kernel.ir import GemmStmt
     from test_narrow import GRADS, hard_grad_inputs
