@@ -69,7 +69,7 @@ def regions(k) -> int:
     GEMM statement with threads, one per call of the generated GEMM (a point of its batch
     loops, a block of rows of a narrowed product), when its columns (or rows) split, or one
     when its threads share its batch's points (`batched`)."""
-    from presk_kernel.contract import gemm_stop
+    from presk_kernel.contract import TRIANGLE_ROWS, gemm_stop
     from presk_kernel.ir import For, GemmStmt, Loop, Reduce, Tile, TwoPass
 
     def count(body, times: int) -> int:
@@ -81,7 +81,7 @@ def regions(k) -> int:
                 case GemmStmt(g, threads, nest) if threads > 1:
                     calls = math.prod(e for _, e in g.batch)
                     if gemm_stop(g, nest) is not None:
-                        calls *= -(-g.rows // 24)  # presk_cback.emit.TRIANGLE_ROWS
+                        calls *= -(-g.rows // TRIANGLE_ROWS)
                     n += times * calls
                 case For(threads=threads) | Tile(threads=threads) if threads > 1:
                     n += times

@@ -61,8 +61,7 @@ def test_the_scores_product_computes_its_allowed_triangle_only():
     allows, and their scale over the allowed prefix; the attention's bits are the
     unnarrowed schedule's, at one and two threads and in f64 (T 100: blocks of 24 rows and
     a short last one; a GEMM from PACK_AT)."""
-    from presk_cback.emit import TRIANGLE_ROWS
-    from presk_kernel.contract import gemm_stop
+    from presk_kernel.contract import TRIANGLE_ROWS, gemm_stop
     from presk_kernel.ir import GemmStmt
 
     assert 100 % TRIANGLE_ROWS
@@ -81,4 +80,70 @@ def test_the_scores_product_computes_its_allowed_triangle_only():
         (scores,) = [lc.kernel for lc in laid.launches if lc.kernel.site == "scores/%2"]
         (g,) = [s for s in scores.body if isinstance(s, GemmStmt)]
         assert gemm_stop(g.gemm, g.nest) == 1
+        assert same_bits(NativeEntry(laid).run(args), want)
+
+
+def test_the_values_product_folds_each_rows_allowed_prefix():
+    """a·v: the softmax's weights are +0 where the mask hides (their writer stores the
+    constant), so each block of rows folds the prefix its last row allows, then the rest
+    only where the sum is −0 or v holds a value that is not finite past it. Head 1's column
+    0 folds to −0 on rows 0 … 97 (v = −0 there, the other weights +0) and the hidden +1s
+    of rows 98 and 99, past every block's prefix, make it +0; head 0's column 1 has an
+    infinite v at row 98, hidden from the rows before it (their whole fold NaN). The
+    unnarrowed bits, at one and two threads and in f64."""
+    from presk_kernel.contract import gemm_kstop
+    from presk_kernel.ir import GemmStmt
+
+    for realize, dtype, threads in (
+        ("f32", np.float32, 1),
+        ("f32", np.float32, 2),
+        ("f64", np.float64, 1),
+    ):
+        attend = ("tutorial/03_attention.psk", "attend", (("B", 1), ("T", 100)), realize)
+        schedule, args, _ = lowered(*attend)
+        fused = fuse(schedule)[0]
+        narrowed, _ = narrow(fused)
+        q, k, v = hard_inputs(args, dtype)
+        v[0, 1, :98, 0], v[0, 1, 98:, 0] = -0.0, 1.0
+        v[0, 0, 98, 1] = np.inf
+        args = [q, k, v]
+        want = run_schedule(fused, args)
+        o = want[0][0]
+        assert not np.signbit(o[1, :98, 0]).any() and (o[1, :98, 0] == 0).all()
+        assert np.isnan(o[0, :98, 1]).all() and not np.isnan(o[0, 98:, 1]).any()
+        laid = lay_out(narrowed, threads)
+        (values,) = [lc.kernel for lc in laid.launches if lc.kernel.site == "attend/%6"]
+        (g,) = [s for s in values.body if isinstance(s, GemmStmt)]
+        assert gemm_kstop(g.gemm, g.nest) == (1, False, True)
+        assert same_bits(NativeEntry(laid).run(args), want)
+        assert same_bits(run_schedule(laid, args, laid=True), want)
+
+
+def test_the_adjoint_products_fold_their_allowed_terms_natively():
+    """aᵀ·g as GEMM calls from each block's first row's diagonal, the whole fold again
+    where the result is −0 or a skipped value of g is not finite: the unnarrowed bits at T
+    200 (blocks of 96 rows: dV's rows from 96 fold to −0 from the diagonal beside g's +1s
+    in rows 0, 1; g's row 100 is infinite, skipped by the rows from 192), at two threads
+    and in f64, against the unnarrowed schedule natively."""
+    from presk_kernel.contract import gemm_kstop
+    from presk_kernel.ir import GemmStmt
+    from test_narrow import GRADS, hard_grad_inputs
+
+    for realize, dtype, threads in (("f32", np.float32, 2), ("f64", np.float64, 1)):
+        schedule, args, _ = lowered(*GRADS, (("B", 1), ("T", 200)), realize)
+        fused = fuse(schedule)[0]
+        narrowed, _ = narrow(fused)
+        args = hard_grad_inputs(args, dtype, 200)
+        want = NativeEntry(lay_out(fused, 1)).run(args)  # the kernel interpreter's: test_narrow
+        dv = want[2][0]
+        assert (dv[0, 2:, 0] == 0).all() and not np.signbit(dv[0, 2:, 0]).any()
+        laid = lay_out(narrowed, threads)
+        stops = [
+            gemm_kstop(s.gemm, s.nest)
+            for lc in laid.launches
+            for s in lc.kernel.body
+            if isinstance(s, GemmStmt)
+        ]
+        for stop in ((0, True, True), (1, False, True)):  # aᵀ·g, a·v
+            assert stops.count(stop) == 3
         assert same_bits(NativeEntry(laid).run(args), want)

@@ -48,16 +48,18 @@ def hard_inputs(args: list, dtype) -> list:
 def test_the_causal_softmax_folds_and_quotients_are_narrowed():
     schedule, _, _ = lowered(*ATTEND)
     narrowed, count = narrow(fuse(schedule)[0])
-    assert count == 5  # the max, the sum, the quotients' loop; the scores' two loops
+    assert count == 6  # the max, the sum, the quotients' loop; the scores' two loops; a·v
     (soft,) = [lc.kernel for lc in narrowed.launches if lc.kernel.name.startswith("softmax")]
     text = format_kernel(soft)
     assert "fold max over i4 < 4 in 0 .. i2 + 1 (seq2)" in text
     assert "fold add over i4 < 4 in 0 .. i2 + 1 (seq2)" in text
     assert "for i4 < 4 in i2 + 1 .. 4 (seq2) {\n          %2[i0, i1, i2, i4] = 0.0\n" in text
     assert problems(soft) == []
-    # the values product is kept whole: its hidden terms are +0·v, not no-ops
+    # the values product folds its allowed prefix, the rest where it is −0 or a hidden v is
+    # not finite: its hidden terms are +0·v, not no-ops at every accumulator (Reduce.zeros)
     (values,) = [lc.kernel for lc in narrowed.launches if lc.kernel.site == "attend/%6"]
-    assert "fold fma over i4 < 4 (seq2)" in format_kernel(values)
+    assert "fold fma over i4 < 4 (seq2), finite zeros from i2 + 1 {" in format_kernel(values)
+    assert problems(values) == []
 
 
 def test_narrowing_changes_no_bit_on_the_kernel_interpreter():
@@ -141,7 +143,7 @@ def test_narrowing_changes_no_bit_in_the_training_step():
     schedule, args, _ = lowered(file, "loss", (("B", 1), ("T", 4)), "f32", True, MINIGPT)
     fused = fuse(schedule)[0]
     narrowed, count = narrow(fused)
-    assert count == 8  # two blocks: each forward softmax's max, sum and quotients, its scores
+    assert count == 12  # two blocks: softmax (3), scores, a·v; the adjoint's dV
     assert same_bits(run_schedule(narrowed, args), run_schedule(fused, args))
 
 
@@ -170,3 +172,65 @@ def test_a_kernel_document_with_a_bad_bound_is_refused():
     doc = broken(msgpack.unpackb(data, strict_map_key=False))
     with pytest.raises(DocumentError, match="reads `zz`, not an enclosing loop's"):
         decode_kernel(msgpack.packb(doc))
+
+
+GRADS = ("packages/presk-kernel/tests/programs/attention_grad.psk", "grads")
+
+
+def hard_grad_inputs(args: list, dtype, t: int) -> list:
+    """`grads`' q, k, v (hard_inputs': an infinite v hidden from rows 0 … 2 of head 1, so its
+    dS is NaN at hidden positions) and the output's gradient g: head 0's column 0 +1 on rows
+    0, 1 and −0 below, so dV's rows from 2 on fold their allowed terms to −0 and the hidden
+    +0·1 before them make +0; an infinite g at row t // 2 of head 0, column 1, which makes
+    that row of dS NaN, hidden positions included (dK's rows below it must not skip it)."""
+    q, k, v = hard_inputs(args[:3], dtype)
+    g = np.array(args[3], dtype=dtype)
+    g[0, 0, :2, 0], g[0, 0, 2:, 0] = 1.0, -0.0
+    g[0, 0, t // 2, 1] = np.inf
+    return [q, k, v, g]
+
+
+def test_the_adjoint_products_fold_their_allowed_terms_on_the_kernel_interpreter():
+    """aᵀ·g (dV) and dSᵀ·Q (dK) skip their first terms (zeros before the diagonal) and give
+    the unnarrowed bits: dV's +0 where its allowed terms fold to −0, the NaNs of the
+    infinite g and v (dS NaN at hidden positions)."""
+    for realize, dtype in (("f64", np.float64), ("f32", np.float32)):
+        schedule, args, _ = lowered(*GRADS, (("B", 1), ("T", 6)), realize)
+        fused = fuse(schedule)[0]
+        narrowed, _ = narrow(fused)
+        texts = [format_kernel(lc.kernel) for lc in narrowed.launches]
+        # dV (aᵀ·g: a stored ±0, finite) and dK (dSᵀ·Q: dS = a·(…), maybe NaN) in each grad;
+        # a·v; not dQ (dS·K: its repair would scan the dS it skips)
+        assert sum(", finite zeros before i2 {" in t for t in texts) == 3
+        assert sum(", zeros before i2 {" in t for t in texts) == 0  # dK (dSᵀ·Q) whole
+        assert sum(", finite zeros from i2 + 1 {" in t for t in texts) == 3
+        assert sum(", zeros from i2 + 1 {" in t for t in texts) == 0
+        args = hard_grad_inputs(args, dtype, 6)
+        want = run_schedule(fused, args)
+        dv = want[2][0]
+        assert (dv[0, 2:, 0] == 0).all() and not np.signbit(dv[0, 2:, 0]).any()
+        assert np.isnan(dv[0, 4:, 1]).all()  # +0·∞ before the diagonal
+        assert same_bits(run_schedule(narrowed, args), want)
+
+
+def test_the_verifier_checks_a_contractions_zero_terms():
+    """Reduce.zeros: a contraction over one variable, its bound within [0, extent]."""
+    a = Buffer(0, "f64", (Axis(None, 3), Axis(None, 3)))
+    out = Buffer(1, "f64", (Axis(None, 3),))
+    terms = (
+        Load(0, (Affine.var("i"), Affine.var("j"))),
+        Load(0, (Affine.var("j"), Affine.var("i"))),
+    )
+
+    def kernel(op="fma", terms=terms, **mark) -> Kernel:
+        red = Reduce("s", op, (("j", None, 3),), (), terms, **mark)
+        body = (Loop("i", None, 3, (red, Store(1, (Affine.var("i"),), Var("s")))),)
+        return Kernel("k", "f/%1", (a,), (out,), body, layout=Layout(order=("i",)))
+
+    assert problems(kernel(zeros=Affine((("i", 1),), 1))) == []
+    assert problems(kernel(zeros=Affine.var("i"), zeros_first=True, zeros_finite=True)) == []
+    bad = problems(kernel(zeros=Affine((("i", 1),), 2)))
+    assert any("runs over 2 … 4, outside 0 … 3" in p for p in bad)
+    bad = problems(kernel("add", (terms[0],), zeros=Affine.var("i")))
+    assert any("has zero terms: a contraction over one variable" in p for p in bad)
+    assert any("without their bound" in p for p in problems(kernel(zeros_first=True)))

@@ -26,7 +26,7 @@ import math
 import re
 
 from presk_kernel import libm
-from presk_kernel.contract import gemm_stop
+from presk_kernel.contract import TRIANGLE_ROWS, gemm_kstop, gemm_stop
 from presk_kernel.ir import (
     Affine,
     Const,
@@ -168,9 +168,6 @@ def _threads_timed(calls: list[str], zero: list[str], zero_at: dict, own: str) -
 
 # The C size a GEMM's embedded source counts for when kernels are spread over units.
 GEMM_WEIGHT = 40_000
-TRIANGLE_ROWS = 24
-"""Rows of a narrowed product's GEMM a call: a multiple of every default MR (12, 6, 4); about
-T/48 dead columns a row beyond the triangle's, and one packing of B's columns a block."""
 CTYPE = {
     "f64": "double",
     "f32": "float",
@@ -553,17 +550,25 @@ class KernelC:
                 self.block(body, depth + 1)
                 self.emit("}", depth)
             case GemmStmt(gemm, threads, nest, batched):
-                self.gemm_call(gemm, threads, depth, gemm_stop(gemm, nest), batched)
+                kstop = gemm_kstop(gemm, nest)
+                self.gemm_call(gemm, threads, depth, gemm_stop(gemm, nest), batched, kstop)
             case TwoPass(body, _):
                 self.block(body, depth)
 
     def gemm_call(
-        self, g: Gemm, threads, depth: int, stop: int | None = None, batched: bool = False
+        self,
+        g: Gemm,
+        threads,
+        depth: int,
+        stop: int | None = None,
+        batched: bool = False,
+        kstop: tuple[int, bool, bool] | None = None,
     ) -> None:
         """A GEMM statement (over the operands it packs) as calls of the generated GEMM, one
         per point of its batch loops; the same fold, so the same bits. A narrowed product
         (`stop`: row r's columns end at r + stop) as one call per block of rows
-        (`triangle_calls`). `batched`: the batch loops' points shared among the threads (one
+        (`triangle_calls`); a product whose A is ±0 past row r's r + kstop terms, likewise
+        (`prefix_calls`). `batched`: the batch loops' points shared among the threads (one
         parallel region, collapsed), each call on one thread."""
         self.gemm = self.k.compute
         if batched and g.batch:
@@ -589,6 +594,8 @@ class KernelC:
             if g.epilogue or g.prologue:  # presk_kernel.contract gives a narrowed one neither
                 raise EmitError(f"`{self.k.name}`: a narrowed GEMM with an epilogue or prologue")
             self.triangle_calls(g, threads, depth, stop, at(0), at(1), at(2))
+        elif kstop is not None:  # a·v: each block of rows folds its prefix, then repairs
+            self.prefix_calls(g, threads, depth, kstop, at(0), at(1), at(2))
         else:
             pro = g.prologue or (None, None)
             t = CTYPE[self.gemm]
@@ -650,6 +657,127 @@ class KernelC:
             f"{threads});",
             depth + 1,
         )
+        self.emit("}", depth)
+
+    def prefix_calls(
+        self, g: Gemm, threads, depth: int, kstop: tuple[int, bool, bool], a: str, b: str, c: str
+    ) -> None:
+        """A product whose A is ±0 (or not finite) past row r's first r + stop terms
+        (`Reduce.zeros`: the values product a·v, the softmax's weights stored +0 where the
+        mask hides, and dS·K; issue 26): rows in blocks of TRIANGLE_ROWS, each block one
+        call folding k over the prefix its last row needs, [0, min(depth, r1 − 1 + stop)) —
+        the fold of each element up to there, k in order — then, element by element, the
+        rest of the fold where C is −0 there or A or B holds a value that is not finite past
+        it (elsewhere the rest adds ±0 = +0·b, and x + ±0 = x for x not zero, +0 + ±0 = +0).
+        `t_bad`, the last row of B holding such a value, is found once for the batch point;
+        A's row past the prefix is scanned for one (the adjoint's a·(g − Σ) may be NaN),
+        unless A is known finite there (`Reduce.zeros_finite`: the softmax's weights).
+        With the zeros first (`zeros_first`: aᵀ·g, dSᵀ·Q, A ±0 before row r's r + stop),
+        each block folds from its first row's start, [min(r0 + stop, depth − 1), depth),
+        and an element is folded whole again where C is −0 or A or B holds a value that is
+        not finite before that start (a fold over the skipped ±0 terms is ±0: it changes
+        a result only where the rest folds to −0). The whole product's bits."""
+        stop, first, finite = kstop
+        t = CTYPE[self.gemm]
+        sam, sak, sbk, sbn = (
+            g.stride(0, g.m),
+            g.stride(0, g.k),
+            g.stride(1, g.k),
+            g.stride(1, g.n),
+        )
+        scm, scn = g.stride(2, g.m), g.stride(2, g.n)
+        fma = "fma" + SUFFIX.get(self.gemm, "")
+        r, K, N = TRIANGLE_ROWS, g.depth, g.cols
+        pa, pb, pc = f"(b{g.a} + {a})", f"(b{g.b} + {b})", f"(b{g.c} + {c})"
+        u, exp, sign = ("uint32_t", "0x7f800000u", "0x80000000u") if self.gemm == "f32" else (
+            "uint64_t", "0x7ff0000000000000ull", "0x8000000000000000ull"
+        )  # fmt: skip
+        self.emit("{", depth)
+        d = depth + 1
+        if first:  # the first row of B holding a value not finite (K: none)
+            self.emit(f"int64_t t_bad = {K};", d)
+            self.emit(f"for (int64_t t_k = 0; t_k < {K} && t_bad == {K}; t_k++) {{", d)
+        else:  # the last row of B holding a value not finite (−1: none)
+            self.emit("int64_t t_bad = -1;", d)
+            self.emit(f"for (int64_t t_k = {K} - 1; t_k >= 0 && t_bad < 0; t_k--) {{", d)
+        self.emit(f"{u} t_y = 0;", d + 1)  # a row's exponents all ones, or'ed: vectorised
+        self.emit("#pragma omp simd reduction(|:t_y)", 0)
+        self.emit(f"for (int64_t t_n = 0; t_n < {N}; t_n++) {{", d + 1)
+        self.emit(f"{u} t_u = ((const {u} *){pb})[t_k*{sbk} + t_n*{sbn}];", d + 2)
+        self.emit(f"t_y |= (t_u & {exp}) == {exp};", d + 2)
+        self.emit("}", d + 1)
+        self.emit("if (t_y) t_bad = t_k;", d + 1)
+        self.emit("}", d)
+        self.emit(f"for (int64_t t_r0 = 0; t_r0 < {g.rows}; t_r0 += {r}) {{", d)
+        self.emit(f"int64_t t_r1 = t_r0 + {r} < {g.rows} ? t_r0 + {r} : {g.rows};", d + 1)
+        if first:  # fold [t_k0, K): skip [0, t_k0)
+            self.emit(f"int64_t t_k0 = t_r0 + {stop} < {K} - 1 ? t_r0 + {stop} : {K} - 1;", d + 1)
+            self.emit("if (t_k0 < 0) t_k0 = 0;", d + 1)
+            self.emit(
+                f"presk_gemm_{self.gemm}(t_r1 - t_r0, {N}, {K} - t_k0, "
+                f"{pa} + t_r0*{sam} + t_k0*{sak}, {sam}, {sak}, {pb} + t_k0*{sbk}, {sbk}, "
+                f"{sbn}, {pc} + t_r0*{scm}, {scm}, {threads});",
+                d + 1,
+            )
+            lo, hi, bad, skip = "0", "t_k0", "t_bad < t_k0", "t_k0 > 0"
+        else:  # fold [0, t_kc): skip [t_kc, K)
+            self.emit(f"int64_t t_kc = t_r1 - 1 + {stop} < {K} ? t_r1 - 1 + {stop} : {K};", d + 1)
+            self.emit("if (t_kc < 1) t_kc = 1;", d + 1)
+            self.emit(
+                f"presk_gemm_{self.gemm}(t_r1 - t_r0, {N}, t_kc, {pa} + t_r0*{sam}, {sam}, "
+                f"{sak}, {pb}, {sbk}, {sbn}, {pc} + t_r0*{scm}, {scm}, {threads});",
+                d + 1,
+            )
+            lo, hi, bad, skip = "t_kc", str(K), "t_bad >= t_kc", f"t_kc < {K}"
+        self.emit(f"if ({skip}) {{", d + 1)
+        across = not finite and sam < sak  # A's skipped part read along its rows' stride
+        if across:  # by columns of A, its rows' flags side by side: the loads contiguous
+            self.emit(f"{u} t_xr[{r}] = {{0}};  /* a row of A skipped not finite */", d + 2)
+            self.emit(f"for (int64_t t_k = {lo}; t_k < {hi}; t_k++) {{", d + 2)
+            self.emit("#pragma omp simd", 0)
+            self.emit("for (int64_t t_r = t_r0; t_r < t_r1; t_r++) {", d + 3)
+            self.emit(f"{u} t_u = ((const {u} *){pa})[t_r*{sam} + t_k*{sak}];", d + 4)
+            self.emit(f"t_xr[t_r - t_r0] |= (t_u & {exp}) == {exp};", d + 4)
+            self.emit("}", d + 3)
+            self.emit("}", d + 2)
+        self.emit("for (int64_t t_r = t_r0; t_r < t_r1; t_r++) {", d + 2)
+        self.emit(f"{u} t_x = 0;  /* A skipped not finite: an exponent all ones */", d + 3)
+        if across:
+            self.emit("t_x = t_xr[t_r - t_r0];", d + 3)
+        elif not finite:  # A may be NaN where it is skipped (a product of its zeros)
+            self.emit("#pragma omp simd reduction(max:t_x)", 0)  # the largest exponent
+            self.emit(f"for (int64_t t_k = {lo}; t_k < {hi}; t_k++) {{", d + 3)
+            self.emit(f"{u} t_u = ((const {u} *){pa})[t_r*{sam} + t_k*{sak}];", d + 4)
+            self.emit(f"t_u &= {exp};", d + 4)
+            self.emit("t_x = t_u > t_x ? t_u : t_x;", d + 4)
+            self.emit("}", d + 3)
+            self.emit(f"t_x = t_x == {exp};", d + 3)
+        self.emit(f"const int t_all = t_x || {bad};", d + 3)
+        self.emit(f"{u} t_z = 0;  /* a −0 in C's row */", d + 3)
+        self.emit("#pragma omp simd reduction(|:t_z)", 0)
+        self.emit(f"for (int64_t t_n = 0; t_n < {N}; t_n++) {{", d + 3)
+        self.emit(f"{u} t_u = ((const {u} *){pc})[t_r*{scm} + t_n*{scn}];", d + 4)
+        self.emit(f"t_z |= t_u == {sign};", d + 4)
+        self.emit("}", d + 3)
+        self.emit("if (t_all || t_z)", d + 3)
+        self.emit(f"for (int64_t t_n = 0; t_n < {N}; t_n++) {{", d + 3)
+        self.emit(f"{t} t_c = {pc}[t_r*{scm} + t_n*{scn}];", d + 4)
+        self.emit("if (t_all || (t_c == 0 && signbit(t_c))) {", d + 4)
+        at_a, at_b = f"{pa}[t_r*{sam} + t_k*{sak}]", f"{pb}[t_k*{sbk} + t_n*{sbn}]"
+        if first:  # the whole fold again, from its first term
+            self.emit("{ const int64_t t_k = 0;", d + 5)
+            self.emit(f"t_c = {at_a} * {at_b}; }}", d + 6)
+            self.emit(f"for (int64_t t_k = 1; t_k < {K}; t_k++) {{", d + 5)
+        else:  # the rest of the fold
+            self.emit(f"for (int64_t t_k = t_kc; t_k < {K}; t_k++) {{", d + 5)
+        self.emit(f"t_c = {fma}({at_a}, {at_b}, t_c);", d + 6)
+        self.emit("}", d + 5)
+        self.emit(f"{pc}[t_r*{scm} + t_n*{scn}] = t_c;", d + 5)
+        self.emit("}", d + 4)
+        self.emit("}", d + 3)
+        self.emit("}", d + 2)
+        self.emit("}", d + 1)
+        self.emit("}", d)
         self.emit("}", depth)
 
     def function(self) -> list[str]:

@@ -134,13 +134,20 @@ class ExportKernelC(KernelC):
                 self.emit("}", depth)
 
     def gemm_call(
-        self, g, threads, depth: int, stop: int | None = None, batched: bool = False
+        self,
+        g,
+        threads,
+        depth: int,
+        stop: int | None = None,
+        batched: bool = False,
+        kstop=None,
     ) -> None:
         """The GEMM's call, its threads at most those OpenMP may use (presk_threads); a
-        narrowed product's by blocks of rows (`stop`: KernelC.triangle_calls); `batched`:
-        those threads share its batch's points, each call on one."""
+        narrowed product's by blocks of rows (`stop`: KernelC.triangle_calls; `kstop`, a
+        product folding its rows' allowed terms: KernelC.prefix_calls); `batched`: those
+        threads share its batch's points, each call on one."""
         many = f"presk_threads({threads})" if threads > 1 else threads
-        super().gemm_call(g, many, depth, stop, batched)
+        super().gemm_call(g, many, depth, stop, batched, kstop)
 
     def function(self) -> list[str]:
         k = self.k

@@ -12,7 +12,8 @@ from presk_kernel.ir import NODE_TYPES, Schedule
 # 5: layout plans (Layout.kblock, blocks, depth, passes; a fold's block; TwoPass)
 # 6: triangular bounds (Loop.start, Loop.stop, Reduce.stop: presk_kernel.narrow);
 # 7: a GEMM statement's epilogue and prologues (Gemm.acc, epilogue, prologue)
-# 8: a GEMM statement's threads over its batch (GemmStmt.batched)
+# 8: a GEMM statement's threads over its batch (GemmStmt.batched), a contraction's zero
+#    terms (Reduce.zeros: presk_kernel.narrow.zero_operands)
 KERNEL_VERSION = 8
 KERNEL_CODEC = Codec(NODE_TYPES)
 

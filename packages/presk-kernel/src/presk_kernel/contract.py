@@ -162,6 +162,8 @@ def contraction(k: Kernel, prologues: bool = False) -> Contraction | None:
                     return None
                 if epilogue or any(computed):  # a narrowed GEMM takes neither (yet)
                     return None
+            elif r.zeros is not None and r.zeros.terms == ((m.var, 1),) and len(r.vars) == 1:
+                pass  # a·v folding each row's prefix (Reduce.zeros, `gemm_kstop`): rows apart
             else:
                 m, batch = _merge_rows(m, batch, ca, cb, cc)
             prologue = tuple(None if isinstance(t, Load) else t for t in (ta, tb))
@@ -191,13 +193,19 @@ def unbanded(k: Kernel) -> Kernel:
     """`k` with a narrowed product's column loop (`triangle_loop`, presk_kernel.narrow's dead
     positions) whole again, at its natural layout: the nest a layout plan's points lay out
     (step 17 plans the products the spec's nests are, and a point other than the run's own
-    computes the dead positions too, which nothing reads: the same bits). `k` itself when
-    it has no such loop."""
+    computes the dead positions too, which nothing reads: the same bits), and a values
+    product's fold over its rows' prefixes (`Reduce.zeros`) whole, the fold it stands for.
+    `k` itself when it has neither."""
     loops = perfect_nest(k)
     body = loops[-1].body if loops else ()
     band = triangle_loop(body, {lp.var for lp in loops})
     if band is None:
-        return k
+        zeros = [s for s in body if isinstance(s, Reduce) and s.zeros is not None]
+        if not zeros:
+            return k
+        # a·v folding its rows' prefixes (`gemm_kstop`): planned as the whole product
+        out = dataclasses.replace(k, body=whole_folds(plain(k.body)))
+        return dataclasses.replace(out, layout=Layout(order=tuple(lp.var for lp in loops)))
 
     def whole(b: tuple) -> tuple:
         (lp,) = b
@@ -208,6 +216,15 @@ def unbanded(k: Kernel) -> Kernel:
     out = dataclasses.replace(k, body=whole(plain(k.body)))
     order = tuple(lp.var for lp in perfect_nest(out))
     return dataclasses.replace(out, layout=Layout(order=order))
+
+
+TRIANGLE_ROWS = 96
+"""Rows of a narrowed product's GEMM a call: a multiple of every default MR (12, 6, 4). Each
+call packs B's columns (or rows) it needs again, each packed element used by the block's
+rows only: at 24 rows the packing cost as much as the multiply-adds it saved (the scores at
+hd 64 took 10.3 ms a B 16, T 256 entry against 6.7 whole); at 96 a block computes 67 % of
+the square at T 256 and both products beat the whole ones (issue 26, H3; docs/native.md).
+Read by presk_cback.emit's calls and by layout_model's price of them."""
 
 
 def gemm_stop(g: Gemm, nest: tuple) -> int | None:
@@ -223,6 +240,45 @@ def gemm_stop(g: Gemm, nest: tuple) -> int | None:
             return lp.stop.const
         body = lp.body
     return None
+
+
+def whole_folds(body: tuple) -> tuple:
+    """`body` with every contraction's zero terms (`Reduce.zeros`) folded as the others."""
+    out = []
+    for s in body:
+        if isinstance(s, Loop):
+            s = dataclasses.replace(s, body=whole_folds(s.body))
+        elif isinstance(s, Reduce) and s.zeros is not None:
+            s = dataclasses.replace(s, zeros=None, zeros_first=False, zeros_finite=False)
+        out.append(s)
+    return tuple(out)
+
+
+def gemm_kstop(g: Gemm, nest: tuple) -> tuple[int, bool, bool] | None:
+    """A GEMM statement's fold bound, from the nest it computes: (c, False, …) when row r of a
+    product whose A is ±0 past its row's prefix (`Reduce.zeros` = r + c, presk_kernel
+    .narrow's zero operands) may fold k over [0, min(depth, r + c)) only, then the rest
+    where C is −0 or a term past it is not finite; (c, True, …) when A is ±0 before r + c
+    (`zeros_first`); the last, whether A is known finite there (`zeros_finite`); None for a whole fold (rows merged, an epilogue, a prologue, a
+    narrowed column loop)."""
+    if g.epilogue or any(t is not None for t in g.prologue):
+        return None
+    body, rows = plain(nest), None
+    while len(body) == 1 and isinstance(body[0], Loop):
+        lp = body[0]
+        if lp.start is not None or lp.stop is not None:
+            return None
+        if lp.var == g.m:
+            rows = lp.extent
+        body = lp.body
+    if rows != g.rows or not body or not isinstance(body[0], Reduce):
+        return None
+    r = body[0]
+    if r.zeros is None or r.zeros.terms != ((g.m, 1),) or len(r.vars) != 1:
+        return None
+    if r.vars[0][0] != g.k or r.vars[0][2] != g.depth:
+        return None
+    return r.zeros.const, r.zeros_first, r.zeros_finite
 
 
 def _operand(k: Kernel, t, loops: list[Loop], r: Reduce) -> tuple[dict[str, int], int] | None:

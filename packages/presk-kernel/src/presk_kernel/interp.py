@@ -299,6 +299,9 @@ class Run:
         return v
 
     def reduce(self, r: Reduce) -> None:
+        if r.zeros is not None and r.block is None:
+            self.zero_terms(r)
+            return
         dtype = NUMPY[r.dtype]
         acc = None
         points = itertools.product(*(range(n) for _, _, n in r.vars))
@@ -332,6 +335,55 @@ class Run:
             started = started | keep
         if acc is None:
             acc = identity
+        self.env[r.acc] = np.asarray(acc, dtype=dtype)
+
+    def zero_terms(self, r: Reduce) -> None:
+        """A contraction whose terms from `zeros` on (before it: `zeros_first`) have an
+        operand that is ±0 or not finite (Reduce.zeros), as an executor that skips them runs
+        it: each point folds its prefix [0, zeros), then the rest only where the accumulator
+        is −0 there (or the prefix is empty) or a term past it is not finite; or, the zeros
+        first, folds [zeros, n) from its first term, and the whole where that is −0 (or
+        empty) or a term before is not finite. The whole fold's bits, when the operand is
+        ±0 there."""
+        dtype = NUMPY[r.dtype]
+        ((v, _, n),) = r.vars
+        zeros = self.affine(r.zeros)
+        terms = []
+        for j in range(n):  # every term, to see which of those it skips are not finite
+            self.env[v] = j
+            self.block(r.body)
+            terms.append([self.expr(t) for t in r.terms])
+        skipped = (lambda j: j < zeros) if r.zeros_first else (lambda j: j >= zeros)
+        bad = np.zeros((), bool)  # a term it skips that is not finite
+        for j, (a, b) in enumerate(terms):
+            bad = bad | (skipped(j) & ~(np.isfinite(a) & np.isfinite(b)))
+        shape = np.broadcast_shapes(
+            np.shape(zeros), np.shape(bad), *(np.shape(t) for t in terms[0])
+        )
+
+        def fold(keep_at) -> tuple:
+            acc = np.zeros(shape, dtype)
+            started, go = np.zeros(shape, bool), np.zeros(shape, bool)
+            for j, ts in enumerate(terms):
+                keep, go = keep_at(j, acc, started, go)
+                first, step = self.fold_step(r, ts, acc, dtype)
+                acc = np.where(keep, np.where(started, step, first), acc).astype(dtype)
+                started = started | keep
+            return acc, started
+
+        if not r.zeros_first:
+
+            def keep_at(j, acc, started, go):
+                negzero = (acc == 0) & np.signbit(acc)  # decided where the prefix ends
+                go = go | ((j == zeros) & (~started | negzero | bad))
+                return (j < zeros) | go, go
+
+            acc, _ = fold(keep_at)
+        else:
+            acc, started = fold(lambda j, acc, started, go: (j >= zeros, go))
+            whole, _ = fold(lambda j, acc, started, go: (np.ones(shape, bool), go))
+            redo = ~started | ((acc == 0) & np.signbit(acc)) | bad
+            acc = np.where(redo, whole, acc).astype(dtype)
         self.env[r.acc] = np.asarray(acc, dtype=dtype)
 
     @staticmethod

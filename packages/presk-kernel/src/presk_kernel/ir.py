@@ -266,6 +266,21 @@ class Reduce:
     # hold), so an executor may fold any longer prefix (a strip of rows folds up to the
     # largest stop among its rows): the same bits.
     stop: Affine | None = None
+    # A contraction whose terms from `zeros` on have an operand that is ±0 or not finite
+    # (presk_kernel.narrow's zero operands, issue 26: the softmax's weights past the causal
+    # bound, its adjoint's a·(g − Σ)): its value is the whole fold's, and an executor may
+    # fold its one variable over [0, min(extent, zeros)) only — or any longer prefix —
+    # continuing the fold over the rest where the accumulator is −0 there or a term past it
+    # is not finite (elsewhere the rest are no-ops: x + ±0 = x for x not zero, +0 + ±0 = +0).
+    # `zeros_first`: the terms before `zeros` are those, and an executor may fold from
+    # `zeros` (or any earlier point) to the end, folding the whole again where the result
+    # is −0 or a term it skipped is not finite. An executor that ignores both folds the
+    # whole: the same bits.
+    zeros: Affine | None = None
+    zeros_first: bool = False
+    # `zeros_finite`: that operand is ±0 there, never NaN or infinite (a ±0 stored, not a
+    # product of one): an executor need not look at it for a value that is not finite.
+    zeros_finite: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -558,7 +573,18 @@ def plain(body: tuple) -> tuple:
                 out.extend(s.nest)
             case Reduce() if s.block is not None:
                 out.append(
-                    Reduce(s.acc, s.op, s.vars, plain(s.body), s.terms, s.dtype, stop=s.stop)
+                    Reduce(
+                        s.acc,
+                        s.op,
+                        s.vars,
+                        plain(s.body),
+                        s.terms,
+                        s.dtype,
+                        stop=s.stop,
+                        zeros=s.zeros,
+                        zeros_first=s.zeros_first,
+                        zeros_finite=s.zeros_finite,
+                    )  # fmt: skip
                 )
             case _:
                 out.append(s)
@@ -605,8 +631,13 @@ def _stmt(s: Stmt, indent: str) -> list[str]:
             for b in body:
                 lines.extend(_stmt(b, indent + "  "))
             return [*lines, f"{indent}}}"]
-        case Reduce(acc, op, vs, body, terms, dtype, block, size, resume, stop):
+        case Reduce(
+            acc, op, vs, body, terms, dtype, block, size, resume, stop, zeros, first, finite
+        ):
             over = ", ".join(f"{v} < {n}{_bounds(None, stop, n)}{_on(a)}" for v, a, n in vs)
+            if zeros is not None:  # a contraction whose terms from (before) `zeros` are ±0
+                over += f", {'finite ' if finite else ''}zeros"
+                over += f" {'before' if first else 'from'} {zeros}"
             if block is not None:
                 over += f" in {block} + {size}, resuming {resume}"
             lines = [f"{indent}{acc} : {dtype} = fold {op} over {over} {{"]

@@ -21,7 +21,7 @@ import dataclasses
 import math
 from collections.abc import Mapping
 
-from presk_kernel.contract import recognize, unbanded
+from presk_kernel.contract import recognize, unbanded, whole_folds
 from presk_kernel.ir import (
     Const,
     For,
@@ -368,6 +368,8 @@ def apply_layout(k: Kernel, layout: Layout | None = None) -> Kernel:
     if layout.gemm is None and layout.pack:
         layout = dataclasses.replace(layout, pack=())
     nest = plain(k.body)
+    if layout.kblock:  # a fold in blocks folds them all: a contraction's zero terms too
+        nest = whole_folds(nest)
     base = dataclasses.replace(k, body=nest, layout=layout)
     if layout.gemm is not None:
         threads = layout.threads if layout.split else 1

@@ -36,15 +36,12 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from presk_kernel.contract import gemm_stop
+from presk_kernel.contract import TRIANGLE_ROWS, gemm_stop
 from presk_kernel.ir import Affine, For, GemmStmt, Kernel, Let, Load, Loop, Op, Reduce, Store, Tile
 
 ITEMSIZE = {"f64": 8, "f32": 4, "bf16": 2, "i64": 8, "bool": 1, "i8": 1}
 RULES = ("lines", "overhead")
 DEFAULT_RULES = ("lines", "overhead")
-# A narrowed product's GEMM runs one call per block of this many rows (presk_cback.emit's
-# TRIANGLE_ROWS, read here: a later stage's; tests/plans/test_plan.py checks they agree).
-TRIANGLE_ROWS = 24
 COMBINES = ("pnorm", "sum", "max")
 PROFILE_KIND = "layout-profile"
 PROFILE_VERSION = 1

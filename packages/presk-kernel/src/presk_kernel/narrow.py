@@ -19,10 +19,11 @@ axis, i an affine index of the enclosing loops) is narrowed, statement by statem
 - `for j { %o[…] = select(m, x, c) }` becomes `for j in 0 .. i + 1 { … }` and `for j in
   i + 1 .. n { %o[…] = c }`: the hidden positions get the constant the select gave them.
 
-Every other fold is kept whole, in particular a contraction of the masked output (the
-values product `a·v`, the adjoints' `dS·K`): its hidden terms are +0·v, ±0 by v's sign and
-NaN for an infinite v, and skipping them changes a −0 accumulator or drops a NaN
-(docs/native.md, "Causal attention"). A narrowed fold's terms past its stop stay in its
+Every other fold is kept whole as a fold, in particular a contraction of the masked output
+(the values product `a·v`, the adjoints' `dS·K`): its hidden terms are +0·v, ±0 by v's sign
+and NaN for an infinite v, and skipping them changes a −0 accumulator or drops a NaN
+(docs/native.md, "Causal attention"). Such a contraction is cut and repaired instead
+(**zero operands**, `zero_operands`, below: `Reduce.zeros`). A narrowed fold's terms past its stop stay in its
 term (the select on the mask): an executor may fold a longer prefix — a strip of rows folds
 up to its last row's stop — with the same bits.
 
@@ -39,6 +40,15 @@ not fused into the softmax), whose reads are then bounded in turn (launches are 
 from the last). No term of any fold changes, only which dead values are computed: the bits
 of every value read are the same. The hidden positions of X hold whatever the arena held
 (an executor never reads them but under the select, whose other branch it takes).
+
+**Zero operands** (`zero_operands`): a temporary written by one launch that is ±0 or not
+finite at every hidden position — the softmax's weights (its quotients' hidden loop stores
++0), a product or quotient of such a load (the adjoint's a·(g − Σ)/c) — makes each
+contraction reading it along its fold cut at the prefix: `Reduce.zeros` (terms from
+`p + offset` on, the values product's and dS·K's) or `zeros_first` (terms before it, the
+transposed products aᵀ·g and dSᵀ·Q). An executor folds the allowed terms and folds the
+rest only where the result is −0 or a term it skipped is not finite: elsewhere the rest is
+±0 terms, which change no other accumulator. The whole fold's bits.
 """
 
 from __future__ import annotations
@@ -62,6 +72,7 @@ from presk_kernel.ir import (
     Reduce,
     Schedule,
     Store,
+    Var,
     plain,
 )
 
@@ -512,7 +523,244 @@ def narrow(schedule: Schedule) -> tuple[Schedule, int]:
         )
     narrowed = dataclasses.replace(schedule, launches=tuple(launches))
     narrowed, dead = dead_suffixes(narrowed, masks)
-    return narrowed, count + dead
+    narrowed, zeros = zero_operands(narrowed, masks)
+    return narrowed, count + dead + zeros
+
+
+# ---- zero operands ---------------------------------------------------------------------------
+
+# A hidden region of a buffer: (its prefix axis, its other axis, offset): x[.., p, .., j, ..]
+# with j ≥ p + offset. In an expression: (the variable j, the variable p, offset, finite),
+# or ALL; `finite`: ±0 there, never NaN or infinite.
+ALL = ("", "", 0, True)
+
+
+def _region(e, lets: dict, masks: dict[int, Mask], known: dict):
+    """Where `e` is ±0 or not finite whatever else it reads (ALL, or (j, p, offset, finite):
+    where j ≥ p + offset), or None: a ±0 constant; a load of a buffer `known` so there at
+    an index aligned with its region; a product or a quotient of such (±0·y is ±0 or NaN,
+    ±0/y ±0 or NaN, and a value not finite stays one or NaN: not finite); a negation;
+    `select(m, x, ±0)` on a structured mask, where the mask hides (or both branches such).
+    A sum is not."""
+    match e:
+        case Const(value, _):
+            return ALL if value == 0 else None
+        case Var(name):
+            return lets.get(name)
+        case Load(buf, index) if buf in known:
+            along, by, plus, finite = known[buf]
+            j, p = index[along], index[by]
+            if not (_plain_var(j) and _plain_var(p)) or j == p:
+                return None
+            return (j.terms[0][0], p.terms[0][0], plus, finite)
+        case Op("mul", (x, y), _):
+            r = _region(x, lets, masks, known)
+            r = r if r is not None else _region(y, lets, masks, known)
+            return None if r is None else (*r[:3], False)
+        case Op("div", (x, _), _):
+            r = _region(x, lets, masks, known)
+            return None if r is None else (*r[:3], False)
+        case Op("neg", (x,), _):
+            return _region(x, lets, masks, known)
+        case Op("select", (_, x, c), _):
+            g = _guards_of_select(e, masks)
+            if g is not None and _region(c, lets, masks, known) == ALL:
+                j, stop = g
+                if _plain_var(Affine(stop.terms, 0)) and stop.const in (0, 1):
+                    return (j, stop.terms[0][0], stop.const, True)
+            rx, rc = _region(x, lets, masks, known), _region(c, lets, masks, known)
+            if rx == ALL:
+                return rc
+            if rc == ALL or (rc is not None and rx is not None and rc[:3] == rx[:3]):
+                return None if rx is None else (*rx[:3], rx[3] and rc[3])
+            return None
+    return None
+
+
+def _zero_suffix(k: Kernel, o: int, masks: dict[int, Mask], known: dict) -> tuple | None:
+    """(prefix axis, other axis, offset, finite) when kernel `k` leaves its output `o` ±0 or
+    not finite at every hidden position (x[.., p, .., j, ..] with j ≥ p + offset,
+    `_region`; `finite`: ±0 there): each store to `o` sits in a nest of loops over all of
+    its axes, the last one bounded to the allowed prefix (a narrowed quotients' loop), or
+    from its end storing what is ±0 there (their hidden part), or whole storing what is ±0
+    where the mask hides; None otherwise. `known`: the kernel's inputs known so (kernel
+    buffer -> region)."""
+    found: set = set()
+    zero, finite = False, True
+
+    def walk(body: tuple, loops: tuple, lets: dict) -> bool:
+        nonlocal zero, finite
+        lets = dict(lets)
+        for st in body:
+            match st:
+                case Loop():
+                    if not walk(st.body, (*loops, st), lets):
+                        return False
+                case Reduce():
+                    if _stores(st.body, o):
+                        return False
+                case Let(name, e):
+                    lets[name] = _region(e, lets, masks, known)
+                case Store(buf, index, e) if buf == o:
+                    if not loops:
+                        return False
+                    at = {lp.var: lp for lp in loops}
+                    axes = [ix.terms[0][0] if _plain_var(ix) else None for ix in index]
+                    if None in axes or len(set(axes)) != len(axes) or not set(axes) <= set(at):
+                        return False
+                    shape = k.buffers[o].axes
+                    if any(at[v].extent != ax.length for v, ax in zip(axes, shape, strict=True)):
+                        return False
+                    last = loops[-1]
+                    bounded = [lp for lp in loops if lp.start is not None or lp.stop is not None]
+                    if bounded not in ([], [last]):
+                        return False
+                    region = _region(e, lets, masks, known)
+                    if bounded:
+                        if (last.start is not None) == (last.stop is not None):
+                            return False
+                        bound = last.start if last.start is not None else last.stop
+                        if not _plain_var(Affine(bound.terms, 0)) or bound.const not in (0, 1):
+                            return False
+                        p = bound.terms[0][0]
+                        if p not in axes:
+                            return False
+                        where = (last.var, p, bound.const)
+                        if last.start is not None:  # the hidden part: ±0 or not finite there
+                            if region is None or (region != ALL and region[:3] != where):
+                                return False
+                            zero, finite = True, finite and region[3]
+                        found.add((axes.index(last.var), axes.index(p), bound.const))
+                        continue
+                    if region is None or region == ALL:  # ALL: a whole buffer of zeros
+                        return False
+                    j, p, plus, fin = region
+                    if j not in axes or p not in axes:
+                        return False
+                    found.add((axes.index(j), axes.index(p), plus))
+                    zero, finite = True, finite and fin
+                case Store():
+                    pass
+                case _:  # a laid-out statement: not looked into
+                    return False
+        return True
+
+    if not walk(k.body, (), {}) or not zero or len(found) != 1:
+        return None
+    return (*found.pop(), finite)
+
+
+def _plain_var(ix) -> bool:
+    """Whether an index is one variable, coefficient 1, offset 0."""
+    return isinstance(ix, Affine) and ix.const == 0 and len(ix.terms) == 1 and ix.terms[0][1] == 1
+
+
+def _known_zeros(schedule: Schedule, masks: dict) -> dict:
+    """The temporaries written by one launch that leave them ±0 or not finite past a
+    structured mask's prefix (`_zero_suffix`): (host buffer, offset) -> (its writer, its
+    shape, its region), found in launch order (a region proved from another's)."""
+    host = {b.id: b for b in schedule.buffers}
+    writers: dict[int, int] = {}
+    for launch in schedule.launches:
+        for a in launch.args[len(launch.kernel.inputs) :]:
+            writers[a.buf] = writers.get(a.buf, 0) + 1
+    known: dict = {}
+    for w, launch in enumerate(schedule.launches):
+        k = launch.kernel
+        outs = list(enumerate(launch.args))[len(k.inputs) :]
+        if not any(k.buffers[o].dtype in ("f64", "f32") for o, _ in outs):
+            continue
+        mine_masks = {
+            j: masks[(b.buf, b.offset)]
+            for j, b in enumerate(launch.args[: len(k.inputs)])
+            if (b.buf, b.offset) in masks
+        }
+        mine = {
+            j: known[(b.buf, b.offset)][2]
+            for j, b in enumerate(launch.args[: len(k.inputs)])
+            if (b.buf, b.offset) in known and known[(b.buf, b.offset)][1] == k.buffers[j].shape
+        }
+        if not mine_masks and not mine:
+            continue
+        for o, arg in outs:
+            if writers.get(arg.buf) != 1 or host[arg.buf].role != "temp":
+                continue
+            if k.buffers[o].dtype not in ("f64", "f32"):
+                continue
+            z = _zero_suffix(k, o, mine_masks, mine)
+            if z is not None:
+                known[(arg.buf, arg.offset)] = (w, k.buffers[o].shape, z)
+    return known
+
+
+def _with_zeros(body: tuple, zeros: dict) -> tuple:
+    """`body` with each contraction reading a zero suffix along its one variable marked
+    (`Reduce.zeros`): `zeros` maps a kernel buffer to its (prefix axis, other axis, offset,
+    finite)."""
+    out = []
+    for st in body:
+        match st:
+            case Loop():
+                st = dataclasses.replace(st, body=_with_zeros(st.body, zeros))
+            case Reduce(_, "fma", ((v, _, _),), (), terms) if (
+                st.stop is None and st.block is None and st.zeros is None
+            ):
+                for t in terms:
+                    if not isinstance(t, Load) or t.buf not in zeros:
+                        continue
+                    along, by, plus, finite = zeros[t.buf]
+                    j, p = t.index[along], t.index[by]
+                    if not (_plain_var(j) and _plain_var(p)) or j == p:
+                        continue
+                    if j == Affine.var(v) and finite:  # ±0 from p + plus on: its last terms
+                        # (not when that operand may be NaN there: the executor would read
+                        # the part it skips to find out, a pass as long as the fold it saves,
+                        # over rows the GEMM reads where they lie — dS·K measured slower)
+                        bound = Affine(((p.terms[0][0], 1),), plus)
+                        st = dataclasses.replace(st, zeros=bound, zeros_finite=finite)
+                        break
+                    if p == Affine.var(v) and finite:  # ±0 while v < j + 1 − plus: its first
+                        # terms (dSᵀ·Q, whose dS may be NaN there, measured slower in the
+                        # course GPT's step: left whole, like dS·K)
+                        bound = Affine(((j.terms[0][0], 1),), 1 - plus)
+                        st = dataclasses.replace(
+                            st, zeros=bound, zeros_first=True, zeros_finite=finite
+                        )
+                        break
+        out.append(st)
+    return tuple(out)
+
+
+def zero_operands(schedule: Schedule, masks: dict) -> tuple[Schedule, int]:
+    """The schedule with each contraction whose one operand is ±0 (or not finite) past a
+    structured mask's allowed prefix along its fold — the softmax's weights, stored +0
+    where the mask hides (the values product `a·v`, and `aᵀ·g`), the softmax adjoint's
+    `a·(g − Σ)` (the product `dSᵀ·Q`; `dS·K` only were it known finite) — marked to fold
+    that prefix only (`Reduce.zeros`: the rest where
+    the accumulator is −0 or a term past it is not finite), and how many were."""
+    if not masks:
+        return schedule, 0
+    known = _known_zeros(schedule, masks)
+    if not known:
+        return schedule, 0
+    launches = list(schedule.launches)
+    count = 0
+    for r, launch in enumerate(launches):
+        k = launch.kernel
+        zeros = {
+            i: known[(a.buf, a.offset)][2]
+            for i, a in enumerate(launch.args[: len(k.inputs)])
+            if (a.buf, a.offset) in known
+            and known[(a.buf, a.offset)][0] < r
+            and known[(a.buf, a.offset)][1] == k.buffers[i].shape
+        }
+        if not zeros:
+            continue
+        body = _with_zeros(k.body, zeros)
+        if body != k.body:
+            count += 1
+            launches[r] = Launch(dataclasses.replace(k, body=body), launch.args)
+    return dataclasses.replace(schedule, launches=tuple(launches)), count
 
 
 __all__ = [
@@ -523,4 +771,5 @@ __all__ = [
     "narrow",
     "never_negative_zero",
     "unstored",
+    "zero_operands",
 ]

@@ -242,6 +242,13 @@ class _Check:
             if len(r.vars) != 1 or r.block is not None:
                 self.bad(f"the fold `{r.acc}` is bounded: one variable and no block")
             self.bounds(r.acc, (r.stop,), loops, r.vars[0][2] if r.vars else 0)
+        if r.zeros is None and (r.zeros_first or r.zeros_finite):
+            self.bad(f"the fold `{r.acc}` marks zero terms without their bound")
+        if r.zeros is not None:
+            one = len(r.vars) == 1 and r.block is None and r.stop is None and not r.body
+            if r.op != "fma" or not one:
+                self.bad(f"the fold `{r.acc}` has zero terms: a contraction over one variable")
+            self.bounds(r.acc, (r.zeros,), loops, r.vars[0][2] if r.vars else 0)
         inner = dict(loops)
         for v, _, n in r.vars:
             if v in inner:
