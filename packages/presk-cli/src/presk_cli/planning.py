@@ -374,15 +374,7 @@ def autotune(file, entry, dims, consts, realize, profile_path, space, interp, se
             predicted = model.predict(counts_for(counts, model.rules)) * nest.launches
             costed_s += time.perf_counter() - t0
             sched = nest_schedule(laid)
-            compiled = NativeEntry(sched, timed=True)
-            ns = np.zeros(2)
-            for _ in range(WARMUP):
-                compiled.run_timed(inputs, ns)
-            times = []
-            for _ in range(TIMED):
-                ns[:] = 0
-                got = compiled.run_timed(inputs, ns)
-                times.append(ns[0] / 1e3)
+            got, times = _time_point(NativeEntry(sched, timed=True), inputs)
             bits = _stored_bits(nest.kernel, got)
             if ref is None:
                 ref = bits
@@ -445,15 +437,7 @@ def autotune(file, entry, dims, consts, realize, profile_path, space, interp, se
             laid = apply_layout(nest.kernel, old_default)
             counts = count_all(laid, profile.machine)
             predicted = model.predict(counts_for(counts, model.rules)) * nest.launches
-            compiled = NativeEntry(nest_schedule(laid), timed=True)
-            ns = np.zeros(2)
-            for _ in range(WARMUP):
-                compiled.run_timed(inputs, ns)
-            times = []
-            for _ in range(TIMED):
-                ns[:] = 0
-                got = compiled.run_timed(inputs, ns)
-                times.append(ns[0] / 1e3)
+            got, times = _time_point(NativeEntry(nest_schedule(laid), timed=True), inputs)
             text = describe(nest.kernel, old_default)
             if _stored_bits(nest.kernel, got) != ref:
                 _fail(
@@ -510,6 +494,22 @@ def autotune(file, entry, dims, consts, realize, profile_path, space, interp, se
         f" {costed_s:.3f} s; every output bit-identical to point 0, {where}: yes"
     )
     click.echo("\n".join(rows))
+
+
+def _time_point(compiled, inputs) -> tuple[list, list[float]]:
+    """A nest's entry run `WARMUP` times, then `TIMED` times timed: the last run's outputs
+    and each timed run's microseconds (the entry's own clock, `run_timed`)."""
+    import numpy as np
+
+    ns = np.zeros(2)
+    for _ in range(WARMUP):
+        compiled.run_timed(inputs, ns)
+    times = []
+    for _ in range(TIMED):
+        ns[:] = 0
+        got = compiled.run_timed(inputs, ns)
+        times.append(ns[0] / 1e3)
+    return got, times
 
 
 def _stored_bits(kernel, outputs: list) -> list[bytes]:
