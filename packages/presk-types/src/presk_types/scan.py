@@ -110,15 +110,7 @@ def scan(body, args: tuple[A.Arg, ...], span: Span) -> Val:
                 ref = body.emit.call(f, generic, refs, f.result, span)
                 step = Val(f.result, join(*regs), tuple(f.effects.items()), ref)
             effects.extend(step.effects)
-            if not (isinstance(step.type, TupleT) and len(step.type.elements) == 2):
-                raise _wrong("E2027", f"`scan`'s step returns `{step.type}`, not a pair",
-                             f_arg.span, "f(carry, x) -> (carry, y)")  # fmt: skip
-            tc, ty = step.type.elements
-            try:
-                body.same(c.type, tc, span)
-            except TypeErr:
-                raise _wrong("E2027", f"`scan`'s step takes a carry `{c.type}` and returns `{tc}`",
-                             f_arg.span, "the carry keeps its type") from None  # fmt: skip
+            tc, ty = _step_types(body, c, step, f_arg, span)
             carry = Val(tc, step.reg, (), body.emit.get(step.ref, 0, tc))
             outputs.append(Val(ty, step.reg, (), body.emit.get(step.ref, 1, ty)))
     finally:
@@ -140,6 +132,21 @@ def scan(body, args: tuple[A.Arg, ...], span: Span) -> Val:
     result = TupleT((carry.type, ys_t))
     reg = join(carry.reg, *(v.reg for v in outputs))
     return Val(result, reg, tuple(effects), body.emit.tuple([carry.ref, ys], result))
+
+
+def _step_types(body, c: Val, step: Val, f_arg, span: Span):
+    """The step's result checked (a pair whose carry is the carry's type: E2027 otherwise):
+    its carry's and its output's types."""
+    if not (isinstance(step.type, TupleT) and len(step.type.elements) == 2):
+        raise _wrong("E2027", f"`scan`'s step returns `{step.type}`, not a pair",
+                     f_arg.span, "f(carry, x) -> (carry, y)")  # fmt: skip
+    tc, ty = step.type.elements
+    try:
+        body.same(c.type, tc, span)
+    except TypeErr:
+        raise _wrong("E2027", f"`scan`'s step takes a carry `{c.type}` and returns `{tc}`",
+                     f_arg.span, "the carry keeps its type") from None  # fmt: skip
+    return tc, ty
 
 
 class _Capture:
@@ -197,15 +204,7 @@ def _operation(body, f, f_arg, c: Val, xs: Val, c_arg, xs_arg, t: str, n: Lin, s
             raise _wrong("E2026", "`scan`'s step is a function of the program or a λ",
                          f_arg.span, "a function's name, or `λ c x. (c, y)`")  # fmt: skip
         callee, generic, refs = capture.made
-    if not (isinstance(step.type, TupleT) and len(step.type.elements) == 2):
-        raise _wrong("E2027", f"`scan`'s step returns `{step.type}`, not a pair",
-                     f_arg.span, "f(carry, x) -> (carry, y)")  # fmt: skip
-    tc, ty = step.type.elements
-    try:
-        body.same(c.type, tc, span)
-    except TypeErr:
-        raise _wrong("E2027", f"`scan`'s step takes a carry `{c.type}` and returns `{tc}`",
-                     f_arg.span, "the carry keeps its type") from None  # fmt: skip
+    tc, ty = _step_types(body, c, step, f_arg, span)
     if not isinstance(ty, Real):
         raise _wrong("E2027", f"`scan`'s outputs are real tensors, not `{ty}`",
                      f_arg.span, "f(carry, x) -> (carry, y)")  # fmt: skip
