@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -134,3 +135,35 @@ def conformance_passes(out: Path, env: dict[str, str] | None = None) -> None:
         env={**os.environ, **(env or {})},
     )
     assert done.returncode == 0 and " passed" in done.stdout, done.stdout + done.stderr
+
+
+_TRAIN_STEP = re.compile(r"^step (\d+)  epoch \d+  loss ([0-9.e+-]+)  lr \S+  \|g\| (\S+)$")
+
+
+def train_log(program: Path, steps: int, backend: str, ckpt: Path) -> list[tuple[str, ...]]:
+    """`presk train PROGRAM --steps STEPS --log-every 2 --backend BACKEND --ckpt CKPT`: its
+    step lines as (step, loss, |g|), one every two steps."""
+    done = presk_ok(
+        "train", program, "--steps", steps, "--log-every", "2",
+        "--backend", backend, "--ckpt", ckpt,
+    )  # fmt: skip
+    lines = [m.groups() for line in done.stdout.splitlines() if (m := _TRAIN_STEP.match(line))]
+    assert len(lines) == steps // 2, done.stdout
+    return lines
+
+
+def native_training_is_the_interpreters(program: Path, steps: int, tmp_path: Path) -> None:
+    """PROGRAM trained natively logs what the reference interpreter logs, at the six digits a
+    line prints, and its loss goes down."""
+    native = train_log(program, steps, "native", tmp_path / "native")
+    assert native == train_log(program, steps, "interp", tmp_path / "interp")
+    assert float(native[-1][1]) < float(native[0][1])  # it learns
+
+
+def data_is_what_make_data_writes(example: Path, data: str, tmp_path: Path) -> None:
+    """EXAMPLE's make_data.py, run in a fresh folder, writes data/DATA as it is committed."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "make_data.py").write_text((example / "make_data.py").read_text())
+    subprocess.run([sys.executable, "make_data.py"], cwd=tmp_path, check=True)
+    written = (tmp_path / "data" / data).read_bytes()
+    assert written == (example / "data" / data).read_bytes()

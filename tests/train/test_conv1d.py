@@ -2,39 +2,22 @@
 a model) trained natively: its log equal to the reference interpreter's at the six digits a
 line prints, its loss going down; the data file as make_data.py writes it."""
 
-import re
-import subprocess
-import sys
-
-from helpers import ROOT, export_passes_conformance, presk_ok
+from helpers import (
+    ROOT,
+    data_is_what_make_data_writes,
+    export_passes_conformance,
+    native_training_is_the_interpreters,
+)
 
 EXAMPLE = ROOT / "tests" / "examples" / "conv1d"
-STEP = re.compile(r"^step (\d+)  epoch \d+  loss ([0-9.e+-]+)  lr \S+  \|g\| (\S+)$")
-
-
-def log(backend: str, tmp_path) -> list[tuple[str, ...]]:
-    done = presk_ok(
-        "train", EXAMPLE / "conv1d.psk", "--steps", "12", "--log-every", "2",
-        "--backend", backend, "--ckpt", tmp_path / backend,
-    )  # fmt: skip
-    lines = [m.groups() for line in done.stdout.splitlines() if (m := STEP.match(line))]
-    assert len(lines) == 6, done.stdout
-    return lines
 
 
 def test_native_training_is_the_interpreters_at_six_digits(tmp_path):
-    native = log("native", tmp_path)
-    assert native == log("interp", tmp_path)
-    assert float(native[-1][1]) < float(native[0][1])  # it learns
+    native_training_is_the_interpreters(EXAMPLE / "conv1d.psk", 12, tmp_path)
 
 
 def test_the_data_is_what_make_data_writes(tmp_path):
-    (tmp_path / "data").mkdir()
-    script = (EXAMPLE / "make_data.py").read_text()
-    (tmp_path / "make_data.py").write_text(script)
-    subprocess.run([sys.executable, "make_data.py"], cwd=tmp_path, check=True)
-    written = (tmp_path / "data" / "bumps_T16.psk.d").read_bytes()
-    assert written == (EXAMPLE / "data" / "bumps_T16.psk.d").read_bytes()
+    data_is_what_make_data_writes(EXAMPLE, "bumps_T16.psk.d", tmp_path)
 
 
 def test_the_training_export_passes_its_conformance_test(tmp_path):
