@@ -377,14 +377,9 @@ def main() -> None:
         side(consts, args.data, args.side, args.steps, args.forward)
         return
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    data = None if args.data == str(DATA) else args.data
     if args.no_cpu:
-        wall(
-            args.const,
-            None if args.data == str(DATA) else args.data,
-            args.wall,
-            args.torch,
-            args.against,
-        )
+        wall(args.const, data, args.wall, args.torch, args.against)
         return
     sides = {}
     for threads in (1, 2):
@@ -405,13 +400,7 @@ def main() -> None:
 
         write_text(args.json, json.dumps(sides))
     if args.wall:
-        wall(
-            args.const,
-            None if args.data == str(DATA) else args.data,
-            args.wall,
-            args.torch,
-            args.against,
-        )
+        wall(args.const, data, args.wall, args.torch, args.against)
     if args.regions:
         print("  an empty parallel region of two threads, wall time (median of 5 × 2000):")
         for spin in ("0", "3000", "300000"):
