@@ -484,6 +484,22 @@ ra4-small: setup
 	.venv/bin/presk rank $(RA4_DAYS)/day1 $(RA4_DAYS)/day2 --entry $(RA4_ENTRY) \
 	    --out $(RA4_DAYS)/rank.md
 
+# ra4-mid's and ra4-quick's recipe: $(1) the profile, $(2) the days' folder, $(3) the sizes,
+# $(4) the seconds between the days, $(5) what filters each calibration's output (or nothing).
+# The GEMM calibrated at N 64 and 128 (f32) into the profile, then the course GPT's attention
+# swept twice on --space small (day 1 checked on the kernel interpreter) and ranked.
+define RA4_TWO_DAYS
+	@mkdir -p $(2) && rm -f $(1) && rm -rf $(2)/day1 $(2)/day2
+	set -e; for n in 64 128; do .venv/bin/presk bench experiments/gemm.psk --entry gemm \
+	    --dim N=$$n --realize f32 --space calib --repeat 5 --calibrate $(1) $(5); done
+	.venv/bin/presk autotune $(GPT) --entry $(RA4_ENTRY) $(3) --realize f32 \
+	    --space small --profile $(1) --interp --out $(2)/day1
+	sleep $(4)
+	.venv/bin/presk autotune $(GPT) --entry $(RA4_ENTRY) $(3) --realize f32 \
+	    --space small --profile $(1) --out $(2)/day2
+	.venv/bin/presk rank $(2)/day1 $(2)/day2 --entry $(RA4_ENTRY) --out $(2)/rank.md
+endef
+
 # Between ra4-quick and ra4-small (issue 23, H5): the model calibrated on the GEMM at N 64 and
 # 128 (f32), the course GPT's attention at the step's width D 192 (heads of 32), B 2, T 64,
 # swept twice on --space small (day 1 checked on the kernel interpreter), ranked.
@@ -492,17 +508,7 @@ RA4M_DAYS ?= out/ra4_mid
 RA4M_GAP ?= 30
 RA4M_DIMS := --const D=192 --dim B=2 --dim T=64
 ra4-mid: setup
-	@mkdir -p $(RA4M_DAYS) && rm -f $(RA4M_PROFILE) && rm -rf $(RA4M_DAYS)/day1 $(RA4M_DAYS)/day2
-	set -e; for n in 64 128; do .venv/bin/presk bench experiments/gemm.psk --entry gemm \
-	    --dim N=$$n --realize f32 --space calib --repeat 5 --calibrate $(RA4M_PROFILE) \
-	    | tail -1; done
-	.venv/bin/presk autotune $(GPT) --entry $(RA4_ENTRY) $(RA4M_DIMS) --realize f32 \
-	    --space small --profile $(RA4M_PROFILE) --interp --out $(RA4M_DAYS)/day1
-	sleep $(RA4M_GAP)
-	.venv/bin/presk autotune $(GPT) --entry $(RA4_ENTRY) $(RA4M_DIMS) --realize f32 \
-	    --space small --profile $(RA4M_PROFILE) --out $(RA4M_DAYS)/day2
-	.venv/bin/presk rank $(RA4M_DAYS)/day1 $(RA4M_DAYS)/day2 --entry $(RA4_ENTRY) \
-	    --out $(RA4M_DAYS)/rank.md
+	$(call RA4_TWO_DAYS,$(RA4M_PROFILE),$(RA4M_DAYS),$(RA4M_DIMS),$(RA4M_GAP),| tail -1)
 
 # Statement P at N 1024 in f32 without the whole sweep (hours here): the GEMM statement's
 # points against the 0.6.0 default, interleaved; a lower bound of P (tools/statement_p.py).
@@ -517,13 +523,4 @@ RA4Q_DAYS ?= out/ra4_quick
 RA4Q_GAP ?= 120
 RA4Q_DIMS := --const D=96 --dim B=4 --dim T=64
 ra4-quick: setup
-	@mkdir -p $(RA4Q_DAYS) && rm -f $(RA4Q_PROFILE) && rm -rf $(RA4Q_DAYS)/day1 $(RA4Q_DAYS)/day2
-	set -e; for n in 64 128; do .venv/bin/presk bench experiments/gemm.psk --entry gemm \
-	    --dim N=$$n --realize f32 --space calib --repeat 5 --calibrate $(RA4Q_PROFILE); done
-	.venv/bin/presk autotune $(GPT) --entry $(RA4_ENTRY) $(RA4Q_DIMS) --realize f32 \
-	    --space small --profile $(RA4Q_PROFILE) --interp --out $(RA4Q_DAYS)/day1
-	sleep $(RA4Q_GAP)
-	.venv/bin/presk autotune $(GPT) --entry $(RA4_ENTRY) $(RA4Q_DIMS) --realize f32 \
-	    --space small --profile $(RA4Q_PROFILE) --out $(RA4Q_DAYS)/day2
-	.venv/bin/presk rank $(RA4Q_DAYS)/day1 $(RA4Q_DAYS)/day2 --entry $(RA4_ENTRY) \
-	    --out $(RA4Q_DAYS)/rank.md
+	$(call RA4_TWO_DAYS,$(RA4Q_PROFILE),$(RA4Q_DAYS),$(RA4Q_DIMS),$(RA4Q_GAP))
