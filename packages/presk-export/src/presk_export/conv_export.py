@@ -50,17 +50,26 @@ def _is(ins: Instr | None, op: str, axis: str | None = None) -> bool:
     return ins is not None and ins.op == op and (axis is None or ins.attr("axes") == (axis,))
 
 
+def _def(defs: dict[int, Instr], a) -> Instr | None:
+    """The instruction that makes operand `a` (None for a literal or an entry's argument)."""
+    return defs.get(a.id) if isinstance(a, Value) else None
+
+
+def _made(defs: dict[int, Instr], a, op: str, axis: str | None = None) -> Instr | None:
+    """`a`'s instruction if it is `op` (along `axis` alone, if given) of a value, else None."""
+    ins = _def(defs, a)
+    return ins if _is(ins, op, axis) and isinstance(ins.args[0], Value) else None
+
+
 def _zero(e: Lin) -> bool:
     return e.is_const and e.constant == 0
 
 
 def _tap(defs: dict[int, Instr], a, t: str) -> tuple[Value, Lin] | None:
     """`sum(axis t, crop(axis t, w, k .. k + 1))`: (w, k)."""
-    s = defs.get(a.id) if isinstance(a, Value) else None
-    if not _is(s, "sum", t) or not isinstance(s.args[0], Value):
-        return None
-    c = defs.get(s.args[0].id)
-    if not _is(c, "crop", t) or not isinstance(c.args[0], Value):
+    s = _made(defs, a, "sum", t)
+    c = _made(defs, s.args[0], "crop", t) if s is not None else None
+    if c is None:
         return None
     start, stop = c.attr("start"), c.attr("stop")
     if not _zero(stop - start - 1):
@@ -71,35 +80,28 @@ def _tap(defs: dict[int, Instr], a, t: str) -> tuple[Value, Lin] | None:
 def _window(defs: dict[int, Instr], a) -> tuple[Value, str, Lin, Lin, int] | None:
     """A tap's slice of P: `crop(axis t, P, start .. start + L)`, or with a stride s
     `sum(crop(split(pad?(that))))` keeping the first of each s: (P, t, start, L, s)."""
-    x = defs.get(a.id) if isinstance(a, Value) else None
+    x = _def(defs, a)
     stride = 1
     if x is not None and x.op == "sum":
         if len(x.attr("axes")) != 1:
             return None
         (r,) = x.attr("axes")
-        kept = defs.get(x.args[0].id) if isinstance(x.args[0], Value) else None
-        if not _is(kept, "crop", r) or not isinstance(kept.args[0], Value):
+        kept = _made(defs, x.args[0], "crop", r)
+        if kept is None or not (_zero(kept.attr("start")) and _zero(kept.attr("stop") - 1)):
             return None
-        if not (_zero(kept.attr("start")) and _zero(kept.attr("stop") - 1)):
-            return None
-        sp = defs.get(kept.args[0].id)
-        if sp is None or sp.op != "split" or not isinstance(sp.args[0], Value):
-            return None
-        if len(sp.attr("shapes")) != 2:
+        sp = _made(defs, kept.args[0], "split")
+        if sp is None or len(sp.attr("shapes")) != 2:
             return None
         ((t, _), (r2, s)) = sp.attr("shapes")
         if r2 != r or not s.is_const or sp.attr("axes") != (t,):
             return None
         stride = s.constant
-        x = defs.get(sp.args[0].id)
+        x = _def(defs, sp.args[0])
         if _is(x, "pad", t):
-            sides = dict(x.attr("shapes"))
-            if not _zero(sides["before"]) or not isinstance(x.args[0], Value):
+            if not _zero(dict(x.attr("shapes"))["before"]):
                 return None
-            x = defs.get(x.args[0].id)
-    if x is None or x.op != "crop" or not isinstance(x.args[0], Value):
-        return None
-    if len(x.attr("axes")) != 1:
+            x = _def(defs, x.args[0])
+    if not _is(x, "crop") or not isinstance(x.args[0], Value) or len(x.attr("axes")) != 1:
         return None
     (t,) = x.attr("axes")
     start, stop = x.attr("start"), x.attr("stop")
@@ -112,13 +114,12 @@ def recognise(b: Body, ins: Instr) -> Conv | None:
     eins: list[Instr] = []
     at = ins
     while at is not None and at.op == "add" and len(at.args) == 2:
-        right = defs.get(at.args[1].id) if isinstance(at.args[1], Value) else None
-        if right is None or right.op != "ein":
+        right = _def(defs, at.args[1])
+        if not _is(right, "ein"):
             return None
         eins.append(right)
-        left = at.args[0]
-        at = defs.get(left.id) if isinstance(left, Value) else None
-        if at is not None and at.op == "ein":
+        at = _def(defs, at.args[0])
+        if _is(at, "ein"):
             eins.append(at)
             break
     else:
