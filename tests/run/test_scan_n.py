@@ -5,6 +5,8 @@ autograd in both `--remat` forms (finite differences at 512 bits are presk-ad's
 test_gradients), the kernel interpreter and the native backend bit for bit, the export's
 conformance test."""
 
+import json
+
 import numpy as np
 import pytest
 from helpers import ROOT, export_passes_conformance, floats, presk, run_json
@@ -124,3 +126,12 @@ def test_native_is_the_kernel_interpreter_bit_for_bit(entry):
 
 def test_the_export_passes_its_conformance_test(tmp_path):
     export_passes_conformance(PROGRAM, "total", tmp_path, "--dim=B=2", "--dim=T=3")
+
+
+def test_the_export_runs_a_scan_of_no_step(tmp_path):
+    """T = 0: the exported loop runs no step, the outputs zeros of shape (0, B, H) (not
+    `torch.stack([])`), the carry h0 itself; the conformance documents keep the empty
+    tensors' shapes (`empty`), which their nested lists lose."""
+    export_passes_conformance(PROGRAM, "run", tmp_path, "--dim=B=2", "--dim=T=0")
+    expected = json.loads((tmp_path / "conformance" / "expected.json").read_text())
+    assert expected["empty"] == [[["result", 1], [0, 2, 3], "float64"]]

@@ -442,10 +442,20 @@ class Body:
         self.emit(f"for {k} in range({self.length(count)}):  # scan{{{count}}} along `{t}`")
         self.emit(f"    {carry}, {y} = {step_call}")
         self.emit(f"    {ys}.append({y})")
-        self.emit(f"{ys} = torch.stack({ys})")
+        self.emit(f"{ys} = {self._stacked(ys, count, ins.out.type.elements[1])}")
         self.imports.add("torch")
         self.taken -= {k, y}
         return (Expr(carry), Expr(ys))
+
+    def _stacked(self, ys: str, count: Lin, t: Type) -> str:
+        """The scan's outputs `ys` (a list) stacked: `torch.stack(ys)`, which takes no empty
+        list, so where the scan may run no step, the outputs of 0 steps, zeros of shape
+        0 × the step's output's (from `t`, their type), when the list is empty."""
+        s = shape_of(t)
+        if (count.is_const and count.constant > 0) or s is None or s.prefix:
+            return f"torch.stack({ys})"
+        none = call("torch.zeros", "0", *(self.length(a.length) for a in s.axes[1:]))
+        return f"torch.stack({ys}) if {ys} else {none}"
 
     def grad(self, ins: Instr) -> Expr:
         """`grad(λ θ. body)(θ)` as `torch.func.grad((lambda θ: body))(θ)`; a λ whose body

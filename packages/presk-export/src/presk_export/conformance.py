@@ -11,7 +11,9 @@ import json
 import os
 import re
 
+import numpy as np
 from presk_ad import differentiate
+from presk_core import random as R
 from presk_core.interp import Interpreter
 from presk_core.run import parse_entry, synthesize, to_json
 from presk_types.types import Instance, ModuleT, ParamsT, TupleT, Type
@@ -38,6 +40,12 @@ def conformance_files(
         "bits": bits,
         "result": to_json(entry, entry.function.result, result),
     }
+    for d, value in (
+        (inputs_doc, {"inputs": {n: v for n, _, v in inputs}}),
+        (expected_doc, {"result": result}),
+    ):
+        if empty := _empty(value, ()):
+            d["empty"] = empty
     test = Test(export, values)
     lines = test.lines(entry.function.name)
     at = ", ".join(f"{k} = {v}" for k, v in values.items())
@@ -57,6 +65,23 @@ def conformance_files(
         "conformance/inputs.json": _json(inputs_doc),
         "conformance/expected.json": _json(expected_doc),
     }
+
+
+def _empty(value: object, path: tuple) -> list:
+    """The tensors of `value` with no element, as [path, shape, dtype]: nested lists, which
+    the documents hold, lose a shape after its first 0 (`[]` is every shape (0, …))."""
+    match value:
+        case R.Key():  # a NamedTuple of its two words, never empty
+            return []
+        case dict():
+            return [e for k, v in value.items() for e in _empty(v, (*path, k))]
+        case tuple():
+            return [e for i, v in enumerate(value) for e in _empty(v, (*path, i))]
+        case np.ndarray() if value.size == 0:
+            kind = value.dtype.kind
+            dtype = "bool" if kind == "b" else "int64" if kind in "iu" else "float64"
+            return [[list(path), list(value.shape), dtype]]
+    return []
 
 
 def _json(doc: object) -> str:
