@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 
 import click
@@ -21,17 +20,10 @@ from presk_cli.plans import (
     row,
     the_default,
 )
+from presk_cli.precision import fail
 
 WARMUP = 1
 TIMED = 7
-
-
-def _fail(code: str, message: str, help: str | None = None, sources=None) -> None:
-    from presk_syntax.diagnostics import emit, error
-    from presk_syntax.span import SourceMap
-
-    emit([error(code, message, help=help)], sources or SourceMap())
-    sys.exit(1)
 
 
 def _setup(file, entry, dims, consts, realize, profile_path, command="plan"):
@@ -75,12 +67,12 @@ def _profile(profile_path):
         machine = read_machine()
         profile.check_machine(machine, profile_path)
     except ModelError as e:
-        _fail(e.code, str(e), e.help)
+        fail(e.code, str(e), help=e.help)
     if profile.model is None:
-        _fail(
+        fail(
             "E7118",
             f"the profile `{profile_path}` holds no fitted model",
-            "fit one: presk bench experiments/gemm.psk --entry gemm … --calibrate"
+            help="fit one: presk bench experiments/gemm.psk --entry gemm … --calibrate"
             f" {profile_path} --space calib",
         )
     return profile, machine
@@ -100,7 +92,7 @@ def _setup_train(file, consts, realize, profile_path):
     try:
         program, name, dims, args = step_entry(file, _consts(consts), realize)
     except (NativeError, PlanError) as e:
-        _fail(e.code, str(e), getattr(e, "help", None))
+        fail(e.code, str(e), help=getattr(e, "help", None))
     return program, name, dims, args, profile, profile.model
 
 
@@ -111,11 +103,9 @@ def _capture(core, name, dims, realize, args=None):
     try:
         schedule, nests, seconds = capture(core, name, dims, realize, args)
     except NativeError as e:
-        _fail(e.code, str(e), e.help)
+        fail(e.code, str(e), help=e.help)
     if not nests:
-        _fail(
-            "E7117", f"`{name}` launches no nest (no kernel reads an operand): nothing to lay out"
-        )
+        fail("E7117", f"`{name}` launches no nest (no kernel reads an operand): nothing to lay out")
     return schedule, nests, seconds
 
 
@@ -125,7 +115,7 @@ def _write_text(path: str, text: str) -> None:
     try:
         write_text(path, text)
     except OSError as e:
-        _fail("E7114", f"cannot write `{path}`: {e.strerror or e}")
+        fail("E7114", f"cannot write `{path}`: {e.strerror or e}")
 
 
 ENTRY_OPTIONS = [
@@ -399,11 +389,11 @@ def autotune(file, entry, dims, consts, realize, profile_path, space, interp, se
                 checked += 1
             if not same:
                 where = "natively" if bits != ref else "on the kernel interpreter"
-                _fail(
+                fail(
                     "E7115",
                     f"point {i} of `{nest.site}` ({pt.text}) does not compute point 0's bits"
                     f" {where}: the sweep stops, nothing is written",
-                    "a layout must not change a bit (DESIGN §11): this is a bug of presk's",
+                    help="a layout must not change a bit (DESIGN §11): this is a bug of presk's",
                 )
             lines.append(
                 {
@@ -440,11 +430,11 @@ def autotune(file, entry, dims, consts, realize, profile_path, space, interp, se
             got, times = _time_point(NativeEntry(nest_schedule(laid), timed=True), inputs)
             text = describe(nest.kernel, old_default)
             if _stored_bits(nest.kernel, got) != ref:
-                _fail(
+                fail(
                     "E7115",
                     f"the 0.6.0 default of `{nest.site}` ({text}) does not compute point 0's"
                     " bits natively: the sweep stops, nothing is written",
-                    "a layout must not change a bit (DESIGN §11): this is a bug of presk's",
+                    help="a layout must not change a bit (DESIGN §11): this is a bug of presk's",
                 )
             day_nests[-1]["default_060"] = {
                 "text": text,
@@ -487,7 +477,7 @@ def autotune(file, entry, dims, consts, realize, profile_path, space, interp, se
                     for line in lines:
                         f.write(json.dumps(line, ensure_ascii=False) + "\n")
     except OSError as e:
-        _fail("E7114", f"cannot write the day `{out}`: {e.strerror or e}")
+        fail("E7114", f"cannot write the day `{out}`: {e.strerror or e}")
     where = "natively and on the kernel interpreter" if interp else "natively"
     rows.append(
         f"-- {measured_total} points of {len(nests)} nests measured in {sweep_s:.1f} s, costed in"

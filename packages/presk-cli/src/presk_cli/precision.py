@@ -25,11 +25,12 @@ class PrecisionError(Exception):
         self.code = code
 
 
-def fail(code: str, message: str, sources=None) -> NoReturn:
+def fail(code: str, message: str, sources=None, help: str | None = None) -> NoReturn:
+    """The diagnostic CODE on standard error (its `help` line if given), exit 1."""
     from presk_syntax.diagnostics import emit, error
     from presk_syntax.span import SourceMap
 
-    emit([error(code, message)], sources or SourceMap())
+    emit([error(code, message, help=help)], sources or SourceMap())
     sys.exit(1)
 
 

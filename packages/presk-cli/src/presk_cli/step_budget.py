@@ -22,10 +22,11 @@ import re
 import sys
 import time
 from dataclasses import dataclass
-from typing import NoReturn
 
 import click
 import numpy as np
+
+from presk_cli.precision import fail
 
 KIND = "step-calibration"
 VERSION = 1
@@ -46,14 +47,6 @@ class StepError(Exception):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
-
-
-def fail(code: str, message: str, sources=None) -> NoReturn:
-    from presk_syntax.diagnostics import emit, error
-    from presk_syntax.span import SourceMap
-
-    emit([error(code, message)], sources or SourceMap())
-    sys.exit(1)
 
 
 def e(x: float, digits: int) -> str:
