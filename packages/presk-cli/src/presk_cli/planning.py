@@ -142,6 +142,17 @@ ENTRY_OPTIONS = [
 ]
 
 
+def _space_option(default: str):
+    """`--space`, the layout space of every nest, `default` unless given."""
+    return click.option(
+        "--space",
+        type=click.Choice(["full", "small", "calib"]),
+        default=default,
+        show_default=True,
+        help="The layout space of every nest (docs/plans.md).",
+    )
+
+
 def _entry_options(command):
     for option in reversed(ENTRY_OPTIONS):
         command = option(command)
@@ -153,13 +164,7 @@ def _entry_options(command):
     " profile's layout model"
 )
 @_entry_options
-@click.option(
-    "--space",
-    type=click.Choice(["full", "small", "calib"]),
-    default="full",
-    show_default=True,
-    help="The layout space of every nest (docs/plans.md).",
-)
+@_space_option("full")
 @click.option(
     "--train",
     is_flag=True,
@@ -298,13 +303,7 @@ def captured_inputs(schedule, args) -> dict[str, list]:
     " asserting each computes point 0's bits"
 )
 @_entry_options
-@click.option(
-    "--space",
-    type=click.Choice(["full", "small", "calib"]),
-    default="small",
-    show_default=True,
-    help="The layout space of every nest (docs/plans.md).",
-)
+@_space_option("small")
 @click.option(
     "--interp", is_flag=True, help="Also run every point on the kernel interpreter, bit for bit."
 )
