@@ -10,6 +10,7 @@ import functools
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -167,3 +168,17 @@ def data_is_what_make_data_writes(example: Path, data: str, tmp_path: Path) -> N
     subprocess.run([sys.executable, "make_data.py"], cwd=tmp_path, check=True)
     written = (tmp_path / "data" / data).read_bytes()
     assert written == (example / "data" / data).read_bytes()
+
+
+def tutorial_run(folder: Path, every: int | None = None) -> Path:
+    """The tutorial's training run (07_train.psk, the files it links and its data) copied
+    into `folder`; with `every`, its checkpoints every `every` steps instead of 50."""
+    for name in ("01_linear.psk", "02_norm.psk", "06_tower.psk"):
+        shutil.copy(ROOT / "tutorial" / name, folder / name)
+    (folder / "data").mkdir()
+    shutil.copy(ROOT / "tutorial" / "data" / "pairs.psk.d", folder / "data" / "pairs.psk.d")
+    text = (ROOT / "tutorial" / "07_train.psk").read_text(encoding="utf-8")
+    if every is not None:
+        text = text.replace("every 50 steps", f"every {every} steps")
+    (folder / "07_train.psk").write_text(text, encoding="utf-8")
+    return folder

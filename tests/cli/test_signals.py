@@ -7,13 +7,13 @@ timed: after a given step's log line, and inside a checkpoint's write, held ther
 
 import os
 import resource
-import shutil
 import signal
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
+from helpers import tutorial_run
 from presk_core.data import read_header, read_reals
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,13 +26,7 @@ WORDS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated (SIGTERM)",
 @pytest.fixture
 def run(tmp_path) -> Path:
     """The tutorial's training run, a checkpoint every step, in a folder of its own."""
-    for name in ("01_linear.psk", "02_norm.psk", "06_tower.psk"):
-        shutil.copy(ROOT / "tutorial" / name, tmp_path / name)
-    (tmp_path / "data").mkdir()
-    shutil.copy(ROOT / "tutorial" / "data" / "pairs.psk.d", tmp_path / "data" / "pairs.psk.d")
-    text = (ROOT / "tutorial" / "07_train.psk").read_text()
-    (tmp_path / "07_train.psk").write_text(text.replace("every 50 steps", "every 1 steps"))
-    return tmp_path
+    return tutorial_run(tmp_path, every=1)
 
 
 def start(run: Path, *more: str, env=None, **kw) -> subprocess.Popen:

@@ -3,14 +3,13 @@ the tree's paths as the tensors' names, bit for bit both ways; the state_dict of
 PyTorch module (a stack's blocks under their own names) read into the tree; names, shapes and
 files that do not fit are E7076, E7077, E7078, a checkpoint without its paths E7075."""
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import ROOT, presk
+from helpers import ROOT, presk, tutorial_run
 from presk_core import data as D
 from safetensors.numpy import load_file, save_file
 
@@ -21,11 +20,7 @@ SHAPES = [(3, 4), (3, 4, 4), (3, 4), (4,)]
 @pytest.fixture(scope="module")
 def ckpt(tmp_path_factory) -> Path:
     """The tutorial's tower after 3 steps: a checkpoint of `params Tower` with its paths."""
-    run = tmp_path_factory.mktemp("run")
-    for name in ("01_linear.psk", "02_norm.psk", "06_tower.psk", "07_train.psk"):
-        shutil.copy(ROOT / "tutorial" / name, run / name)
-    (run / "data").mkdir()
-    shutil.copy(ROOT / "tutorial" / "data" / "pairs.psk.d", run / "data" / "pairs.psk.d")
+    run = tutorial_run(tmp_path_factory.mktemp("run"))
     r = presk("train", "07_train.psk", "--steps", "3", "--log-every", "0", "--ckpt", "c", cwd=run)
     assert r.returncode == 0, r.stderr
     return run / "c" / "final.psk.d"

@@ -3,22 +3,17 @@ settings then a line a step, the same numbers as the log lines; a PNG of loss an
 without matplotlib, E7074 for a file that is not a run's metrics."""
 
 import json
-import shutil
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, presk
+from helpers import presk, tutorial_run
 from presk_cli.metrics import MetricsError, MetricsWriter, read_metrics
 
 
 @pytest.fixture
 def run(tmp_path) -> Path:
-    for name in ("01_linear.psk", "02_norm.psk", "06_tower.psk", "07_train.psk"):
-        shutil.copy(ROOT / "tutorial" / name, tmp_path / name)
-    (tmp_path / "data").mkdir()
-    shutil.copy(ROOT / "tutorial" / "data" / "pairs.psk.d", tmp_path / "data" / "pairs.psk.d")
-    return tmp_path
+    return tutorial_run(tmp_path)
 
 
 @pytest.mark.parametrize("backend", ["interp", "native"])

@@ -5,22 +5,17 @@ time, then the step line with its rate, elapsed and remaining time; nothing of i
 import os
 import pty
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import PRESK, ROOT, presk
+from helpers import PRESK, presk, tutorial_run
 from presk_cli.progress import Progress, clock
 
 
 @pytest.fixture
 def run(tmp_path) -> Path:
-    for name in ("01_linear.psk", "02_norm.psk", "06_tower.psk", "07_train.psk"):
-        shutil.copy(ROOT / "tutorial" / name, tmp_path / name)
-    (tmp_path / "data").mkdir()
-    shutil.copy(ROOT / "tutorial" / "data" / "pairs.psk.d", tmp_path / "data" / "pairs.psk.d")
-    return tmp_path
+    return tutorial_run(tmp_path)
 
 
 def on_a_terminal(run: Path, *args: str) -> str:

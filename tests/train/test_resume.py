@@ -7,7 +7,6 @@ import fcntl
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import time
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import PRESK, ROOT, presk
+from helpers import PRESK, presk, tutorial_run
 
 BACKENDS = [[], ["--backend", "native"], ["--backend", "kernel"], ["--backend", "native", "--realize", "bf16"]]  # fmt: skip
 IDS = ["interp", "native", "kernel", "native-bf16"]
@@ -26,13 +25,7 @@ STEPS = "400"  # the signal's runs: more lines than the shrunk pipe and the read
 @pytest.fixture
 def run(tmp_path) -> Path:
     """The tutorial's training run in a folder of its own, a checkpoint every 10 steps."""
-    for name in ("01_linear.psk", "02_norm.psk", "06_tower.psk"):
-        shutil.copy(ROOT / "tutorial" / name, tmp_path / name)
-    (tmp_path / "data").mkdir()
-    shutil.copy(ROOT / "tutorial" / "data" / "pairs.psk.d", tmp_path / "data" / "pairs.psk.d")
-    text = (ROOT / "tutorial" / "07_train.psk").read_text()
-    (tmp_path / "07_train.psk").write_text(text.replace("every 50 steps", "every 10 steps"))
-    return tmp_path
+    return tutorial_run(tmp_path, every=10)
 
 
 def train(run: Path, ckpt: str, *more: str) -> subprocess.CompletedProcess:
