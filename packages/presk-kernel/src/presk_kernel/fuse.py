@@ -335,27 +335,28 @@ def _reads_any(body, buf: int) -> bool:
     return bool(found)
 
 
-def _stores(body, buf: int) -> bool:
+def _statements(body):
+    """Every statement of `body`, each loop's and reduction's own after it, depth first."""
     for st in body:
-        match st:
-            case Store(b, _, _) if b == buf:
-                return True
-            case Loop(_, _, _, b, _) | Reduce(_, _, _, b, _, _):
-                if _stores(b, buf):
-                    return True
-    return False
+        yield st
+        if isinstance(st, Loop | Reduce):
+            yield from _statements(st.body)
+
+
+def _stores(body, buf: int) -> bool:
+    return any(isinstance(st, Store) and st.buf == buf for st in _statements(body))
 
 
 def _names(body) -> set[str]:
     out: set[str] = set()
-    for st in body:
+    for st in _statements(body):
         match st:
             case Let(name, _):
                 out.add(name)
-            case Loop(var, _, _, b, _):
-                out |= {var} | _names(b)
-            case Reduce(acc, _, vs, b, _, _):
-                out |= {acc} | {v for v, _, _ in vs} | _names(b)
+            case Loop(var, _, _, _, _):
+                out.add(var)
+            case Reduce(acc, _, vs, _, _, _):
+                out |= {acc} | {v for v, _, _ in vs}
     return out
 
 
@@ -586,14 +587,12 @@ def _depth(e) -> int:
 def _body_depth(body) -> int:
     """The deepest expression of a kernel's body."""
     deepest = 0
-    for st in body:
+    for st in _statements(body):
         match st:
             case Let(_, e) | Store(_, _, e):
                 deepest = max(deepest, _depth(e))
-            case Reduce(body=b, terms=terms):
-                deepest = max(deepest, _body_depth(b), *(_depth(t) for t in terms))
-            case Loop(body=b):
-                deepest = max(deepest, _body_depth(b))
+            case Reduce(terms=terms):
+                deepest = max((deepest, *(_depth(t) for t in terms)))
     return deepest
 
 
