@@ -233,6 +233,15 @@ def _calibrate(file, entry_text, dims, bits, samples, seed, weights, consts, dat
         entry_fail("calibrate", e, ctx.sources)
 
 
+def envelope_inputs(core, entry, envelope):
+    """`sample_inputs` of the envelope's samples: drawn again as `calibrate` drew them (its
+    seed, bits, weights, dimensions, data and number of samples)."""
+    return sample_inputs(
+        core, entry, envelope.seed, envelope.bits, envelope.weights, dict(envelope.dims),
+        envelope.data, envelope.samples,
+    )  # fmt: skip
+
+
 def sample_inputs(
     core, entry, seed: int, bits: int, weights: str | None, dims: dict, data=None, samples=1
 ):
@@ -411,16 +420,7 @@ def running_bound(core, envelope, entry, schedule):
     from presk_kernel.running import running
 
     try:
-        inputs = sample_inputs(
-            core,
-            entry,
-            envelope.seed,
-            envelope.bits,
-            envelope.weights,
-            dict(envelope.dims),
-            envelope.data,
-            envelope.samples,
-        )
+        inputs = envelope_inputs(core, entry, envelope)
         worst: dict[str, float] = {}
         for i in range(envelope.samples):
             leaves = argument_leaves([v for _, _, v in inputs(i)])

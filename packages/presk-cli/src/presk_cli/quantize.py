@@ -88,14 +88,11 @@ def measure(core, envelope, r, backend: str) -> dict:
     from presk_kernel.quant import quantise
 
     from presk_cli.native import NativeError, executor, lower, storage
-    from presk_cli.precision import _tree_index, sample_inputs
+    from presk_cli.precision import _tree_index, envelope_inputs
 
     try:
         entry = parse_entry(envelope.entry, core, None, dict(envelope.dims))
-        inputs = sample_inputs(
-            core, entry, envelope.seed, envelope.bits, envelope.weights, dict(envelope.dims),
-            envelope.data, envelope.samples,
-        )  # fmt: skip
+        inputs = envelope_inputs(core, entry, envelope)
         samples = [inputs(i) for i in range(envelope.samples)]
     except (EntryError, RunError) as e:
         code = getattr(e, "code", None) or "E7101"

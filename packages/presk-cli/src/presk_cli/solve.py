@@ -151,20 +151,11 @@ def _solve(core, envelope, absolute: float, backend: str = "kernel", roof=None):
     from presk_types.types import ParamsT
 
     from presk_cli.native import NativeError, executor, lower, storage
-    from presk_cli.precision import sample_inputs
+    from presk_cli.precision import envelope_inputs
 
     try:
         entry = parse_entry(envelope.entry, core, None, dict(envelope.dims))
-        inputs = sample_inputs(
-            core,
-            entry,
-            envelope.seed,
-            envelope.bits,
-            envelope.weights,
-            dict(envelope.dims),
-            envelope.data,
-            envelope.samples,
-        )
+        inputs = envelope_inputs(core, entry, envelope)
         samples = [inputs(i) for i in range(envelope.samples)]
         interp = Interpreter(core, envelope.bits)
         name = entry.function.name
