@@ -135,3 +135,30 @@ def test_the_export_runs_a_scan_of_no_step(tmp_path):
     export_passes_conformance(PROGRAM, "run", tmp_path, "--dim=B=2", "--dim=T=0")
     expected = json.loads((tmp_path / "conformance" / "expected.json").read_text())
     assert expected["empty"] == [[["result", 1], [0, 2, 3], "float64"]]
+
+
+PREFIX = """dim T
+dim U
+fn along_t(a : ℝ[..., b: 2], xs : ℝ[..., b: 2, time: T])
+    -> (ℝ[..., b: 2], ℝ[..., time: T, b: 2]) =
+  scan(λ c x. (a * c + x, c), a, xs, axis time)
+fn along_u(a : ℝ[..., b: 2], xs : ℝ[..., u: U, b: 2]) -> (ℝ[..., b: 2], ℝ[..., u: U, b: 2]) =
+  scan(λ c x. (c + x, a * c), a, xs, axis u)
+fn f(a : ℝ[n: 3, b: 2], xs : ℝ[n: 3, b: 2, time: T], zs : ℝ[n: 3, u: U, b: 2])
+    -> ((ℝ[n: 3, b: 2], ℝ[n: 3, time: T, b: 2]), (ℝ[n: 3, b: 2], ℝ[n: 3, u: U, b: 2])) =
+  (along_t(a, xs), along_u(a, zs))
+"""
+
+
+def test_a_scan_under_an_open_prefix_exports_at_no_step_and_at_two(tmp_path):
+    """The outputs' new axis stands after an open prefix (n: 3 here), in the interpreter and
+    in the export (`torch.stack(ys, -2)`), at two steps (U) and at none (T: zeros of shape
+    3 × 0 × 2, the prefix's lengths xs's)."""
+    program = tmp_path / "prefix.psk"
+    program.write_text(PREFIX, encoding="utf-8")
+    doc = run_json(program, "f", "--dim", "T=0", "--dim", "U=2")
+    (_, ys), (_, zs) = doc["result"]
+    assert (np.shape(floats(ys)), np.shape(floats(zs))) == ((3, 0), (3, 2, 2))
+    export_passes_conformance(program, "f", tmp_path / "export", "--dim=T=0", "--dim=U=2")
+    expected = json.loads((tmp_path / "export" / "conformance" / "expected.json").read_text())
+    assert expected["empty"] == [[["result", 0, 1], [3, 0, 2], "float64"]]

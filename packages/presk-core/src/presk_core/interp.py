@@ -227,10 +227,19 @@ def _scan(p: Prep) -> Thunk:
     y_t = p.ins.out.type.elements[1]
     order = range(count - 1, -1, -1) if p.attr("reverse", False) else range(count)
 
-    def empty(t):  # the stacked ys of no step
+    def empty(t, lead: tuple):  # the stacked ys of no step; `lead` an open prefix's lengths
         if isinstance(t, TupleT):
-            return tuple(empty(e) for e in t.elements)
-        return M.zeros(tuple(p.length(a.length) for a in explicit(t).axes))
+            return tuple(empty(e, lead) for e in t.elements)
+        s = explicit(t)
+        return M.zeros((*(lead if s.prefix else ()), *(p.length(a.length) for a in s.axes)))
+
+    def lead(values: list) -> tuple:
+        """The open prefix's lengths, from the first operand whose type has one."""
+        for v, a in zip(values, p.ins.args, strict=True):
+            s = explicit(a.type)
+            if s.prefix:
+                return np.shape(v)[: np.ndim(v) - s.rank]
+        return ()
 
     def stack(ys: list, t):
         if isinstance(t, TupleT):
@@ -245,7 +254,7 @@ def _scan(p: Prep) -> Thunk:
         for k in order:
             xs = [take(x, k) for x, take in zip(xss, takes, strict=True)]
             c, ys[k] = interp.call(name, [*pre, c, *xs], dims)
-        return (c, stack(ys, y_t) if count else empty(y_t))
+        return (c, stack(ys, y_t) if count else empty(y_t, lead(values)))
 
     return step
 

@@ -442,20 +442,29 @@ class Body:
         self.emit(f"for {k} in range({self.length(count)}):  # scan{{{count}}} along `{t}`")
         self.emit(f"    {carry}, {y} = {step_call}")
         self.emit(f"    {ys}.append({y})")
-        self.emit(f"{ys} = {self._stacked(ys, count, ins.out.type.elements[1])}")
+        self.emit(f"{ys} = {self._stacked(ys, count, ins.out.type.elements[1], xs)}")
         self.imports.add("torch")
         self.taken -= {k, y}
         return (Expr(carry), Expr(ys))
 
-    def _stacked(self, ys: str, count: Lin, t: Type) -> str:
-        """The scan's outputs `ys` (a list) stacked: `torch.stack(ys)`, which takes no empty
-        list, so where the scan may run no step, the outputs of 0 steps, zeros of shape
-        0 × the step's output's (from `t`, their type), when the list is empty."""
+    def _stacked(self, ys: str, count: Lin, t: Type, xs: Operand) -> str:
+        """The scan's outputs `ys` (a list) stacked on their new axis (first, or after an
+        open prefix: the type's place), by `torch.stack`, which takes no empty list: where
+        the scan may run no step, the outputs of 0 steps when the list is empty, zeros of
+        shape 0 × the step's output's (from `t`, their type; an open prefix's lengths
+        xs's)."""
         s = shape_of(t)
-        if (count.is_const and count.constant > 0) or s is None or s.prefix:
-            return f"torch.stack({ys})"
-        none = call("torch.zeros", "0", *(self.length(a.length) for a in s.axes[1:]))
-        return f"torch.stack({ys}) if {ys} else {none}"
+        stack = f"torch.stack({ys}, {-len(s.axes)})" if s and s.prefix else f"torch.stack({ys})"
+        if (count.is_const and count.constant > 0) or s is None:
+            return stack
+        sizes = ["0", *(self.length(a.length) for a in s.axes[1:])]
+        if s.prefix:
+            sx = shape_of(xs.type)
+            if sx is None or not sx.prefix:
+                return stack  # no operand holds the prefix's lengths
+            x = self.value(xs).at(ATOM)
+            sizes.insert(0, f"*{x}.shape[: {x}.dim() - {len(sx.axes)}]")
+        return f"{stack} if {ys} else {call('torch.zeros', *sizes)}"
 
     def grad(self, ins: Instr) -> Expr:
         """`grad(λ θ. body)(θ)` as `torch.func.grad((lambda θ: body))(θ)`; a λ whose body
