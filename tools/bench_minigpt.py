@@ -229,7 +229,8 @@ def breakdown(
     start = time.perf_counter()
     entry = NativeEntry(schedule, timed="cpu" if clock == "cpu" else True)
     print(f"  compiled in {time.perf_counter() - start:.1f} s ({len(entry.source)} units)")
-    inputs = storage(schedule, argument_leaves(args))
+    # in their storage types, read where they lie as the training loop's arena holds them
+    inputs = storage(schedule, argument_leaves(args), stored=True)
     classes = [kernel_class(launch.kernel) for launch in schedule.launches]
     ns = np.zeros(len(classes) + 1)
     entry.run_timed(inputs, ns)  # warm

@@ -142,26 +142,41 @@ static void presk_clocks_add(double *ns, const double *t0) {
 """
 
 
-def _threads_timed(calls: list[str], zero: list[str], zero_at: dict, own: str) -> list[str]:
-    """`presk_entry_timed[_io]` with three clocks a launch (`timed="threads"`): ns[3i],
-    ns[3i + 1], ns[3i + 2] the launch's wall time, its calling thread's CPU time and the
-    process's CPU time (all its threads'), the zeroing's at 3·launches (THREADS_PRELUDE)."""
-    z0 = 3 * len(calls)
-    host = THREADS_PRELUDE.splitlines()
+def _timed_host(calls: list[str], zero: list[str], zero_at: dict, own: str, timed) -> list[str]:
+    """`presk_entry_timed[_io]`: the launches and zeroing of `presk_entry_io`, each between a
+    clock's start and its add. `timed="threads"`: three clocks a launch (THREADS_PRELUDE),
+    ns[3i], ns[3i + 1], ns[3i + 2] the launch's wall time, its calling thread's CPU time and
+    the process's CPU time (all its threads'), the zeroing's at 3·launches; else one clock
+    (TIMED_PRELUDE: the monotonic one, or `timed="cpu"` the calling thread's CPU clock),
+    ns[i] the launch's, ns[launches] the zeroing's."""
+    if timed == "threads":
+        prelude, decl, start = THREADS_PRELUDE, "double t[3];", "presk_clocks(t);"
+
+        def add(slot: int) -> str:
+            return f"presk_clocks_add(ns + {3 * slot}, t);"
+    else:
+        clock = "CLOCK_THREAD_CPUTIME_ID" if timed == "cpu" else "CLOCK_MONOTONIC"
+        prelude = TIMED_PRELUDE.replace("CLOCK_MONOTONIC", clock)
+        decl, start = "double t;", "t = presk_clock();"
+
+        def add(slot: int) -> str:
+            return f"ns[{slot}] += presk_clock() - t;"
+
+    z = len(calls)  # the zeroing's slot, after the launches'
+    host = prelude.splitlines()
     host.append("int presk_entry_timed_io(char *arena, char *const *io, double *ns);")
     host.append("int presk_entry_timed(char *arena, double *ns) {")
     host.append(own)
     host.append("    return presk_entry_timed_io(arena, io, ns);\n}\n")
     host.append("int presk_entry_timed_io(char *arena, char *const *io, double *ns) {")
-    host.append("    int err = 0;")
-    host.append("    double t[3]; presk_clocks(t);")
-    host += [f"    {z}" for z in zero]
-    host.append(f"    presk_clocks_add(ns + {z0}, t);")
+    host.append(f"    int err = 0;\n    {decl}")
+    host.append(f"    {start}")
+    host += [f"    {line}" for line in zero]
+    host.append(f"    {add(z)}")
     for i, c in enumerate(calls):
         if zero_at.get(i):
-            z = " ".join(zero_at[i])
-            host.append(f"    presk_clocks(t); {z} presk_clocks_add(ns + {z0}, t);")
-        host.append(f"    presk_clocks(t); {c} presk_clocks_add(ns + {3 * i}, t);")
+            host.append(f"    {start} {' '.join(zero_at[i])} {add(z)}")
+        host.append(f"    {start} {c} {add(i)}")
     host.append("    return err;\n}\n")
     return host
 
@@ -905,26 +920,8 @@ def entry_units(
     for i, c in enumerate(calls):  # a shared temporary zeroed at its first launch
         host += [f"    {z}" for z in zero_at.get(i, ())] + [f"    {c}"]
     host.append("    return err;\n}\n")
-    if timed == "threads":
-        host += _threads_timed(calls, zero, zero_at, own)
-    elif timed:
-        clock = "CLOCK_THREAD_CPUTIME_ID" if timed == "cpu" else "CLOCK_MONOTONIC"
-        host += TIMED_PRELUDE.replace("CLOCK_MONOTONIC", clock).splitlines()
-        host.append("int presk_entry_timed_io(char *arena, char *const *io, double *ns);")
-        host.append("int presk_entry_timed(char *arena, double *ns) {")
-        host.append(own)
-        host.append("    return presk_entry_timed_io(arena, io, ns);\n}\n")
-        host.append("int presk_entry_timed_io(char *arena, char *const *io, double *ns) {")
-        host.append("    int err = 0;")
-        host.append("    double t = presk_clock();")
-        host += [f"    {z}" for z in zero]
-        host.append(f"    ns[{len(calls)}] += presk_clock() - t;")
-        for i, c in enumerate(calls):
-            if zero_at.get(i):
-                z = " ".join(zero_at[i])
-                host.append(f"    t = presk_clock(); {z} ns[{len(calls)}] += presk_clock() - t;")
-            host.append(f"    t = presk_clock(); {c} ns[{i}] += presk_clock() - t;")
-        host.append("    return err;\n}\n")
+    if timed:
+        host += _timed_host(calls, zero, zero_at, own, timed)
     if n > 1:
         host = [proto for _, _, proto in bodies] + host
         host = [p.replace("static void ", "void ", 1) for p in host]
