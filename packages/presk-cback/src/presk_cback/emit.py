@@ -91,25 +91,51 @@ int64_t presk_nonfinite(const char *p, int64_t n, int f64) {
 /* the exact sum of the squares of p[0..n) (each square rounded to a double, as numpy's
  * np.square(x, dtype=float64)), added into limbs[0..67): limb i counts units of
  * 2^(32i - 1074); limbs[67] counts the squares that overflowed to infinity; the values
- * finite (presk_nonfinite), n below 2^31 a call */
+ * finite (presk_nonfinite), n below 2^31 a call. A square m * 2^(at - 1074) (m < 2^53) is
+ * added into bin `at` of one of 4 sets (element j's: j mod 4, so that consecutive terms of
+ * one exponent do not wait on each other's store), whole chunks of 4096 terms at a time
+ * (a bin then holds 1024 terms at most: below 2^63), then the bins a chunk touched are
+ * folded into the limbs (their sum below 2^65, shifted by at mod 32: below 2^96, three
+ * limbs); each limb takes less than 2^39 a chunk, 2^57 a call */
 void presk_square_sum(const char *p, int64_t n, int f64, int64_t *limbs) {
-    for (int64_t i = 0; i < n; i++) {
-        double x = f64 ? ((const double *)p)[i] : (double)((const float *)p)[i];
-        double s = x * x;
-        uint64_t u;
-        memcpy(&u, &s, 8);
-        uint64_t e = (u >> 52) & 0x7FF, m = u & ((UINT64_C(1) << 52) - 1);
-        if (e == 0x7FF) { /* a square past the doubles: counted in the last limb */
-            limbs[67] += 1;
-            continue;
+    static const uint64_t mask = (UINT64_C(1) << 52) - 1;
+    uint64_t bins[4][2048];
+    memset(bins, 0, sizeof bins);
+    for (int64_t i = 0; i < n; i += 4096) {
+        const int64_t end = i + 4096 < n ? i + 4096 : n;
+        uint64_t lo = 2048, hi = 0;
+#define PRESK_SQUARES(T) \
+        for (int64_t j = i; j < end; j++) { \
+            const double x = (double)((const T *)p)[j], s = x * x; \
+            uint64_t u; \
+            memcpy(&u, &s, 8); \
+            const uint64_t e = (u >> 52) & 0x7FF; \
+            if (e == 0x7FF) { /* a square past the doubles: counted in the last limb */ \
+                limbs[67] += 1; \
+                continue; \
+            } \
+            const uint64_t at = e ? e - 1 : 0; /* s = m * 2^(at - 1074) */ \
+            bins[j & 3][at] += (u & mask) | ((uint64_t)(e != 0) << 52); \
+            lo = at < lo ? at : lo; \
+            hi = at > hi ? at : hi; \
         }
-        if (e) m |= UINT64_C(1) << 52;
-        uint64_t at = e ? e - 1 : 0; /* s = m * 2^(at - 1074) */
-        unsigned __int128 v = (unsigned __int128)m << (at % 32);
-        int64_t *l = limbs + at / 32;
-        l[0] += (int64_t)(uint64_t)(v & 0xFFFFFFFFu);
-        l[1] += (int64_t)(uint64_t)((v >> 32) & 0xFFFFFFFFu);
-        l[2] += (int64_t)(uint64_t)(v >> 64);
+        if (f64) {
+            PRESK_SQUARES(double)
+        } else {
+            PRESK_SQUARES(float)
+        }
+#undef PRESK_SQUARES
+        for (uint64_t b = lo; b <= hi; b++) { /* none when the chunk had no finite square */
+            unsigned __int128 v = (unsigned __int128)bins[0][b] + bins[1][b];
+            v += (unsigned __int128)bins[2][b] + bins[3][b];
+            if (!v) continue;
+            bins[0][b] = bins[1][b] = bins[2][b] = bins[3][b] = 0;
+            v <<= b % 32;
+            int64_t *l = limbs + b / 32;
+            l[0] += (int64_t)(uint64_t)(v & 0xFFFFFFFFu);
+            l[1] += (int64_t)(uint64_t)((v >> 32) & 0xFFFFFFFFu);
+            l[2] += (int64_t)(uint64_t)(v >> 64);
+        }
     }
 }
 """
