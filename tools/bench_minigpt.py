@@ -20,7 +20,8 @@ stream, written into a temporary folder) in batches of B.
    times in this process; each launch's time summed by class: contractions (a fold of
    `fma`), softmax (forward and backward), the optimizer (AdamW's kernels), fills, other
    elementwise kernels and reductions, the zeroing of the arena's temporaries, and the host
-   (Python around the call: inputs in, outputs out). `--clock cpu` times each launch and the
+   (Python around the call: inputs in their storage types, read where they lie as the
+   trainer's arena holds them; outputs out). `--clock cpu` times each launch and the
    step by the thread's CPU clock instead, which other jobs on a loaded machine do not stop.
    `--contractions` also lists the contractions by kernel and product: time, GFLOP/s, the
    product as the GEMM sees it (m×n×k, batch, each operand's row and column strides: `A 1,384`
