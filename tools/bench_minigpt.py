@@ -20,7 +20,8 @@ stream, written into a temporary folder) in batches of B.
    times in this process; each launch's time summed by class: contractions (a fold of
    `fma`), softmax (forward and backward), the optimizer (AdamW's kernels), fills, other
    elementwise kernels and reductions, the zeroing of the arena's temporaries, and the host
-   (Python around the call: inputs in, outputs out). `--clock cpu` times each launch and the
+   (Python around the call: inputs in their storage types, read where they lie as the
+   trainer's arena holds them; outputs out). `--clock cpu` times each launch and the
    step by the thread's CPU clock instead, which other jobs on a loaded machine do not stop.
    `--contractions` also lists the contractions by kernel and product: time, GFLOP/s, the
    product as the GEMM sees it (m×n×k, batch, each operand's row and column strides: `A 1,384`
@@ -229,7 +230,8 @@ def breakdown(
     start = time.perf_counter()
     entry = NativeEntry(schedule, timed="cpu" if clock == "cpu" else True)
     print(f"  compiled in {time.perf_counter() - start:.1f} s ({len(entry.source)} units)")
-    inputs = storage(schedule, argument_leaves(args))
+    # in their storage types, read where they lie as the training loop's arena holds them
+    inputs = storage(schedule, argument_leaves(args), stored=True)
     classes = [kernel_class(launch.kernel) for launch in schedule.launches]
     ns = np.zeros(len(classes) + 1)
     entry.run_timed(inputs, ns)  # warm

@@ -42,9 +42,11 @@ speedup (step and forward), the median of the rounds' ratios, with the load aver
 another tree's native sides at one and two threads (`/work/main/.venv/bin/python`: the
 change before and after, in the same rounds).
 
-`--regions` also times empty parallel regions of two threads (wall time a region, with
-libgomp's spin count at 0 and at its default) in their own processes: what a fork and join
-costs here and now.
+`--regions` also times parallel regions of two threads in their own processes, at
+libgomp's spin counts from 0 (presk_cback.load's) through small ones to its default: the
+wall time a region costs beyond its work, empty and back to back, and in the step's
+pattern (50 µs of work on each thread, 5 µs on the calling thread between regions): what
+a fork and join costs here and now (with the load average: measure it quiet).
 """
 
 from __future__ import annotations
@@ -142,7 +144,7 @@ def side(consts: dict, data: str, threads: int, steps: int, forward: bool = Fals
         return "softmax" if c == "elementwise" and "softmax" in steps else c
 
     entry = NativeEntry(schedule, timed="threads")
-    inputs = storage(schedule, argument_leaves(args))
+    inputs = storage(schedule, argument_leaves(args), stored=True)  # read where they lie
     n = len(schedule.launches)
     ns = np.zeros(3 * (n + 1))
     entry.run_timed(inputs, ns)  # warm
@@ -171,29 +173,38 @@ def side(consts: dict, data: str, threads: int, steps: int, forward: bool = Fals
 
 
 def empty_regions(count: int) -> None:
-    """Wall nanoseconds an empty parallel region of two threads takes (the median of 5
-    batches of `count`), at this process's GOMP_SPINCOUNT."""
+    """Wall nanoseconds a parallel region of two threads costs beyond its work, at this
+    process's GOMP_SPINCOUNT (the median of 5 batches of `count`): an empty region, back to
+    back; then the step's pattern, each thread busy 50 µs in the region and the calling
+    thread 5 µs between regions (a launch's work and the host's call of the next)."""
     from presk_cback.load import declare, load
 
     src = r"""
 #define _POSIX_C_SOURCE 199309L
 #include <time.h>
-double presk_regions(int count) {
-    struct timespec a, b; volatile int sink = 0;
-    clock_gettime(CLOCK_MONOTONIC, &a);
+static double presk_now(void) {
+    struct timespec a; clock_gettime(CLOCK_MONOTONIC, &a);
+    return (double)a.tv_sec * 1e9 + (double)a.tv_nsec;
+}
+static void presk_busy(double ns) { const double end = presk_now() + ns; while (presk_now() < end) {} }
+double presk_regions(int count, double work, double gap) {
+    volatile int sink = 0;
+    const double a = presk_now();
     for (int i = 0; i < count; i++) {
 #pragma omp parallel num_threads(2)
-        { sink += 1; }
+        { sink += 1; if (work > 0) presk_busy(work); }
+        if (gap > 0) presk_busy(gap);
     }
-    clock_gettime(CLOCK_MONOTONIC, &b);
-    return ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / count;
+    return (presk_now() - a) / count - work - gap;
 }
 """
-    cdef = "double presk_regions(int count);"
+    cdef = "double presk_regions(int count, double work, double gap);"
     declare(cdef)
     lib = load(src, cdef, ("presk_regions",), threads=True).lib
-    lib.presk_regions(100)
-    print(statistics.median(lib.presk_regions(count) for _ in range(5)))
+    lib.presk_regions(100, 0.0, 0.0)
+    empty = statistics.median(lib.presk_regions(count, 0.0, 0.0) for _ in range(5))
+    worked = statistics.median(lib.presk_regions(count // 4, 5e4, 5e3) for _ in range(5))
+    print(json.dumps([empty, worked]))
 
 
 def by_class(rows: list[dict]) -> dict[str, list[dict]]:
@@ -402,12 +413,17 @@ def main() -> None:
     if args.wall:
         wall(args.const, data, args.wall, args.torch, args.against)
     if args.regions:
-        print("  an empty parallel region of two threads, wall time (median of 5 × 2000):")
-        for spin in ("0", "3000", "300000"):
+        print(
+            "  a parallel region of two threads, wall time beyond its work (median of 5 × 2000;"
+            f" load average {os.getloadavg()[0]:.1f}): empty, back to back; the step's pattern,"
+            " 50 µs of work each thread and 5 µs on the calling thread between regions"
+        )
+        for spin in ("0", "10", "30", "100", "300", "1000", "3000", "300000"):
             e = {**env, "GOMP_SPINCOUNT": spin}
             cmd = [sys.executable, __file__, "--empty", "2000"]
             out = subprocess.run(cmd, env=e, capture_output=True, text=True, check=True)
-            print(f"    GOMP_SPINCOUNT {spin:>7}: {float(out.stdout):>9.0f} ns")
+            empty, worked = json.loads(out.stdout)
+            print(f"    GOMP_SPINCOUNT {spin:>7}: {empty:>9.0f} ns empty, {worked:>9.0f} ns worked")
 
 
 if __name__ == "__main__":

@@ -169,9 +169,8 @@ def _compiled(setup: dict) -> str:
 def native_side(
     folder: Path, plan: dict, realize: str, warm_only: bool, planned: bool = False
 ) -> None:
-    from presk_ad.step import finite
     from presk_cli.native import compiled, lower, storage
-    from presk_cli.native_train import NativeTrainer, _tree
+    from presk_cli.native_train import NativeTrainer
     from presk_kernel.lower import argument_leaves
 
     start = time.perf_counter()
@@ -213,9 +212,9 @@ def native_side(
     entry.run(storage(schedule, argument_leaves(args)))  # the inputs into the arena, once
     arena = pointer(entry.arena, "char")
 
-    def step():
+    def step():  # as presk train's: the finite check a scan in C of the arena's gradient
         loss, grads, _ = native.step(batch, 1, 1e-4)
-        finite(1, indices, loss, _tree(native, grads, copy=False))
+        native.check(1, indices, loss, grads)
 
     def forward():
         if entry.module.lib.presk_entry(arena):
@@ -248,7 +247,9 @@ def breakdown_side(folder: Path, plan: dict, realize: str, steps: int) -> None:
     start = time.perf_counter()
     entry = NativeEntry(schedule, timed=True)
     compile_s = time.perf_counter() - start
-    inputs = storage(schedule, argument_leaves(args))
+    # in their storage types, read where they lie (as the training loop's arena holds θ,
+    # m and v): a double's rounding to f32 each call is no host time of a step
+    inputs = storage(schedule, argument_leaves(args), stored=True)
     # a fused kernel's class by the operations it computes (a softmax fused with the scores'
     # scale is the softmax's): the names of its steps' sites in the schedule before fusion
     names: dict[str, set[str]] = {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import numpy as np
 import pytest
 from kernel_entries import MINIGPT, lowered
 from presk_cback.native import NativeEntry
@@ -151,3 +152,29 @@ def test_integer_weights_keep_the_gemm_and_their_bits(compiler, tmp_path, realiz
     assert [x.tobytes() for x in run_schedule(emitted, leaves, laid=True)] == want
     for lanes in (True, False):
         assert [x.tobytes() for x in executor(ints, "native", lanes)(leaves)] == want
+
+
+@pytest.mark.parametrize("timed", [True, "cpu", "threads"])
+def test_a_timed_entry_clocks_each_launch_and_the_zeroing(compiler, timed):
+    # presk_cback.emit._timed_host, the one writer of presk_entry_timed: each launch's slot
+    # (three clocks under "threads": wall, the calling thread's CPU time, the process's) and
+    # the zeroing's after them; the entry's bits are the untimed one's
+    schedule, args, _ = lowered(
+        "tutorial/01_linear.psk", "Linear{40, 24}.apply", (("batch", 9),), "f32"
+    )
+    laid = lay_out(fuse(schedule)[0], 2)
+    inputs = storage(laid, args)
+    want = [x.tobytes() for x in NativeEntry(laid, epilogues=False).run(inputs)]
+    entry = NativeEntry(laid, timed=timed)
+    per = 3 if timed == "threads" else 1
+    n = len(entry.schedule.launches)
+    source = entry.source[-1]
+    assert source.count("int presk_entry_timed_io(") == 2  # declared, then defined once
+    ns = np.zeros(per * (n + 1))
+    for calls in (1, 2):  # each call adds into ns
+        assert [x.tobytes() for x in entry.run_timed(inputs, ns)] == want
+        walls = ns[: per * n : per]
+        assert (walls > 0).all() and ns[per * n :].min() >= 0, (calls, ns)
+    if timed == "threads":  # the process's CPU time holds the calling thread's (its clocks
+        clocks = ns.reshape(n + 1, 3)  # read just after the thread's: within 10 µs)
+        assert (clocks[:n, 2] >= clocks[:n, 1] - 1e4).all()

@@ -131,6 +131,11 @@ def test_square_sum_is_fsum_of_the_squares(dtype):
     # 1 + many tiny squares: the naive double sum drops them all, the exact one does not
     c = np.concatenate([[1.0], np.full(4096, 2.0**-30)]).astype(dtype)
     assert entry.square_sum([c]) == exact_norm2([c]) == 1.0 + 4096 * 2.0**-60
+    # many squares of one exponent, each mantissa all ones, over several chunks of 4096
+    # (their bins near 2^63 before each fold into the limbs), a few past the doubles
+    d = np.full(3 * 4096 + 5, np.nextafter(dtype(1.5), dtype(2)), dtype)
+    d[7::997] = -np.nextafter(dtype(2**20), dtype(0))
+    assert entry.square_sum([d]) == exact_norm2([d])
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

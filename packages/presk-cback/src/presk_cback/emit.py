@@ -91,25 +91,51 @@ int64_t presk_nonfinite(const char *p, int64_t n, int f64) {
 /* the exact sum of the squares of p[0..n) (each square rounded to a double, as numpy's
  * np.square(x, dtype=float64)), added into limbs[0..67): limb i counts units of
  * 2^(32i - 1074); limbs[67] counts the squares that overflowed to infinity; the values
- * finite (presk_nonfinite), n below 2^31 a call */
+ * finite (presk_nonfinite), n below 2^31 a call. A square m * 2^(at - 1074) (m < 2^53) is
+ * added into bin `at` of one of 4 sets (element j's: j mod 4, so that consecutive terms of
+ * one exponent do not wait on each other's store), whole chunks of 4096 terms at a time
+ * (a bin then holds 1024 terms at most: below 2^63), then the bins a chunk touched are
+ * folded into the limbs (their sum below 2^65, shifted by at mod 32: below 2^96, three
+ * limbs); each limb takes less than 2^39 a chunk, 2^57 a call */
 void presk_square_sum(const char *p, int64_t n, int f64, int64_t *limbs) {
-    for (int64_t i = 0; i < n; i++) {
-        double x = f64 ? ((const double *)p)[i] : (double)((const float *)p)[i];
-        double s = x * x;
-        uint64_t u;
-        memcpy(&u, &s, 8);
-        uint64_t e = (u >> 52) & 0x7FF, m = u & ((UINT64_C(1) << 52) - 1);
-        if (e == 0x7FF) { /* a square past the doubles: counted in the last limb */
-            limbs[67] += 1;
-            continue;
+    static const uint64_t mask = (UINT64_C(1) << 52) - 1;
+    uint64_t bins[4][2048];
+    memset(bins, 0, sizeof bins);
+    for (int64_t i = 0; i < n; i += 4096) {
+        const int64_t end = i + 4096 < n ? i + 4096 : n;
+        uint64_t lo = 2048, hi = 0;
+#define PRESK_SQUARES(T) \
+        for (int64_t j = i; j < end; j++) { \
+            const double x = (double)((const T *)p)[j], s = x * x; \
+            uint64_t u; \
+            memcpy(&u, &s, 8); \
+            const uint64_t e = (u >> 52) & 0x7FF; \
+            if (e == 0x7FF) { /* a square past the doubles: counted in the last limb */ \
+                limbs[67] += 1; \
+                continue; \
+            } \
+            const uint64_t at = e ? e - 1 : 0; /* s = m * 2^(at - 1074) */ \
+            bins[j & 3][at] += (u & mask) | ((uint64_t)(e != 0) << 52); \
+            lo = at < lo ? at : lo; \
+            hi = at > hi ? at : hi; \
         }
-        if (e) m |= UINT64_C(1) << 52;
-        uint64_t at = e ? e - 1 : 0; /* s = m * 2^(at - 1074) */
-        unsigned __int128 v = (unsigned __int128)m << (at % 32);
-        int64_t *l = limbs + at / 32;
-        l[0] += (int64_t)(uint64_t)(v & 0xFFFFFFFFu);
-        l[1] += (int64_t)(uint64_t)((v >> 32) & 0xFFFFFFFFu);
-        l[2] += (int64_t)(uint64_t)(v >> 64);
+        if (f64) {
+            PRESK_SQUARES(double)
+        } else {
+            PRESK_SQUARES(float)
+        }
+#undef PRESK_SQUARES
+        for (uint64_t b = lo; b <= hi; b++) { /* none when the chunk had no finite square */
+            unsigned __int128 v = (unsigned __int128)bins[0][b] + bins[1][b];
+            v += (unsigned __int128)bins[2][b] + bins[3][b];
+            if (!v) continue;
+            bins[0][b] = bins[1][b] = bins[2][b] = bins[3][b] = 0;
+            v <<= b % 32;
+            int64_t *l = limbs + b / 32;
+            l[0] += (int64_t)(uint64_t)(v & 0xFFFFFFFFu);
+            l[1] += (int64_t)(uint64_t)((v >> 32) & 0xFFFFFFFFu);
+            l[2] += (int64_t)(uint64_t)(v >> 64);
+        }
     }
 }
 """
@@ -142,26 +168,41 @@ static void presk_clocks_add(double *ns, const double *t0) {
 """
 
 
-def _threads_timed(calls: list[str], zero: list[str], zero_at: dict, own: str) -> list[str]:
-    """`presk_entry_timed[_io]` with three clocks a launch (`timed="threads"`): ns[3i],
-    ns[3i + 1], ns[3i + 2] the launch's wall time, its calling thread's CPU time and the
-    process's CPU time (all its threads'), the zeroing's at 3·launches (THREADS_PRELUDE)."""
-    z0 = 3 * len(calls)
-    host = THREADS_PRELUDE.splitlines()
+def _timed_host(calls: list[str], zero: list[str], zero_at: dict, own: str, timed) -> list[str]:
+    """`presk_entry_timed[_io]`: the launches and zeroing of `presk_entry_io`, each between a
+    clock's start and its add. `timed="threads"`: three clocks a launch (THREADS_PRELUDE),
+    ns[3i], ns[3i + 1], ns[3i + 2] the launch's wall time, its calling thread's CPU time and
+    the process's CPU time (all its threads'), the zeroing's at 3·launches; else one clock
+    (TIMED_PRELUDE: the monotonic one, or `timed="cpu"` the calling thread's CPU clock),
+    ns[i] the launch's, ns[launches] the zeroing's."""
+    if timed == "threads":
+        prelude, decl, start = THREADS_PRELUDE, "double t[3];", "presk_clocks(t);"
+
+        def add(slot: int) -> str:
+            return f"presk_clocks_add(ns + {3 * slot}, t);"
+    else:
+        clock = "CLOCK_THREAD_CPUTIME_ID" if timed == "cpu" else "CLOCK_MONOTONIC"
+        prelude = TIMED_PRELUDE.replace("CLOCK_MONOTONIC", clock)
+        decl, start = "double t;", "t = presk_clock();"
+
+        def add(slot: int) -> str:
+            return f"ns[{slot}] += presk_clock() - t;"
+
+    z = len(calls)  # the zeroing's slot, after the launches'
+    host = prelude.splitlines()
     host.append("int presk_entry_timed_io(char *arena, char *const *io, double *ns);")
     host.append("int presk_entry_timed(char *arena, double *ns) {")
     host.append(own)
     host.append("    return presk_entry_timed_io(arena, io, ns);\n}\n")
     host.append("int presk_entry_timed_io(char *arena, char *const *io, double *ns) {")
-    host.append("    int err = 0;")
-    host.append("    double t[3]; presk_clocks(t);")
-    host += [f"    {z}" for z in zero]
-    host.append(f"    presk_clocks_add(ns + {z0}, t);")
+    host.append(f"    int err = 0;\n    {decl}")
+    host.append(f"    {start}")
+    host += [f"    {line}" for line in zero]
+    host.append(f"    {add(z)}")
     for i, c in enumerate(calls):
         if zero_at.get(i):
-            z = " ".join(zero_at[i])
-            host.append(f"    presk_clocks(t); {z} presk_clocks_add(ns + {z0}, t);")
-        host.append(f"    presk_clocks(t); {c} presk_clocks_add(ns + {3 * i}, t);")
+            host.append(f"    {start} {' '.join(zero_at[i])} {add(z)}")
+        host.append(f"    {start} {c} {add(i)}")
     host.append("    return err;\n}\n")
     return host
 
@@ -905,26 +946,8 @@ def entry_units(
     for i, c in enumerate(calls):  # a shared temporary zeroed at its first launch
         host += [f"    {z}" for z in zero_at.get(i, ())] + [f"    {c}"]
     host.append("    return err;\n}\n")
-    if timed == "threads":
-        host += _threads_timed(calls, zero, zero_at, own)
-    elif timed:
-        clock = "CLOCK_THREAD_CPUTIME_ID" if timed == "cpu" else "CLOCK_MONOTONIC"
-        host += TIMED_PRELUDE.replace("CLOCK_MONOTONIC", clock).splitlines()
-        host.append("int presk_entry_timed_io(char *arena, char *const *io, double *ns);")
-        host.append("int presk_entry_timed(char *arena, double *ns) {")
-        host.append(own)
-        host.append("    return presk_entry_timed_io(arena, io, ns);\n}\n")
-        host.append("int presk_entry_timed_io(char *arena, char *const *io, double *ns) {")
-        host.append("    int err = 0;")
-        host.append("    double t = presk_clock();")
-        host += [f"    {z}" for z in zero]
-        host.append(f"    ns[{len(calls)}] += presk_clock() - t;")
-        for i, c in enumerate(calls):
-            if zero_at.get(i):
-                z = " ".join(zero_at[i])
-                host.append(f"    t = presk_clock(); {z} ns[{len(calls)}] += presk_clock() - t;")
-            host.append(f"    t = presk_clock(); {c} ns[{i}] += presk_clock() - t;")
-        host.append("    return err;\n}\n")
+    if timed:
+        host += _timed_host(calls, zero, zero_at, own, timed)
     if n > 1:
         host = [proto for _, _, proto in bodies] + host
         host = [p.replace("static void ", "void ", 1) for p in host]

@@ -215,7 +215,7 @@ class NativeEntry:
         """`run`, adding each launch's nanoseconds into `ns[i]` and the zeroing of the
         buffers that are not inputs into `ns[-1]` (`ns`: float64, launches + 1; three
         entries each under `timed="threads"`: ns[3i:3i + 3], the zeroing's last)."""
-        per = 3 if self.timed == "threads" else 1  # three clocks a launch (emit._threads_timed)
+        per = 3 if self.timed == "threads" else 1  # three clocks a launch (emit._timed_host)
         assert self.timed and ns.dtype == np.float64
         assert ns.size == per * (len(self.schedule.launches) + 1)
         held, results = self._bind(inputs, None)
