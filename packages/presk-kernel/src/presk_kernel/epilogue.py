@@ -69,10 +69,12 @@ def gemm_epilogues(schedule: Schedule) -> Schedule:
             _index(computed, j, reads, writes, add=True)
             launches[j] = c = computed
         unlaid = _unlaid(c)
-        i = _producer(unlaid, j, keep, reads, writes, launches)
+        i, shared = _producer(unlaid, j, keep, reads, writes, launches), False
+        if i is None:
+            i, shared = _shared_producer(unlaid, j, keep, reads, writes, launches), True
         if i is None:
             continue
-        fused = with_epilogue(launches[i], unlaid)
+        fused = with_epilogue(launches[i], unlaid, keep=shared)
         if fused is None:
             continue
         fused_into(launches, i, j, fused, reads, writes, merges)
@@ -85,15 +87,44 @@ def gemm_epilogues(schedule: Schedule) -> Schedule:
     return out
 
 
-def with_epilogue(p: Launch, c: Launch) -> Launch | None:
+def _shared_producer(
+    c: Launch, j: int, keep: set[int], reads: dict, writes: dict, launches: list
+) -> int | None:
+    """The GEMM launch whose result the elementwise `c` may take as an epilogue that stores
+    that result too (`merge_epilogue(keep=True)`): the step's forward h = x·W + b, read by
+    the GELU and later by the backward's `gelu_grad`. The one launch before `c` that
+    writes a temporary `c` reads, as its one output, whose other readers all come after
+    `c` (the fused launch stores it at `c`'s place), its inputs written by no launch in
+    between, and a GEMM statement (its layout's)."""
+    if producer_store(c) is None:
+        return None
+    for a in c.args[: len(c.kernel.inputs)]:
+        if a.buf in keep:
+            continue
+        (i, *more) = sorted(writes.get(a.buf, set())) or (None,)
+        if i is None or more or i >= j or any(r < j for r in reads.get(a.buf, ())):
+            continue
+        p = launches[i]
+        if p.kernel.layout.gemm is None or len(p.kernel.outputs) != 1:
+            continue
+        if p.args[-1].buf != a.buf or p.args[-1].offset != 0:
+            continue
+        if any(any(i < w < j for w in writes.get(b.buf, ())) for b in p.args):
+            continue
+        return i
+    return None
+
+
+def with_epilogue(p: Launch, c: Launch, keep: bool = False) -> Launch | None:
     """The laid-out GEMM launch `p` with the elementwise `c` as its GEMM statement's
     epilogue, laid out as `p` is (its tiles, pack, threads); None when `p` is no GEMM
     statement, blocks its fold (a k-block stores partial sums, which the epilogue would
-    see), or the fused nest is not the same GEMM with an epilogue."""
+    see), or the fused nest is not the same GEMM with an epilogue. With `keep`, the
+    epilogue stores `p`'s result too (later launches read it)."""
     g = p.kernel.layout.gemm
     if g is None or p.kernel.layout.kblock:
         return None
-    fused = merge_epilogue(_unlaid(p), c, gemm=True)
+    fused = merge_epilogue(_unlaid(p), c, gemm=True, keep=keep)
     if fused is None:
         return None
     k = fused.kernel
