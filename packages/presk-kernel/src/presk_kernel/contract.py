@@ -116,7 +116,8 @@ def contraction(k: Kernel, prologues: bool = False) -> Contraction | None:
     fold's points in its order, so the fold is the same. With `prologues` (the emission's,
     presk_kernel.epilogue), a fold over one variable may have a term computed from affine
     loads in the compute type (`_computed`: a dequantised weight, a norm's scaled row),
-    which the GEMM computes into its packed panel (`Contraction.prologue`)."""
+    which the GEMM computes into its packed panel (`Contraction.prologue`), and an epilogue
+    may store more than C (`_epilogue`)."""
     loops = perfect_nest(k)
     body = loops[-1].body if len(loops) >= 2 else ()
     band = triangle_loop(body, {lp.var for lp in loops})
@@ -131,6 +132,8 @@ def contraction(k: Kernel, prologues: bool = False) -> Contraction | None:
         return None
     if epilogue and not _epilogue(k, r, epilogue):
         return None
+    if not prologues and sum(isinstance(s, Store) for s in epilogue) > 1:
+        return None  # several stores: the emission's epilogue only (presk_kernel.epilogue)
     computed = [not isinstance(t, Load) for t in r.terms]
     if any(computed) and not (
         prologues and len(r.vars) == 1 and all(_computed(k, t) for t in r.terms)
