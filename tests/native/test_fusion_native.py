@@ -21,7 +21,7 @@ from presk_kernel.contract import contraction
 from presk_kernel.epilogue import gemm_epilogues
 from presk_kernel.fuse import fuse
 from presk_kernel.interp import run_schedule
-from presk_kernel.ir import GemmStmt, Store
+from presk_kernel.ir import GemmStmt, Let, Loop, Op, Store, plain
 from presk_kernel.layout import default_layout, lay_out, nest_names, with_gemm
 from presk_kernel.lower import argument_leaves
 from presk_kernel.realization import parse_realization
@@ -113,6 +113,23 @@ def test_a_chain_of_epilogues_and_the_gelu(compiler):
     assert normed and all(k.body[0].gemm.prologue[0] is not None for k in normed)
 
 
+def _ops(body) -> set[str]:
+    out: set[str] = set()
+
+    def walk(e) -> None:
+        if isinstance(e, Op):
+            out.add(e.op)
+            for a in e.args:
+                walk(a)
+
+    for s in body:
+        if isinstance(s, Loop):
+            out |= _ops(s.body)
+        elif isinstance(s, (Let, Store)):
+            walk(s.expr)
+    return out
+
+
 def _same(got, want) -> bool:
     """The same bits, a NaN's sign and payload aside (the interpreter's numpy and the C
     give NaNs of either sign)."""
@@ -126,9 +143,10 @@ def _same(got, want) -> bool:
 @pytest.mark.parametrize("realize, threads", [("f64", 1), ("f32", 2)])
 def test_the_steps_gelu_stores_its_operand_too(compiler, realize, threads):
     # in the training step the forward's h = x·W + b is read by the GELU and later by the
-    # backward's gelu_grad: the up-projection's epilogue stores both h and gelu(h)
-    # (`merge_epilogue(keep=True)`), the bits of the unfused schedule's, natively and on the
-    # laid-out interpreter; then with ±inf, NaN and −0 in its bias
+    # backward's gelu_grad: the up-projection's epilogue stores both (`merge_epilogue(keep=
+    # True)`), then gelu_grad's factor of h in h's place (`_factors_forward`), the bits of
+    # the unfused schedule's, natively and on the laid-out interpreter; then with ±inf, NaN
+    # and −0 in its bias
     dims = (("V", "64"), ("D", "48"), ("H", "2"), ("L", "1"))
     schedule, args, _ = lowered(
         "tests/examples/minigpt/train_minigpt.psk", "loss", (("B", 2), ("T", 16)), realize,
@@ -142,7 +160,11 @@ def test_the_steps_gelu_stores_its_operand_too(compiler, realize, threads):
     g = up.kernel.body[0].gemm
     stores = [s for s in g.epilogue if isinstance(s, Store)]
     assert len(stores) == 2 and stores[0].buf == g.c and len(up.kernel.outputs) == 2
-    assert "gelu_grad" in names  # reading h along the rows: its own kernel
+    # gelu_grad(ct, h) = ct · (erfc(−h/√2)·½ + h·exp(−h²/2)/√(2π)): its factor, which reads
+    # only h, computed in that epilogue and stored in h's place; the backward a product
+    assert "exp" in _ops(g.epilogue) and "erfc" in _ops(g.epilogue)
+    (gg,) = [lc.kernel for lc in emitted.launches if lc.kernel.name == "gelu_grad"]
+    assert _ops(plain(gg.body)) == {"mul"}
     entry = NativeEntry(laid)
     inputs = storage(laid, args)
     want = [x.tobytes() for x in run_schedule(schedule, args)]
