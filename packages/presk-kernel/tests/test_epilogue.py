@@ -87,3 +87,35 @@ def test_an_epilogue_stores_its_operand_too_where_later_launches_read_it():
     want = run_schedule(schedule, args)
     got = run_schedule(dataclasses.replace(schedule, launches=(fused,), body=None), args, laid=True)
     assert same_bits(got, want)
+
+
+def test_a_factor_of_the_products_result_is_computed_forward_where_only_it_reads_it(
+    monkeypatch,
+):
+    # gelu_grad(ct, h) = ct · E(h): E into the epilogue that stores h, stored in h's place,
+    # only where gelu_grad is h's one reader
+    from presk_kernel import epilogue
+
+    dims = (("V", "64"), ("D", "48"), ("H", "2"), ("L", "1"))  # products the GEMM takes
+    schedule, _, _ = lowered(
+        "tests/examples/minigpt/train_minigpt.psk", "loss", (("B", 2), ("T", 16)), "f32", True,
+        dims,
+    )  # fmt: skip
+    laid = lay_out(fuse(schedule)[0], 1)
+    factors = epilogue._factors_forward
+    monkeypatch.setattr(epilogue, "_factors_forward", lambda *a: None)
+    before = list(gemm_epilogues(laid).launches)
+    (j,) = [n for n, lc in enumerate(before) if lc.kernel.name == "gelu_grad"]
+    h = before[j].args[1].buf
+    for extra in (False, True):
+        launches, reads, writes = list(before), {}, {}
+        for i, lc in enumerate(launches):
+            _index(lc, i, reads, writes, add=True)
+        if extra:  # another launch reads h too: h stays
+            reads[h].add(j + 1)
+        factors(launches, set(), reads, writes)
+        assert (launches == before) == extra
+        if not extra:
+            (i,) = writes[h]
+            assert "exp" in str(launches[i].kernel.layout.gemm.epilogue)
+            assert "erfc" not in str(launches[j].kernel.body)
