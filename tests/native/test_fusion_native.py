@@ -21,7 +21,7 @@ from presk_kernel.contract import contraction
 from presk_kernel.epilogue import gemm_epilogues
 from presk_kernel.fuse import fuse
 from presk_kernel.interp import run_schedule
-from presk_kernel.ir import GemmStmt
+from presk_kernel.ir import GemmStmt, Let, Loop, Op, Store, plain
 from presk_kernel.layout import default_layout, lay_out, nest_names, with_gemm
 from presk_kernel.lower import argument_leaves
 from presk_kernel.realization import parse_realization
@@ -113,22 +113,75 @@ def test_a_chain_of_epilogues_and_the_gelu(compiler):
     assert normed and all(k.body[0].gemm.prologue[0] is not None for k in normed)
 
 
-def test_a_transcendental_reading_the_rows_of_another_array_is_no_epilogue():
-    # gelu_grad reads the forward's product at each element of the backward's: it stays
-    # a kernel of its own (the tile loop would read that array out of the prefetchers'
-    # order behind erfc and exp), while the GELU of the forward pass joins its product
+def _ops(body) -> set[str]:
+    out: set[str] = set()
+
+    def walk(e) -> None:
+        if isinstance(e, Op):
+            out.add(e.op)
+            for a in e.args:
+                walk(a)
+
+    for s in body:
+        if isinstance(s, Loop):
+            out |= _ops(s.body)
+        elif isinstance(s, (Let, Store)):
+            walk(s.expr)
+    return out
+
+
+def _same(got, want) -> bool:
+    """The same bits, a NaN's sign and payload aside (the interpreter's numpy and the C
+    give NaNs of either sign)."""
+    return all(
+        np.array_equal(np.isnan(x), np.isnan(y))
+        and x[~np.isnan(x)].tobytes() == y[~np.isnan(y)].tobytes()
+        for x, y in zip(got, want, strict=True)
+    )
+
+
+@pytest.mark.parametrize("realize, threads", [("f64", 1), ("f32", 2)])
+def test_the_steps_gelu_stores_its_operand_too(compiler, realize, threads):
+    # in the training step the forward's h = x·W + b is read by the GELU and later by the
+    # backward's gelu_grad: the up-projection's epilogue stores both (`merge_epilogue(keep=
+    # True)`), then gelu_grad's factor of h in h's place (`_factors_forward`), the bits of
+    # the unfused schedule's, natively and on the laid-out interpreter; then with ±inf, NaN
+    # and −0 in its bias
     dims = (("V", "64"), ("D", "48"), ("H", "2"), ("L", "1"))
-    schedule, _, _ = lowered(
-        "tests/examples/minigpt/train_minigpt.psk", "loss", (("B", 2), ("T", 16)), "f32", True,
-        dims,
+    schedule, args, _ = lowered(
+        "tests/examples/minigpt/train_minigpt.psk", "loss", (("B", 2), ("T", 16)), realize,
+        True, dims,
     )  # fmt: skip
-    laid = lay_out(fuse(schedule)[0], 1)
+    laid = lay_out(fuse(schedule)[0], threads)
     emitted = gemm_epilogues(laid)
     names = [lc.kernel.name for lc in emitted.launches]
-    assert "gelu_grad" in names
-    assert not any("MLP.apply.bwd/%11" in lc.kernel.steps for lc in emitted.launches)
-    # in the step the forward's product is read by the backward too: the GELU stays
-    assert "gelu" in names
+    assert "gelu" in [lc.kernel.name for lc in laid.launches] and "gelu" not in names
+    (up,) = [lc for lc in emitted.launches if "MLP.apply.fwd/%5" in lc.kernel.steps]
+    g = up.kernel.body[0].gemm
+    stores = [s for s in g.epilogue if isinstance(s, Store)]
+    assert len(stores) == 2 and stores[0].buf == g.c and len(up.kernel.outputs) == 2
+    # gelu_grad(ct, h) = ct · (erfc(−h/√2)·½ + h·exp(−h²/2)/√(2π)): its factor, which reads
+    # only h, computed in that epilogue and stored in h's place; the backward a product
+    assert "exp" in _ops(g.epilogue) and "erfc" in _ops(g.epilogue)
+    (gg,) = [lc.kernel for lc in emitted.launches if lc.kernel.name == "gelu_grad"]
+    assert _ops(plain(gg.body)) == {"mul"}
+    entry = NativeEntry(laid)
+    inputs = storage(laid, args)
+    want = [x.tobytes() for x in run_schedule(schedule, args)]
+    assert [x.tobytes() for x in entry.run(inputs)] == want
+    laid_run = realize == "f32"  # the interpreter's f64 GEMM (gmpy2's fma) is slow
+    if laid_run:
+        assert [x.tobytes() for x in run_schedule(emitted, inputs, laid=True)] == want
+    bias = laid.inputs.index(up.args[2].buf)  # h = ±inf, NaN, x·W − 0 in four columns
+    inputs[bias] = inputs[bias].copy()
+    inputs[bias].reshape(-1)[:4] = [np.inf, -np.inf, np.nan, -0.0]
+    if laid_run:
+        want = run_schedule(schedule, inputs)
+        assert _same(entry.run(inputs), want)
+        assert _same(run_schedule(emitted, inputs, laid=True), want)
+    else:  # the interpreter's f64 fma of arbitrary doubles is slow: the unfused natively
+        want = [x.tobytes() for x in NativeEntry(laid, epilogues=False).run(inputs)]
+        assert [x.tobytes() for x in entry.run(inputs)] == want
 
 
 @pytest.mark.parametrize("realize, scheme", [("f64", "int8"), ("f32", "int4")])

@@ -8,10 +8,16 @@ import dataclasses
 
 import pytest
 from kernel_entries import lowered, same_bits
-from presk_kernel.epilogue import gemm_epilogues, with_epilogue, with_operand
-from presk_kernel.fuse import fuse
+from presk_kernel.epilogue import (
+    _shared_producer,
+    _unlaid,
+    gemm_epilogues,
+    with_epilogue,
+    with_operand,
+)
+from presk_kernel.fuse import _index, fuse
 from presk_kernel.interp import run_schedule
-from presk_kernel.ir import GemmStmt, format_schedule
+from presk_kernel.ir import GemmStmt, Store, format_schedule
 from presk_kernel.layout import default_layout, lay_out
 
 
@@ -55,3 +61,61 @@ def test_a_small_product_keeps_its_loops():
     schedule, _, _ = lowered("tutorial/01_linear.psk", "Linear{3, 2}.apply", (("batch", 4),))
     laid = lay_out(fuse(schedule)[0], 1)
     assert gemm_epilogues(laid).launches == laid.launches
+
+
+def test_an_epilogue_stores_its_operand_too_where_later_launches_read_it():
+    # the step's h = x·W + b, read by the GELU and later by gelu_grad: the consumer joins
+    # the product's epilogue, which stores the product too (two stores, C first); not
+    # where a launch between them reads the product (the fused launch writes it later)
+    schedule, args, _ = lowered(
+        "tutorial/01_linear.psk", "Linear{300, 12}.apply", (("batch", 10),), "f32"
+    )
+    p, laid_c = lay_out(fuse(schedule)[0], 1).launches
+    c = _unlaid(laid_c)  # as gemm_epilogues passes a consumer
+    launches = [p, c, c]  # the product read by the consumer, then by another launch
+    reads, writes = {}, {}
+    for i, lc in enumerate(launches):
+        _index(lc, i, reads, writes, add=True)
+    assert _shared_producer(c, 1, set(), reads, writes, launches) == 0
+    assert _shared_producer(c, 2, set(), reads, writes, launches) is None
+    assert _shared_producer(c, 1, {p.args[-1].buf}, reads, writes, launches) is None
+    fused = with_epilogue(p, c, keep=True)
+    g = fused.kernel.body[0].gemm
+    stores = [s for s in g.epilogue if isinstance(s, Store)]
+    assert [s.buf for s in stores][0] == g.c and len(stores) == 2
+    assert [a.buf for a in fused.args[-2:]] == [p.args[-1].buf, c.args[-1].buf]
+    want = run_schedule(schedule, args)
+    got = run_schedule(dataclasses.replace(schedule, launches=(fused,), body=None), args, laid=True)
+    assert same_bits(got, want)
+
+
+def test_a_factor_of_the_products_result_is_computed_forward_where_only_it_reads_it(
+    monkeypatch,
+):
+    # gelu_grad(ct, h) = ct · E(h): E into the epilogue that stores h, stored in h's place,
+    # only where gelu_grad is h's one reader
+    from presk_kernel import epilogue
+
+    dims = (("V", "64"), ("D", "48"), ("H", "2"), ("L", "1"))  # products the GEMM takes
+    schedule, _, _ = lowered(
+        "tests/examples/minigpt/train_minigpt.psk", "loss", (("B", 2), ("T", 16)), "f32", True,
+        dims,
+    )  # fmt: skip
+    laid = lay_out(fuse(schedule)[0], 1)
+    factors = epilogue._factors_forward
+    monkeypatch.setattr(epilogue, "_factors_forward", lambda *a: None)
+    before = list(gemm_epilogues(laid).launches)
+    (j,) = [n for n, lc in enumerate(before) if lc.kernel.name == "gelu_grad"]
+    h = before[j].args[1].buf
+    for extra in (False, True):
+        launches, reads, writes = list(before), {}, {}
+        for i, lc in enumerate(launches):
+            _index(lc, i, reads, writes, add=True)
+        if extra:  # another launch reads h too: h stays
+            reads[h].add(j + 1)
+        factors(launches, set(), reads, writes)
+        assert (launches == before) == extra
+        if not extra:
+            (i,) = writes[h]
+            assert "exp" in str(launches[i].kernel.layout.gemm.epilogue)
+            assert "erfc" not in str(launches[j].kernel.body)

@@ -6,7 +6,7 @@ and the batch loops' values read from the context array the call passes (`contex
 
 from __future__ import annotations
 
-from presk_kernel.contract import row_vars
+from presk_kernel.contract import c_store, row_vars
 from presk_kernel.ir import Gemm, Kernel, Loop, plain
 
 from presk_cback.emit import CTYPE, _name  # emit imports this module when it writes a call
@@ -101,7 +101,7 @@ def epilogue_function(kc, g: Gemm) -> str:
         kc.emit("#pragma omp simd", 0)
     nv = _name(g.n)
     kc.emit(f"for (int64_t {nv} = j0; {nv} < j0 + nr; {nv}++) {{", 2)
-    store = g.epilogue[-1]
+    store = c_store(g)
     kc.types[g.acc] = k.compute
     kc.emit(f"const {ct} {_name(g.acc)} = b{store.buf}[{kc.offset(store.buf, store.index)}];", 3)
     kc.block(g.epilogue, 3)

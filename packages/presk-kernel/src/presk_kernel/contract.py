@@ -116,7 +116,8 @@ def contraction(k: Kernel, prologues: bool = False) -> Contraction | None:
     fold's points in its order, so the fold is the same. With `prologues` (the emission's,
     presk_kernel.epilogue), a fold over one variable may have a term computed from affine
     loads in the compute type (`_computed`: a dequantised weight, a norm's scaled row),
-    which the GEMM computes into its packed panel (`Contraction.prologue`)."""
+    which the GEMM computes into its packed panel (`Contraction.prologue`), and an epilogue
+    may store more than C (`_epilogue`)."""
     loops = perfect_nest(k)
     body = loops[-1].body if len(loops) >= 2 else ()
     band = triangle_loop(body, {lp.var for lp in loops})
@@ -124,12 +125,15 @@ def contraction(k: Kernel, prologues: bool = False) -> Contraction | None:
         loops, body = [*loops, dataclasses.replace(band, stop=None)], band.body
     if len(body) < 2 or not isinstance(body[0], Reduce) or not isinstance(body[-1], Store):
         return None
-    r, st = body[0], body[-1]
+    r = body[0]
+    st = next(s for s in body[1:] if isinstance(s, Store))  # C: the first store after the fold
     epilogue = body[1:] if len(body) > 2 or st.expr != Var(r.acc) else ()
     if r.op != "fma" or not r.vars or r.body:
         return None
     if epilogue and not _epilogue(k, r, epilogue):
         return None
+    if not prologues and sum(isinstance(s, Store) for s in epilogue) > 1:
+        return None  # several stores: the emission's epilogue only (presk_kernel.epilogue)
     computed = [not isinstance(t, Load) for t in r.terms]
     if any(computed) and not (
         prologues and len(r.vars) == 1 and all(_computed(k, t) for t in r.terms)
@@ -358,17 +362,24 @@ def _type(k: Kernel, e) -> str | None:
 
 def _epilogue(k: Kernel, r: Reduce, body: tuple) -> bool:
     """Whether the statements after a contraction's fold are an epilogue the generated GEMM
-    runs on each finished element (presk_kernel.fuse.merge_epilogue writes them): lets, then
-    one store to an output of the compute type (C: it holds the partial sums between the
-    GEMM's blocks of k), none reading that output or any output (what C holds there before
-    the end is a partial sum), none a loop or a fold."""
-    *lets, st = body
-    if not all(isinstance(s, Let) for s in lets) or not isinstance(st, Store):
+    runs on each finished element (presk_kernel.fuse.merge_epilogue writes them): lets and
+    stores, the last a store, the first store to an output of the compute type (C: it holds
+    the partial sums between the GEMM's blocks of k), the others (the GELU beside the
+    product it reads, `merge_epilogue(keep=True)`) each to another output at affine
+    indices, none reading any output (what C holds there before the end is a partial sum),
+    none a loop or a fold."""
+    if not all(isinstance(s, (Let, Store)) for s in body) or not isinstance(body[-1], Store):
         return False
-    if k.buffers[st.buf].dtype != k.compute or st.buf < len(k.inputs):
+    stores = [s for s in body if isinstance(s, Store)]
+    st = stores[0]
+    if k.buffers[st.buf].dtype != k.compute or any(s.buf < len(k.inputs) for s in stores):
+        return False
+    if len({s.buf for s in stores}) != len(stores):
+        return False
+    if any(not all(isinstance(i, Affine) for i in s.index) for s in stores[1:]):
         return False
     outs = {b.id for b in k.outputs}
-    exprs = [s.expr for s in lets] + [st.expr] + [i for i in st.index if not isinstance(i, Affine)]
+    exprs = [s.expr for s in body] + [i for i in st.index if not isinstance(i, Affine)]
     return not any(_loads(e) & outs for e in exprs) and _uses(exprs, r.acc)
 
 
@@ -419,7 +430,7 @@ def row_vars(g: Gemm) -> list[tuple[str, int]]:
 def epilogue_nest(nest: tuple, g: Gemm) -> tuple:
     """A GEMM statement's nest as its epilogue runs: the fold replaced by its finished sum,
     read from C where the epilogue stores the element (the generated GEMM put it there)."""
-    store = g.epilogue[-1]
+    store = c_store(g)
 
     def walk(body: tuple) -> tuple:
         out = []
@@ -433,6 +444,12 @@ def epilogue_nest(nest: tuple, g: Gemm) -> tuple:
         return tuple(out)
 
     return walk(nest)
+
+
+def c_store(g: Gemm) -> Store:
+    """A GEMM statement's epilogue's store to C (its first: the element the GEMM finished,
+    which the epilogue reads back as its accumulator)."""
+    return next(s for s in g.epilogue if isinstance(s, Store) and s.buf == g.c)
 
 
 def recognize(k: Kernel) -> Gemm | None:

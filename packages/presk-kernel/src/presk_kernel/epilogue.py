@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from presk_kernel.calls import fused_body, with_calls
-from presk_kernel.contract import as_gemm, contraction
+from presk_kernel.contract import as_gemm, c_store, contraction
 from presk_kernel.fuse import (
     _consumer,
     _index,
@@ -32,7 +32,7 @@ from presk_kernel.fuse import (
     merge_epilogue,
     producer_store,
 )
-from presk_kernel.ir import Launch, Schedule, plain
+from presk_kernel.ir import Affine, Launch, Let, Load, Loop, Op, Reduce, Schedule, Store, Var, plain
 from presk_kernel.layout import PACK_AT, apply_layout
 
 # A product of at most this many columns reads A's rows where they lie (presk_cback.gemm:
@@ -69,13 +69,16 @@ def gemm_epilogues(schedule: Schedule) -> Schedule:
             _index(computed, j, reads, writes, add=True)
             launches[j] = c = computed
         unlaid = _unlaid(c)
-        i = _producer(unlaid, j, keep, reads, writes, launches)
+        i, shared = _producer(unlaid, j, keep, reads, writes, launches), False
+        if i is None:
+            i, shared = _shared_producer(unlaid, j, keep, reads, writes, launches), True
         if i is None:
             continue
-        fused = with_epilogue(launches[i], unlaid)
+        fused = with_epilogue(launches[i], unlaid, keep=shared)
         if fused is None:
             continue
         fused_into(launches, i, j, fused, reads, writes, merges)
+    _factors_forward(launches, keep, reads, writes)
     if not merges:
         return replace(schedule, launches=tuple(launches))
     at = [i for i, lc in enumerate(launches) if lc is not None]
@@ -85,15 +88,44 @@ def gemm_epilogues(schedule: Schedule) -> Schedule:
     return out
 
 
-def with_epilogue(p: Launch, c: Launch) -> Launch | None:
+def _shared_producer(
+    c: Launch, j: int, keep: set[int], reads: dict, writes: dict, launches: list
+) -> int | None:
+    """The GEMM launch whose result the elementwise `c` may take as an epilogue that stores
+    that result too (`merge_epilogue(keep=True)`): the step's forward h = x·W + b, read by
+    the GELU and later by the backward's `gelu_grad`. The one launch before `c` that
+    writes a temporary `c` reads, as its one output, whose other readers all come after
+    `c` (the fused launch stores it at `c`'s place), its inputs written by no launch in
+    between, and a GEMM statement (its layout's)."""
+    if producer_store(c) is None:
+        return None
+    for a in c.args[: len(c.kernel.inputs)]:
+        if a.buf in keep:
+            continue
+        (i, *more) = sorted(writes.get(a.buf, set())) or (None,)
+        if i is None or more or i >= j or any(r < j for r in reads.get(a.buf, ())):
+            continue
+        p = launches[i]
+        if p.kernel.layout.gemm is None or len(p.kernel.outputs) != 1:
+            continue
+        if p.args[-1].buf != a.buf or p.args[-1].offset != 0:
+            continue
+        if any(any(i < w < j for w in writes.get(b.buf, ())) for b in p.args):
+            continue
+        return i
+    return None
+
+
+def with_epilogue(p: Launch, c: Launch, keep: bool = False) -> Launch | None:
     """The laid-out GEMM launch `p` with the elementwise `c` as its GEMM statement's
     epilogue, laid out as `p` is (its tiles, pack, threads); None when `p` is no GEMM
     statement, blocks its fold (a k-block stores partial sums, which the epilogue would
-    see), or the fused nest is not the same GEMM with an epilogue."""
+    see), or the fused nest is not the same GEMM with an epilogue. With `keep`, the
+    epilogue stores `p`'s result too (later launches read it)."""
     g = p.kernel.layout.gemm
     if g is None or p.kernel.layout.kblock:
         return None
-    fused = merge_epilogue(_unlaid(p), c, gemm=True)
+    fused = merge_epilogue(_unlaid(p), c, gemm=True, keep=keep)
     if fused is None:
         return None
     k = fused.kernel
@@ -154,3 +186,148 @@ def with_prologue(lc: Launch) -> Launch | None:
 
 def _unlaid(lc: Launch) -> Launch:
     return replace(lc, kernel=replace(lc.kernel, body=plain(lc.kernel.body)))
+
+
+def _factors_forward(launches: list, keep: set[int], reads: dict, writes: dict) -> None:
+    """Each elementwise launch `c[idx] = x[idx] · E(h[idx])` whose factor E reads only h,
+    a transcendental in it, where h is stored by a GEMM statement's epilogue (an earlier
+    launch) and read by `c` alone: the epilogue stores E(h) in h's place, `c` becomes the
+    product `x[idx] · h[idx]` (in place, the other launches as they are). The backward's
+    `gelu_grad(ct, h) = ct · (erfc(−h/√2)·½ + h·exp(−h²/2)/√(2π))`: its erfc and exp
+    computed in the up-projection's epilogue, beside the GELU's own erfc of the same
+    operand (one evaluation, the C compiler's common subexpression), the backward left a
+    product. E is evaluated by the same operations in the same type (stored in h's type,
+    the type it had as a value of that product): the same bits."""
+    for j, c in enumerate(launches):
+        if c is None or c.kernel.layout.gemm is not None:
+            continue
+        found = _factored(_unlaid(c))
+        if found is None:
+            continue
+        stmt, other, factor, h = found
+        k = c.kernel
+        at = [b.id for b in k.inputs].index(h)
+        buf = c.args[at]
+        if buf.offset or buf.buf in keep or reads.get(buf.buf, set()) != {j}:
+            continue
+        (i, *more) = sorted(writes.get(buf.buf, set())) or (None,)
+        if i is None or more or i >= j or launches[i] is None:
+            continue
+        p = _with_factor(launches[i], buf.buf, factor, h, stmt, k)
+        if p is None:
+            continue
+        value = Op("mul", (other, Load(h, stmt.index)) if stmt.expr.args[0] is other else
+                   (Load(h, stmt.index), other), stmt.expr.attr)  # fmt: skip
+        body = _restore(plain(k.body), replace(stmt, expr=value))
+        launches[i] = p
+        launches[j] = replace(c, kernel=apply_layout(replace(k, body=body)))
+
+
+def _factored(c: Launch):
+    """(the store, the other operand, the factor, h's buffer) of an elementwise launch whose
+    store is a product of an operand and a factor reading only one other input h, at the
+    store's index, with presk libm's functions in it; None otherwise."""
+    from presk_kernel.fuse import LIBM, _every_op, producer_store
+
+    ps = producer_store(c)
+    if ps is None:
+        return None
+    _, st = ps
+    e = st.expr
+    if not isinstance(e, Op) or e.op != "mul" or len(e.args) != 2:
+        return None
+    for other, factor in (e.args, e.args[::-1]):
+        if not _every_op(factor) & LIBM:
+            continue
+        loads = _loads_of(factor)
+        bufs = {ld.buf for ld in loads}
+        if len(bufs) != 1 or any(ld.index != st.index for ld in loads):
+            continue
+        (h,) = bufs
+        if any(h == ld.buf for ld in _loads_of(other)) or h >= len(c.kernel.inputs):
+            continue
+        if c.kernel.buffers[h].dtype != c.kernel.compute:
+            continue
+        return st, other, factor, h
+    return None
+
+
+def _loads_of(e) -> list[Load]:
+    match e:
+        case Load(_, index):
+            return [e, *(x for i in index if not isinstance(i, Affine) for x in _loads_of(i))]
+        case Op(_, args, _):
+            return [x for a in args for x in _loads_of(a)]
+    return []
+
+
+def _with_factor(p: Launch, buf: int, factor, h: int, stmt: Store, ck) -> Launch | None:
+    """The laid-out GEMM launch `p`, whose epilogue stores C (argument `buf`) with the value
+    v, storing `factor` of v there instead (its loads of h the value), or None when `p` is
+    no such launch or the indices do not correspond (C over c's loops, axis by axis)."""
+    g = p.kernel.layout.gemm
+    if g is None or not g.epilogue or p.args[g.c].buf != buf or p.args[g.c].offset:
+        return None
+    cstore = c_store(g)
+    lengths = [a.length for a in p.kernel.buffers[g.c].axes]
+    if lengths != [a.length for a in ck.buffers[h].axes]:
+        return None
+    if not all(_plain(i) for i in (*cstore.index, *stmt.index)):
+        return None  # element [a0, a1, …] of h is C's at the same axes' indices
+    unlaid = _unlaid(p).kernel
+    taken = _all_names(unlaid.body)
+    names = (f"d{n}" for n in range(len(taken) + 2) if f"d{n}" not in taken)
+    lets = []
+    v = cstore.expr
+    if not isinstance(v, Var):  # the value h once, read by the factor where it loads h
+        lets.append(Let(next(names), v))
+        v = Var(lets[-1].name)
+
+    def conv(e):
+        match e:
+            case Load(b, _) if b == h:
+                return v
+            case Op(op, args, attr):
+                return Op(op, tuple(conv(a) for a in args), attr)
+        return e
+
+    name = next(names)
+    new = (*lets, Let(name, conv(factor)), replace(cstore, expr=Var(name)))
+    body = _restore(plain(unlaid.body), cstore, new)
+    k = replace(unlaid, body=body)
+    fused = contraction(k, prologues=True)
+    if fused is None:
+        return None
+    e = as_gemm(fused)
+    layout = replace(p.kernel.layout, pack=(e.a, e.b), gemm=e)
+    return replace(p, kernel=apply_layout(replace(k, layout=layout)))
+
+
+def _plain(i) -> bool:
+    return isinstance(i, Affine) and not i.const and len(i.terms) == 1 and i.terms[0][1] == 1
+
+
+def _restore(body: tuple, old: Store, new=None) -> tuple:
+    """`body` with the store to `old`'s buffer at `old`'s index replaced by `new` (a tuple
+    of statements), or by `old` itself when `new` is None (its expression changed)."""
+    out = []
+    for s in body:
+        if isinstance(s, Loop):
+            s = replace(s, body=_restore(s.body, old, new))
+        elif isinstance(s, Store) and s.buf == old.buf and s.index == old.index:
+            out.extend(new if new is not None else (old,))
+            continue
+        out.append(s)
+    return tuple(out)
+
+
+def _all_names(body) -> set[str]:
+    out: set[str] = set()
+    for s in body:
+        if isinstance(s, Let):
+            out.add(s.name)
+        elif isinstance(s, Loop):
+            out |= {s.var} | _all_names(s.body)
+        elif isinstance(s, Reduce):
+            out |= {s.acc} | _all_names(s.body)
+    return out

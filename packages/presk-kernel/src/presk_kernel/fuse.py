@@ -360,7 +360,7 @@ def _names(body) -> set[str]:
     return out
 
 
-def merge_epilogue(p: Launch, c: Launch, gemm: bool = False) -> Launch | None:
+def merge_epilogue(p: Launch, c: Launch, gemm: bool = False, keep: bool = False) -> Launch | None:
     """The elementwise kernel `c` computed where `p` stores the result `c` reads (its
     epilogue): `p`'s store `%t[idx] = e` becomes `let t = e` and `c`'s store at `idx`, its
     loads of %t the value t. The same operations in the same type, each once: the same
@@ -369,9 +369,14 @@ def merge_epilogue(p: Launch, c: Launch, gemm: bool = False) -> Launch | None:
     contraction (whose store the generated GEMM makes) — but with `gemm` (the emission's
     `presk_kernel.epilogue`, after plans): a contraction the generated GEMM computes takes
     `c` as its GEMM statement's epilogue, the fused kernel keeping its name and site, when
-    the fused nest is still the GEMM's (`_gemm_epilogue`)."""
+    the fused nest is still the GEMM's (`_gemm_epilogue`). With `keep` (a GEMM's, whose
+    result later launches read too: the step's h = x·W + b, which `gelu_grad` reads), `p`'s
+    store stays, the value's `let` stored to it before `c`'s store: two outputs, `p`'s
+    first (the GEMM's C)."""
     pk, ck = p.kernel, c.kernel
     gemm = gemm and contraction(pk, prologues=True) is not None
+    if keep and not gemm:
+        return None
     if _folds_fma(pk.body) and not gemm:
         return None  # a contraction keeps its store plain: the generated GEMM's
     site = epilogue_site(pk)
@@ -419,6 +424,9 @@ def merge_epilogue(p: Launch, c: Launch, gemm: bool = False) -> Launch | None:
         if b.id not in targets
     }
     n_new = len(bufs)
+    if keep:  # p's result stays an output, stored first (the GEMM's C)
+        bufs.append(Buffer(len(bufs), pk.outputs[0].dtype, pk.outputs[0].axes))
+        args.append(p.args[-1])
     for b, a in zip(ck.outputs, c.args[n_in:], strict=True):
         bufs.append(Buffer(len(bufs), b.dtype, b.axes))
         args.append(a)
@@ -447,6 +455,9 @@ def merge_epilogue(p: Launch, c: Launch, gemm: bool = False) -> Launch | None:
         tail = (Let(name, value), Store(cmap[cstore.buf], index, conv(cstore.expr)))
     except _NoFusion:
         return None
+    if keep:
+        pidx = tuple(i if isinstance(i, Affine) else _renumber(i, pmap) for i in pstore.index)
+        tail = (tail[0], Store(n_new, pidx, Var(name)), tail[1])
     ident = {b.id: b.id for b in pk.buffers}  # p's statements with p's inputs renumbered
     body = tuple(_replace(st, {**ident, **pmap}, set(), None, []) for st in pk.body)
     body = _splice(body, path, tail)
