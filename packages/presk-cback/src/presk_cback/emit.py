@@ -710,6 +710,20 @@ class KernelC:
         else:  # the panel folded [0, t_kc): skipped [t_kc, K)
             self.emit(f"int64_t t_kc = band_kend_{self.gemm}(t_r0, {M}, {K}, {stop});", d + 1)
             lo, hi, bad, skip = "t_kc", str(K), "t_bad >= t_kc", f"t_kc < {K}"
+        if finite:  # A's skipped terms ±0: the panel's rows repaired only for a −0 or B's
+            self.emit(f"if ({skip} && !({bad})) {{  /* a −0 in the panel's C? */", d + 1)
+            self.emit(f"{u} t_zp = 0;", d + 2)
+            if scn == 1 and scm == N:  # the panel's rows of C one run of memory
+                self.emit("#pragma omp simd reduction(|:t_zp)", 0)
+                self.emit(f"for (int64_t t_i = t_r0*{N}; t_i < t_r1*{N}; t_i++)", d + 2)
+                self.emit(f"t_zp |= ((const {u} *){pc})[t_i] == {sign};", d + 3)
+            else:
+                self.emit("for (int64_t t_r = t_r0; t_r < t_r1; t_r++)", d + 2)
+                self.emit("#pragma omp simd reduction(|:t_zp)", 0)
+                self.emit(f"for (int64_t t_n = 0; t_n < {N}; t_n++)", d + 3)
+                self.emit(f"t_zp |= ((const {u} *){pc})[t_r*{scm} + t_n*{scn}] == {sign};", d + 4)
+            self.emit("if (!t_zp) continue;", d + 2)
+            self.emit("}", d + 1)
         self.emit(f"if ({skip}) {{", d + 1)
         across = not finite and sam < sak  # A's skipped part read along its rows' stride
         if across:  # by columns of A, its rows' flags side by side: the loads contiguous
