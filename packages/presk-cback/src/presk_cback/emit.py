@@ -718,10 +718,12 @@ class KernelC:
                 self.emit(f"for (int64_t t_i = t_r0*{N}; t_i < t_r1*{N}; t_i++)", d + 2)
                 self.emit(f"t_zp |= ((const {u} *){pc})[t_i] == {sign};", d + 3)
             else:
-                self.emit("for (int64_t t_r = t_r0; t_r < t_r1; t_r++)", d + 2)
+                self.emit("for (int64_t t_r = t_r0; t_r < t_r1; t_r++) {", d + 2)
                 self.emit("#pragma omp simd reduction(|:t_zp)", 0)
                 self.emit(f"for (int64_t t_n = 0; t_n < {N}; t_n++)", d + 3)
-                self.emit(f"t_zp |= ((const {u} *){pc})[t_r*{scm} + t_n*{scn}] == {sign};", d + 4)
+                at_c = f"((const {u} *){pc})[t_r*{scm} + t_n*{scn}]"
+                self.emit(f"t_zp |= {at_c} == {sign};", d + 4)
+                self.emit("}", d + 2)
             self.emit("if (!t_zp) continue;", d + 2)
             self.emit("}", d + 1)
         self.emit(f"if ({skip}) {{", d + 1)
