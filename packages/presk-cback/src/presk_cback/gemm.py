@@ -17,6 +17,13 @@ accumulators for every KC block after the first, and starts the first from −0.
 identity of IEEE addition: fma(a₀, b₀, −0) is a₀b₀ rounded, its sign included), so the result
 is that fold whatever MR, NV, KC, MC, NC. Threads (OpenMP) take contiguous ranges of the NR
 panels of n (or m), never k: each element is computed by one thread, in one order.
+
+A banded product (`presk_gemm_band_*`, issue 26: the causal attention's) runs the same nest
+with one test a tile: its rows by panels of MR, each over the columns (`BAND_COLS`) or the
+terms (`BAND_KEND`, `BAND_KSTART`) its rows need, by the bound functions the emitted repair
+calls too (docs/native.md, "The banded driver"). A term range is a contiguous part of the
+fold, in increasing k, started from −0 at its first term: the same bits for what it
+computes; which terms may be skipped is the caller's proof.
 """
 
 from __future__ import annotations
