@@ -69,9 +69,8 @@ def regions(k) -> int:
     """The parallel regions one launch of the laid-out kernel `k` opens (as presk_cback.emit
     writes them): a `For` or `Tile` with threads, one per run of the loops around it; a
     GEMM statement with threads, one per call of the generated GEMM (a point of its batch
-    loops, a block of rows of a narrowed product), when its columns (or rows) split, or one
+    loops; a narrowed product's too, one banded call), when its columns (or rows) split, or one
     when its threads share its batch's points (`batched`)."""
-    from presk_kernel.contract import TRIANGLE_ROWS, gemm_stop
     from presk_kernel.ir import For, GemmStmt, Loop, Reduce, Tile, TwoPass
 
     def count(body, times: int) -> int:
@@ -80,11 +79,8 @@ def regions(k) -> int:
             match s:
                 case GemmStmt(threads=threads, batched=True) if threads > 1:
                     n += times  # the batch's points shared: one region
-                case GemmStmt(g, threads, nest) if threads > 1:
-                    calls = math.prod(e for _, e in g.batch)
-                    if gemm_stop(g, nest) is not None:
-                        calls *= -(-g.rows // TRIANGLE_ROWS)
-                    n += times * calls
+                case GemmStmt(g, threads) if threads > 1:
+                    n += times * math.prod(e for _, e in g.batch)
                 case For(threads=threads) | Tile(threads=threads) if threads > 1:
                     n += times
                 case Tile(extent=extent, size=size, body=inner):

@@ -167,3 +167,45 @@ def test_a_blocking_kept_for_the_host_is_used(monkeypatch, tmp_path):
     assert used == [SMALL]
     (tmp_path / "gemm-blocking.json").write_text("not json")
     assert G.host_blocking("f64", tc) == G.default_blocking("f64", tc)
+
+
+def _band_bounds(band, mr, m, n, k, stop, r):
+    """Row r's columns or terms in `presk_gemm_band_*` (by panels of MR rows from row 0)."""
+    first, last = r // mr * mr, min(m, r // mr * mr + mr) - 1
+    if band == "cols":
+        return 0, max(0, min(n, last + stop))
+    if band == "kend":
+        return 0, max(1, min(k, last + stop))
+    return max(0, min(k - 1, first + stop)), k
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("band", ["cols", "kend", "kstart"])
+def test_a_banded_product_computes_each_panels_columns_or_terms(dtype, band):
+    # by panels of MR rows: the columns their last row needs (the rest not written), the
+    # fold over the terms [0, their last row's r + stop) or [their first row's, k); k = 400
+    # spans two KC blocks of 384, SMALL's KC 16 many; stops past either end of a row
+    tc = find_toolchain()
+    for (m, k, n), stops in (((37, 70, 45), (1, -4, 30)), ((30, 400, 20), (0, 150))):
+        a, b = operands(m, k, n, dtype, seed=m)
+        for blocking in (None, SMALL):
+            mr = (blocking or G.host_blocking(G.TAGS[np.dtype(dtype)], tc)).mr
+            for stop in stops:
+                want = np.full((m, n), np.nan, dtype)
+                for r in range(m):
+                    lo, hi = _band_bounds(band, mr, m, n, k, stop, r)
+                    if band == "cols":
+                        want[r, :hi] = reference(a[r : r + 1], b[:, :hi])[0] if hi else 0
+                    else:
+                        want[r] = reference(a[r : r + 1, lo:hi], b[lo:hi])[0]
+                for threads in (1, 2):
+                    got = np.full((m, n), np.nan, dtype)
+                    G.gemm(a, b, got, threads=threads, blocking=blocking, band=band, stop=stop)
+                    if band == "cols":  # the needed columns; any other written is the fold
+                        need = ~np.isnan(want)
+                        assert same_bits(got[need], want[need]), (blocking, stop, threads)
+                        full = reference(a, b)
+                        done = ~np.isnan(got)
+                        assert same_bits(got[done], full[done])
+                    else:
+                        assert same_bits(got, want), (blocking, stop, threads)

@@ -57,14 +57,13 @@ def test_a_narrowed_training_step_gives_the_unnarrowed_bits_natively():
 
 def test_the_scores_product_computes_its_allowed_triangle_only():
     """The scores' hidden positions are dead (the softmax reads them under the mask's
-    select): their product runs as a GEMM by blocks of rows over the columns each block
-    allows, and their scale over the allowed prefix; the attention's bits are the
-    unnarrowed schedule's, at one and two threads and in f64 (T 100: blocks of 24 rows and
-    a short last one; a GEMM from PACK_AT)."""
-    from presk_kernel.contract import TRIANGLE_ROWS, gemm_stop
+    select): their product runs as one banded GEMM call, each panel of MR rows over the
+    columns its last row allows, and their scale over the allowed prefix; the attention's
+    bits are the unnarrowed schedule's, at one and two threads and in f64 (T 100: a short
+    last panel of every default MR, 12, 6 and 4)."""
+    from presk_kernel.contract import gemm_stop
     from presk_kernel.ir import GemmStmt
 
-    assert 100 % TRIANGLE_ROWS
     for realize, dtype, threads in (
         ("f32", np.float32, 1),
         ("f32", np.float32, 2),
@@ -85,10 +84,11 @@ def test_the_scores_product_computes_its_allowed_triangle_only():
 
 def test_the_values_product_folds_each_rows_allowed_prefix():
     """a·v: the softmax's weights are +0 where the mask hides (their writer stores the
-    constant), so each block of rows folds the prefix its last row allows, then the rest
+    constant), so each panel of rows folds the prefix its last row allows, then the rest
     only where the sum is −0 or v holds a value that is not finite past it. Head 1's column
     0 folds to −0 on rows 0 … 97 (v = −0 there, the other weights +0) and the hidden +1s
-    of rows 98 and 99, past every block's prefix, make it +0; head 0's column 1 has an
+    of rows 98 and 99, past the prefix of every panel before the last, make it +0 there
+    (the rest's fold, the repair); head 0's column 1 has an
     infinite v at row 98, hidden from the rows before it (their whole fold NaN). The
     unnarrowed bits, at one and two threads and in f64."""
     from presk_kernel.contract import gemm_kstop
@@ -120,11 +120,11 @@ def test_the_values_product_folds_each_rows_allowed_prefix():
 
 
 def test_the_adjoint_products_fold_their_allowed_terms_natively():
-    """aᵀ·g as GEMM calls from each block's first row's diagonal, the whole fold again
-    where the result is −0 or a skipped value of g is not finite: the unnarrowed bits at T
-    200 (blocks of 96 rows: dV's rows from 96 fold to −0 from the diagonal beside g's +1s
-    in rows 0, 1; g's row 100 is infinite, skipped by the rows from 192), at two threads
-    and in f64, against the unnarrowed schedule natively."""
+    """aᵀ·g as one banded GEMM call, each panel of rows from its first row's diagonal,
+    the whole fold again where the result is −0 or a skipped value of g is not finite: the
+    unnarrowed bits at T 200 (dV's rows from 2 fold to −0 from the diagonal beside g's +1s
+    in rows 0, 1; g's row 100 is infinite, skipped by the panels that start past it), at two
+    threads and in f64, against the unnarrowed schedule natively."""
     from presk_kernel.contract import gemm_kstop
     from presk_kernel.ir import GemmStmt
     from test_narrow import GRADS, hard_grad_inputs

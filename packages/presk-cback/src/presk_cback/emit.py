@@ -26,7 +26,7 @@ import math
 import re
 
 from presk_kernel import libm
-from presk_kernel.contract import TRIANGLE_ROWS, gemm_kstop, gemm_stop
+from presk_kernel.contract import gemm_kstop, gemm_stop
 from presk_kernel.ir import (
     Affine,
     Const,
@@ -607,9 +607,8 @@ class KernelC:
     ) -> None:
         """A GEMM statement (over the operands it packs) as calls of the generated GEMM, one
         per point of its batch loops; the same fold, so the same bits. A narrowed product
-        (`stop`: row r's columns end at r + stop) as one call per block of rows
-        (`triangle_calls`); a product whose A is ±0 past row r's r + kstop terms, likewise
-        (`prefix_calls`). `batched`: the batch loops' points shared among the threads (one
+        (`stop`: row r's columns end at r + stop), or a product whose A is ±0 past row r's
+        r + kstop terms, as one call of the banded driver (`band_call`). `batched`: the batch loops' points shared among the threads (one
         parallel region, collapsed), each call on one thread."""
         self.gemm = self.k.compute
         if batched and g.batch:
@@ -631,12 +630,10 @@ class KernelC:
         def st(which: int, v: str) -> int:
             return g.stride(which, v)
 
-        if stop is not None:  # a narrowed product: plain GEMM calls by blocks of rows
+        if stop is not None or kstop is not None:  # one banded call (and a repair)
             if g.epilogue or g.prologue:  # presk_kernel.contract gives a narrowed one neither
                 raise EmitError(f"`{self.k.name}`: a narrowed GEMM with an epilogue or prologue")
-            self.triangle_calls(g, threads, depth, stop, at(0), at(1), at(2))
-        elif kstop is not None:  # a·v: each block of rows folds its prefix, then repairs
-            self.prefix_calls(g, threads, depth, kstop, at(0), at(1), at(2))
+            self.band_call(g, threads, depth, at(0), at(1), at(2), stop, kstop)
         else:
             pro = g.prologue or (None, None)
             t = CTYPE[self.gemm]
@@ -671,54 +668,40 @@ class KernelC:
             depth -= 1
             self.emit("}", depth)
 
-    def triangle_calls(
-        self, g: Gemm, threads, depth: int, stop: int, a: str, b: str, c: str
+    def band_call(
+        self,
+        g: Gemm,
+        threads,
+        depth: int,
+        a: str,
+        b: str,
+        c: str,
+        stop: int | None,
+        kstop: tuple[int, bool, bool] | None,
     ) -> None:
-        """A narrowed product's GEMM (issue 26): rows in blocks of TRIANGLE_ROWS, each block
-        one call over the columns its last row needs, [0, min(cols, r1 − 1 + stop)). Each
-        element computed is the same fold as in the whole product (its row and column are
-        the GEMM's, k in order); the others are dead (presk_kernel.narrow)."""
-        sam, sak, sbk, sbn = (
-            g.stride(0, g.m),
-            g.stride(0, g.k),
-            g.stride(1, g.k),
-            g.stride(1, g.n),
-        )
-        scm = g.stride(2, g.m)
-        r = TRIANGLE_ROWS
-        self.emit(f"for (int64_t t_r0 = 0; t_r0 < {g.rows}; t_r0 += {r}) {{", depth)
-        self.emit(f"int64_t t_r1 = t_r0 + {r} < {g.rows} ? t_r0 + {r} : {g.rows};", depth + 1)
-        self.emit(
-            f"int64_t t_nc = t_r1 - 1 + {stop} < {g.cols} ? t_r1 - 1 + {stop} : {g.cols};",
-            depth + 1,
-        )
-        self.emit(
-            f"presk_gemm_{self.gemm}(t_r1 - t_r0, t_nc, {g.depth}, b{g.a} + {a} + t_r0*{sam}, "
-            f"{sam}, {sak}, b{g.b} + {b}, {sbk}, {sbn}, b{g.c} + {c} + t_r0*{scm}, {scm}, "
-            f"{threads});",
-            depth + 1,
-        )
-        self.emit("}", depth)
+        """A product narrowed by rows (issue 26) as one call of the generated GEMM's banded
+        driver (`presk_gemm_band_*`, presk_cback.gemm), which takes the call's rows by panels
+        of its MR, each over what its rows need; then, for a fold cut short, the repair.
 
-    def prefix_calls(
-        self, g: Gemm, threads, depth: int, kstop: tuple[int, bool, bool], a: str, b: str, c: str
-    ) -> None:
-        """A product whose A is ±0 (or not finite) past row r's first r + stop terms
-        (`Reduce.zeros`: the values product a·v, the softmax's weights stored +0 where the
-        mask hides, and dS·K; issue 26): rows in blocks of TRIANGLE_ROWS, each block one
-        call folding k over the prefix its last row needs, [0, min(depth, r1 − 1 + stop)) —
-        the fold of each element up to there, k in order — then, element by element, the
-        rest of the fold where C is −0 there or A or B holds a value that is not finite past
-        it (elsewhere the rest adds ±0 = +0·b, and x + ±0 = x for x not zero, +0 + ±0 = +0).
-        `t_bad`, the last row of B holding such a value, is found once for the batch point;
-        A's row past the prefix is scanned for one (the adjoint's a·(g − Σ) may be NaN),
-        unless A is known finite there (`Reduce.zeros_finite`: the softmax's weights).
-        With the zeros first (`zeros_first`: aᵀ·g, dSᵀ·Q, A ±0 before row r's r + stop),
-        each block folds from its first row's start, [min(r0 + stop, depth − 1), depth),
-        and an element is folded whole again where C is −0 or A or B holds a value that is
-        not finite before that start (a fold over the skipped ±0 terms is ±0: it changes
-        a result only where the rest folds to −0). The whole product's bits."""
-        stop, first, finite = kstop
+        `stop` (a narrowed product, `gemm_stop`: row r's columns end at r + stop): each
+        panel over the columns its last row needs (BAND_COLS). Each element computed is the
+        same fold as in the whole product (its row and column are the GEMM's, k in order);
+        the others are dead (presk_kernel.narrow).
+
+        `kstop` (`gemm_kstop`: A is ±0, or not finite, past row r's first r + stop terms:
+        `Reduce.zeros`, the values product a·v, the softmax's weights stored +0 where the
+        mask hides): each panel folds k over the prefix its last row needs, [0, band_kend)
+        (BAND_KEND) — the fold of each element up to there, k in order — then, element by
+        element, the rest of the fold where C is −0 there or A or B holds a value that is not
+        finite past it (elsewhere the rest adds ±0 = +0·b, and x + ±0 = x for x not zero,
+        +0 + ±0 = +0). `t_bad`, the last row of B holding such a value, is found once for the
+        batch point; A's rows past the prefix are scanned for one (the adjoint's a·(g − Σ)
+        may be NaN), unless A is known finite there (`Reduce.zeros_finite`: the softmax's
+        weights). With the zeros first (`zeros_first`: aᵀ·g, A ±0 before row r's r + stop),
+        each panel folds from its first row's start, [band_kstart, depth) (BAND_KSTART), and
+        an element is folded whole again where C is −0 or A or B holds a value that is not
+        finite before that start (a fold over the skipped ±0 terms is ±0: it changes a result
+        only where the rest folds to −0). The whole product's bits."""
         t = CTYPE[self.gemm]
         sam, sak, sbk, sbn = (
             g.stride(0, g.m),
@@ -727,9 +710,19 @@ class KernelC:
             g.stride(1, g.n),
         )
         scm, scn = g.stride(2, g.m), g.stride(2, g.n)
-        fma = "fma" + SUFFIX.get(self.gemm, "")
-        r, K, N = TRIANGLE_ROWS, g.depth, g.cols
+        M, K, N = g.rows, g.depth, g.cols
         pa, pb, pc = f"(b{g.a} + {a})", f"(b{g.b} + {b})", f"(b{g.c} + {c})"
+        band = "BAND_COLS" if stop is not None else "BAND_KSTART" if kstop[1] else "BAND_KEND"
+        call = (
+            f"presk_gemm_band_{self.gemm}({M}, {N}, {K}, {pa}, {sam}, {sak}, {pb}, {sbk}, "
+            f"{sbn}, {pc}, {scm}, {threads}, {band}_{self.gemm}, {{stop}});"
+        )
+        if stop is not None:
+            self.emit(call.format(stop=stop), depth)
+            return
+        stop, first, finite = kstop
+        fma = "fma" + SUFFIX.get(self.gemm, "")
+        mr = f"MR_{self.gemm}"  # the GEMM's panels: rows [t_r0, t_r1) share their bounds
         u, exp, sign = ("uint32_t", "0x7f800000u", "0x80000000u") if self.gemm == "f32" else (
             "uint64_t", "0x7ff0000000000000ull", "0x8000000000000000ull"
         )  # fmt: skip
@@ -749,31 +742,35 @@ class KernelC:
         self.emit("}", d + 1)
         self.emit("if (t_y) t_bad = t_k;", d + 1)
         self.emit("}", d)
-        self.emit(f"for (int64_t t_r0 = 0; t_r0 < {g.rows}; t_r0 += {r}) {{", d)
-        self.emit(f"int64_t t_r1 = t_r0 + {r} < {g.rows} ? t_r0 + {r} : {g.rows};", d + 1)
-        if first:  # fold [t_k0, K): skip [0, t_k0)
-            self.emit(f"int64_t t_k0 = t_r0 + {stop} < {K} - 1 ? t_r0 + {stop} : {K} - 1;", d + 1)
-            self.emit("if (t_k0 < 0) t_k0 = 0;", d + 1)
-            self.emit(
-                f"presk_gemm_{self.gemm}(t_r1 - t_r0, {N}, {K} - t_k0, "
-                f"{pa} + t_r0*{sam} + t_k0*{sak}, {sam}, {sak}, {pb} + t_k0*{sbk}, {sbk}, "
-                f"{sbn}, {pc} + t_r0*{scm}, {scm}, {threads});",
-                d + 1,
-            )
+        self.emit(call.format(stop=stop), d)
+        self.emit(f"for (int64_t t_r0 = 0; t_r0 < {M}; t_r0 += {mr}) {{", d)
+        self.emit(f"int64_t t_r1 = t_r0 + {mr} < {M} ? t_r0 + {mr} : {M};", d + 1)
+        if first:  # the panel folded [t_k0, K): skipped [0, t_k0)
+            self.emit(f"int64_t t_k0 = band_kstart_{self.gemm}(t_r0, {K}, {stop});", d + 1)
             lo, hi, bad, skip = "0", "t_k0", "t_bad < t_k0", "t_k0 > 0"
-        else:  # fold [0, t_kc): skip [t_kc, K)
-            self.emit(f"int64_t t_kc = t_r1 - 1 + {stop} < {K} ? t_r1 - 1 + {stop} : {K};", d + 1)
-            self.emit("if (t_kc < 1) t_kc = 1;", d + 1)
-            self.emit(
-                f"presk_gemm_{self.gemm}(t_r1 - t_r0, {N}, t_kc, {pa} + t_r0*{sam}, {sam}, "
-                f"{sak}, {pb}, {sbk}, {sbn}, {pc} + t_r0*{scm}, {scm}, {threads});",
-                d + 1,
-            )
+        else:  # the panel folded [0, t_kc): skipped [t_kc, K)
+            self.emit(f"int64_t t_kc = band_kend_{self.gemm}(t_r0, {M}, {K}, {stop});", d + 1)
             lo, hi, bad, skip = "t_kc", str(K), "t_bad >= t_kc", f"t_kc < {K}"
+        if finite:  # A's skipped terms ±0: the panel's rows repaired only for a −0 or B's
+            self.emit(f"if ({skip} && !({bad})) {{  /* a −0 in the panel's C? */", d + 1)
+            self.emit(f"{u} t_zp = 0;", d + 2)
+            if scn == 1 and scm == N:  # the panel's rows of C one run of memory
+                self.emit("#pragma omp simd reduction(|:t_zp)", 0)
+                self.emit(f"for (int64_t t_i = t_r0*{N}; t_i < t_r1*{N}; t_i++)", d + 2)
+                self.emit(f"t_zp |= ((const {u} *){pc})[t_i] == {sign};", d + 3)
+            else:
+                self.emit("for (int64_t t_r = t_r0; t_r < t_r1; t_r++) {", d + 2)
+                self.emit("#pragma omp simd reduction(|:t_zp)", 0)
+                self.emit(f"for (int64_t t_n = 0; t_n < {N}; t_n++)", d + 3)
+                at_c = f"((const {u} *){pc})[t_r*{scm} + t_n*{scn}]"
+                self.emit(f"t_zp |= {at_c} == {sign};", d + 4)
+                self.emit("}", d + 2)
+            self.emit("if (!t_zp) continue;", d + 2)
+            self.emit("}", d + 1)
         self.emit(f"if ({skip}) {{", d + 1)
         across = not finite and sam < sak  # A's skipped part read along its rows' stride
         if across:  # by columns of A, its rows' flags side by side: the loads contiguous
-            self.emit(f"{u} t_xr[{r}] = {{0}};  /* a row of A skipped not finite */", d + 2)
+            self.emit(f"{u} t_xr[{mr}] = {{0}};  /* a row of A skipped not finite */", d + 2)
             self.emit(f"for (int64_t t_k = {lo}; t_k < {hi}; t_k++) {{", d + 2)
             self.emit("#pragma omp simd", 0)
             self.emit("for (int64_t t_r = t_r0; t_r < t_r1; t_r++) {", d + 3)

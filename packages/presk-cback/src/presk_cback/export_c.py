@@ -143,8 +143,8 @@ class ExportKernelC(KernelC):
         kstop=None,
     ) -> None:
         """The GEMM's call, its threads at most those OpenMP may use (presk_threads); a
-        narrowed product's by blocks of rows (`stop`: KernelC.triangle_calls; `kstop`, a
-        product folding its rows' allowed terms: KernelC.prefix_calls); `batched`: those
+        narrowed product's (`stop`) or one folding its rows' allowed terms (`kstop`) as one
+        banded call, KernelC.band_call; `batched`: those
         threads share its batch's points, each call on one."""
         many = f"presk_threads({threads})" if threads > 1 else threads
         super().gemm_call(g, many, depth, stop, batched, kstop)

@@ -17,6 +17,13 @@ accumulators for every KC block after the first, and starts the first from −0.
 identity of IEEE addition: fma(a₀, b₀, −0) is a₀b₀ rounded, its sign included), so the result
 is that fold whatever MR, NV, KC, MC, NC. Threads (OpenMP) take contiguous ranges of the NR
 panels of n (or m), never k: each element is computed by one thread, in one order.
+
+A banded product (`presk_gemm_band_*`, issue 26: the causal attention's) runs the same nest
+with one test a tile: its rows by panels of MR, each over the columns (`BAND_COLS`) or the
+terms (`BAND_KEND`, `BAND_KSTART`) its rows need, by the bound functions the emitted repair
+calls too (docs/native.md, "The banded driver"). A term range is a contiguous part of the
+fold, in increasing k, started from −0 at its first term: the same bits for what it
+computes; which terms may be skipped is the caller's proof.
 """
 
 from __future__ import annotations
@@ -41,7 +48,15 @@ SIGNATURE = (
     "void presk_gemm_{t}(int64_t m, int64_t n, int64_t k, const {c} *A, int64_t rsa, "
     "int64_t csa, const {c} *B, int64_t rsb, int64_t csb, {c} *C, int64_t ldc, int threads);"
 )
+BAND_SIGNATURE = (
+    "void presk_gemm_band_{t}(int64_t m, int64_t n, int64_t k, const {c} *A, int64_t rsa, "
+    "int64_t csa, const {c} *B, int64_t rsb, int64_t csb, {c} *C, int64_t ldc, int threads, "
+    "int band, int64_t stop);"
+)
 CDEF = "\n".join(SIGNATURE.format(t=t, c=c) for t, c in CTYPE.items())
+BAND_CDEF = "\n".join(BAND_SIGNATURE.format(t=t, c=c) for t, c in CTYPE.items())
+BANDS = {"cols": 1, "kend": 2, "kstart": 3}
+"""`presk_gemm_band_*`'s bands (its C's BAND_COLS, BAND_KEND, BAND_KSTART)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -418,10 +433,42 @@ typedef void (*epilogue)(void *ctx, int64_t i0, int64_t j0, int64_t mr, int64_t 
 typedef void (*packer)(void *ctx, int64_t p0, int64_t k0, int64_t n, int64_t kc, int64_t w,
                        T *restrict dst);
 
+/* A banded product (issue 26: causal attention's): the call's rows in panels of MR from its
+ * row 0, row i's panel [i / MR · MR, min(m, that + MR)); each panel computed over the columns
+ * (BAND_COLS) or the terms (BAND_KEND, BAND_KSTART) its rows need, by `stop`:
+ * - BAND_COLS: row r needs columns [0, min(n, r + stop)); the panel's, its last row's. The
+ *   others are not written (dead: presk_kernel.narrow).
+ * - BAND_KEND: the panel folds k over [0, band_kend) (its last row's r + stop, at least 1
+ *   term), the fold of each element up to there; the rest is the caller's (a repair).
+ * - BAND_KSTART: the panel folds k over [band_kstart, k) (its first row's r + stop, at most
+ *   k − 1), from that term as the fold's first; what it skips is the caller's.
+ * The caller's repair uses the same functions, so the same bounds. */
+#define BAND_COLS 1
+#define BAND_KEND 2
+#define BAND_KSTART 3
+static inline __attribute__((unused)) int64_t band_last(int64_t i, int64_t m) {{
+    return min64(m, i / MR * MR + MR) - 1;
+}}
+static inline __attribute__((unused)) int64_t band_ncols(int64_t i, int64_t m, int64_t n,
+                                                        int64_t stop) {{
+    int64_t e = min64(n, band_last(i, m) + stop);
+    return e < 0 ? 0 : e;
+}}
+static inline __attribute__((unused)) int64_t band_kend(int64_t i, int64_t m, int64_t k,
+                                                       int64_t stop) {{
+    int64_t e = min64(k, band_last(i, m) + stop);
+    return e < 1 ? 1 : e;
+}}
+static inline __attribute__((unused)) int64_t band_kstart(int64_t i, int64_t k, int64_t stop) {{
+    int64_t s = min64(k - 1, i / MR * MR + stop);
+    return s < 0 ? 0 : s;
+}}
+
 /* the whole nest, one thread, over C[m, n] (rows i_off…, columns j_off… of the call) */
 static void nest(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64_t csa,
                  const T *B, int64_t rsb, int64_t csb, T *C, int64_t ldc, epilogue epi,
-                 void *ctx, int64_t i_off, int64_t j_off, packer pa, packer pb) {{
+                 void *ctx, int64_t i_off, int64_t j_off, packer pa, packer pb, int band,
+                 int64_t stop, int64_t m_all, int64_t n_all) {{
     int64_t ncap = min64(NC, (n + NR - 1) / NR * NR), kcap = min64(KC, k);
     T *Bp = scratch(0, (size_t)(kcap * ncap) * sizeof(T));
     T *Ap = scratch(1, (size_t)(kcap * MC) * sizeof(T));
@@ -466,6 +513,21 @@ static void nest(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64
                         int64_t ip = few ? o : q, jp = few ? q : o;
                         int64_t mr = min64(MR, mc - ip * MR), nr = min64(NR, nc - jp * NR);
                         T *c = C + (ic + ip * MR) * ldc + jc + jp * NR;
+                        int64_t row = i_off + ic + ip * MR, kk = kc, off = 0, fst = first;
+                        if (band == BAND_COLS) {{ /* the panel's columns, from j_off + jc */
+                            if (band_ncols(row, m_all, n_all, stop) <= j_off + jc + jp * NR)
+                                continue;
+                        }} else if (band == BAND_KEND) {{ /* its terms [pc, kend) here */
+                            int64_t e = band_kend(row, m_all, k, stop);
+                            if (e <= pc) continue;
+                            kk = min64(kc, e - pc);
+                        }} else if (band == BAND_KSTART) {{ /* [max(pc, kstart), pc + kc) */
+                            int64_t s = band_kstart(row, k, stop);
+                            if (s >= pc + kc) continue;
+                            off = s > pc ? s - pc : 0;
+                            kk = kc - off;
+                            fst = s >= pc;
+                        }}
                         if (q + 1 < inner) {{ /* the next tile of C, for writing */
                             T *cn = few ? c + NR : c + MR * ldc;
 #pragma GCC unroll 32
@@ -475,11 +537,11 @@ static void nest(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64
                                     __builtin_prefetch(cn + i * ldc + v, 1);
                         }}
                         if (direct && mr == MR)
-                            tile(kc, A + (ic + ip * MR) * rsa + pc * csa, rsa, csa,
-                                 Bp + jp * NR * kc, c, ldc, mr, nr, first);
+                            tile(kk, A + (ic + ip * MR) * rsa + (pc + off) * csa, rsa, csa,
+                                 Bp + jp * NR * kc + off * NR, c, ldc, mr, nr, fst);
                         else
-                            tile(kc, Ap + ip * MR * kc, 1, MR, Bp + jp * NR * kc, c, ldc, mr,
-                                 nr, first);
+                            tile(kk, Ap + ip * MR * kc + off * MR, 1, MR,
+                                 Bp + jp * NR * kc + off * NR, c, ldc, mr, nr, fst);
                         if (epi && last) /* the tile's sums are finished */
                             epi(ctx, i_off + ic + ip * MR, j_off + jc + jp * NR, mr, nr);
                     }}
@@ -502,9 +564,9 @@ static int split_columns(int64_t m, int64_t n, int64_t npan, int64_t mpan, int t
 /* Threads take contiguous ranges of NR panels of n or of MR panels of m (`split_columns`),
  * each running the whole nest on its part with its own packed buffers: no barrier, and
  * every element is one thread's fold. */
-void presk_gemm_epi_{tag}(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa,
-                       int64_t csa, const T *B, int64_t rsb, int64_t csb, T *C, int64_t ldc,
-                       int threads, epilogue epi, void *ctx, packer pa, packer pb) {{
+static void gemm_all(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64_t csa,
+                     const T *B, int64_t rsb, int64_t csb, T *C, int64_t ldc, int threads,
+                     epilogue epi, void *ctx, packer pa, packer pb, int band, int64_t stop) {{
     if (m <= 0 || n <= 0) return;
     if (k <= 0) {{ /* the empty sum */
         for (int64_t i = 0; i < m; i++)
@@ -522,18 +584,31 @@ void presk_gemm_epi_{tag}(int64_t m, int64_t n, int64_t k, const T *A, int64_t r
         if (by_n) {{
             int64_t j0 = p0 * NR, j1 = min64(n, p1 * NR);
             nest(m, j1 - j0, k, A, rsa, csa, B + j0 * csb, rsb, csb, C + j0, ldc, epi, ctx, 0,
-                 j0, pa, pb);
+                 j0, pa, pb, band, stop, m, j1);
         }} else {{
             int64_t i0 = p0 * MR, i1 = min64(m, p1 * MR);
             nest(i1 - i0, n, k, A + i0 * rsa, rsa, csa, B, rsb, csb, C + i0 * ldc, ldc, epi, ctx,
-                 i0, 0, pa, pb);
+                 i0, 0, pa, pb, band, stop, i1, n);
         }}
     }}
 }}
 
+void presk_gemm_epi_{tag}(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa,
+                       int64_t csa, const T *B, int64_t rsb, int64_t csb, T *C, int64_t ldc,
+                       int threads, epilogue epi, void *ctx, packer pa, packer pb) {{
+    gemm_all(m, n, k, A, rsa, csa, B, rsb, csb, C, ldc, threads, epi, ctx, pa, pb, 0, 0);
+}}
+
+/* A banded product (`band`: BAND_COLS, BAND_KEND, BAND_KSTART; 0 the whole) in one call */
+void presk_gemm_band_{tag}(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa,
+                        int64_t csa, const T *B, int64_t rsb, int64_t csb, T *C, int64_t ldc,
+                        int threads, int band, int64_t stop) {{
+    gemm_all(m, n, k, A, rsa, csa, B, rsb, csb, C, ldc, threads, 0, 0, 0, 0, band, stop);
+}}
+
 void presk_gemm_{tag}(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64_t csa,
                    const T *B, int64_t rsb, int64_t csb, T *C, int64_t ldc, int threads) {{
-    presk_gemm_epi_{tag}(m, n, k, A, rsa, csa, B, rsb, csb, C, ldc, threads, 0, 0, 0, 0);
+    gemm_all(m, n, k, A, rsa, csa, B, rsb, csb, C, ldc, threads, 0, 0, 0, 0, 0, 0);
 }}
 """
 
@@ -561,7 +636,8 @@ def source(tag: str, blocking: Blocking, tc: Toolchain) -> str:
 LOCAL_NAMES = (
     "T", "vec", "VFMA", "VSET1", "VLOAD", "VLOADU", "VSTORE", "VSTOREU", "MR", "NV", "VL", "NR", "KC",
     "MC", "NC", "PFD", "PFC", "DIRECT", "HAVE_AVX512", "VMASKSTOREU", "VMASKLOADU", "transpose", "min64", "ukernel", "pack_a", "pack_a_rows", "pack_b", "tile", "nest", "scratch",
-    "epilogue", "packer",
+    "epilogue", "packer", "gemm_all", "BAND_COLS", "BAND_KEND", "BAND_KSTART", "band_last",
+    "band_ncols", "band_kend", "band_kstart",
 )  # fmt: skip
 
 
@@ -569,7 +645,7 @@ def embedded_source(tag: str, blocking: Blocking, tc: Toolchain) -> str:
     """`source` to be included in another C file (the native backend's entries): every
     name of it suffixed with the type, the GEMM itself `static`."""
     text = re.sub(rf"\b({'|'.join(LOCAL_NAMES)})\b", rf"\1_{tag}", source(tag, blocking, tc))
-    for name in (f"presk_gemm_{tag}", f"presk_gemm_epi_{tag}"):  # either may go unused
+    for name in (f"presk_gemm_{tag}", f"presk_gemm_epi_{tag}", f"presk_gemm_band_{tag}"):
         text = text.replace(f"\nvoid {name}(", f"\nstatic __attribute__((unused)) void {name}(")
     return text
 
@@ -591,10 +667,15 @@ def gemm(
     threads: int = 1,
     blocking: Blocking | None = None,
     toolchain: Toolchain | None = None,
+    band: str | None = None,
+    stop: int = 0,
 ) -> np.ndarray:
     """a @ b through the generated GEMM (both f64 or both f32; 2-D; any row/column strides of
     a C- or Fortran-ordered array). `out`, if given, is C-contiguous and overwritten.
-    `toolchain` (tests): another target's vector width, compiled for this machine."""
+    `toolchain` (tests): another target's vector width, compiled for this machine.
+    `band` (`BANDS`: "cols", "kend", "kstart") with `stop`: the banded product of
+    `presk_gemm_band_*` (by panels of MR rows: the columns or the terms each panel's rows
+    need), written into `out` where it computes, the rest of `out` as it was."""
     if a.dtype != b.dtype or a.dtype not in TAGS or a.ndim != 2 or b.ndim != 2:
         raise TypeError("gemm takes two 2-D arrays, both float64 or both float32")
     (m, k), (k2, n) = a.shape, b.shape
@@ -603,14 +684,18 @@ def gemm(
     tag = TAGS[a.dtype]
     tc = toolchain or find_toolchain()
     blocking = blocking or host_blocking(tag, tc)
+    names = (f"presk_gemm_{tag}", f"presk_gemm_band_{tag}")
     module = load(
-        source(tag, blocking, tc), CDEF, (f"presk_gemm_{tag}",), threads=True, toolchain=tc
+        source(tag, blocking, tc), CDEF + "\n" + BAND_CDEF, names, threads=True, toolchain=tc
     )
     out = np.empty((m, n), a.dtype) if out is None else out
     if out.shape != (m, n) or out.dtype != a.dtype or not out.flags.c_contiguous:
         raise ValueError("gemm: out must be a C-contiguous array of the result's shape and type")
     (abuf, rsa, csa), (bbuf, rsb, csb) = _operand(a), _operand(b)
     c = CTYPE[tag]
-    fn = getattr(module.lib, f"presk_gemm_{tag}")
-    fn(m, n, k, pointer(abuf, c), rsa, csa, pointer(bbuf, c), rsb, csb, pointer(out, c), n, threads)
+    args = (m, n, k, pointer(abuf, c), rsa, csa, pointer(bbuf, c), rsb, csb, pointer(out, c), n)
+    if band is None:
+        getattr(module.lib, f"presk_gemm_{tag}")(*args, threads)
+    else:
+        getattr(module.lib, f"presk_gemm_band_{tag}")(*args, threads, BANDS[band], stop)
     return out

@@ -222,15 +222,6 @@ def unbanded(k: Kernel) -> Kernel:
     return dataclasses.replace(out, layout=Layout(order=order))
 
 
-TRIANGLE_ROWS = 96
-"""Rows of a narrowed product's GEMM a call: a multiple of every default MR (12, 6, 4). Each
-call packs B's columns (or rows) it needs again, each packed element used by the block's
-rows only: at 24 rows the packing cost as much as the multiply-adds it saved (the scores at
-hd 64 took 10.3 ms a B 16, T 256 entry against 6.7 whole); at 96 a block computes 67 % of
-the square at T 256 and both products beat the whole ones (issue 26, H3; docs/native.md).
-Read by presk_cback.emit's calls and by layout_model's price of them."""
-
-
 def gemm_stop(g: Gemm, nest: tuple) -> int | None:
     """A GEMM statement's column bound, from the nest it computes: row r of a narrowed
     product (`triangle_loop`) has its columns in [0, min(cols, r + c)), the others not

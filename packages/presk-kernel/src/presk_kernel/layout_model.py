@@ -36,7 +36,7 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from presk_kernel.contract import TRIANGLE_ROWS, gemm_stop
+from presk_kernel.contract import gemm_stop
 from presk_kernel.ir import Affine, For, GemmStmt, Kernel, Let, Load, Loop, Op, Reduce, Store, Tile
 
 ITEMSIZE = {"f64": 8, "f32": 4, "bf16": 2, "i64": 8, "bool": 1, "i8": 1}
@@ -480,17 +480,21 @@ class _Walk:
         stop = gemm_stop(gm, g.nest)
         if stop is None:
             return self._gemm_call(gm.rows, gm.cols, gm.depth, batch, g.threads, g.batched)
-        # a narrowed product (its live triangle, presk_kernel.narrow): one call per block of
-        # TRIANGLE_ROWS rows over the columns its last row needs (presk_cback.emit's
-        # triangle_calls), each priced as a GEMM of its own
+        # a narrowed product (its live triangle, presk_kernel.narrow): one call of the banded
+        # driver (presk_cback.emit's band_call), each panel of MR rows over the NR panels of
+        # columns its last row needs: priced as one call over as many tiles, its columns
+        # the mean a row
+        mr, nr = gemm_blocking(self.k.compute, self.m.vector_bits)[:2]
+        tiles = 0
+        for r0 in range(0, gm.rows, mr):
+            r1 = min(gm.rows, r0 + mr)
+            tiles += (r1 - r0) * min(gm.cols, math.ceil(max(0, r1 - 1 + stop) / nr) * nr)
         node = _Node(None, 1, 1)
-        for r0 in range(0, gm.rows, TRIANGLE_ROWS):
-            r1 = min(gm.rows, r0 + TRIANGLE_ROWS)
-            cols = min(gm.cols, r1 - 1 + stop)
-            if cols > 0:
-                node.children.append(
-                    self._gemm_call(r1 - r0, cols, gm.depth, batch, g.threads, g.batched)
-                )
+        if tiles:
+            cols = max(1, round(tiles / gm.rows))
+            node.children.append(
+                self._gemm_call(gm.rows, cols, gm.depth, batch, g.threads, g.batched)
+            )
         return node
 
     def _gemm_call(
