@@ -67,10 +67,12 @@ DATA = Path(__file__).resolve().parents[1] / "corpus" / "nlp" / "data" / "civil_
 
 def regions(k) -> int:
     """The parallel regions one launch of the laid-out kernel `k` opens (as presk_cback.emit
-    writes them): a `For` or `Tile` with threads, one per run of the loops around it; a
+    writes them): a `For` or `Tile` with threads, one per run of the loops around it (one
+    for all, when it opens around the serial tile loops outside it: `one_region`); a
     GEMM statement with threads, one per call of the generated GEMM (a point of its batch
     loops; a narrowed product's too, one banded call), when its columns (or rows) split, or one
     when its threads share its batch's points (`batched`)."""
+    from presk_cback.emit import one_region
     from presk_kernel.ir import For, GemmStmt, Loop, Reduce, Tile, TwoPass
 
     def count(body, times: int) -> int:
@@ -83,6 +85,8 @@ def regions(k) -> int:
                     n += times * math.prod(e for _, e in g.batch)
                 case For(threads=threads) | Tile(threads=threads) if threads > 1:
                     n += times
+                case Tile() if one_region(k, s) is not None:
+                    n += times  # one region around the tile loops (presk_cback.emit)
                 case Tile(extent=extent, size=size, body=inner):
                     n += count(inner, times * -(-extent // size))
                 case For(extent=extent, body=inner, size=size, tile=tile):

@@ -116,11 +116,12 @@ def test_lanes_across_folds_keep_the_bits(realize):
     assert "_s += " in c and "lj < v_" in c  # strips
     assert re.search(r"v_s\d+_t\[lj\]\[v_i\d+\] = ", c)  # rows' terms in lanes
     assert "presk_select_f" in c  # both sides of a select computed: no conditional load
-    # a softmax's exponentials kept from its sum's terms for its quotients; a whole strip's
-    # folds in one vector of 8 lanes
-    assert re.search(r"v_s\d+_k0\[lj\]\[v_i\d+\] = presk_exp", c)
+    # a softmax's exponentials kept from its sum's terms for its quotients, in a loop of
+    # their own; a whole strip's folds in vectors of 8 lanes (two at once for 16 f32 rows)
+    assert re.search(r"\{\n *v_s\d+_k0\[lj\]\[v_i\d+\] = presk_exp[^;]*;\n *\}", c)
     assert re.search(r"= presk_select_f\d+\(b\d+\[[^;]*\(v_s\d+_k0\[lj\]\[v_i\d+\] / ", c)
-    assert re.search(r"presk_maxf?_x8\(", c) and re.search(r"_v = v_s\d+_v \+ x;", c)
+    assert re.search(r"presk_maxf?_x8\(", c) and re.search(r"_v0 = v_s\d+_v0 \+ x0;", c)
+    assert bool(re.search(r"if \(v_\w+_n >= 16\) \{", c)) == (realize == "f32")
     expected = run_schedule(fused, args)
     assert same_bits(NativeEntry(fused).run(args), expected)
     assert same_bits(NativeEntry(fused, lanes=False).run(args), expected)

@@ -47,6 +47,33 @@ def test_narrowed_attention_gives_the_unnarrowed_bits_natively():
             assert same_bits(NativeEntry(s).run(args), want), p
 
 
+def test_strips_of_16_rows_give_the_bits_of_8():
+    """A strip of f32 rows as C writes it: 16 rows, their folds as two vectors of 8 lanes in
+    one loop (a strip of 8 to 15 rows: one vector and single rows; f64: 8 rows), the kept
+    exponentials in a loop of their own. At T 27 the softmax's rows come in tiles of 16:
+    a strip of 16 and one of 11 (8 in a vector, 3 alone); rows whose allowed scores are all
+    −∞ or hold a NaN among them (f32), at one and two threads: the unnarrowed schedule's
+    bits on the kernel interpreter."""
+    for realize, dtype in (("f32", np.float32), ("f64", np.float64)):
+        attend = ("tutorial/03_attention.psk", "attend", (("B", 1), ("T", 27)), realize)
+        schedule, args, _ = lowered(*attend)
+        fused = fuse(schedule)[0]
+        narrowed, _ = narrow(fused)
+        q, k, v = hard_inputs(args, dtype)
+        k[0, 0, :, 0] = np.abs(k[0, 0, :, 0]) + 0.5  # row 1's scores stay 0 (its q is 0)
+        for row in (5, 25):  # every allowed score −∞ (in the strip of 16, in a single row)
+            q[0, 0, row] = [-np.inf, 0.0, 0.0, 0.0]
+        if realize == "f32":  # (f64: the interpreter's a·v gives that row's NaN its sign)
+            q[0, 0, 20, 2] = np.nan  # a NaN score (in the 11 rows' vector)
+        args = [q, k, v]
+        want = run_schedule(fused, args)
+        for threads in (1, 2):
+            laid = lay_out(narrowed, threads)
+            c = "".join(NativeEntry(laid).source)
+            assert ("_n >= 16) {" in c) == (realize == "f32")
+            assert same_bits(NativeEntry(laid).run(args), want)
+
+
 def test_a_narrowed_training_step_gives_the_unnarrowed_bits_natively():
     file = "tests/examples/minigpt/train_minigpt.psk"
     schedule, args, _ = lowered(file, "loss", (("B", 1), ("T", 4)), "f32", True, MINIGPT)

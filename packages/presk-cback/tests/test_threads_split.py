@@ -72,8 +72,9 @@ def test_a_batch_that_does_not_share_evenly_splits_each_call():
 def test_rows_split_by_their_work_keep_the_bits(monkeypatch):
     """MiniGPT's training step at B 2, T 8 with WORK_AT lowered so that its rows split (the
     softmax's, the norms', a sum over rows into columns), and a causal softmax whose rows
-    grow (T 32: its tile of rows is not split, its batch loop under it is): the bits of the
-    interpreter, plain and laid out (one thread's)."""
+    grow (T 32: its tile of rows is not split, its batch loop under it is, in one region
+    around the tile loops): the bits of the interpreter, plain and laid out (one
+    thread's)."""
     file = "tests/examples/minigpt/train_minigpt.psk"
     schedule, args, _ = lowered(file, "loss", (("B", 2), ("T", 8)), "f32", True, MINIGPT)
     fused = fuse(schedule)[0]
@@ -98,6 +99,10 @@ def test_rows_split_by_their_work_keep_the_bits(monkeypatch):
     laid = L.lay_out(narrow(fused)[0], 2)
     (soft,) = [lc.kernel for lc in laid.launches if "softmax" in lc.kernel.name]
     assert soft.layout.depth == 1 and soft.layout.split == parallel_loops(soft)[0].var
+    # one region around its tile loops, each thread sharing the batch loop in every tile
+    (c,) = [f for f in entry_source(laid).split("/* ") if f.startswith(soft.name)]
+    assert c.count("#pragma omp parallel num_threads(2)\n") == 1
+    assert "#pragma omp for schedule(static) nowait" in c and "parallel for" not in c
     assert same_bits(NativeEntry(laid).run(args), run_schedule(fused, args))
 
 

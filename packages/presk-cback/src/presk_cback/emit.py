@@ -140,6 +140,12 @@ void presk_square_sum(const char *p, int64_t n, int f64, int64_t *limbs) {
 }
 """
 PARALLEL = "#pragma omp parallel for{simd} num_threads({threads}) schedule(static)"
+# A loop in threads inside serial tile loops (a softmax's rows split by batch within each
+# tile of rows: 32 regions a launch): one region around the outermost tile loop, every
+# thread running the tile loops and sharing the split loop's iterations in each, without a
+# barrier between them (`KernelC.region`)
+REGION = "#pragma omp parallel num_threads({threads})"
+SHARED = "#pragma omp for{simd} schedule(static) nowait"
 TIMED_CDEF = (
     "int presk_entry_timed(char *arena, double *ns);\n"
     "int presk_entry_timed_io(char *arena, char *const *io, double *ns);"
@@ -370,6 +376,28 @@ def _const(value, dtype: str) -> str:
     return f"({text})" if text.startswith("-") else text
 
 
+def one_region(k: Kernel, s: Tile):
+    """The loop in threads under the serial tile loop `s` of `k` when one region opens
+    around `s` instead of one around each of its iterations (REGION, SHARED): every
+    statement from `s` down to it a tile loop or a plain loop (no lanes, no strips) whose
+    body is that one statement, so each thread runs the same loops (the same worksharing
+    loops, in the same order) and nothing else; its iterations, and those of the loops
+    outside it, independent (no fold in k-blocks resumes what another tile stored), so no
+    barrier is needed between two of its runs. None otherwise."""
+    if s.threads > 1 or k.layout.kblock:
+        return None
+    node = s
+    while len(node.body) == 1:
+        node = node.body[0]
+        if isinstance(node, Tile | For) and node.threads > 1:
+            return node
+        if not isinstance(node, Tile | For) or (
+            isinstance(node, For) and (node.lanes or node.strip)
+        ):
+            return None
+    return None
+
+
 class EmitError(Exception):
     """A kernel the emitter cannot write (a bug of the lowering or of the emitter: the
     caller reports it as internal)."""
@@ -386,6 +414,7 @@ class KernelC:
         self.laned: set[str] = set()  # scalars held per lane in a strip (`v_x[lj]`)
         self.kept: dict = {}  # expressions already computed: expression -> (C, type)
         self.pre: list[str] = []  # functions the kernel's calls name (a GEMM's epilogues)
+        self.shared = None  # the loop in threads whose region `region` opened around it
 
     # ---- expressions ---------------------------------------------------------------------
 
@@ -566,12 +595,20 @@ class KernelC:
         with its threads, lanes or strips, or a GEMM statement."""
         match s:
             case Tile(var, _, extent, size, body, threads):
-                if threads > 1:
-                    self.emit(PARALLEL.format(threads=threads, simd=""), 0)
+                inner = self.region(s) if self.shared is None else None
+                if inner is not None:
+                    self.emit(REGION.format(threads=inner.threads), 0)
+                    self.emit("{", depth)
+                    self.shared = inner
+                elif threads > 1:
+                    self.emit(self.threaded(s, threads, ""), 0)
                 v = _name(var)
                 self.emit(f"for (int64_t {v} = 0; {v} < {extent}; {v} += {size}) {{", depth)
                 self.block(body, depth + 1)
                 self.emit("}", depth)
+                if inner is not None:
+                    self.emit("}", depth)
+                    self.shared = None
             case For(var, _, extent, body, tile, size, threads, lanes, strip, rows):
                 v = _name(var)
                 lo, hi = "0", str(extent)
@@ -579,12 +616,12 @@ class KernelC:
                     lo = _name(tile)
                     hi = f"({lo} + {size} < {extent} ? {lo} + {size} : {extent})"
                 if strip and self.lanes:  # strips of lanes across the folds of its body
-                    par = PARALLEL.format(threads=threads, simd="") if threads > 1 else None
+                    par = self.threaded(s, threads, "") if threads > 1 else None
                     Strip(self, v, strip, rows, var).emit(lo, hi, depth, body, par)
                     return
                 simd = self.lanes and lanes > 0
                 if threads > 1:  # one loop in threads and in lanes
-                    self.emit(PARALLEL.format(threads=threads, simd=" simd" if simd else ""), 0)
+                    self.emit(self.threaded(s, threads, " simd" if simd else ""), 0)
                 elif simd:
                     self.emit("#pragma omp simd", 0)
                 self.emit(f"for (int64_t {v} = {lo}; {v} < {hi}; {v}++) {{", depth)
@@ -595,6 +632,16 @@ class KernelC:
                 self.gemm_call(gemm, threads, depth, gemm_stop(gemm, nest), batched, kstop)
             case TwoPass(body, _):
                 self.block(body, depth)
+
+    def threaded(self, s, threads: int, simd: str) -> str:
+        """The pragma of a loop in threads: its own region, or its share of the one `region`
+        opened around the tile loops outside it."""
+        if s is self.shared:
+            return SHARED.format(simd=simd)
+        return PARALLEL.format(threads=threads, simd=simd)
+
+    def region(self, s: Tile):
+        return one_region(self.k, s)
 
     def gemm_call(
         self,

@@ -40,6 +40,12 @@ ALIGNED = f"_Alignas({ALIGN}) "
 assert ROWS == 8, "PRESK_T8 (presk_cback.emit's prelude) transposes blocks of 8 rows"
 
 TERMS_BYTES = 1 << 16  # the most a strip across rows keeps of its folds' terms
+# A strip across rows holds one 64-byte vector of each fold's accumulators (a zmm of
+# AVX-512): 16 f32 rows, 8 f64 (`c_rows`). The layout's strip (`For.strip`, strips.ROWS:
+# 8 rows) is written as strips of that many rows, their folds as several vectors of ROWS
+# lanes in one loop, independent chains whose latencies overlap; each row's fold is the
+# same left fold, so the bits do not change.
+VECTOR_BYTES = 64
 
 
 def _keepable(k: Kernel, r: Reduce) -> list:
@@ -73,6 +79,34 @@ def _keepable(k: Kernel, r: Reduce) -> list:
     return found
 
 
+def _folds(body):
+    for s in body:
+        if isinstance(s, Reduce):
+            yield s
+        elif isinstance(s, Loop):
+            yield from _folds(s.body)
+
+
+def c_rows(width: int, rows: bool, body) -> int:
+    """The rows of a strip across rows as C writes it: as many as one 64-byte vector of its
+    widest fold's accumulators holds (16 f32, 8 f64), when every fold's terms and its kept
+    exponentials still fit TERMS_BYTES at that width (else the layout's `width`); lanes
+    along the loop (not across rows) as the layout gave them."""
+    from presk_cback.emit import ITEMSIZE
+
+    folds = list(_folds(body))
+    if not rows or width != ROWS or not folds:
+        return width
+    if any(r.dtype not in ("f32", "f64") for r in folds):
+        return width
+    wide = VECTOR_BYTES // max(ITEMSIZE[r.dtype] for r in folds)
+    for r in folds:
+        n = math.prod(n for _, _, n in r.vars)
+        if len(r.vars) == 1 and n * wide * ITEMSIZE[r.dtype] * 2 > TERMS_BYTES:
+            return width
+    return max(width, wide)
+
+
 def _neg(a: Affine) -> Affine:
     return Affine(tuple((v, -c) for v, c in a.terms), -a.const)
 
@@ -88,6 +122,7 @@ class Strip:
         self.kept: dict = {}
 
     def emit(self, lo: str, hi: str, depth: int, body, parallel: str | None) -> None:
+        self.width = c_rows(self.width, self.rows, body)
         kc, v, w = self.kc, self.v, self.width
         if parallel:
             kc.emit(parallel, 0)
@@ -258,13 +293,19 @@ class Strip:
             kc.emit(f"{ALIGNED}{CTYPE[t]} {acc}_k{j}[{self.width}][{n}];", depth)
 
         def terms(d: int) -> None:
+            if keep:  # the kept exponentials first, a loop of their own: no bool load
+                # (a mask's) sets its vector length to 64 lanes, whose f64 polynomials
+                # would not fit the registers
+                kc.emit("#pragma omp simd", 0)
+                kc.emit(f"for (int64_t {v} = 0; {v} < {upto}; {v}++) {{", d)
+                for j, e in enumerate(keep):
+                    code, te = kc.expr(e)
+                    kc.emit(f"{acc}_k{j}[lj][{v}] = {code};", d + 1)
+                    self.kept[e] = (f"{acc}_k{j}", te, r.vars[0][0], n, r.stop)
+                kc.emit("}", d)
             kc.emit("#pragma omp simd", 0)
             kc.emit(f"for (int64_t {v} = 0; {v} < {upto}; {v}++) {{", d)
             kc.block(r.body, d + 1)
-            for j, e in enumerate(keep):
-                code, te = kc.expr(e)
-                kc.emit(f"{acc}_k{j}[lj][{v}] = {code};", d + 1)
-                self.kept[e] = (f"{acc}_k{j}", te, r.vars[0][0], n, r.stop)
             kc.kept = {e: (f"{a}[lj][{v}]", te) for e, (a, te, *_) in self.kept.items()}
             ((x, tx),) = [kc.expr(e) for e in r.terms]
             kc.kept = {}
@@ -279,36 +320,62 @@ class Strip:
             value = f"{acc}[lj] + {acc}_t[lj][{v}]"
         else:
             value = f"presk_{r.op}{f}({acc}[lj], {acc}_t[lj][{v}])"
-        if self.width == ROWS:  # a whole strip: the rows' folds in one vector, lane by lane
-            vt = f"presk_{t}x{ROWS}"
-            it = f"presk_i{t[1:]}x{ROWS}"
-            lanes = ", ".join(f"{acc}_t[{j}][{v}]" for j in range(ROWS))
-            step = "+" if r.op == "add" else f"presk_{r.op}{f}_x{ROWS}"
-
-            def fold(x: str) -> str:
-                return f"{acc}_v = {acc}_v + {x};" if step == "+" else f"{step}({acc}_v, {x});"
-
-            kc.emit(f"if ({self.v}_n == {ROWS}) {{", depth)
-            kc.emit(f"{vt} {acc}_v;", depth + 1)
-            kc.emit(f"memcpy(&{acc}_v, {acc}, sizeof {acc}_v);", depth + 1)
-            # the terms 8 steps at a time: an 8×8 block of the rows' terms transposed in
-            # registers (PRESK_T8), each column a step of the 8 folds, in the fold's order
-            kc.emit(f"int64_t {v} = 1;", depth + 1)
-            kc.emit(f"for (; {v} + {ROWS} <= {upto}; {v} += {ROWS}) {{", depth + 1)
-            kc.emit(f"{vt} x[{ROWS}];", depth + 2)
-            kc.emit(f"PRESK_T8({vt}, {it}, {acc}_t, {v}, x);", depth + 2)
-            kc.emit(f"for (int q = 0; q < {ROWS}; q++) {fold('x[q]')}", depth + 2)
-            kc.emit("}", depth + 1)
-            kc.emit(f"for (; {v} < {upto}; {v}++) {{", depth + 1)
-            kc.emit(f"const {vt} x = {{{lanes}}};", depth + 2)
-            kc.emit(fold("x"), depth + 2)
-            kc.emit("}", depth + 1)
-            kc.emit(f"memcpy({acc}, &{acc}_v, sizeof {acc}_v);", depth + 1)
-            kc.emit("} else {", depth)
+        done = "0"  # the rows folded in vectors
+        if self.width % ROWS == 0:  # whole blocks of 8 rows: their folds in vectors
+            done = f"{acc}_r"
+            kc.emit(f"int64_t {done} = 0;", depth)
+            for c in reversed(range(1, self.width // ROWS + 1)):
+                kc.emit(
+                    f"{'} else ' if c < self.width // ROWS else ''}if ({self.v}_n >= {c * ROWS}) {{",
+                    depth,
+                )
+                self.vector_fold(r, c, upto, depth + 1)
+                kc.emit(f"{done} = {c * ROWS};", depth + 1)
+            kc.emit("}", depth)
+            kc.emit(f"if ({done} < {self.v}_n) {{", depth)
             depth += 1
         kc.emit(f"for (int64_t {v} = 1; {v} < {upto}; {v}++) {{", depth)
-        kc.emit(f"for (int64_t lj = 0; lj < {self.v}_n; lj++) {acc}[lj] = {value};", depth + 1)
+        kc.emit(f"for (int64_t lj = {done}; lj < {self.v}_n; lj++) {acc}[lj] = {value};", depth + 1)
         kc.emit("}", depth)
-        if self.width == ROWS:
+        if self.width % ROWS == 0:
             kc.emit("}", depth - 1)
         return True
+
+    def vector_fold(self, r: Reduce, chains: int, upto: str, depth: int) -> None:
+        """The folds of rows [0, 8·chains) of the strip as `chains` vectors of 8 lanes, each
+        lane the left fold of its row over its terms `acc_t[row][1..upto)`, in one loop:
+        independent chains, their latencies overlapping. The terms 8 steps at a time: an
+        8×8 block of a vector's rows' terms transposed in registers (PRESK_T8), each column
+        a step of its 8 folds, in the fold's order."""
+        from presk_cback.emit import _name
+
+        kc, t = self.kc, r.dtype
+        acc, v = _name(r.acc), _name(r.vars[0][0])
+        f = "f" if t == "f32" else ""
+        vt, it = f"presk_{t}x{ROWS}", f"presk_i{t[1:]}x{ROWS}"
+        step = "+" if r.op == "add" else f"presk_{r.op}{f}_x{ROWS}"
+
+        def fold(h: int, x: str) -> str:
+            a = f"{acc}_v{h}"
+            return f"{a} = {a} + {x};" if step == "+" else f"{step}({a}, {x});"
+
+        hs = range(chains)
+        kc.emit(f"{vt} {', '.join(f'{acc}_v{h}' for h in hs)};", depth)
+        for h in hs:
+            kc.emit(f"memcpy(&{acc}_v{h}, {acc} + {h * ROWS}, sizeof {acc}_v{h});", depth)
+        kc.emit(f"int64_t {v} = 1;", depth)
+        kc.emit(f"for (; {v} + {ROWS} <= {upto}; {v} += {ROWS}) {{", depth)
+        for h in hs:
+            kc.emit(f"{vt} x{h}[{ROWS}];", depth + 1)
+            kc.emit(f"PRESK_T8({vt}, {it}, ({acc}_t + {h * ROWS}), {v}, x{h});", depth + 1)
+        steps = " ".join(fold(h, f"x{h}[q]") for h in hs)
+        kc.emit(f"for (int q = 0; q < {ROWS}; q++) {{ {steps} }}", depth + 1)
+        kc.emit("}", depth)
+        kc.emit(f"for (; {v} < {upto}; {v}++) {{", depth)
+        for h in hs:
+            lanes = ", ".join(f"{acc}_t[{h * ROWS + j}][{v}]" for j in range(ROWS))
+            kc.emit(f"const {vt} x{h} = {{{lanes}}};", depth + 1)
+        kc.emit(" ".join(fold(h, f"x{h}") for h in hs), depth + 1)
+        kc.emit("}", depth)
+        for h in hs:
+            kc.emit(f"memcpy({acc} + {h * ROWS}, &{acc}_v{h}, sizeof {acc}_v{h});", depth)
