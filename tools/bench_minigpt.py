@@ -232,6 +232,7 @@ def breakdown(
     print(f"  compiled in {time.perf_counter() - start:.1f} s ({len(entry.source)} units)")
     # in their storage types, read where they lie as the training loop's arena holds them
     inputs = storage(schedule, argument_leaves(args), stored=True)
+    schedule = entry.schedule  # what runs: a product and its epilogue one launch (dot+add)
     classes = [kernel_class(launch.kernel) for launch in schedule.launches]
     ns = np.zeros(len(classes) + 1)
     entry.run_timed(inputs, ns)  # warm
@@ -278,7 +279,7 @@ def ein(k) -> tuple[str, str]:
     from presk_cback.contract import contraction
     from presk_kernel.ir import Reduce, plain
 
-    g = contraction(k)
+    g = contraction(k, prologues=True)  # a GEMM with its epilogue or a computed operand
     if g is None:
         folds = [s for s in _statements(plain(k.body)) if isinstance(s, Reduce) and s.op == "fma"]
         summed = ",".join(f"{v}={n}" for r in folds for v, _, n in r.vars)

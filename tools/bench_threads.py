@@ -145,6 +145,7 @@ def side(consts: dict, data: str, threads: int, steps: int, forward: bool = Fals
 
     entry = NativeEntry(schedule, timed="threads")
     inputs = storage(schedule, argument_leaves(args), stored=True)  # read where they lie
+    schedule = entry.schedule  # what runs: a product and its epilogue one launch (dot+add)
     n = len(schedule.launches)
     ns = np.zeros(3 * (n + 1))
     entry.run_timed(inputs, ns)  # warm

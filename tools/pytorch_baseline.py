@@ -261,6 +261,7 @@ def breakdown_side(folder: Path, plan: dict, realize: str, steps: int) -> None:
         steps = " ".join(n for site in k.steps for n in names.get(site, ()))
         return "softmax" if c == "elementwise" and "softmax" in steps else c
 
+    schedule = entry.schedule  # what runs: a product and its epilogue one launch (dot+add)
     classes = [classed(launch.kernel) for launch in schedule.launches]
     ns = np.zeros(len(classes) + 1)
     entry.run_timed(inputs, ns)  # warm

@@ -57,7 +57,7 @@ def test_a_product_with_its_epilogue_gives_the_unfused_bits(compiler, realize):
         # the laid-out interpreter runs a GEMM statement's epilogue after its sums
         assert [x.tobytes() for x in run_schedule(emitted, inputs, laid=True)] == want
         assert [x.tobytes() for x in executor(laid, "kernel")(inputs)] == want
-        # a timed entry clocks the plan's launches: nothing fused
+        # without epilogues (a caller timing the plan's nests): the plan's two launches
         assert len(NativeEntry(laid, epilogues=False).schedule.launches) == 2
 
 
@@ -211,14 +211,19 @@ def test_integer_weights_keep_the_gemm_and_their_bits(compiler, tmp_path, realiz
 def test_a_timed_entry_clocks_each_launch_and_the_zeroing(compiler, timed):
     # presk_cback.emit._timed_host, the one writer of presk_entry_timed: each launch's slot
     # (three clocks under "threads": wall, the calling thread's CPU time, the process's) and
-    # the zeroing's after them; the entry's bits are the untimed one's
+    # the zeroing's after them; the entry clocks the schedule the untimed one runs (the bias
+    # the product's epilogue: one launch, named for both) and gives its bits
     schedule, args, _ = lowered(
-        "tutorial/01_linear.psk", "Linear{40, 24}.apply", (("batch", 9),), "f32"
+        "tutorial/01_linear.psk", "Linear{64, 24}.apply", (("batch", 33),), "f32"
     )
     laid = lay_out(fuse(schedule)[0], 2)
     inputs = storage(laid, args)
-    want = [x.tobytes() for x in NativeEntry(laid, epilogues=False).run(inputs)]
+    untimed = NativeEntry(laid)
+    want = [x.tobytes() for x in untimed.run(inputs)]
     entry = NativeEntry(laid, timed=timed)
+    assert entry.schedule == untimed.schedule
+    assert [lc.kernel.name for lc in laid.launches] == ["dot", "add"]
+    assert [lc.kernel.name for lc in entry.schedule.launches] == ["dot+add"]
     per = 3 if timed == "threads" else 1
     n = len(entry.schedule.launches)
     source = entry.source[-1]

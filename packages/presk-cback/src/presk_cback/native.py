@@ -59,9 +59,13 @@ class NativeEntry:
     compiles without vectorization (the tests compare both). `timed=True` also compiles
     `presk_entry_timed`, for `run_timed` (each launch's time; `timed="cpu"`: each launch's
     CPU time in the calling thread; `timed="threads"`: three clocks a launch, its wall time,
-    the calling thread's CPU time and the process's, tools/bench_threads.py). Untimed, each GEMM statement takes its elementwise
-    consumers as its epilogue (presk_kernel.epilogue, `epilogues=False`: not; `schedule` is
-    then the schedule compiled, with fewer launches than the one given)."""
+    the calling thread's CPU time and the process's, tools/bench_threads.py). Each GEMM
+    statement takes its elementwise consumers as its epilogue (presk_kernel.epilogue;
+    `epilogues=False`: not), timed or not: `schedule` is then the schedule compiled, with
+    fewer launches than the one given, and a timed entry clocks those launches (a product
+    and its epilogue one launch, `dot+add+gelu`), the step that runs untimed. A caller
+    that times the plan's own nests launch by launch (a layout point, `presk tune`, the
+    calibrations) passes `epilogues=False`."""
 
     def __init__(
         self,
@@ -72,8 +76,8 @@ class NativeEntry:
         units: int = UNITS,
         epilogues: bool = True,
     ) -> None:
-        if epilogues and not timed:  # a GEMM's consumers as its epilogues (presk_kernel.
-            schedule = gemm_epilogues(schedule)  # epilogue); a timed entry clocks each launch
+        if epilogues:  # a GEMM's consumers as its epilogues (presk_kernel.epilogue), timed
+            schedule = gemm_epilogues(schedule)  # too: the timed entry clocks what runs
         self.schedule = schedule
         self.lanes, self.units, self.timed = lanes, units, timed
         extra = () if lanes else ("-fno-tree-vectorize",)

@@ -431,13 +431,15 @@ def _described(m: dict) -> str:
 
 
 def timed_entry(schedule):
-    """The schedule compiled with each launch's clock (`NativeEntry(timed=True)`); the
+    """The schedule compiled with each launch's clock (`NativeEntry(timed=True)`), its
+    launches the plan's (`epilogues=False`: no GEMM takes its consumers, which the
+    calibrations and the roofline's predictions price as kernels of their own); the
     compiler's diagnostics as NativeError."""
     from presk_cback.native import NativeEntry
     from presk_syntax.diagnostics import DiagnosticError
 
     try:
-        return NativeEntry(schedule, timed=True)
+        return NativeEntry(schedule, timed=True, epilogues=False)
     except DiagnosticError as e:
         d = e.diagnostics[0]
         raise NativeError(d.code, d.message, getattr(d, "help", None)) from None

@@ -317,7 +317,6 @@ def autotune(file, entry, dims, consts, realize, profile_path, space, interp, se
     (natively, and on the kernel interpreter with --interp), and write the day to --out
     (docs/plans.md, docs/ir.md "autotune-day")."""
     import numpy as np
-    from presk_cback.native import NativeEntry
     from presk_core.data import atomic_dir
     from presk_kernel.interp import from_storage, to_storage
     from presk_kernel.interp_laid import run_laid_kernel
@@ -363,7 +362,7 @@ def autotune(file, entry, dims, consts, realize, profile_path, space, interp, se
             predicted = model.predict(counts_for(counts, model.rules)) * nest.launches
             costed_s += time.perf_counter() - t0
             sched = nest_schedule(laid)
-            got, times = _time_point(NativeEntry(sched, timed=True), inputs)
+            got, times = _time_point(sched, inputs)
             bits = _stored_bits(nest.kernel, got)
             if ref is None:
                 ref = bits
@@ -426,7 +425,7 @@ def autotune(file, entry, dims, consts, realize, profile_path, space, interp, se
             laid = apply_layout(nest.kernel, old_default)
             counts = count_all(laid, profile.machine)
             predicted = model.predict(counts_for(counts, model.rules)) * nest.launches
-            got, times = _time_point(NativeEntry(nest_schedule(laid), timed=True), inputs)
+            got, times = _time_point(nest_schedule(laid), inputs)
             text = describe(nest.kernel, old_default)
             if _stored_bits(nest.kernel, got) != ref:
                 fail(
@@ -485,10 +484,15 @@ def autotune(file, entry, dims, consts, realize, profile_path, space, interp, se
     click.echo("\n".join(rows))
 
 
-def _time_point(compiled, inputs) -> tuple[list, list[float]]:
-    """A nest's entry run `WARMUP` times, then `TIMED` times timed: the last run's outputs
-    and each timed run's microseconds (the entry's own clock, `run_timed`)."""
+def _time_point(schedule, inputs) -> tuple[list, list[float]]:
+    """A nest's entry (compiled with its launch's clock, as the point lays it out: no
+    GEMM's consumer or prologue fused, `epilogues=False`) run `WARMUP` times, then `TIMED`
+    times timed: the last run's outputs and each timed run's microseconds (the entry's own
+    clock, `run_timed`)."""
     import numpy as np
+    from presk_cback.native import NativeEntry
+
+    compiled = NativeEntry(schedule, timed=True, epilogues=False)
 
     ns = np.zeros(2)
     for _ in range(WARMUP):

@@ -59,6 +59,7 @@ def gemm_epilogues(schedule: Schedule) -> Schedule:
         fused = None if j is None else with_operand(unlaid, launches[j])
         if fused is None:
             continue
+        fused = _named(fused, p.kernel.name, launches[j].kernel.name)
         fused_into(launches, i, j, fused, reads, writes, merges)
     for j, c in enumerate(launches):
         if c is None:
@@ -77,6 +78,7 @@ def gemm_epilogues(schedule: Schedule) -> Schedule:
         fused = with_epilogue(launches[i], unlaid, keep=shared)
         if fused is None:
             continue
+        fused = _named(fused, launches[i].kernel.name, c.kernel.name)
         fused_into(launches, i, j, fused, reads, writes, merges)
     _factors_forward(launches, keep, reads, writes)
     if not merges:
@@ -184,6 +186,15 @@ def with_prologue(lc: Launch) -> Launch | None:
     return replace(lc, kernel=apply_layout(replace(unlaid, layout=laid)))
 
 
+def _named(lc: Launch, first: str, second: str) -> Launch:
+    """`lc`, a fusion of two launches, named for what it holds, in the order it computes
+    them: `dot+add+gelu` (the product, its bias, the GELU), `fused 4 steps+dot` (a norm's
+    scaled rows into the product's panels), `…+gelu_grad factor` (`_factors_forward`). The
+    kernel's site and steps stay the product's: only the profiles (a timed entry's launch
+    list, tools/bench_threads.py) and the C's comments show the name."""
+    return replace(lc, kernel=replace(lc.kernel, name=f"{first}+{second}"))
+
+
 def _unlaid(lc: Launch) -> Launch:
     return replace(lc, kernel=replace(lc.kernel, body=plain(lc.kernel.body)))
 
@@ -219,7 +230,7 @@ def _factors_forward(launches: list, keep: set[int], reads: dict, writes: dict) 
         value = Op("mul", (other, Load(h, stmt.index)) if stmt.expr.args[0] is other else
                    (Load(h, stmt.index), other), stmt.expr.attr)  # fmt: skip
         body = _restore(plain(k.body), replace(stmt, expr=value))
-        launches[i] = p
+        launches[i] = _named(p, p.kernel.name, f"{k.name} factor")
         launches[j] = replace(c, kernel=apply_layout(replace(k, body=body)))
 
 
