@@ -10,7 +10,11 @@ Each side (a thread count) is a process of its own that lowers the step at its t
 compiles it with three clocks around each launch (`NativeEntry(timed="threads")`: the wall
 time, the calling thread's CPU time and the process's, presk_cback.emit), runs it once
 untimed and `--steps` times, and reports each launch's mean (`--forward`: the objective
-alone, the forward pass, instead of the step). A launch's CPU time off the
+alone, the forward pass, instead of the step). The timed entry runs the schedule the
+untimed one runs, a GEMM's elementwise consumers in its epilogue (presk_kernel.epilogue:
+one launch, named for what it holds, `dot+add+gelu`, a contraction); the untimed entry is
+compiled beside it and called after each timed call, and its mean wall time printed with
+the timed launches' sum over it (the clocks' own cost: within a few %). A launch's CPU time off the
 calling thread is its other threads' (OpenMP's workers: OpenBLAS is held at one thread in
 the sides, and no other thread of the process runs meanwhile). CPU clocks count work, not
 waiting (libgomp's workers sleep on a futex at once: GOMP_SPINCOUNT 0, presk_cback.load),
@@ -59,6 +63,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -144,14 +149,21 @@ def side(consts: dict, data: str, threads: int, steps: int, forward: bool = Fals
         return "softmax" if c == "elementwise" and "softmax" in steps else c
 
     entry = NativeEntry(schedule, timed="threads")
+    untimed = NativeEntry(schedule)  # the same schedule compiled without the clocks
     inputs = storage(schedule, argument_leaves(args), stored=True)  # read where they lie
     schedule = entry.schedule  # what runs: a product and its epilogue one launch (dot+add)
+    assert schedule == untimed.schedule
     n = len(schedule.launches)
     ns = np.zeros(3 * (n + 1))
     entry.run_timed(inputs, ns)  # warm
+    untimed.run(inputs)
     ns[:] = 0
+    calls = []  # the untimed entry's wall ms a call, interleaved with the timed calls
     for _ in range(steps):
         entry.run_timed(inputs, ns)
+        start = time.perf_counter()
+        untimed.run(inputs)
+        calls.append((time.perf_counter() - start) * 1e3)
     per = (ns / steps / 1e6).reshape(n + 1, 3)  # ms: wall, calling thread, process
     out = []
     for launch, (wall, main, proc) in zip(schedule.launches, per[:-1], strict=True):
@@ -170,7 +182,8 @@ def side(consts: dict, data: str, threads: int, steps: int, forward: bool = Fals
             }
         )
     zero = {"wall": per[-1][0], "main": per[-1][1], "other": max(0.0, per[-1][2] - per[-1][1])}
-    print(json.dumps({"launches": out, "zeroing": zero}), flush=True)
+    doc = {"launches": out, "zeroing": zero, "untimed": statistics.mean(calls)}
+    print(json.dumps(doc), flush=True)
 
 
 def empty_regions(count: int) -> None:
@@ -277,6 +290,10 @@ def report(sides: dict[int, dict], top: int) -> None:
     wall2 = sum(b["wall"] for b in two) + z2["wall"]
     print(f"  wall clocks, this run (the load moves them): 1 thread {wall1:.1f} ms, 2 threads "
           f"{wall2:.1f} ms, {wall1 / wall2:.2f}×")  # fmt: skip
+    u1, u2 = sides[1]["untimed"], sides[2]["untimed"]  # the entry without clocks, same calls
+    print(f"  the untimed entry's call (wall, the same schedule, interleaved): 1 thread"
+          f" {u1:.1f} ms, 2 threads {u2:.1f} ms; the timed launches' wall over it"
+          f" {wall1 / u1:.3f} and {wall2 / u2:.3f}")  # fmt: skip
     print(f"  the {top} launches that leave most on the table at two threads (the longer"
           " thread's CPU time beyond half the one-thread CPU time):")  # fmt: skip
     lost = sorted(
