@@ -32,7 +32,20 @@ from presk_kernel.fuse import (
     merge_epilogue,
     producer_store,
 )
-from presk_kernel.ir import Affine, Launch, Let, Load, Loop, Op, Reduce, Schedule, Store, Var, plain
+from presk_kernel.ir import (
+    Affine,
+    Axis,
+    Launch,
+    Let,
+    Load,
+    Loop,
+    Op,
+    Reduce,
+    Schedule,
+    Store,
+    Var,
+    plain,
+)
 from presk_kernel.layout import PACK_AT, apply_layout
 
 # A product of at most this many columns reads A's rows where they lie (presk_cback.gemm:
@@ -53,7 +66,10 @@ def gemm_epilogues(schedule: Schedule) -> Schedule:
     for i, lc in enumerate(launches):
         _index(lc, i, reads, writes, add=True)
     merges: list[tuple[int, int]] = []
+    _copies_as_strides(launches, keep, reads, writes, merges)
     for i, p in enumerate(launches):  # an elementwise producer into a GEMM's packed operand
+        if p is None:
+            continue
         unlaid = _unlaid(p)
         j = _consumer(unlaid, i, keep, reads, writes)
         fused = None if j is None else with_operand(unlaid, launches[j])
@@ -69,7 +85,7 @@ def gemm_epilogues(schedule: Schedule) -> Schedule:
             _index(c, j, reads, writes, add=False)
             _index(computed, j, reads, writes, add=True)
             launches[j] = c = computed
-        unlaid = _unlaid(c)
+        unlaid = _unscattered(_unlaid(c))
         i, shared = _producer(unlaid, j, keep, reads, writes, launches), False
         if i is None:
             i, shared = _shared_producer(unlaid, j, keep, reads, writes, launches), True
@@ -130,14 +146,14 @@ def with_epilogue(p: Launch, c: Launch, keep: bool = False) -> Launch | None:
     fused = merge_epilogue(_unlaid(p), c, gemm=True, keep=keep)
     if fused is None:
         return None
-    k = fused.kernel
+    k = _forwarded(fused.kernel)  # a copy's `let e = s; C'[…] = e`: C' the GEMM's own C
     fused_gemm = contraction(k, prologues=True)
     if fused_gemm is None:  # a narrowed product (presk_kernel.narrow) takes no epilogue
         return None
     e = as_gemm(fused_gemm)
     same = (e.rows, e.cols, e.depth, e.batch) == (g.rows, g.cols, g.depth, g.batch)
-    if not (same and e.epilogue and set(p.kernel.layout.pack) == {g.a, g.b}):
-        return None
+    if not (same and set(p.kernel.layout.pack) == {g.a, g.b}):
+        return None  # (no epilogue left: `c` only moved the product's elements, C's strides)
     layout = replace(p.kernel.layout, pack=(e.a, e.b), gemm=e)
     return replace(fused, kernel=apply_layout(replace(k, layout=layout)))
 
@@ -184,6 +200,174 @@ def with_prologue(lc: Launch) -> Launch | None:
     e = as_gemm(g)
     laid = replace(layout, pack=(e.a, e.b), gemm=e)
     return replace(lc, kernel=apply_layout(replace(unlaid, layout=laid)))
+
+
+def _copies_as_strides(
+    launches: list, keep: set[int], reads: dict, writes: dict, merges: list
+) -> None:
+    """Each launch that only moves elements — `t[i…] = x[f(i…)]`, f affine, the same type
+    (a split into heads, its adjoint's transposition) — whose result only GEMM statements
+    read, each once in a term of its fold, read by them where `x` holds it: the copy's index
+    composed into each reader's load, the reader's operand strides (an operand with strides
+    (D, HD, 1) over (seq, heads, hd) is packed, or read in place, as a contiguous one). The
+    same values in the same fold: the same bits. Not where `x` is written between the copy
+    and its last reader, or `t` is the entry's (an input or output)."""
+    for i, p in enumerate(launches):
+        if p is None:
+            continue
+        unlaid = _unlaid(p)
+        src = _copy(unlaid)
+        out = p.args[-1].buf
+        if src is None or out in keep or writes.get(out) != {i}:
+            continue
+        readers = sorted(reads.get(out, ()))
+        if not readers or readers[0] <= i:
+            continue
+        if any(i < w <= readers[-1] for w in writes.get(p.args[src].buf, ())):
+            continue
+        fused = [with_strides(unlaid, launches[j]) for j in readers]
+        if any(f is None for f in fused):
+            continue
+        _index(p, i, reads, writes, add=False)
+        launches[i] = None
+        for j, f in zip(readers, fused, strict=True):
+            _index(launches[j], j, reads, writes, add=False)
+            _index(f, j, reads, writes, add=True)
+            launches[j] = f
+            merges.append((i, j))
+
+
+def _copy(lc: Launch) -> int | None:
+    """The input an elementwise launch (not laid out) only copies into its output, at affine
+    indices, in the same floating type; None for any other launch."""
+    found = producer_store(lc)
+    if found is None:
+        return None
+    _, store = found
+    x, k = store.expr, lc.kernel
+    if not isinstance(x, Load) or not all(isinstance(i, Affine) for i in x.index):
+        return None
+    dtype = k.buffers[store.buf].dtype
+    if dtype not in ("f32", "f64") or k.buffers[x.buf].dtype != dtype:
+        return None
+    return x.buf
+
+
+def with_strides(p: Launch, c: Launch | None) -> Launch | None:
+    """The laid-out GEMM statement `c` reading the copy `p` (not laid out: `_copy`) where
+    the copy reads (its load's index composed into `c`'s), its layout `c`'s; None when `c`
+    is no GEMM statement, blocks its fold, reads the copy other than once in a term, or
+    the product is not the same GEMM (its rows, columns, depth and batch)."""
+    if c is None or c.kernel.layout.gemm is None or c.kernel.layout.kblock:
+        return None
+    g = c.kernel.layout.gemm
+    if set(c.kernel.layout.pack) != {g.a, g.b}:
+        return None
+    fused = merge(p, _unlaid(c), several=False, operand=True)
+    if fused is None:
+        return None
+    k = fused.kernel
+    found = contraction(k, prologues=True)
+    if found is None or found.prologue:
+        return None
+    e = as_gemm(found)
+    if (e.rows, e.cols, e.depth, e.batch) != (g.rows, g.cols, g.depth, g.batch):
+        return None
+    if bool(e.epilogue) != bool(g.epilogue):
+        return None
+    layout = replace(c.kernel.layout, pack=(e.a, e.b), gemm=e)
+    return replace(fused, kernel=apply_layout(replace(k, name=c.kernel.name, layout=layout)))
+
+
+def _forwarded(k):
+    """Kernel `k` with each `let e = v` of a variable v dropped, its uses reading v: the
+    epilogue `let e0 = s; C'[…] = e0` that a copy of the product leaves (merge_epilogue) is
+    then the fold's own store, C' the GEMM's C at its strides, no epilogue (the same value
+    stored: the same bits)."""
+
+    def expr(e, names: dict):
+        match e:
+            case Var(n) if n in names:
+                return Var(names[n])
+            case Load(b, index):
+                return Load(b, tuple(i if isinstance(i, Affine) else expr(i, names) for i in index))
+            case Op(op, args, attr):
+                return Op(op, tuple(expr(a, names) for a in args), attr)
+        return e
+
+    def block(body: tuple, names: dict) -> tuple:
+        names = dict(names)
+        out = []
+        for st in body:
+            match st:
+                case Let(name, Var(v)):
+                    names[name] = names.get(v, v)
+                    continue
+                case Let(name, x):
+                    st = Let(name, expr(x, names))
+                case Store(b, index, x):
+                    index = tuple(i if isinstance(i, Affine) else expr(i, names) for i in index)
+                    st = Store(b, index, expr(x, names))
+                case Loop():
+                    st = replace(st, body=block(st.body, names))
+                case Reduce():
+                    terms = tuple(expr(t, names) for t in st.terms)
+                    st = replace(st, body=block(st.body, names), terms=terms)
+            out.append(st)
+        return tuple(out)
+
+    return replace(k, body=block(k.body, {}))
+
+
+def _unscattered(c: Launch) -> Launch:
+    """The elementwise `c` (not laid out) whose one store writes axis a of its output at a
+    row-major index over some of its loops (`%1[b, s, 32*h + d]`: heads merged into the
+    model axis) with that axis split into those loops' (`%1[b, s, h, d]` over a view of the
+    output as [B, T, H, HD]: the same elements, the same host buffer), so that it may be
+    a product's epilogue (`merge_epilogue` takes a store at its loops' indices). `c` as it
+    is otherwise."""
+    k = c.kernel
+    if len(k.outputs) != 1 or c.args[-1].offset:
+        return c
+    loops, body = [], k.body
+    while len(body) == 1 and isinstance(body[0], Loop) and not body[0].serial:
+        loops.append(body[0])
+        body = body[0].body
+    if len(body) != 1 or not isinstance(body[0], Store) or body[0].buf != k.outputs[0].id:
+        return c
+    st, out = body[0], k.outputs[0]
+    extent = {lp.var: lp.extent for lp in loops}
+    named = {lp.var: lp.axis for lp in loops}
+    if any(lp.start is not None or lp.stop is not None for lp in loops):
+        return c
+    axes, index = [], []
+    for ax, i in zip(out.axes, st.index, strict=True):
+        if not isinstance(i, Affine) or i.const or any(v not in extent for v, _ in i.terms):
+            return c
+        terms = sorted(i.terms, key=lambda t: -t[1])  # outermost (largest stride) first
+        stride, ok = 1, True
+        for v, coef in reversed(terms):
+            ok = ok and coef == stride
+            stride *= extent[v]
+        if not ok or stride != ax.length:
+            return c
+        if len(terms) == 1:
+            axes.append(ax)
+        else:
+            axes += [Axis(named[v], extent[v]) for v, _ in terms]
+        index += [Affine.var(v) for v, _ in terms]
+    if len(axes) == len(out.axes):
+        return c
+    view = replace(out, axes=tuple(axes))
+    stored = Store(st.buf, tuple(index), st.expr)
+
+    def rebuild(body: tuple) -> tuple:
+        (s,) = body
+        if isinstance(s, Loop):
+            return (replace(s, body=rebuild(s.body)),)
+        return (stored,)
+
+    return replace(c, kernel=replace(k, outputs=(view,), body=rebuild(k.body)))
 
 
 def _named(lc: Launch, first: str, second: str) -> Launch:

@@ -714,23 +714,12 @@ def _replace(s, cmap, targets, value, vars_):
         case Store(buf, index, e):
             idx = tuple(i if isinstance(i, Affine) else expr(i) for i in index)
             return Store(cmap[buf], idx, expr(e))
-        case Loop(var, axis, extent, body, serial):
-            return Loop(
-                var,
-                axis,
-                extent,
-                tuple(_replace(b, cmap, targets, value, vars_) for b in body),
-                serial,
-            )
-        case Reduce(acc, op, vs, body, terms, dtype):
-            return Reduce(
-                acc,
-                op,
-                vs,
-                tuple(_replace(b, cmap, targets, value, vars_) for b in body),
-                tuple(expr(t) for t in terms),
-                dtype,
-            )
+        case Loop(_, _, _, body):  # its other fields kept: a narrowed nest's bounds (issue
+            body = tuple(_replace(b, cmap, targets, value, vars_) for b in body)  # 26), which
+            return replace(s, body=body)  # an emission's fusion sees (presk_kernel.epilogue)
+        case Reduce(_, _, _, body, terms):  # a fold's zeros and stop (presk_kernel.narrow)
+            body = tuple(_replace(b, cmap, targets, value, vars_) for b in body)
+            return replace(s, body=body, terms=tuple(expr(t) for t in terms))
     raise TypeError(f"not a kernel statement: {s!r}")
 
 
