@@ -17,13 +17,14 @@ from presk_cback.native import NativeEntry
 from presk_cli.native import entry_inputs, executor, lower, storage
 from presk_cli.pipeline import PIPELINE, RUN
 from presk_core.run import parse_entry
-from presk_kernel.contract import contraction
+from presk_kernel.contract import contraction, gemm_kstop, gemm_stop
 from presk_kernel.epilogue import gemm_epilogues
 from presk_kernel.fuse import fuse
 from presk_kernel.interp import run_schedule
 from presk_kernel.ir import GemmStmt, Let, Loop, Op, Store, plain
 from presk_kernel.layout import default_layout, lay_out, nest_names, with_gemm
 from presk_kernel.lower import argument_leaves
+from presk_kernel.narrow import narrow
 from presk_kernel.realization import parse_realization
 from presk_syntax.pipeline import Context
 
@@ -236,3 +237,43 @@ def test_a_timed_entry_clocks_each_launch_and_the_zeroing(compiler, timed):
     if timed == "threads":  # the process's CPU time holds the calling thread's (its clocks
         clocks = ns.reshape(n + 1, 3)  # read just after the thread's: within 10 µs)
         assert (clocks[:n, 2] >= clocks[:n, 1] - 1e4).all()
+
+
+def test_the_heads_split_and_merged_are_the_products_strides(compiler):
+    # split_heads (a copy of [B, T, D] into [B, H, T, HD]) read only by the attention's
+    # products: absorbed as their operands' strides, forward and in the backward's products;
+    # the heads' merge (a copy of a·v's result) and the adjoint's transposition (dQ, dK, dV
+    # stored at [B, T, H, HD]) the products' C strides, no epilogue; the causal bands kept;
+    # the unfused schedule's bits natively and on the laid-out interpreter
+    dims = (("V", "64"), ("D", "48"), ("H", "2"), ("L", "1"))
+    schedule, args, _ = lowered(
+        "tests/examples/minigpt/train_minigpt.psk", "loss", (("B", 2), ("T", 16)), "f32",
+        True, dims,
+    )  # fmt: skip
+    narrowed = narrow(fuse(schedule)[0])[0]
+    plan = {}  # every product a GEMM statement, small as they are here
+    for lc, name in zip(narrowed.launches, nest_names(narrowed.launches), strict=True):
+        g = contraction(lc.kernel)
+        if g is not None and name not in plan:
+            layout = dataclasses.replace(default_layout(lc.kernel), pack=(g.a, g.b))
+            plan[name] = with_gemm(lc.kernel, layout)
+    laid = lay_out(narrowed, 2, plan)
+    emitted = gemm_epilogues(laid)
+    sites = [lc.kernel.site for lc in laid.launches]
+    assert "split_heads/%2" in sites and "split_heads/%2" not in [
+        lc.kernel.site for lc in emitted.launches
+    ]
+    attention = [
+        lc.kernel for lc in emitted.launches
+        if lc.kernel.layout.gemm and lc.kernel.site.startswith("SelfAttention.")
+    ]  # fmt: skip
+    assert len(attention) == 6 and not any(k.layout.gemm.epilogue for k in attention)
+    # q, k and v read where the projections stored them: [B, T, D], heads along D
+    assert sum(b.shape == (2, 16, 48) for k in attention for b in k.inputs) >= 6
+    gemms = [k.body[0] for k in attention]
+    assert any(gemm_kstop(s.gemm, s.nest) for s in gemms)  # a·v's, aᵀ·g's prefixes
+    assert any(gemm_stop(s.gemm, s.nest) is not None for s in gemms)  # the scores' band
+    inputs = storage(laid, args)
+    want = [x.tobytes() for x in run_schedule(schedule, args)]
+    assert [x.tobytes() for x in NativeEntry(laid).run(inputs)] == want
+    assert [x.tobytes() for x in run_schedule(emitted, inputs, laid=True)] == want
