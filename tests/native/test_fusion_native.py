@@ -241,8 +241,9 @@ def test_a_timed_entry_clocks_each_launch_and_the_zeroing(compiler, timed):
 
 def test_the_heads_split_and_merged_are_the_products_strides(compiler):
     # split_heads (a copy of [B, T, D] into [B, H, T, HD]) read only by the attention's
-    # products: absorbed as their operands' strides, forward and in the backward's products;
-    # the heads' merge (a copy of a·v's result) and the adjoint's transposition (dQ, dK, dV
+    # products: q's and k's absorbed as their operands' strides, forward and in the
+    # backward's products (v's kept: a·v folds B's rows by prefix, slower strided); the
+    # heads' merge (a copy of a·v's result) and the adjoint's transposition (dQ, dK, dV
     # stored at [B, T, H, HD]) the products' C strides, no epilogue; the causal bands kept;
     # the unfused schedule's bits natively and on the laid-out interpreter
     dims = (("V", "64"), ("D", "48"), ("H", "2"), ("L", "1"))
@@ -259,17 +260,18 @@ def test_the_heads_split_and_merged_are_the_products_strides(compiler):
             plan[name] = with_gemm(lc.kernel, layout)
     laid = lay_out(narrowed, 2, plan)
     emitted = gemm_epilogues(laid)
-    sites = [lc.kernel.site for lc in laid.launches]
-    assert "split_heads/%2" in sites and "split_heads/%2" not in [
-        lc.kernel.site for lc in emitted.launches
-    ]
+
+    def splits(s):
+        return [lc for lc in s.launches if lc.kernel.site == "split_heads/%2"]
+
+    assert len(splits(laid)) == 3 and len(splits(emitted)) == 1
     attention = [
         lc.kernel for lc in emitted.launches
         if lc.kernel.layout.gemm and lc.kernel.site.startswith("SelfAttention.")
     ]  # fmt: skip
     assert len(attention) == 6 and not any(k.layout.gemm.epilogue for k in attention)
     # q, k and v read where the projections stored them: [B, T, D], heads along D
-    assert sum(b.shape == (2, 16, 48) for k in attention for b in k.inputs) >= 6
+    assert sum(b.shape == (2, 16, 48) for k in attention for b in k.inputs) == 4
     gemms = [k.body[0] for k in attention]
     assert any(gemm_kstop(s.gemm, s.nest) for s in gemms)  # a·v's, aᵀ·g's prefixes
     assert any(gemm_stop(s.gemm, s.nest) is not None for s in gemms)  # the scores' band

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from presk_kernel.calls import fused_body, with_calls
-from presk_kernel.contract import as_gemm, c_store, contraction
+from presk_kernel.contract import as_gemm, c_store, contraction, gemm_kstop
 from presk_kernel.fuse import (
     _consumer,
     _index,
@@ -275,6 +275,9 @@ def with_strides(p: Launch, c: Launch | None) -> Launch | None:
         return None
     if bool(e.epilogue) != bool(g.epilogue):
         return None
+    strided = fused.args[e.b] == p.args[_copy(p)] and e.stride(1, e.k) not in (1, e.cols)
+    if strided and gemm_kstop(e, k.body) is not None:
+        return None  # a prefix-folded B's rows apart: measured slower than the copy (a·v)
     layout = replace(c.kernel.layout, pack=(e.a, e.b), gemm=e)
     return replace(fused, kernel=apply_layout(replace(k, name=c.kernel.name, layout=layout)))
 
