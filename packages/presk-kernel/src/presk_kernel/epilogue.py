@@ -5,9 +5,12 @@ the epilogue each finished tile of C goes through (presk_cback.gemm's `presk_gem
 It runs after everything that names or plans nests (`presk plan`, `presk autotune`, the
 SCoP export, `presk dump --stage kernel`, the C export: they see the fused schedule of
 `presk_kernel.fuse`, the spec's nests and launch counts), on the laid-out schedule a native
-entry compiles (presk_cback.native.NativeEntry, untimed: a timed entry clocks the plan's
-launches). The consumer's own layout is dropped: it becomes statements the GEMM runs on each
-element once its sum is finished, in the producer's GEMM statement (`Gemm.epilogue`).
+entry compiles (presk_cback.native.NativeEntry, timed or not; `epilogues=False` keeps the
+plan's launches). The consumer's own layout is dropped: it becomes statements the GEMM runs
+on each element once its sum is finished, in the producer's GEMM statement
+(`Gemm.epilogue`). A copy only GEMM statements read becomes their operands' strides, a copy
+of a product's result the product's C at its strides (`_copies_as_strides`, b13); a fused
+launch is named for what it holds (`dot+add+gelu`).
 
     compiled = gemm_epilogues(laid)   # laid: presk_kernel.layout.lay_out's schedule
 
