@@ -173,28 +173,3 @@ def test_the_adjoint_products_fold_their_allowed_terms_natively():
         for stop in ((0, True, True), (1, False, True)):  # aᵀ·g, a·v
             assert stops.count(stop) == 3
         assert same_bits(NativeEntry(laid).run(args), want)
-
-
-def test_the_adjoints_row_sum_folds_its_allowed_terms_natively():
-    """Σ a·g of the causal softmax's adjoint folds each strip's allowed terms, then, lane by
-    lane, the rest where the sum is −0 or a term past it is not finite (`strip.repair`):
-    the unnarrowed bits on the kernel interpreter, at T 27 (a strip of 16 f32 rows and one
-    of 11; f64 strips of 8), one and two threads, the adjoint's own output (test_narrow's
-    `row_sum_inputs`: a −0 prefix the hidden +0s make +0, a hidden +0·∞) and the three
-    gradients of attention."""
-    from test_narrow import GRADS, HEADS_DX, adjoint_inputs, row_sum_inputs
-
-    for realize, dtype in (("f32", np.float32), ("f64", np.float64)):
-        for entry, inputs, dims in (
-            (HEADS_DX, row_sum_inputs, (("T", 27),)),
-            (GRADS, adjoint_inputs, (("B", 1), ("T", 27))),
-        ):
-            schedule, args, _ = lowered(*entry, dims, realize)
-            fused = fuse(schedule)[0]
-            narrowed, _ = narrow(fused)
-            args = inputs(args, dtype, 27)
-            want = run_schedule(fused, args)
-            for threads in (1, 2):
-                native = NativeEntry(lay_out(narrowed, threads))
-                assert "_redo = " in "".join(native.source)
-                assert same_bits(native.run(args), want)

@@ -48,12 +48,6 @@ TERMS_BYTES = 1 << 16  # the most a strip across rows keeps of its folds' terms
 VECTOR_BYTES = 64
 
 
-def _sum_zeros(r: Reduce) -> bool:
-    """A sum of products whose terms from `zeros` on are ±0 or not finite (the softmax
-    adjoint's Σ a·g, presk_kernel.narrow): folded over the strip's prefix, then repaired."""
-    return r.zeros is not None and r.op == "add" and not r.zeros_first and len(r.vars) == 1
-
-
 def _keepable(k: Kernel, r: Reduce) -> list:
     """The transcendentals in a fold's term worth keeping for the loops after it (a
     softmax's quotients divide the same exponentials its sum added): those that read only
@@ -239,11 +233,10 @@ class Strip:
         count = math.prod(n for _, _, n in r.vars)
         if count == 0:
             self.lanes(depth, lambda d: kc.emit(f"{ref} = {fold_identity(r.op, t)};", d))
-        elif r.stop is not None or _sum_zeros(r):  # a narrowed fold: up to the largest stop
-            ((v, _, n),) = r.vars  # of the strip's lanes (a sum's zeros: then its repair)
+        elif r.stop is not None:  # a narrowed fold: up to the largest stop of the strip's lanes
+            ((v, _, n),) = r.vars
             hi = f"{acc}_n"
-            bound = r.stop if r.stop is not None else r.zeros
-            kc.emit(f"const int64_t {hi} = presk_mini({n}, {self.hull(bound)});", depth)
+            kc.emit(f"const int64_t {hi} = presk_mini({n}, {self.hull(r.stop)});", depth)
             self.lanes(depth, lambda d: kc.emit(f"{ref} = {fold_identity(r.op, t)};", d))
             if not (self.rows and self.terms_first(r, count, depth, hi)):
                 kc.emit(f"if ({hi} > 0) {{ const int64_t {_name(v)} = 0;", depth)
@@ -252,8 +245,6 @@ class Strip:
                 kc.emit(f"for (int64_t {_name(v)} = 1; {_name(v)} < {hi}; {_name(v)}++) {{", depth)
                 self.lanes(depth + 1, lambda d: kc.fold_step(r, d, False, ref))
                 kc.emit("}", depth)
-            if r.stop is None:
-                self.repair(r, hi, depth)
         elif self.rows and self.terms_first(r, count, depth):
             pass
         elif not r.vars:  # one term
@@ -282,44 +273,6 @@ class Strip:
                 kc.emit("}", depth + i)
         kc.laned.add(r.acc)
 
-    def repair(self, r: Reduce, hi: str, depth: int) -> None:
-        """The rest of a sum whose terms from `zeros` on are ±0 or not finite (`Reduce.zeros`,
-        the softmax adjoint's Σ a·g), folded [0, hi) for every lane (hi ≥ each lane's zeros):
-        a lane folds [hi, n) too where its sum is −0 (a +0 term would make it +0), where
-        nothing was folded, or where a term past hi is not finite (x − x is NaN); elsewhere
-        those terms are ±0, no-ops. The whole fold's bits (issue 26, H7)."""
-        from presk_cback.emit import CTYPE, _name
-
-        kc, t = self.kc, r.dtype
-        acc, v, n = _name(r.acc), _name(r.vars[0][0]), r.vars[0][2]
-        ref = f"{acc}[lj]"
-
-        def term(d: int) -> str:
-            ((x, tx),) = [kc.expr(e) for e in r.terms]
-            kc.emit(f"const {CTYPE[t]} {acc}_x = {kc.cast(x, tx, t)};", d)
-            return f"{acc}_x"
-
-        kc.emit(f"for (int64_t lj = 0; lj < {self.v}_n; lj++) {{", depth)
-        kc.emit(f"const int64_t {self.v} = {self.v}_s + lj;", depth + 1)
-        kc.emit(f"(void){self.v};", depth + 1)
-        kc.emit(f"int {acc}_redo = {hi} == 0 || ({ref} == 0 && signbit({ref}));", depth + 1)
-        kc.emit(f"if (!{acc}_redo) {{", depth + 1)
-        kc.emit(f"int {acc}_bad = 0;", depth + 2)
-        kc.emit(f"#pragma omp simd reduction(|:{acc}_bad)", 0)
-        kc.emit(f"for (int64_t {v} = {hi}; {v} < {n}; {v}++) {{", depth + 2)
-        x = term(depth + 3)
-        kc.emit(f"{acc}_bad |= ({x} - {x}) != ({x} - {x});", depth + 3)
-        kc.emit("}", depth + 2)
-        kc.emit(f"{acc}_redo = {acc}_bad;", depth + 2)
-        kc.emit("}", depth + 1)
-        kc.emit(f"if ({acc}_redo) {{", depth + 1)
-        kc.emit(f"for (int64_t {v} = {hi}; {v} < {n}; {v}++) {{", depth + 2)
-        x = term(depth + 3)
-        kc.emit(f"{ref} = {v} == 0 ? {x} : {ref} + {x};", depth + 3)
-        kc.emit("}", depth + 2)
-        kc.emit("}", depth + 1)
-        kc.emit("}", depth)
-
     def terms_first(self, r: Reduce, n: int, depth: int, hi: str | None = None) -> bool:
         """A fold of one variable, across rows: each row's terms computed first, in vector
         lanes along the fold's variable (they are independent), then the rows' folds
@@ -336,7 +289,6 @@ class Strip:
         upto = hi or str(n)  # a narrowed fold's terms: the prefix its strip folds
         kc.emit(f"{ALIGNED}{CTYPE[t]} {acc}_t[{self.width}][{n}];", depth)
         keep = [e for e in _keepable(kc.k, r) if n * self.width * ITEMSIZE[t] * 2 <= TERMS_BYTES]
-        keep = [] if r.zeros is not None else keep  # (a sum with zeros: its prefix only)
         for j in range(len(keep)):
             kc.emit(f"{ALIGNED}{CTYPE[t]} {acc}_k{j}[{self.width}][{n}];", depth)
 

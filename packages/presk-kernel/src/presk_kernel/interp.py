@@ -380,12 +380,9 @@ class Run:
             self.block(r.body)
             terms.append([self.expr(t) for t in r.terms])
         skipped = (lambda j: j < zeros) if r.zeros_first else (lambda j: j >= zeros)
-        bad = np.zeros((), bool)  # a term it skips that is not finite (a sum's: its one)
-        for j, ts in enumerate(terms):
-            finite = np.ones((), bool)
-            for x in ts:
-                finite = finite & np.isfinite(x)
-            bad = bad | (skipped(j) & ~finite)
+        bad = np.zeros((), bool)  # a term it skips that is not finite
+        for j, (a, b) in enumerate(terms):
+            bad = bad | (skipped(j) & ~(np.isfinite(a) & np.isfinite(b)))
         shape = np.broadcast_shapes(
             np.shape(zeros), np.shape(bad), *(np.shape(t) for t in terms[0])
         )

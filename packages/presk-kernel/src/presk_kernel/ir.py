@@ -272,9 +272,6 @@ class Reduce:
     # fold its one variable over [0, min(extent, zeros)) only — or any longer prefix —
     # continuing the fold over the rest where the accumulator is −0 there or a term past it
     # is not finite (elsewhere the rest are no-ops: x + ±0 = x for x not zero, +0 + ±0 = +0).
-    # A sum of products `fold add of mul(x, y)` (the softmax adjoint's Σ a·g) may carry
-    # `zeros` too (not `zeros_first`): its terms from there on are ±0 or not finite, the
-    # same no-ops, and "a term not finite" is the product's.
     # `zeros_first`: the terms before `zeros` are those, and an executor may fold from
     # `zeros` (or any earlier point) to the end, folding the whole again where the result
     # is −0 or a term it skipped is not finite. An executor that ignores both folds the

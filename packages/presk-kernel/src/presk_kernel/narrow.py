@@ -727,22 +727,6 @@ def _with_zeros(body: tuple, zeros: dict) -> tuple:
                             st, zeros=bound, zeros_first=True, zeros_finite=finite
                         )
                         break
-            case Reduce(_, "add", ((v, _, _),), (), (Op("mul", (x, y), _),)) if (
-                st.stop is None and st.block is None and st.zeros is None
-            ):
-                # the softmax adjoint's row sum Σ a·g (issue 26, H7): its terms past the
-                # prefix are +0·g, ±0 or NaN, the same no-ops as a contraction's
-                for t in (x, y):
-                    if not isinstance(t, Load) or t.buf not in zeros:
-                        continue
-                    along, by, plus, finite = zeros[t.buf]
-                    j, p = t.index[along], t.index[by]
-                    if not (_plain_var(j) and _plain_var(p)) or j == p:
-                        continue
-                    if j == Affine.var(v) and finite:
-                        bound = Affine(((p.terms[0][0], 1),), plus)
-                        st = dataclasses.replace(st, zeros=bound, zeros_finite=True)
-                        break
         out.append(st)
     return tuple(out)
 

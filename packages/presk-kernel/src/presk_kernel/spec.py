@@ -246,13 +246,8 @@ class _Check:
             self.bad(f"the fold `{r.acc}` marks zero terms without their bound")
         if r.zeros is not None:
             one = len(r.vars) == 1 and r.block is None and r.stop is None and not r.body
-            sums = r.op == "add" and len(r.terms) == 1  # a sum of products (issue 26, H7)
-            sums = sums and isinstance(r.terms[0], Op) and r.terms[0].op == "mul"
-            if not (r.op == "fma" or sums) or not one or r.zeros_first and sums:
-                self.bad(
-                    f"the fold `{r.acc}` has zero terms: a contraction or a sum of products "
-                    "over one variable"
-                )
+            if r.op != "fma" or not one:
+                self.bad(f"the fold `{r.acc}` has zero terms: a contraction over one variable")
             self.bounds(r.acc, (r.zeros,), loops, r.vars[0][2] if r.vars else 0)
         inner = dict(loops)
         for v, _, n in r.vars:
