@@ -188,3 +188,31 @@ def test_fma_signs_of_zero():
         c = np.array([0.0, -0.0, -0.0, -0.0, -0.0], dtype)
         want = [exact_fma(*t, context) for t in zip(a, b, c, strict=True)]
         assert same(fma(a, b, c, dtype), np.array(want, dtype))
+
+
+def test_fma_gives_a_nan_operands_own_bits():
+    """A NaN operand's own NaN, quieted, a's before b's before c's; the default NaN (x86's,
+    negative) of an invalid product inf·0 with no NaN operand (issue 26, H7: MPFR's NaN has
+    no sign, and binary64's fma gave −NaN for any NaN). The f32 fma, from binary64
+    arithmetic, agrees."""
+    for dtype, u in ((np.float64, np.uint64), (np.float32, np.uint32)):
+        bits = 64 if dtype == np.float64 else 32
+        top = 13 if bits == 64 else 10  # the sign, the exponent and the quiet bit
+        quiet = u(((1 << top) - 1) << (bits - top))  # −NaN, quiet, payload 0
+        pos = quiet & ~u(1 << (bits - 1))
+        signaling = (pos & ~u(1 << (bits - top))) | u(5)  # +sNaN, payload 5
+        nan = lambda b, u=u, dtype=dtype: np.array([b], u).view(dtype)  # noqa: E731
+        one, zero, inf = (np.array([v], dtype) for v in (1.0, 0.0, np.inf))
+        cases = [
+            ((nan(pos), one, zero), pos),
+            ((nan(quiet), one, zero), quiet),
+            ((one, nan(quiet), zero), quiet),
+            ((one, one, nan(pos)), pos),
+            ((inf, zero, one), quiet),  # invalid: the default NaN
+            ((inf, zero, nan(pos)), pos),  # a NaN operand before the default
+            ((nan(pos), nan(quiet), zero), pos),
+            ((one, nan(signaling), zero), signaling | u(1 << (bits - top))),  # quieted
+        ]
+        for (a, b, c), want in cases:
+            got = fma(a, b, c, dtype).view(u)[0]
+            assert got == want, (dtype, a, b, c, hex(int(got)))

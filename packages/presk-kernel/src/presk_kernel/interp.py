@@ -154,7 +154,28 @@ def _fma64(a, b, c) -> np.ndarray:
         slow = np.asarray(_FMA64(a[~safe], b[~safe], c[~safe]), dtype=np.float64)
         out = np.array(out, dtype=np.float64)
         out[~safe] = slow
+        nan = np.isnan(out)
+        if np.any(nan):
+            out = np.where(nan, fma_nan(a, b, c), out)
     return out
+
+
+# x86's default NaN (an invalid operation's: inf·0, inf − inf), negative, quiet
+DEFAULT_NAN = {np.float64: np.uint64(0xFFF8000000000000), np.float32: np.uint32(0xFFC00000)}
+QUIET = {np.float64: np.uint64(1 << 51), np.float32: np.uint32(1 << 22)}
+
+
+def fma_nan(a, b, c) -> np.ndarray:
+    """The NaN of a·b + c where it is NaN, as the hardware's fma gives it: a NaN operand's
+    own, quieted (a's, else b's, else c's), else the default NaN. MPFR's NaN has no sign
+    (gmpy2 gives every one as −NaN), so a NaN operand's sign would be lost (issue 26)."""
+    t = np.asarray(a).dtype.type
+    u = np.uint64 if t == np.float64 else np.uint32
+    bits = np.full(np.broadcast_shapes(np.shape(a), np.shape(b), np.shape(c)), DEFAULT_NAN[t])
+    for x in (c, b, a):  # a's wins over b's over c's
+        x = np.asarray(x, dtype=t)
+        bits = np.where(np.isnan(x), x.view(u) | QUIET[t], bits)
+    return bits.astype(u).view(t)
 
 
 def fma(a, b, c, dtype) -> np.ndarray:
@@ -162,7 +183,12 @@ def fma(a, b, c, dtype) -> np.ndarray:
     if dtype == np.float64:
         return fma64(a, b, c)
     with np.errstate(all="ignore"):
-        return _fma32(a, b, c)
+        r = _fma32(a, b, c)
+    nan = np.isnan(r)
+    if np.any(nan):  # inf·0 + NaN: c's NaN, not the product's default one
+        a, b, c = (np.asarray(x, dtype=np.float32) for x in (a, b, c))
+        r = np.where(nan, fma_nan(a, b, c), r).astype(np.float32)
+    return r
 
 
 def _fma32(a, b, c) -> np.ndarray:

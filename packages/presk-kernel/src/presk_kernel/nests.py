@@ -28,14 +28,22 @@ def _sigmoid(c, x):
     return op("div", c(1), op("add", c(1), op("exp", op("neg", x))))
 
 
+def _minus(x):
+    """−x, but a NaN x as it is: silu's x meets exp(−x)'s NaN in its quotient (issue 26)."""
+    return op("select", op("isnan", x), x, op("neg", x))
+
+
 def _silu(c, x):
-    return op("div", x, op("add", c(1), op("exp", op("neg", x))))
+    return op("div", x, op("add", c(1), op("exp", _minus(x))))
 
 
+# gelu and gelu_grad negate by a negative constant factor, ∘(x·(−√½)) = −∘(x·√½) and
+# ∘(x²·(−½)) = −∘(x²·½) for every x but NaN: a NaN x keeps its sign through them (`neg`
+# flips it), so the NaNs that meet at x · erfc(…) are one NaN, whichever operand a C
+# compiler's product propagates (issue 26; docs/native.md "NaN's bits").
 def _gelu(c, x):
     # x·Φ(x) = ∘(x · erfc(−x/√2)) / 2
-    t = op("mul", x, c("sqrt1/2"))
-    return op("div", op("mul", x, op("erfc", op("neg", t))), c(2))
+    return op("div", op("mul", x, op("erfc", op("mul", x, c("-sqrt1/2")))), c(2))
 
 
 def _relu(c, x):
@@ -49,13 +57,13 @@ def _pow(c, x, k: int):
 
 
 def _gelu_grad(c, ct, x):
-    phi = op("mul", op("erfc", op("neg", op("mul", x, c("sqrt1/2")))), c("1/2"))
-    density = op("div", op("exp", op("neg", op("mul", op("mul", x, x), c("1/2")))), c("sqrt2pi"))
+    phi = op("mul", op("erfc", op("mul", x, c("-sqrt1/2"))), c("1/2"))
+    density = op("div", op("exp", op("mul", op("mul", x, x), c("-1/2"))), c("sqrt2pi"))
     return op("mul", ct, op("add", phi, op("mul", x, density)))
 
 
 def _silu_grad(c, ct, x):
-    s = op("div", c(1), op("add", c(1), op("exp", op("neg", x))))
+    s = op("div", c(1), op("add", c(1), op("exp", _minus(x))))
     return op("mul", ct, op("mul", s, op("add", c(1), op("mul", x, op("sub", c(1), s)))))
 
 

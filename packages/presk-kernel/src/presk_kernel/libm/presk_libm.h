@@ -247,7 +247,8 @@ PRESK_INLINE double presk_erfc_pos(double z) {
 
 PRESK_INLINE double presk_erfc(double x) {
     double e = presk_erfc_pos(fabs(x));
-    return x < 0.0 ? 2.0 - e : e;
+    e = x < 0.0 ? 2.0 - e : e;
+    return x != x ? x : e; /* NaN in, the same NaN out (issue 26: not fabs(x)'s) */
 }
 
 PRESK_INLINE double presk_erf(double x) {
