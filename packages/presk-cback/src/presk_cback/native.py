@@ -17,6 +17,7 @@ import sys
 import numpy as np
 from presk_core.normal_c import calls_mpfr
 from presk_kernel.epilogue import gemm_epilogues
+from presk_kernel.rows import fuse_rows
 from presk_kernel.interp import NUMPY, KernelError, from_storage, to_storage
 from presk_kernel.ir import Schedule
 
@@ -61,7 +62,8 @@ class NativeEntry:
     CPU time in the calling thread; `timed="threads"`: three clocks a launch, its wall time,
     the calling thread's CPU time and the process's, tools/bench_threads.py). Untimed, each GEMM statement takes its elementwise
     consumers as its epilogue (presk_kernel.epilogue, `epilogues=False`: not; `schedule` is
-    then the schedule compiled, with fewer launches than the one given)."""
+    then the schedule compiled, with fewer launches than the one given), and the kernels
+    that sweep one row loop are one kernel (presk_kernel.rows, `rows=False`: not)."""
 
     def __init__(
         self,
@@ -71,9 +73,12 @@ class NativeEntry:
         timed: bool | str = False,
         units: int = UNITS,
         epilogues: bool = True,
+        rows: bool = True,
     ) -> None:
         if epilogues and not timed:  # a GEMM's consumers as its epilogues (presk_kernel.
             schedule = gemm_epilogues(schedule)  # epilogue); a timed entry clocks each launch
+        if rows and not timed:  # a row's folds with their producers and consumers
+            schedule = fuse_rows(schedule)  # (presk_kernel.rows)
         self.schedule = schedule
         self.lanes, self.units, self.timed = lanes, units, timed
         extra = () if lanes else ("-fno-tree-vectorize",)

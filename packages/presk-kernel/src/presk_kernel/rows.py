@@ -293,9 +293,7 @@ def fuse_group(group: list[Launch]) -> Launch:
     each one's row body in order, its names renamed apart, its buffers renumbered (each
     host buffer once: an input where no member writes it, else an output)."""
     nests = [_row_nest(lc) for lc in group]
-    r = min(
-        len(loops) for (loops, body) in nests if _folds(body)
-    )  # the folding members' depth
+    r = min(len(loops) for (loops, body) in nests if _folds(body))  # the folding members' depth
     written: set[int] = set()
     for lc in group:
         n_in = len(lc.kernel.inputs)
@@ -315,9 +313,7 @@ def fuse_group(group: list[Launch]) -> Launch:
     body: list = []
     for lc, (loops, inner) in zip(group, nests, strict=True):
         k = lc.kernel
-        numbers = {
-            b.id: key[(a, b.dtype, b.axes)] for b, a in zip(k.buffers, lc.args, strict=True)
-        }
+        numbers = {b.id: key[(a, b.dtype, b.axes)] for b, a in zip(k.buffers, lc.args, strict=True)}
         names = {lp.var: o.var for lp, o in zip(loops[:r], outer, strict=True)}
         for n in sorted(_names(loops[r:]) | _names(inner)):
             fresh, c = n, 1

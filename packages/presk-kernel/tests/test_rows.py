@@ -1,0 +1,165 @@
+"""Row fusion (presk_kernel.rows, issue 26): the kernels that sweep one row loop — a row's
+folds with their producers and consumers — become one kernel, and the kernel interpreter
+gives that kernel the bits of the launches it replaced, laid out or not, on rows of odd
+lengths and on rows holding NaN and infinities."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+from kernel_entries import lowered, same_bits
+from presk_kernel import rows
+from presk_kernel.fuse import fuse
+from presk_kernel.interp import run_schedule
+from presk_kernel.ir import Affine, Load, Loop, Op, Reduce, Store, plain
+from presk_kernel.layout import lay_out
+
+PROGRAM = "packages/presk-kernel/tests/programs/rows.psk"
+ENTRIES = ["layer_norm", "layer_norm_dx", "rms_norm", "row_variance", "by_row_max"]
+
+
+def nan_aside(a, b) -> bool:
+    """The same bits, but that a NaN may have either sign (and any payload): where a NaN of
+    each sign meet in an add, which one an executor returns is its vector loop's or its
+    C compiler's operand order (x86 returns the first operand's), which the executors do
+    not agree on before any fusion (docs/spec-questions.md, issue 26 helper H6); every
+    other bit, and where the NaNs are, the same."""
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(nan_aside(x, y) for x, y in zip(a, b, strict=True))
+    x, y = np.array(a), np.array(b)
+    if x.dtype != y.dtype or x.shape != y.shape or not np.array_equal(np.isnan(x), np.isnan(y)):
+        return False
+    x[np.isnan(x)] = y[np.isnan(y)] = 0
+    return x.tobytes() == y.tobytes()
+
+
+def _case(entry: str, d: int, realize: str, threads: int = 1):
+    """The laid-out schedule of `entry` at D = d over 5 rows, and its inputs as doubles:
+    row 1 with a NaN, row 2 with +inf, row 3 all −inf (row 0 and 4 finite)."""
+    schedule, args, _ = lowered(PROGRAM, entry, (("B", 5),), realize, consts=(("D", str(d)),))
+    laid = lay_out(fuse(schedule)[0], threads)
+    names = {b.id: b.name for b in laid.buffers}
+    inputs = []
+    for buf, leaf in zip(laid.inputs, args, strict=True):
+        a = np.vectorize(float, otypes=[np.float64])(np.asarray(leaf, dtype=object))
+        if names[buf] == "x":
+            a[1, d // 2] = math.nan
+            a[2, 0] = math.inf
+            a[3, :] = -math.inf
+        inputs.append(a)
+    return laid, inputs
+
+
+@pytest.mark.parametrize("realize", ["f32", "f64"])
+@pytest.mark.parametrize("entry", ENTRIES)
+def test_a_row_fused_schedule_gives_the_unfused_bits(entry, realize):
+    for d, threads in ((7, 1), (13, 2), (192, 1)):
+        laid, inputs = _case(entry, d, realize, threads)
+        want = run_schedule(laid, inputs)
+        fused = rows.fuse_rows(laid)
+        assert len(fused.launches) == 1 < len(laid.launches), (entry, d)
+        (lc,) = fused.launches
+        assert lc.kernel.name == f"rows of {len(laid.launches)} kernels"
+        assert len(lc.kernel.steps) == sum(len(x.kernel.steps) or 1 for x in laid.launches)
+        assert same_bits(run_schedule(fused, inputs), want), (entry, d, threads)
+        laid_want = run_schedule(laid, inputs, laid=True)
+        got = run_schedule(fused, inputs, laid=True)  # as its layout runs it (strips)
+        assert nan_aside(got, laid_want) and nan_aside(got, want), (entry, d, threads)
+
+
+def test_a_long_row_of_a_thousand_terms():
+    for entry in ("layer_norm_dx", "by_row_max"):
+        laid, inputs = _case(entry, 1000, "f32")
+        fused = rows.fuse_rows(laid)
+        assert len(fused.launches) == 1
+        want = run_schedule(laid, inputs)
+        assert same_bits(run_schedule(fused, inputs), want)
+        assert nan_aside(run_schedule(fused, inputs, laid=True), want)
+
+
+def test_each_fold_stays_its_rows_left_fold():
+    # the fused kernel holds each member's folds as they were: the same ops over the same
+    # variables' extents, in the members' order
+    laid, _ = _case("layer_norm", 13, "f32")
+    (lc,) = rows.fuse_rows(laid).launches
+
+    def folds(body):
+        for s in body:
+            if isinstance(s, Reduce):
+                yield s.op, tuple(n for _, _, n in s.vars), s.dtype
+            if isinstance(s, Loop | Reduce):
+                yield from folds(s.body)
+
+    before = [f for x in laid.launches for f in folds(plain(x.kernel.body))]
+    assert list(folds(plain(lc.kernel.body))) == before == [("add", (13,), "f32")] * 2
+
+
+def test_a_row_too_long_for_the_cache_is_not_fused(monkeypatch):
+    laid, inputs = _case("layer_norm", 7, "f32")
+    monkeypatch.setattr(rows, "ROW_BYTES", 7 * 4 - 1)  # a row of x: 28 bytes
+    assert rows.row_groups(laid) == []
+    assert rows.fuse_rows(laid) is laid
+    monkeypatch.setattr(rows, "ROW_BYTES", 7 * 4)
+    assert len(rows.fuse_rows(laid).launches) == 1
+
+
+def _read_row_zero(body, buf: int):
+    """`body` with every load of `buf` at row 0 (a kernel that reads another row)."""
+
+    def expr(e):
+        match e:
+            case Load(b, index):
+                if b == buf:
+                    return Load(b, (Affine.constant(0), *index[1:]))
+                return e
+            case Op(op, args, attr):
+                return Op(op, tuple(expr(a) for a in args), attr)
+        return e
+
+    def stmt(s):
+        match s:
+            case Store(b, index, e):
+                return Store(b, index, expr(e))
+            case Loop():
+                return dataclasses.replace(s, body=tuple(stmt(x) for x in s.body))
+        return s
+
+    return tuple(stmt(s) for s in body)
+
+
+def test_a_kernel_reading_another_row_of_a_members_result_is_not_fused():
+    laid, inputs = _case("layer_norm", 7, "f32")
+    # `sub` (x − μ) made to read μ of row 0 at every row: its rows depend on another's
+    k = laid.launches[1].kernel
+    assert k.name == "sub"
+    body = _read_row_zero(plain(k.body), 1)
+    changed = dataclasses.replace(laid.launches[1], kernel=dataclasses.replace(k, body=body))
+    odd = dataclasses.replace(laid, launches=(laid.launches[0], changed, *laid.launches[2:]))
+    groups = rows.row_groups(odd)
+    assert all(not {0, 1} <= set(at) for _, at in groups)
+    fused = rows.fuse_rows(odd)
+    assert same_bits(run_schedule(fused, inputs), run_schedule(odd, inputs))
+
+
+def test_the_course_gpts_norms_are_one_launch_each():
+    consts = (("V", "11"), ("D", "16"), ("H", "2"), ("L", "1"))
+    schedule, args, _ = lowered(
+        "corpus/nlp/05_gpt.psk", "loss", (("B", 2), ("T", 8)), "f32", True, consts
+    )
+    laid = lay_out(fuse(schedule)[0], 1)
+    fused = rows.fuse_rows(laid)
+
+    def norms(s, part: str) -> int:
+        site = f"LayerNorm.apply.{part}/"
+        return sum(any(site in x for x in (*lc.kernel.steps, lc.kernel.site)) for lc in s.launches)
+
+    # three norms (ln1, ln2, final): five launches each forward, one after; backward nine
+    # (the column sums for dγ and dβ two, which become one, and two of the optimizer's
+    # kernels that add them up), four after
+    assert (norms(laid, "fwd"), norms(laid, "bwd")) == (15, 27)
+    assert (norms(fused, "fwd"), norms(fused, "bwd")) == (3, 12)
+    assert len(fused.launches) < len(laid.launches)
+    assert same_bits(run_schedule(fused, args), run_schedule(laid, args))
