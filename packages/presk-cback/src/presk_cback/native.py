@@ -17,9 +17,9 @@ import sys
 import numpy as np
 from presk_core.normal_c import calls_mpfr
 from presk_kernel.epilogue import gemm_epilogues
-from presk_kernel.rows import fuse_rows
 from presk_kernel.interp import NUMPY, KernelError, from_storage, to_storage
 from presk_kernel.ir import Schedule
+from presk_kernel.rows import fuse_rows
 
 from presk_cback.arena import ALIGN, ITEMSIZE, arena_layout, plan
 from presk_cback.emit import ENTRY_CDEF, SQUARE_LIMBS, TIMED_CDEF, entry_units, io_buffers

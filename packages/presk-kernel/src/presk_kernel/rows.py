@@ -162,8 +162,7 @@ class _Member:
             (self.written if store else self.read).add(host)
             ok = tuple(index[:r]) == row
             self.local[host] = self.local.get(host, True) and ok
-        for b, a in zip(k.outputs, lc.args[n_in:], strict=True):
-            self.written.add(a.buf)
+        self.written.update(a.buf for a in lc.args[n_in:])
         self.touched = self.read | self.written
         self.row_bytes = max(
             (_row_bytes(b, r) for b in k.buffers if b.shape[:r] == extents), default=0
