@@ -39,11 +39,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from presk_kernel.calls import fused_body, with_calls
-from presk_kernel.fuse import _folds_fma
+from presk_kernel.fuse import CHEAP, PASSES, TRANSCENDENTAL, _every_op, _folds_fma, _size
 from presk_kernel.ir import (
+    SCALAR_TABLE,
     Affine,
     Arg,
     Buffer,
+    Const,
     For,
     GemmStmt,
     Index,
@@ -76,16 +78,33 @@ def fuse_rows(schedule: Schedule) -> Schedule:
         return schedule
     launches: list[Launch | None] = list(schedule.launches)
     merges: list[tuple[int, int]] = []
+    bound: dict[int, set[int]] = {}  # host buffer -> the launches that bind it
+    for i, lc in enumerate(schedule.launches):
+        for a in lc.args:
+            bound.setdefault(a.buf, set()).add(i)
+    held = set(schedule.inputs) | set(schedule.outputs) | _call_buffers(schedule.body)
     for seed, group in groups:
         for i in group:
             launches[i] = None
             if i != seed:
                 merges.append((i, seed))
-        launches[seed] = fuse_group([schedule.launches[i] for i in group])
+        inside = {b for b, at in bound.items() if at <= set(group) and b not in held}
+        launches[seed] = fuse_group([schedule.launches[i] for i in group], inside)
     at = [i for i, lc in enumerate(launches) if lc is not None]
     out = replace(schedule, launches=tuple(launches[i] for i in at))
     if schedule.body is not None:
         out = with_calls(out, fused_body(schedule.body, merges, at))
+    return out
+
+
+def _call_buffers(call) -> set[int]:
+    """The host buffers a host function's call passes or returns (kept: a frame holds them)."""
+    if call is None:
+        return set()
+    out = {a.buf for a in call.args + call.results}
+    for item in call.body:
+        if not isinstance(item, int):
+            out |= _call_buffers(item)
     return out
 
 
@@ -287,10 +306,12 @@ def row_groups(schedule: Schedule) -> list[tuple[int, list[int]]]:
 # ---- one kernel of a group ------------------------------------------------------------
 
 
-def fuse_group(group: list[Launch]) -> Launch:
+def fuse_group(group: list[Launch], inside: set[int] = frozenset()) -> Launch:
     """The launches of a group (`row_groups`) as one: the row loops of the first around
     each one's row body in order, its names renamed apart, its buffers renumbered (each
-    host buffer once: an input where no member writes it, else an output)."""
+    host buffer once: an input where no member writes it, else an output). A temporary
+    of `inside` (host buffers no launch but the group's binds, nor the entry or a call
+    holds) is no buffer of it where the row body can keep it (`_kept_in_rows`)."""
     nests = [_row_nest(lc) for lc in group]
     r = min(len(loops) for (loops, body) in nests if _folds(body))  # the folding members' depth
     written: set[int] = set()
@@ -324,22 +345,210 @@ def fuse_group(group: list[Launch]) -> Launch:
         for lp in reversed(loops[r:]):
             rest = (replace(lp, body=rest),)
         body.extend(_stmt(s, names, numbers) for s in rest)
-    nest = tuple(body)
+    last = group[-1].kernel
+    temps = {key[(a, b.dtype, b.axes)] for a, b in outs if a.buf in inside and a.offset == 0}
+    row = tuple(Affine.var(lp.var) for lp in outer)
+    body, gone = _kept_in_rows(tuple(body), temps, bufs, row, last.compute, used)
+    keep = [n for n in range(len(bufs)) if n not in gone]
+    numbers = {n: m for m, n in enumerate(keep)}
+    nest = tuple(_stmt(st, {}, numbers) for st in body)
     for lp in reversed(outer):
         nest = (replace(lp, body=nest),)
     steps = tuple(s for lc in group for s in (lc.kernel.steps or (lc.kernel.site,)))
-    last = group[-1].kernel
+    bufs = [replace(bufs[n], id=numbers[n]) for n in keep]
+    args = [args[n] for n in keep]
+    n_in = sum(1 for n in keep if n < len(ins))
     k = Kernel(
         f"rows of {len(group)} kernels",
         last.site,
-        tuple(bufs[: len(ins)]),
-        tuple(bufs[len(ins) :]),
+        tuple(bufs[:n_in]),
+        tuple(bufs[n_in:]),
         nest,
         last.compute,
         steps=steps,
     )
     threads = max(lc.kernel.layout.threads for lc in group)
     return Launch(apply_layout(k, default_layout(k, threads)), tuple(args))
+
+
+def _kept_in_rows(
+    body: tuple, temps: set[int], bufs: list[Buffer], row: tuple, compute: str, used: set[str]
+) -> tuple[tuple, set[int]]:
+    """The row body with each temporary of `temps` (kernel buffers read and written by its
+    statements only) no longer stored where its value can stay in the row: a row's value
+    (`%t[row] = e`, a real of the compute type) a `let` its loads read; an element of the
+    row stored by a loop of its own (`for j { %t[row, j] = e }`, e cheap: CHEAP operations,
+    none a transcendental, its loads of buffers no later statement stores) computed again
+    where it is loaded, at that index. The same operations on the same values, in the
+    same type: the same bits. Returns the body and the buffers no longer in it."""
+    gone: set[int] = set()
+    for t in sorted(temps):
+        b = bufs[t]
+        if b.dtype != compute or compute not in ("f32", "f64"):
+            continue
+        stores = [n for n, st in enumerate(body) if t in _stored(st)]
+        if len(stores) != 1:
+            continue
+        (at,) = stores
+        st = body[at]
+        if any(t in _loaded(x) for x in body[: at + 1]):
+            continue
+        later = body[at + 1 :]
+        sites = [idx for idx, _ in _load_sites(later, t)]
+        if any(tuple(i[: len(row)]) != row for i in sites):
+            continue
+        if isinstance(st, Store) and st.index == row and _real(st.expr, bufs, body[:at]):
+            name = _fresh(f"t{t}", used)
+            value = Var(name)
+            new = _with_loads(later, t, lambda idx, value=value: value)
+            body = (*body[:at], Let(name, st.expr), *new)
+            gone.add(t)
+            continue
+        if not (isinstance(st, Loop) and len(st.body) == 1 and isinstance(st.body[0], Store)):
+            continue
+        inner = st.body[0]
+        if st.start is not None or st.stop is not None or inner.index != (*row, Affine.var(st.var)):
+            continue
+        e = inner.expr
+        if _size(e) > CHEAP or _every_op(e) & TRANSCENDENTAL or len(sites) > PASSES:
+            continue
+        if any(len(i) != len(row) + 1 or not isinstance(i[-1], Affine) for i in sites):
+            continue
+        if _loaded_bufs(e) & set().union(set(), *(_stored(x) for x in later)):
+            continue
+
+        def again(idx, e=e, v=st.var):
+            return _at(e, v, idx[-1])
+
+        try:
+            new = _with_loads(later, t, again)
+        except _NoKeep:
+            continue
+        body = (*body[:at], *new)
+        gone.add(t)
+    return body, gone
+
+
+def _fresh(name: str, used: set[str]) -> str:
+    fresh, c = name, 1
+    while fresh in used:
+        fresh, c = f"{name}_{c}", c + 1
+    used.add(fresh)
+    return fresh
+
+
+def _stored(st) -> set[int]:
+    return {buf for buf, _, store in _accesses((st,)) if store}
+
+
+def _loaded(st) -> set[int]:
+    return {buf for buf, _, store in _accesses((st,)) if not store}
+
+
+def _loaded_bufs(e) -> set[int]:
+    return _loaded(Let("", e))
+
+
+def _load_sites(body, buf: int) -> list:
+    return [(index, None) for b, index, store in _accesses(body) if b == buf and not store]
+
+
+def _real(e, bufs: list[Buffer], before) -> bool:
+    """Whether `e` is a real (of the compute type, as its store would have held it): its
+    operation's result a real (SCALAR_TABLE), or of its operands' kind with a real
+    operand; a real constant, a load of a real buffer, a real fold's accumulator or a
+    real `let` of `before`."""
+    match e:
+        case Const(_, dtype):
+            return dtype in ("f32", "f64")
+        case Load(buf, _):
+            return bufs[buf].dtype in ("f32", "f64", "bf16")
+        case Var(name):
+            for st in reversed(before):
+                if isinstance(st, Reduce) and st.acc == name:
+                    return st.dtype in ("f32", "f64")
+                if isinstance(st, Let) and st.name == name:
+                    return _real(st.expr, bufs, before)
+            return False
+        case Op(op, args, _):
+            kind = SCALAR_TABLE[op].result
+            if kind == "real":
+                return True
+            return kind == "same" and any(_real(a, bufs, before) for a in args)
+    return False
+
+
+def _put(a: Affine, var: str, index: Affine) -> Affine:
+    """The affine map `a` with `var` replaced by `index`."""
+    terms: dict[str, int] = {}
+    const = a.const
+    for v, c in a.terms:
+        if v != var:
+            terms[v] = terms.get(v, 0) + c
+            continue
+        const += c * index.const
+        for w, d in index.terms:
+            terms[w] = terms.get(w, 0) + c * d
+    return Affine(tuple((w, d) for w, d in terms.items() if d), const)
+
+
+class _NoKeep(Exception):
+    pass
+
+
+def _at(e, var: str, index: Affine):
+    """`e` at the point where `var` is `index` (its loads' indices and its `index var`)."""
+    match e:
+        case Load(buf, idx):
+            return Load(
+                buf,
+                tuple(
+                    _put(i, var, index) if isinstance(i, Affine) else _at(i, var, index)
+                    for i in idx
+                ),
+            )
+        case Op(op, args, attr):
+            return Op(op, tuple(_at(a, var, index) for a in args), attr)
+        case Index(v) if v == var:
+            if index.const or len(index.terms) != 1 or index.terms[0][1] != 1:
+                raise _NoKeep  # an index that is no loop variable
+            return Index(index.terms[0][0])
+    return e
+
+
+def _with_loads(body, buf: int, value) -> tuple:
+    """`body` with each load of `buf` the expression `value(index)`."""
+
+    def expr(e):
+        match e:
+            case Load(b, index):
+                if b == buf:
+                    return value(index)
+                return Load(b, tuple(i if isinstance(i, Affine) else expr(i) for i in index))
+            case Op(op, args, attr):
+                return Op(op, tuple(expr(a) for a in args), attr)
+        return e
+
+    def stmt(s):
+        match s:
+            case Let(name, e):
+                return Let(name, expr(e))
+            case Store(b, index, e):
+                return Store(
+                    b, tuple(i if isinstance(i, Affine) else expr(i) for i in index), expr(e)
+                )
+            case Loop():
+                return replace(s, body=tuple(stmt(x) for x in s.body))
+            case Reduce():
+                return replace(
+                    s,
+                    body=tuple(stmt(x) for x in s.body),
+                    terms=tuple(expr(t) for t in s.terms),
+                    resume=None if s.resume is None else expr(s.resume),
+                )
+        raise TypeError(f"not a kernel statement: {s!r}")
+
+    return tuple(stmt(s) for s in body)
 
 
 def _names(body) -> set[str]:
