@@ -6,51 +6,17 @@ lengths and on rows holding NaN and infinities."""
 from __future__ import annotations
 
 import dataclasses
-import math
 
-import numpy as np
 import pytest
-from kernel_entries import lowered, same_bits
+from kernel_entries import lowered, nan_aside, same_bits
+from kernel_entries import rows_case as _case
 from presk_kernel import rows
 from presk_kernel.fuse import fuse
 from presk_kernel.interp import run_schedule
 from presk_kernel.ir import Affine, Load, Loop, Op, Reduce, Store, plain
 from presk_kernel.layout import lay_out
 
-PROGRAM = "packages/presk-kernel/tests/programs/rows.psk"
 ENTRIES = ["layer_norm", "layer_norm_dx", "rms_norm", "row_variance", "by_row_max"]
-
-
-def nan_aside(a, b) -> bool:
-    """The same bits, but that a NaN may have either sign (and any payload): where a NaN of
-    each sign meet in an add, which one an executor returns is its vector loop's or its
-    C compiler's operand order (x86 returns the first operand's), which the executors do
-    not agree on before any fusion (docs/spec-questions.md, issue 26 helper H6); every
-    other bit, and where the NaNs are, the same."""
-    if isinstance(a, list | tuple):
-        return len(a) == len(b) and all(nan_aside(x, y) for x, y in zip(a, b, strict=True))
-    x, y = np.array(a), np.array(b)
-    if x.dtype != y.dtype or x.shape != y.shape or not np.array_equal(np.isnan(x), np.isnan(y)):
-        return False
-    x[np.isnan(x)] = y[np.isnan(y)] = 0
-    return x.tobytes() == y.tobytes()
-
-
-def _case(entry: str, d: int, realize: str, threads: int = 1):
-    """The laid-out schedule of `entry` at D = d over 5 rows, and its inputs as doubles:
-    row 1 with a NaN, row 2 with +inf, row 3 all −inf (row 0 and 4 finite)."""
-    schedule, args, _ = lowered(PROGRAM, entry, (("B", 5),), realize, consts=(("D", str(d)),))
-    laid = lay_out(fuse(schedule)[0], threads)
-    names = {b.id: b.name for b in laid.buffers}
-    inputs = []
-    for buf, leaf in zip(laid.inputs, args, strict=True):
-        a = np.vectorize(float, otypes=[np.float64])(np.asarray(leaf, dtype=object))
-        if names[buf] == "x":
-            a[1, d // 2] = math.nan
-            a[2, 0] = math.inf
-            a[3, :] = -math.inf
-        inputs.append(a)
-    return laid, inputs
 
 
 @pytest.mark.parametrize("realize", ["f32", "f64"])

@@ -64,6 +64,7 @@ from presk_kernel.ir import (
     plain,
 )
 from presk_kernel.layout import apply_layout, default_layout
+from presk_kernel.spec import verified
 
 ROW_BYTES = 1 << 16  # the most of one buffer a fused row touches (64 KiB: L2 keeps a strip)
 AHEAD = 4  # launches a member may be moved past to the seed (ones it does not touch)
@@ -76,35 +77,34 @@ def fuse_rows(schedule: Schedule) -> Schedule:
     groups = row_groups(schedule)
     if not groups:
         return schedule
-    launches: list[Launch | None] = list(schedule.launches)
-    merges: list[tuple[int, int]] = []
+    merges = [(i, seed) for seed, group in groups for i in group if i != seed]
+    gone = {i for i, _ in merges}
+    at = [i for i in range(len(schedule.launches)) if i not in gone]
+    body = None if schedule.body is None else fused_body(schedule.body, merges, at)
     bound: dict[int, set[int]] = {}  # host buffer -> the launches that bind it
     for i, lc in enumerate(schedule.launches):
         for a in lc.args:
             bound.setdefault(a.buf, set()).add(i)
-    held = set(schedule.inputs) | set(schedule.outputs) | _call_buffers(schedule.body)
+    # the entry's buffers and those a call still passes (a frame holds them) stay
+    held = set(schedule.inputs) | set(schedule.outputs) | _call_buffers(body)
+    launches = list(schedule.launches)
     for seed, group in groups:
-        for i in group:
-            launches[i] = None
-            if i != seed:
-                merges.append((i, seed))
-        inside = {b for b, at in bound.items() if at <= set(group) and b not in held}
+        inside = {b for b, on in bound.items() if on <= set(group) and b not in held}
         launches[seed] = fuse_group([schedule.launches[i] for i in group], inside)
-    at = [i for i, lc in enumerate(launches) if lc is not None]
     out = replace(schedule, launches=tuple(launches[i] for i in at))
-    if schedule.body is not None:
-        out = with_calls(out, fused_body(schedule.body, merges, at))
-    return out
+    if body is not None:
+        out = with_calls(out, body)
+    return verified(out, "row fusion")  # PRESK_VERIFY=1: the verifier after it
 
 
 def _call_buffers(call) -> set[int]:
-    """The host buffers a host function's call passes or returns (kept: a frame holds them)."""
+    """The host buffers the calls under the entry's pass or return (a frame holds them)."""
     if call is None:
         return set()
-    out = {a.buf for a in call.args + call.results}
+    out: set[int] = set()
     for item in call.body:
         if not isinstance(item, int):
-            out |= _call_buffers(item)
+            out |= {a.buf for a in item.args + item.results} | _call_buffers(item)
     return out
 
 
