@@ -15,6 +15,7 @@ from presk_kernel.fuse import fuse
 from presk_kernel.interp import run_schedule
 from presk_kernel.ir import Affine, Load, Loop, Op, Reduce, Store, plain
 from presk_kernel.layout import lay_out
+from presk_kernel.spec import verify_schedule
 
 ENTRIES = ["layer_norm", "layer_norm_dx", "rms_norm", "row_variance", "by_row_max"]
 
@@ -25,7 +26,7 @@ def test_a_row_fused_schedule_gives_the_unfused_bits(entry, realize):
     for d, threads in ((7, 1), (13, 2), (192, 1)):
         laid, inputs = _case(entry, d, realize, threads)
         want = run_schedule(laid, inputs)
-        fused = rows.fuse_rows(laid)
+        fused = verify_schedule(rows.fuse_rows(laid), "row fusion")  # well formed
         assert len(fused.launches) == 1 < len(laid.launches), (entry, d)
         (lc,) = fused.launches
         assert lc.kernel.name == f"rows of {len(laid.launches)} kernels"
@@ -116,7 +117,7 @@ def test_the_course_gpts_norms_are_one_launch_each():
         "corpus/nlp/05_gpt.psk", "loss", (("B", 2), ("T", 8)), "f32", True, consts
     )
     laid = lay_out(fuse(schedule)[0], 1)
-    fused = rows.fuse_rows(laid)
+    fused = verify_schedule(rows.fuse_rows(laid), "row fusion")
 
     def norms(s, part: str) -> int:
         site = f"LayerNorm.apply.{part}/"
