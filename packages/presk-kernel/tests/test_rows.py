@@ -123,10 +123,13 @@ def test_the_course_gpts_norms_are_one_launch_each():
         site = f"LayerNorm.apply.{part}/"
         return sum(any(site in x for x in (*lc.kernel.steps, lc.kernel.site)) for lc in s.launches)
 
-    # three norms (ln1, ln2, final): five launches each forward, one after; backward nine
-    # (the column sums for dγ and dβ two, which become one, and two of the optimizer's
-    # kernels that add them up), four after
+    # three norms (ln1, ln2, final): five launches each forward, one after; backward nine,
+    # five after: the row's five kernels one, the column sums for dγ and dβ (folds down
+    # the columns: another axis) and the optimizer's two that add them up as they were
     assert (norms(laid, "fwd"), norms(laid, "bwd")) == (15, 27)
-    assert (norms(fused, "fwd"), norms(fused, "bwd")) == (3, 12)
+    assert (norms(fused, "fwd"), norms(fused, "bwd")) == (3, 15)
+    sums = [lc for lc in laid.launches if lc.kernel.name == "sum_to"]
+    assert sums and all(rows._row_nest(lc) is None for lc in sums)
+    assert sum(lc.kernel.name == "sum_to" for lc in fused.launches) == len(sums)
     assert len(fused.launches) < len(laid.launches)
     assert same_bits(run_schedule(fused, args), run_schedule(laid, args))

@@ -9,7 +9,9 @@ many. A group here is a run of laid-out launches (`row_groups`):
 - each a nest whose outer parallel loops are the group's row loops — the same extents,
   r of them, where r is the depth of the parallel nest of a member that folds below it
   (a fold over the row's inner axis) — with the rest of its nest, its folds, lets, stores
-  and inner loops, as its row body; no GEMM statement, two-pass softmax, serial loop or
+  and inner loops, as its row body; each fold along its buffers' rows (its variable in
+  their last index, stride 1: a `sum_to` down the columns is another axis, and stays
+  apart, measured slower fused); no GEMM statement, two-pass softmax, serial loop or
   triangular row loop, nor a contraction (an fma fold: the generated GEMM's, or its
   register tiles'); those keep their own forms;
 - every buffer that two members touch, one of them writing it, accessed at its own row
@@ -128,7 +130,31 @@ def _row_nest(lc: Launch) -> tuple[list[Loop], tuple] | None:
         body = lp.body
     if not loops or _serial_inside(body) or _folds_fma(body):
         return None  # a contraction is the generated GEMM's (or its register tiles')
+    if not _along_rows(body):
+        return None  # a fold down the columns (a sum_to over rows): another axis
     return loops, body
+
+
+def _along_rows(body) -> bool:
+    """Whether each fold of `body` runs along its buffers' rows: every load in its terms
+    whose index reads the fold's variable reads it in the last index alone, with stride 1
+    (the contiguous elements of a row), never in another."""
+    for s in body:
+        if isinstance(s, Loop) and not _along_rows(s.body):
+            return False
+        if not isinstance(s, Reduce):
+            continue
+        fold = {v for v, _, _ in s.vars}
+        for _, index, _ in _accesses((*s.body, *(Let("", t) for t in s.terms))):
+            for n, i in enumerate(index):
+                if not isinstance(i, Affine):
+                    continue
+                got = {v: c for v, c in i.terms if v in fold}
+                if got and (n != len(index) - 1 or list(got.values()) != [1] or len(fold) > 1):
+                    return False
+        if not _along_rows(s.body):
+            return False
+    return True
 
 
 def _laid_special(body) -> bool:
