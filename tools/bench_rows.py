@@ -2,7 +2,7 @@
 on the calling thread's CPU clock, natively, at the run's shapes (B 16, T 256).
 
     .venv/bin/python tools/bench_rows.py [--const D=192]… [--threads 1] [--steps 3]
-        [--rounds 2] [--forward] [--data FILE]
+        [--rounds 2] [--forward] [--top N] [--data FILE]
 
 The step (`--forward`: the objective alone) is lowered at `--threads` as the native run
 lowers it (presk_cli.native.lower), its GEMM statements given their epilogues and
@@ -12,7 +12,8 @@ itself): the schedule as it is, and with `fuse_rows` applied. The sides alternat
 `--rounds` rounds, each `--steps` calls after one untimed; each launch's time is its
 smallest over the rounds. Printed: each side's total and launches, every fused group's
 members and time apart against its kernel's (the groups sorted by their gain), and their
-sums; whether the outputs have the same bits. CPU clocks count work, so the figures hold
+sums, and the other launches' (`--top N`: the N whose time moved most); whether the
+outputs have the same bits. CPU clocks count work, so the figures hold
 on a loaded machine where wall clocks do not.
 """
 
@@ -35,6 +36,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--forward", action="store_true", help="the objective alone")
+    p.add_argument("--top", type=int, default=0, help="the other launches that moved most")
     p.add_argument("--data", default=str(ROOT / "corpus/nlp/data/civil_T256.psk.d"))
     a = p.parse_args()
     if not Path(a.data).is_file():
@@ -107,6 +109,13 @@ def main() -> None:
     print(f"  the {len(rows)} groups: {total[0]:.1f} ms apart, {total[1]:.1f} ms fused")
     rest = (best[0][:-1].sum() - total[0], best[1][:-1].sum() - total[1])
     print(f"  the other launches: {rest[0]:.1f} ms apart, {rest[1]:.1f} ms fused")
+    moved = sorted(
+        ((best[1][new] - best[0][old], apart.launches[old].kernel) for new, old in enumerate(kept)
+         if old not in seeds),
+        key=lambda d: -abs(d[0]),
+    )  # fmt: skip
+    for d, k in moved[: a.top]:
+        print(f"    {d:+7.3f} ms  {k.name} at {k.site}")
     print(f"  the same bits: {same}")
 
 
