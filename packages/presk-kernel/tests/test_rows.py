@@ -20,7 +20,7 @@ from presk_kernel.spec import verify_schedule
 ENTRIES = ["layer_norm", "layer_norm_dx", "rms_norm", "row_variance", "by_row_max"]
 
 
-@pytest.mark.parametrize("realize", ["f32", "f64"])
+@pytest.mark.parametrize("realize", ["f32", "f64", "bf16"])
 @pytest.mark.parametrize("entry", ENTRIES)
 def test_a_row_fused_schedule_gives_the_unfused_bits(entry, realize):
     for d, threads in ((7, 1), (13, 2), (192, 1)):

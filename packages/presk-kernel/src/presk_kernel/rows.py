@@ -312,8 +312,8 @@ def row_groups(schedule: Schedule) -> list[tuple[int, list[int]]]:
         for step in (-1, 1):  # the producers before it, then the consumers after it
             skipped: list[Launch] = []
             j = i + step
-            while 0 <= j < len(launches) and len(skipped) <= AHEAD:
-                m = None if j in taken else _member(launches[j], extents)
+            while 0 <= j < len(launches) and len(skipped) <= AHEAD and j not in taken:
+                m = _member(launches[j], extents)  # (a group's launch has moved: stop)
                 if m is not None and _compatible(members, m):
                     if all(_independent(a, m) for a in skipped):
                         members.insert(0 if step < 0 else len(members), m)
