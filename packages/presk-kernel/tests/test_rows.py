@@ -13,11 +13,11 @@ from kernel_entries import rows_case as _case
 from presk_kernel import rows
 from presk_kernel.fuse import fuse
 from presk_kernel.interp import run_schedule
-from presk_kernel.ir import Affine, Load, Loop, Op, Reduce, Store, plain
+from presk_kernel.ir import Affine, Axis, Load, Loop, Op, Reduce, Store, plain
 from presk_kernel.layout import lay_out
 from presk_kernel.spec import verify_schedule
 
-ENTRIES = ["layer_norm", "layer_norm_dx", "rms_norm", "row_variance", "by_row_max"]
+ENTRIES = ["layer_norm", "layer_norm_dx", "rms_norm", "row_variance", "by_row_max", "shifted_norm"]
 
 
 @pytest.mark.parametrize("realize", ["f32", "f64", "bf16"])
@@ -133,3 +133,19 @@ def test_the_course_gpts_norms_are_one_launch_each():
     assert sum(lc.kernel.name == "sum_to" for lc in fused.launches) == len(sums)
     assert len(fused.launches) < len(laid.launches)
     assert same_bits(run_schedule(fused, args), run_schedule(laid, args))
+
+
+def test_a_buffer_under_two_axis_names_is_one_buffer():
+    # the course GPT's x = embed + pos, stored with an unnamed last axis, read by its norm
+    # as `model`: one buffer of the fused kernel (two would let the store go unseen)
+    laid, inputs = _case("shifted_norm", 7, "f32")
+    k = laid.launches[1].kernel
+    assert k.name == "mean axis model" and k.inputs[0].axes[-1].name is None
+    (b,) = k.inputs
+    named = dataclasses.replace(b, axes=(*b.axes[:-1], Axis("model", b.axes[-1].length)))
+    renamed = dataclasses.replace(k, inputs=(named,))
+    lc = dataclasses.replace(laid.launches[1], kernel=renamed)
+    odd = dataclasses.replace(laid, launches=(laid.launches[0], lc, *laid.launches[2:]))
+    fused = rows.fuse_rows(odd)
+    assert len(fused.launches) == 1
+    assert same_bits(run_schedule(fused, inputs), run_schedule(laid, inputs))

@@ -348,17 +348,19 @@ def fuse_group(group: list[Launch], inside: set[int] = frozenset()) -> Launch:
     for lc in group:
         for b, a in zip(lc.kernel.buffers, lc.args, strict=True):
             side = outs if a.buf in written else ins
-            if not any(x == a and y.dtype == b.dtype and y.axes == b.axes for x, y in side):
-                side.append((a, b))
+            if not any(x == a and y.dtype == b.dtype and y.shape == b.shape for x, y in side):
+                side.append((a, b))  # one buffer whatever its axes' names
     args = [a for a, _ in ins + outs]
     bufs = [Buffer(n, b.dtype, b.axes) for n, (_, b) in enumerate(ins + outs)]
-    key = {(a, b.dtype, b.axes): n for n, (a, b) in enumerate(ins + outs)}
+    key = {(a, b.dtype, b.shape): n for n, (a, b) in enumerate(ins + outs)}
     outer = nests[0][0][:r]
     used = {lp.var for lp in outer}
     body: list = []
     for lc, (loops, inner) in zip(group, nests, strict=True):
         k = lc.kernel
-        numbers = {b.id: key[(a, b.dtype, b.axes)] for b, a in zip(k.buffers, lc.args, strict=True)}
+        numbers = {
+            b.id: key[(a, b.dtype, b.shape)] for b, a in zip(k.buffers, lc.args, strict=True)
+        }
         names = {lp.var: o.var for lp, o in zip(loops[:r], outer, strict=True)}
         for n in sorted(_names(loops[r:]) | _names(inner)):
             fresh, c = n, 1
@@ -371,7 +373,10 @@ def fuse_group(group: list[Launch], inside: set[int] = frozenset()) -> Launch:
             rest = (replace(lp, body=rest),)
         body.extend(_stmt(s, names, numbers) for s in rest)
     last = group[-1].kernel
-    temps = {key[(a, b.dtype, b.axes)] for a, b in outs if a.buf in inside and a.offset == 0}
+    alone = {a.buf for a, _ in outs if sum(x.buf == a.buf for x, _ in ins + outs) == 1}
+    temps = {  # a temporary bound once, under one view (no other buffer of it to miss)
+        key[(a, b.dtype, b.shape)] for a, b in outs if a.buf in inside & alone and a.offset == 0
+    }
     row = tuple(Affine.var(lp.var) for lp in outer)
     body, gone = _kept_in_rows(tuple(body), temps, bufs, row, last.compute, used)
     keep = [n for n in range(len(bufs)) if n not in gone]
