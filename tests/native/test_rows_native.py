@@ -52,3 +52,40 @@ def test_a_row_fused_kernels_own_temporaries_need_no_zeros(monkeypatch):
     assert written.stored_first(k)
     monkeypatch.setattr(written, "stored_first", lambda k: set())
     assert zeroed(fused)  # the reads after the store, seen as reads: zeroed first
+
+
+def test_the_c_export_writes_a_row_fused_kernel(compiler, tmp_path):
+    # the C export compiles the schedule it is given (the plan's: it fuses no rows itself,
+    # the spec's launches); given a row-fused one, its program gives the native bits
+    import subprocess
+
+    from presk_cback.export_c import c_program
+    from presk_core import data as D
+
+    laid, inputs = _case("rms_norm", 13, "f64")
+    fused = fuse_rows(laid)
+    assert len(fused.launches) == 1
+    shapes = [tuple(a.length for a in fused.buffers[b].axes) for b in fused.inputs]
+    ins = "(" + ", ".join(f"ℝ[{', '.join(map(str, s))}]" for s in shapes) + ")"
+    (out,) = fused.outputs
+    shape = tuple(a.length for a in fused.buffers[out].axes)
+    outs = f"ℝ[{', '.join(map(str, shape))}]"
+    head = tmp_path / "h.psk.d"
+    D.write(str(head), outs, D.type_of(outs), [[np.zeros(shape)]])
+    header = head.read_bytes()[: D.read_header(str(head)).header_size]
+    program = c_program(fused, {}, "e", header, 1)
+    assert program.launches == 1
+    for name, text in program.files.items():
+        (tmp_path / name).write_text(text)
+    D.write(str(tmp_path / "in.psk.d"), ins, D.type_of(ins), [inputs])
+    flags = ["-std=c11", "-ffp-contract=off", "-O2"]
+    sources = ["main.c", "model.c", "presk_rt.c", "presk_libm.c"]
+    build = subprocess.run(
+        ["cc", *flags, "-o", "model", *sources, "-lm"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert build.returncode == 0, build.stderr
+    run = subprocess.run(["./model", "in.psk.d", "out.psk.d"], cwd=tmp_path, capture_output=True)
+    assert run.returncode == 0, run.stderr
+    got = D.read_reals(str(tmp_path / "out.psk.d")).reshape(shape)
+    want = NativeEntry(laid, rows=False).run(inputs)[0]
+    assert got.tobytes() == want.tobytes() and np.isnan(got).any()
