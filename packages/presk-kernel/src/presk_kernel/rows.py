@@ -63,6 +63,7 @@ from presk_kernel.ir import (
     Tile,
     TwoPass,
     Var,
+    elements,
     plain,
 )
 from presk_kernel.layout import apply_layout, default_layout
@@ -214,8 +215,7 @@ class _Member:
 
 
 def _row_bytes(b: Buffer, r: int) -> int:
-    from presk_kernel.ir import elements
-
+    """The bytes of one row of `b` (its axes past the first r)."""
     size = {"f64": 8, "i64": 8, "f32": 4, "bf16": 2, "bool": 1, "i8": 1}[b.dtype]
     return elements(b.axes[r:]) * size
 
