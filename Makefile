@@ -11,7 +11,7 @@ EXAMPLES := tests/examples/mlp/mlp.psk tests/examples/minigpt/minigpt.psk \
 
 .PHONY: setup venv test tutorial grammar fuzz bench lint check-examples run-examples train-examples \
 	export-examples conformance sanitize opt-examples calibrate serve-examples serve-pt corpus-data corpus \
-	corpus-gpt experiment-gpt pytorch-baseline bench-gpt bench-attention bench-top-k bench-epilogue bench-serve \
+	corpus-gpt experiment-gpt pytorch-baseline bench-gpt bench-attention bench-top-k bench-epilogue bench-rows bench-serve \
 	packages dist explain explain-pdf c-conformance \
 	c-speed step-table j-step step-train quant-table precision curve calibrate-ra4 ra4-small plan-check ra4-quick ra4-mid statement-p \
 	bench-plan bench-threads
@@ -74,6 +74,12 @@ bench: setup
 # GPT's products at D 192 (4096 rows), interleaved (issue 26, presk_kernel.epilogue).
 bench-epilogue:
 	$(PY) tools/bench_epilogue.py
+
+# The course GPT's row kernels (a norm's folds and their neighbours) fused against apart,
+# each launch on the CPU clock (issue 26, presk_kernel.rows).
+bench-rows: corpus-data
+	@if [ ! -f $(GPT_DATA) ]; then echo "bench-rows: no $(GPT_DATA) (make corpus-data)"; exit 0; fi; \
+	$(PY) tools/bench_rows.py --const D=192
 
 # Causal attention alone (tutorial/03's attend at the course's width, T 256), natively with
 # and without narrowing (issue 26) against PyTorch's sdpa and eager, interleaved.

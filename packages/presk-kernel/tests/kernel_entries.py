@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from pathlib import Path
 
 import numpy as np
@@ -115,6 +116,45 @@ def laid_default(schedule, threads: int = 1):
         for lc in schedule.launches
     )
     return dataclasses.replace(schedule, launches=launches)
+
+
+ROWS_PROGRAM = "packages/presk-kernel/tests/programs/rows.psk"
+
+
+def nan_aside(a, b) -> bool:
+    """The same bits, but that a NaN may have either sign (and any payload): where a NaN of
+    each sign meet in an add, which one an executor returns is its vector loop's or its
+    C compiler's operand order (x86 returns the first operand's), which the executors do
+    not agree on before any fusion (docs/spec-questions.md, issue 26 helper H6); every
+    other bit, and where the NaNs are, the same."""
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(nan_aside(x, y) for x, y in zip(a, b, strict=True))
+    x, y = np.array(a), np.array(b)
+    if x.dtype != y.dtype or x.shape != y.shape or not np.array_equal(np.isnan(x), np.isnan(y)):
+        return False
+    x[np.isnan(x)] = y[np.isnan(y)] = 0
+    return x.tobytes() == y.tobytes()
+
+
+def rows_case(entry: str, d: int, realize: str, threads: int = 1):
+    """The laid-out schedule of `entry` of programs/rows.psk (row fusion's tests,
+    presk_kernel.rows) at D = d over 5 rows, and its inputs as doubles:
+    row 1 with a NaN, row 2 with +inf, row 3 all −inf (row 0 and 4 finite)."""
+    from presk_kernel.fuse import fuse
+    from presk_kernel.layout import lay_out
+
+    schedule, args, _ = lowered(ROWS_PROGRAM, entry, (("B", 5),), realize, consts=(("D", str(d)),))
+    laid = lay_out(fuse(schedule)[0], threads)
+    names = {b.id: b.name for b in laid.buffers}
+    inputs = []
+    for buf, leaf in zip(laid.inputs, args, strict=True):
+        a = np.vectorize(float, otypes=[np.float64])(np.asarray(leaf, dtype=object))
+        if names[buf] == "x":
+            a[1, d // 2] = math.nan
+            a[2, 0] = math.inf
+            a[3, :] = -math.inf
+        inputs.append(a)
+    return laid, inputs
 
 
 MINIGPT = (("V", "64"), ("D", "16"), ("H", "2"), ("L", "2"))

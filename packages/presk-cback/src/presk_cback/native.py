@@ -19,6 +19,7 @@ from presk_core.normal_c import calls_mpfr
 from presk_kernel.epilogue import gemm_epilogues
 from presk_kernel.interp import NUMPY, KernelError, from_storage, to_storage
 from presk_kernel.ir import Schedule
+from presk_kernel.rows import fuse_rows
 
 from presk_cback.arena import ALIGN, ITEMSIZE, arena_layout, plan
 from presk_cback.emit import ENTRY_CDEF, SQUARE_LIMBS, TIMED_CDEF, entry_units, io_buffers
@@ -65,7 +66,8 @@ class NativeEntry:
     fewer launches than the one given, and a timed entry clocks those launches (a product
     and its epilogue one launch, `dot+add+gelu`), the step that runs untimed. A caller
     that times the plan's own nests launch by launch (a layout point, `presk tune`, the
-    calibrations) passes `epilogues=False`."""
+    calibrations) passes `epilogues=False, rows=False`. The kernels that sweep one row loop
+    are one kernel, timed or not (presk_kernel.rows, `rows=False`: not)."""
 
     def __init__(
         self,
@@ -75,9 +77,12 @@ class NativeEntry:
         timed: bool | str = False,
         units: int = UNITS,
         epilogues: bool = True,
+        rows: bool = True,
     ) -> None:
         if epilogues:  # a GEMM's consumers as its epilogues (presk_kernel.epilogue), timed
             schedule = gemm_epilogues(schedule)  # too: the timed entry clocks what runs
+        if rows:  # a row's folds with their producers and consumers (presk_kernel.rows)
+            schedule = fuse_rows(schedule)
         self.schedule = schedule
         self.lanes, self.units, self.timed = lanes, units, timed
         extra = () if lanes else ("-fno-tree-vectorize",)

@@ -117,6 +117,74 @@ def covers(k: Kernel, dead: frozenset[int] = frozenset()) -> set[int]:
     return out
 
 
+def stored_first(k: Kernel) -> set[int]:
+    """The outputs a kernel stores whole in each iteration of its parallel nest before it
+    reads them there, at that iteration's own elements only (a row-fused kernel's
+    temporaries, presk_kernel.rows: x − μ stored, then folded): a statement of the
+    innermost parallel loop's body stores the buffer at the iteration's index (the
+    parallel loops' variables first, `_inner_stores`), and every load of it comes in a later
+    statement, at an index whose first entries are those variables. Its zeros are never
+    read."""
+    loops = parallel_loops(k)
+    if not loops:
+        return set()
+    row = tuple(Affine.var(lp.var) for lp in loops)
+    body = loops[-1].body
+    firsts: dict[int, int] = {}
+    for at, s in enumerate(body):
+        for st, more in _inner_stores((s,), frozenset()):
+            if st.buf < len(k.inputs) or st.buf in firsts:
+                continue
+            axes = k.buffers[st.buf].axes[len(row) :]
+            if len(st.index) != len(row) + len(axes) or tuple(st.index[: len(row)]) != row:
+                continue
+            rest = [
+                _axis_vars(i, more, ax.length)
+                for i, ax in zip(st.index[len(row) :], axes, strict=True)
+            ]
+            flat = [v for vs in rest if vs is not None for v in vs]
+            if all(vs is not None for vs in rest) and len(set(flat)) == len(flat):
+                firsts[st.buf] = at  # the row's elements, every one
+    out = set()
+    for buf, at in firsts.items():
+        before: set[int] = set()
+        _loads(body[: at + 1], before)
+        if buf in before:
+            continue
+        if all(tuple(idx[: len(row)]) == row for idx in _load_indices(body[at + 1 :], buf)):
+            out.add(buf)
+    return out
+
+
+def _load_indices(node, buf: int) -> list:
+    """The index of every load of `buf` under `node`."""
+    out: list = []
+
+    def walk(x) -> None:
+        if isinstance(x, tuple):
+            for y in x:
+                walk(y)
+        elif isinstance(x, Load):
+            if x.buf == buf:
+                out.append(x.index)
+            walk(x.index)
+        elif isinstance(x, Op):
+            walk(x.args)
+        elif isinstance(x, Let):
+            walk(x.expr)
+        elif isinstance(x, Store):
+            walk(x.index)
+            walk(x.expr)
+        elif isinstance(x, Loop):
+            walk(x.body)
+        elif isinstance(x, Reduce):
+            walk(x.body)
+            walk(x.terms)
+
+    walk(node)
+    return out
+
+
 def zeroed(schedule: Schedule) -> list[int]:
     """The host buffers, not inputs, that must start at zero (in the schedule's order)."""
     size = {b.id: math.prod(a.length for a in b.axes) for b in schedule.buffers}
@@ -133,7 +201,8 @@ def zeroed(schedule: Schedule) -> list[int]:
             if arg.buf in first:
                 continue
             n = math.prod(a.length for a in buf.axes)
-            ok = i in whole and i not in reads and arg.offset == 0 and n == size[arg.buf]
+            fresh = i not in reads or i in stored_first(k)  # a read after its row's store
+            ok = i in whole and fresh and arg.offset == 0 and n == size[arg.buf]
             # an input binding is a read; an output not stored whole leaves zeros to see
             first[arg.buf] = ok and i >= len(k.inputs)
     inputs, outputs = set(schedule.inputs), set(schedule.outputs)

@@ -439,7 +439,7 @@ def timed_entry(schedule):
     from presk_syntax.diagnostics import DiagnosticError
 
     try:
-        return NativeEntry(schedule, timed=True, epilogues=False)
+        return NativeEntry(schedule, timed=True, epilogues=False, rows=False)
     except DiagnosticError as e:
         d = e.diagnostics[0]
         raise NativeError(d.code, d.message, getattr(d, "help", None)) from None

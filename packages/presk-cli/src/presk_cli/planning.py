@@ -492,7 +492,7 @@ def _time_point(schedule, inputs) -> tuple[list, list[float]]:
     import numpy as np
     from presk_cback.native import NativeEntry
 
-    compiled = NativeEntry(schedule, timed=True, epilogues=False)
+    compiled = NativeEntry(schedule, timed=True, epilogues=False, rows=False)
 
     ns = np.zeros(2)
     for _ in range(WARMUP):
