@@ -135,14 +135,16 @@ def test_units_and_the_timed_entry_change_no_bit():
     three = NativeEntry(fused, units=3, timed=True)
     assert len(one.source) == 1 and len(three.source) == 3
     assert one.module.path != three.module.path
-    ns = np.zeros(len(fused.launches) + 1)
+    ns = np.zeros(len(three.schedule.launches) + 1)  # the launches compiled, fused ones one
+    assert len(three.schedule.launches) < len(fused.launches)
     base = one.run(args)
+    assert same_bits(NativeEntry(fused, epilogues=False, rows=False).run(args), base)
     assert same_bits(three.run(args), base)
     assert same_bits(three.run_timed(args, ns), base)
     assert (ns > 0).all()  # every launch and the zeroing timed
     cpu = NativeEntry(fused, units=1, timed="cpu")  # the thread's CPU clock
     assert "CLOCK_THREAD_CPUTIME_ID" in cpu.source[0] and "CLOCK_MONOTONIC" not in cpu.source[0]
-    ns[:] = 0
+    ns = np.zeros(len(cpu.schedule.launches) + 1)
     assert same_bits(cpu.run_timed(args, ns), base)
     assert (ns >= 0).all() and ns.sum() > 0
 

@@ -12,7 +12,8 @@ Each temporary belongs to the call whose body first binds it (a callee's argumen
 results are its caller's, as a C function's are: presk_kernel.frames); a function's share
 is the bytes of its calls' temporaries live at the peak, over the peak. Beside it, the two
 arenas the backends allocate: the native backend's (temporaries sharing space, each at a
-64-byte boundary, presk_cback.arena.plan) and the exported C program's (each function's
+64-byte boundary, presk_cback.arena.plan, over the schedule it compiles: products with
+their epilogues, rows fused, presk_cback.native.compiled) and the exported C program's (each function's
 locals past a mark, released on return: step 18, presk_cback.export_c), and what the latter
 would be if nothing were released.
 """
@@ -27,6 +28,7 @@ from presk_kernel.frames import host_frames
 from presk_kernel.ir import Call, Schedule
 
 from presk_cback.arena import ITEMSIZE, live_ranges, plan
+from presk_cback.native import compiled
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +145,7 @@ def memory(schedule: Schedule, trees: tuple[str, ...], state: tuple[str, ...] = 
         at,
         n,
         functions,
-        plan(schedule, share=True).size,
+        plan(compiled(schedule), share=True).size,  # the schedule the entry compiles
         c_arena,
         unreleased,
         max((len(b.axes) for b in schedule.buffers), default=0),

@@ -55,6 +55,18 @@ def aligned_zeros(size: int) -> np.ndarray:
     return raw[skip : skip + size]
 
 
+def compiled(schedule: Schedule, *, epilogues: bool = True, rows: bool = True) -> Schedule:
+    """The schedule a `NativeEntry` compiles from `schedule`: each GEMM statement with its
+    elementwise consumers as its epilogue (presk_kernel.epilogue), then the kernels that sweep
+    one row loop as one kernel (presk_kernel.rows); both change no bit. Its arena is the one
+    the entry allocates (`presk memory`, presk_cback.memory)."""
+    if epilogues:
+        schedule = gemm_epilogues(schedule)
+    if rows:
+        schedule = fuse_rows(schedule)
+    return schedule
+
+
 class NativeEntry:
     """A compiled entry and its arena. `lanes=False` ignores the layouts' vector lanes and
     compiles without vectorization (the tests compare both). `timed=True` also compiles
@@ -79,11 +91,8 @@ class NativeEntry:
         epilogues: bool = True,
         rows: bool = True,
     ) -> None:
-        if epilogues:  # a GEMM's consumers as its epilogues (presk_kernel.epilogue), timed
-            schedule = gemm_epilogues(schedule)  # too: the timed entry clocks what runs
-        if rows:  # a row's folds with their producers and consumers (presk_kernel.rows)
-            schedule = fuse_rows(schedule)
-        self.schedule = schedule
+        schedule = compiled(schedule, epilogues=epilogues, rows=rows)  # timed too: the timed
+        self.schedule = schedule  # entry clocks what runs
         self.lanes, self.units, self.timed = lanes, units, timed
         extra = () if lanes else ("-fno-tree-vectorize",)
         declare(ENTRY_CDEF)

@@ -214,6 +214,8 @@ def libm(ctx: Ctx, name: str) -> float:
 def _add(ctx: Ctx, a: A, b: A, sign: int = 1) -> A:
     if a.kind != "real" or b.kind != "real":
         return _int_op(a, b, lambda x, y: x + sign * y)
+    if sign < 0 and a.lo == a.hi == 0.0 and a.err == 0.0:  # 0 − b is −b exactly, as `neg`
+        return _neg(ctx, b)  # (gelu's 0 − x·√½, presk_kernel.nests)
     lo, hi = (a.lo + b.lo, a.hi + b.hi) if sign > 0 else (a.lo - b.hi, a.hi - b.lo)
     tri = None
     same = (a.nonneg and b.nonneg) or (a.nonpos and b.nonpos)

@@ -117,10 +117,7 @@ class Known:
 
 
 def constant(text: str | int | float, compute: str) -> Const:
-    """`text` (a rational, `π`, `-inf`, `sqrt1/2`, `-sqrt1/2`, `sqrt2pi`) rounded once to
-    `compute`."""
-    if text == "-sqrt1/2":  # rounding to nearest is symmetric: −∘(√½) = ∘(−√½)
-        return Const(-constant("sqrt1/2", compute).value, compute)
+    """`text` (a rational, `π`, `-inf`, `sqrt1/2`, `sqrt2pi`) rounded once to `compute`."""
     with gmpy2.context(**(F64_CONTEXT if compute == "f64" else F32_CONTEXT)):
         match text:
             case "π":

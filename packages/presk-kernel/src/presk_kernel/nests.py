@@ -37,13 +37,18 @@ def _silu(c, x):
     return op("div", x, op("add", c(1), op("exp", _minus(x))))
 
 
-# gelu and gelu_grad negate by a negative constant factor, ∘(x·(−√½)) = −∘(x·√½) and
-# ∘(x²·(−½)) = −∘(x²·½) for every x but NaN: a NaN x keeps its sign through them (`neg`
+# gelu and gelu_grad negate by a subtraction from zero, 0 − t = −t for every t but NaN
+# (and ±0, where erfc and exp give 1 for either): a NaN t keeps its sign through it (`neg`
 # flips it), so the NaNs that meet at x · erfc(…) are one NaN, whichever operand a C
-# compiler's product propagates (issue 26; docs/native.md "NaN's bits").
+# compiler's product propagates (issue 26; docs/native.md "NaN's bits"). The operations
+# are as many as with `neg` (the spec's work of gelu, L759).
+def _negated(c, t):
+    return op("sub", c(0), t)
+
+
 def _gelu(c, x):
     # x·Φ(x) = ∘(x · erfc(−x/√2)) / 2
-    return op("div", op("mul", x, op("erfc", op("mul", x, c("-sqrt1/2")))), c(2))
+    return op("div", op("mul", x, op("erfc", _negated(c, op("mul", x, c("sqrt1/2"))))), c(2))
 
 
 def _relu(c, x):
@@ -57,8 +62,9 @@ def _pow(c, x, k: int):
 
 
 def _gelu_grad(c, ct, x):
-    phi = op("mul", op("erfc", op("mul", x, c("-sqrt1/2"))), c("1/2"))
-    density = op("div", op("exp", op("mul", op("mul", x, x), c("-1/2"))), c("sqrt2pi"))
+    phi = op("mul", op("erfc", _negated(c, op("mul", x, c("sqrt1/2")))), c("1/2"))
+    square = op("mul", op("mul", x, x), c("1/2"))
+    density = op("div", op("exp", _negated(c, square)), c("sqrt2pi"))
     return op("mul", ct, op("add", phi, op("mul", x, density)))
 
 

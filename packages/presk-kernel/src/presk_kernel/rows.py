@@ -267,8 +267,11 @@ def _member(lc: Launch, extents: tuple[int, ...]) -> _Member | None:
 
 
 def _compatible(group: list[_Member], m: _Member) -> bool:
-    """Whether `m` joins `group`: every buffer shared with a write, row-local on both
-    sides, under one view."""
+    """Whether `m` joins `group`: its arithmetic the group's (a mixed realization's f32
+    kernel beside an f64 one keeps its own: the fused kernel computes in one type), every
+    buffer shared with a write row-local on both sides, under one view."""
+    if any(g.lc.kernel.compute != m.lc.kernel.compute for g in group):
+        return False
     for g in group:
         for buf in g.touched & m.touched:
             if buf in g.written or buf in m.written:

@@ -329,6 +329,14 @@ def _add(run, c, a, attr):
     return c, _up(prop + np.maximum(r, 0.0)), False
 
 
+def _sub(run, c, a, attr):
+    """x − y; 0 − y is −y exactly, as `neg` (gelu's 0 − x·√½, presk_kernel.nests)."""
+    (x, ex, _), (_, ey, fy) = a
+    if ex is not None and not np.any(np.asarray(x)) and not np.any(np.asarray(ex)):
+        return c, ey, fy
+    return _add(run, c, a, attr)
+
+
 def _mul(run, c, a, attr):
     (x, ex, fx), (y, ey, fy) = a
     if ex is None:
@@ -519,7 +527,7 @@ def _refuse(name: str):
 
 ERROR_RULES = {
     "add": _add,
-    "sub": _add,
+    "sub": _sub,
     "mul": _mul,
     "div": _div,
     "fma": _fma,

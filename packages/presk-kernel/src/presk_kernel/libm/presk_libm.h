@@ -179,7 +179,7 @@ PRESK_INLINE double presk_log(double x) {
     double xs = sub ? x * 0x1p54 : x;
     uint64_t u = presk_bits(xs);
     uint32_t hx = (uint32_t)(u >> 32) + (0x3ff00000u - 0x3fe6a09eu);
-    int64_t k = (int64_t)(hx >> 20) - 0x3ff - (sub ? 54 : 0);
+    int32_t k = (int32_t)(hx >> 20) - 0x3ff - (sub ? 54 : 0); /* int32: AVX2 converts it */
     hx = (hx & 0x000fffffu) + 0x3fe6a09eu;
     double m = presk_from_bits(((uint64_t)hx << 32) | (u & 0xffffffffu));
     double f = m - 1.0;
@@ -198,7 +198,7 @@ PRESK_INLINE double presk_log1p(double x) {
     double u1 = 1.0 + x;
     uint64_t u = presk_bits(u1);
     uint32_t hu = (uint32_t)(u >> 32) + (0x3ff00000u - 0x3fe6a09eu);
-    int64_t k = (int64_t)(hu >> 20) - 0x3ff;
+    int32_t k = (int32_t)(hu >> 20) - 0x3ff; /* int32: AVX2 converts it to double */
     /* the rounding of 1 + x, put back as c/u */
     double c = k >= 2 ? 1.0 - (u1 - x) : x - (u1 - 1.0);
     c = k < 54 ? c / u1 : 0.0;
