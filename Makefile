@@ -21,7 +21,7 @@ setup:
 	@$(UV) sync --frozen --all-packages --quiet
 
 test: setup
-	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
+	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
 # Each package alone (tools/packages.py, docs/development.md "Releasing a package"): a fresh
 # environment a package under build/packages/ with only it, its declared dependencies and its
