@@ -43,40 +43,21 @@ def main() -> None:
         print(f"bench_rows: no {a.data} (make corpus-data)")
         return
 
-    from experiment_gpt import GPT, light_trainer, load
+    from experiment_gpt import course_call
     from presk_cback.native import NativeEntry
     from presk_cli.native import lower, storage
-    from presk_cli.native_train import NATIVE_STEP, native_step
-    from presk_core.run import stack_samples
     from presk_kernel.epilogue import gemm_epilogues
     from presk_kernel.lower import argument_leaves
     from presk_kernel.rows import fuse_rows, row_groups
 
     consts = dict(c.split("=", 1) for c in a.const)
-    core, run = load(GPT, consts, a.data)
-    rng = np.random.default_rng(0)
-    dims = run.dims()
-
-    def length(lin) -> int:
-        return lin.constant + sum(c * dims[d] for d, c in lin.coeffs)
-
-    theta = {}
-    for leaf in core.layout(run.model).leaves:
-        axes = [n for _, n in leaf.stack] + [x.length for x in leaf.type.shape.axes]
-        theta[leaf.path] = rng.standard_normal([length(x) for x in axes]) * 0.02
-    trainer = light_trainer(core, run, str(GPT.parent), theta)
-    step = native_step(trainer.interp.program, run.objective)
-    (b,) = dict(run.batch).values()
-    batch = stack_samples(run.batch_type, [trainer.samples[i] for i in range(b)])
-    args = [batch, theta, trainer.m, trainer.v, np.full((), 1.0), np.full((), 1e-4)]
-    name = NATIVE_STEP.format(run.objective)
-    if a.forward:
-        step, name, args = trainer.interp.program, run.objective, [theta, batch]
+    trainer, step, name, args = course_call(consts, a.data, a.forward)
     apart = gemm_epilogues(lower(step, name, trainer.dims, args, "f32", a.threads))
     groups = row_groups(apart)
     fused = fuse_rows(apart)
     inputs = storage(apart, argument_leaves(args), stored=True)
-    sides = [NativeEntry(s, timed="cpu") for s in (apart, fused)]
+    # each compiled as given (NativeEntry would fuse the rows of `apart` too)
+    sides = [NativeEntry(s, timed="cpu", epilogues=False, rows=False) for s in (apart, fused)]
     best = [np.full(len(s.launches) + 1, np.inf) for s in (apart, fused)]
     outs = []
     for _ in range(a.rounds):

@@ -39,22 +39,13 @@ DATA = Path(__file__).resolve().parents[1] / "corpus" / "nlp" / "data" / "civil_
 
 
 def side(consts: dict, data: str, threads: int) -> None:
-    from experiment_gpt import light_trainer
+    from experiment_gpt import drawn_theta, light_trainer
     from presk_ad.step import finite
     from presk_cback.load import pointer
     from presk_cli.native_train import NativeTrainer, _tree
 
     core, run = load(GPT, consts, data)
-    rng = np.random.default_rng(0)
-    dims = run.dims()
-
-    def length(lin) -> int:  # a Lin of the run's dimensions
-        return lin.constant + sum(c * dims[d] for d, c in lin.coeffs)
-
-    theta = {}
-    for leaf in core.layout(run.model).leaves:
-        axes = [n for _, n in leaf.stack] + [a.length for a in leaf.type.shape.axes]
-        theta[leaf.path] = rng.standard_normal([length(a) for a in axes]) * 0.02
+    theta = drawn_theta(core, run)
     trainer = light_trainer(core, run, str(GPT.parent), theta)
     native = NativeTrainer(trainer, "native", "f32", threads)
     indices, batch = native.batch(1)

@@ -110,32 +110,13 @@ def regions(k) -> int:
 def side(consts: dict, data: str, threads: int, steps: int, forward: bool = False) -> None:
     import numpy as np
     from bench_minigpt import kernel_class
-    from experiment_gpt import GPT, light_trainer, load
+    from experiment_gpt import course_call
     from presk_cback.native import NativeEntry
     from presk_cli.native import lower, storage
-    from presk_cli.native_train import NATIVE_STEP, native_step
-    from presk_core.run import stack_samples
     from presk_kernel.lower import argument_leaves, lower_entry
 
-    core, run = load(GPT, consts, data)
-    rng = np.random.default_rng(0)
-    dims = run.dims()
-
-    def length(lin) -> int:
-        return lin.constant + sum(c * dims[d] for d, c in lin.coeffs)
-
-    theta = {}
-    for leaf in core.layout(run.model).leaves:
-        axes = [n for _, n in leaf.stack] + [a.length for a in leaf.type.shape.axes]
-        theta[leaf.path] = rng.standard_normal([length(a) for a in axes]) * 0.02
-    trainer = light_trainer(core, run, str(GPT.parent), theta)
-    step = native_step(trainer.interp.program, run.objective)
-    (b,) = dict(run.batch).values()
-    batch = stack_samples(run.batch_type, [trainer.samples[i] for i in range(b)])
-    args = [batch, theta, trainer.m, trainer.v, np.full((), 1.0), np.full((), 1e-4)]
-    name = NATIVE_STEP.format(run.objective)
-    if forward:  # the objective alone (tools/pytorch_baseline.py's forward pass)
-        step, name, args = trainer.interp.program, run.objective, [theta, batch]
+    # the objective alone with `forward` (tools/pytorch_baseline.py's forward pass)
+    trainer, step, name, args = course_call(consts, data, forward)
     schedule = lower(step, name, trainer.dims, args, "f32", threads)
     # a fused kernel's class by the operations it computes (a softmax fused with the scores'
     # scale is the softmax's), as tools/pytorch_baseline.py's breakdown classes it

@@ -254,6 +254,39 @@ def exported(folder: str, data: str, dtype_name: str = "float32", seed: int = 0)
     return torch, train, samples, train.build_model({**train.DIMS, **samples.dims})
 
 
+def drawn_theta(core, run, seed: int = 0) -> dict:
+    """θ at the run's shapes, each leaf drawn N(0, 0.02²) from `seed` (the benchmarks' θ)."""
+    rng = np.random.default_rng(seed)
+    dims = run.dims()
+
+    def length(lin) -> int:  # a Lin of the run's dimensions
+        return lin.constant + sum(c * dims[d] for d, c in lin.coeffs)
+
+    theta = {}
+    for leaf in core.layout(run.model).leaves:
+        axes = [n for _, n in leaf.stack] + [a.length for a in leaf.type.shape.axes]
+        theta[leaf.path] = rng.standard_normal([length(a) for a in axes]) * 0.02
+    return theta
+
+
+def course_call(consts: dict, data: str, forward: bool = False):
+    """(trainer, program, entry, args): the course GPT's native training step on its first
+    batch at a drawn θ (`drawn_theta`), or with `forward` its objective alone (θ, batch)."""
+    from presk_cli.native_train import NATIVE_STEP, native_step
+    from presk_core.run import stack_samples
+
+    core, run = load(GPT, consts, data)
+    theta = drawn_theta(core, run)
+    trainer = light_trainer(core, run, str(GPT.parent), theta)
+    (b,) = dict(run.batch).values()
+    batch = stack_samples(run.batch_type, [trainer.samples[i] for i in range(b)])
+    if forward:
+        return trainer, trainer.interp.program, run.objective, [theta, batch]
+    step = native_step(trainer.interp.program, run.objective)
+    args = [batch, theta, trainer.m, trainer.v, np.full((), 1.0), np.full((), 1e-4)]
+    return trainer, step, NATIVE_STEP.format(run.objective), args
+
+
 def light_trainer(core, run, folder: str, theta: dict):
     """What NativeTrainer reads of presk_ad.step.Trainer, around a given θ₀ (no draw), and
     `lr(t, horizon)`, the rate of `adamw.lr` on the reference interpreter."""
