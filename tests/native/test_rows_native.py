@@ -96,7 +96,7 @@ def test_a_mixed_realizations_rows_keep_their_types(compiler, function):
     # the tutorial's gradient with one function in f32, the rest in f64 (what `presk solve
     # --step` measures): a row group holds kernels of one arithmetic, or the fused kernel's
     # C computes one member's statements in the other's type
-    from kernel_entries import lowered
+    from kernel_entries import floats, lowered
     from presk_kernel.fuse import fuse
     from presk_kernel.layout import lay_out
     from presk_kernel.realization import Realization
@@ -104,7 +104,7 @@ def test_a_mixed_realizations_rows_keep_their_types(compiler, function):
     r = Realization("f64", functions=((function, "f32"),))
     schedule, args, _ = lowered("tutorial/07_train.psk", "loss", (("B", 8),), r, True)
     laid = lay_out(fuse(schedule)[0], 1)
-    inputs = [np.vectorize(float, otypes=[np.float64])(np.asarray(a, dtype=object)) for a in args]
+    inputs = [floats(a) for a in args]
     fused = NativeEntry(laid)
     assert len(fused.schedule.launches) < len(laid.launches)
     want = NativeEntry(laid, rows=False).run(inputs)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
 import pytest
 from kernel_entries import lowered, nan_aside, same_bits
 from kernel_entries import rows_case as _case
@@ -155,7 +154,7 @@ def test_a_buffer_under_two_axis_names_is_one_buffer():
 def test_a_group_keeps_one_arithmetic():
     # a mixed realization: the norm computes in f32, the add before it in f64; fusing them
     # would compute one of them in the other's type (the bits of `presk solve`'s steps)
-    from kernel_entries import ROWS_PROGRAM
+    from kernel_entries import ROWS_PROGRAM, floats
     from presk_kernel.realization import Realization
 
     mixed = Realization("f64", functions=(("layer_norm", "f32"),))
@@ -169,7 +168,5 @@ def test_a_group_keeps_one_arithmetic():
         for lc in fused.launches:
             steps = lc.kernel.steps or (lc.kernel.site,)
             assert all(("layer_norm" in s) == (lc.kernel.compute == "f32") for s in steps), steps
-        inputs = [
-            np.vectorize(float, otypes=[np.float64])(np.asarray(a, dtype=object)) for a in args
-        ]
+        inputs = [floats(a) for a in args]
         assert same_bits(run_schedule(fused, inputs), run_schedule(laid, inputs))
