@@ -8,7 +8,7 @@ each thread, at one and at two threads (issue 26, "Threads"): `make bench-thread
 Each side (a thread count) is a process of its own that lowers the step at its threads
 (presk_cli.native.lower: the layouts `presk train --backend native --threads T` compiles),
 compiles it with three clocks around each launch (`NativeEntry(timed="threads")`: the wall
-time, the calling thread's CPU time and the process's, presk_cback.emit), runs it once
+time, the calling thread's CPU time and the process's, presk_cback.host), runs it once
 untimed and `--steps` times, and reports each launch's mean (`--forward`: the objective
 alone, the forward pass, instead of the step). The timed entry runs the schedule the
 untimed one runs, a GEMM's elementwise consumers in its epilogue (presk_kernel.epilogue:

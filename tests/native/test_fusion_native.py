@@ -210,7 +210,7 @@ def test_integer_weights_keep_the_gemm_and_their_bits(compiler, tmp_path, realiz
 
 @pytest.mark.parametrize("timed", [True, "cpu", "threads"])
 def test_a_timed_entry_clocks_each_launch_and_the_zeroing(compiler, timed):
-    # presk_cback.emit._timed_host, the one writer of presk_entry_timed: each launch's slot
+    # presk_cback.host._timed_host, the one writer of presk_entry_timed: each launch's slot
     # (three clocks under "threads": wall, the calling thread's CPU time, the process's) and
     # the zeroing's after them; the entry clocks the schedule the untimed one runs (the bias
     # the product's epilogue: one launch, named for both) and gives its bits

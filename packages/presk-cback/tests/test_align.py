@@ -13,7 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from presk_cback.emit import entry_units
+from presk_cback.host import entry_units
 from presk_cback.native import NativeEntry
 from presk_kernel.fuse import fuse
 from presk_kernel.interp import run_schedule

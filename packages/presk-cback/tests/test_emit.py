@@ -10,8 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from presk_cback.arena import arena_layout
 from presk_cback.contract import contraction, perfect_nest
-from presk_cback.emit import arena_layout, entry_source
+from presk_cback.host import entry_source
 from presk_cback.native import NativeEntry
 from presk_cback.toolchain import find_toolchain
 from presk_cback.written import zeroed

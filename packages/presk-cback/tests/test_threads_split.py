@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from presk_cback.emit import entry_source
+from presk_cback.host import entry_source
 from presk_cback.native import NativeEntry
 from presk_kernel import layout as L
 from presk_kernel.fuse import fuse

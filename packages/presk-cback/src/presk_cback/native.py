@@ -22,7 +22,7 @@ from presk_kernel.ir import Schedule
 from presk_kernel.rows import fuse_rows
 
 from presk_cback.arena import ALIGN, ITEMSIZE, arena_layout, plan
-from presk_cback.emit import ENTRY_CDEF, SQUARE_LIMBS, TIMED_CDEF, entry_units, io_buffers
+from presk_cback.host import ENTRY_CDEF, SQUARE_LIMBS, TIMED_CDEF, entry_units, io_buffers
 from presk_cback.load import declare, ffi, load, pointer
 
 CHUNK = 1 << 30  # values a call of presk_square_sum at most (its limbs hold 2^31 terms)
@@ -233,7 +233,7 @@ class NativeEntry:
         """`run`, adding each launch's nanoseconds into `ns[i]` and the zeroing of the
         buffers that are not inputs into `ns[-1]` (`ns`: float64, launches + 1; three
         entries each under `timed="threads"`: ns[3i:3i + 3], the zeroing's last)."""
-        per = 3 if self.timed == "threads" else 1  # three clocks a launch (emit._timed_host)
+        per = 3 if self.timed == "threads" else 1  # three clocks a launch (host._timed_host)
         assert self.timed and ns.dtype == np.float64
         assert ns.size == per * (len(self.schedule.launches) + 1)
         held, results = self._bind(inputs, None)

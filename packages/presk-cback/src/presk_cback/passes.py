@@ -17,7 +17,7 @@ class CSource(Text):
 def c_pass(schedule: Schedule, ctx: Context) -> CSource:
     """The pass `c`: the entry's C for this machine's compiler (its vector width and the
     GEMM's blocking are the toolchain's; E9001 without a C compiler)."""
-    from presk_cback.emit import entry_source
+    from presk_cback.host import entry_source
 
     return CSource(entry_source(schedule))
 

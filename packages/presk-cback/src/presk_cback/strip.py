@@ -92,7 +92,7 @@ def c_rows(width: int, rows: bool, body) -> int:
     widest fold's accumulators holds (16 f32, 8 f64), when every fold's terms and its kept
     exponentials still fit TERMS_BYTES at that width (else the layout's `width`); lanes
     along the loop (not across rows) as the layout gave them."""
-    from presk_cback.emit import ITEMSIZE
+    from presk_cback.arena import ITEMSIZE
 
     folds = list(_folds(body))
     if not rows or width != ROWS or not folds:
@@ -278,7 +278,8 @@ class Strip:
         lanes along the fold's variable (they are independent), then the rows' folds
         interleaved, each in its order over the same terms. False when `r` is not such a
         fold (the caller writes it row by row)."""
-        from presk_cback.emit import CTYPE, ITEMSIZE, _name
+        from presk_cback.arena import ITEMSIZE
+        from presk_cback.emit import CTYPE, _name
 
         kc, t = self.kc, r.dtype
         if len(r.vars) != 1 or r.op == "fma" or n < 8 or t not in ("f64", "f32"):

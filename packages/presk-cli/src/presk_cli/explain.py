@@ -319,7 +319,7 @@ def write(doc: Document, file, entry, flags, e, compiled, budget, profile, form=
 def _html(file, entry, programs, ctx, before, names, schedule) -> str:
     """explain.html (presk_cli.explain_html): `programs`, the entry's program before and after
     differentiation; the entry's C; each function's share of the peak of live bytes."""
-    from presk_cback.emit import entry_source
+    from presk_cback.host import entry_source
     from presk_cback.memory import memory
 
     from presk_cli.explain_html import page

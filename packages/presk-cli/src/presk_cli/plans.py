@@ -485,7 +485,7 @@ def default_plan(schedule, threads: int = 1) -> dict:
 def plan_check(core, name: str, dims: dict, realize: str = "f64", threads: int = 1, args=None):
     """(kernels, the same bytes): the entry lowered without a plan and under `default_plan`,
     compared as the `kernel` document encodes them and as the C emitter writes them."""
-    from presk_cback.emit import entry_source
+    from presk_cback.host import entry_source
     from presk_kernel.codec import encode_kernel
     from presk_kernel.layout import lay_out
 
