@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from presk_cback.arena import plan
 from presk_cback.memory import memory
-from presk_cback.native import compiled
 from presk_cli.native import lower
 from presk_cli.pipeline import PIPELINE, RUN
 from presk_core.run import parse_entry
+from presk_kernel.passes import emitted
 from presk_syntax.pipeline import Context
 from presk_types.types import ParamsT
 
@@ -69,7 +69,7 @@ def test_the_bytes_follow_the_realization(realize, size):
 )
 def test_no_arena_holds_less_than_the_peak(file, entry, dims):
     schedule, m = counted(file, entry, dims)
-    assert m.native_arena == plan(compiled(schedule), share=True).size
+    assert m.native_arena == plan(emitted(schedule), share=True).size
     assert m.peak <= m.native_arena and m.peak <= m.c_arena <= m.c_unreleased
     assert sum(f.at_peak for f in m.functions) + m.parameters + m.inputs + m.outputs == m.peak
     assert all(f.at_peak <= f.temporaries * f.calls for f in m.functions)

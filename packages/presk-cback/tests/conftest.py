@@ -44,15 +44,16 @@ def strict_cc():
 @pytest.fixture
 def acc_and_copy():
     """(vec, acc, copy): a vector of 4 doubles and two kernels over it, `acc` adding input 0
-    into output 1 (it reads its output before writing it) and `copy` writing it whole."""
-    from presk_kernel.ir import Affine, Axis, Buffer, Kernel, Load, Loop, Op, Store
+    into output 1 (it reads its output before writing it) and `copy` writing it whole, each
+    at its loop order (well formed: a native entry verifies what it compiles)."""
+    from presk_kernel.ir import Affine, Axis, Buffer, Kernel, Layout, Load, Loop, Op, Store
 
     vec = (Axis(None, 4),)
     i = Affine.var("i0")
 
     def kernel(name, body):
         ins, outs = (Buffer(0, "f64", vec),), (Buffer(1, "f64", vec),)
-        return Kernel(name=name, site=f"t/{name}", inputs=ins, outputs=outs, body=body)
+        return Kernel(name, f"t/{name}", ins, outs, body, layout=Layout(order=("i0",)))
 
     acc = kernel(
         "acc", (Loop("i0", None, 4, (Store(1, (i,), Op("add", (Load(1, (i,)), Load(0, (i,))))),)),)

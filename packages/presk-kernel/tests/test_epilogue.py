@@ -19,6 +19,8 @@ from presk_kernel.fuse import _index, fuse
 from presk_kernel.interp import run_schedule
 from presk_kernel.ir import GemmStmt, Store, format_schedule
 from presk_kernel.layout import default_layout, lay_out
+from presk_kernel.rows import fuse_rows
+from presk_kernel.spec import KernelVerifyError, schedule_problems, verify_schedule
 
 
 @pytest.mark.parametrize("realize", ["f64", "f32"])
@@ -120,3 +122,43 @@ def test_a_factor_of_the_products_result_is_computed_forward_where_only_it_reads
             (i,) = writes[h]
             assert "exp" in str(launches[i].kernel.layout.gemm.epilogue)
             assert "erfc" not in str(launches[j].kernel.body)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_emitted_forward_and_step_are_well_formed(threads):
+    # the verifier after the emission's passes (PRESK_VERIFY=1: gemm_epilogues and
+    # fuse_rows run it): GEMM statements with a prologue (the forward's norm, its scaled
+    # rows into the up-projection's panels), epilogues storing C and the GELU (the step's
+    # `keep`) and a factor computed forward, then the row kernels fused
+    dims = (("V", "64"), ("D", "48"), ("H", "2"), ("L", "1"))
+    gemms = []
+    for train in (False, True):
+        schedule, _, _ = lowered(
+            "tests/examples/minigpt/train_minigpt.psk", "loss", (("B", 2), ("T", 16)), "f32",
+            train, dims,
+        )  # fmt: skip
+        laid = lay_out(fuse(schedule)[0], threads)
+        emitted = gemm_epilogues(laid)
+        assert schedule_problems(emitted) == []
+        gemms += [lc.kernel.layout.gemm for lc in emitted.launches if lc.kernel.layout.gemm]
+        rowed = fuse_rows(emitted)
+        assert len(rowed.launches) < len(emitted.launches)
+        assert schedule_problems(rowed) == []
+    assert any(g.prologue for g in gemms)
+    assert any(sum(isinstance(s, Store) for s in g.epilogue) == 2 for g in gemms)
+
+
+def test_a_product_whose_gemm_statement_lost_its_epilogue_is_refused():
+    schedule, _, _ = lowered(
+        "tutorial/01_linear.psk", "Linear{300, 12}.apply", (("batch", 10),), "f64"
+    )
+    laid = lay_out(fuse(schedule)[0], 1)
+    emitted = gemm_epilogues(laid)
+    (lc,) = emitted.launches
+    bare = dataclasses.replace(lc.kernel.layout.gemm, acc="", epilogue=())  # the product's own
+    k = dataclasses.replace(lc.kernel, layout=dataclasses.replace(lc.kernel.layout, gemm=bare))
+    broken = dataclasses.replace(emitted, launches=(dataclasses.replace(lc, kernel=k),))
+    with pytest.raises(KernelVerifyError, match="the GEMM statement is not the kernel's contr"):
+        verify_schedule(broken, "epilogues")
+    found = schedule_problems(broken)
+    assert any("its epilogue is not the statements after its fold" in p for p in found), found

@@ -8,6 +8,8 @@ from dataclasses import replace
 
 import pytest
 from kernel_entries import ENTRIES, lowered
+from presk_kernel.contract import recognize
+from presk_kernel.epilogue import gemm_epilogues
 from presk_kernel.fuse import fuse
 from presk_kernel.interp import OP_RULES
 from presk_kernel.ir import (
@@ -19,6 +21,7 @@ from presk_kernel.ir import (
     Axis,
     Buffer,
     Const,
+    Gemm,
     HostBuffer,
     Index,
     Kernel,
@@ -34,6 +37,7 @@ from presk_kernel.ir import (
     Var,
 )
 from presk_kernel.layout import apply_layout, lay_out
+from presk_kernel.rows import fuse_rows
 from presk_kernel.spec import KernelVerifyError, problems, schedule_problems, verify_schedule
 
 v = Affine.var
@@ -173,6 +177,114 @@ def test_a_gathered_index_from_an_integer_buffer_is_accepted():
     assert any("not an integer" in p for p in problems(floats))
 
 
+# ---- a GEMM statement with a prologue and an epilogue (presk_kernel.epilogue's forms) -----
+
+
+def emitted_nest(**change) -> Kernel:
+    """h[i, j] = (fold fma over p of (x[i, p]·2)·w[p, j]) + bias[j], y[i, j] = h[i, j]·0.5,
+    not laid out: the nest of a GEMM statement whose A is computed into its panel (a
+    prologue) and whose epilogue stores C then y (`gemm_epilogues`' `keep`); `change`
+    replaces a part."""
+    parts = dict(
+        a_term=Op("mul", (Load(0, (v("i"), v("p"))), Const(2.0, "f64"))),
+        let=Let("e", Op("add", (Var("s"), Load(2, (v("j"),))))),
+        c_store=Store(3, (v("i"), v("j")), Var("e")),
+        y_let=Let("t", Op("mul", (Var("e"), Const(0.5, "f64")))),
+        y_store=Store(4, (v("i"), v("j")), Var("t")),
+    )
+    assert set(change) <= set(parts)
+    parts |= change
+    a_term, *after = parts.values()
+    fold = Reduce("s", "fma", (("p", None, 4),), (), (a_term, Load(1, (v("p"), v("j")))), "f64")
+    return Kernel(
+        "dot+add+mul",
+        "e/%1",
+        (Buffer(0, "f64", ax(2, 4)), Buffer(1, "f64", ax(4, 3)), Buffer(2, "f64", ax(3))),
+        (Buffer(3, "f64", ax(2, 3)), Buffer(4, "f64", ax(2, 3))),
+        (Loop("i", None, 2, (Loop("j", None, 3, (fold, *after)),)),),
+        "f64",
+        Layout(order=("i", "j")),
+    )
+
+
+def emitted(gemm: Gemm | None = None, **change) -> Kernel:
+    """`emitted_nest(**change)` laid out as a GEMM statement: `gemm`, or the near miss's."""
+    g = recognize(emitted_nest(), prologues=True) if gemm is None else gemm
+    k = emitted_nest(**change)
+    return apply_layout(replace(k, layout=Layout(order=("i", "j"), pack=(0, 1), gemm=g)))
+
+
+def test_a_gemm_statement_with_a_prologue_and_an_epilogue_is_accepted():
+    k = emitted()
+    (stmt,) = k.body
+    g = stmt.gemm
+    assert g.prologue[0] is not None and g.prologue[1] is None and g.acc == "s"
+    assert [type(s).__name__ for s in g.epilogue] == ["Let", "Store", "Let", "Store"]
+    assert problems(k) == []
+
+
+@pytest.mark.parametrize(
+    ("broken", "says"),
+    [
+        # the record is not its nest's contraction
+        (dict(gemm="depth"), "the GEMM statement is not the kernel's contraction"),
+        (dict(gemm="no epilogue"), "the GEMM statement is not the kernel's contraction"),
+        (dict(gemm="no epilogue"), "its epilogue is not the statements after its fold"),
+        (dict(gemm="no prologue"), "its prologue of A is not its fold's term"),
+        # an epilogue's statements: lets and stores, C's first, at the element the GEMM
+        # finished; each element of each output stored once
+        (dict(y_store=Let("u", Var("t"))), "the epilogue's last statement is not a store"),
+        (
+            dict(c_store=Store(3, (Affine.constant(1), v("j")), Var("e"))),
+            "the epilogue stores C (%3) at `1, j`, not where the GEMM leaves the element",
+        ),
+        (
+            dict(y_store=Store(4, (v("i"), Affine.constant(0)), Var("t"))),
+            "the epilogue stores %4 at `i, 0`: one element for several of the GEMM's points",
+        ),
+        (dict(y_store=Store(3, (v("i"), v("j")), Var("t"))), "the epilogue stores %3 twice"),
+        (
+            dict(y_store=Store(4, (v("i"), Load(2, (v("j"),))), Var("t"))),
+            "the epilogue stores %4 at a gathered index",
+        ),
+        # what an epilogue reads: its product, and no output (C holds partial sums)
+        (
+            dict(y_let=Let("t", Op("mul", (Var("e"), Load(3, (v("i"), v("j"))))))),
+            "the epilogue reads %3, an output",
+        ),
+        (
+            dict(let=Let("e", Load(2, (v("j"),))), y_let=Let("t", Var("e"))),
+            "the epilogue does not read the product `s`",
+        ),
+        # a prologue: exact arithmetic on A's loads, one value per row and term
+        (dict(a_term=Op("exp", (Load(0, (v("i"), v("p"))),))), "its prologue of A computes `exp`"),
+        (
+            dict(a_term=Op("mul", (Load(0, (v("i"), v("p"))), Load(2, (v("j"),))))),
+            "its prologue of A reads `j`",
+        ),
+    ],
+)
+def test_an_illegal_gemm_epilogue_or_prologue_is_refused(broken, says):
+    """Each broken form is refused with its rule, the GEMM statement's record matching its
+    nest (its epilogue and prologue the nest's) where the rule is the nest's."""
+    g = recognize(emitted_nest(), prologues=True)
+    match broken.pop("gemm", None):
+        case "depth":
+            g = replace(g, depth=3)
+        case "no epilogue":
+            g = replace(g, acc="", epilogue=())
+        case "no prologue":
+            g = replace(g, prologue=())
+        case None:
+            (outer,) = emitted_nest(**broken).body
+            (inner,) = outer.body
+            fold, *after = inner.body
+            term = None if isinstance(fold.terms[0], Load) else fold.terms[0]
+            g = replace(g, epilogue=tuple(after), prologue=(term, None))
+    found = problems(emitted(g, **broken))
+    assert found and any(says in p for p in found), found
+
+
 def _schedule(k: Kernel, args=None, w="f64") -> Schedule:
     bufs = (
         HostBuffer(0, "f64", ax(2, 4), "x", "input"),
@@ -246,5 +358,9 @@ def test_the_passes_run_the_verifier_under_presk_verify(monkeypatch):
         fuse(broken)
     with pytest.raises(KernelVerifyError, match="after the kernel pass `layout`"):
         lay_out(broken)
+    with pytest.raises(KernelVerifyError, match="after the kernel pass `epilogues`"):
+        gemm_epilogues(broken)
+    with pytest.raises(KernelVerifyError, match="after the kernel pass `row fusion`"):
+        fuse_rows(broken)
     monkeypatch.setenv("PRESK_VERIFY", "0")
     assert fuse(broken)[0] == broken and lay_out(broken).launches[0].kernel.name == "ein"

@@ -13,9 +13,9 @@ results are its caller's, as a C function's are: presk_kernel.frames); a functio
 is the bytes of its calls' temporaries live at the peak, over the peak. Beside it, the two
 arenas the backends allocate: the native backend's (temporaries sharing space, each at a
 64-byte boundary, presk_cback.arena.plan, over the schedule it compiles: products with
-their epilogues, rows fused, presk_cback.native.compiled) and the exported C program's (each function's
-locals past a mark, released on return: step 18, presk_cback.export_c), and what the latter
-would be if nothing were released.
+their epilogues, rows fused, presk_kernel.passes.emitted) and the exported C program's
+(each function's locals past a mark, released on return: step 18, presk_cback.export_c),
+and what the latter would be if nothing were released.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from presk_kernel.calls import calls_in, entry_call
 from presk_kernel.frames import host_frames
 from presk_kernel.ir import Call, Schedule
+from presk_kernel.passes import emitted
 
 from presk_cback.arena import ITEMSIZE, live_ranges, plan
-from presk_cback.native import compiled
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +145,7 @@ def memory(schedule: Schedule, trees: tuple[str, ...], state: tuple[str, ...] = 
         at,
         n,
         functions,
-        plan(compiled(schedule), share=True).size,  # the schedule the entry compiles
+        plan(emitted(schedule), share=True).size,  # the schedule the entry compiles
         c_arena,
         unreleased,
         max((len(b.axes) for b in schedule.buffers), default=0),

@@ -16,10 +16,9 @@ import sys
 
 import numpy as np
 from presk_core.normal_c import calls_mpfr
-from presk_kernel.epilogue import gemm_epilogues
 from presk_kernel.interp import NUMPY, KernelError, from_storage, to_storage
 from presk_kernel.ir import Schedule
-from presk_kernel.rows import fuse_rows
+from presk_kernel.passes import emitted
 
 from presk_cback.arena import ALIGN, ITEMSIZE, arena_layout, plan
 from presk_cback.host import ENTRY_CDEF, SQUARE_LIMBS, TIMED_CDEF, entry_units, io_buffers
@@ -55,28 +54,17 @@ def aligned_zeros(size: int) -> np.ndarray:
     return raw[skip : skip + size]
 
 
-def compiled(schedule: Schedule, *, epilogues: bool = True, rows: bool = True) -> Schedule:
-    """The schedule a `NativeEntry` compiles from `schedule`: each GEMM statement with its
-    elementwise consumers as its epilogue (presk_kernel.epilogue), then the kernels that sweep
-    one row loop as one kernel (presk_kernel.rows); both change no bit. Its arena is the one
-    the entry allocates (`presk memory`, presk_cback.memory)."""
-    if epilogues:
-        schedule = gemm_epilogues(schedule)
-    if rows:
-        schedule = fuse_rows(schedule)
-    return schedule
-
-
 class NativeEntry:
     """A compiled entry and its arena. `lanes=False` ignores the layouts' vector lanes and
     compiles without vectorization (the tests compare both). `timed=True` also compiles
     `presk_entry_timed`, for `run_timed` (each launch's time; `timed="cpu"`: each launch's
     CPU time in the calling thread; `timed="threads"`: three clocks a launch, its wall time,
-    the calling thread's CPU time and the process's, tools/bench_threads.py). Each GEMM
-    statement takes its elementwise consumers as its epilogue (presk_kernel.epilogue;
-    `epilogues=False`: not), timed or not: `schedule` is then the schedule compiled, with
-    fewer launches than the one given, and a timed entry clocks those launches (a product
-    and its epilogue one launch, `dot+add+gelu`), the step that runs untimed. A caller
+    the calling thread's CPU time and the process's, tools/bench_threads.py). It compiles
+    `presk_kernel.passes.emitted(schedule)`: each GEMM statement takes its elementwise
+    consumers as its epilogue (presk_kernel.epilogue; `epilogues=False`: not), timed or
+    not: `schedule` is then the schedule compiled, with fewer launches than the one given,
+    and a timed entry clocks those launches (a product and its epilogue one launch,
+    `dot+add+gelu`), the step that runs untimed. A caller
     that times the plan's own nests launch by launch (a layout point, `presk tune`, the
     calibrations) passes `epilogues=False, rows=False`. The kernels that sweep one row loop
     are one kernel, timed or not (presk_kernel.rows, `rows=False`: not)."""
@@ -91,7 +79,7 @@ class NativeEntry:
         epilogues: bool = True,
         rows: bool = True,
     ) -> None:
-        schedule = compiled(schedule, epilogues=epilogues, rows=rows)  # timed too: the timed
+        schedule = emitted(schedule, epilogues=epilogues, rows=rows)  # timed too: the timed
         self.schedule = schedule  # entry clocks what runs
         self.lanes, self.units, self.timed = lanes, units, timed
         extra = () if lanes else ("-fno-tree-vectorize",)

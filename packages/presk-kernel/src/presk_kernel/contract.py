@@ -443,7 +443,9 @@ def c_store(g: Gemm) -> Store:
     return next(s for s in g.epilogue if isinstance(s, Store) and s.buf == g.c)
 
 
-def recognize(k: Kernel) -> Gemm | None:
-    """The kernel's GEMM statement, when the kernel is a (batched) GEMM."""
-    g = contraction(k)
+def recognize(k: Kernel, prologues: bool = False) -> Gemm | None:
+    """The kernel's GEMM statement, when the kernel is a (batched) GEMM; with `prologues`,
+    also in the forms the emission writes (presk_kernel.epilogue: a term computed into a
+    packed panel, an epilogue of several stores)."""
+    g = contraction(k, prologues)
     return None if g is None else as_gemm(g)

@@ -5,8 +5,10 @@ the epilogue each finished tile of C goes through (presk_cback.gemm's `presk_gem
 It runs after everything that names or plans nests (`presk plan`, `presk autotune`, the
 SCoP export, `presk dump --stage kernel`, the C export: they see the fused schedule of
 `presk_kernel.fuse`, the spec's nests and launch counts), on the laid-out schedule a native
-entry compiles (presk_cback.native.NativeEntry, timed or not; `epilogues=False` keeps the
-plan's launches). The consumer's own layout is dropped: it becomes statements the GEMM runs
+entry compiles (presk_kernel.passes.emitted, for presk_cback.native.NativeEntry, timed or
+not; `epilogues=False` keeps the plan's launches); the PSK-Kernel verifier follows it
+(`epilogues`: presk_kernel.spec.gemm_problems checks each GEMM statement's epilogue and
+prologues). The consumer's own layout is dropped: it becomes statements the GEMM runs
 on each element once its sum is finished, in the producer's GEMM statement
 (`Gemm.epilogue`). A copy only GEMM statements read becomes their operands' strides, a copy
 of a product's result the product's C at its strides (`_copies_as_strides`, b13); a fused
@@ -50,6 +52,7 @@ from presk_kernel.ir import (
     plain,
 )
 from presk_kernel.layout import PACK_AT, apply_layout
+from presk_kernel.spec import verified
 
 # A product of at most this many columns reads A's rows where they lie (presk_cback.gemm:
 # n ≤ 4·NR, NR 32 at most on its blockings): an operand computed into A's panels would add a pass over A
@@ -100,13 +103,13 @@ def gemm_epilogues(schedule: Schedule) -> Schedule:
         fused = _named(fused, launches[i].kernel.name, c.kernel.name)
         fused_into(launches, i, j, fused, reads, writes, merges)
     _factors_forward(launches, keep, reads, writes)
-    if not merges:
-        return replace(schedule, launches=tuple(launches))
+    if not merges:  # PRESK_VERIFY=1: the verifier after the emission's GEMM statements
+        return verified(replace(schedule, launches=tuple(launches)), "epilogues")
     at = [i for i, lc in enumerate(launches) if lc is not None]
     out = replace(schedule, launches=tuple(launches[i] for i in at))
     if schedule.body is not None:
         out = with_calls(out, fused_body(schedule.body, merges, at))
-    return out
+    return verified(out, "epilogues")
 
 
 def _shared_producer(

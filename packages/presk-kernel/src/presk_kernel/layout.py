@@ -343,8 +343,8 @@ def check_layout(k: Kernel, layout: Layout) -> str | None:
             return f"the loop at depth {layout.depth} is not `{layout.split}`"
         if heads and heads[layout.depth] == ("tile", kvar):
             return "the summed axis's block is not split among threads"
-    if layout.gemm is not None:
-        if layout.gemm != recognize(k):
+    if layout.gemm is not None:  # as the layout pass or the emission writes it (its epilogues)
+        if layout.gemm != recognize(k, prologues=True):
             return "the GEMM statement is not the kernel's contraction"
         if not {layout.gemm.a, layout.gemm.b} <= set(layout.pack):
             return "a GEMM statement reads its two operands packed"

@@ -8,7 +8,8 @@ run. `kernel` gives the entry's kernels lowered (`lower_entry`) and fused (`fuse
 plan's, `ctx.entry.plan`): what a native run compiles, what `presk dump --stage kernel`
 prints and `presk-kernel` writes (it runs both). The PSK-Kernel verifier
 (presk_kernel.spec) follows each. `sched` prints the fusion groups and the launches they
-remove.
+remove. `emitted` is the schedule a native entry compiles from `layout`'s: no stage
+prints it (the products' epilogues and the row kernels fused, at emission).
 """
 
 from __future__ import annotations
@@ -104,6 +105,22 @@ def layout_pass(schedule: Schedule, ctx: Context) -> Schedule:
         return lay_out(schedule, ctx.entry.threads, ctx.entry.plan)
     except LayoutError as err:
         raise _error(err.code, str(err)) from None
+
+
+def emitted(schedule: Schedule, *, epilogues: bool = True, rows: bool = True) -> Schedule:
+    """The schedule a native entry compiles from the laid-out `schedule` (the pass `layout`'s
+    value; presk_cback.native.NativeEntry, `presk memory`'s arena): each GEMM statement with
+    its elementwise consumers as its epilogue (presk_kernel.epilogue, `epilogues=False`:
+    not), then the kernels that sweep one row loop as one kernel (presk_kernel.rows,
+    `rows=False`: not); both change no bit, and the verifier follows each."""
+    from presk_kernel.epilogue import gemm_epilogues
+    from presk_kernel.rows import fuse_rows
+
+    if epilogues:
+        schedule = gemm_epilogues(schedule)
+    if rows:
+        schedule = fuse_rows(schedule)
+    return schedule
 
 
 def verified(schedule: Schedule, after: str, first: object = None) -> Schedule:

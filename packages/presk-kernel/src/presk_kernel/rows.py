@@ -31,7 +31,8 @@ Each statement computes what it computed, with the same operations in the same t
 every fold is the same left fold over the same terms in the same order: the same bits
 (DESIGN §11). The fused kernel is laid out by `default_layout` at its members' threads:
 lanes across rows written as strips (presk_kernel.strips), each fold still its row's
-own left fold.
+own left fold. It runs at emission, after the GEMMs' epilogues (presk_kernel.passes
+.emitted), followed by the PSK-Kernel verifier (`row fusion`).
 
     compiled = fuse_rows(laid)   # laid: a laid-out schedule (presk_kernel.layout.lay_out)
 """
@@ -67,6 +68,7 @@ from presk_kernel.ir import (
     plain,
 )
 from presk_kernel.layout import apply_layout, default_layout
+from presk_kernel.spec import verified
 
 ROW_BYTES = 1 << 16  # the most of one buffer a fused row touches (64 KiB: L2 keeps a strip)
 AHEAD = 4  # launches a member may be moved past to the seed (ones it does not touch)
@@ -77,8 +79,8 @@ def fuse_rows(schedule: Schedule) -> Schedule:
     its seed's place; the host's calls a fusion crosses inlined, as
     `presk_kernel.fuse` does. Unchanged where no group forms."""
     groups = row_groups(schedule)
-    if not groups:
-        return schedule
+    if not groups:  # PRESK_VERIFY=1: the verifier after row fusion
+        return verified(schedule, "row fusion")
     merges = [(i, seed) for seed, group in groups for i in group if i != seed]
     gone = {i for i, _ in merges}
     at = [i for i in range(len(schedule.launches)) if i not in gone]
@@ -96,7 +98,7 @@ def fuse_rows(schedule: Schedule) -> Schedule:
     out = replace(schedule, launches=tuple(launches[i] for i in at))
     if body is not None:
         out = with_calls(out, body)
-    return out
+    return verified(out, "row fusion")
 
 
 def _call_buffers(call) -> set[int]:

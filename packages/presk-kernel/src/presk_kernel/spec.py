@@ -20,7 +20,12 @@ schedule and each kernel it launches:
 - the layout: legal for the nest (presk_kernel.layout.check_layout); a laid-out body
   (`Tile`, `For`, `GemmStmt`: the `layout` pass's) is exactly its layout applied to the nest
   it lays out (`apply_layout`), and a body that is not laid out has a layout that says no
-  more than a loop order (a tiled, laned, split, packed or GEMM layout is applied).
+  more than a loop order (a tiled, laned, split, packed or GEMM layout is applied);
+- a GEMM statement's epilogue and prologues (`gemm_problems`, presk_kernel.epilogue's
+  forms, checked from the nest by rules of their own): the epilogue is the statements after
+  the fold, lets and stores ending with a store, C's first at the element the GEMM
+  finished, each output stored once per point and none read; a prologue is the fold's
+  term, exact arithmetic on loads of inputs, not varying along the other operand's axis.
 
 For a schedule, also: each launch binds one host buffer of the same type per kernel buffer,
 the slice inside it, and the entry's inputs and outputs are host buffers.
@@ -36,6 +41,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from presk_kernel.contract import gemm_stop, linear
 from presk_kernel.ir import (
     DTYPES,
     REAL_DTYPES,
@@ -43,6 +49,7 @@ from presk_kernel.ir import (
     Affine,
     Const,
     For,
+    Gemm,
     GemmStmt,
     Index,
     Kernel,
@@ -63,6 +70,8 @@ from presk_kernel.layout import applies, apply_layout, check_layout, is_laid
 
 COMPARES = frozenset({"<", "<=", ">", ">=", "==", "!="})
 FOLDS = frozenset({"add", "max", "min", "fma"})
+# what a GEMM computes a packed panel with: IEEE's correctly rounded arithmetic, and dequant
+PANEL_OPS = frozenset({"add", "sub", "mul", "div", "neg", "sqrt", "max", "min", "dequant"})
 KIND = {"f64": "real", "f32": "real", "bf16": "real", "i64": "int", "bool": "bool", "i8": "int"}
 
 
@@ -285,7 +294,185 @@ def problems(k: Kernel) -> list[str]:
             c.bad(f"its laid-out body is not its layout ({k.layout}) applied")
     elif applies(k.layout):
         c.bad(f"its layout ({k.layout}) is not applied to its body (the `layout` pass)")
+    if k.layout.gemm is not None:
+        for p in gemm_problems(k, k.layout.gemm):
+            c.bad(p)
     return c.out
+
+
+# ---- a GEMM statement's epilogue and prologues -----------------------------------------------
+
+
+def gemm_problems(k: Kernel, g: Gemm) -> list[str]:
+    """Every way the GEMM statement `g` of `k` would run its nest's epilogue or prologues
+    otherwise than the nest: the epilogue runs on each element once the GEMM finished its
+    sum, reading it from C (presk_cback.gemm's `presk_gemm_epi_*`), a prologue computes a
+    fold's term into a packed panel, once per row of A or column of B. The rules are the
+    verifier's own, read from the nest (presk_kernel.contract recognises the forms and
+    presk_kernel.epilogue writes them; `check_layout` compares the record with the first)."""
+    loops, body = [], plain(k.body)
+    while len(body) == 1 and isinstance(body[0], Loop):
+        loops.append(body[0])
+        body = body[0].body
+    if not body or not isinstance(body[0], Reduce) or g.c >= len(k.buffers):
+        return []  # no contraction: `check_layout` says so
+    fold, after = body[0], tuple(body[1:])
+    out: list[str] = []
+    plain_c = len(after) == 1 and isinstance(after[0], Store) and after[0].expr == Var(fold.acc)
+    if (g.acc, g.epilogue) != (("", ()) if plain_c else (fold.acc, after)):
+        out.append("its epilogue is not the statements after its fold")
+    points = {lp.var: lp.extent for lp in loops}
+    out += _epilogue_problems(k, g, fold.acc, points) if g.epilogue else []
+    out += _prologue_problems(k, g, fold)
+    if (g.epilogue or any(t is not None for t in g.prologue)) and gemm_stop(g, k.body) is not None:
+        out.append("a narrowed GEMM statement takes no epilogue or prologue")
+    return out
+
+
+def _epilogue_problems(k: Kernel, g: Gemm, acc: str, points: dict[str, int]) -> list[str]:
+    """The epilogue's rules: lets and stores, the last a store; C's store first, at the
+    element the GEMM leaves its sum in; each output stored once, at affine indices, one
+    element per point of the GEMM (its threads and tiles run the points in another order);
+    no output read (C holds partial sums until the GEMM ends, the others are the epilogue's
+    own); the product read."""
+    out = [
+        f"the epilogue holds a `{type(s).__name__}`: only lets and stores run on an element"
+        for s in g.epilogue
+        if not isinstance(s, Let | Store)
+    ]
+    if not isinstance(g.epilogue[-1], Store):
+        out.append("the epilogue's last statement is not a store")
+    stores = [s for s in g.epilogue if isinstance(s, Store)]
+    if stores and stores[0].buf != g.c:
+        out.append(f"the epilogue's first store is to %{stores[0].buf}, not C (%{g.c})")
+    elif stores:
+        at = linear(k.buffers[g.c], stores[0].index)
+        if at != (dict(g.strides[2]), g.offsets[2]):
+            where = ", ".join(map(str, stores[0].index))
+            out.append(
+                f"the epilogue stores C (%{g.c}) at `{where}`, not where the GEMM leaves the"
+                " element"
+            )
+    seen: set[int] = set()
+    for s in stores:
+        if s.buf in seen:
+            out.append(f"the epilogue stores %{s.buf} twice")
+        seen.add(s.buf)
+        if not 0 <= s.buf < len(k.buffers):
+            continue  # not a buffer: the walk says so
+        at = linear(k.buffers[s.buf], s.index)
+        if at is None:
+            out.append(f"the epilogue stores %{s.buf} at a gathered index")
+        elif not _one_each(at[0], points):
+            where = ", ".join(map(str, s.index))
+            out.append(
+                f"the epilogue stores %{s.buf} at `{where}`: one element for several of the"
+                " GEMM's points"
+            )
+    outputs = {b.id for b in k.outputs}
+    exprs = [x for s in g.epilogue if isinstance(s, Let | Store) for x in _exprs(s)]
+    for buf in sorted({e.buf for x in exprs for e in _walk(x) if isinstance(e, Load)} & outputs):
+        out.append(f"the epilogue reads %{buf}, an output (C holds partial sums until the end)")
+    if not any(e == Var(acc) for x in exprs for e in _walk(x)):
+        out.append(f"the epilogue does not read the product `{acc}`")
+    return out
+
+
+def _prologue_problems(k: Kernel, g: Gemm, fold: Reduce) -> list[str]:
+    """The prologues' rules: each the fold's term of its operand (None where the term is a
+    load, the operand read in place); computed by PANEL_OPS from loads of inputs at affine
+    indices in the compute type (a dequant's integers and scales aside); over a fold of one
+    variable; not varying along C's columns (A's) or rows (B's), as its panel is computed
+    once for all of them."""
+    if len(fold.terms) != 2:
+        return []  # not a contraction: `check_layout` says so
+    ta, tb = fold.terms
+    if (_first_buf(ta), _first_buf(tb)) != (g.a, g.b):
+        ta, tb = tb, ta
+    rows = {v for v, _ in g.strides[2]} - {g.n} - {v for v, _ in g.batch}
+    out: list[str] = []
+    for w, (name, term, across) in enumerate((("A", ta, {g.n}), ("B", tb, rows))):
+        have = g.prologue[w] if len(g.prologue) == 2 else None
+        if have != (None if isinstance(term, Load) else term):
+            out.append(f"its prologue of {name} is not its fold's term")
+        if have is None:
+            continue
+        if len(fold.vars) != 1:
+            out.append(f"its prologue of {name} is over a fold of {len(fold.vars)} variables")
+        out += _panel_problems(k, f"its prologue of {name}", have, across)
+    return out
+
+
+def _panel_problems(k: Kernel, what: str, e, across: set[str], dequant: bool = False) -> list:
+    """A prologue's expression's problems: PANEL_OPS over constants and loads of inputs at
+    affine indices, of the compute type (but a dequant's operands), reading none of the
+    variables its panel is shared `across`."""
+    match e:
+        case Const():
+            return []
+        case Op(op, args, _):
+            out = [] if op in PANEL_OPS else [f"{what} computes `{op}`, not a panel's arithmetic"]
+            for a in args:
+                out += _panel_problems(k, what, a, across, op == "dequant")
+            return out
+        case Load(buf, index) if 0 <= buf < len(k.buffers):
+            pass
+        case Load():
+            return []  # not a buffer: the walk says so
+        case _:
+            return [f"{what} reads `{e}`, neither a load nor a constant"]
+    out: list[str] = []
+    if buf >= len(k.inputs):
+        out.append(f"{what} reads %{buf}, an output")
+    if not all(isinstance(i, Affine) for i in index):
+        out.append(f"{what} reads %{buf} at a gathered index")
+    dtype = k.buffers[buf].dtype
+    if not dequant and dtype != k.compute:
+        out.append(f"{what} reads %{buf} : {dtype}, not its compute type")
+    used = {v for i in index if isinstance(i, Affine) for v, c in i.terms if c}
+    out += [f"{what} reads `{v}`, along which its panel is shared" for v in sorted(used & across)]
+    return out
+
+
+def _one_each(coefs: dict[str, int], points: dict[str, int]) -> bool:
+    """Whether the offsets Σ c·v over the points (each v in [0, extent)) are one element per
+    point: every variable of more than one point has a stride, and each stride, smallest
+    first, passes the reach of those before it (a row-major index at the loops' variables
+    does, in any order of its axes)."""
+    reach = 0
+    for v, n in sorted(points.items(), key=lambda vn: abs(coefs.get(vn[0], 0))):
+        if n <= 1:
+            continue
+        c = abs(coefs.get(v, 0))
+        if c <= reach:
+            return False
+        reach += c * (n - 1)
+    return True
+
+
+def _exprs(s) -> list:
+    """A let's or a store's expressions: its value, and a store's gathered indices."""
+    if isinstance(s, Let):
+        return [s.expr]
+    return [s.expr, *(i for i in s.index if not isinstance(i, Affine))]
+
+
+def _walk(e):
+    """`e` and every expression inside it, a load's gathered indices included."""
+    yield e
+    match e:
+        case Load(_, index):
+            for i in index:
+                if not isinstance(i, Affine):
+                    yield from _walk(i)
+        case Op(_, args, _):
+            for a in args:
+                yield from _walk(a)
+
+
+def _first_buf(t) -> int | None:
+    """The buffer of a term's first load (an operand's, presk_kernel.contract's `a` or `b`)."""
+    return next((e.buf for e in _walk(t) if isinstance(e, Load)), None)
 
 
 def schedule_problems(s: Schedule) -> list[str]:
