@@ -6,11 +6,13 @@ folder on sys.path, since pytest runs with --import-mode=importlib).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -155,7 +157,11 @@ class _Zygote:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0, env=self.env,
         )  # fmt: skip
         self.buf = b""  # what the zygote wrote past its last whole line
-        self.done: dict[str, int] = {}
+        ready = self.proc.stdout.readline()  # its imports done: a run's timeout starts after
+        if not ready:
+            raise RuntimeError("tests/torch_zygote.py exited before it was ready")
+        self.done: dict[str, int] = {}  # the exit codes of runs not yet waited for
+        self.pids: dict[str, int] = {}
         self.count = 0
 
     def close(self) -> None:
@@ -179,7 +185,9 @@ class _Zygote:
         rid = str(self.count)
         req = {"id": rid, "argv": argv, "cwd": str(cwd), "env": env,
                "out": str(self.folder / f"{rid}.out"), "err": str(self.folder / f"{rid}.err")}  # fmt: skip
-        self.proc.stdin.write((json.dumps(req) + "\n").encode())
+        data = memoryview((json.dumps(req) + "\n").encode())
+        while data:  # an unbuffered pipe may take part of a write
+            data = data[self.proc.stdin.write(data) :]
         return rid
 
     def wait(self, rid: str, timeout: float | None) -> tuple[int, str, str]:
@@ -192,10 +200,16 @@ class _Zygote:
             if b"\n" in self.buf:
                 line, self.buf = self.buf.split(b"\n", 1)
                 doc = json.loads(line)
-                self.done[doc["id"]] = doc["rc"]
+                if "pid" in doc:
+                    self.pids[doc["id"]] = doc["pid"]
+                else:
+                    self.done[doc["id"]] = doc["rc"]
                 continue
             left = None if end is None else end - time.monotonic()
             if left is not None and (left <= 0 or not select.select([fd], [], [], left)[0]):
+                if rid in self.pids:  # as subprocess.run kills its child on a timeout
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(self.pids[rid], signal.SIGKILL)
                 raise subprocess.TimeoutExpired(["python", "(zygote run)", rid], timeout)
             chunk = os.read(fd, 1 << 16)
             if not chunk:
@@ -206,6 +220,7 @@ class _Zygote:
             f = self.folder / f"{rid}.{ext}"
             texts.append(f.read_text(encoding="utf-8", errors="replace"))
             f.unlink()
+        self.pids.pop(rid, None)
         return self.done.pop(rid), texts[0], texts[1]
 
 
@@ -217,7 +232,10 @@ def _zygote() -> _Zygote | None:
         import torch  # noqa: F401
     except ImportError:
         return None
-    z = _Zygote()
+    try:
+        z = _Zygote()
+    except RuntimeError:  # it could not start: each run a Python of its own
+        return None
     import atexit
 
     atexit.register(z.close)

@@ -4,8 +4,8 @@ without paying torch's import (~7 s of CPU) and torch.func's first call (torch._
 in every one of the suite's hundred-odd runs.
 
 Protocol, one JSON document a line: on stdin {"id", "argv", "cwd", "env", "out", "err"}
-(argv is what follows `python`: ["-m", "pytest", …] or ["train.py", …]); on stdout
-{"id", "rc"} when that run has exited. The child chdirs to cwd, takes env as its whole
+(argv is what follows `python`: ["-m", "pytest", …], ["-c", code, …] or ["train.py", …]);
+on stdout {"ready"} once torch is imported, {"id", "pid"} once a run is started, {"id", "rc"} once it has exited. The child chdirs to cwd, takes env as its whole
 environment, writes its stdout and stderr to the files `out` and `err`, and runs the module
 or the script as `python` would (sys.argv, sys.path[0]). Nothing here computes with torch
 before forking: no thread pool exists to be copied half-alive into a child. EOF on stdin:
@@ -105,6 +105,8 @@ def warm_pytest() -> None:
 
 def main() -> None:
     warm_pytest()
+    sys.stdout.write(json.dumps({"ready": True}) + "\n")  # the runs' timeouts start now
+    sys.stdout.flush()
     running: dict[int, str] = {}
     buffer = b""
     eof = False
@@ -120,6 +122,8 @@ def main() -> None:
                 if pid == 0:
                     child(req)
                 running[pid] = req["id"]
+                sys.stdout.write(json.dumps({"id": req["id"], "pid": pid}) + "\n")
+                sys.stdout.flush()
         elif eof:
             select.select([], [], [], 0.02)
         while running:
