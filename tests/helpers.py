@@ -6,11 +6,13 @@ folder on sys.path, since pytest runs with --import-mode=importlib).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -128,14 +130,155 @@ def export_passes_conformance(program, entry: str, out: Path, *args: object, **k
 
 def conformance_passes(out: Path, env: dict[str, str] | None = None) -> None:
     """The export in OUT passes its test_conformance.py, run by pytest as a user runs it."""
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_conformance.py"],
-        cwd=out,
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
+    done = python_run(
+        "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_conformance.py", cwd=out, env=env
     )
     assert done.returncode == 0 and " passed" in done.stdout, done.stdout + done.stderr
+
+
+# ---- `python ARGS` with torch already imported (tests/torch_zygote.py) -------------------------
+
+# What torch and the libraries under it read once, when torch is imported: a run that sets one
+# of these differently from this process gets a Python of its own.
+_READ_AT_IMPORT = ("OMP_", "MKL_", "KMP_", "GOMP_", "OPENBLAS", "TORCH", "PYTORCH", "CUDA",
+                   "LD_", "PYTHON", "MALLOC")  # fmt: skip
+
+
+class _Zygote:
+    """tests/torch_zygote.py, started on the first run this process asks of it."""
+
+    def __init__(self) -> None:
+        import tempfile
+
+        self.folder = Path(tempfile.mkdtemp(prefix="presk-zygote-"))
+        self.env = dict(os.environ)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "tests" / "torch_zygote.py")],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0, env=self.env,
+        )  # fmt: skip
+        self.buf = b""  # what the zygote wrote past its last whole line
+        ready = self.proc.stdout.readline()  # its imports done: a run's timeout starts after
+        if not ready:
+            raise RuntimeError("tests/torch_zygote.py exited before it was ready")
+        self.done: dict[str, int] = {}  # the exit codes of runs not yet waited for
+        self.pids: dict[str, int] = {}
+        self.count = 0
+
+    def close(self) -> None:
+        """EOF to the zygote: it exits when its runs have (waited for: their CPU time counts
+        in this process's children's, as a subprocess's would)."""
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def takes(self, env: dict[str, str]) -> bool:
+        keys = set(env) | set(self.env)
+        return self.proc.poll() is None and all(
+            env.get(k) == self.env.get(k) for k in keys if k.startswith(_READ_AT_IMPORT)
+        )
+
+    def start(self, argv: list[str], cwd: Path, env: dict[str, str]) -> str:
+        self.count += 1
+        rid = str(self.count)
+        req = {"id": rid, "argv": argv, "cwd": str(cwd), "env": env,
+               "out": str(self.folder / f"{rid}.out"), "err": str(self.folder / f"{rid}.err")}  # fmt: skip
+        data = memoryview((json.dumps(req) + "\n").encode())
+        while data:  # an unbuffered pipe may take part of a write
+            data = data[self.proc.stdin.write(data) :]
+        return rid
+
+    def wait(self, rid: str, timeout: float | None) -> tuple[int, str, str]:
+        import select
+        import time
+
+        end = None if timeout is None else time.monotonic() + timeout
+        fd = self.proc.stdout.fileno()
+        while rid not in self.done:
+            if b"\n" in self.buf:
+                line, self.buf = self.buf.split(b"\n", 1)
+                doc = json.loads(line)
+                if "pid" in doc:
+                    self.pids[doc["id"]] = doc["pid"]
+                else:
+                    self.done[doc["id"]] = doc["rc"]
+                continue
+            left = None if end is None else end - time.monotonic()
+            if left is not None and (left <= 0 or not select.select([fd], [], [], left)[0]):
+                if rid in self.pids:  # as subprocess.run kills its child on a timeout
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(self.pids[rid], signal.SIGKILL)
+                raise subprocess.TimeoutExpired(["python", "(zygote run)", rid], timeout)
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                raise RuntimeError("tests/torch_zygote.py exited")
+            self.buf += chunk
+        texts = []
+        for ext in ("out", "err"):
+            f = self.folder / f"{rid}.{ext}"
+            texts.append(f.read_text(encoding="utf-8", errors="replace"))
+            f.unlink()
+        self.pids.pop(rid, None)
+        return self.done.pop(rid), texts[0], texts[1]
+
+
+@functools.cache
+def _zygote() -> _Zygote | None:
+    if os.environ.get("PRESK_TEST_NO_ZYGOTE"):
+        return None
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return None
+    try:
+        z = _Zygote()
+    except RuntimeError:  # it could not start: each run a Python of its own
+        return None
+    import atexit
+
+    atexit.register(z.close)
+    return z
+
+
+class PythonRun:
+    """`python ARGV` in `cwd` started by `python_start`: `wait()` gives its CompletedProcess."""
+
+    def __init__(self, argv: list[str], cwd: Path, env: dict[str, str] | None) -> None:
+        self.argv, full = argv, {**os.environ, **(env or {})}
+        z = _zygote()
+        if z is not None and z.takes(full):
+            self.zygote, self.rid = z, z.start(argv, Path(cwd).resolve(), full)
+        else:
+            self.zygote, self.proc = None, subprocess.Popen(
+                [sys.executable, *argv], cwd=cwd, env=full, text=True,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            )  # fmt: skip
+
+    def wait(self, timeout: float | None = 900) -> subprocess.CompletedProcess[str]:
+        if self.zygote is None:
+            out, err = self.proc.communicate(timeout=timeout)
+            rc = self.proc.returncode
+        else:
+            rc, out, err = self.zygote.wait(self.rid, timeout)
+        return subprocess.CompletedProcess([sys.executable, *self.argv], rc, out, err)
+
+
+def python_start(*argv: object, cwd: Path, env: dict[str, str] | None = None) -> PythonRun:
+    """`python ARGV` in `cwd` (env added to the environment), as a user runs it, started: a
+    fork of a Python that has imported torch already (tests/torch_zygote.py), since most of
+    these runs are the exports' own tests and scripts, which import torch and call torch.func
+    (seconds of CPU each, paid once per test worker instead); a Python of its own where torch
+    is absent, where `env` changes a variable torch reads at its import, or with
+    PRESK_TEST_NO_ZYGOTE=1."""
+    return PythonRun([str(a) for a in argv], cwd, env)
+
+
+def python_run(*argv: object, cwd: Path, env: dict[str, str] | None = None,
+               timeout: float | None = 900) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    """`python_start(*argv, …).wait(timeout)`."""
+    return python_start(*argv, cwd=cwd, env=env).wait(timeout)
 
 
 _TRAIN_STEP = re.compile(r"^step (\d+)  epoch \d+  loss ([0-9.e+-]+)  lr \S+  \|g\| (\S+)$")

@@ -4,12 +4,11 @@ PyTorch module (a stack's blocks under their own names) read into the tree; name
 files that do not fit are E7076, E7077, E7078, a checkpoint without its paths E7075."""
 
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import ROOT, presk, tutorial_run
+from helpers import ROOT, presk, python_run, tutorial_run
 from presk_core import data as D
 from safetensors.numpy import load_file, save_file
 
@@ -82,7 +81,7 @@ def test_the_state_dict_of_the_exported_module_is_read_into_the_tree(ckpt, tmp_p
         f"np.savez({str(tmp_path / 'sd.npz')!r}, **{{k: v.double().numpy() for k, v in"
         " model.state_dict().items()})\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    done = python_run("-c", script, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     state = dict(np.load(tmp_path / "sd.npz"))
     assert "blocks.1.proj.w" in state and "blocks.proj.w" not in state  # PyTorch's names

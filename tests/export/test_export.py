@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import presk
+from helpers import presk, python_start
 from presk_export import Options, export_pytorch
 from presk_export.pyformat import lay_out
 from presk_export.torch_rules import ELSEWHERE, RULES, STRUCTURAL
@@ -200,19 +200,11 @@ def test_the_conformance_tests_pass(tmp_path):
             f"{out}/test_conformance.py, {out}/conformance/inputs.json,"
             f" {out}/conformance/expected.json"
         )
-        cmd = [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "test_conformance.py",
-        ]
-        runs.append((entry, subprocess.Popen(cmd, cwd=out, stdout=subprocess.PIPE, text=True)))
+        cmd = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "test_conformance.py"]
+        runs.append((entry, python_start(*cmd, cwd=out)))
     for entry, p in runs:
-        text, _ = p.communicate(timeout=300)
-        assert p.returncode == 0 and "1 passed" in text, (entry, text)
+        done = p.wait(timeout=300)
+        assert done.returncode == 0 and "1 passed" in done.stdout, (entry, done.stdout)
 
 
 def test_the_spec_line_of_step_8(tmp_path):

@@ -9,10 +9,9 @@ import os
 import stat
 import struct
 import subprocess
-import sys
 
 import pytest
-from helpers import PRESK, ROOT
+from helpers import PRESK, ROOT, python_run
 
 MINIGPT = "tests/examples/minigpt/minigpt.psk"
 TINY = ("--const", "V=64", "--const", "D=16", "--const", "H=2", "--const", "L=2")
@@ -70,8 +69,7 @@ def test_serve_py_refuses_what_it_cannot_use(serve_export):
         ["--prompt", "ab", "--temperature", "nan"],
         ["--prompt", "ab", "--temperature", "inf"],
     ]
-    r = subprocess.run([sys.executable, "-c", RUNS, json.dumps(cases)], cwd=serve_export,
-                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    r = python_run("-c", RUNS, json.dumps(cases), cwd=serve_export, timeout=300)
     assert r.returncode == 0, r.stderr
     (latin, nan, inf) = json.loads(r.stdout)
     assert latin == [1, "serve.py: latin.psk.d: the sample type's text is not UTF-8\n"]

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import python_run, python_start
 from presk_core.run import EntryError
 from presk_export import Options, export_pytorch, write_files
 from presk_export.train_export import train_steps
@@ -82,20 +83,13 @@ def test_the_interpreter_steps_recorded(tutorial):
 @pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
 def test_the_conformance_test_and_train_py_run(tutorial):
     out, _ = tutorial
-    test = [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider"]
+    test = ["-m", "pytest", "-q", "-s", "-p", "no:cacheprovider"]
     runs = [
-        subprocess.Popen(
-            [*test, "test_conformance.py"], cwd=out, stdout=subprocess.PIPE, text=True
-        ),
-        subprocess.Popen(
-            [sys.executable, "train.py", "--steps", "100", "--log-every", "25", "--ckpt", "ckpt"],
-            cwd=out,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        ),
+        python_start(*test, "test_conformance.py", cwd=out),
+        python_start("train.py", "--steps", "100", "--log-every", "25", "--ckpt", "ckpt", cwd=out),
     ]
-    (conformance, _), (log, err) = (p.communicate(timeout=600) for p in runs)
+    runs = [p.wait(timeout=600) for p in runs]
+    (conformance, log, err) = (runs[0].stdout, runs[1].stdout, runs[1].stderr)
     assert runs[0].returncode == 0 and "1 passed" in conformance, conformance
     m = re.search(r"^K-step conformance: 10 steps, worst relative gap (\S+)$", conformance, re.M)
     assert m is not None, conformance
@@ -258,9 +252,6 @@ def test_train_py_under_torchrun_is_the_one_process_run(tutorial):
 
 def test_train_py_refuses_a_batch_that_does_not_split(tutorial, monkeypatch):
     out, _ = tutorial
-    done = subprocess.run(
-        [sys.executable, "train.py", "--steps", "1"],
-        cwd=out, capture_output=True, text=True, env={**os.environ, "WORLD_SIZE": "3"},
-    )  # fmt: skip
+    done = python_run("train.py", "--steps", "1", cwd=out, env={"WORLD_SIZE": "3"})
     assert done.returncode == 1
     assert done.stderr == "train.py: a batch of 8 does not split among 3 processes\n"

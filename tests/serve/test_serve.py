@@ -5,12 +5,11 @@ seeds, the sliding context, the diagnostics, and the exported serve.py's greedy 
 
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import presk
+from helpers import presk, python_run
 
 ROOT = Path(__file__).resolve().parents[2]
 MINIGPT = "tests/examples/minigpt/minigpt.psk"
@@ -285,13 +284,7 @@ def test_serve_py_gives_presk_serves_greedy_tokens(ckpt, tmp_path):
     assert "\ndef serve_fill(" in (out / "serve.py").read_text(encoding="utf-8")
     args = ("--prompt", "abc", "--tokens", 7)
     mine = serve(ckpt, *args, "--backend", "native").stdout
-    py = subprocess.run(
-        [sys.executable, "serve.py", *map(str, args), "--weights", str(ckpt), "--threads", "1"],
-        cwd=out,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    py = python_run("serve.py", *args, "--weights", ckpt, "--threads", "1", cwd=out, timeout=120)
     assert py.returncode == 0, py.stderr
     assert py.stdout == mine
     assert re.search(r"serve.py: 7 tokens in .* tokens/s .*window 8, cache\)", py.stderr)

@@ -1,6 +1,10 @@
-"""Every test of presk-cback compiles into one cache folder per session: an object is
-compiled once per run of the tests, and nothing is left in the user's cache. presk-kernel's
-test helpers (kernel_entries.py: its entries, same_bits) are importable by name."""
+"""Every test of presk-cback compiles into one cache folder, nothing into the user's cache:
+in the checkout, `out/presk-cache-tests`, the folder tests/native's conftest.py keeps between
+runs (an object is compiled once, then found by every later run and by both of `make test`'s
+workers: the cache compiles under a per-entry lock and renames into place, see
+presk_core.cc.cache); outside a checkout (a package tested alone), a folder of the session.
+A test of the compile itself sets PRESK_CACHE to a folder of its own. presk-kernel's test
+helpers (kernel_entries.py: its entries, same_bits) are importable by name."""
 
 import os
 import subprocess
@@ -10,11 +14,17 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "presk-kernel" / "tests"))
+ROOT = Path(__file__).resolve().parents[3]
+CACHE = ROOT / "out" / "presk-cache-tests"  # as tests/native/conftest.py's
 
 
 @pytest.fixture(scope="session", autouse=True)
 def session_cache(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("presk-cache")
+    if (ROOT / "tests" / "native" / "conftest.py").is_file():  # the checkout
+        folder = CACHE
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)  # the cache refuses group-writable
+    else:
+        folder = tmp_path_factory.mktemp("presk-cache")
     old = os.environ.get("PRESK_CACHE")
     os.environ["PRESK_CACHE"] = str(folder)
     yield folder
