@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from presk_cback.toolchain import find_toolchain
 from presk_kernel import libm
+from presk_kernel.error_rules import LIBM_ULPS
 from presk_kernel.libm import accuracy
 
 # the bounds of docs/native.md, in ulps (measured maxima in the comments)
@@ -36,25 +37,28 @@ def test_f64_error_against_mpfr(name):
 
 
 # f32: the series fitted for f32 (fit.py) are within a relative 2^-41 before the one
-# rounding, so every result is within 0.5 + 2^-17 ulp (measured: 0.50000)
-BOUND_F32 = 0.5 + 2.0**-16
+# rounding, so every result is within 0.5 + 2^-17 ulp (measured: 0.50000); erfc computes in
+# f32 arithmetic, within 2.5 ulp (every f32 argument checked: docs/native.md)
+BOUNDS_F32 = {name: LIBM_ULPS["f32"][name] for name in libm.FUNCTIONS if name in LIBM_ULPS["f32"]}
 
 
 @pytest.mark.parametrize("name", libm.FUNCTIONS)
 def test_f32_error_against_mpfr(name):
     err, at = accuracy.worst(name, np.float32, n=600)
-    assert err <= BOUND_F32, f"{name}: {err} ulps at x = {at!r}"
+    assert err <= BOUNDS_F32.get(name, 0.5 + 2.0**-16), f"{name}: {err} ulps at x = {at!r}"
 
 
 def test_f32_results_are_rarely_not_the_f64_functions_rounded():
     # the f64 functions rounded once to f32 were correctly rounded on every point tried; the
     # f32 series differ from them only where the exact value lies within 2^-17 ulp of a
-    # midpoint between two floats (measured: 1 point in 2 million)
+    # midpoint between two floats (measured: 1 point in 2 million); erfc, in f32 arithmetic,
+    # differs on about 12 in 100 (8014 of these 65 536)
     x = (np.random.default_rng(5).standard_normal(1 << 16) * 3).astype(np.float32)
     for name in libm.FUNCTIONS:
         xi = np.abs(x) if name in ("log", "log1p") else x
         f64 = libm.apply(name, xi.astype(np.float64)).astype(np.float32)
-        assert (libm.apply(name, xi).view(np.int32) != f64.view(np.int32)).sum() <= 2, name
+        differ = (libm.apply(name, xi).view(np.int32) != f64.view(np.int32)).sum()
+        assert differ <= (len(x) // 6 if name == "erfc" else 2), (name, differ)
 
 
 def test_the_measure_catches_a_wrong_result():

@@ -381,6 +381,46 @@ static const double presk_expm1f_poly[8] = {
     0x1.72ad3ae3ed777p-19,
 };
 
+/* erfcf, in f32 arithmetic (below) */
+/* absolute error 2^-29.2 */
+static const float presk_erfcf_d[6] = {
+    0x1.06eba80000000p-3f,
+    -0x1.81273c0000000p-2f,
+    0x1.ce2b520000000p-4f,
+    -0x1.b7b2640000000p-6f,
+    0x1.4f774a0000000p-8f,
+    -0x1.6374760000000p-11f,
+};
+#define PRESK_ERFCF_TC 0x1.c8fde20000000p-2f
+#define PRESK_ERFCF_C0H 0x1.e6e0c00000000p-2f
+#define PRESK_ERFCF_C0L 0x1.a1465c0000000p-27f
+/* error 2^-27.0 */
+static const float presk_erfcf_p[8] = {
+    0x1.41c7360000000p-1f,
+    0x1.10b6dc0000000p-1f,
+    0x1.6f85480000000p-3f,
+    -0x1.1f432a0000000p-3f,
+    -0x1.0c5e840000000p-3f,
+    0x1.22cd9e0000000p-4f,
+    0x1.420e460000000p-4f,
+    -0x1.bf7dd00000000p-5f,
+};
+/* error 2^-10.0 */
+static const float presk_erfcf_s[4] = {
+    0x1.2c60b60000000p-2f,
+    0x1.c7482c0000000p-2f,
+    0x1.1c4c880000000p+0f,
+    0x1.f633fc0000000p-2f,
+};
+/* error 2^-22.8 */
+static const float presk_expf32_g[5] = {
+    0x1.0000000000000p-1f,
+    0x1.5554da0000000p-3f,
+    0x1.5555800000000p-5f,
+    0x1.120e600000000p-7f,
+    0x1.6c93180000000p-10f,
+};
+
 /* Σ c_j x^j as Σ_{k<4} x^k·P_k(x⁴), each P_k by Horner's rule: four chains of n/4 fmas
  * at once instead of one of n (the loops around are bound by the fmas' latency) */
 PRESK_INLINE double presk_horner(const double *c, int n, double x) {
@@ -461,9 +501,53 @@ PRESK_INLINE float presk_sigmoidf(float x) {
     return x != x ? x : y;
 }
 
+/* Σ c_j x^j in f32 by Horner's rule */
+PRESK_INLINE float presk_hornerf(const float *c, int n, float x) {
+    float p = c[n - 1];
+#pragma GCC unroll 16
+    for (int j = n - 2; j >= 0; j--) p = fmaf(p, x, c[j]);
+    return p;
+}
+
+/* 2^k as an f32, -126 <= k <= 127 */
+PRESK_INLINE float presk_pow2f(int32_t k) {
+    uint32_t u = (uint32_t)(k + 127) << 23;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* erfc in f32 arithmetic, 8 lanes a 256-bit vector (the f64 series above run 4): within
+ * 2.5 ulp (every f32 argument checked: docs/native.md, "presk libm"). |x| <= 3/4: (1 − x)
+ * − x·D(x²), 1 − x carried exactly by a two-sum. Beyond, z = |x| <= 10.1: exp(−z²)·t·P(t),
+ * t = 2/(2+z) with its rounding error t_lo (a two-sum of 2 + z, the quotient's remainder
+ * by fma) carried into t·P through S = d(tP)/dt; z² = hi + lo exactly, −z² = k·ln2 + r
+ * (ln2 in two parts, the first product exact), exp(r) = 1 + q, q = r + r²·G(r), and t·P·(1 +
+ * q) by one fma; 2^k applied in two steps so that a subnormal result is rounded once;
+ * 2 − that for x < 0. */
 PRESK_INLINE float presk_erfcf(float x) {
-    double e = presk_erfc_short(fabs((double)x));
-    float y = (float)(x < 0.0f ? 2.0 - e : e);
+    float a = fabsf(x);
+    float s = 1.0f - x;
+    float small = s + fmaf(-x, presk_hornerf(presk_erfcf_d, 6, x * x), -x - (s - 1.0f));
+    float z = a < 10.1f ? a : 10.1f;
+    float dn = 2.0f + z, bv = dn - z;
+    float dd = (2.0f - bv) + (z - (dn - bv)); /* 2 + z = dn + dd */
+    float t = 2.0f / dn;
+    float tlo = fmaf(-t, dd, fmaf(-t, dn, 2.0f)) * (0.5f * t);
+    float w = t - PRESK_ERFCF_TC; /* exact */
+    float tw = (t * w) * presk_hornerf(presk_erfcf_p, 8, w);
+    float inner = fmaf(tlo, presk_hornerf(presk_erfcf_s, 4, t), fmaf(t, PRESK_ERFCF_C0L, tw));
+    float tp = fmaf(t, PRESK_ERFCF_C0H, inner);
+    float hi = z * z, lo = fmaf(z, z, -hi);
+    float kf = (-hi * 0x1.715476p+0f + 0x1.8p23f) - 0x1.8p23f;
+    float rh = fmaf(kf, -0x1.62e4p-1f, -hi); /* exact */
+    float rl = fmaf(kf, -0x1.7f7d1cp-20f, -lo);
+    float r = rh + rl, rr = (rh - r) + rl; /* r + rr = rh + rl */
+    float q = fmaf(r * r, presk_hornerf(presk_expf32_g, 5, r), fmaf(rr, r, rr) + r);
+    float m = fmaf(tp, q, tp);
+    float big = (m * presk_pow2f((int32_t)kf + 64)) * 0x1p-64f;
+    big = x < 0.0f ? 2.0f - big : big;
+    float y = a <= 0.75f ? small : big;
     return x != x ? x : y;
 }
 
