@@ -6,7 +6,8 @@
  * bits never depend on the lanes. Compile with -ffp-contract=off (every fused multiply-add
  * below is written as fma()) and -fno-trapping-math (selects of computed values vectorize;
  * no value changes). sqrt and division are IEEE's. The f32 functions compute in
- * f64 with series fitted for f32 (shorter), and round once. Accuracy against MPFR:
+ * f64 with series fitted for f32 (shorter), and round once, but erfcf, which computes in f32
+ * (within 2.6 ulp). Accuracy against MPFR:
  * docs/native.md ("presk libm").
  *
  * Algorithms: exp/expm1 reduce x = k·ln2 + r (ln2 in two parts, fdlibm's), expm1(r) by its
@@ -518,7 +519,7 @@ PRESK_INLINE float presk_pow2f(int32_t k) {
 }
 
 /* erfc in f32 arithmetic, 8 lanes a 256-bit vector (the f64 series above run 4): within
- * 2.5 ulp (every f32 argument checked: docs/native.md, "presk libm"). |x| <= 3/4: (1 − x)
+ * 2.6 ulp (every f32 argument checked: docs/native.md, "presk libm"). |x| <= 3/4: (1 − x)
  * − x·D(x²), 1 − x carried exactly by a two-sum. Beyond, z = |x| <= 10.1: exp(−z²)·t·P(t),
  * t = 2/(2+z) with its rounding error t_lo (a two-sum of 2 + z, the quotient's remainder
  * by fma) carried into t·P through S = d(tP)/dt; z² = hi + lo exactly, −z² = k·ln2 + r
