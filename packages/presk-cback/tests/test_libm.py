@@ -48,6 +48,13 @@ def test_f32_error_against_mpfr(name):
     assert err <= BOUNDS_F32.get(name, 0.5 + 2.0**-16), f"{name}: {err} ulps at x = {at!r}"
 
 
+def test_f32_erfc_is_within_its_bound_over_a_sweep_of_its_arguments():
+    # every 4096th f32 bit pattern (a million arguments; the whole 2^32: `python -m
+    # presk_kernel.libm.accuracy --sweep erfc`, 2.5255 ulp at 6.88824129)
+    err, at = accuracy.sweep("erfc", step=4096)
+    assert 1.5 < err <= BOUNDS_F32["erfc"], f"{err} ulps at x = {at!r}"
+
+
 def test_f32_results_are_rarely_not_the_f64_functions_rounded():
     # the f64 functions rounded once to f32 were correctly rounded on every point tried; the
     # f32 series differ from them only where the exact value lies within 2^-17 ulp of a
