@@ -59,7 +59,8 @@ def run(path: str, script: str) -> None:
             pass
 
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, forward)
+        if signal.getsignal(signum) is not signal.SIG_IGN:  # as a shell's `&` or nohup left it
+            signal.signal(signum, forward)
     while True:
         chunk = conn.recv(1 << 12)
         if not chunk:
