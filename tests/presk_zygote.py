@@ -175,7 +175,7 @@ def child(req: dict, fds: list[int]) -> int:
         setattr(sys, name, stream)
         setattr(sys, f"__{name}__", stream)
     sys.argv = list(req["argv"])
-    sys.path[0] = os.path.dirname(sys.argv[0])  # as the console script's
+    sys.path.insert(0, os.path.dirname(sys.argv[0]))  # as the console script's
 
     from presk_cli.main import main
 
@@ -183,6 +183,7 @@ def child(req: dict, fds: list[int]) -> int:
 
 
 if __name__ == "__main__":
+    del sys.path[0]  # this file's folder (tests/): nothing of it shadows what presk imports
     for name in IMPORTS:
         importlib.import_module(name)
     call = serve(sys.argv[1])
