@@ -31,16 +31,18 @@ def presk(
     timeout: float | None = 600,
 ) -> subprocess.CompletedProcess[str]:
     """`presk ARGS` in `cwd` (relative to the root), colours off, `env` added to the
-    environment; its exit code, stdout and stderr as text."""
+    environment; its exit code, stdout and stderr as text. A fork of a Python that imported
+    presk once a worker (tests/presk_zygote.py) where it can, else a process of its own."""
+    argv, full = [*PRESK, *map(str, args)], {**os.environ, "NO_COLOR": "1", **(env or {})}
+    z = _presk_zygote()
+    if z is not None:
+        done = z.run(argv, ROOT / cwd, full, input, timeout)
+        if done is not None:
+            return done
     return subprocess.run(
-        [*PRESK, *map(str, args)],
-        cwd=ROOT / cwd,
-        capture_output=True,
-        text=True,
-        input=input,
-        env={**os.environ, "NO_COLOR": "1", **(env or {})},
+        argv, cwd=ROOT / cwd, capture_output=True, text=True, input=input, env=full,
         timeout=timeout,
-    )
+    )  # fmt: skip
 
 
 def presk_ok(*args: object, quiet: bool = False, **kw) -> subprocess.CompletedProcess[str]:
@@ -279,6 +281,168 @@ def python_run(*argv: object, cwd: Path, env: dict[str, str] | None = None,
                timeout: float | None = 900) -> subprocess.CompletedProcess[str]:  # fmt: skip
     """`python_start(*argv, …).wait(timeout)`."""
     return python_start(*argv, cwd=cwd, env=env).wait(timeout)
+
+
+# ---- `presk ARGS` forked from a Python that imported it (tests/presk_zygote.py) ---------------
+
+
+class PreskZygote:
+    """tests/presk_zygote.py started in `env` (this process's environment by default), its
+    socket in a folder of its own; `close()` stops it."""
+
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        import tempfile
+
+        self.folder = Path(tempfile.mkdtemp(prefix="presk-z-"))
+        self.socket = str(self.folder / "socket")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "tests" / "presk_zygote.py"), self.socket],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+        )  # fmt: skip
+        if self.proc.stdout.readline() != b"ready\n":
+            self.close()
+            raise RuntimeError("tests/presk_zygote.py exited before it was ready")
+
+    def close(self) -> None:
+        """EOF to the zygote: it exits once its children have."""
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc.stdout.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def run(
+        self, argv: list[str], cwd: Path, env: dict[str, str], input: str | None,
+        timeout: float | None,
+    ) -> subprocess.CompletedProcess[str] | None:  # fmt: skip
+        """What `subprocess.run(argv, capture_output=True, text=True, …)` gives, the child
+        a fork of the zygote's; None where the zygote does not take the call (the environment
+        sets a variable read at import otherwise, or it is gone)."""
+        import locale
+        import selectors
+        import time
+
+        from presk_client import call
+
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        in_r, in_w = os.pipe() if input is not None else (0, None)
+        try:
+            started = call(self.socket, argv, str(Path(cwd).resolve()), env, [in_r, out_w, err_w])
+        finally:
+            os.close(out_w)
+            os.close(err_w)
+            if in_w is not None:
+                os.close(in_r)
+        if started is None:
+            for fd in (out_r, err_r, in_w):
+                if fd is not None:
+                    os.close(fd)
+            return None
+        conn, pid, reply = started
+        encoding = locale.getpreferredencoding(False)
+        data = {out_r: b"", err_r: b"", "reply": reply}
+        sel = selectors.DefaultSelector()
+        sel.register(out_r, selectors.EVENT_READ, out_r)
+        sel.register(err_r, selectors.EVENT_READ, err_r)
+        sel.register(conn, selectors.EVENT_READ, "reply")
+        pending = memoryview(input.encode(encoding)) if input is not None else None
+        if in_w is not None:
+            os.set_blocking(in_w, False)
+            sel.register(in_w, selectors.EVENT_WRITE, "input")
+        end = None if timeout is None else time.monotonic() + timeout
+        try:
+            while sel.get_map():
+                left = None if end is None else end - time.monotonic()
+                if left is not None and left <= 0:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                    raise subprocess.TimeoutExpired(argv, timeout, data[out_r], data[err_r])
+                for key, _ in sel.select(left):
+                    if key.data == "input":
+                        try:
+                            pending = pending[os.write(in_w, pending[: 1 << 16]) :]
+                        except BrokenPipeError:
+                            pending = pending[:0]
+                        if not pending:
+                            sel.unregister(in_w)
+                            os.close(in_w)
+                            in_w = None
+                        continue
+                    chunk = conn.recv(1 << 12) if key.data == "reply" else os.read(key.fd, 1 << 16)
+                    if chunk:
+                        data[key.data] += chunk
+                    else:
+                        sel.unregister(key.fileobj)
+        finally:
+            sel.close()
+            conn.close()
+            for fd in (out_r, err_r, in_w):
+                if fd is not None:
+                    os.close(fd)
+        rc = next((json.loads(x)["rc"] for x in data["reply"].splitlines() if b'"rc"' in x), None)
+        if rc is None:
+            return None if data[out_r] == data[err_r] == b"" else subprocess.CompletedProcess(
+                argv, -signal.SIGKILL, _text(data[out_r], encoding), _text(data[err_r], encoding)
+            )  # fmt: skip
+        return subprocess.CompletedProcess(
+            argv, rc, _text(data[out_r], encoding), _text(data[err_r], encoding)
+        )
+
+
+def _text(data: bytes, encoding: str) -> str:
+    """Bytes read from a pipe as subprocess's text mode gives them (universal newlines)."""
+    return data.decode(encoding).replace("\r\n", "\n").replace("\r", "\n")
+
+
+@functools.cache
+def _presk_zygote() -> PreskZygote | None:
+    if os.environ.get("PRESK_TEST_NO_ZYGOTE") or not _SCRIPT.exists():
+        return None
+    try:
+        z = PreskZygote()
+    except (RuntimeError, OSError):  # it could not start: each call a process of its own
+        return None
+    import atexit
+
+    atexit.register(z.close)
+    return z
+
+
+@contextlib.contextmanager
+def presk_on_path(env: dict[str, str]):
+    """`env` with a folder first on its PATH holding a `presk` that is a client of a zygote
+    started in `env` (tests/presk_client.py): each `presk` a shell runs in that environment
+    (the tutorial's commands) a fork of a Python that imported presk once; `env` as it is
+    with PRESK_TEST_NO_ZYGOTE=1."""
+    if env.get("PRESK_TEST_NO_ZYGOTE") or not _SCRIPT.exists():
+        yield env
+        return
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="presk-bin-"))
+    bin_env = {**env, "PATH": os.pathsep.join(p for p in (str(folder), env.get("PATH")) if p)}
+    z = None
+    try:
+        z = PreskZygote(bin_env)
+        client = folder / "presk"
+        client.write_text(
+            f"#!{sys.executable} -IS\n"
+            "import sys\n"
+            f"sys.path.insert(0, {str(ROOT / 'tests')!r})\n"
+            "from presk_client import run\n"
+            f"run({z.socket!r}, {str(_SCRIPT)!r})\n",
+            encoding="utf-8",
+        )
+        client.chmod(0o755)
+        yield bin_env
+    finally:
+        if z is not None:
+            z.close()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 _TRAIN_STEP = re.compile(r"^step (\d+)  epoch \d+  loss ([0-9.e+-]+)  lr \S+  \|g\| (\S+)$")

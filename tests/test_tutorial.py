@@ -8,10 +8,13 @@ folders of their own under out/. `make tutorial` runs them all in order.
 Step 13 reads the civil code's text from ../shared/data/civil.md; where it is absent (a
 checkout elsewhere) the step is left out, and said so."""
 
+import os
 import subprocess
 import sys
 import warnings
 from pathlib import Path
+
+from helpers import presk_on_path
 
 ROOT = Path(__file__).resolve().parents[1]
 CIVIL = ROOT.parent / "shared" / "data" / "civil.md"
@@ -19,11 +22,18 @@ APART = ("13.", "17.", "18.")  # the steps that need no other step's files
 
 
 def run_tutorial(*flags: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "run_tutorial.py"), str(ROOT / "docs" / "tutorial.md"),
-         *flags],
-        cwd=ROOT, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+    """tools/run_tutorial.py on docs/tutorial.md, each `presk` its commands run a fork of a
+    Python that imported presk once (helpers.presk_on_path; its opt-out, PRESK_TEST_NO_ZYGOTE=1)."""
+    venv_bin = str(ROOT / ".venv" / "bin")
+    # the environment run_tutorial.py gives its commands, the client's folder before its tools
+    env = {**os.environ, "NO_COLOR": "1", "LC_ALL": "C.UTF-8"}
+    env["PATH"] = os.pathsep.join(p for p in (venv_bin, env.get("PATH")) if p)
+    with presk_on_path(env) as env:
+        return subprocess.run(
+            [sys.executable, str(ROOT / "tools" / "run_tutorial.py"),
+             str(ROOT / "docs" / "tutorial.md"), *flags],
+            cwd=ROOT, capture_output=True, text=True, timeout=900, env=env,
+        )  # fmt: skip
 
 
 def test_tutorial_runs_as_written():

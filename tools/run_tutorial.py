@@ -364,12 +364,16 @@ class Settings:
 
 
 def command_environment(root: Path) -> dict[str, str]:
-    """The caller's environment, colours off, a UTF-8 C locale, the workspace's tools first."""
+    """The caller's environment, colours off, a UTF-8 C locale, the workspace's tools first
+    (where the caller's PATH has them already, its order is kept: a folder the caller put
+    before them, as the tutorial's tests do, stays first)."""
     env = dict(os.environ)
     env["NO_COLOR"] = "1"
     env["LC_ALL"] = "C.UTF-8"
     venv_bin = str(root / ".venv" / "bin")
-    env["PATH"] = venv_bin + os.pathsep + env["PATH"] if env.get("PATH") else venv_bin
+    path = env.get("PATH", "")
+    if venv_bin not in path.split(os.pathsep):
+        env["PATH"] = venv_bin + os.pathsep + path if path else venv_bin
     return env
 
 
