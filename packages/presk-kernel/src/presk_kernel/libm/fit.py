@@ -28,7 +28,7 @@ ERFCF_ZMAX = mp.mpf("10.1")  # erfc(z) rounds to 0 in f32 from z ≈ 10.06 on
 ERFCF_D_DEGREE = 5  # D(u) = erf(√u)/√u − 1, u ∈ [0, 9/16]
 ERFCF_P_DEGREE = 8  # P(t) = erfc(z)·exp(z²)/t
 ERFCF_S_DEGREE = 3  # S(t) = d(t·P)/dt, which carries t's rounding error into t·P
-EXPF32_DEGREE = 4  # G(r) = (exp(r) − 1 − r)/r², |r| <= ln2/2 + 1/500
+EXPF32_DEGREE = 5  # G(r) = (exp(r) − 1 − r)/r², |r| <= ln2/2 + 1/500
 ERFF_TERMS = 10  # E(u), u = x² ∈ [0, 1]
 EXPF_DEGREE = 9  # exp(r), |r| <= ln2/2 (near-minimax: mpmath's chebyfit)
 EXPM1F_DEGREE = 7  # (expm1(r) − r)/r², |r| <= ln2/2

@@ -7,7 +7,7 @@
  * below is written as fma()) and -fno-trapping-math (selects of computed values vectorize;
  * no value changes). sqrt and division are IEEE's. The f32 functions compute in
  * f64 with series fitted for f32 (shorter), and round once, but erfcf, which computes in f32
- * (within 2.6 ulp). Accuracy against MPFR:
+ * (within 2.5 ulp). Accuracy against MPFR:
  * docs/native.md ("presk libm").
  *
  * Algorithms: exp/expm1 reduce x = k·ln2 + r (ln2 in two parts, fdlibm's), expm1(r) by its
@@ -413,13 +413,14 @@ static const float presk_erfcf_s[4] = {
     0x1.1c4c880000000p+0f,
     0x1.f633fc0000000p-2f,
 };
-/* error 2^-22.8 */
-static const float presk_expf32_g[5] = {
+/* error 2^-27.7 */
+static const float presk_expf32_g[6] = {
     0x1.0000000000000p-1f,
-    0x1.5554da0000000p-3f,
-    0x1.5555800000000p-5f,
-    0x1.120e600000000p-7f,
-    0x1.6c93180000000p-10f,
+    0x1.5555540000000p-3f,
+    0x1.5555000000000p-5f,
+    0x1.1113440000000p-7f,
+    0x1.6d314e0000000p-10f,
+    0x1.9d7fa40000000p-13f,
 };
 
 /* Σ c_j x^j as Σ_{k<4} x^k·P_k(x⁴), each P_k by Horner's rule: four chains of n/4 fmas
@@ -467,6 +468,39 @@ PRESK_INLINE double presk_erfc_short(double z) {
     return z > 11.0 ? 0.0 : e; /* erfc(10.06) rounds to 0 in f32 */
 }
 
+/* Σ c_j x^j in f32 by Horner's rule */
+PRESK_INLINE float presk_hornerf(const float *c, int n, float x) {
+    float p = c[n - 1];
+#pragma GCC unroll 16
+    for (int j = n - 2; j >= 0; j--) p = fmaf(p, x, c[j]);
+    return p;
+}
+
+/* 2^k as an f32, -126 <= k <= 127 (other k give garbage, never undefined behaviour) */
+PRESK_INLINE float presk_pow2f(int32_t k) {
+    uint32_t u = (uint32_t)(k + 127) << 23;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* y·2^k for -150 <= k <= 128, in two steps so that a subnormal or infinite result comes
+ * from one rounding */
+PRESK_INLINE float presk_scalef(float y, int32_t k) {
+    int32_t a = k < 0 ? 64 : -64;
+    return (y * presk_pow2f(k + a)) * presk_pow2f(-a);
+}
+
+#define PRESK_INV_LN2F 0x1.715476p+0f
+#define PRESK_SHIFTF 0x1.8p23f
+#define PRESK_LN2F_HI 0x1.62e4p-1f /* 15 bits: k·LN2F_HI is exact for |k| < 2^9 */
+#define PRESK_LN2F_LO 0x1.7f7d1cp-20f
+
+/* exp(r + rr) − 1 − r in f32 for |r| <= ln2/2 + 1/500, |rr| <= ulp(r): r²·G(r) + rr·(1 + r) */
+PRESK_INLINE float presk_expf_tail(float r, float rr) {
+    return fmaf(r * r, presk_hornerf(presk_expf32_g, 6, r), fmaf(rr, r, rr));
+}
+
 /* The f32 functions select their limits on the result, not on the argument (a clamped
  * argument made GCC compute each side apart); NaN in, the same NaN out. */
 PRESK_INLINE float presk_expf(float x) {
@@ -502,24 +536,8 @@ PRESK_INLINE float presk_sigmoidf(float x) {
     return x != x ? x : y;
 }
 
-/* Σ c_j x^j in f32 by Horner's rule */
-PRESK_INLINE float presk_hornerf(const float *c, int n, float x) {
-    float p = c[n - 1];
-#pragma GCC unroll 16
-    for (int j = n - 2; j >= 0; j--) p = fmaf(p, x, c[j]);
-    return p;
-}
-
-/* 2^k as an f32, -126 <= k <= 127 */
-PRESK_INLINE float presk_pow2f(int32_t k) {
-    uint32_t u = (uint32_t)(k + 127) << 23;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 /* erfc in f32 arithmetic, 8 lanes a 256-bit vector (the f64 series above run 4): within
- * 2.6 ulp (every f32 argument checked: docs/native.md, "presk libm"). |x| <= 3/4: (1 − x)
+ * 2.5 ulp (every f32 argument checked: docs/native.md, "presk libm"). |x| <= 3/4: (1 − x)
  * − x·D(x²), 1 − x carried exactly by a two-sum. Beyond, z = |x| <= 10.1: exp(−z²)·t·P(t),
  * t = 2/(2+z) with its rounding error t_lo (a two-sum of 2 + z, the quotient's remainder
  * by fma) carried into t·P through S = d(tP)/dt; z² = hi + lo exactly, −z² = k·ln2 + r
@@ -540,13 +558,12 @@ PRESK_INLINE float presk_erfcf(float x) {
     float inner = fmaf(tlo, presk_hornerf(presk_erfcf_s, 4, t), fmaf(t, PRESK_ERFCF_C0L, tw));
     float tp = fmaf(t, PRESK_ERFCF_C0H, inner);
     float hi = z * z, lo = fmaf(z, z, -hi);
-    float kf = (-hi * 0x1.715476p+0f + 0x1.8p23f) - 0x1.8p23f;
-    float rh = fmaf(kf, -0x1.62e4p-1f, -hi); /* exact */
-    float rl = fmaf(kf, -0x1.7f7d1cp-20f, -lo);
+    float kf = (-hi * PRESK_INV_LN2F + PRESK_SHIFTF) - PRESK_SHIFTF;
+    /* −z² − k·ln2 = rh + rl, rh exact */
+    float rh = fmaf(kf, -PRESK_LN2F_HI, -hi), rl = fmaf(kf, -PRESK_LN2F_LO, -lo);
     float r = rh + rl, rr = (rh - r) + rl; /* r + rr = rh + rl */
-    float q = fmaf(r * r, presk_hornerf(presk_expf32_g, 5, r), fmaf(rr, r, rr) + r);
-    float m = fmaf(tp, q, tp);
-    float big = (m * presk_pow2f((int32_t)kf + 64)) * 0x1p-64f;
+    float q = r + presk_expf_tail(r, rr); /* exp(−z²)/2^k − 1 */
+    float big = presk_scalef(fmaf(tp, q, tp), (int32_t)kf);
     big = x < 0.0f ? 2.0f - big : big;
     float y = a <= 0.75f ? small : big;
     return x != x ? x : y;
