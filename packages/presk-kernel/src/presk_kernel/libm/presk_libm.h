@@ -468,39 +468,6 @@ PRESK_INLINE double presk_erfc_short(double z) {
     return z > 11.0 ? 0.0 : e; /* erfc(10.06) rounds to 0 in f32 */
 }
 
-/* Σ c_j x^j in f32 by Horner's rule */
-PRESK_INLINE float presk_hornerf(const float *c, int n, float x) {
-    float p = c[n - 1];
-#pragma GCC unroll 16
-    for (int j = n - 2; j >= 0; j--) p = fmaf(p, x, c[j]);
-    return p;
-}
-
-/* 2^k as an f32, -126 <= k <= 127 (other k give garbage, never undefined behaviour) */
-PRESK_INLINE float presk_pow2f(int32_t k) {
-    uint32_t u = (uint32_t)(k + 127) << 23;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-/* y·2^k for -150 <= k <= 128, in two steps so that a subnormal or infinite result comes
- * from one rounding */
-PRESK_INLINE float presk_scalef(float y, int32_t k) {
-    int32_t a = k < 0 ? 64 : -64;
-    return (y * presk_pow2f(k + a)) * presk_pow2f(-a);
-}
-
-#define PRESK_INV_LN2F 0x1.715476p+0f
-#define PRESK_SHIFTF 0x1.8p23f
-#define PRESK_LN2F_HI 0x1.62e4p-1f /* 15 bits: k·LN2F_HI is exact for |k| < 2^9 */
-#define PRESK_LN2F_LO 0x1.7f7d1cp-20f
-
-/* exp(r + rr) − 1 − r in f32 for |r| <= ln2/2 + 1/500, |rr| <= ulp(r): r²·G(r) + rr·(1 + r) */
-PRESK_INLINE float presk_expf_tail(float r, float rr) {
-    return fmaf(r * r, presk_hornerf(presk_expf32_g, 6, r), fmaf(rr, r, rr));
-}
-
 /* The f32 functions select their limits on the result, not on the argument (a clamped
  * argument made GCC compute each side apart); NaN in, the same NaN out. */
 PRESK_INLINE float presk_expf(float x) {
@@ -536,13 +503,47 @@ PRESK_INLINE float presk_sigmoidf(float x) {
     return x != x ? x : y;
 }
 
+/* ---- f32 arithmetic: erfcf's parts ---- */
+/* Σ c_j x^j in f32 by Horner's rule */
+PRESK_INLINE float presk_hornerf(const float *c, int n, float x) {
+    float p = c[n - 1];
+#pragma GCC unroll 16
+    for (int j = n - 2; j >= 0; j--) p = fmaf(p, x, c[j]);
+    return p;
+}
+
+/* 2^k as an f32, -126 <= k <= 127 (other k give garbage, never undefined behaviour) */
+PRESK_INLINE float presk_pow2f(int32_t k) {
+    uint32_t u = (uint32_t)(k + 127) << 23;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* y·2^k for -150 <= k <= 128 (erfcf's k <= 0), in two steps so that a subnormal or
+ * infinite result comes from one rounding */
+PRESK_INLINE float presk_scalef(float y, int32_t k) {
+    int32_t a = k < 0 ? 64 : -64;
+    return (y * presk_pow2f(k + a)) * presk_pow2f(-a);
+}
+
+#define PRESK_INV_LN2F 0x1.715476p+0f
+#define PRESK_SHIFTF 0x1.8p23f
+#define PRESK_LN2F_HI 0x1.62e4p-1f /* 15 bits: k·LN2F_HI is exact for |k| < 2^9 */
+#define PRESK_LN2F_LO 0x1.7f7d1cp-20f
+
+/* exp(r + rr) − 1 − r in f32 for |r| <= ln2/2 + 1/500, |rr| <= ulp(r): r²·G(r) + rr·(1 + r) */
+PRESK_INLINE float presk_expf_tail(float r, float rr) {
+    return fmaf(r * r, presk_hornerf(presk_expf32_g, 6, r), fmaf(rr, r, rr));
+}
+
 /* erfc in f32 arithmetic, 8 lanes a 256-bit vector (the f64 series above run 4): within
  * 2.5 ulp (every f32 argument checked: docs/native.md, "presk libm"). |x| <= 3/4: (1 − x)
  * − x·D(x²), 1 − x carried exactly by a two-sum. Beyond, z = |x| <= 10.1: exp(−z²)·t·P(t),
  * t = 2/(2+z) with its rounding error t_lo (a two-sum of 2 + z, the quotient's remainder
  * by fma) carried into t·P through S = d(tP)/dt; z² = hi + lo exactly, −z² = k·ln2 + r
- * (ln2 in two parts, the first product exact), exp(r) = 1 + q, q = r + r²·G(r), and t·P·(1 +
- * q) by one fma; 2^k applied in two steps so that a subnormal result is rounded once;
+ * (ln2 in two parts, the first product exact) + rr by a two-sum, exp(r + rr) = 1 + q,
+ * q = r + (r²·G(r) + rr·(1 + r)), and t·P·(1 + q) by one fma; 2^k applied in two steps so that a subnormal result is rounded once;
  * 2 − that for x < 0. */
 PRESK_INLINE float presk_erfcf(float x) {
     float a = fabsf(x);
