@@ -219,10 +219,10 @@ def speed() -> int:
                 print(f"c-speed: the build failed: {build.stderr.strip()}", file=sys.stderr)
                 return 1
             env = {**os.environ, "OMP_NUM_THREADS": threads}
-            if "OMP_WAIT_POLICY" not in env:  # the native backend's quiet pool (load.SPIN)
-                from presk_cback.load import SPIN
+            if "OMP_WAIT_POLICY" not in env:  # the native backend's pool (load.spin_count)
+                from presk_cback.load import spin_count
 
-                env.setdefault("GOMP_SPINCOUNT", SPIN)
+                env.setdefault("GOMP_SPINCOUNT", spin_count())
             rows = []
             for _ in range(3):  # interleaved: C, then native, three rounds
                 timed = subprocess.run(

@@ -185,19 +185,43 @@ def test_two_threads_through_the_io_table_keep_one_threads_bits(tag, dtype):
 
 
 def test_the_quiet_pool_is_set_while_libgomp_loads_and_not_inherited(monkeypatch):
-    """GOMP_SPINCOUNT = 0 inside `quiet_pool` (libgomp reads it as it loads), the environment
-    as it was after it (child processes, e.g. a PyTorch side, inherit nothing), and a value
-    the user set is theirs."""
+    """GOMP_SPINCOUNT = `spin_count()` inside `quiet_pool` (libgomp reads it as it loads), the
+    environment as it was after it (child processes, e.g. a PyTorch side, inherit nothing),
+    and a value the user set is theirs."""
     import os
 
-    from presk_cback.load import SPIN, quiet_pool
+    from presk_cback import load
 
     monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
-    with quiet_pool():
-        assert os.environ["GOMP_SPINCOUNT"] == SPIN
+    monkeypatch.setattr(load, "spin_count", lambda: "17")
+    with load.quiet_pool():
+        assert os.environ["GOMP_SPINCOUNT"] == "17"
     assert "GOMP_SPINCOUNT" not in os.environ
     monkeypatch.setenv("GOMP_SPINCOUNT", "1000")
-    with quiet_pool():
+    with load.quiet_pool():
         assert os.environ["GOMP_SPINCOUNT"] == "1000"
     assert os.environ["GOMP_SPINCOUNT"] == "1000"
+
+
+@pytest.mark.parametrize(
+    "cores,load_average,spin",
+    [(2, 0.4, "3000"), (2, 1.49, "3000"), (2, 1.5, "0"), (2, 2.1, "0"), (8, 6.0, "3000"),
+     (8, 7.6, "0"), (1, 0.2, "3000"), (1, 0.6, "0"), (2, None, "0")],
+)  # fmt: skip
+def test_the_pool_spins_only_where_a_core_is_idle(monkeypatch, cores, load_average, spin):
+    """SPIN_IDLE below a 1-minute load of cores − ½, SPIN_BUSY from there and where the load
+    cannot be read."""
+    import os
+
+    from presk_cback import load
+
+    def getloadavg():
+        if load_average is None:
+            raise OSError("no load average here")
+        return (load_average, 0.0, 0.0)
+
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    monkeypatch.setattr(os, "getloadavg", getloadavg)
+    assert load.spin_count() == spin
+    assert {load.SPIN_IDLE, load.SPIN_BUSY} == {"3000", "0"}

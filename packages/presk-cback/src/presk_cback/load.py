@@ -15,22 +15,41 @@ from presk_cback.cache import CODEGEN_VERSION
 __all__ = ["LoadError", "Module", "declare", "ffi", "load", "pointer"]
 
 
-SPIN = "0"
-"""libgomp's spins before a waiting thread sleeps (GOMP_SPINCOUNT), unless the environment
-says otherwise: its default, 300 000 spins (some ms), holds a core after every launch, and
-on a machine whose other jobs want that core a two-thread step ran 20× slower than one
-thread (docs/native.md, "Threads"). A thread waits on a futex at once, woken in some µs."""
+SPIN_IDLE = "3000"
+"""libgomp's spins before a waiting thread sleeps (GOMP_SPINCOUNT) on a machine with a core to
+spare: 3 000 `pause`s, about 32 µs here, enough to bridge one launch's join and the next
+launch's fork, so a two-thread step wakes no sleeping thread between launches (1.91× one
+thread against 1.79× with none, docs/native.md, "Threads")."""
+
+SPIN_BUSY = "0"
+"""The same where the machine's other jobs want the cores: a waiting thread sleeps on a futex
+at once, woken in some µs. A spinning thread holds a core another job wants: libgomp's
+default, 300 000 spins (some ms), made a two-thread step 20× slower than one thread on a
+loaded machine, and even 3 000 spins cost 3 % against none beside one busy process."""
+
+
+def spin_count() -> str:
+    """GOMP_SPINCOUNT for a process that loads the native backend: SPIN_IDLE where the
+    1-minute load average leaves more than half a core idle (below cores − ½: on two cores,
+    this process and no other busy one), SPIN_BUSY otherwise or where the load cannot be read.
+    Read once, as libgomp first loads; a load that comes later does not change it."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return SPIN_BUSY
+    return SPIN_IDLE if load < (os.cpu_count() or 1) - 0.5 else SPIN_BUSY
 
 
 @contextlib.contextmanager
 def quiet_pool():
-    """GOMP_SPINCOUNT = SPIN while libgomp first loads (its constructor reads its environment
-    once), where neither it nor OMP_WAIT_POLICY is set; the environment as it was afterwards,
-    so that child processes (a PyTorch side of a benchmark, a compiler) do not inherit it."""
+    """GOMP_SPINCOUNT = `spin_count()` while libgomp first loads (its constructor reads its
+    environment once), where neither it nor OMP_WAIT_POLICY is set; the environment as it was
+    afterwards, so that child processes (a PyTorch side of a benchmark, a compiler) do not
+    inherit it."""
     if "GOMP_SPINCOUNT" in os.environ or "OMP_WAIT_POLICY" in os.environ:
         yield
         return
-    os.environ["GOMP_SPINCOUNT"] = SPIN
+    os.environ["GOMP_SPINCOUNT"] = spin_count()
     try:
         yield
     finally:
