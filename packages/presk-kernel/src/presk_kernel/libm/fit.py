@@ -146,7 +146,8 @@ def c_array_f32(name: str, cs: list) -> str:
 
 
 def erfcf_constants() -> str:
-    """The f32 erfc's constants (presk_libm.h), with the log2 of each fit's error."""
+    """The f32 erfc's constants (presk_libm.h), with the log2 of each fit's error; the last,
+    `presk_expf32_g`, is the f32 exp's too."""
     out = []
     cs, err = f32_poly(erfcf_d, ERFCF_D_DEGREE, 0, ERFCF_SMALL**2, relative=False)
     out.append(f"/* absolute error 2^{err:.1f} */\n{c_array_f32('presk_erfcf_d', cs)}")

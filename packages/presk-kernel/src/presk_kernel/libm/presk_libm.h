@@ -468,14 +468,62 @@ PRESK_INLINE double presk_erfc_short(double z) {
     return z > 11.0 ? 0.0 : e; /* erfc(10.06) rounds to 0 in f32 */
 }
 
-/* The f32 functions select their limits on the result, not on the argument (a clamped
- * argument made GCC compute each side apart); NaN in, the same NaN out. */
+/* ---- f32 arithmetic: expf's and erfcf's parts ---- */
+/* Σ c_j x^j in f32 by Horner's rule */
+PRESK_INLINE float presk_hornerf(const float *c, int n, float x) {
+    float p = c[n - 1];
+#pragma GCC unroll 16
+    for (int j = n - 2; j >= 0; j--) p = fmaf(p, x, c[j]);
+    return p;
+}
+
+PRESK_INLINE uint32_t presk_bitsf(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
+
+/* 2^k as an f32, -126 <= k <= 127 (other k give garbage, never undefined behaviour) */
+PRESK_INLINE float presk_pow2f(int32_t k) {
+    uint32_t u = (uint32_t)(k + 127) << 23;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* y·2^k for -190 <= k <= 191 (expf's -159 .. 144, erfcf's k <= 0), in two steps so that
+ * a subnormal or infinite result comes from one rounding */
+PRESK_INLINE float presk_scalef(float y, int32_t k) {
+    int32_t a = k < 0 ? 64 : -64;
+    return (y * presk_pow2f(k + a)) * presk_pow2f(-a);
+}
+
+#define PRESK_INV_LN2F 0x1.715476p+0f
+#define PRESK_SHIFTF 0x1.8p23f
+#define PRESK_LN2F_HI 0x1.62e4p-1f /* 15 bits: k·LN2F_HI is exact for |k| < 2^9 */
+#define PRESK_LN2F_LO 0x1.7f7d1cp-20f
+
+/* exp(r + rr) − 1 − r in f32 for |r| <= ln2/2 + 1/500, |rr| <= ulp(r): r²·G(r) + rr·(1 + r) */
+PRESK_INLINE float presk_expf_tail(float r, float rr) {
+    return fmaf(r * r, presk_hornerf(presk_expf32_g, 6, r), fmaf(rr, r, rr));
+}
+
+/* exp in f32 arithmetic, 8 lanes a 256-bit vector: within 0.76 ulp (every f32 argument
+ * checked: docs/native.md, "presk libm"). x = k·ln2 + r + rr (k·LN2F_HI exact, x − k·LN2F_HI
+ * exact by Sterbenz's lemma, the rest by a two-sum), exp(r + rr) = 1 + r + tail with 1 + r
+ * = s + e exactly, (s + (e + tail))·2^k, 2^k applied in two steps so that a subnormal or an
+ * infinite result is rounded once. The argument is clamped to [−110, 100] first (k stays
+ * where the scaling is defined: exp(100) overflows, exp(−110) rounds to +0). */
 PRESK_INLINE float presk_expf(float x) {
-    float y = (float)presk_exp_short((double)x);
-    y = x > 100.0f ? INFINITY : y;
-    y = x < -110.0f ? 0.0f : y;
+    float xc = x > -110.0f ? x : -110.0f; /* NaN: −110 (the NaN is selected at the end) */
+    xc = xc < 100.0f ? xc : 100.0f;
+    float t = xc * PRESK_INV_LN2F + PRESK_SHIFTF, kf = t - PRESK_SHIFTF;
+    int32_t k = (int32_t)(presk_bitsf(t) - presk_bitsf(PRESK_SHIFTF)); /* kf, by its bits */
+    float rh = fmaf(kf, -PRESK_LN2F_HI, xc), rl = kf * -PRESK_LN2F_LO;
+    float r = rh + rl, rr = (rh - r) + rl; /* r + rr = rh + rl */
+    float s = 1.0f + r, e = (1.0f - s) + r; /* s + e = 1 + r */
+    float y = presk_scalef(s + (e + presk_expf_tail(r, rr)), k);
     return x != x ? x : y;
 }
+
+/* The f32 functions below select their limits on the result, not on the argument (a clamped
+ * argument made GCC compute each side apart); NaN in, the same NaN out. */
 
 PRESK_INLINE float presk_expm1f(float x) {
     float y = (float)presk_expm1_short((double)x);
@@ -501,40 +549,6 @@ PRESK_INLINE float presk_sigmoidf(float x) {
     float y = (float)((x < 0.0f ? e : 1.0) / (1.0 + e));
     y = a > 120.0 ? (x < 0.0f ? 0.0f : 1.0f) : y; /* sigmoid(−120) rounds to 0 in f32 */
     return x != x ? x : y;
-}
-
-/* ---- f32 arithmetic: erfcf's parts ---- */
-/* Σ c_j x^j in f32 by Horner's rule */
-PRESK_INLINE float presk_hornerf(const float *c, int n, float x) {
-    float p = c[n - 1];
-#pragma GCC unroll 16
-    for (int j = n - 2; j >= 0; j--) p = fmaf(p, x, c[j]);
-    return p;
-}
-
-/* 2^k as an f32, -126 <= k <= 127 (other k give garbage, never undefined behaviour) */
-PRESK_INLINE float presk_pow2f(int32_t k) {
-    uint32_t u = (uint32_t)(k + 127) << 23;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-/* y·2^k for -150 <= k <= 128 (erfcf's k <= 0), in two steps so that a subnormal or
- * infinite result comes from one rounding */
-PRESK_INLINE float presk_scalef(float y, int32_t k) {
-    int32_t a = k < 0 ? 64 : -64;
-    return (y * presk_pow2f(k + a)) * presk_pow2f(-a);
-}
-
-#define PRESK_INV_LN2F 0x1.715476p+0f
-#define PRESK_SHIFTF 0x1.8p23f
-#define PRESK_LN2F_HI 0x1.62e4p-1f /* 15 bits: k·LN2F_HI is exact for |k| < 2^9 */
-#define PRESK_LN2F_LO 0x1.7f7d1cp-20f
-
-/* exp(r + rr) − 1 − r in f32 for |r| <= ln2/2 + 1/500, |rr| <= ulp(r): r²·G(r) + rr·(1 + r) */
-PRESK_INLINE float presk_expf_tail(float r, float rr) {
-    return fmaf(r * r, presk_hornerf(presk_expf32_g, 6, r), fmaf(rr, r, rr));
 }
 
 /* erfc in f32 arithmetic, 8 lanes a 256-bit vector (the f64 series above run 4): within
