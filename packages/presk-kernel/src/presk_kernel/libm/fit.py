@@ -148,7 +148,10 @@ def c_array_f32(name: str, cs: list) -> str:
 def erfcf_constants() -> str:
     """The f32 erfc's constants (presk_libm.h), with the log2 of each fit's error; the last,
     `presk_expf32_g`, is the f32 exp's too."""
-    out = []
+    out = [
+        f"#define PRESK_ERFCF_SMALL {float(f32(ERFCF_SMALL)).hex()}f /* (1 − x) − x·D(x²) up to here */",
+        f"#define PRESK_ERFCF_ZMAX {float(f32(ERFCF_ZMAX)).hex()}f /* z clamped to it */",
+    ]
     cs, err = f32_poly(erfcf_d, ERFCF_D_DEGREE, 0, ERFCF_SMALL**2, relative=False)
     out.append(f"/* absolute error 2^{err:.1f} */\n{c_array_f32('presk_erfcf_d', cs)}")
     lo, hi = 2 / (2 + ERFCF_ZMAX), 2 / (2 + ERFCF_SMALL)

@@ -383,6 +383,8 @@ static const double presk_expm1f_poly[8] = {
 };
 
 /* erfcf, in f32 arithmetic (below) */
+#define PRESK_ERFCF_SMALL 0x1.8000000000000p-1f /* (1 − x) − x·D(x²) up to here */
+#define PRESK_ERFCF_ZMAX 0x1.4333340000000p+3f /* z clamped to it */
 /* absolute error 2^-29.2 */
 static const float presk_erfcf_d[6] = {
     0x1.06eba80000000p-3f,
@@ -563,7 +565,7 @@ PRESK_INLINE float presk_erfcf(float x) {
     float a = fabsf(x);
     float s = 1.0f - x;
     float small = s + fmaf(-x, presk_hornerf(presk_erfcf_d, 6, x * x), -x - (s - 1.0f));
-    float z = a < 10.1f ? a : 10.1f;
+    float z = a < PRESK_ERFCF_ZMAX ? a : PRESK_ERFCF_ZMAX;
     float dn = 2.0f + z, bv = dn - z;
     float dd = (2.0f - bv) + (z - (dn - bv)); /* 2 + z = dn + dd */
     float t = 2.0f / dn;
@@ -580,7 +582,7 @@ PRESK_INLINE float presk_erfcf(float x) {
     float q = r + presk_expf_tail(r, rr); /* exp(−z²)/2^k − 1 */
     float big = presk_scalef(fmaf(tp, q, tp), (int32_t)kf);
     big = x < 0.0f ? 2.0f - big : big;
-    float y = a <= 0.75f ? small : big;
+    float y = a <= PRESK_ERFCF_SMALL ? small : big;
     return x != x ? x : y;
 }
 
