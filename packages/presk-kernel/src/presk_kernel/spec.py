@@ -41,7 +41,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from presk_kernel.contract import gemm_stop, linear
+from presk_kernel.contract import COMPUTED, gemm_stop, linear
 from presk_kernel.ir import (
     DTYPES,
     REAL_DTYPES,
@@ -70,8 +70,6 @@ from presk_kernel.layout import applies, apply_layout, check_layout, is_laid
 
 COMPARES = frozenset({"<", "<=", ">", ">=", "==", "!="})
 FOLDS = frozenset({"add", "max", "min", "fma"})
-# what a GEMM computes a packed panel with: IEEE's correctly rounded arithmetic, and dequant
-PANEL_OPS = frozenset({"add", "sub", "mul", "div", "neg", "sqrt", "max", "min", "dequant"})
 KIND = {"f64": "real", "f32": "real", "bf16": "real", "i64": "int", "bool": "bool", "i8": "int"}
 
 
@@ -380,9 +378,9 @@ def _epilogue_problems(k: Kernel, g: Gemm, acc: str, points: dict[str, int]) -> 
 
 def _prologue_problems(k: Kernel, g: Gemm, fold: Reduce) -> list[str]:
     """The prologues' rules: each the fold's term of its operand (None where the term is a
-    load, the operand read in place); computed by PANEL_OPS from loads of inputs at affine
-    indices in the compute type (a dequant's integers and scales aside); over a fold of one
-    variable; not varying along C's columns (A's) or rows (B's), as its panel is computed
+    load, the operand read in place); computed by contract.COMPUTED from loads of inputs at
+    affine indices in the compute type (a dequant's integers and scales aside); over a fold
+    of one variable; not varying along C's columns (A's) or rows (B's), as its panel is computed
     once for all of them."""
     if len(fold.terms) != 2:
         return []  # not a contraction: `check_layout` says so
@@ -404,14 +402,14 @@ def _prologue_problems(k: Kernel, g: Gemm, fold: Reduce) -> list[str]:
 
 
 def _panel_problems(k: Kernel, what: str, e, across: set[str], dequant: bool = False) -> list:
-    """A prologue's expression's problems: PANEL_OPS over constants and loads of inputs at
-    affine indices, of the compute type (but a dequant's operands), reading none of the
-    variables its panel is shared `across`."""
+    """A prologue's expression's problems: contract.COMPUTED over constants and loads of
+    inputs at affine indices, of the compute type (but a dequant's operands), reading none
+    of the variables its panel is shared `across`."""
     match e:
         case Const():
             return []
         case Op(op, args, _):
-            out = [] if op in PANEL_OPS else [f"{what} computes `{op}`, not a panel's arithmetic"]
+            out = [] if op in COMPUTED else [f"{what} computes `{op}`, not a panel's arithmetic"]
             for a in args:
                 out += _panel_problems(k, what, a, across, op == "dequant")
             return out
