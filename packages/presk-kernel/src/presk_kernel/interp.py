@@ -475,7 +475,7 @@ class Run:
         if r.op == "fma":
             a, b = terms
             first = np.asarray(a * b, dtype=dtype)
-            step = None if acc is None else fma(*np.broadcast_arrays(a, b, acc), dtype)
+            step = None if acc is None else fma(a, b, acc, dtype)  # fma broadcasts them
             return first, step
         (t,) = terms
         first = np.asarray(t, dtype=dtype)
