@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from presk_kernel.interp import (
+    FEW,
     KernelError,
     f32_to_bf16,
     fma,
@@ -64,6 +65,24 @@ def test_f32_fma_breaks_the_ties_double_rounding_would_get_wrong():
 def test_fma64_on_any_doubles(a, b, c):
     got = fma(np.array([a]), np.array([b]), np.array([c]), np.float64)
     assert same(got, [exact_fma(a, b, c, F64)])
+
+
+def test_fma64_gives_one_array_and_few_elements_the_same_bits():
+    """fma64 computes up to FEW elements on Python floats and more in numpy arrays: every
+    triple of special doubles (signed zeros, subnormals, the edges of the fast path, huge,
+    infinite, NaN of either sign) rounds once in both, as gmpy2 does."""
+    nan = np.array([0x7FF8000000000001, 0xFFF0000000000005], np.uint64).view(np.float64)
+    specials = [0.0, -0.0, 5e-324, -(2.0**-1000), 2.0**-300, 2.0**-600, 1.0, -1.0 - 2.0**-52]
+    specials += [3.0, 2.0**300, -1.5 * 2.0**600, 1.7976931348623157e308, np.inf, -np.inf]
+    a, b, c = (x.ravel() for x in np.meshgrid(*[np.array([*specials, *nan])] * 3))
+    assert a.size > FEW
+    whole = fma(a, b, c, np.float64)
+    few = np.concatenate([fma(a[i : i + FEW], b[i : i + FEW], c[i : i + FEW], np.float64)
+                          for i in range(0, a.size, FEW)])  # fmt: skip
+    assert whole.tobytes() == few.tobytes()
+    finite = ~np.isnan(whole)
+    want = [exact_fma(*t, F64) for t in zip(a[finite], b[finite], c[finite], strict=True)]
+    assert same(whole[finite], want)
 
 
 def test_bf16_rounds_to_nearest_even_and_writes_nan_as_7fc0():
