@@ -17,9 +17,11 @@ compiled beside it and called after each timed call, and its mean wall time prin
 the timed launches' sum over it (the clocks' own cost: within a few %). A launch's CPU time off the
 calling thread is its other threads' (OpenMP's workers: OpenBLAS is held at one thread in
 the sides, and no other thread of the process runs meanwhile). CPU clocks count work, not
-waiting (libgomp's workers sleep on a futex at once: GOMP_SPINCOUNT 0, presk_cback.load),
-so the figures hold on a loaded machine where wall clocks do not: on two idle cores a
-launch takes the longer of its threads' CPU times, plus its regions' fork and join.
+waiting: the sides run with GOMP_SPINCOUNT 0 unless it is set (libgomp's workers sleep on
+a futex at once; presk_cback.load would let them spin ~32 µs on a quiet machine, and a
+spin is CPU time), so the figures hold on a loaded machine where wall clocks do not: on
+two idle cores a launch takes the longer of its threads' CPU times, plus its regions' fork
+and join. `--wall`'s processes keep presk_cback.load's choice.
 
 Printed, by kernel class (tools/bench_minigpt.py's, a fused kernel that computes a softmax
 the softmax's, as tools/pytorch_baseline.py's breakdown) and in total:
@@ -387,6 +389,7 @@ def main() -> None:
         side(consts, args.data, args.side, args.steps, args.forward)
         return
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    env.setdefault("GOMP_SPINCOUNT", "0")  # CPU clocks count work, not spins (above)
     data = None if args.data == str(DATA) else args.data
     if args.no_cpu:
         wall(args.const, data, args.wall, args.torch, args.against)
