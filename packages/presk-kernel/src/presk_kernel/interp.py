@@ -186,19 +186,11 @@ _DOUBLE = struct.Struct("<d")
 
 def _fma64_float(a: float, b: float, c: float) -> float:
     uh = a * b
-    t = a * 134217729.0  # _split
-    ah = t - (t - a)
-    al = a - ah
-    t = b * 134217729.0
-    bh = t - (t - b)
-    bl = b - bh
+    ah, al = _split(a)  # _split and _two_sum are plain arithmetic: floats or arrays
+    bh, bl = _split(b)
     ul = ((ah * bh - uh) + ah * bl + al * bh) + al * bl  # uh + ul = a·b exactly
-    th = c + uh  # _two_sum(c, uh)
-    bb = th - c
-    tl = (c - (th - bb)) + (uh - bb)
-    v = tl + ul  # _two_sum(tl, ul)
-    bb = v - tl
-    err = (tl - (v - bb)) + (ul - bb)
+    th, tl = _two_sum(c, uh)
+    v, err = _two_sum(tl, ul)
     if err != 0 and not _DOUBLE.pack(v)[0] & 1:  # v rounded to odd (its lowest byte first)
         v = math.nextafter(v, math.inf if err > 0 else -math.inf)
     out = uh + c if uh == 0 else th + v  # an exact zero product keeps IEEE's signed zeros
