@@ -530,7 +530,7 @@ class KernelC:
 
             if not g.epilogue and not g.prologue:
                 self.emit(f"presk_gemm_{self.gemm}{call});", depth)
-            else:  # the epilogue on each tile of C as its sum is finished (presk_cback.gemm)
+            else:  # the epilogue on each block of C as its sums are finished (presk_cback.gemm)
                 fn = epilogue_function(self, g) if g.epilogue else "0"
                 packers = [
                     packer_function(self, g, w) if pro[w] is not None else "0" for w in (0, 1)

@@ -430,8 +430,11 @@ static T *scratch(int which, size_t bytes) {{
     return buf[which];
 }}
 
-/* An epilogue: called on each tile of C (rows i0 … i0 + mr, columns j0 … j0 + nr of the
- * whole call) once its sums are finished, while the tile is in L1. */
+/* An epilogue: called on each MC×NC block of C (rows i0 … i0 + mr, columns j0 … j0 + nr of
+ * the whole call) once its sums are finished, while the block is in L2: rows of up to NC
+ * columns, long loops (called per MR×NR tile, two vectors a row, a GELU's erfc ran 1.2× as
+ * long an element). Each element's statements read its own sum: the order of the blocks
+ * changes no bit. */
 typedef void (*epilogue)(void *ctx, int64_t i0, int64_t j0, int64_t mr, int64_t nr);
 
 /* A prologue (a packer): writes the panel of an operand computed from the kernel's buffers
@@ -551,9 +554,9 @@ static void nest(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64
                         else
                             tile(kk, Ap + ip * MR * kc + off * MR, 1, MR,
                                  Bp + jp * NR * kc + off * NR, c, ldc, mr, nr, fst);
-                        if (epi && last) /* the tile's sums are finished */
-                            epi(ctx, i_off + ic + ip * MR, j_off + jc + jp * NR, mr, nr);
                     }}
+                if (epi && last) /* the block's sums are finished */
+                    epi(ctx, i_off + ic, j_off + jc, mc, nc);
             }}
         }}
     }}
