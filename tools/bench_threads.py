@@ -381,6 +381,8 @@ def main() -> None:
     parser.add_argument("--forward", action="store_true", help="the forward pass, not the step")
     parser.add_argument("--against", metavar="PYTHON", help="--wall: another tree's native sides")
     args = parser.parse_args()
+    if args.no_cpu and not args.wall:
+        parser.error("--no-cpu times only --wall's steps: give --wall ROUNDS")
     consts = dict(c.split("=", 1) for c in args.const)
     if args.empty:
         empty_regions(args.empty)
