@@ -85,6 +85,24 @@ def test_fma64_gives_one_array_and_few_elements_the_same_bits():
     assert same(whole[finite], want)
 
 
+def test_fma32_gives_one_array_and_few_elements_the_same_bits():
+    """The f32 fma computes up to FEW elements on Python floats and more in numpy arrays:
+    every triple of special floats (signed zeros, subnormals, a midpoint's neighbours, the
+    largest, infinite, NaN of either sign) rounds once in both, as gmpy2 does."""
+    nan = np.array([0x7FC00001, 0xFF800005], np.uint32).view(np.float32)
+    specials = [0.0, -0.0, 2.0**-149, -(2.0**-126), 2.0**-70, 1.0, 1 + 2.0**-12, -1 - 2.0**-23]
+    specials += [2.0**-60, 3.0, 2.0**64, -3.4028234663852886e38, np.inf, -np.inf]
+    a, b, c = (x.ravel() for x in np.meshgrid(*[np.array([*specials, *nan], np.float32)] * 3))
+    assert a.size > FEW
+    whole = fma(a, b, c, np.float32)
+    few = np.concatenate([fma(a[i : i + FEW], b[i : i + FEW], c[i : i + FEW], np.float32)
+                          for i in range(0, a.size, FEW)])  # fmt: skip
+    assert whole.tobytes() == few.tobytes()
+    finite = ~np.isnan(whole)
+    want = [exact_fma(*t, F32) for t in zip(a[finite], b[finite], c[finite], strict=True)]
+    assert same(whole[finite], np.array(want, np.float32))
+
+
 def test_bf16_rounds_to_nearest_even_and_writes_nan_as_7fc0():
     rng = np.random.default_rng(3)
     bits = np.concatenate(
