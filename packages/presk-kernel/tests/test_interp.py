@@ -67,40 +67,37 @@ def test_fma64_on_any_doubles(a, b, c):
     assert same(got, [exact_fma(a, b, c, F64)])
 
 
-def test_fma64_gives_one_array_and_few_elements_the_same_bits():
-    """fma64 computes up to FEW elements on Python floats and more in numpy arrays: every
-    triple of special doubles (signed zeros, subnormals, the edges of the fast path, huge,
-    infinite, NaN of either sign) rounds once in both, as gmpy2 does."""
-    nan = np.array([0x7FF8000000000001, 0xFFF0000000000005], np.uint64).view(np.float64)
-    specials = [0.0, -0.0, 5e-324, -(2.0**-1000), 2.0**-300, 2.0**-600, 1.0, -1.0 - 2.0**-52]
-    specials += [3.0, 2.0**300, -1.5 * 2.0**600, 1.7976931348623157e308, np.inf, -np.inf]
-    a, b, c = (x.ravel() for x in np.meshgrid(*[np.array([*specials, *nan])] * 3))
+SPECIALS = {  # signed zeros, subnormals, the edges of the fast paths, huge, infinite, NaN
+    np.float64: (
+        [0.0, -0.0, 5e-324, -(2.0**-1000), 2.0**-300, 2.0**-600, 1.0, -1.0 - 2.0**-52, 3.0]
+        + [2.0**300, -1.5 * 2.0**600, 1.7976931348623157e308, np.inf, -np.inf],
+        np.array([0x7FF8000000000001, 0xFFF0000000000005], np.uint64),
+        F64,
+    ),
+    np.float32: (  # 1 + 2^-12 squared is a binary32 midpoint and a bit
+        [0.0, -0.0, 2.0**-149, -(2.0**-126), 2.0**-70, 1.0, 1 + 2.0**-12, -1 - 2.0**-23]
+        + [2.0**-60, 3.0, 2.0**64, -3.4028234663852886e38, np.inf, -np.inf],
+        np.array([0x7FC00001, 0xFF800005], np.uint32),
+        F32,
+    ),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_fma_gives_one_array_and_few_elements_the_same_bits(dtype):
+    """fma computes up to FEW elements on Python floats and more in numpy arrays: every
+    triple of special values rounds once in both, as gmpy2 does."""
+    specials, nan, context = SPECIALS[dtype]
+    values = np.array([*specials, *nan.view(dtype)], dtype)
+    a, b, c = (x.ravel() for x in np.meshgrid(values, values, values))
     assert a.size > FEW
-    whole = fma(a, b, c, np.float64)
-    few = np.concatenate([fma(a[i : i + FEW], b[i : i + FEW], c[i : i + FEW], np.float64)
+    whole = fma(a, b, c, dtype)
+    few = np.concatenate([fma(a[i : i + FEW], b[i : i + FEW], c[i : i + FEW], dtype)
                           for i in range(0, a.size, FEW)])  # fmt: skip
     assert whole.tobytes() == few.tobytes()
     finite = ~np.isnan(whole)
-    want = [exact_fma(*t, F64) for t in zip(a[finite], b[finite], c[finite], strict=True)]
-    assert same(whole[finite], want)
-
-
-def test_fma32_gives_one_array_and_few_elements_the_same_bits():
-    """The f32 fma computes up to FEW elements on Python floats and more in numpy arrays:
-    every triple of special floats (signed zeros, subnormals, a midpoint's neighbours, the
-    largest, infinite, NaN of either sign) rounds once in both, as gmpy2 does."""
-    nan = np.array([0x7FC00001, 0xFF800005], np.uint32).view(np.float32)
-    specials = [0.0, -0.0, 2.0**-149, -(2.0**-126), 2.0**-70, 1.0, 1 + 2.0**-12, -1 - 2.0**-23]
-    specials += [2.0**-60, 3.0, 2.0**64, -3.4028234663852886e38, np.inf, -np.inf]
-    a, b, c = (x.ravel() for x in np.meshgrid(*[np.array([*specials, *nan], np.float32)] * 3))
-    assert a.size > FEW
-    whole = fma(a, b, c, np.float32)
-    few = np.concatenate([fma(a[i : i + FEW], b[i : i + FEW], c[i : i + FEW], np.float32)
-                          for i in range(0, a.size, FEW)])  # fmt: skip
-    assert whole.tobytes() == few.tobytes()
-    finite = ~np.isnan(whole)
-    want = [exact_fma(*t, F32) for t in zip(a[finite], b[finite], c[finite], strict=True)]
-    assert same(whole[finite], np.array(want, np.float32))
+    want = [exact_fma(*t, context) for t in zip(a[finite], b[finite], c[finite], strict=True)]
+    assert same(whole[finite], np.array(want, dtype))
 
 
 def test_bf16_rounds_to_nearest_even_and_writes_nan_as_7fc0():
