@@ -507,19 +507,33 @@ PRESK_INLINE float presk_expf_tail(float r, float rr) {
     return fmaf(r * r, presk_hornerf(presk_expf32_g, 6, r), fmaf(rr, r, rr));
 }
 
+/* expf's and erfcf's argument reduction, in f32: hi + lo = k·ln2 + r + rr, |k| <= 159
+ * (|hi| <= 110, lo within an ulp of hi; returns k, and r, rr through the pointers).
+ * k = round(hi/ln2) by the shift: t = hi/ln2 + 1.5·2^23 lies in [2^23, 2^24), where its
+ * ulp is 1, so k is t's bits less the shift's. hi − k·LN2F_HI is exact (k·LN2F_HI exact,
+ * then Sterbenz's lemma), lo − k·LN2F_LO one fma, r + rr their sum by a two-sum. No lo:
+ * pass −0, for which the fma is the product k·(−LN2F_LO) alone, the sign of a zero
+ * included (k = 0 gives −0; +0 would give +0). */
+PRESK_INLINE int32_t presk_expf_reduce(float hi, float lo, float *r, float *rr) {
+    float t = hi * PRESK_INV_LN2F + PRESK_SHIFTF, kf = t - PRESK_SHIFTF;
+    float rh = fmaf(kf, -PRESK_LN2F_HI, hi), rl = fmaf(kf, -PRESK_LN2F_LO, lo);
+    float s = rh + rl;
+    *r = s;
+    *rr = (rh - s) + rl; /* s + rr = rh + rl */
+    return (int32_t)(presk_bitsf(t) - presk_bitsf(PRESK_SHIFTF)); /* kf, by its bits */
+}
+
 /* exp in f32 arithmetic, 8 lanes a 256-bit vector: within 0.76 ulp (every f32 argument
- * checked: docs/native.md, "presk libm"). x = k·ln2 + r + rr (k·LN2F_HI exact, x − k·LN2F_HI
- * exact by Sterbenz's lemma, the rest by a two-sum), exp(r + rr) = 1 + r + tail with 1 + r
- * = s + e exactly, (s + (e + tail))·2^k, 2^k applied in two steps so that a subnormal or an
- * infinite result is rounded once. The argument is clamped to [−110, 100] first (k stays
- * where the scaling is defined: exp(100) overflows, exp(−110) rounds to +0). */
+ * checked: docs/native.md, "presk libm"). x = k·ln2 + r + rr by presk_expf_reduce (x alone,
+ * its lo −0), exp(r + rr) = 1 + r + tail with 1 + r = s + e exactly, (s + (e + tail))·2^k,
+ * 2^k applied in two steps so that a subnormal or an infinite result is rounded once. The
+ * argument is clamped to [−110, 100] first (k stays where the scaling is defined: exp(100)
+ * overflows, exp(−110) rounds to +0). */
 PRESK_INLINE float presk_expf(float x) {
     float xc = x > -110.0f ? x : -110.0f; /* NaN: −110 (the NaN is selected at the end) */
     xc = xc < 100.0f ? xc : 100.0f;
-    float t = xc * PRESK_INV_LN2F + PRESK_SHIFTF, kf = t - PRESK_SHIFTF;
-    int32_t k = (int32_t)(presk_bitsf(t) - presk_bitsf(PRESK_SHIFTF)); /* kf, by its bits */
-    float rh = fmaf(kf, -PRESK_LN2F_HI, xc), rl = kf * -PRESK_LN2F_LO;
-    float r = rh + rl, rr = (rh - r) + rl; /* r + rr = rh + rl */
+    float r, rr;
+    int32_t k = presk_expf_reduce(xc, -0.0f, &r, &rr);
     float s = 1.0f + r, e = (1.0f - s) + r; /* s + e = 1 + r */
     float y = presk_scalef(s + (e + presk_expf_tail(r, rr)), k);
     return x != x ? x : y;
@@ -558,10 +572,10 @@ PRESK_INLINE float presk_sigmoidf(float x) {
  * 2.5 ulp (every f32 argument checked: docs/native.md, "presk libm"). |x| <= 3/4: (1 − x)
  * − x·D(x²), 1 − x carried exactly by a two-sum. Beyond, z = |x| <= 10.1: exp(−z²)·t·P(t),
  * t = 2/(2+z) with its rounding error t_lo (a two-sum of 2 + z, the quotient's remainder
- * by fma) carried into t·P through S = d(tP)/dt; z² = hi + lo exactly, −z² = k·ln2 + r
- * (ln2 in two parts, the first product exact) + rr by a two-sum, exp(r + rr) = 1 + q,
- * q = r + (r²·G(r) + rr·(1 + r)), and t·P·(1 + q) by one fma; 2^k applied in two steps so that a subnormal result is rounded once;
- * 2 − that for x < 0. */
+ * by fma) carried into t·P through S = d(tP)/dt; z² = hi + lo exactly, −z² = −hi − lo =
+ * k·ln2 + r + rr by presk_expf_reduce, exp(r + rr) = 1 + q, q = r + (r²·G(r) + rr·(1 + r)),
+ * and t·P·(1 + q) by one fma; 2^k applied in two steps so that a subnormal result is
+ * rounded once; 2 − that for x < 0. */
 PRESK_INLINE float presk_erfcf(float x) {
     float a = fabsf(x);
     float s = 1.0f - x;
@@ -576,12 +590,10 @@ PRESK_INLINE float presk_erfcf(float x) {
     float inner = fmaf(tlo, presk_hornerf(presk_erfcf_s, 4, t), fmaf(t, PRESK_ERFCF_C0L, tw));
     float tp = fmaf(t, PRESK_ERFCF_C0H, inner);
     float hi = z * z, lo = fmaf(z, z, -hi);
-    float kf = (-hi * PRESK_INV_LN2F + PRESK_SHIFTF) - PRESK_SHIFTF;
-    /* −z² − k·ln2 = rh + rl, rh exact */
-    float rh = fmaf(kf, -PRESK_LN2F_HI, -hi), rl = fmaf(kf, -PRESK_LN2F_LO, -lo);
-    float r = rh + rl, rr = (rh - r) + rl; /* r + rr = rh + rl */
+    float r, rr;
+    int32_t k = presk_expf_reduce(-hi, -lo, &r, &rr); /* −z² = k·ln2 + r + rr */
     float q = r + presk_expf_tail(r, rr); /* exp(−z²)/2^k − 1 */
-    float big = presk_scalef(fmaf(tp, q, tp), (int32_t)kf);
+    float big = presk_scalef(fmaf(tp, q, tp), k);
     big = x < 0.0f ? 2.0f - big : big;
     float y = a <= PRESK_ERFCF_SMALL ? small : big;
     return x != x ? x : y;
