@@ -5,8 +5,9 @@
         [--against OTHER/packages/presk-cback/src/presk_cback/gemm.py] [--clock cpu]
 
 For each type (f32, f64) and thread count: R paired runs, the order inside a pair
-alternating, both writing into preallocated outputs; prints each side's best GFLOP/s and
-the median of the per-pair ratios (presk's GFLOP/s over numpy's: ≥ 0.8 is the goal);
+alternating, both writing into preallocated outputs (at two threads or more each run a
+burst of calls back to back, `burst`: the pool awake, as in a step); prints each side's
+best GFLOP/s and the median of the per-pair ratios (presk's GFLOP/s over numpy's: ≥ 0.8 is the goal);
 then the same product as a PSK-Kernel contraction run by the native backend (one call of
 an entry's host function, its operands packed: the GEMM inside).
 OpenBLAS runs with the same number of threads (set through its own API). Each timed call
@@ -23,7 +24,9 @@ which the GEMM and the native entries then use.
 `--shapes` times other products instead of n³, each `[batch*]MxNxK[:ab]`: `a`, `b` are each
 `n` (the operand C-ordered) or `t` (transposed: Fortran-ordered, as `dy·Wᵀ`'s B or `xᵀ·dy`'s
 A). A batch is that many products on separate operands, the GEMM called once each (as a
-native entry's batch loop does) against numpy's matmul of the stacked operands.
+native entry's batch loop does; at two threads or more the products shared among the
+threads, each on one, as a batched GEMM statement runs them) against numpy's matmul of
+the stacked operands.
 `--against GEMM_PY` times another tree's presk_cback/gemm.py beside (before and after a
 change, in the same rounds, their bits compared); `--clock cpu` times one thread's calls
 on the thread's CPU clock, which other jobs on a loaded machine do not stop (two threads
@@ -40,8 +43,15 @@ import statistics
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+# The calls come from Python, tens of µs apart (a step's launches are µs apart, its pool
+# spinning between them: presk_cback.load.spin_count). Sleeping between calls, presk's
+# worker woke ~1.5 ms late a call on this host (4096×192×192 at two threads: 3.2–3.5 ms a
+# call with GOMP_SPINCOUNT 0, 2.1–2.5 with OMP_WAIT_POLICY active, 1.7 at best), while
+# OpenBLAS's workers spin 0.1–0.3 s after each call; so presk's spin too, unless set.
+os.environ.setdefault("GOMP_SPINCOUNT", "1000000")
 CAVEAT = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 if any(v in os.environ for v in CAVEAT) and not os.environ.get("PRESK_BENCH_REEXEC"):
     env = {k: v for k, v in os.environ.items() if k not in CAVEAT}
@@ -84,7 +94,7 @@ def measure_entry(n: int, tag: str, dtype, threads: int, pairs: int, set_threads
     if set_threads is not None:
         set_threads(threads)
     return pair_up(lambda: entry.module.lib.presk_entry(arena),
-                   lambda: np.matmul(a, b, out=c2), 2.0 * n**3, pairs)  # fmt: skip
+                   lambda: np.matmul(a, b, out=c2), 2.0 * n**3, pairs, threads)  # fmt: skip
 
 
 def thread_cpu(tid: int) -> float:
@@ -112,14 +122,15 @@ def settle(window: float = 0.01, limit: float = 2.0) -> float:
     return time.perf_counter() - start
 
 
-def pair_up(ours, theirs, flop: float, pairs: int):
+def pair_up(ours, theirs, flop: float, pairs: int, threads: int = 1):
     ours(), theirs(), ours(), theirs()  # compile, warm caches and thread pools
+    r_ours, r_theirs = burst(ours, threads), burst(theirs, threads)
     t_ours, t_theirs, ratios = [], [], []
     for i in range(pairs):
         if i % 2:
-            t2, t1 = timed(theirs), timed(ours)
+            t2, t1 = timed(theirs, r_theirs), timed(ours, r_ours)
         else:
-            t1, t2 = timed(ours), timed(theirs)
+            t1, t2 = timed(ours, r_ours), timed(theirs, r_theirs)
         t_ours.append(t1)
         t_theirs.append(t2)
         ratios.append(t2 / t1)
@@ -140,13 +151,31 @@ def blas_call(lib, *names):
     return None
 
 
-def timed(fn) -> float:
-    """One call of `fn` once the other side's threads are idle (both sides then start from
-    a sleeping pool: a wake-up of some µs against the ~10 ms of a call)."""
+BURST = 0.02  # seconds of back-to-back calls a timing takes at two threads or more
+
+
+def burst(fn, threads: int) -> int:
+    """How many calls of `fn` one timing makes back to back: one at one thread; at more,
+    enough for BURST. A call timed alone after `settle` starts from sleeping workers, and
+    on this kind of host (a VM's idle second vCPU) waking one took up to a few hundred µs:
+    4096×192×192 at two threads timed 2.6 ms a call so (median 4.5), 1.7 ms in bursts of
+    ten, numpy 2.7 and 1.8. A step's launches follow one another with the pool awake."""
+    if threads <= 1:
+        return 1
     settle()
     t = time.perf_counter()
     fn()
-    return time.perf_counter() - t
+    return max(1, round(BURST / max(time.perf_counter() - t, 1e-6)))
+
+
+def timed(fn, reps: int = 1) -> float:
+    """A call of `fn`, the mean of `reps` back to back (`burst`), once the other side's
+    threads are idle."""
+    settle()
+    t = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    return (time.perf_counter() - t) / reps
 
 
 def measure(n: int, dtype, threads: int, pairs: int, blocking, set_threads):
@@ -166,7 +195,7 @@ def measure(n: int, dtype, threads: int, pairs: int, blocking, set_threads):
     ours(), theirs()
     scale = 1e-6 if dtype == np.float32 else 1e-12
     assert np.allclose(c1, c2, rtol=scale * n, atol=scale * n), "the two products differ"
-    return pair_up(ours, theirs, 2.0 * n**3, pairs)
+    return pair_up(ours, theirs, 2.0 * n**3, pairs, threads)
 
 
 STEP_SHAPES = [  # the course GPT step's products at D 192 (4096 = B·T rows; 32 a head's width)
@@ -224,18 +253,24 @@ def measure_shape(spec: str, dtype, threads: int, args, set_threads):
     tc = find_toolchain()
     outs = [np.empty((batch, m, n), dtype) for _ in range(3)]
 
+    shared = batch > 1 and threads > 1  # the batch's products shared, each on one thread
+    pool = ThreadPoolExecutor(threads) if shared else None
+
     def side(fn, c):
         calls = []
         for i in range(batch):
             (abuf, rsa, csa), (bbuf, rsb, csb) = G._operand(a[i]), G._operand(b[i])
             pa, pb, pc = pointer(abuf, ctype), pointer(bbuf, ctype), pointer(c[i], ctype)
-            calls.append((m, n, k, pa, rsa, csa, pb, rsb, csb, pc, n, threads))
+            calls.append((m, n, k, pa, rsa, csa, pb, rsb, csb, pc, n, 1 if shared else threads))
 
-        def run():
-            for call in calls:
+        def run(part=calls):
+            for call in part:
                 fn(*call)
 
-        return run
+        if not shared:
+            return run
+        parts = [calls[batch * t // threads : batch * (t + 1) // threads] for t in range(threads)]
+        return lambda: list(pool.map(run, parts))  # cffi's calls release the GIL
 
     sides = [side(gemm_function(None, tag, tc), outs[0]), lambda: np.matmul(a, b, out=outs[1])]
     if args.against:
@@ -248,12 +283,15 @@ def measure_shape(spec: str, dtype, threads: int, args, set_threads):
     assert np.allclose(outs[0], outs[1], rtol=scale * k, atol=scale * k), "the products differ"
     if args.against:
         assert np.array_equal(outs[0], outs[2]), "the two trees' GEMMs differ in bits"
-    clock = cpu_timed if args.clock == "cpu" and threads == 1 else timed
+    cpu = args.clock == "cpu" and threads == 1
+    reps = [burst(run, threads) for run in sides]
     times: list[list[float]] = [[] for _ in sides]
     for r in range(args.pairs):
         order = [(r + j) % len(sides) for j in range(len(sides))]
         for j in order[::-1] if r % 2 else order:
-            times[j].append(clock(sides[j]))
+            times[j].append(cpu_timed(sides[j]) if cpu else timed(sides[j], reps[j]))
+    if pool is not None:
+        pool.shutdown()
     flop = 2.0 * batch * m * n * k
     best = [flop / min(t) / 1e9 for t in times]
 
