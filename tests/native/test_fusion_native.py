@@ -34,11 +34,32 @@ def _gemms(schedule):
 
 
 @pytest.mark.parametrize("realize", ["f64", "f32"])
+def test_an_epilogue_over_the_parts_of_wide_blocks_gives_the_unfused_bits(compiler, realize):
+    # the generated GEMM calls an epilogue on each block of C's finished columns, EPI_PANELS
+    # panels at a time (presk_cback.gemm): 1100 columns are several such parts (512 or 256
+    # columns), 200 rows two blocks of MC and an edge, k = 300 two blocks of k
+    schedule, args, _ = lowered(
+        "tutorial/01_linear.psk", "Linear{300, 1100}.apply", (("batch", 200),), realize
+    )
+    rng = np.random.default_rng(5)
+    for threads in (1, 2):
+        laid = lay_out(fuse(schedule)[0], threads)
+        inputs = storage(laid, args)
+        (bias,) = [i for i, x in enumerate(inputs) if x.shape == (1100,)]
+        inputs[bias] = rng.standard_normal(1100).astype(inputs[bias].dtype)  # θ₀'s is 0
+        fused = NativeEntry(laid)
+        assert len(fused.schedule.launches) == 1
+        want = [x.tobytes() for x in NativeEntry(laid, epilogues=False).run(inputs)]
+        assert [x.tobytes() for x in fused.run(inputs)] == want, threads
+
+
+@pytest.mark.parametrize("realize", ["f64", "f32"])
 def test_a_product_with_its_epilogue_gives_the_unfused_bits(compiler, realize):
     # k = 400: two of the GEMM's blocks of k (KC 384 or 256); 45 rows, 40 columns: edge tiles
     schedule, args, _ = lowered(
         "tutorial/01_linear.psk", "Linear{400, 40}.apply", (("batch", 45),), realize
     )
+    args[1] = np.random.default_rng(4).standard_normal(40).astype(args[1].dtype)  # θ₀'s is 0
     want = [x.tobytes() for x in run_schedule(schedule, args)]
     fused = fuse(schedule)[0]
     assert len(fused.launches) == 2  # what the stages print: the product, then the bias

@@ -430,11 +430,12 @@ static T *scratch(int which, size_t bytes) {{
     return buf[which];
 }}
 
-/* An epilogue: called on each MC×NC block of C (rows i0 … i0 + mr, columns j0 … j0 + nr of
- * the whole call) once its sums are finished, while the block is in L2: rows of up to NC
- * columns, long loops (called per MR×NR tile, two vectors a row, a GELU's erfc ran 1.2× as
- * long an element). Each element's statements read its own sum: the order of the blocks
- * changes no bit. */
+/* An epilogue: called on each part of C (rows i0 … i0 + mr, columns j0 … j0 + nr of the
+ * whole call) once its sums are finished, while it is in L2: an MC×NC block's rows over
+ * EPI_PANELS of its column panels (f32 on AVX2: 96 rows of 512 columns, 192 KB), long loops
+ * (called per MR×NR tile, two vectors a row, a GELU's erfc ran 1.2× as long an element).
+ * Each element's statements read its own sum: the order of the parts changes no bit. */
+#define EPI_PANELS (196608 / (MC * NR * (int64_t)sizeof(T)) > 1 ? 196608 / (MC * NR * (int64_t)sizeof(T)) : 1)
 typedef void (*epilogue)(void *ctx, int64_t i0, int64_t j0, int64_t mr, int64_t nr);
 
 /* A prologue (a packer): writes the panel of an operand computed from the kernel's buffers
@@ -519,8 +520,8 @@ static void nest(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64
                         pack_a(ip, kc, mc, A + ic * rsa + pc * csa, rsa, csa, Ap);
                 /* read where it lies, a panel of A comes from memory once for all of n's
                  * few panels (the panels' loop inside): n's panels are in L1 and L2 */
-                int64_t outer = few ? mp : np, inner = few ? np : mp;
-                for (int64_t o = 0; o < outer; o++)
+                int64_t outer = few ? mp : np, inner = few ? np : mp, ep = 0;
+                for (int64_t o = 0; o < outer; o++) {{
                     for (int64_t q = 0; q < inner; q++) {{
                         int64_t ip = few ? o : q, jp = few ? q : o;
                         int64_t mr = min64(MR, mc - ip * MR), nr = min64(NR, nc - jp * NR);
@@ -555,7 +556,15 @@ static void nest(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64
                             tile(kk, Ap + ip * MR * kc + off * MR, 1, MR,
                                  Bp + jp * NR * kc + off * NR, c, ldc, mr, nr, fst);
                     }}
-                if (epi && last) /* the block's sums are finished */
+                    /* the epilogue of the block's finished columns (their every row panel
+                     * done), EPI_PANELS of them at a time: in L2 still */
+                    if (epi && last && !few && (o + 1 - ep == EPI_PANELS || o + 1 == outer)) {{
+                        epi(ctx, i_off + ic, j_off + jc + ep * NR, mc,
+                            min64(nc, (o + 1) * NR) - ep * NR);
+                        ep = o + 1;
+                    }}
+                }}
+                if (epi && last && few) /* the block's sums are finished (n's few panels) */
                     epi(ctx, i_off + ic, j_off + jc, mc, nc);
             }}
         }}
@@ -650,7 +659,7 @@ LOCAL_NAMES = (
     "T", "vec", "VFMA", "VSET1", "VLOAD", "VLOADU", "VSTORE", "VSTOREU", "MR", "NV", "VL", "NR", "KC",
     "MC", "NC", "PFD", "PFC", "DIRECT", "HAVE_AVX512", "VMASKSTOREU", "VMASKLOADU", "transpose", "min64", "ukernel", "pack_a", "pack_a_rows", "pack_b", "tile", "nest", "scratch",
     "epilogue", "packer", "gemm_all", "BAND_COLS", "BAND_KEND", "BAND_KSTART", "band_last",
-    "band_ncols", "band_kend", "band_kstart",
+    "band_ncols", "band_kend", "band_kstart", "EPI_PANELS",
 )  # fmt: skip
 
 
