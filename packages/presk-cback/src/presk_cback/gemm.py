@@ -435,7 +435,8 @@ static T *scratch(int which, size_t bytes) {{
  * EPI_PANELS of its column panels (f32 on AVX2: 96 rows of 512 columns, 192 KB), long loops
  * (called per MR×NR tile, two vectors a row, a GELU's erfc ran 1.2× as long an element).
  * Each element's statements read its own sum: the order of the parts changes no bit. */
-#define EPI_PANELS (196608 / (MC * NR * (int64_t)sizeof(T)) > 1 ? 196608 / (MC * NR * (int64_t)sizeof(T)) : 1)
+#define EPI_PANEL (MC * NR * (int64_t)sizeof(T)) /* the bytes of a block's column panel */
+#define EPI_PANELS (EPI_PANEL < 196608 ? 196608 / EPI_PANEL : 1)
 typedef void (*epilogue)(void *ctx, int64_t i0, int64_t j0, int64_t mr, int64_t nr);
 
 /* A prologue (a packer): writes the panel of an operand computed from the kernel's buffers
@@ -659,7 +660,7 @@ LOCAL_NAMES = (
     "T", "vec", "VFMA", "VSET1", "VLOAD", "VLOADU", "VSTORE", "VSTOREU", "MR", "NV", "VL", "NR", "KC",
     "MC", "NC", "PFD", "PFC", "DIRECT", "HAVE_AVX512", "VMASKSTOREU", "VMASKLOADU", "transpose", "min64", "ukernel", "pack_a", "pack_a_rows", "pack_b", "tile", "nest", "scratch",
     "epilogue", "packer", "gemm_all", "BAND_COLS", "BAND_KEND", "BAND_KSTART", "band_last",
-    "band_ncols", "band_kend", "band_kstart", "EPI_PANELS",
+    "band_ncols", "band_kend", "band_kstart", "EPI_PANEL", "EPI_PANELS",
 )  # fmt: skip
 
 
