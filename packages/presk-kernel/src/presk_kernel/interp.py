@@ -135,11 +135,11 @@ def fma64(a, b, c) -> np.ndarray:
     """∘(a·b + c) in binary64: the exact product as a pair (Dekker), then the sum of three
     rounded once by Boldo and Melquiond's rounding to odd ("Emulation of FMA and correctly
     rounded sums", 2008); gmpy2 where an intermediate could overflow or underflow."""
-    a, b, c = (np.asarray(x, dtype=np.float64) for x in np.broadcast_arrays(a, b, c))
-    if a.size <= FEW:
-        return _fma64_few(a, b, c)
     with np.errstate(all="ignore"):
-        return _fma64(a, b, c)
+        points = np.broadcast(a, b, c)
+        if points.size <= FEW:
+            return _few(_fma64_float, points, np.float64)
+        return _fma64(*(np.asarray(x, dtype=np.float64) for x in np.broadcast_arrays(a, b, c)))
 
 
 def _fma64(a, b, c) -> np.ndarray:
@@ -171,14 +171,12 @@ def _fma64(a, b, c) -> np.ndarray:
     return out
 
 
-def _fma64_few(a, b, c) -> np.ndarray:
-    """`_fma64` element by element on Python floats: the same IEEE operations in the same
-    order, so the same bits (presk-kernel's test_interp.py compares the two on special values)."""
-    out = [
-        _fma64_float(x, y, z)
-        for x, y, z in zip(a.ravel().tolist(), b.ravel().tolist(), c.ravel().tolist(), strict=True)
-    ]
-    return np.array(out, dtype=np.float64).reshape(a.shape)
+def _few(one, points: np.broadcast, dtype) -> np.ndarray:
+    """`one` (`_fma64_float`, `_fma32_float`: the array path's operations in the same order
+    on Python floats, so the same bits; test_interp.py compares the paths on special
+    values) at each of the few `points`, an array of `dtype` of their shape."""
+    out = [one(float(x), float(y), float(z)) for x, y, z in points]
+    return np.array(out, dtype=dtype).reshape(points.shape)
 
 
 _DOUBLE = struct.Struct("<d")
@@ -233,7 +231,7 @@ def fma(a, b, c, dtype) -> np.ndarray:
     with np.errstate(all="ignore"):
         points = np.broadcast(a, b, c)
         if points.size <= FEW:
-            r = _fma32_few(points)
+            r = _few(_fma32_float, points, np.float32)
             if not np.isnan(r.max(initial=0)):
                 return r
         else:
@@ -270,26 +268,20 @@ _FLOAT = struct.Struct("<f")
 _WORD = struct.Struct("<Q")
 
 
-def _fma32_few(points: np.broadcast) -> np.ndarray:
-    """`_fma32` element by element on Python floats (up to FEW of them): the same binary64
-    operations, the rounding to binary32 by `struct` (to nearest even, as numpy's cast;
-    where the result is out of range it raises and numpy gives the infinity), the ties
-    `_fma32` checks checked alike, so the same bits (test_interp.py compares the two on
-    special values)."""
-    out = []
-    for x, y, z in points:
-        p = float(x) * float(y)  # exact: two 24-bit significands
-        z = float(z)
-        s = p + z
-        try:
-            r = _FLOAT.unpack(_FLOAT.pack(s))[0]
-        except OverflowError:
-            r = math.copysign(math.inf, s)
-        low = _WORD.unpack(_DOUBLE.pack(s))[0] & 0x1FFFFFFF
-        if low == 0x10000000 or (abs(s) < 2.0**-125 and s != 0):
-            r = float(_fma32_ties(np.float64(p), np.float64(z), np.float64(s), np.float32(r)))
-        out.append(r)
-    return np.array(out, dtype=np.float32).reshape(points.shape)
+def _fma32_float(x: float, y: float, z: float) -> float:
+    """`_fma32` on Python floats: the same binary64 operations, the rounding to binary32 by
+    `struct` (to nearest even, as numpy's cast; where the result is out of range it raises
+    and numpy gives the infinity), the ties `_fma32` checks checked alike."""
+    p = x * y  # exact: two 24-bit significands
+    s = p + z
+    try:
+        r = _FLOAT.unpack(_FLOAT.pack(s))[0]
+    except OverflowError:
+        r = math.copysign(math.inf, s)
+    low = _WORD.unpack(_DOUBLE.pack(s))[0] & 0x1FFFFFFF
+    if low == 0x10000000 or (abs(s) < 2.0**-125 and s != 0):
+        r = float(_fma32_ties(np.float64(p), np.float64(z), np.float64(s), np.float32(r)))
+    return r
 
 
 def _fma32_ties(p, c64, s, r):
