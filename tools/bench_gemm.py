@@ -7,9 +7,9 @@
 For each type (f32, f64) and thread count: R paired runs, the order inside a pair
 alternating, both writing into preallocated outputs (at two threads or more each run a
 burst of calls back to back, `burst`: the pool awake, as in a step); prints each side's
-best GFLOP/s and the median of the per-pair ratios (presk's GFLOP/s over numpy's: ≥ 0.8 is the goal);
-then the same product as a PSK-Kernel contraction run by the native backend (one call of
-an entry's host function, its operands packed: the GEMM inside).
+best GFLOP/s and the median of the per-pair ratios (presk's GFLOP/s over numpy's: ≥ 0.8
+is the goal); then the same product as a PSK-Kernel contraction run by the native backend
+(one call of an entry's host function, its operands packed: the GEMM inside).
 OpenBLAS runs with the same number of threads (set through its own API). Each timed call
 waits first until the process's other threads are idle (`settle`): OpenBLAS's workers spin
 ~0.1–0.3 s after each call and would hold the second core while presk runs (which then ran
@@ -156,10 +156,8 @@ BURST = 0.02  # seconds of back-to-back calls a timing takes at two threads or m
 
 def burst(fn, threads: int) -> int:
     """How many calls of `fn` one timing makes back to back: one at one thread; at more,
-    enough for BURST. A call timed alone after `settle` starts from sleeping workers, and
-    on this kind of host (a VM's idle second vCPU) waking one took up to a few hundred µs:
-    4096×192×192 at two threads timed 2.6 ms a call so (median 4.5), 1.7 ms in bursts of
-    ten, numpy 2.7 and 1.8. A step's launches follow one another with the pool awake."""
+    enough for BURST, so that a timing is of a pool at work, as a step's launches find it,
+    not of the wake-up of one that `settle` left asleep (the spin count above)."""
     if threads <= 1:
         return 1
     settle()
