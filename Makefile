@@ -20,8 +20,11 @@ setup:
 	@command -v uv >/dev/null 2>&1 || test -x "$(UV)" || python3 -m pip install --user --quiet uv
 	@$(UV) sync --frozen --all-packages --quiet
 
+# Bytecode is written (an environment's PYTHONDONTWRITEBYTECODE dropped): without it every
+# `presk` a test runs compiles presk's modules again and `import torch` takes 3.6 s, not 1.9,
+# and each worker rewrites the tests' asserts anew (tools/bench_startup.py measures it).
 test: setup
-	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
 # Each package alone (tools/packages.py, docs/development.md "Releasing a package"): a fresh
 # environment a package under build/packages/ with only it, its declared dependencies and its
