@@ -303,7 +303,8 @@ def light_trainer(core, run, folder: str, theta: dict):
         run = opened(run, folder)
     program = verified(training_step(core, run.objective), "training step")
     interp = Interpreter(program, 256)
-    samples = D.read(os.path.join(folder, run.data), type_from_text(run.file_type))
+    columns = D.read_columns(os.path.join(folder, run.data), type_from_text(run.file_type))
+    samples = D.samples(columns)
     (b,) = dict(run.batch).values()
 
     def lr(t: int, horizon: int) -> float:
@@ -320,6 +321,7 @@ def light_trainer(core, run, folder: str, theta: dict):
         v=dict(zeros),
         dims=run.dims(),
         run=run,
+        columns=columns,
         samples=samples,
         batch_size=b,
         per_epoch=len(samples) // b,

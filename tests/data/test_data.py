@@ -108,3 +108,24 @@ def test_a_training_run_with_data_of_another_type_is_refused(tmp_path):
     assert r.returncode == 1 and r.stderr.startswith(
         "[E1011] Error: training run: `data/pairs.psk.d`"
     )
+
+
+def test_a_batch_taken_from_the_columns_is_the_stacked_samples(tmp_path):
+    """presk_core.run.take_samples (a training step's batch) against stack_samples, a batch
+    axis in the middle of a tensor's axes and a scalar index, indices repeated."""
+    from presk_core.run import stack_samples, take_samples
+
+    rng = np.random.default_rng(5)
+    sample = "(ℝ[model: 3, k: 2], idx[5][])"
+    rows = [[rng.standard_normal((3, 2)), np.array(rng.integers(5))] for _ in range(9)]
+    path = str(tmp_path / "s.psk.d")
+    D.write(path, sample, type_from_text(sample), rows)
+    columns = D.read_columns(path, type_from_text(sample))
+    batch = type_from_text("(ℝ[model: 3, batch: 4, k: 2], idx[5][batch: 4])")
+    indices = [7, 0, 7, 3]
+    taken = take_samples(batch, columns, indices)
+    stacked = stack_samples(batch, [D.samples(columns)[i] for i in indices])
+    assert taken[0].shape == (3, 4, 2) and taken[0].flags.c_contiguous
+    for a, b in zip(taken, stacked, strict=True):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+    assert np.array_equal(taken[0][:, 1], rows[0][0]) and taken[1][0] == rows[7][1]

@@ -23,7 +23,7 @@ from presk_core.build import FunctionBuilder
 from presk_core.interp import Interpreter, RunError
 from presk_core.ir import Function, Origin, Program, Training, Value
 from presk_core.passes import verified
-from presk_core.run import parse_entry, stack_samples, synthesize
+from presk_core.run import parse_entry, synthesize, take_samples
 from presk_types.elab import type_from_text
 from presk_types.presburger import Lin
 from presk_types.training import match_sample
@@ -184,9 +184,10 @@ class Trainer:
         held = type_from_text(run.file_type)
         phase(f"reading `{run.data}`")
         try:
-            self.samples = D.read(os.path.join(self.folder, run.data), held)
+            self.columns = D.read_columns(os.path.join(self.folder, run.data), held)
         except D.DataError as e:
             raise TrainError(str(e)) from None
+        self.samples = D.samples(self.columns)
         (b,) = dict(run.batch).values() if len(run.batch) == 1 else (None,)
         if b is None or b <= 0:
             raise TrainError("the run's `batch(B = n)` must give one batch size")
@@ -225,7 +226,7 @@ class Trainer:
             self._order = (epoch, R.permutation(self.run.shuffle or 0, epoch, len(self.samples)))
         b = self.batch_size
         indices = [int(i) for i in self._order[1][k * b : (k + 1) * b]]
-        value = stack_samples(self.run.batch_type, [self.samples[i] for i in indices])
+        value = take_samples(self.run.batch_type, self.columns, indices)
         return epoch, indices, value
 
     def steps(self, count: int | None = None, start: int = 0) -> Iterator[StepRecord]:

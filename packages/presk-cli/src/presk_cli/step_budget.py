@@ -167,9 +167,9 @@ def build_step(core, run, folder: str, seed: int, samples: int) -> Step:
 
 
 def _batch(trainer, indices):
-    from presk_core.run import stack_samples
+    from presk_core.run import take_samples
 
-    return stack_samples(trainer.run.batch_type, [trainer.samples[i] for i in indices])
+    return take_samples(trainer.run.batch_type, trainer.columns, indices)
 
 
 @dataclass

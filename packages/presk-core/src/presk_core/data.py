@@ -540,7 +540,14 @@ def _peek(f: BinaryIO, at: int, n: int) -> bytes:
 
 def read(path: str, t: Type) -> list[list[np.ndarray]]:
     """The samples of `path`, whose header must name the type `t` (checked by the caller
-    against the text; here the sizes are checked)."""
+    against the text; here the sizes are checked): `read_columns`' rows."""
+    return samples(read_columns(path, t))
+
+
+def read_columns(path: str, t: Type) -> list[np.ndarray]:
+    """The leaves of `path`'s samples as columns, one array a leaf of the samples' leaves
+    stacked on a first axis: views into one packed record array (a training run's batch is
+    then one `np.take` a leaf, presk_core.run.take_samples)."""
     header = read_header(path)
     spec = leaves(t)
     if sum(leaf.size for leaf in spec) != header.sample_size:
@@ -548,8 +555,12 @@ def read(path: str, t: Type) -> list[list[np.ndarray]]:
     with open(path, "rb") as f:
         f.seek(header.header_size)
         blob = f.read(header.count * header.sample_size)
-    # the samples as one packed record array: each leaf a column, each sample's leaf a view
-    # into it (`[j, ...]`, a 0-d array for a scalar), without a call per leaf and sample
     record = np.dtype([(f"l{i}", leaf.dtype, leaf.shape) for i, leaf in enumerate(spec)])
-    columns = [np.frombuffer(blob, dtype=record, count=header.count)[n] for n in record.names]
-    return [[c[j, ...] for c in columns] for j in range(header.count)]
+    return [np.frombuffer(blob, dtype=record, count=header.count)[n] for n in record.names]
+
+
+def samples(columns: list[np.ndarray]) -> list[list[np.ndarray]]:
+    """Each sample's leaves (`[j, ...]` of each column, a 0-d array for a scalar): views,
+    without a call per leaf and sample."""
+    count = len(columns[0]) if columns else 0
+    return [[c[j, ...] for c in columns] for j in range(count)]

