@@ -23,14 +23,19 @@ from presk_kernel.ir import (
     Arg,
     Axis,
     Buffer,
+    Const,
     HostBuffer,
+    Index,
     Kernel,
     Launch,
     Layout,
     Load,
     Loop,
+    Op,
+    Reduce,
     Schedule,
     Store,
+    Var,
 )
 from presk_kernel.layout import apply_layout, check_layout, parallel_loops, with_gemm
 
@@ -282,6 +287,108 @@ def test_a_gather_out_of_range_is_caught():
             entry.run([x, np.array(bad)])
         with pytest.raises(KernelError):
             run_schedule(s, [x, np.array(bad)])
+
+
+def _rows_gathered(layout: Layout) -> Schedule:
+    """out[i, j] = x[idx[i], j] · x[idx[j], j]: a gather fixed in the loop over j (its
+    check before that loop) and one that moves with it (checked in it)."""
+    table, three, square = (Axis(None, 4), Axis(None, 3)), (Axis(None, 3),), (Axis(None, 3),) * 2
+    i, j = Affine.var("i0"), Affine.var("i1")
+    row, col = Load(0, (Load(1, (i,)), j)), Load(0, (Load(1, (j,)), j))
+    k = Kernel(
+        name="rows",
+        site="t/%1",
+        inputs=(Buffer(0, "f64", table), Buffer(1, "i64", three)),
+        outputs=(Buffer(2, "f64", square),),
+        body=(
+            Loop("i0", None, 3, (Loop("i1", None, 3, (Store(2, (i, j), Op("mul", (row, col))),)),)),
+        ),
+        layout=layout,
+    )
+    buffers = (
+        HostBuffer(0, "f64", table, "x", "input"),
+        HostBuffer(1, "i64", three, "idx", "input"),
+        HostBuffer(2, "f64", square, "out", "output"),
+    )
+    return Schedule("t", (), buffers, (Launch(k, (Arg(0), Arg(1), Arg(2))),), (0, 1), (2,))
+
+
+@pytest.mark.parametrize("lanes", [False, True])
+def test_a_gather_fixed_in_a_loop_is_checked_once_before_it(lanes):
+    """KernelC.hoist: the row's index checked before the loop over j (GCC vectorizes no loop
+    whose body may store to `err`), the moving one in it; the same values and errors."""
+    s = _rows_gathered(Layout(order=("i0", "i1")))
+    if lanes:
+        s = relayout(s, lambda k: Layout(order=("i0", "i1"), lanes="i1", width=4))
+    c = entry_source(s)
+    body = c[c.index("void presk_kernel_0(") :]
+    fixed = body.index("const int64_t v_g0 = presk_checked(b1[(v_i0)], 4, err);")
+    assert fixed < body.index("for (int64_t v_i1 = 0;")
+    assert "presk_checked(b1[(v_i1)], 4, err)" in body[fixed:]  # j's own, in the loop
+    x = np.arange(12.0).reshape(4, 3)
+    for idx in ([3, 0, 2], [1, 1, 0]):
+        got = NativeEntry(s).run([x, np.array(idx)])[0]
+        assert same_bits([got], run_schedule(s, [x, np.array(idx)]))
+    for bad in ([0, 4, 1], [-1, 0, 0]):
+        with pytest.raises(KernelError):
+            NativeEntry(s).run([x, np.array(bad)])
+
+
+def test_a_gather_in_a_selects_branch_is_checked_where_it_is_taken():
+    """x[idx[i], j] where i > 0, else 0: row 0's index is never read, so a bad one there is
+    no error, and the check stays in the branch (not hoisted before the loop over j)."""
+    s = _rows_gathered(Layout(order=("i0", "i1")))
+    k = s.launches[0].kernel
+    i, j = Affine.var("i0"), Affine.var("i1")
+    taken = Op("compare", (Index("i0"), Const(0, "i64")), ">")
+    value = Op("select", (taken, Load(0, (Load(1, (i,)), j)), Const(0.0, "f64")))
+    body = (Loop("i0", None, 3, (Loop("i1", None, 3, (Store(2, (i, j), value),)),)),)
+    s = dataclasses.replace(
+        s, launches=(Launch(dataclasses.replace(k, body=body), s.launches[0].args),)
+    )
+    assert "v_g0" not in entry_source(s)
+    x = np.arange(12.0).reshape(4, 3)
+    got = NativeEntry(s).run([x, np.array([9, 3, 0])])[0]
+    assert got.tolist() == [[0.0] * 3, [9.0, 10.0, 11.0], [0.0, 1.0, 2.0]]
+
+
+def test_a_gathered_row_folded_in_strips_is_checked_once_a_row():
+    """The strips' fold of each row's terms (strip.py `terms`): exp(x[idx[i], j]) summed
+    over j, 8 rows a strip, the row's index checked before its vector loop."""
+    table, rows = (Axis(None, 12), Axis(None, 16)), (Axis(None, 10),)
+    i, j = Affine.var("i0"), Affine.var("i1")
+    term = Op("exp", (Load(0, (Load(1, (i,)), j)),))
+    k = Kernel(
+        name="sums",
+        site="t/%1",
+        inputs=(Buffer(0, "f64", table), Buffer(1, "i64", rows)),
+        outputs=(Buffer(2, "f64", rows),),
+        body=(
+            Loop(
+                "i0",
+                None,
+                10,
+                (Reduce("s", "add", (("i1", None, 16),), (), (term,)), Store(2, (i,), Var("s"))),
+            ),
+        ),  # fmt: skip
+        layout=Layout(order=("i0",)),
+    )
+    buffers = (
+        HostBuffer(0, "f64", table, "x", "input"),
+        HostBuffer(1, "i64", rows, "idx", "input"),
+        HostBuffer(2, "f64", rows, "out", "output"),
+    )
+    s = Schedule("t", (), buffers, (Launch(k, (Arg(0), Arg(1), Arg(2))),), (0, 1), (2,))
+    laid = relayout(s, lambda k: Layout(order=("i0",), lanes="i0", width=8))
+    c = entry_source(laid)
+    body = c[c.index("void presk_kernel_0(") :]
+    fixed = body.index("const int64_t v_g0 = presk_checked(b1[(v_i0)], 12, err);")
+    assert fixed < body.index("#pragma omp simd") and "v_i0_s += 8" in body
+    x = np.random.default_rng(3).standard_normal((12, 16))
+    idx = np.array([11, 0, 3, 3, 7, 1, 2, 9, 10, 4])
+    assert same_bits(NativeEntry(laid).run([x, idx]), run_schedule(s, [x, idx]))
+    with pytest.raises(KernelError):
+        NativeEntry(laid).run([x, np.where(idx == 7, 12, idx)])
 
 
 def test_the_c_is_warning_free(tmp_path, strict_cc):

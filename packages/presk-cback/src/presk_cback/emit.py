@@ -89,6 +89,10 @@ typedef float presk_f32x8 __attribute__((vector_size(32)));
 typedef int32_t presk_i32x8 __attribute__((vector_size(32)));
 typedef double presk_f64x8 __attribute__((vector_size(64)));
 typedef int64_t presk_i64x8 __attribute__((vector_size(64)));
+/* the same at their elements' alignment: PRESK_T8's loads of a row's next 8 terms (a memcpy
+ * there became `rep movsl` for f64 on AVX2, a third of a log-softmax's time) */
+typedef float presk_f32x8_u __attribute__((vector_size(32), aligned(4)));
+typedef double presk_f64x8_u __attribute__((vector_size(64), aligned(8)));
 #define PRESK_VSEL(m, x, y) (((m) & (x)) | (~(m) & (y)))
 #define PRESK_IEEE_VSTEP(V, I, GT, BITOP, acc, x) do { \
     const V a_ = (acc), b_ = (x); I ia_ = (I)a_, ib_ = (I)b_, o_ = ia_ BITOP ib_; \
@@ -109,7 +113,7 @@ typedef int64_t presk_i64x8 __attribute__((vector_size(64)));
 #endif
 #define PRESK_T8(V, I, a, v, c) do { \
     V r_[8], t_[8], u_[8]; \
-    for (int q_ = 0; q_ < 8; q_++) memcpy(&r_[q_], &(a)[q_][v], sizeof r_[0]); \
+    for (int q_ = 0; q_ < 8; q_++) r_[q_] = *(const V##_u *)&(a)[q_][v]; \
     for (int q_ = 0; q_ < 8; q_ += 2) { \
         t_[q_] = PRESK_SHUF(I, r_[q_], r_[q_ + 1], 0, 8, 1, 9, 4, 12, 5, 13); \
         t_[q_ + 1] = PRESK_SHUF(I, r_[q_], r_[q_ + 1], 2, 10, 3, 11, 6, 14, 7, 15); } \
@@ -238,6 +242,77 @@ class EmitError(Exception):
     caller reports it as internal)."""
 
 
+def _gathers(nodes):
+    """(buffer, axis, index expression) of each gather index that `nodes` (statements and
+    expressions) compute whenever they run, outermost first: not in a loop or fold that may
+    run no step, a select's branch or the right of `and` and `or` (scalar_c takes a branch
+    with a gather's check only where it is taken)."""
+    for n in nodes:
+        match n:
+            case Load(buf, index) | Store(buf, index, _):
+                for ax, i in enumerate(index):
+                    if not isinstance(i, Affine):
+                        yield buf, ax, i
+                        yield from _gathers((i,))
+                if isinstance(n, Store):
+                    yield from _gathers((n.expr,))
+            case Op(op, args, _):
+                yield from _gathers(args[:1] if op in ("select", "and", "or") else args)
+            case Let(_, expr):
+                yield from _gathers((expr,))
+            case Loop(extent=extent, body=body, start=None, stop=None) if extent > 0:
+                yield from _gathers(body)
+            case Reduce(body=body, terms=terms) if _whole(n):
+                yield from _gathers(body)
+                yield from _gathers(terms)
+
+
+def _whole(r: Reduce) -> bool:
+    """A fold that runs every one of its steps, at least one."""
+    plain = r.block is None and r.stop is None and r.zeros is None
+    return plain and math.prod(n for _, _, n in r.vars) > 0
+
+
+def _bound_and_stored(nodes) -> tuple[set, set] | None:
+    """The variables `nodes` bind (loops', folds', lets') and the buffers they store to;
+    None where they hold a statement of another kind (a laid-out one: nothing is hoisted)."""
+    bound, stored = set(), set()
+    for n in nodes:
+        match n:
+            case Let(name, _):
+                bound.add(name)
+            case Store(buf, _, _):
+                stored.add(buf)
+            case Loop(var, body=body) | Reduce(acc=var, body=body):
+                inner = _bound_and_stored(body)
+                if inner is None:
+                    return None
+                bound |= {var, *(v for v, _, _ in getattr(n, "vars", ())), *inner[0]}
+                stored |= inner[1]
+            case Load() | Op() | Const() | Var() | Index():  # an expression binds nothing
+                pass
+            case _:
+                return None
+    return bound, stored
+
+
+def _invariant(e, inner: set, stored: set) -> bool:
+    """An index expression that no variable of `inner` moves and no store of `stored`
+    changes: constants, outer indices and loads of such indices from unwritten buffers."""
+    match e:
+        case Const():
+            return True
+        case Index(var):
+            return var not in inner
+        case Affine(terms):
+            return not any(v in inner for v, _ in terms)
+        case Load(buf, index):
+            return buf not in stored and all(_invariant(i, inner, stored) for i in index)
+        case Op(_, args, _):
+            return all(_invariant(a, inner, stored) for a in args)
+    return False  # a let's value (it may be a lane's)
+
+
 class KernelC:
     """The C of one kernel, written into `lines`."""
 
@@ -250,6 +325,8 @@ class KernelC:
         self.kept: dict = {}  # expressions already computed: expression -> (C, type)
         self.pre: list[str] = []  # functions the kernel's calls name (a GEMM's epilogues)
         self.shared = None  # the loop in threads whose region `region` opened around it
+        self.gathers: dict = {}  # (index expression, length) -> its checked value's C name
+        self.hoisted = 0  # the gathers' values written so far (`hoist`)
 
     # ---- expressions ---------------------------------------------------------------------
 
@@ -272,6 +349,8 @@ class KernelC:
             i = index[ax]
             if isinstance(i, Affine):
                 code = affine_c(i)
+            elif (i, b.axes[ax].length) in self.gathers:  # checked before the loop (`hoist`)
+                code = self.gathers[i, b.axes[ax].length]
             else:
                 c, t = self.expr(i)
                 code = f"presk_checked({self.cast(c, t, 'i64')}, {b.axes[ax].length}, err)"
@@ -306,6 +385,33 @@ class KernelC:
             raise TypeError(f"no C for the scalar operation `{op}`")
         return rule(self, op, a, attr)
 
+    def hoist(self, nodes, var: str, depth: int) -> dict:
+        """Before a loop over `var` in vector lanes, of at least one iteration: each gather
+        index of `nodes` (statements and expressions) that does not move with the loop,
+        checked once into a const; the `gathers` to set while the loop is written (and put
+        back after). GCC vectorizes no loop whose body may store to `err`: an embedding's
+        row read in a log-softmax's lanes ran its exponentials one at a time (22 ms a step of
+        the corpus bigram, 4 after). The caller's loop runs, so no index is checked that was
+        not checked before, and an index's check sets `err` as before."""
+        found = dict(self.gathers)
+        seen = _bound_and_stored(nodes)
+        if seen is None:
+            return found
+        inner, stored = seen[0] | {var}, seen[1]
+        for b, ax, i in _gathers(nodes):
+            length = self.k.buffers[b].axes[ax].length
+            if (i, length) in found or not _invariant(i, inner, stored):
+                continue
+            c, t = self.expr(i)
+            name = f"v_g{self.hoisted}"  # (a kernel's every name its own: no shadowing)
+            self.hoisted += 1
+            self.emit(
+                f"const int64_t {name} = presk_checked({self.cast(c, t, 'i64')}, {length}, err);",
+                depth,
+            )
+            found[i, length] = name
+        return found
+
     # ---- statements ----------------------------------------------------------------------
 
     def emit(self, line: str, depth: int) -> None:
@@ -332,9 +438,13 @@ class KernelC:
             case Loop(var, _, extent, body, _, start, stop):
                 v = _name(var)
                 lo, hi = loop_range(extent, start, stop)
+                outer = self.gathers
+                if start is None and stop is None and extent > 0:
+                    self.gathers = self.hoist(body, var, depth)
                 self.emit(f"for (int64_t {v} = {lo}; {v} < {hi}; {v}++) {{", depth)
                 self.block(body, depth + 1)
                 self.emit("}", depth)
+                self.gathers = outer
             case Reduce():
                 self.reduce(s, depth)
             case Tile() | For() | GemmStmt() | TwoPass():
@@ -455,6 +565,9 @@ class KernelC:
                     Strip(self, v, strip, rows, var).emit(lo, hi, depth, body, par)
                     return
                 simd = self.lanes and lanes > 0
+                outer = self.gathers
+                if simd and extent > 0 and threads == 1:  # (a region's pragma must come first)
+                    self.gathers = self.hoist(body, var, depth)
                 if threads > 1:  # one loop in threads and in lanes
                     self.emit(self.threaded(s, threads, " simd" if simd else ""), 0)
                 elif simd:
@@ -462,6 +575,7 @@ class KernelC:
                 self.emit(f"for (int64_t {v} = {lo}; {v} < {hi}; {v}++) {{", depth)
                 self.block(body, depth + 1)
                 self.emit("}", depth)
+                self.gathers = outer
             case GemmStmt(gemm, threads, nest, batched):
                 kstop = gemm_kstop(gemm, nest)
                 self.gemm_call(gemm, threads, depth, gemm_stop(gemm, nest), batched, kstop)

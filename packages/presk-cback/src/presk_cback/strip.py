@@ -173,6 +173,9 @@ class Strip:
 
                 def along(d: int) -> None:  # each row's loop in vector lanes (its own bounds)
                     lo, hi = loop_range(extent, start, stop)
+                    outer = kc.gathers
+                    if start is None and stop is None and extent > 0:
+                        kc.gathers = kc.hoist(body, var, d)
                     kc.emit("#pragma omp simd", 0)
                     kc.emit(
                         f"for (int64_t {_name(var)} = {lo}; {_name(var)} < {hi}; "
@@ -186,6 +189,7 @@ class Strip:
                     }
                     kc.block(body, d + 1)
                     kc.kept = {}
+                    kc.gathers = outer
                     kc.emit("}", d)
 
                 self.lanes(depth, along)
@@ -294,6 +298,9 @@ class Strip:
             kc.emit(f"{ALIGNED}{CTYPE[t]} {acc}_k{j}[{self.width}][{n}];", depth)
 
         def terms(d: int) -> None:
+            outer = kc.gathers
+            if hi is None:  # (a narrowed fold's prefix may be empty)
+                kc.gathers = kc.hoist((*r.body, *r.terms, *keep), r.vars[0][0], d)
             if keep:  # the kept exponentials first, a loop of their own: no bool load
                 # (a mask's) sets its vector length to 64 lanes, whose f64 polynomials
                 # would not fit the registers
@@ -312,6 +319,7 @@ class Strip:
             kc.kept = {}
             kc.emit(f"{acc}_t[lj][{v}] = {kc.cast(x, tx, t)};", d + 1)
             kc.emit("}", d)
+            kc.gathers = outer
             guard = f"if ({hi} > 0) " if hi else ""  # a narrowed fold: its identity if empty
             kc.emit(f"{guard}{acc}[lj] = {acc}_t[lj][0];", d)
 
