@@ -303,8 +303,12 @@ def light_trainer(core, run, folder: str, theta: dict):
         run = opened(run, folder)
     program = verified(training_step(core, run.objective), "training step")
     interp = Interpreter(program, 256)
-    columns = D.read_columns(os.path.join(folder, run.data), type_from_text(run.file_type))
-    samples = D.samples(columns)
+    path, held = os.path.join(folder, run.data), type_from_text(run.file_type)
+    if hasattr(D, "read_columns"):
+        columns = D.read_columns(path, held)
+        samples = D.samples(columns)
+    else:  # an older tree's packages (tools/bench_threads.py --against): rows alone
+        columns, samples = None, D.read(path, held)
     (b,) = dict(run.batch).values()
 
     def lr(t: int, horizon: int) -> float:
