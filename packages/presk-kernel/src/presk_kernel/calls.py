@@ -250,8 +250,13 @@ def host_schedule(schedule: Schedule, body: Call, recorder: Recorder) -> Schedul
     is listed with no call), from the recorded entry's call; the calls of a function that
     launch other kernels than its first, or take other buffers' types, are inlined."""
 
+    bare: dict[int, object] = {}  # each launch's kernel unnamed once (not once per call)
+
     def kernels(c: Call) -> tuple:  # compared by their buffers' shapes, not axis names
-        return tuple(_unnamed(schedule.launches[i].kernel) for i in call_launches(c))
+        for i in call_launches(c):
+            if i not in bare:
+                bare[i] = _unnamed(schedule.launches[i].kernel)
+        return tuple(bare[i] for i in call_launches(c))
 
     def shape(c: Call) -> tuple:
         return _unnamed(recorder.types[id(c)]), kernels(c)
@@ -259,7 +264,7 @@ def host_schedule(schedule: Schedule, body: Call, recorder: Recorder) -> Schedul
     reference: dict[str, tuple] = {}
     bad = set()
     for c in calls_in(body):
-        if c.function not in bad and reference.setdefault(c.function, shape(c)) != shape(c):
+        if c.function not in bad and reference.setdefault(c.function, here := shape(c)) != here:
             bad.add(c.function)
     body = inline(body, lambda c: DIFFERENT if c.function in bad else None)
     functions = [recorder.types[id(recorder.first[body.function])]] + [
