@@ -210,6 +210,9 @@ class Trainer:
         with M.precision(bits):
             self.m = {k: M.zeros(np.shape(x)) for k, x in self.theta.items()}
             self.v = {k: M.zeros(np.shape(x)) for k, x in self.theta.items()}
+        # the moments as they start, all +0: a native step reads doubles for them instead of
+        # converting 2·|θ| objects (presk_cli.native_train; 1.6 s at the course GPT's size)
+        self.fresh = (self.m, self.v)
 
     def lr(self, t: int) -> object:
         """`adamw.lr` at step t of the horizon."""

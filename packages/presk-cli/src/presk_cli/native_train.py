@@ -58,7 +58,12 @@ class NativeTrainer:
         self.keys = list(trainer.theta)
         first = self.batch(1)[1]
         zero = np.zeros((), dtype=np.float64)
-        args = [first, trainer.theta, trainer.m, trainer.v, zero, zero]
+        m, v = trainer.m, trainer.v
+        fresh = getattr(trainer, "fresh", (None, None))  # the +0s they start at (presk_ad.step)
+        if m is fresh[0] and v is fresh[1]:
+            m = {k: np.zeros(np.shape(x)) for k, x in m.items()}
+            v = {k: np.zeros(np.shape(x)) for k, x in v.items()}
+        args = [first, trainer.theta, m, v, zero, zero]
         self.keyed = trainer.key is not None  # a key last: step t's fold_in(key, t)
         if self.keyed:
             args.append(self.key_of(1))
