@@ -256,25 +256,29 @@ def test_one_loop_in_threads_and_in_lanes():
     assert k.layout == Layout(order=("i0",))  # the original as it was
 
 
-def _gather() -> Schedule:
-    vec = (Axis(None, 4),)
-    two = (Axis(None, 2),)
-    i = Affine.var("i0")
+def _taking(name: str, table: tuple, idx: tuple, out: tuple, body: tuple, order=("i0",)):
+    """A schedule of one kernel `name` over x (f64, axes `table`), idx (i64, `idx`) and out
+    (f64, `out`), its body as given, its parallel loops `order`."""
     k = Kernel(
-        name="take",
+        name=name,
         site="t/%1",
-        inputs=(Buffer(0, "f64", vec), Buffer(1, "i64", two)),
-        outputs=(Buffer(2, "f64", two),),
-        body=(Loop("i0", None, 2, (Store(2, (i,), Load(0, (Load(1, (i,)),))),)),),
-        layout=Layout(order=("i0",)),
+        inputs=(Buffer(0, "f64", table), Buffer(1, "i64", idx)),
+        outputs=(Buffer(2, "f64", out),),
+        body=body,
+        layout=Layout(order=order),
     )
     buffers = (
-        HostBuffer(0, "f64", vec, "x", "input"),
-        HostBuffer(1, "i64", two, "idx", "input"),
-        HostBuffer(2, "f64", two, "out", "output"),
+        HostBuffer(0, "f64", table, "x", "input"),
+        HostBuffer(1, "i64", idx, "idx", "input"),
+        HostBuffer(2, "f64", out, "out", "output"),
     )
-    launch = Launch(k, (Arg(0), Arg(1), Arg(2)))
-    return Schedule("t", (), buffers, (launch,), (0, 1), (2,))
+    return Schedule("t", (), buffers, (Launch(k, (Arg(0), Arg(1), Arg(2))),), (0, 1), (2,))
+
+
+def _gather() -> Schedule:
+    i = Affine.var("i0")
+    body = (Loop("i0", None, 2, (Store(2, (i,), Load(0, (Load(1, (i,)),))),)),)
+    return _taking("take", (Axis(None, 4),), (Axis(None, 2),), (Axis(None, 2),), body)
 
 
 def test_a_gather_out_of_range_is_caught():
@@ -289,35 +293,22 @@ def test_a_gather_out_of_range_is_caught():
             run_schedule(s, [x, np.array(bad)])
 
 
-def _rows_gathered(layout: Layout) -> Schedule:
+def _rows_gathered() -> Schedule:
     """out[i, j] = x[idx[i], j] · x[idx[j], j]: a gather fixed in the loop over j (its
     check before that loop) and one that moves with it (checked in it)."""
-    table, three, square = (Axis(None, 4), Axis(None, 3)), (Axis(None, 3),), (Axis(None, 3),) * 2
     i, j = Affine.var("i0"), Affine.var("i1")
     row, col = Load(0, (Load(1, (i,)), j)), Load(0, (Load(1, (j,)), j))
-    k = Kernel(
-        name="rows",
-        site="t/%1",
-        inputs=(Buffer(0, "f64", table), Buffer(1, "i64", three)),
-        outputs=(Buffer(2, "f64", square),),
-        body=(
-            Loop("i0", None, 3, (Loop("i1", None, 3, (Store(2, (i, j), Op("mul", (row, col))),)),)),
-        ),
-        layout=layout,
-    )
-    buffers = (
-        HostBuffer(0, "f64", table, "x", "input"),
-        HostBuffer(1, "i64", three, "idx", "input"),
-        HostBuffer(2, "f64", square, "out", "output"),
-    )
-    return Schedule("t", (), buffers, (Launch(k, (Arg(0), Arg(1), Arg(2))),), (0, 1), (2,))
+    inner = Loop("i1", None, 3, (Store(2, (i, j), Op("mul", (row, col))),))
+    three = (Axis(None, 3),)
+    body = (Loop("i0", None, 3, (inner,)),)
+    return _taking("rows", (Axis(None, 4), *three), three, three * 2, body, ("i0", "i1"))
 
 
 @pytest.mark.parametrize("lanes", [False, True])
 def test_a_gather_fixed_in_a_loop_is_checked_once_before_it(lanes):
     """KernelC.hoist: the row's index checked before the loop over j (GCC vectorizes no loop
     whose body may store to `err`), the moving one in it; the same values and errors."""
-    s = _rows_gathered(Layout(order=("i0", "i1")))
+    s = _rows_gathered()
     if lanes:
         s = relayout(s, lambda k: Layout(order=("i0", "i1"), lanes="i1", width=4))
     c = entry_source(s)
@@ -337,7 +328,7 @@ def test_a_gather_fixed_in_a_loop_is_checked_once_before_it(lanes):
 def test_a_gather_in_a_selects_branch_is_checked_where_it_is_taken():
     """x[idx[i], j] where i > 0, else 0: row 0's index is never read, so a bad one there is
     no error, and the check stays in the branch (not hoisted before the loop over j)."""
-    s = _rows_gathered(Layout(order=("i0", "i1")))
+    s = _rows_gathered()
     k = s.launches[0].kernel
     i, j = Affine.var("i0"), Affine.var("i1")
     taken = Op("compare", (Index("i0"), Const(0, "i64")), ">")
@@ -355,30 +346,11 @@ def test_a_gather_in_a_selects_branch_is_checked_where_it_is_taken():
 def test_a_gathered_row_folded_in_strips_is_checked_once_a_row():
     """The strips' fold of each row's terms (strip.py `terms`): exp(x[idx[i], j]) summed
     over j, 8 rows a strip, the row's index checked before its vector loop."""
-    table, rows = (Axis(None, 12), Axis(None, 16)), (Axis(None, 10),)
+    rows = (Axis(None, 10),)
     i, j = Affine.var("i0"), Affine.var("i1")
     term = Op("exp", (Load(0, (Load(1, (i,)), j)),))
-    k = Kernel(
-        name="sums",
-        site="t/%1",
-        inputs=(Buffer(0, "f64", table), Buffer(1, "i64", rows)),
-        outputs=(Buffer(2, "f64", rows),),
-        body=(
-            Loop(
-                "i0",
-                None,
-                10,
-                (Reduce("s", "add", (("i1", None, 16),), (), (term,)), Store(2, (i,), Var("s"))),
-            ),
-        ),  # fmt: skip
-        layout=Layout(order=("i0",)),
-    )
-    buffers = (
-        HostBuffer(0, "f64", table, "x", "input"),
-        HostBuffer(1, "i64", rows, "idx", "input"),
-        HostBuffer(2, "f64", rows, "out", "output"),
-    )
-    s = Schedule("t", (), buffers, (Launch(k, (Arg(0), Arg(1), Arg(2))),), (0, 1), (2,))
+    fold = (Reduce("s", "add", (("i1", None, 16),), (), (term,)), Store(2, (i,), Var("s")))
+    s = _taking("sums", (Axis(None, 12), Axis(None, 16)), rows, rows, (Loop("i0", None, 10, fold),))
     laid = relayout(s, lambda k: Layout(order=("i0",), lanes="i0", width=8))
     c = entry_source(laid)
     body = c[c.index("void presk_kernel_0(") :]
