@@ -189,8 +189,10 @@ def run_stages(venv: str, p: deps.Package, wanted: list[str]) -> str:
         if p.name == "presk-cback" and (cc := shutil.which(os.environ.get("CC", "cc"))):
             c = BUILD / "dist-env" / "sample.c"
             c.write_bytes(data)
-            done = subprocess.run([cc, "-std=c11", "-fsyntax-only", "-Wall", "-Werror", str(c)],
-                                  capture_output=True, text=True)  # fmt: skip
+            # its pragmas as presk's toolchain reads them (`-fopenmp-simd`, BASE_FLAGS): the
+            # entry's finite check is a `#pragma omp simd` loop, an unknown pragma without
+            flags = ["-std=c11", "-fopenmp-simd", "-fsyntax-only", "-Wall", "-Werror"]
+            done = subprocess.run([cc, *flags, str(c)], capture_output=True, text=True)
             if done.returncode:
                 raise RuntimeError(f"the C of presk-c does not compile: {done.stderr[-1500:]}")
             return f"{' | '.join(ran)}: {len(data)} bytes of C that {Path(cc).name} compiles"
