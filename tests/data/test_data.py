@@ -129,3 +129,5 @@ def test_a_batch_taken_from_the_columns_is_the_stacked_samples(tmp_path):
     for a, b in zip(taken, stacked, strict=True):
         assert a.dtype == b.dtype and np.array_equal(a, b)
     assert np.array_equal(taken[0][:, 1], rows[0][0]) and taken[1][0] == rows[7][1]
+    alone = type_from_text("ℝ[model: 3, batch: 4, k: 2]")  # a batch of one tensor: no tuple
+    assert np.array_equal(take_samples(alone, columns[:1], indices), taken[0])
