@@ -317,12 +317,14 @@ def light_trainer(core, run, folder: str, theta: dict):
         return float(interp.run("adamw.lr", [at, total], {}))
 
     zeros = {p: np.zeros_like(x) for p, x in theta.items()}
+    v = dict(zeros)
     trainer = SimpleNamespace(
         interp=interp,
         objective=run.objective,
         theta=theta,
         m=zeros,
-        v=dict(zeros),
+        v=v,
+        fresh=(zeros, v),  # Trainer.fresh: the moments as they start
         dims=run.dims(),
         run=run,
         columns=columns,

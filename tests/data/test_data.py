@@ -131,3 +131,5 @@ def test_a_batch_taken_from_the_columns_is_the_stacked_samples(tmp_path):
     assert np.array_equal(taken[0][:, 1], rows[0][0]) and taken[1][0] == rows[7][1]
     alone = type_from_text("ℝ[model: 3, batch: 4, k: 2]")  # a batch of one tensor: no tuple
     assert np.array_equal(take_samples(alone, columns[:1], indices), taken[0])
+    none = take_samples(batch, columns, np.arange(0))  # a file of no sample: length 0
+    assert [(x.shape, x.dtype) for x in none] == [((3, 0, 2), np.float64), ((0,), np.int64)]

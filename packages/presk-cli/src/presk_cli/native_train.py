@@ -59,8 +59,7 @@ class NativeTrainer:
         first = self.batch(1)[1]
         zero = np.zeros((), dtype=np.float64)
         m, v = trainer.m, trainer.v
-        fresh = getattr(trainer, "fresh", (None, None))  # the +0s they start at (presk_ad.step)
-        if m is fresh[0] and v is fresh[1]:
+        if m is trainer.fresh[0] and v is trainer.fresh[1]:  # their +0s (presk_ad.step)
             m = {k: np.zeros(np.shape(x)) for k, x in m.items()}
             v = {k: np.zeros(np.shape(x)) for k, x in v.items()}
         args = [first, trainer.theta, m, v, zero, zero]
