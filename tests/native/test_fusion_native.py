@@ -260,17 +260,20 @@ def test_a_timed_entry_clocks_each_launch_and_the_zeroing(compiler, timed):
         assert (clocks[:n, 2] >= clocks[:n, 1] - 1e4).all()
 
 
-def test_the_heads_split_and_merged_are_the_products_strides(compiler):
+@pytest.mark.parametrize("step", [False, True], ids=["forward", "step"])
+def test_the_heads_split_and_merged_are_the_products_strides(compiler, step):
     # split_heads (a copy of [B, T, D] into [B, H, T, HD]) read only by the attention's
-    # products: q's and k's absorbed as their operands' strides, forward and in the
-    # backward's products (v's kept: a·v folds B's rows by prefix, slower strided); the
-    # heads' merge (a copy of a·v's result) and the adjoint's transposition (dQ, dK, dV
-    # stored at [B, T, H, HD]) the products' C strides, no epilogue; the causal bands kept;
-    # the unfused schedule's bits natively and on the laid-out interpreter
+    # products that fold whole: q's and k's absorbed as the scores' operands' strides in
+    # the forward pass (v's kept: a·v folds B's rows by prefix, slower strided); in the
+    # step the backward's dS·K and dSᵀ·Q fold by prefix too (dS is +0 where the mask hides),
+    # so all three are kept; the heads' merge (a copy of a·v's result) and the adjoint's
+    # transposition (dQ, dK, dV stored at [B, T, H, HD]) the products' C strides, no
+    # epilogue; the causal bands kept; the unfused schedule's bits natively and on the
+    # laid-out interpreter
     dims = (("V", "64"), ("D", "48"), ("H", "2"), ("L", "1"))
     schedule, args, _ = lowered(
         "tests/examples/minigpt/train_minigpt.psk", "loss", (("B", 2), ("T", 16)), "f32",
-        True, dims,
+        step, dims,
     )  # fmt: skip
     narrowed = narrow(fuse(schedule)[0])[0]
     plan = {}  # every product a GEMM statement, small as they are here
@@ -285,14 +288,17 @@ def test_the_heads_split_and_merged_are_the_products_strides(compiler):
     def splits(s):
         return [lc for lc in s.launches if lc.kernel.site == "split_heads/%2"]
 
-    assert len(splits(laid)) == 3 and len(splits(emitted)) == 1
+    assert len(splits(laid)) == 3 and len(splits(emitted)) == (3 if step else 1)
     attention = [
         lc.kernel for lc in emitted.launches
         if lc.kernel.layout.gemm and lc.kernel.site.startswith("SelfAttention.")
     ]  # fmt: skip
-    assert len(attention) == 6 and not any(k.layout.gemm.epilogue for k in attention)
-    # q, k and v read where the projections stored them: [B, T, D], heads along D
-    assert sum(b.shape == (2, 16, 48) for k in attention for b in k.inputs) == 4
+    assert len(attention) == (6 if step else 2)
+    assert not any(k.layout.gemm.epilogue for k in attention)
+    # q and k read where the projections stored them: [B, T, D], heads along D
+    assert sum(b.shape == (2, 16, 48) for k in attention for b in k.inputs) == (0 if step else 2)
+    # the merge and the adjoint's transposition: stored at [B, T, H, HD] by the products
+    assert sum(k.outputs[0].shape == (2, 16, 2, 24) for k in attention) == (4 if step else 1)
     gemms = [k.body[0] for k in attention]
     assert any(gemm_kstop(s.gemm, s.nest) for s in gemms)  # a·v's, aᵀ·g's prefixes
     assert any(gemm_stop(s.gemm, s.nest) is not None for s in gemms)  # the scores' band

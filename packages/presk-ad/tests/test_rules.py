@@ -174,3 +174,25 @@ def test_first_order_alone_runs() -> None:
     g, (x,) = run("first_order.psk", "f_dx")
     with M.precision(BITS):
         assert np.array_equal(g, M.mul(M.mul(x, x), M.real(3)))
+
+
+# ---- a masked softmax ------------------------------------------------------------------------
+
+
+def test_a_masked_softmax_gives_plus_zero_where_the_mask_hides() -> None:
+    """softmax(x, where = m) is +0 where m hides whatever x is, so x's adjoint there is +0:
+    not y·(w − Σ) = +0·(a negative), which is −0 (issue 26: the attention backward's
+    products skip those terms, presk_kernel.narrow). The allowed positions keep the rule."""
+    x = [[0.5, 2.0, -1.0], [1.0, -3.0, 0.25], [2.0, 0.0, -0.5]]
+    w = [[1.0, -5.0, -7.0], [2.0, -1.0, -9.0], [0.5, 1.5, -2.0]]
+    _, core = lowered("softmax.psk")
+    g = Interpreter(differentiate(core), BITS).run("causal_dx", [reals(x), reals(w)], {"T": 3})
+    hidden = [g[i, j] for i in range(3) for j in range(i + 1, 3)]
+    assert all(v == 0 and not gmpy2.is_signed(v) for v in hidden)
+    # row 1: y = softmax(1, −3), dx = y·(w − Σ_j w_j y_j), exactly as the rule gives it
+    with M.precision(BITS):
+        e0, e1 = gmpy2.exp(gmpy2.mpfr(1.0)), gmpy2.exp(gmpy2.mpfr(-3.0))
+        y0, y1 = e0 / (e0 + e1), e1 / (e0 + e1)
+        s = 2 * y0 + (-1) * y1
+        assert abs(g[1, 0] - y0 * (2 - s)) < gmpy2.mpfr("1e-140")
+        assert abs(g[1, 1] - y1 * (-1 - s)) < gmpy2.mpfr("1e-140")

@@ -146,11 +146,12 @@ def test_the_values_product_folds_each_rows_allowed_prefix():
 
 
 def test_the_adjoint_products_fold_their_allowed_terms_natively():
-    """aᵀ·g as one banded GEMM call, each panel of rows from its first row's diagonal,
-    the whole fold again where the result is −0 or a skipped value of g is not finite: the
-    unnarrowed bits at T 200 (dV's rows from 2 fold to −0 from the diagonal beside g's +1s
-    in rows 0, 1; g's row 100 is infinite, skipped by the panels that start past it), at two
-    threads and in f64, against the unnarrowed schedule natively."""
+    """aᵀ·g and dSᵀ·Q as one banded GEMM call each, each panel of rows from its first row's
+    diagonal, dS·K each panel up to its last row's, the whole fold again where the result is
+    −0 or a skipped value is not finite: the unnarrowed bits at T 200 (dV's rows from 2 fold
+    to −0 from the diagonal beside g's +1s in rows 0, 1; g's row 100 is infinite, skipped by
+    the panels that start past it), at two threads and in f64, against the unnarrowed
+    schedule natively."""
     from presk_kernel.contract import gemm_kstop
     from presk_kernel.ir import GemmStmt
     from test_narrow import GRADS, hard_grad_inputs
@@ -170,6 +171,6 @@ def test_the_adjoint_products_fold_their_allowed_terms_natively():
             for s in lc.kernel.body
             if isinstance(s, GemmStmt)
         ]
-        for stop in ((0, True, True), (1, False, True)):  # aᵀ·g, a·v
-            assert stops.count(stop) == 3
+        for stop in ((0, True, True), (1, False, True)):  # aᵀ·g and dSᵀ·Q, a·v and dS·K
+            assert stops.count(stop) == 6
         assert same_bits(NativeEntry(laid).run(args), want)

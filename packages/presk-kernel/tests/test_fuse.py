@@ -116,9 +116,11 @@ def test_an_elementwise_consumer_becomes_the_epilogue_of_its_producer(realize):
     )  # fmt: skip
     fused, groups = fuse(schedule)
     names = [g.names for g in groups]
-    # the backward's division by √hd, computed where softmax_grad stores its operand
-    assert ("softmax_grad axis seq2", "div") in names
-    (group, *_) = [g for g in groups if g.names == ("softmax_grad axis seq2", "div")]
+    # the adjoint's mask (+0 where it hides) and the backward's division by √hd, computed
+    # where softmax_grad stores its operand
+    adjoint = ("softmax_grad axis seq2", "select", "div")
+    assert adjoint in names
+    (group, *_) = [g for g in groups if g.names == adjoint]
     (k, *_) = [lc.kernel for lc in fused.launches if lc.kernel.steps == group.steps]
     assert len(k.outputs) == 1 and "e0 = " in format_kernel(k)
     assert same_bits(run_schedule(schedule, args), run_schedule(fused, args))

@@ -136,14 +136,15 @@ def test_the_verifier_checks_triangular_bounds():
 
 
 def test_narrowing_changes_no_bit_in_the_training_step():
-    """The adjoints: MiniGPT's step (its causal softmax narrowed, the backward whole)."""
+    """The adjoints: MiniGPT's step (its causal softmax narrowed, the backward's products
+    cut at the diagonal)."""
     from kernel_entries import MINIGPT
 
     file = "tests/examples/minigpt/train_minigpt.psk"
     schedule, args, _ = lowered(file, "loss", (("B", 1), ("T", 4)), "f32", True, MINIGPT)
     fused = fuse(schedule)[0]
     narrowed, count = narrow(fused)
-    assert count == 12  # two blocks: softmax (3), scores, a·v; the adjoint's dV
+    assert count == 16  # two blocks: softmax (3), scores, a·v; the adjoint's dV, dK, dQ
     assert same_bits(run_schedule(narrowed, args), run_schedule(fused, args))
 
 
@@ -178,11 +179,11 @@ GRADS = ("packages/presk-kernel/tests/programs/attention_grad.psk", "grads")
 
 
 def hard_grad_inputs(args: list, dtype, t: int) -> list:
-    """`grads`' q, k, v (hard_inputs': an infinite v hidden from rows 0 … 2 of head 1, so its
-    dS is NaN at hidden positions) and the output's gradient g: head 0's column 0 +1 on rows
-    0, 1 and −0 below, so dV's rows from 2 on fold their allowed terms to −0 and the hidden
-    +0·1 before them make +0; an infinite g at row t // 2 of head 0, column 1, which makes
-    that row of dS NaN, hidden positions included (dK's rows below it must not skip it)."""
+    """`grads`' q, k, v (hard_inputs': an infinite v hidden from rows 0 … 2 of head 1) and
+    the output's gradient g: head 0's column 0 +1 on rows 0, 1 and −0 below, so dV's rows
+    from 2 on fold their allowed terms to −0 and the hidden +0·1 before them make +0; an
+    infinite g at row t // 2 of head 0, column 1, which makes that row of dS NaN at its
+    allowed positions (dS is +0 where the mask hides: the softmax's adjoint is masked)."""
     q, k, v = hard_inputs(args[:3], dtype)
     g = np.array(args[3], dtype=dtype)
     g[0, 0, :2, 0], g[0, 0, 2:, 0] = 1.0, -0.0
@@ -191,25 +192,29 @@ def hard_grad_inputs(args: list, dtype, t: int) -> list:
 
 
 def test_the_adjoint_products_fold_their_allowed_terms_on_the_kernel_interpreter():
-    """aᵀ·g (dV) and dSᵀ·Q (dK) skip their first terms (zeros before the diagonal) and give
-    the unnarrowed bits: dV's +0 where its allowed terms fold to −0, the NaNs of the
-    infinite g and v (dS NaN at hidden positions)."""
+    """aᵀ·g (dV), dSᵀ·Q (dK) and dS·K (dQ) skip the terms past the diagonal and give the
+    unnarrowed bits: dV's +0 where its allowed terms fold to −0, the NaNs of the infinite g
+    and v. dS is +0 where the mask hides (`select` on the softmax's adjoint), divided by the
+    scale sqrt(d), a constant neither zero nor NaN: finite zeros, like the weights a."""
     for realize, dtype in (("f64", np.float64), ("f32", np.float32)):
         schedule, args, _ = lowered(*GRADS, (("B", 1), ("T", 6)), realize)
         fused = fuse(schedule)[0]
         narrowed, _ = narrow(fused)
         texts = [format_kernel(lc.kernel) for lc in narrowed.launches]
-        # dV (aᵀ·g: a stored ±0, finite) and dK (dSᵀ·Q: dS = a·(…), maybe NaN) in each grad;
-        # a·v; not dQ (dS·K: its repair would scan the dS it skips)
-        assert sum(", finite zeros before i2 {" in t for t in texts) == 3
-        assert sum(", zeros before i2 {" in t for t in texts) == 0  # dK (dSᵀ·Q) whole
-        assert sum(", finite zeros from i2 + 1 {" in t for t in texts) == 3
+        # in each grad: dV (aᵀ·g) and dK (dSᵀ·Q) skip their first terms, a·v and dQ (dS·K)
+        # their last, every one finite zeros (no scan of what it skips)
+        assert sum(", finite zeros before i2 {" in t for t in texts) == 6
+        assert sum(", zeros before i2 {" in t for t in texts) == 0
+        assert sum(", finite zeros from i2 + 1 {" in t for t in texts) == 6
         assert sum(", zeros from i2 + 1 {" in t for t in texts) == 0
         args = hard_grad_inputs(args, dtype, 6)
         want = run_schedule(fused, args)
-        dv = want[2][0]
+        dq, dk, dv = (w[0] for w in want)
         assert (dv[0, 2:, 0] == 0).all() and not np.signbit(dv[0, 2:, 0]).any()
         assert np.isnan(dv[0, 4:, 1]).all()  # +0·∞ before the diagonal
+        # g's infinity at row 3 reaches the keys row 3 attends to, not those it cannot see
+        assert np.isnan(dk[0, :4]).any(axis=-1).all() and not np.isnan(dk[0, 4:]).any()
+        assert np.isnan(dq[0, 3]).any() and not np.isnan(dq[0, [0, 1, 2, 4, 5]]).any()
         assert same_bits(run_schedule(narrowed, args), want)
 
 
@@ -234,3 +239,29 @@ def test_the_verifier_checks_a_contractions_zero_terms():
     bad = problems(kernel("add", (terms[0],), zeros=Affine.var("i")))
     assert any("has zero terms: a contraction over one variable" in p for p in bad)
     assert any("without their bound" in p for p in problems(kernel(zeros_first=True)))
+
+
+def test_a_quotient_by_a_steady_constant_keeps_the_hidden_zeros_finite():
+    """The softmax adjoint's dS = select(m, …, +0) / sqrt(d): ±0 where the mask hides, and
+    finite there when the divisor is a constant neither zero nor NaN — inline (evaluated in
+    the kernel's arithmetic) or a 0-d input computed from constants (`steady`); by a zero,
+    a NaN, or a scalar nothing proves, ±0/y may be NaN: not finite."""
+    from presk_kernel.narrow import _region
+
+    i, j = Affine.var("i"), Affine.var("j")
+    masks = {0: Mask(along=1, by=0, plus=1)}  # causal_mask: j allowed below i + 1
+    dS = Op("select", (Load(0, (i, j)), Load(1, (i, j)), Const(0.0, "f32")))
+
+    def finite(divisor, steady=frozenset(), compute="f32"):
+        r = _region(Op("div", (dS, divisor)), {}, masks, {}, steady, compute)
+        assert r is not None and r[:3] == ("j", "i", 1)
+        return r[3]
+
+    assert _region(dS, {}, masks, {})[3]
+    assert finite(Op("sqrt", (Const(32.0, "f32"),)))
+    assert finite(Const(-0.5, "f32")) and finite(Const(float("inf"), "f32"))
+    assert not finite(Const(0.0, "f32")) and not finite(Op("sqrt", (Const(-1.0, "f32"),)))
+    assert not finite(Op("mul", (Const(1e-30, "f32"), Const(1e-30, "f32"))))  # +0 in f32
+    assert finite(Op("mul", (Const(1e-30, "f64"), Const(1e-30, "f64"))), compute="f64")
+    assert finite(Load(2, ()), steady=frozenset({2})) and not finite(Load(2, ()))
+    assert not finite(Load(1, (i, j)))

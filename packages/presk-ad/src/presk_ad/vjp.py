@@ -422,7 +422,14 @@ def _reduce(mean: bool) -> Rule:
 
 def _softmax(op: str) -> Rule:
     def rule(s: Sweep, ins: Instr, ct: Operand) -> None:
-        s.add(ins.args[0], s.emit(op, [ct, ins.out], ins.out.type, {"axes": ins.attr("axes")}))
+        t = ins.out.type
+        grad = s.emit(op, [ct, ins.out], t, {"axes": ins.attr("axes")})
+        if op == "softmax_grad" and ins.attr("where"):
+            # softmax(x, where = m) is +0 where m hides, whatever x: x's adjoint is +0
+            # there, not y·(ct − Σ) = +0·(…), ±0 or NaN by the cotangent. So the products
+            # that read it (attention's dS·K, dSᵀ·Q) may skip it (presk_kernel.narrow).
+            grad = s.emit("select", [ins.args[-1], grad, Lit("0", Real(SCALAR))], t)
+        s.add(ins.args[0], grad)
 
     return rule
 

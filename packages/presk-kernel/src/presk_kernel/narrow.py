@@ -60,6 +60,7 @@ from presk_kernel.contract import perfect_nest
 from presk_kernel.ir import (
     Affine,
     Arg,
+    Buffer,
     Const,
     Index,
     Kernel,
@@ -535,13 +536,26 @@ def narrow(schedule: Schedule) -> tuple[Schedule, int]:
 ALL = ("", "", 0, True)
 
 
-def _region(e, lets: dict, masks: dict[int, Mask], known: dict):
+def _region(
+    e,
+    lets: dict,
+    masks: dict[int, Mask],
+    known: dict,
+    steady: frozenset = frozenset(),
+    compute: str = "f64",
+):
     """Where `e` is ±0 or not finite whatever else it reads (ALL, or (j, p, offset, finite):
     where j ≥ p + offset), or None: a ±0 constant; a load of a buffer `known` so there at
     an index aligned with its region; a product or a quotient of such (±0·y is ±0 or NaN,
-    ±0/y ±0 or NaN, and a value not finite stays one or NaN: not finite); a negation;
+    ±0/y ±0 or NaN, and a value not finite stays one or NaN: not finite), but a quotient by
+    a constant neither zero nor NaN keeps ±0 finite (`_steady`: the scores' scale sqrt(d),
+    inline or a 0-d input in `steady`, in arithmetic `compute`); a negation;
     `select(m, x, ±0)` on a structured mask, where the mask hides (or both branches such).
     A sum is not."""
+
+    def region(x):
+        return _region(x, lets, masks, known, steady, compute)
+
     match e:
         case Const(value, _):
             return ALL if value == 0 else None
@@ -554,21 +568,23 @@ def _region(e, lets: dict, masks: dict[int, Mask], known: dict):
                 return None
             return (j.terms[0][0], p.terms[0][0], plus, finite)
         case Op("mul", (x, y), _):
-            r = _region(x, lets, masks, known)
-            r = r if r is not None else _region(y, lets, masks, known)
+            r = region(x)
+            r = r if r is not None else region(y)
             return None if r is None else (*r[:3], False)
-        case Op("div", (x, _), _):
-            r = _region(x, lets, masks, known)
-            return None if r is None else (*r[:3], False)
+        case Op("div", (x, y), _):
+            r = region(x)
+            if r is None or r == ALL:
+                return None if r is None else (*r[:3], False)
+            return (*r[:3], r[3] and _steady(y, steady, compute))
         case Op("neg", (x,), _):
-            return _region(x, lets, masks, known)
+            return region(x)
         case Op("select", (_, x, c), _):
             g = _guards_of_select(e, masks)
-            if g is not None and _region(c, lets, masks, known) == ALL:
+            if g is not None and region(c) == ALL:
                 j, stop = g
                 if _plain_var(Affine(stop.terms, 0)) and stop.const in (0, 1):
                     return (j, stop.terms[0][0], stop.const, True)
-            rx, rc = _region(x, lets, masks, known), _region(c, lets, masks, known)
+            rx, rc = region(x), region(c)
             if rx == ALL:
                 return rc
             if rc == ALL or (rc is not None and rx is not None and rc[:3] == rx[:3]):
@@ -577,7 +593,73 @@ def _region(e, lets: dict, masks: dict[int, Mask], known: dict):
     return None
 
 
-def _zero_suffix(k: Kernel, o: int, masks: dict[int, Mask], known: dict) -> tuple | None:
+def _steady(e, steady: frozenset, compute: str) -> bool:
+    """Whether `e` is a constant neither zero nor NaN, by which ±0 divides to ±0: an
+    expression of constants alone (the scale sqrt(d), evaluated in the kernel's `compute`
+    type), or a load of a 0-d input in `steady` (the same, computed by another launch: a
+    residual of the forward pass)."""
+    match e:
+        case Load(buf, ()) if buf in steady:
+            return True
+    if _varies(e):
+        return False
+    value = _value(e, compute)
+    return value != 0 and value == value
+
+
+def _value(e, dtype: str) -> float:
+    """The value of an expression of constants, as the kernel interpreter computes it."""
+    import numpy as np
+
+    from presk_kernel.interp import NUMPY, Run
+
+    out = np.zeros((), NUMPY[dtype])
+    k = Kernel("constant", "", (), (Buffer(0, dtype, ()),), (Store(0, (), e),), dtype)
+    Run(k, [out]).run()
+    return float(out)
+
+
+def _varies(e) -> bool:
+    """Whether `e` reads a buffer, a variable or an index."""
+    match e:
+        case Load() | Var() | Index():
+            return True
+        case Op(_, args, _):
+            return any(_varies(a) for a in args)
+    return False
+
+
+def _steady_scalars(schedule: Schedule) -> set[tuple[int, int]]:
+    """The 0-d temporaries, by (host buffer, offset), that a launch computes from constants
+    alone (no inputs, one store at `()`: the attention scores' scale sqrt(d), which the
+    backward pass reads as a residual) and finds neither zero nor NaN (`_steady`)."""
+    host = {b.id: b for b in schedule.buffers}
+    writers: dict[int, int] = {}
+    for launch in schedule.launches:
+        for a in launch.args[len(launch.kernel.inputs) :]:
+            writers[a.buf] = writers.get(a.buf, 0) + 1
+    out: set[tuple[int, int]] = set()
+    for launch in schedule.launches:
+        k = launch.kernel
+        body = plain(k.body)
+        if k.inputs or len(k.outputs) != 1 or len(body) != 1 or not isinstance(body[0], Store):
+            continue
+        (arg,) = launch.args
+        b = k.buffers[0]
+        if b.shape or b.dtype not in ("f64", "f32") or writers.get(arg.buf) != 1:
+            continue
+        if (
+            host[arg.buf].role == "temp"
+            and not body[0].index
+            and _steady(body[0].expr, frozenset(), b.dtype)
+        ):
+            out.add((arg.buf, arg.offset))
+    return out
+
+
+def _zero_suffix(
+    k: Kernel, o: int, masks: dict[int, Mask], known: dict, steady: frozenset = frozenset()
+) -> tuple | None:
     """(prefix axis, other axis, offset, finite) when kernel `k` leaves its output `o` ±0 or
     not finite at every hidden position (x[.., p, .., j, ..] with j ≥ p + offset,
     `_region`; `finite`: ±0 there): each store to `o` sits in a nest of loops over all of
@@ -600,7 +682,7 @@ def _zero_suffix(k: Kernel, o: int, masks: dict[int, Mask], known: dict) -> tupl
                     if _stores(st.body, o):
                         return False
                 case Let(name, e):
-                    lets[name] = _region(e, lets, masks, known)
+                    lets[name] = _region(e, lets, masks, known, steady, k.compute)
                 case Store(buf, index, e) if buf == o:
                     if not loops:
                         return False
@@ -615,7 +697,7 @@ def _zero_suffix(k: Kernel, o: int, masks: dict[int, Mask], known: dict) -> tupl
                     bounded = [lp for lp in loops if lp.start is not None or lp.stop is not None]
                     if bounded not in ([], [last]):
                         return False
-                    region = _region(e, lets, masks, known)
+                    region = _region(e, lets, masks, known, steady, k.compute)
                     if bounded:
                         if (last.start is not None) == (last.stop is not None):
                             return False
@@ -665,6 +747,7 @@ def _known_zeros(schedule: Schedule, masks: dict) -> dict:
         for a in launch.args[len(launch.kernel.inputs) :]:
             writers[a.buf] = writers.get(a.buf, 0) + 1
     known: dict = {}
+    scalars = _steady_scalars(schedule)
     for w, launch in enumerate(schedule.launches):
         k = launch.kernel
         outs = list(enumerate(launch.args))[len(k.inputs) :]
@@ -687,7 +770,12 @@ def _known_zeros(schedule: Schedule, masks: dict) -> dict:
                 continue
             if k.buffers[o].dtype not in ("f64", "f32"):
                 continue
-            z = _zero_suffix(k, o, mine_masks, mine)
+            steady = frozenset(
+                j
+                for j, b in enumerate(launch.args[: len(k.inputs)])
+                if (b.buf, b.offset) in scalars
+            )
+            z = _zero_suffix(k, o, mine_masks, mine, steady)
             if z is not None:
                 known[(arg.buf, arg.offset)] = (w, k.buffers[o].shape, z)
     return known
