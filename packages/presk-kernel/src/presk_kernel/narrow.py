@@ -43,11 +43,13 @@ of every value read are the same. The hidden positions of X hold whatever the ar
 
 **Zero operands** (`zero_operands`): a temporary written by one launch that is ±0 or not
 finite at every hidden position — the softmax's weights (its quotients' hidden loop stores
-+0), a product or quotient of such a load (the adjoint's a·(g − Σ)/c) — makes each
-contraction reading it along its fold cut at the prefix: `Reduce.zeros` (terms from
-`p + offset` on, the values product's and dS·K's) or `zeros_first` (terms before it, the
-transposed products aᵀ·g and dSᵀ·Q). An executor folds the allowed terms and folds the
-rest only where the result is −0 or a term it skipped is not finite: elsewhere the rest is
++0), a product or quotient of such a load — makes each contraction reading it along its
+fold cut at the prefix, where it is known finite there (±0 constants, a quotient by a
+constant neither zero nor NaN: the masked adjoint's dS = select(m, a·(g − Σ), +0)/√d):
+`Reduce.zeros` (terms from `p + offset` on, the values product's and dS·K's) or
+`zeros_first` (terms before it, the transposed products aᵀ·g and dSᵀ·Q). An executor
+folds the allowed terms and folds the rest only where the result is −0 or a term it
+skipped is not finite (the other operand's: the ±0 one is finite): elsewhere the rest is
 ±0 terms, which change no other accumulator. The whole fold's bits.
 """
 
@@ -803,13 +805,13 @@ def _with_zeros(body: tuple, zeros: dict) -> tuple:
                     if j == Affine.var(v) and finite:  # ±0 from p + plus on: its last terms
                         # (not when that operand may be NaN there: the executor would read
                         # the part it skips to find out, a pass as long as the fold it saves,
-                        # over rows the GEMM reads where they lie — dS·K measured slower)
+                        # over rows the GEMM reads where they lie — dS·K measured slower
+                        # when its dS was a·(g − Σ)/c there, before the adjoint's mask)
                         bound = Affine(((p.terms[0][0], 1),), plus)
                         st = dataclasses.replace(st, zeros=bound, zeros_finite=finite)
                         break
                     if p == Affine.var(v) and finite:  # ±0 while v < j + 1 − plus: its first
-                        # terms (dSᵀ·Q, whose dS may be NaN there, measured slower in the
-                        # course GPT's step: left whole, like dS·K)
+                        # terms (aᵀ·g, dSᵀ·Q)
                         bound = Affine(((j.terms[0][0], 1),), 1 - plus)
                         st = dataclasses.replace(
                             st, zeros=bound, zeros_first=True, zeros_finite=finite
@@ -822,8 +824,8 @@ def _with_zeros(body: tuple, zeros: dict) -> tuple:
 def zero_operands(schedule: Schedule, masks: dict) -> tuple[Schedule, int]:
     """The schedule with each contraction whose one operand is ±0 (or not finite) past a
     structured mask's allowed prefix along its fold — the softmax's weights, stored +0
-    where the mask hides (the values product `a·v`, and `aᵀ·g`), the softmax adjoint's
-    `a·(g − Σ)` (the product `dSᵀ·Q`; `dS·K` only were it known finite) — marked to fold
+    where the mask hides (the values product `a·v`, and `aᵀ·g`), the masked softmax
+    adjoint's `select(m, a·(g − Σ), +0)/√d` (`dS·K`, `dSᵀ·Q`), known finite — marked to fold
     that prefix only (`Reduce.zeros`: the rest where
     the accumulator is −0 or a term past it is not finite), and how many were."""
     if not masks:
