@@ -8,7 +8,7 @@ import pytest
 from kernel_entries import ENTRIES, contraction_schedule, lowered
 from presk_kernel.contract import recognize
 from presk_kernel.fuse import fuse
-from presk_kernel.ir import Layout, Reduce, format_kernel, plain
+from presk_kernel.ir import Kernel, Layout, Reduce, format_kernel, plain
 from presk_kernel.layout import (
     PACK_AT,
     LayoutError,
@@ -196,3 +196,55 @@ def test_a_serial_loop_keeps_its_order():
     assert check_layout(k, default_layout(k, 2)) is None
     assert "serial loop" in check_layout(k, Layout(order=("i",), lanes="i", width=4))
     assert "serial loop" in check_layout(k, Layout(order=("i",), split="i", threads=2))
+
+
+def test_strips_split_among_threads_share_their_lanes_evenly():
+    """A strip loop split among threads (a `sum_to`'s columns) in strips that give each
+    thread an even share: 192 columns at two threads in 4 strips of 48 (3 of 64 gave one
+    thread 128), no narrower than half the strip; one thread, or an even count, keeps the
+    width. The same bits as one thread's strips."""
+    import numpy as np
+    from presk_kernel.interp import run_schedule
+    from presk_kernel.ir import (
+        Affine,
+        Arg,
+        Axis,
+        Buffer,
+        For,
+        HostBuffer,
+        Launch,
+        Load,
+        Loop,
+        Schedule,
+        Store,
+        Var,
+    )
+    from presk_kernel.strips import WIDTH, shared
+
+    assert shared(64, 192, 2, 8) == 48 and shared(64, 192, 1, 8) == 64
+    assert shared(64, 768, 2, 8) == 64 and shared(64, 170, 2, 8) == 48
+    assert shared(64, 40, 2, 8) == 32 and shared(32, 192, 2, 4) == 32
+
+    def strips(body):
+        for s in body:
+            if isinstance(s, For) and s.strip:
+                yield s.strip, s.threads
+            yield from strips(getattr(s, "body", ()))
+
+    rows, cols = 2048, 192  # each column's sum down 2048 rows: a nest split among threads
+    i, j = Affine.var("i"), Affine.var("j")
+    fold = Reduce("s", "add", (("i", None, rows),), (), (Load(0, (i, j)),), "f32")
+    body = (Loop("j", "model", cols, (fold, Store(1, (j,), Var("s")))),)
+    x, out = (Axis(None, rows), Axis("model", cols)), (Axis("model", cols),)
+    k = Kernel("sum_to", "s/%1", (Buffer(0, "f32", x),), (Buffer(1, "f32", out),), body, "f32")
+    host = (HostBuffer(0, "f32", x, "x", "input"), HostBuffer(1, "f32", out, "out", "output"))
+
+    def schedule(kernel):
+        return Schedule("s", (), host, (Launch(kernel, (Arg(0), Arg(1))),), (0,), (1,))
+
+    args = [np.random.default_rng(1).normal(size=(rows, cols)).astype(np.float32)]
+    plain_bits = run_schedule(schedule(k), args)[0].tobytes()
+    for threads, strip in ((1, (WIDTH["f32"], 1)), (2, (48, 2))):
+        laid = apply_layout(replace(k, layout=run_layout(k, threads)))
+        assert list(strips(laid.body)) == [strip]
+        assert run_schedule(schedule(laid), args, laid=True)[0].tobytes() == plain_bits

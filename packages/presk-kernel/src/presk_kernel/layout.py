@@ -362,7 +362,7 @@ def apply_layout(k: Kernel, layout: Layout | None = None) -> Kernel:
     operands; loops read them in place, so it changes no statement). Legal layouts only
     (`check_layout`)."""
     from presk_kernel.contract import perfect_nest
-    from presk_kernel.strips import strip_width
+    from presk_kernel.strips import shared, strip_width
 
     layout = k.layout if layout is None else layout
     if layout.gemm is None and layout.pack:
@@ -413,6 +413,8 @@ def apply_layout(k: Kernel, layout: Layout | None = None) -> Kernel:
             continue
         lanes = layout.width if layout.lanes == v else 0
         width, rows = strip if strip and at == len(heads) - 1 else (0, False)
+        if width and not rows:
+            width = shared(width, lp.extent, threads, lanes)
         tile = f"{v}_t" if v in tiles else None
         body = (
             For(v, lp.axis, lp.extent, body, tile, tiles.get(v, 0), threads, lanes, width, rows),

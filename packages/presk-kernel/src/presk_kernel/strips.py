@@ -19,6 +19,31 @@ WIDTH = {"f64": 32, "f32": 64}
 ROWS = 8  # rows of a strip across rows: as many independent folds at once
 
 
+def shared(width: int, extent: int, threads: int, lanes: int) -> int:
+    """A strip's lanes when its loop is split among `threads` (OpenMP's static schedule:
+    each thread a run of whole strips, the first ones one more): the widest, from `width`
+    down to half of it by `lanes`, whose busiest thread has the fewest lanes, or within
+    1/16 of an even share — a `sum_to` of 192 columns at two threads in 4 strips of 48, not
+    3 of 64 shared 128 to 64.
+    Each lane's fold is the same whatever its strip: the same bits."""
+
+    def busiest(w: int) -> int:
+        sizes = [min(w, extent - at) for at in range(0, extent, w)]
+        q, r = divmod(len(sizes), threads)
+        runs, at = [], 0
+        for t in range(threads):
+            n = q + (t < r)
+            runs.append(sum(sizes[at : at + n]))
+            at += n
+        return max(runs)
+
+    if threads <= 1 or lanes <= 0 or width <= lanes:
+        return width
+    widths = range(width, max(lanes, width // 2) - 1, -lanes)  # no narrower than half
+    enough = max(min(busiest(w) for w in widths), -(-extent // threads) * 17 // 16)
+    return next(w for w in widths if busiest(w) <= enough)
+
+
 def straight(body) -> bool:
     """A body of lets and stores alone (it vectorizes as written)."""
     return all(isinstance(s, (Let, Store)) for s in body)
