@@ -417,13 +417,19 @@ def _dead(launches: list, w: int, x: Arg, masks: dict, shape: tuple) -> tuple[in
     return found.pop() if len(found) == 1 else None
 
 
-def _masks(schedule: Schedule) -> dict[tuple[int, int], Mask]:
-    """The structured masks the schedule's launches store, by (host buffer, offset): each
-    written by one launch."""
+def _writers(schedule: Schedule) -> dict[int, int]:
+    """How many launches write each host buffer."""
     writers: dict[int, int] = {}
     for launch in schedule.launches:
         for a in launch.args[len(launch.kernel.inputs) :]:
             writers[a.buf] = writers.get(a.buf, 0) + 1
+    return writers
+
+
+def _masks(schedule: Schedule) -> dict[tuple[int, int], Mask]:
+    """The structured masks the schedule's launches store, by (host buffer, offset): each
+    written by one launch."""
+    writers = _writers(schedule)
     masks: dict[tuple[int, int], Mask] = {}  # (host buffer, offset) -> its structure
     for launch in schedule.launches:
         k = launch.kernel
@@ -575,9 +581,9 @@ def _region(
             return None if r is None else (*r[:3], False)
         case Op("div", (x, y), _):
             r = region(x)
-            if r is None or r == ALL:
-                return None if r is None else (*r[:3], False)
-            return (*r[:3], r[3] and _steady(y, steady, compute))
+            return (
+                None if r is None else (*r[:3], r != ALL and r[3] and _steady(y, steady, compute))
+            )
         case Op("neg", (x,), _):
             return region(x)
         case Op("select", (_, x, c), _):
@@ -636,10 +642,7 @@ def _steady_scalars(schedule: Schedule) -> set[tuple[int, int]]:
     alone (no inputs, one store at `()`: the attention scores' scale sqrt(d), which the
     backward pass reads as a residual) and finds neither zero nor NaN (`_steady`)."""
     host = {b.id: b for b in schedule.buffers}
-    writers: dict[int, int] = {}
-    for launch in schedule.launches:
-        for a in launch.args[len(launch.kernel.inputs) :]:
-            writers[a.buf] = writers.get(a.buf, 0) + 1
+    writers = _writers(schedule)
     out: set[tuple[int, int]] = set()
     for launch in schedule.launches:
         k = launch.kernel
@@ -744,10 +747,7 @@ def _known_zeros(schedule: Schedule, masks: dict) -> dict:
     structured mask's prefix (`_zero_suffix`): (host buffer, offset) -> (its writer, its
     shape, its region), found in launch order (a region proved from another's)."""
     host = {b.id: b for b in schedule.buffers}
-    writers: dict[int, int] = {}
-    for launch in schedule.launches:
-        for a in launch.args[len(launch.kernel.inputs) :]:
-            writers[a.buf] = writers.get(a.buf, 0) + 1
+    writers = _writers(schedule)
     known: dict = {}
     scalars = _steady_scalars(schedule)
     for w, launch in enumerate(schedule.launches):

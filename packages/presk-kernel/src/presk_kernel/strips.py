@@ -24,8 +24,8 @@ def shared(width: int, extent: int, threads: int, lanes: int) -> int:
     each thread a run of whole strips, the first ones one more): the widest, from `width`
     down to half of it by `lanes`, whose busiest thread has the fewest lanes, or within
     1/16 of an even share — a `sum_to` of 192 columns at two threads in 4 strips of 48, not
-    3 of 64 shared 128 to 64.
-    Each lane's fold is the same whatever its strip: the same bits."""
+    3 of 64 shared 128 to 64. Each lane's fold is the same whatever its strip: the same
+    bits."""
 
     def busiest(w: int) -> int:
         sizes = [min(w, extent - at) for at in range(0, extent, w)]
