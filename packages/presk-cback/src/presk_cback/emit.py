@@ -799,6 +799,21 @@ class KernelC:
         self.emit(f"{t} t_c = {pc}[t_r*{scm} + t_n*{scn}];", d + 4)
         self.emit("if (t_all || (t_c == 0 && signbit(t_c))) {", d + 4)
         at_a, at_b = f"{pa}[t_r*{sam} + t_k*{sak}]", f"{pb}[t_k*{sbk} + t_n*{sbn}]"
+        if finite and not first:  # C −0 and the rest ±0·b, b finite: each fma adds a ±0
+            # product to a zero, −0 while every product is −0 (their signs differ), +0
+            # from the first that is +0 on; the signs scanned in lanes, not a chain of fmas
+            # (a gradient of zeros makes half of dS·K's elements −0)
+            self.emit("if (!t_all) {", d + 5)
+            self.emit(f"{u} t_q = 0;", d + 6)
+            self.emit("#pragma omp simd reduction(|:t_q)", 0)
+            self.emit(f"for (int64_t t_k = t_kc; t_k < {K}; t_k++) {{", d + 6)
+            bits_a = f"((const {u} *){pa})[t_r*{sam} + t_k*{sak}]"
+            bits_b = f"((const {u} *){pb})[t_k*{sbk} + t_n*{sbn}]"
+            self.emit(f"t_q |= ~({bits_a} ^ {bits_b}) & {sign};", d + 7)
+            self.emit("}", d + 6)
+            self.emit(f"if (t_q) {pc}[t_r*{scm} + t_n*{scn}] = 0;", d + 6)
+            self.emit("continue;", d + 6)
+            self.emit("}", d + 5)
         if first:  # the whole fold again, from its first term
             self.emit("{ const int64_t t_k = 0;", d + 5)
             self.emit(f"t_c = {at_a} * {at_b}; }}", d + 6)
