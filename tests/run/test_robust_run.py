@@ -87,6 +87,17 @@ def test_run_data_on_a_file_of_no_sample_is_a_batch_of_length_0(tmp_path):
     assert r.returncode == 1 and r.stderr.startswith("[E7001]"), r.stderr
 
 
+def test_run_data_into_an_argument_without_a_batch_axis_is_e7008(tmp_path):
+    (tmp_path / "e.txt").write_text("1 2\n3 4\n")
+    assert presk("data", "pack", "e.txt", "--type", "ℝ[model: 2]", "-o", "e.psk.d",
+                 cwd=tmp_path).returncode == 0  # fmt: skip
+    f = write(tmp_path, "t.psk", "fn f(x : ℝ[model: 2]) -> ℝ[] = sum(x)\n")
+    for backend in ("interp", "native"):
+        r = presk("run", f, "--entry", "f", "--data", "e.psk.d", "--backend", backend, cwd=tmp_path)
+        assert r.returncode == 1 and r.stderr.startswith("[E7008]"), r.stderr
+        assert "`x`: `ℝ[model: 2]` has no `batch` axis to stack the samples on" in r.stderr
+
+
 @pytest.mark.parametrize(
     "args",
     [

@@ -430,10 +430,12 @@ def data_argument(core: Program, entry_text: str, path: str) -> tuple[dict[str, 
             f"`{path}` holds `{header.type_text}`, and `{last.name}` takes samples of"
             f" `{without_batch(last.type)}`"
         )
-    for t in list(last.type.elements) if isinstance(last.type, TupleT) else [last.type]:
-        axis = t.shape.axis("batch")
-        if axis is None:
-            raise EntryError(f"`{last.name}` has no `batch` axis to stack the samples on")
+    try:
+        axes = _batch_axes(last.type)
+    except RunError as e:  # E7008: a tensor without one
+        raise EntryError(f"`{last.name}`: {e}", code=e.code) from None
+    types = list(last.type.elements) if isinstance(last.type, TupleT) else [last.type]
+    for t, axis in zip(types, axes, strict=True):
         length = t.shape.axes[axis].length
         if len(length.coeffs) == 1 and length.constant == 0:
             bound[length.coeffs[0][0]] = header.count
