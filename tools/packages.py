@@ -190,7 +190,7 @@ def run_stages(venv: str, p: deps.Package, wanted: list[str]) -> str:
             c = BUILD / "dist-env" / "sample.c"
             c.write_bytes(data)
             # its pragmas as presk's toolchain reads them (`-fopenmp-simd`, BASE_FLAGS): the
-            # entry's finite check is a `#pragma omp simd` loop, an unknown pragma without
+            # entry's finite check is a `#pragma omp simd` loop, an unknown pragma without it
             flags = ["-std=c11", "-fopenmp-simd", "-fsyntax-only", "-Wall", "-Werror"]
             done = subprocess.run([cc, *flags, str(c)], capture_output=True, text=True)
             if done.returncode:

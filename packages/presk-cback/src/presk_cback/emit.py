@@ -825,7 +825,6 @@ class KernelC:
         if finite and not first:  # C −0 and the rest ±0·b, b finite: each fma adds a ±0
             # product to a zero, −0 while every product is −0 (their signs differ), +0
             # from the first that is +0 on; the signs scanned in lanes, not a chain of fmas
-            # (a gradient of zeros makes half of dS·K's elements −0)
             self.emit("if (!t_all) {", d + 5)
             self.emit(f"{u} t_q = 0;", d + 6)
             self.emit("#pragma omp simd reduction(|:t_q)", 0)
@@ -859,7 +858,7 @@ class KernelC:
             f"{'const ' if i < len(k.inputs) else ''}{CTYPE[b.dtype]} *b{b.id}"
             for i, b in enumerate(k.buffers)
         ]
-        peel = _strips(k.body)  # GCC peels their short lane loops (PEEL)
+        peel = self.lanes and _strips(k.body)  # written in strips: GCC peels them (PEEL)
         self.lines = [PEEL[0]] if peel else []
         self.lines.append(f"static void {self.fname}({', '.join([*params, 'int *err'])}) {{")
         self.emit("(void)err;", 1)
