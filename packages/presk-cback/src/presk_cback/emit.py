@@ -117,7 +117,8 @@ typedef double presk_f64x8_u __attribute__((vector_size(64), aligned(8)));
 #define presk_minf_x8(acc, x) PRESK_IEEE_VSTEP(presk_f32x8, presk_i32x8, PRESK_LT, |, acc, x)
 /* The 8×8 block a[0..7][v..v+7] transposed into c[0..7] (c[q] the 8 rows' terms v + q), by
  * three rounds of shuffles: a strip's folds read their next 8 steps so, not element by
- * element (presk_cback.strip); nothing is computed, the terms are only moved */
+ * element (presk_cback.strip); nothing is computed, the terms are only moved. Each loop is
+ * unrolled whole (`-O2` does not, and its arrays r_, t_, u_ then go through memory) */
 #ifdef __clang__
 #define PRESK_SHUF(I, x, y, ...) __builtin_shufflevector(x, y, __VA_ARGS__)
 #else
@@ -125,14 +126,15 @@ typedef double presk_f64x8_u __attribute__((vector_size(64), aligned(8)));
 #endif
 #define PRESK_T8(V, I, a, v, c) do { \
     V r_[8], t_[8], u_[8]; \
-    for (int q_ = 0; q_ < 8; q_++) r_[q_] = *(const V##_u *)&(a)[q_][v]; \
-    for (int q_ = 0; q_ < 8; q_ += 2) { \
+    _Pragma("GCC unroll 8") for (int q_ = 0; q_ < 8; q_++) r_[q_] = *(const V##_u *)&(a)[q_][v]; \
+    _Pragma("GCC unroll 4") for (int q_ = 0; q_ < 8; q_ += 2) { \
         t_[q_] = PRESK_SHUF(I, r_[q_], r_[q_ + 1], 0, 8, 1, 9, 4, 12, 5, 13); \
         t_[q_ + 1] = PRESK_SHUF(I, r_[q_], r_[q_ + 1], 2, 10, 3, 11, 6, 14, 7, 15); } \
-    for (int q_ = 0; q_ < 8; q_ += 4) for (int h_ = 0; h_ < 2; h_++) { \
+    _Pragma("GCC unroll 2") for (int q_ = 0; q_ < 8; q_ += 4) \
+    _Pragma("GCC unroll 2") for (int h_ = 0; h_ < 2; h_++) { \
         u_[q_ + 2 * h_] = PRESK_SHUF(I, t_[q_ + h_], t_[q_ + h_ + 2], 0, 1, 8, 9, 4, 5, 12, 13); \
         u_[q_ + 2 * h_ + 1] = PRESK_SHUF(I, t_[q_ + h_], t_[q_ + h_ + 2], 2, 3, 10, 11, 6, 7, 14, 15); } \
-    for (int q_ = 0; q_ < 4; q_++) { \
+    _Pragma("GCC unroll 4") for (int q_ = 0; q_ < 4; q_++) { \
         (c)[q_] = PRESK_SHUF(I, u_[q_], u_[q_ + 4], 0, 1, 2, 3, 8, 9, 10, 11); \
         (c)[q_ + 4] = PRESK_SHUF(I, u_[q_], u_[q_ + 4], 4, 5, 6, 7, 12, 13, 14, 15); } \
     } while (0)

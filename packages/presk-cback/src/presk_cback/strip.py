@@ -378,6 +378,8 @@ class Strip:
             kc.emit(f"{vt} x{h}[{ROWS}];", depth + 1)
             kc.emit(f"PRESK_T8({vt}, {it}, ({acc}_t + {h * ROWS}), {v}, x{h});", depth + 1)
         steps = " ".join(fold(h, f"x{h}[q]") for h in hs)
+        # unrolled whole, so the block's vectors stay in registers (-O2 leaves an array)
+        kc.emit(f"#pragma GCC unroll {ROWS}", depth + 1)
         kc.emit(f"for (int q = 0; q < {ROWS}; q++) {{ {steps} }}", depth + 1)
         kc.emit("}", depth)
         kc.emit(f"for (; {v} < {upto}; {v}++) {{", depth)
