@@ -209,3 +209,66 @@ def test_a_banded_product_computes_each_panels_columns_or_terms(dtype, band):
                         assert same_bits(got[done], full[done])
                     else:
                         assert same_bits(got, want), (blocking, stop, threads)
+
+
+def test_wider_tiles_only_for_f32_on_avx512():
+    tc = find_toolchain()
+    wide = dataclasses.replace(tc, target="-march=icelake-server -mavx512f -mavx2 -mfma")
+    narrow = dataclasses.replace(tc, target="-march=haswell -mavx2 -mfma")
+    main = G.default_blocking("f32", wide)
+    assert G.wide_blocking("f32", main, wide) == G.Blocking(8, 3, 384, 96)
+    assert G.wide_blocking("f64", G.default_blocking("f64", wide), wide) is None
+    assert G.wide_blocking("f32", G.default_blocking("f32", narrow), narrow) is None
+    assert G.wide_blocking("f32", G.Blocking(6, 4), wide) is None  # already as wide
+    text = G.embedded_source("f32", main, wide)
+    assert (
+        "#define WIDE_f32 gemm_all_f32w" in text
+        and "WIDE_f32w(" not in text.split("#define WIDE_f32 ")[1]
+    )
+
+
+WRAP = """
+void wrap_{tag}(int64_t m, int64_t n, int64_t k, const {c} *A, const {c} *B, {c} *C, int t) {{
+    presk_gemm_{tag}(m, n, k, A, k, 1, B, n, 1, C, n, t);
+}}
+void wrap_band_{tag}(int64_t m, int64_t n, int64_t k, const {c} *A, const {c} *B, {c} *C,
+                     int band, int64_t stop) {{
+    presk_gemm_band_{tag}(m, n, k, A, k, 1, B, n, 1, C, n, 1, band, stop);
+}}
+"""
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_wider_tiles_keep_the_bits_and_a_band_keeps_its_panels(monkeypatch, dtype):
+    # wider tiles forced on any machine (NR 2 vectors against 1): taken where they pad n no
+    # more (n 2 or 4 vectors), not where they pad it more (n 1 or 3 vectors); the bits are
+    # the fold's either way, and a banded call keeps the main blocking's panels of MR rows
+    tc = find_toolchain()
+    tag = G.TAGS[np.dtype(dtype)]
+    vl = G.lanes(tag, tc)
+    main, wide = G.Blocking(3, 1, 16, 7, 1), G.Blocking(2, 2, 16, 6, 1)
+    monkeypatch.setattr(G, "wide_blocking", lambda t, m, c: wide)
+    text = G.embedded_source(tag, main, tc)
+    assert f"gemm_all_{tag}w" in text
+    c = G.CTYPE[tag]
+    cdef = (
+        f"void wrap_{tag}(int64_t, int64_t, int64_t, const {c} *, const {c} *, {c} *, int);"
+        f"void wrap_band_{tag}(int64_t, int64_t, int64_t, const {c} *, const {c} *, {c} *,"
+        " int, int64_t);"
+    )
+    lib = load(text + WRAP.format(tag=tag, c=c), cdef, (f"wrap_{tag}", f"wrap_band_{tag}"),
+               threads=True).lib  # fmt: skip
+    for n in (vl, 2 * vl, 3 * vl, 4 * vl - 1):
+        for threads in (1, 2):
+            a, b = operands(11, 40, n, dtype, seed=n)
+            out = np.empty((11, n), dtype)
+            getattr(lib, f"wrap_{tag}")(11, n, 40, pointer(a, c), pointer(b, c), pointer(out, c),
+                                        threads)  # fmt: skip
+            assert same_bits(out, reference(a, b)), (n, threads)
+    a, b = operands(11, 40, 2 * vl, dtype, seed=1)
+    out = np.empty((11, 2 * vl), dtype)
+    getattr(lib, f"wrap_band_{tag}")(11, 2 * vl, 40, pointer(a, c), pointer(b, c),
+                                     pointer(out, c), G.BANDS["kend"], 1)  # fmt: skip
+    for r in range(11):  # the terms its panel of main.mr rows needs (wide.mr would differ)
+        _, hi = _band_bounds("kend", main.mr, 11, 2 * vl, 40, 1, r)
+        assert same_bits(out[r], reference(a[r : r + 1, :hi], b[:hi])[0]), r

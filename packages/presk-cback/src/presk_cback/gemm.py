@@ -88,6 +88,17 @@ def default_blocking(tag: str, tc: Toolchain) -> Blocking:
             return Blocking(4, 2, 256, 64)
 
 
+def wide_blocking(tag: str, main: Blocking, tc: Toolchain) -> Blocking | None:
+    """Wider tiles than `main`'s for the products they pad no more (`embedded_source`), or
+    None. f32 on AVX-512: 8 × 48 (3 vectors) loads 11 registers for 24 FMAs a term where
+    12 × 32 loads 14; on an Ice Lake server core it ran the course GPT's dense products
+    6–16 % faster (`tools/bench_gemm.py --shapes step`), its attention products (32
+    columns, padded to 48) 20–40 % slower: those keep 12 × 32."""
+    if tc.vector_bytes == 64 and tag == "f32" and main.nv < 3:
+        return Blocking(8, 3, 384, 96)
+    return None
+
+
 def direct_panels(tag: str, tc: Toolchain) -> int:
     """Below this many panels of C's columns, a row-major A's full panels are read where they
     lie rather than packed (the GEMM's `DIRECT`), measured at the course GPT's products: 8 on
@@ -597,6 +608,14 @@ static void gemm_all(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, i
         return;
     }}
     int64_t npan = (n + NR - 1) / NR, mpan = (m + MR - 1) / MR;
+#ifdef WIDE
+    /* the wider tiles of `wide_blocking` (fewer loads a term) where they pad n no more than
+     * these: the same fold of each element, so the same bits */
+    if (!band && (n + WIDE_NR - 1) / WIDE_NR * WIDE_NR <= npan * NR) {{
+        WIDE(m, n, k, A, rsa, csa, B, rsb, csb, C, ldc, threads, epi, ctx, pa, pb, 0, 0);
+        return;
+    }}
+#endif
     int by_n = split_columns(m, n, npan, mpan, threads);
     int64_t parts = by_n ? npan : mpan;
     int nt = threads < 1 ? 1 : (threads > parts ? (int)parts : threads);
@@ -660,16 +679,30 @@ LOCAL_NAMES = (
     "T", "vec", "VFMA", "VSET1", "VLOAD", "VLOADU", "VSTORE", "VSTOREU", "MR", "NV", "VL", "NR", "KC",
     "MC", "NC", "PFD", "PFC", "DIRECT", "HAVE_AVX512", "VMASKSTOREU", "VMASKLOADU", "transpose", "min64", "ukernel", "pack_a", "pack_a_rows", "pack_b", "tile", "nest", "scratch",
     "epilogue", "packer", "gemm_all", "BAND_COLS", "BAND_KEND", "BAND_KSTART", "band_last",
-    "band_ncols", "band_kend", "band_kstart", "EPI_PANEL", "EPI_PANELS",
+    "band_ncols", "band_kend", "band_kstart", "EPI_PANEL", "EPI_PANELS", "WIDE", "WIDE_NR",
+    "split_columns",
 )  # fmt: skip
 
 
 def embedded_source(tag: str, blocking: Blocking, tc: Toolchain) -> str:
     """`source` to be included in another C file (the native backend's entries): every
-    name of it suffixed with the type, the GEMM itself `static`."""
-    text = re.sub(rf"\b({'|'.join(LOCAL_NAMES)})\b", rf"\1_{tag}", source(tag, blocking, tc))
+    name of it suffixed with the type, the GEMM itself `static`. Where `wide_blocking` gives
+    wider tiles, their nest too (suffixed `{tag}w`), which the GEMM's calls take where they
+    pad n no more (a banded call keeps `blocking`'s panels: its repair's bounds are theirs)."""
+    text = _suffixed(source(tag, blocking, tc), tag)
+    wide = wide_blocking(tag, blocking, tc)
+    if wide is None:
+        return text
+    hook = f"#define WIDE_{tag} gemm_all_{tag}w\n#define WIDE_NR_{tag} NR_{tag}w\n"
+    return _suffixed(source(tag, wide, tc), f"{tag}w") + "\n" + hook + text
+
+
+def _suffixed(text: str, suffix: str) -> str:
+    text = re.sub(rf"\b({'|'.join(LOCAL_NAMES)})\b", rf"\1_{suffix}", text)
+    tag = suffix[:3]
     for name in (f"presk_gemm_{tag}", f"presk_gemm_epi_{tag}", f"presk_gemm_band_{tag}"):
-        text = text.replace(f"\nvoid {name}(", f"\nstatic __attribute__((unused)) void {name}(")
+        fresh = name + suffix[3:]
+        text = text.replace(f"\nvoid {name}(", f"\nstatic __attribute__((unused)) void {fresh}(")
     return text
 
 
