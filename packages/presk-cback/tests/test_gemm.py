@@ -220,6 +220,11 @@ def test_wider_tiles_only_for_f32_on_avx512():
     assert G.wide_blocking("f64", G.default_blocking("f64", wide), wide) is None
     assert G.wide_blocking("f32", G.default_blocking("f32", narrow), narrow) is None
     assert G.wide_blocking("f32", G.Blocking(6, 4), wide) is None  # already as wide
+    # 48 columns a tile against 32: taken where they pad n no more
+    taken = {n: G.takes_wide("f32", main, wide, n) for n in (32, 86, 96, 192, 256, 576, 768)}
+    assert taken == {32: False, 86: True, 96: True, 192: True, 256: False, 576: True, 768: True}
+    assert "gemm_all_f32w" not in G.embedded_source("f32", main, wide, cols=[32, 256])
+    assert "gemm_all_f32w" in G.embedded_source("f32", main, wide, cols=[32, 192])
     text = G.embedded_source("f32", main, wide)
     assert (
         "#define WIDE_f32 gemm_all_f32w" in text

@@ -346,6 +346,7 @@ class KernelC:
         self.types: dict[str, str] = {}
         self.lines: list[str] = []
         self.gemm: str | None = None  # the GEMM's type tag, when the kernel calls one
+        self.gemm_cols: set[int] = set()  # the columns of its calls (not banded)
         self.laned: set[str] = set()  # scalars held per lane in a strip (`v_x[lj]`)
         self.kept: dict = {}  # expressions already computed: expression -> (C, type)
         self.pre: list[str] = []  # functions the kernel's calls name (a GEMM's epilogues)
@@ -657,6 +658,7 @@ class KernelC:
                 raise EmitError(f"`{self.k.name}`: a narrowed GEMM with an epilogue or prologue")
             self.band_call(g, threads, depth, at(0), at(1), at(2), stop, kstop)
         else:
+            self.gemm_cols.add(g.cols)
             pro = g.prologue or (None, None)
             t = CTYPE[self.gemm]
             a = f"(const {t} *)0, 0, 0" if pro[0] is not None else (

@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -684,14 +685,30 @@ LOCAL_NAMES = (
 )  # fmt: skip
 
 
-def embedded_source(tag: str, blocking: Blocking, tc: Toolchain) -> str:
+def takes_wide(tag: str, main: Blocking, tc: Toolchain, n: int) -> bool:
+    """Whether a call of `n` columns runs `wide_blocking`'s tiles (gemm_all's test in C:
+    they pad n no more than `main`'s)."""
+    wide = wide_blocking(tag, main, tc)
+    if wide is None:
+        return False
+    vl = lanes(tag, tc)
+    return -(-n // (wide.nv * vl)) * wide.nv <= -(-n // (main.nv * vl)) * main.nv
+
+
+def embedded_source(
+    tag: str, blocking: Blocking, tc: Toolchain, cols: Iterable[int] | None = None
+) -> str:
     """`source` to be included in another C file (the native backend's entries): every
     name of it suffixed with the type, the GEMM itself `static`. Where `wide_blocking` gives
     wider tiles, their nest too (suffixed `{tag}w`), which the GEMM's calls take where they
-    pad n no more (a banded call keeps `blocking`'s panels: its repair's bounds are theirs)."""
+    pad n no more (a banded call keeps `blocking`'s panels: its repair's bounds are theirs)
+    — given `cols`, the calls' columns, only when one of them takes it (its compile, 0.4 s,
+    is not paid for nothing)."""
     text = _suffixed(source(tag, blocking, tc), tag)
     wide = wide_blocking(tag, blocking, tc)
-    if wide is None:
+    if wide is None or (
+        cols is not None and not any(takes_wide(tag, blocking, tc, n) for n in cols)
+    ):
         return text
     hook = f"#define WIDE_{tag} gemm_all_{tag}w\n#define WIDE_NR_{tag} NR_{tag}w\n"
     return _suffixed(source(tag, wide, tc), f"{tag}w") + "\n" + hook + text

@@ -225,9 +225,12 @@ def entry_units(
     seen: dict[str, str] = {}
     bodies: list[tuple[str, str | None, str]] = []  # (function text, gemm tag, its prototype)
     calls = []
+    cols: dict[str, set[int]] = {}  # a GEMM's calls' columns, by its type
     for i, launch in enumerate(schedule.launches):
         kc = KernelC(launch.kernel, "KERNEL", lanes)
         text = "\n".join(kc.function())
+        if kc.gemm:
+            cols.setdefault(kc.gemm, set()).update(kc.gemm_cols)
         if text not in seen:  # identical kernels share one function
             fname = f"presk_kernel_{len(seen)}"
             seen[text] = fname
@@ -255,7 +258,7 @@ def entry_units(
     blocks: list[list[str]] = [[] for _ in range(n)]
     weight = [0] * n
     for tag in tags:  # before the kernels that call them
-        blocks[0].append(gemm.embedded_source(tag, gemm.host_blocking(tag, tc), tc))
+        blocks[0].append(gemm.embedded_source(tag, gemm.host_blocking(tag, tc), tc, cols[tag]))
         weight[0] += GEMM_WEIGHT
     spread = bodies if n == 1 else sorted(bodies, key=lambda b: (b[1] is None, -len(b[0])))
     for text, tag, _ in spread:
