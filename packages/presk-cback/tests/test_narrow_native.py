@@ -161,9 +161,14 @@ def test_the_adjoint_products_fold_their_allowed_terms_natively():
         fused = fuse(schedule)[0]
         narrowed, _ = narrow(fused)
         args = hard_grad_inputs(args, dtype, 200)
+        # column 2: +1 on rows 0, 1 (skipped products +0), then the least subnormal's
+        # negative, whose products with the weights are not zeros but round to −0: dV stays
+        # −0 there (the fold from +0 reaches the same −0), which a scan of signs alone misses
+        args[3][0, 0, :2, 2], args[3][0, 0, 2:, 2] = 1.0, -np.finfo(dtype).smallest_subnormal
         want = NativeEntry(lay_out(fused, 1)).run(args)  # the kernel interpreter's: test_narrow
         dv = want[2][0]
         assert (dv[0, 2:, 0] == 0).all() and not np.signbit(dv[0, 2:, 0]).any()
+        assert np.signbit(dv[0, 2:, 2]).all() and (dv[0, 2:, 2] == 0).sum() > 150
         laid = lay_out(narrowed, threads)
         stops = [
             gemm_kstop(s.gemm, s.nest)

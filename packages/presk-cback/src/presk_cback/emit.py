@@ -723,9 +723,11 @@ class KernelC:
         may be NaN), unless A is known finite there (`Reduce.zeros_finite`: the softmax's
         weights). With the zeros first (`zeros_first`: aᵀ·g, A ±0 before row r's r + stop),
         each panel folds from its first row's start, [band_kstart, depth) (BAND_KSTART), and
-        an element is folded whole again where C is −0 or A or B holds a value that is not
-        finite before that start (a fold over the skipped ±0 terms is ±0: it changes a result
-        only where the rest folds to −0). The whole product's bits."""
+        an element is folded whole again where A or B holds a value that is not finite
+        before that start; where C is −0 (a fold over the skipped ±0 terms is ±0: it changes
+        a result only where the rest folds to −0), it is +0 if a skipped product is +0 and
+        every product the panel folded an exact zero, else −0 (the signs scanned in lanes,
+        as the rest's of a prefix is). The whole product's bits."""
         t = CTYPE[self.gemm]
         sam, sak, sbk, sbn = (
             g.stride(0, g.m),
@@ -838,6 +840,26 @@ class KernelC:
             self.emit(f"t_q |= ~({bits_a} ^ {bits_b}) & {sign};", d + 7)
             self.emit("}", d + 6)
             self.emit(f"if (t_q) {pc}[t_r*{scm} + t_n*{scn}] = 0;", d + 6)
+            self.emit("continue;", d + 6)
+            self.emit("}", d + 5)
+        if finite and first:  # C −0 from −0 at the start, the skipped terms ±0·b before it:
+            # their fold is −0 if every product is −0, else +0, and the folds from −0 and
+            # from +0 differ only while the sum is a zero: where every term folded is an
+            # exact zero (a ±0 operand). So +0 where a skipped product is +0 and every
+            # product folded is a zero, else −0 stays; the signs scanned in lanes
+            bits_a = f"((const {u} *){pa})[t_r*{sam} + t_k*{sak}]"
+            bits_b = f"((const {u} *){pb})[t_k*{sbk} + t_n*{sbn}]"
+            self.emit("if (!t_all) {", d + 5)
+            self.emit(f"{u} t_q = 0, t_nz = 0;", d + 6)
+            self.emit("#pragma omp simd reduction(|:t_q)", 0)
+            self.emit("for (int64_t t_k = 0; t_k < t_k0; t_k++)", d + 6)
+            self.emit(f"t_q |= ~({bits_a} ^ {bits_b}) & {sign};", d + 7)
+            self.emit("if (t_q) {", d + 6)
+            self.emit("#pragma omp simd reduction(|:t_nz)", 0)
+            self.emit(f"for (int64_t t_k = t_k0; t_k < {K}; t_k++)", d + 7)
+            self.emit(f"t_nz |= ({bits_a} << 1 != 0) & ({bits_b} << 1 != 0);", d + 8)
+            self.emit(f"if (!t_nz) {pc}[t_r*{scm} + t_n*{scn}] = 0;", d + 7)
+            self.emit("}", d + 6)
             self.emit("continue;", d + 6)
             self.emit("}", d + 5)
         if first:  # the whole fold again, from its first term
