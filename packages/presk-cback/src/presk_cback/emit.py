@@ -56,6 +56,9 @@ PEEL = (
     '#pragma GCC optimize ("peel-loops")\n#endif',
     "#if defined(__GNUC__) && !defined(__clang__)\n#pragma GCC pop_options\n#endif",
 )
+# A cut product's repair scans the signs of a row's −0s this many columns at a time
+# (`KernelC.sign_scan`: two flag arrays of this many words on the stack)
+SCAN = 64
 # A loop in threads inside serial tile loops (a softmax's rows split by batch within each
 # tile of rows: 32 regions a launch): one region around the outermost tile loop, every
 # thread running the tile loops and sharing the split loop's iterations in each, without a
@@ -823,45 +826,13 @@ class KernelC:
         self.emit(f"{u} t_u = ((const {u} *){pc})[t_r*{scm} + t_n*{scn}];", d + 4)
         self.emit(f"t_z |= t_u == {sign};", d + 4)
         self.emit("}", d + 3)
+        if finite:  # the row's −0s (B finite where skipped, A ±0 there): SIGN_SCAN
+            self.sign_scan(pa, pb, pc, (sam, sak, sbk, sbn, scm, scn), K, N, first, u, sign, d + 3)
         self.emit("if (t_all || t_z)", d + 3)
         self.emit(f"for (int64_t t_n = 0; t_n < {N}; t_n++) {{", d + 3)
         self.emit(f"{t} t_c = {pc}[t_r*{scm} + t_n*{scn}];", d + 4)
         self.emit("if (t_all || (t_c == 0 && signbit(t_c))) {", d + 4)
         at_a, at_b = f"{pa}[t_r*{sam} + t_k*{sak}]", f"{pb}[t_k*{sbk} + t_n*{sbn}]"
-        if finite and not first:  # C −0 and the rest ±0·b, b finite: each fma adds a ±0
-            # product to a zero, −0 while every product is −0 (their signs differ), +0
-            # from the first that is +0 on; the signs scanned in lanes, not a chain of fmas
-            self.emit("if (!t_all) {", d + 5)
-            self.emit(f"{u} t_q = 0;", d + 6)
-            self.emit("#pragma omp simd reduction(|:t_q)", 0)
-            self.emit(f"for (int64_t t_k = t_kc; t_k < {K}; t_k++) {{", d + 6)
-            bits_a = f"((const {u} *){pa})[t_r*{sam} + t_k*{sak}]"
-            bits_b = f"((const {u} *){pb})[t_k*{sbk} + t_n*{sbn}]"
-            self.emit(f"t_q |= ~({bits_a} ^ {bits_b}) & {sign};", d + 7)
-            self.emit("}", d + 6)
-            self.emit(f"if (t_q) {pc}[t_r*{scm} + t_n*{scn}] = 0;", d + 6)
-            self.emit("continue;", d + 6)
-            self.emit("}", d + 5)
-        if finite and first:  # C −0 from −0 at the start, the skipped terms ±0·b before it:
-            # their fold is −0 if every product is −0, else +0, and the folds from −0 and
-            # from +0 differ only while the sum is a zero: where every term folded is an
-            # exact zero (a ±0 operand). So +0 where a skipped product is +0 and every
-            # product folded is a zero, else −0 stays; the signs scanned in lanes
-            bits_a = f"((const {u} *){pa})[t_r*{sam} + t_k*{sak}]"
-            bits_b = f"((const {u} *){pb})[t_k*{sbk} + t_n*{sbn}]"
-            self.emit("if (!t_all) {", d + 5)
-            self.emit(f"{u} t_q = 0, t_nz = 0;", d + 6)
-            self.emit("#pragma omp simd reduction(|:t_q)", 0)
-            self.emit("for (int64_t t_k = 0; t_k < t_k0; t_k++)", d + 6)
-            self.emit(f"t_q |= ~({bits_a} ^ {bits_b}) & {sign};", d + 7)
-            self.emit("if (t_q) {", d + 6)
-            self.emit("#pragma omp simd reduction(|:t_nz)", 0)
-            self.emit(f"for (int64_t t_k = t_k0; t_k < {K}; t_k++)", d + 7)
-            self.emit(f"t_nz |= ({bits_a} << 1 != 0) & ({bits_b} << 1 != 0);", d + 8)
-            self.emit(f"if (!t_nz) {pc}[t_r*{scm} + t_n*{scn}] = 0;", d + 7)
-            self.emit("}", d + 6)
-            self.emit("continue;", d + 6)
-            self.emit("}", d + 5)
         if first:  # the whole fold again, from its first term
             self.emit("{ const int64_t t_k = 0;", d + 5)
             self.emit(f"t_c = {at_a} * {at_b}; }}", d + 6)
@@ -877,6 +848,47 @@ class KernelC:
         self.emit("}", d + 1)
         self.emit("}", d)
         self.emit("}", depth)
+
+    def sign_scan(self, pa, pb, pc, strides, K, N, first: bool, u: str, sign: str, d: int):
+        """In a cut product's repair (`band_call`), a row of C holding a −0 where A is ±0
+        over the terms skipped and B finite there: which −0s are +0 in the whole fold.
+        Past a prefix (`first` false), the rest adds ±0 products to a zero: +0 if one is +0
+        (their signs equal), else −0. Zeros first, the skipped fold is −0 if every product
+        is −0, else +0, and folds from −0 and from +0 differ only while the sum is a zero:
+        where every product folded is an exact zero (a ±0 operand; a product of nonzero
+        floats that rounds to −0 is not one, and gives −0 from either start). So +0 where a
+        skipped product is +0 and every product folded a zero. The signs and zeros are
+        scanned k by k across the row's columns, SCAN of them at a time (B's row in lanes),
+        not element by element along k, nor by a chain of fmas."""
+        sam, sak, sbk, sbn, scm, scn = strides
+        at_b = f"((const {u} *){pb})[t_k*{sbk} + t_n*{sbn}]"
+        lane = "t_n - t_n0"
+        self.emit("if (!t_all && t_z) {", d)
+        self.emit(f"for (int64_t t_n0 = 0; t_n0 < {N}; t_n0 += {SCAN}) {{", d + 1)
+        self.emit(f"const int64_t t_n1 = t_n0 + {SCAN} < {N} ? t_n0 + {SCAN} : {N};", d + 2)
+        self.emit(f"{u} t_q[{SCAN}] = {{0}}, t_nz[{SCAN}] = {{0}};", d + 2)
+        skipped, folded = ("0", "t_k0") if first else ("t_kc", str(K)), ("t_k0", str(K))
+        self.emit(f"for (int64_t t_k = {skipped[0]}; t_k < {skipped[1]}; t_k++) {{", d + 2)
+        self.emit(f"const {u} t_ua = ((const {u} *){pa})[t_r*{sam} + t_k*{sak}];", d + 3)
+        self.emit("#pragma omp simd", 0)
+        self.emit("for (int64_t t_n = t_n0; t_n < t_n1; t_n++)", d + 3)
+        self.emit(f"t_q[{lane}] |= ~(t_ua ^ {at_b}) & {sign};", d + 4)
+        self.emit("}", d + 2)
+        if first:  # a product folded that is not an exact zero
+            self.emit(f"for (int64_t t_k = {folded[0]}; t_k < {folded[1]}; t_k++) {{", d + 2)
+            self.emit(f"const {u} t_ua = ((const {u} *){pa})[t_r*{sam} + t_k*{sak}];", d + 3)
+            self.emit("if (t_ua << 1 == 0) continue;", d + 3)
+            self.emit("#pragma omp simd", 0)
+            self.emit("for (int64_t t_n = t_n0; t_n < t_n1; t_n++)", d + 3)
+            self.emit(f"t_nz[{lane}] |= {at_b} << 1 != 0;", d + 4)
+            self.emit("}", d + 2)
+        self.emit("for (int64_t t_n = t_n0; t_n < t_n1; t_n++)", d + 2)
+        at_c = f"((const {u} *){pc})[t_r*{scm} + t_n*{scn}]"
+        self.emit(f"if ({at_c} == {sign} && t_q[{lane}] && !t_nz[{lane}])", d + 3)
+        self.emit(f"{pc}[t_r*{scm} + t_n*{scn}] = 0;", d + 4)
+        self.emit("}", d + 1)
+        self.emit("continue;", d + 1)
+        self.emit("}", d)
 
     def function(self) -> list[str]:
         k = self.k
