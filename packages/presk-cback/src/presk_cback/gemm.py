@@ -711,15 +711,16 @@ def embedded_source(
     ):
         return text
     hook = f"#define WIDE_{tag} gemm_all_{tag}w\n#define WIDE_NR_{tag} NR_{tag}w\n"
-    return _suffixed(source(tag, wide, tc), f"{tag}w") + "\n" + hook + text
+    return _suffixed(source(tag, wide, tc), tag, "w") + "\n" + hook + text
 
 
-def _suffixed(text: str, suffix: str) -> str:
-    text = re.sub(rf"\b({'|'.join(LOCAL_NAMES)})\b", rf"\1_{suffix}", text)
-    tag = suffix[:3]
+def _suffixed(text: str, tag: str, variant: str = "") -> str:
+    """`source`'s text with its names suffixed `_{tag}{variant}`, its GEMMs static."""
+    text = re.sub(rf"\b({'|'.join(LOCAL_NAMES)})\b", rf"\1_{tag}{variant}", text)
     for name in (f"presk_gemm_{tag}", f"presk_gemm_epi_{tag}", f"presk_gemm_band_{tag}"):
-        fresh = name + suffix[3:]
-        text = text.replace(f"\nvoid {name}(", f"\nstatic __attribute__((unused)) void {fresh}(")
+        text = text.replace(
+            f"\nvoid {name}(", f"\nstatic __attribute__((unused)) void {name}{variant}("
+        )
     return text
 
 
