@@ -729,8 +729,9 @@ class KernelC:
         an element is folded whole again where A or B holds a value that is not finite
         before that start; where C is −0 (a fold over the skipped ±0 terms is ±0: it changes
         a result only where the rest folds to −0), it is +0 if a skipped product is +0 and
-        every product the panel folded an exact zero, else −0 (the signs scanned in lanes,
-        as the rest's of a prefix is). The whole product's bits."""
+        every product the panel folded an exact zero, else −0. Where A is known finite, a
+        −0's case is decided by scans of signs (`sign_scan`), not by a fold. The whole
+        product's bits."""
         t = CTYPE[self.gemm]
         sam, sak, sbk, sbn = (
             g.stride(0, g.m),
@@ -826,7 +827,7 @@ class KernelC:
         self.emit(f"{u} t_u = ((const {u} *){pc})[t_r*{scm} + t_n*{scn}];", d + 4)
         self.emit(f"t_z |= t_u == {sign};", d + 4)
         self.emit("}", d + 3)
-        if finite:  # the row's −0s (B finite where skipped, A ±0 there): SIGN_SCAN
+        if finite:  # the row's −0s (B finite where skipped, A ±0 there): `sign_scan`
             self.sign_scan(pa, pb, pc, (sam, sak, sbk, sbn, scm, scn), K, N, first, u, sign, d + 3)
         self.emit("if (t_all || t_z)", d + 3)
         self.emit(f"for (int64_t t_n = 0; t_n < {N}; t_n++) {{", d + 3)
@@ -867,15 +868,15 @@ class KernelC:
         self.emit(f"for (int64_t t_n0 = 0; t_n0 < {N}; t_n0 += {SCAN}) {{", d + 1)
         self.emit(f"const int64_t t_n1 = t_n0 + {SCAN} < {N} ? t_n0 + {SCAN} : {N};", d + 2)
         self.emit(f"{u} t_q[{SCAN}] = {{0}}, t_nz[{SCAN}] = {{0}};", d + 2)
-        skipped, folded = ("0", "t_k0") if first else ("t_kc", str(K)), ("t_k0", str(K))
-        self.emit(f"for (int64_t t_k = {skipped[0]}; t_k < {skipped[1]}; t_k++) {{", d + 2)
+        lo, hi = ("0", "t_k0") if first else ("t_kc", str(K))  # the terms skipped
+        self.emit(f"for (int64_t t_k = {lo}; t_k < {hi}; t_k++) {{", d + 2)
         self.emit(f"const {u} t_ua = ((const {u} *){pa})[t_r*{sam} + t_k*{sak}];", d + 3)
         self.emit("#pragma omp simd", 0)
         self.emit("for (int64_t t_n = t_n0; t_n < t_n1; t_n++)", d + 3)
         self.emit(f"t_q[{lane}] |= ~(t_ua ^ {at_b}) & {sign};", d + 4)
         self.emit("}", d + 2)
         if first:  # a product folded that is not an exact zero
-            self.emit(f"for (int64_t t_k = {folded[0]}; t_k < {folded[1]}; t_k++) {{", d + 2)
+            self.emit(f"for (int64_t t_k = t_k0; t_k < {K}; t_k++) {{", d + 2)
             self.emit(f"const {u} t_ua = ((const {u} *){pa})[t_r*{sam} + t_k*{sak}];", d + 3)
             self.emit("if (t_ua << 1 == 0) continue;", d + 3)
             self.emit("#pragma omp simd", 0)
