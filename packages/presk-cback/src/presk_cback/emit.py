@@ -49,8 +49,9 @@ PARALLEL = "#pragma omp parallel for{simd} num_threads({threads}) schedule(stati
 # a few vectors each, and peeled whole they keep the strip's accumulators in registers (a
 # sum_to of 16×256×192 floats: 88 → 57–67 µs; the course GPT's step 2.9–3.2 % faster at
 # one thread, the same bits, its cold compile unchanged). Strips of rows (a softmax's) gain
-# too, but their code grows: the forward pass compiled 30 % longer; not them. Clang has no
-# such pragma. docs/native.md, "Lanes across folds".
+# too, but their code grows: the forward pass compiled 30 % longer; not them (most of their
+# gain is PRESK_T8's unrolled loops, b21). Clang has no such pragma. docs/native.md, "Lanes
+# across folds".
 PEEL = (
     "#if defined(__GNUC__) && !defined(__clang__)\n#pragma GCC push_options\n"
     '#pragma GCC optimize ("peel-loops")\n#endif',
