@@ -607,9 +607,10 @@ class KernelC:
                 self.block(body, depth + 1)
                 self.emit("}", depth)
                 self.gathers = outer
-            case GemmStmt(gemm, threads, nest, batched):
+            case GemmStmt(gemm, threads, nest, batched, bound):
                 kstop = gemm_kstop(gemm, nest)
-                self.gemm_call(gemm, threads, depth, gemm_stop(gemm, nest), batched, kstop)
+                stop = gemm_stop(gemm, nest)
+                self.gemm_call(gemm, threads, depth, stop, batched, kstop, bound)
             case TwoPass(body, _):
                 self.block(body, depth)
 
@@ -631,18 +632,23 @@ class KernelC:
         stop: int | None = None,
         batched: bool = False,
         kstop: tuple[int, bool, bool] | None = None,
+        bound: int = 0,
     ) -> None:
         """A GEMM statement (over the operands it packs) as calls of the generated GEMM, one
         per point of its batch loops; the same fold, so the same bits. A narrowed product
         (`stop`: row r's columns end at r + stop), or a product whose A is ±0 past row r's
         r + kstop terms, as one call of the banded driver (`band_call`). `batched`: the batch loops' points shared among the threads (one
-        parallel region, collapsed), each call on one thread."""
+        parallel region, collapsed), each call on one thread. `bound`: the first batch loops
+        are the loops around the statement (a slice group's, presk_kernel.slices)."""
         self.gemm = self.k.compute
-        if batched and g.batch:
-            collapse = f" collapse({len(g.batch)})" if len(g.batch) > 1 else ""
+        if bound and (g.epilogue or g.prologue):  # its callbacks read the batch it runs
+            raise EmitError(f"`{self.k.name}`: a GEMM with an epilogue inside a slice group")
+        own = g.batch[bound:]
+        if batched and own:
+            collapse = f" collapse({len(own)})" if len(own) > 1 else ""
             self.emit(PARALLEL.format(threads=threads, simd="") + collapse, 0)
             threads = 1
-        for v, extent in g.batch:
+        for v, extent in own:
             self.emit(
                 f"for (int64_t {_name(v)} = 0; {_name(v)} < {extent}; {_name(v)}++) {{", depth
             )
@@ -692,7 +698,7 @@ class KernelC:
                 )
                 self.emit(f"presk_gemm_epi_{self.gemm}{call}, {fn});", depth + 1)
                 self.emit("}", depth)
-        for _ in g.batch:
+        for _ in own:
             depth -= 1
             self.emit("}", depth)
 

@@ -67,7 +67,9 @@ class NativeEntry:
     `dot+add+gelu`), the step that runs untimed. A caller
     that times the plan's own nests launch by launch (a layout point, `presk tune`, the
     calibrations) passes `epilogues=False, rows=False`. The kernels that sweep one row loop
-    are one kernel, timed or not (presk_kernel.rows, `rows=False`: not)."""
+    are one kernel, and so are those over the same batch points (presk_kernel.rows and
+    presk_kernel.slices), timed or not (`rows=False`: neither; `slices=False`: not the
+    latter)."""
 
     def __init__(
         self,
@@ -78,9 +80,11 @@ class NativeEntry:
         units: int = UNITS,
         epilogues: bool = True,
         rows: bool = True,
+        slices: bool = True,
     ) -> None:
-        schedule = emitted(schedule, epilogues=epilogues, rows=rows)  # timed too: the timed
-        self.schedule = schedule  # entry clocks what runs
+        slices = slices and rows
+        schedule = emitted(schedule, epilogues=epilogues, rows=rows, slices=slices)  # the timed
+        self.schedule = schedule  # entry clocks what runs, timed or not
         self.lanes, self.units, self.timed = lanes, units, timed
         extra = () if lanes else ("-fno-tree-vectorize",)
         declare(ENTRY_CDEF)

@@ -26,6 +26,7 @@ from presk_kernel.ir import (
 )
 from presk_kernel.layout import parallel_loops
 from presk_kernel.narrow import dead_stores
+from presk_kernel.slices import unfused
 
 
 def _loads(node, out: set[int]) -> None:
@@ -186,7 +187,9 @@ def _load_indices(node, buf: int) -> list:
 
 
 def zeroed(schedule: Schedule) -> list[int]:
-    """The host buffers, not inputs, that must start at zero (in the schedule's order)."""
+    """The host buffers, not inputs, that must start at zero (in the schedule's order); a
+    slice group (presk_kernel.slices) seen as its members in order."""
+    schedule = unfused(schedule)[0]
     size = {b.id: math.prod(a.length for a in b.axes) for b in schedule.buffers}
     first: dict[int, bool] = {}  # host buffer -> written whole before any read
     dead = dead_stores(schedule)

@@ -14,7 +14,8 @@ from presk_kernel.ir import NODE_TYPES, Schedule
 # 7: a GEMM statement's epilogue and prologues (Gemm.acc, epilogue, prologue)
 # 8: a GEMM statement's threads over its batch (GemmStmt.batched), a contraction's zero
 #    terms (Reduce.zeros: presk_kernel.narrow.zero_operands)
-KERNEL_VERSION = 8
+# 9: slice groups (Layout.parts, GemmStmt.bound: presk_kernel.slices)
+KERNEL_VERSION = 9
 KERNEL_CODEC = Codec(NODE_TYPES)
 
 

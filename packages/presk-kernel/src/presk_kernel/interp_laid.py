@@ -52,9 +52,10 @@ def chunks(lo: int, hi: int, size: int) -> list[tuple[int, int]]:
     return [(a, min(a + size, hi)) for a in range(lo, hi, size)]
 
 
-def run_gemm(k: Kernel, views: list[np.ndarray], g: Gemm) -> None:
+def run_gemm(k: Kernel, views: list[np.ndarray], g: Gemm, fixed: dict | None = None) -> None:
     """The GEMM statement over the kernel's buffers, as flat arrays and the statement's
-    strides; a GEMM over no term stores nothing (as the generated GEMM)."""
+    strides, at each point of its batch loops (`fixed`: the values of the loops around it,
+    `GemmStmt.bound`); a GEMM over no term stores nothing (as the generated GEMM)."""
     dt = NUMPY[k.compute]
     a, b = (np.ascontiguousarray(views[i]).reshape(-1) for i in (g.a, g.b))
     c = views[g.c].reshape(-1)
@@ -63,10 +64,12 @@ def run_gemm(k: Kernel, views: list[np.ndarray], g: Gemm) -> None:
     sam, sak = g.stride(0, g.m), g.stride(0, g.k)
     sbk, sbn = g.stride(1, g.k), g.stride(1, g.n)
     scm = g.stride(2, g.m)
-    names = [v for v, _ in g.batch]
+    fixed = fixed or {}
+    free = [(v, n) for v, n in g.batch if v not in fixed]
+    names = [v for v, _ in free]
     with np.errstate(all="ignore"):
-        for point in itertools.product(*(range(n) for _, n in g.batch)):
-            at = dict(zip(names, point, strict=True))
+        for point in itertools.product(*(range(n) for _, n in free)):
+            at = dict(zip(names, point, strict=True)) | fixed
             base = [
                 g.offsets[i] + sum(s * at[v] for v, s in g.strides[i] if v in at) for i in range(3)
             ]
@@ -100,6 +103,13 @@ class LaidRun(Run):
                     self.block(body)
             case GemmStmt(gemm, _, nest) if any(t is not None for t in gemm.prologue):
                 self.block(nest)  # a computed operand (its panels): the nest, the same fold
+            case GemmStmt(gemm, _, nest, _, bound) if bound:  # at each point of the loops
+                around = [v for v, _ in gemm.batch[:bound]]  # around it (a slice group's)
+                values = [np.asarray(self.env[v]).reshape(-1) for v in around]
+                for point in itertools.product(*values):
+                    run_gemm(
+                        self.k, self.views, gemm, dict(zip(around, map(int, point), strict=True))
+                    )
             case GemmStmt(gemm, _, nest):
                 run_gemm(self.k, self.views, gemm)
                 if gemm.epilogue:  # on each element, its sum finished (in C)
@@ -158,8 +168,8 @@ def block_count(k: Kernel) -> int:
                 case For(var, _, extent, inner, tile, size, threads, lanes):
                     for _ in run.ranges(var, extent, tile, size, threads, lanes):
                         walk(inner)
-                case GemmStmt(gemm, _, _):
-                    count += max(1, int(np.prod([n for _, n in gemm.batch])))
+                case GemmStmt(gemm, _, _, _, bound):
+                    count += max(1, int(np.prod([n for _, n in gemm.batch[bound:]])))
                 case TwoPass():
                     count += 1
 

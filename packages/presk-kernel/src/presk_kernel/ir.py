@@ -371,12 +371,15 @@ class GemmStmt:
     its columns, and `nest` is the loop nest it computes, the same fold in the same order
     (so the same bits: an executor may run either). `batched`: the threads share the points
     of its batch loops instead (OpenMP's static schedule over them, in one parallel region),
-    each call of the GEMM whole on one thread."""
+    each call of the GEMM whole on one thread. `bound`: its first `bound` batch loops are
+    the loops around it (a slice group's, presk_kernel.slices), its nest what they hold:
+    a call for each point of the others."""
 
     gemm: Gemm
     threads: int
     nest: tuple[Stmt, ...]
     batched: bool = False
+    bound: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -403,7 +406,9 @@ class Layout:
     (the tiled loops and the summed axis's block; empty: the tiles in `order`'s order);
     `depth`: the position, among the laid-out loops (block loops first), of the loop split
     among `threads`; `passes`: a softmax's passes over its input (2 or 3; 0: the nest's
-    own)."""
+    own); `parts`: a slice group's (presk_kernel.slices): the nest is `order`'s loops around
+    statements, each laid out by its part (a layout of the statement inside those loops),
+    `split` the first loop's threads."""
 
     order: tuple[str, ...] = ()
     tiles: tuple[tuple[str, int], ...] = ()
@@ -417,6 +422,7 @@ class Layout:
     blocks: tuple[str, ...] = ()
     depth: int = 0
     passes: int = 0
+    parts: tuple[Layout, ...] = ()
 
     def __str__(self) -> str:
         parts = [f"order {' '.join(self.order) or '-'}"]
@@ -434,6 +440,8 @@ class Layout:
         parts.append("pack " + ", ".join(f"%{i}" for i in self.pack) if self.pack else "no pack")
         if self.gemm is not None:
             parts.append(str(self.gemm))
+        if self.parts:
+            parts.append("slices [" + "; ".join(str(p) for p in self.parts) + "]")
         return ", ".join(parts)
 
 
@@ -660,9 +668,10 @@ def _stmt(s: Stmt, indent: str) -> list[str]:
             for b in body:
                 lines.extend(_stmt(b, indent + "  "))
             return [*lines, f"{indent}}}"]
-        case GemmStmt(gemm, threads, nest, batched):
+        case GemmStmt(gemm, threads, nest, batched, bound):
             g = gemm
             on = f"threads {threads}{' over its batch' if batched else ''}"
+            on += f", {bound} batch loops around it" if bound else ""
             lines = [f"{indent}{g} (a %{g.a}, b %{g.b}, c %{g.c}), {on}, of {{"]
             for b in nest:
                 lines.extend(_stmt(b, indent + "  "))

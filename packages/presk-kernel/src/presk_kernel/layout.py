@@ -293,8 +293,21 @@ def _bounded(body: tuple) -> set[str]:
     return out
 
 
+def _stored(body: tuple) -> set[int]:
+    """The buffers a plain body stores."""
+    out: set[int] = set()
+    for s in body:
+        if isinstance(s, Store):
+            out.add(s.buf)
+        elif isinstance(s, Loop | Reduce):
+            out |= _stored(s.body)
+    return out
+
+
 def check_layout(k: Kernel, layout: Layout) -> str | None:
     """Why `layout` cannot execute `k` without changing a bit, or None."""
+    if layout.parts:
+        return _check_parts(k, layout)
     loops = {lp.var: lp for lp in parallel_loops(k)}
     if sorted(layout.order) != sorted(loops):
         return f"the order {layout.order} is not a permutation of the parallel loops"
@@ -305,8 +318,8 @@ def check_layout(k: Kernel, layout: Layout) -> str | None:
             return f"`{v}` is a serial loop (its iterations add in order): no lanes, split or tile"
     if any(n < 1 for _, n in layout.tiles) or layout.width < 1 or layout.threads < 1:
         return "tile sizes, lanes and threads are positive"
-    if any(i >= len(k.inputs) for i in layout.pack):
-        return "only inputs are packed"
+    if any(i >= len(k.inputs) for i in layout.pack) and _stored(plain(k.body)) & set(layout.pack):
+        return "only inputs are packed"  # (in a slice group, a member's: what it reads)
     if len(set(layout.pack)) != len(layout.pack):
         return "an input is packed once"
     if layout.pack and layout.gemm is None:
@@ -365,6 +378,8 @@ def apply_layout(k: Kernel, layout: Layout | None = None) -> Kernel:
     from presk_kernel.strips import shared, strip_width
 
     layout = k.layout if layout is None else layout
+    if layout.parts:
+        return _apply_parts(k, layout)
     if layout.gemm is None and layout.pack:
         layout = dataclasses.replace(layout, pack=())
     nest = plain(k.body)
@@ -420,6 +435,107 @@ def apply_layout(k: Kernel, layout: Layout | None = None) -> Kernel:
             For(v, lp.axis, lp.extent, body, tile, tiles.get(v, 0), threads, lanes, width, rows),
         )
     return dataclasses.replace(base, body=body)
+
+
+def slice_nest(k: Kernel, layout: Layout) -> tuple[list[Loop], tuple] | None:
+    """A slice group's nest (`Layout.parts`, presk_kernel.slices): the loops of the
+    layout's order, outermost first, each parallel and whole and the one statement of the
+    loop around it, and the statements the innermost holds; None for another nest."""
+    loops: list[Loop] = []
+    body = plain(k.body)
+    for v in layout.order:
+        if len(body) != 1 or not isinstance(body[0], Loop) or body[0].var != v:
+            return None
+        lp = body[0]
+        if lp.serial or lp.start is not None or lp.stop is not None:
+            return None
+        loops.append(lp)
+        body = lp.body
+    return loops, body
+
+
+def slice_part(k: Kernel, loops: list[Loop], s) -> Kernel:
+    """One statement of a slice group as a kernel of its own: the group's loops around it
+    alone (what its part lays out)."""
+    body: tuple = (s,)
+    for lp in reversed(loops):
+        body = (dataclasses.replace(lp, body=body),)
+    return dataclasses.replace(k, body=body, layout=Layout())
+
+
+def unwrap_slices(laid: tuple, loops: list[Loop]) -> tuple | None:
+    """A part's laid-out body inside the group's loops: a GEMM statement with those loops
+    bound around it (`GemmStmt.bound`), or the statements inside the plain `For`s of the
+    loops (no tile, threads, lanes or strip on them); None when the part lays them out
+    otherwise."""
+    r = len(loops)
+    if len(laid) == 1 and isinstance(laid[0], GemmStmt):
+        g = laid[0]
+        if g.bound or g.batched or [v for v, _ in g.gemm.batch[:r]] != [lp.var for lp in loops]:
+            return None
+        nest = g.nest
+        for _ in range(r):
+            nest = nest[0].body
+        return (dataclasses.replace(g, nest=nest, bound=r),)
+    for lp in loops:
+        if len(laid) != 1 or not isinstance(laid[0], For):
+            return None
+        f = laid[0]
+        if (f.var, f.extent) != (lp.var, lp.extent) or f.tile or f.threads > 1:
+            return None
+        if f.lanes or f.strip:
+            return None
+        laid = f.body
+    return laid
+
+
+def _apply_parts(k: Kernel, layout: Layout) -> Kernel:
+    """A slice group's layout applied (`apply_layout`): its loops, the first among its
+    threads, around each statement laid out by its part."""
+    nest = slice_nest(k, layout)
+    if nest is None or len(nest[1]) != len(layout.parts):
+        raise ValueError(f"`{k.name}`: not the nest of its slice group's layout")
+    loops, stmts = nest
+    body: list = []
+    for s, part in zip(stmts, layout.parts, strict=True):
+        inner = unwrap_slices(apply_layout(slice_part(k, loops, s), part).body, loops)
+        if inner is None:
+            raise ValueError(f"`{k.name}`: a part lays out the slice group's loops")
+        body.extend(inner)
+    out = tuple(body)
+    for at in reversed(range(len(loops))):
+        lp = loops[at]
+        threads = layout.threads if at == 0 and layout.split == lp.var else 1
+        out = (For(lp.var, lp.axis, lp.extent, out, threads=threads),)
+    return dataclasses.replace(k, body=out, layout=layout)
+
+
+def _check_parts(k: Kernel, layout: Layout) -> str | None:
+    """Why a slice group's layout (`Layout.parts`) cannot execute `k`, or None."""
+    nest = slice_nest(k, layout)
+    if nest is None or not layout.order:
+        return "a slice group's loops are the outer loops of its nest, each around the next alone"
+    loops, stmts = nest
+    if len(stmts) != len(layout.parts):
+        return "a slice group lays out each statement inside its loops by a part"
+    if layout.tiles or layout.lanes or layout.pack or layout.gemm or layout.kblock:
+        return "a slice group's loops are neither tiled, in lanes nor packed"
+    if layout.passes or layout.blocks or layout.depth:
+        return "a slice group's loops are neither tiled, in lanes nor packed"
+    if layout.split not in (None, layout.order[0]) or layout.threads < 1:
+        return "a slice group splits its first loop among threads"
+    for n, (s, part) in enumerate(zip(stmts, layout.parts, strict=True)):
+        sub = slice_part(k, loops, s)
+        why = check_layout(sub, part)
+        if why is not None:
+            return f"part {n}: {why}"
+        if part.parts or part.split or part.threads > 1:
+            return f"part {n}: one thread within a slice, no group inside a group"
+        if part.gemm is not None and (part.gemm.epilogue or part.gemm.prologue):
+            return f"part {n}: a GEMM statement with an epilogue or prologue runs its own batch"
+        if unwrap_slices(apply_layout(sub, part).body, loops) is None:
+            return f"part {n}: it lays out the slice group's loops (a tile, lanes or threads)"
+    return None
 
 
 def _order(layout: Layout, loops: list[Loop]) -> list[str]:

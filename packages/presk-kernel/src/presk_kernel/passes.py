@@ -107,19 +107,26 @@ def layout_pass(schedule: Schedule, ctx: Context) -> Schedule:
         raise _error(err.code, str(err)) from None
 
 
-def emitted(schedule: Schedule, *, epilogues: bool = True, rows: bool = True) -> Schedule:
+def emitted(
+    schedule: Schedule, *, epilogues: bool = True, rows: bool = True, slices: bool = True
+) -> Schedule:
     """The schedule a native entry compiles from the laid-out `schedule` (the pass `layout`'s
     value; presk_cback.native.NativeEntry, `presk memory`'s arena): each GEMM statement with
     its elementwise consumers as its epilogue (presk_kernel.epilogue, `epilogues=False`:
     not), then the kernels that sweep one row loop as one kernel (presk_kernel.rows,
-    `rows=False`: not); both change no bit, and the verifier follows each."""
+    `rows=False`: not), then the kernels over the same batch points (an attention's (batch,
+    head)) as one kernel over them (presk_kernel.slices, `slices=False`: not); none changes
+    a bit, and the verifier follows each."""
     from presk_kernel.epilogue import gemm_epilogues
     from presk_kernel.rows import fuse_rows
+    from presk_kernel.slices import fuse_slices
 
     if epilogues:
         schedule = gemm_epilogues(schedule)
     if rows:
         schedule = fuse_rows(schedule)
+    if slices:
+        schedule = fuse_slices(schedule)
     return schedule
 
 

@@ -91,14 +91,26 @@ def fuse_rows(schedule: Schedule) -> Schedule:
             bound.setdefault(a.buf, set()).add(i)
     # the entry's buffers and those a call still passes (a frame holds them) stay
     held = set(schedule.inputs) | set(schedule.outputs) | _call_buffers(body)
-    launches = list(schedule.launches)
+    fused = []
     for seed, group in groups:
         inside = {b for b, on in bound.items() if on <= set(group) and b not in held}
-        launches[seed] = fuse_group([schedule.launches[i] for i in group], inside)
-    out = replace(schedule, launches=tuple(launches[i] for i in at))
-    if body is not None:
-        out = with_calls(out, body)
-    return verified(out, "row fusion")
+        fused.append((seed, group, fuse_group([schedule.launches[i] for i in group], inside)))
+    return verified(fused_schedule(schedule, fused), "row fusion")
+
+
+def fused_schedule(schedule: Schedule, fused: list[tuple[int, list[int], Launch]]) -> Schedule:
+    """`schedule` with each group of launches (`fused`: the position it runs at, its
+    launches' positions, the launch that runs them) one launch at that position; the
+    host's calls a fusion crosses inlined, as `presk_kernel.fuse` does."""
+    merges = [(i, at) for at, group, _ in fused for i in group if i != at]
+    gone = {i for i, _ in merges}
+    kept = [i for i in range(len(schedule.launches)) if i not in gone]
+    body = None if schedule.body is None else fused_body(schedule.body, merges, kept)
+    launches = list(schedule.launches)
+    for at, _, launch in fused:
+        launches[at] = launch
+    out = replace(schedule, launches=tuple(launches[i] for i in kept))
+    return out if body is None else with_calls(out, body)
 
 
 def _call_buffers(call) -> set[int]:
@@ -148,7 +160,7 @@ def _along_rows(body) -> bool:
         if not isinstance(s, Reduce):
             continue
         fold = {v for v, _, _ in s.vars}
-        for _, index, _ in _accesses((*s.body, *(Let("", t) for t in s.terms))):
+        for _, index, _ in accesses((*s.body, *(Let("", t) for t in s.terms))):
             for n, i in enumerate(index):
                 if not isinstance(i, Affine):
                     continue
@@ -184,7 +196,7 @@ def _folds(body) -> bool:
     return any(isinstance(s, Reduce) or (isinstance(s, Loop) and _folds(s.body)) for s in body)
 
 
-class _Member:
+class Member:
     """A launch seen as a row kernel at `r` row loops: each host buffer it touches, its
     accesses (row-local or not) and whether it writes it."""
 
@@ -204,7 +216,7 @@ class _Member:
             if b.shape[:r] != extents:
                 self.local[a.buf] = False
         n_in = len(k.inputs)
-        for buf, index, store in _accesses(plain(k.body)):
+        for buf, index, store in accesses(plain(k.body)):
             host = lc.args[buf].buf
             (self.written if store else self.read).add(host)
             ok = tuple(index[:r]) == row
@@ -222,7 +234,7 @@ def _row_bytes(b: Buffer, r: int) -> int:
     return elements(b.axes[r:]) * size
 
 
-def _accesses(body):
+def accesses(body):
     """(buffer, index, is a store) of every load and store under `body`."""
 
     def expr(e):
@@ -247,16 +259,16 @@ def _accesses(body):
                         yield from expr(i)
                 yield from expr(e)
             case Loop():
-                yield from _accesses(s.body)
+                yield from accesses(s.body)
             case Reduce():
-                yield from _accesses(s.body)
+                yield from accesses(s.body)
                 for t in s.terms:
                     yield from expr(t)
                 if s.resume is not None:
                     yield from expr(s.resume)
 
 
-def _member(lc: Launch, extents: tuple[int, ...]) -> _Member | None:
+def _member(lc: Launch, extents: tuple[int, ...]) -> Member | None:
     nest = _row_nest(lc)
     if nest is None:
         return None
@@ -264,11 +276,11 @@ def _member(lc: Launch, extents: tuple[int, ...]) -> _Member | None:
     r = len(extents)
     if tuple(lp.extent for lp in loops[:r]) != extents or len(loops) < r:
         return None
-    m = _Member(lc, loops, r)
+    m = Member(lc, loops, r)
     return m if m.row_bytes <= ROW_BYTES else None
 
 
-def _compatible(group: list[_Member], m: _Member) -> bool:
+def compatible(group: list[Member], m: Member) -> bool:
     """Whether `m` joins `group`: its arithmetic the group's (a mixed realization's f32
     kernel beside an f64 one keeps its own: the fused kernel computes in one type), every
     buffer shared with a write row-local on both sides, under one view."""
@@ -284,7 +296,7 @@ def _compatible(group: list[_Member], m: _Member) -> bool:
     return True
 
 
-def _independent(a: Launch, m: _Member) -> bool:
+def independent(a: Launch, m: Member) -> bool:
     """Whether `m` may move up past the launch `a`: it neither reads what `a` writes nor
     writes what `a` touches."""
     n_in = len(a.kernel.inputs)
@@ -319,8 +331,8 @@ def row_groups(schedule: Schedule) -> list[tuple[int, list[int]]]:
             j = i + step
             while 0 <= j < len(launches) and len(skipped) <= AHEAD and j not in taken:
                 m = _member(launches[j], extents)  # (a group's launch has moved: stop)
-                if m is not None and _compatible(members, m):
-                    if all(_independent(a, m) for a in skipped):
+                if m is not None and compatible(members, m):
+                    if all(independent(a, m) for a in skipped):
                         members.insert(0 if step < 0 else len(members), m)
                         at.insert(0 if step < 0 else len(at), j)
                         j += step
@@ -336,14 +348,13 @@ def row_groups(schedule: Schedule) -> list[tuple[int, list[int]]]:
 # ---- one kernel of a group ------------------------------------------------------------
 
 
-def fuse_group(group: list[Launch], inside: set[int] = frozenset()) -> Launch:
-    """The launches of a group (`row_groups`) as one: the row loops of the first around
-    each one's row body in order, its names renamed apart, its buffers renumbered (each
-    host buffer once: an input where no member writes it, else an output). A temporary
-    of `inside` (host buffers no launch but the group's binds, nor the entry or a call
-    holds) is no buffer of it where the row body can keep it (`_kept_in_rows`)."""
-    nests = [_row_nest(lc) for lc in group]
-    r = min(len(loops) for (loops, body) in nests if _folds(body))  # the folding members' depth
+def merge_members(group: list[Launch], nests: list, r: int):
+    """The launches of a group over the same `r` outer loops (`nests`: each one's plain
+    loops and the body inside them) merged: (inputs, outputs, the first's r loops, each
+    one's statements below its r loops, the names used), the inputs and outputs (Arg,
+    Buffer) pairs, each host buffer once under each view (an input where no member writes
+    it, else an output); in the statements, the r loops' variables are the first's, every
+    other name renamed apart, every buffer numbered by its place in inputs + outputs."""
     written: set[int] = set()
     for lc in group:
         n_in = len(lc.kernel.inputs)
@@ -355,12 +366,10 @@ def fuse_group(group: list[Launch], inside: set[int] = frozenset()) -> Launch:
             side = outs if a.buf in written else ins
             if not any(x == a and y.dtype == b.dtype and y.shape == b.shape for x, y in side):
                 side.append((a, b))  # one buffer whatever its axes' names
-    args = [a for a, _ in ins + outs]
-    bufs = [Buffer(n, b.dtype, b.axes) for n, (_, b) in enumerate(ins + outs)]
     key = {(a, b.dtype, b.shape): n for n, (a, b) in enumerate(ins + outs)}
     outer = nests[0][0][:r]
     used = {lp.var for lp in outer}
-    body: list = []
+    bodies: list[tuple] = []
     for lc, (loops, inner) in zip(group, nests, strict=True):
         k = lc.kernel
         numbers = {
@@ -376,7 +385,23 @@ def fuse_group(group: list[Launch], inside: set[int] = frozenset()) -> Launch:
         rest = inner
         for lp in reversed(loops[r:]):
             rest = (replace(lp, body=rest),)
-        body.extend(_stmt(s, names, numbers) for s in rest)
+        bodies.append(tuple(_stmt(s, names, numbers) for s in rest))
+    return ins, outs, outer, bodies, used
+
+
+def fuse_group(group: list[Launch], inside: set[int] = frozenset()) -> Launch:
+    """The launches of a group (`row_groups`) as one: the row loops of the first around
+    each one's row body in order, its names renamed apart, its buffers renumbered (each
+    host buffer once: an input where no member writes it, else an output). A temporary
+    of `inside` (host buffers no launch but the group's binds, nor the entry or a call
+    holds) is no buffer of it where the row body can keep it (`_kept_in_rows`)."""
+    nests = [_row_nest(lc) for lc in group]
+    r = min(len(loops) for (loops, body) in nests if _folds(body))  # the folding members' depth
+    ins, outs, outer, bodies, used = merge_members(group, nests, r)
+    args = [a for a, _ in ins + outs]
+    bufs = [Buffer(n, b.dtype, b.axes) for n, (_, b) in enumerate(ins + outs)]
+    key = {(a, b.dtype, b.shape): n for n, (a, b) in enumerate(ins + outs)}
+    body = [s for rest in bodies for s in rest]
     last = group[-1].kernel
     alone = {a.buf for a, _ in outs if sum(x.buf == a.buf for x, _ in ins + outs) == 1}
     temps = {  # a temporary bound once, under one view (no other buffer of it to miss)
@@ -473,11 +498,11 @@ def _fresh(name: str, used: set[str]) -> str:
 
 
 def _stored(st) -> set[int]:
-    return {buf for buf, _, store in _accesses((st,)) if store}
+    return {buf for buf, _, store in accesses((st,)) if store}
 
 
 def _loaded(st) -> set[int]:
-    return {buf for buf, _, store in _accesses((st,)) if not store}
+    return {buf for buf, _, store in accesses((st,)) if not store}
 
 
 def _loaded_bufs(e) -> set[int]:
@@ -485,7 +510,7 @@ def _loaded_bufs(e) -> set[int]:
 
 
 def _load_sites(body, buf: int) -> list:
-    return [(index, None) for b, index, store in _accesses(body) if b == buf and not store]
+    return [(index, None) for b, index, store in accesses(body) if b == buf and not store]
 
 
 def _real(e, bufs: list[Buffer], before) -> bool:
@@ -625,6 +650,11 @@ def _index(index: tuple, names: dict[str, str], numbers: dict[int, int]) -> tupl
     return tuple(
         _affine(i, names) if isinstance(i, Affine) else _expr(i, names, numbers) for i in index
     )
+
+
+def renumbered(s, numbers: dict[int, int]):
+    """A plain statement with its buffers renumbered (`numbers`: old -> new)."""
+    return _stmt(s, {}, numbers)
 
 
 def _stmt(s, names: dict[str, str], numbers: dict[int, int]):
