@@ -108,6 +108,14 @@ def _nest(lc: Launch, extents: tuple[int, ...]) -> tuple[list[Loop], tuple] | No
     return loops, body
 
 
+def _loops(lp: Loop, r: int) -> list[Loop]:
+    """`lp` and the loops below it, each the one statement of the one before, r in all."""
+    out = [lp]
+    while len(out) < r:
+        out.append(out[-1].body[0])
+    return out
+
+
 def _member(lc: Launch, extents: tuple[int, ...]) -> Member | None:
     nest = _nest(lc, extents)
     return None if nest is None else Member(lc, nest[0], len(extents))
@@ -170,20 +178,16 @@ def slice_groups(schedule: Schedule) -> list[tuple[int, list[int], int]]:
 # ---- one kernel of a group ------------------------------------------------------------
 
 
-def slice_kernel(group: list[Launch], r: int) -> Launch:
+def slice_kernel(group: list[Launch], r: int) -> Launch | None:
     """The launches of a slice group as one kernel: the first's r loops around each one's
     statement inside them (names renamed apart, buffers renumbered: presk_kernel.rows
     .merge_members), laid out as a slice group (`Layout.parts`): the first loop among the
     members' threads, each member inside the loops at one thread — a GEMM statement at the
     kernel's contraction, a nest at its lanes and strips (its default layout without the
-    tiles, which would run outside the loops)."""
-    nests = []
-    for lc in group:
-        loops, body = [], plain(lc.kernel.body)
-        for _ in range(r):
-            loops.append(body[0])
-            body = body[0].body
-        nests.append((loops, body))
+    tiles, which would run outside the loops). None where the first loop has fewer points
+    than the members' threads (they keep their own splits)."""
+    extents = tuple(lp.extent for lp in _loops(plain(group[0].kernel.body)[0], r))
+    nests = [_nest(lc, extents) for lc in group]
     ins, outs, outer, bodies, _ = merge_members(group, nests, r)
     args = tuple(a for a, _ in ins + outs)
     bufs = [Buffer(n, b.dtype, b.axes) for n, (_, b) in enumerate(ins + outs)]
@@ -205,7 +209,9 @@ def slice_kernel(group: list[Launch], r: int) -> Launch:
         _part(slice_part(k, list(outer), s), r, lc.kernel.layout)
         for lc, s in zip(group, stmts, strict=True)
     ]
-    threads = min(max(lc.kernel.layout.threads for lc in group), outer[0].extent)
+    threads = max(lc.kernel.layout.threads for lc in group)
+    if threads > outer[0].extent:  # (a batch of one at two threads: the members' own split)
+        return None
     layout = Layout(
         order=tuple(lp.var for lp in outer),
         split=outer[0].var if threads > 1 else None,
