@@ -230,3 +230,35 @@ def contraction_schedule(
         HostBuffer(2, dtype, out_axes, "out", "output"),
     )
     return Schedule("e", (), bufs, (Launch(kern, (Arg(0), Arg(1), Arg(2))),), (0, 1), (2,))
+
+
+def read_at_zero(body: tuple, buf: int) -> tuple:
+    """A plain `body` with every load of `buf` at 0 in its first index (a kernel that reads
+    row 0, or batch point 0, where it read its own)."""
+    import dataclasses
+
+    from presk_kernel.ir import Affine, Let, Load, Loop, Op, Reduce, Store
+
+    def expr(e):
+        match e:
+            case Load(b, index):
+                index = tuple(i if isinstance(i, Affine) else expr(i) for i in index)
+                return Load(b, (Affine.constant(0), *index[1:]) if b == buf else index)
+            case Op(op, args, attr):
+                return Op(op, tuple(expr(a) for a in args), attr)
+        return e
+
+    def stmt(s):
+        match s:
+            case Store(b, index, e):
+                return Store(b, index, expr(e))
+            case Let(name, e):
+                return Let(name, expr(e))
+            case Loop():
+                return dataclasses.replace(s, body=tuple(stmt(x) for x in s.body))
+            case Reduce():
+                body = tuple(stmt(x) for x in s.body)
+                return dataclasses.replace(s, body=body, terms=tuple(expr(t) for t in s.terms))
+        return s
+
+    return tuple(stmt(s) for s in body)

@@ -8,12 +8,12 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from kernel_entries import lowered, nan_aside, same_bits
+from kernel_entries import lowered, nan_aside, read_at_zero, same_bits
 from kernel_entries import rows_case as _case
 from presk_kernel import rows
 from presk_kernel.fuse import fuse
 from presk_kernel.interp import run_schedule
-from presk_kernel.ir import Affine, Axis, Load, Loop, Op, Reduce, Store, plain
+from presk_kernel.ir import Axis, Loop, Reduce, plain
 from presk_kernel.layout import lay_out
 from presk_kernel.spec import verify_schedule
 
@@ -73,36 +73,12 @@ def test_a_row_too_long_for_the_cache_is_not_fused(monkeypatch):
     assert len(rows.fuse_rows(laid).launches) == 1
 
 
-def _read_row_zero(body, buf: int):
-    """`body` with every load of `buf` at row 0 (a kernel that reads another row)."""
-
-    def expr(e):
-        match e:
-            case Load(b, index):
-                if b == buf:
-                    return Load(b, (Affine.constant(0), *index[1:]))
-                return e
-            case Op(op, args, attr):
-                return Op(op, tuple(expr(a) for a in args), attr)
-        return e
-
-    def stmt(s):
-        match s:
-            case Store(b, index, e):
-                return Store(b, index, expr(e))
-            case Loop():
-                return dataclasses.replace(s, body=tuple(stmt(x) for x in s.body))
-        return s
-
-    return tuple(stmt(s) for s in body)
-
-
 def test_a_kernel_reading_another_row_of_a_members_result_is_not_fused():
     laid, inputs = _case("layer_norm", 7, "f32")
     # `sub` (x − μ) made to read μ of row 0 at every row: its rows depend on another's
     k = laid.launches[1].kernel
     assert k.name == "sub"
-    body = _read_row_zero(plain(k.body), 1)
+    body = read_at_zero(plain(k.body), 1)
     changed = dataclasses.replace(laid.launches[1], kernel=dataclasses.replace(k, body=body))
     odd = dataclasses.replace(laid, launches=(laid.launches[0], changed, *laid.launches[2:]))
     groups = rows.row_groups(odd)

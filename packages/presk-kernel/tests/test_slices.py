@@ -9,12 +9,12 @@ import dataclasses
 
 import numpy as np
 import pytest
-from kernel_entries import lowered, nan_aside, same_bits
+from kernel_entries import lowered, nan_aside, read_at_zero, same_bits
 from presk_kernel import slices
 from presk_kernel.codec import decode_kernel, encode_kernel
 from presk_kernel.fuse import fuse
 from presk_kernel.interp import run_schedule
-from presk_kernel.ir import For, GemmStmt, Load, Loop, Op, Store, plain
+from presk_kernel.ir import For, GemmStmt, Layout, plain
 from presk_kernel.layout import check_layout, lay_out
 from presk_kernel.narrow import narrow
 from presk_kernel.passes import emitted
@@ -82,38 +82,10 @@ def _gemms(body):
 
 def _reads_slice_zero(lc, buf: int):
     """`lc` with its kernel's loads of `buf` at batch point 0 (a member reading another
-    point's slice)."""
-
-    def expr(e):
-        match e:
-            case Load(b, index):
-                index = tuple(expr(i) for i in index)
-                if b == buf:
-                    index = (type(index[0])((), 0), *index[1:])
-                return Load(b, index)
-            case Op(op, args, attr):
-                return Op(op, tuple(expr(a) for a in args), attr)
-        return e
-
-    def stmt(s):
-        match s:
-            case Store(b, index, e):
-                return Store(b, index, expr(e))
-            case Loop():
-                return dataclasses.replace(s, body=tuple(stmt(x) for x in s.body))
-        if hasattr(s, "terms"):
-            return dataclasses.replace(
-                s, body=tuple(stmt(x) for x in s.body), terms=tuple(expr(t) for t in s.terms)
-            )
-        if hasattr(s, "expr"):
-            return dataclasses.replace(s, expr=expr(s.expr))
-        return s
-
+    point's slice), its body not laid out."""
     k = lc.kernel
-    body = tuple(stmt(s) for s in plain(k.body))
-    return dataclasses.replace(
-        lc, kernel=dataclasses.replace(k, body=body, layout=type(k.layout)())
-    )
+    body = read_at_zero(plain(k.body), buf)
+    return dataclasses.replace(lc, kernel=dataclasses.replace(k, body=body, layout=Layout()))
 
 
 def test_a_launch_that_reads_another_slice_stays_apart_from_its_writer():

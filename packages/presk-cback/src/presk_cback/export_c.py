@@ -141,13 +141,14 @@ class ExportKernelC(KernelC):
         stop: int | None = None,
         batched: bool = False,
         kstop=None,
+        bound: int = 0,
     ) -> None:
         """The GEMM's call, its threads at most those OpenMP may use (presk_threads); a
         narrowed product's (`stop`) or one folding its rows' allowed terms (`kstop`) as one
-        banded call, KernelC.band_call; `batched`: those
-        threads share its batch's points, each call on one."""
+        banded call, KernelC.band_call; `batched`: those threads share its batch's points,
+        each call on one; `bound`: its first batch loops are the loops around it."""
         many = f"presk_threads({threads})" if threads > 1 else threads
-        super().gemm_call(g, many, depth, stop, batched, kstop)
+        super().gemm_call(g, many, depth, stop, batched, kstop, bound)
 
     def function(self) -> list[str]:
         k = self.k

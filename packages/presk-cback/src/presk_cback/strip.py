@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 
 from presk_kernel import libm
-from presk_kernel.ir import Affine, Let, Load, Loop, Op, Reduce, Store, Var
+from presk_kernel.ir import Affine, Let, Load, Loop, Op, Reduce, Store, Var, stored
 from presk_kernel.strips import ROWS
 from presk_kernel.strips import straight as _straight
 
@@ -48,21 +48,10 @@ TERMS_BYTES = 1 << 16  # the most a strip across rows keeps of its folds' terms
 VECTOR_BYTES = 64
 
 
-def _stored(body) -> set[int]:
-    """The buffers stored under a plain body."""
-    out: set[int] = set()
-    for s in body:
-        if isinstance(s, Store):
-            out.add(s.buf)
-        elif isinstance(s, Loop | Reduce):
-            out |= _stored(s.body)
-    return out
-
-
-def _keepable(r: Reduce, stored: set[int]) -> list:
+def _keepable(r: Reduce, written: set[int]) -> list:
     """The transcendentals in a fold's term worth keeping for the loops after it (a
     softmax's quotients divide the same exponentials its sum added): those that read no
-    buffer the strip's body stores (`stored`: in a slice group, presk_kernel.slices, what
+    buffer the strip's body stores (`written`: in a slice group, presk_kernel.slices, what
     an earlier member wrote is read as an input is), and no value the fold's body
     defines."""
     inner = {s.name for s in r.body if isinstance(s, Let)}
@@ -71,7 +60,7 @@ def _keepable(r: Reduce, stored: set[int]) -> list:
     def pure(e) -> bool:
         match e:
             case Load(buf, index):
-                return buf not in stored and all(isinstance(i, Affine) or pure(i) for i in index)
+                return buf not in written and all(isinstance(i, Affine) or pure(i) for i in index)
             case Var(name):
                 return name not in inner
             case Op(_, args, _):
@@ -133,12 +122,12 @@ class Strip:
         # transcendentals of a fold's terms kept for the loops after it (`kept`):
         # expression -> (the array holding it, its type, the fold's variable, its extent)
         self.kept: dict = {}
-        self.stored: set[int] = set()  # the buffers the strip's body stores
+        self.written: set[int] = set()  # the buffers the strip's body stores
 
     def emit(self, lo: str, hi: str, depth: int, body, parallel: str | None) -> None:
         self.width = c_rows(self.width, self.rows, body)
         kc, v, w = self.kc, self.v, self.width
-        self.stored = _stored(body)
+        self.written = stored(body)
         if parallel:
             kc.emit(parallel, 0)
         kc.emit(f"for (int64_t {v}_s = {lo}; {v}_s < {hi}; {v}_s += {w}) {{", depth)
@@ -309,7 +298,7 @@ class Strip:
         upto = hi or str(n)  # a narrowed fold's terms: the prefix its strip folds
         kc.emit(f"{ALIGNED}{CTYPE[t]} {acc}_t[{self.width}][{n}];", depth)
         keep = [
-            e for e in _keepable(r, self.stored) if n * self.width * ITEMSIZE[t] * 2 <= TERMS_BYTES
+            e for e in _keepable(r, self.written) if n * self.width * ITEMSIZE[t] * 2 <= TERMS_BYTES
         ]
         for j in range(len(keep)):
             kc.emit(f"{ALIGNED}{CTYPE[t]} {acc}_k{j}[{self.width}][{n}];", depth)

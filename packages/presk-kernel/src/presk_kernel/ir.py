@@ -567,6 +567,17 @@ NODE_TYPES = (
 )
 
 
+def stored(body: tuple) -> set[int]:
+    """The buffers a plain body stores."""
+    out: set[int] = set()
+    for s in body:
+        if isinstance(s, Store):
+            out.add(s.buf)
+        elif isinstance(s, Loop | Reduce):
+            out |= stored(s.body)
+    return out
+
+
 def plain(body: tuple) -> tuple:
     """A laid-out body as the nest it lays out: each `For` its `Loop`, a `Tile` its body, a
     GEMM statement its nest (a body not laid out is itself)."""

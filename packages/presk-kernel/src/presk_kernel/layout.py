@@ -39,6 +39,7 @@ from presk_kernel.ir import (
     TwoPass,
     Var,
     plain,
+    stored,
 )
 
 LANE_WIDTH = {"f64": 4, "f32": 8}
@@ -293,17 +294,6 @@ def _bounded(body: tuple) -> set[str]:
     return out
 
 
-def _stored(body: tuple) -> set[int]:
-    """The buffers a plain body stores."""
-    out: set[int] = set()
-    for s in body:
-        if isinstance(s, Store):
-            out.add(s.buf)
-        elif isinstance(s, Loop | Reduce):
-            out |= _stored(s.body)
-    return out
-
-
 def check_layout(k: Kernel, layout: Layout) -> str | None:
     """Why `layout` cannot execute `k` without changing a bit, or None."""
     if layout.parts:
@@ -318,7 +308,7 @@ def check_layout(k: Kernel, layout: Layout) -> str | None:
             return f"`{v}` is a serial loop (its iterations add in order): no lanes, split or tile"
     if any(n < 1 for _, n in layout.tiles) or layout.width < 1 or layout.threads < 1:
         return "tile sizes, lanes and threads are positive"
-    if any(i >= len(k.inputs) for i in layout.pack) and _stored(plain(k.body)) & set(layout.pack):
+    if any(i >= len(k.inputs) for i in layout.pack) and stored(plain(k.body)) & set(layout.pack):
         return "only inputs are packed"  # (in a slice group, a member's: what it reads)
     if len(set(layout.pack)) != len(layout.pack):
         return "an input is packed once"
