@@ -70,7 +70,16 @@ def _normal(key, n):
 R._normal_mpfr = _normal
 """
 MEDIAN = re.compile(r"^(presk train|train\.py): (\d+(?:\.\d+)?) ms a step, median of", re.M)
-CLASSES = ("contraction", "softmax", "optimizer", "fill", "elementwise", "zeroing", "host")
+CLASSES = (
+    "contraction",
+    "slices",
+    "softmax",
+    "optimizer",
+    "fill",
+    "elementwise",
+    "zeroing",
+    "host",
+)
 
 
 def prepare(folder: Path, dims: dict[str, int], batch: int) -> Path:
@@ -194,6 +203,8 @@ def kernel_class(k) -> str:
 
     if k.site.startswith("adamw"):
         return "optimizer"
+    if k.layout.parts:  # a slice group (presk_kernel.slices): products, softmax and copies
+        return "slices"
     if has_fma(plain(k.body)):  # a laid-out body: the nest it lays out
         return "contraction"
     if "softmax" in k.name or any("softmax" in s for s in k.steps):
