@@ -508,23 +508,30 @@ def _check_parts(k: Kernel, layout: Layout) -> str | None:
     loops, stmts = nest
     if len(stmts) != len(layout.parts):
         return "a slice group lays out each statement inside its loops by a part"
-    if layout.tiles or layout.lanes or layout.pack or layout.gemm or layout.kblock:
-        return "a slice group's loops are neither tiled, in lanes nor packed"
-    if layout.passes or layout.blocks or layout.depth:
+    own = (layout.tiles, layout.lanes, layout.pack, layout.gemm, layout.kblock, layout.passes)
+    if any(own) or layout.blocks or layout.depth:
         return "a slice group's loops are neither tiled, in lanes nor packed"
     if layout.split not in (None, layout.order[0]) or layout.threads < 1:
         return "a slice group splits its first loop among threads"
     for n, (s, part) in enumerate(zip(stmts, layout.parts, strict=True)):
-        sub = slice_part(k, loops, s)
-        why = check_layout(sub, part)
+        why = part_problem(slice_part(k, loops, s), part, loops)
         if why is not None:
             return f"part {n}: {why}"
-        if part.parts or part.split or part.threads > 1:
-            return f"part {n}: one thread within a slice, no group inside a group"
-        if part.gemm is not None and (part.gemm.epilogue or part.gemm.prologue):
-            return f"part {n}: a GEMM statement with an epilogue or prologue runs its own batch"
-        if unwrap_slices(apply_layout(sub, part).body, loops) is None:
-            return f"part {n}: it lays out the slice group's loops (a tile, lanes or threads)"
+    return None
+
+
+def part_problem(sub: Kernel, part: Layout, loops: list[Loop]) -> str | None:
+    """Why `part` cannot lay out one statement of a slice group inside the group's `loops`
+    (`sub`: `slice_part`, the loops around the statement alone), or None."""
+    why = check_layout(sub, part)
+    if why is not None:
+        return why
+    if part.parts or part.split or part.threads > 1:
+        return "one thread within a slice, no group inside a group"
+    if part.gemm is not None and (part.gemm.epilogue or part.gemm.prologue):
+        return "a GEMM statement with an epilogue or prologue runs its own batch"
+    if unwrap_slices(apply_layout(sub, part).body, loops) is None:
+        return "it lays out the slice group's loops (a tile, lanes or threads)"
     return None
 
 

@@ -36,15 +36,16 @@ from __future__ import annotations
 
 import dataclasses
 
+from presk_kernel.contract import recognize
 from presk_kernel.ir import Buffer, GemmStmt, Kernel, Launch, Layout, Loop, Schedule, plain
 from presk_kernel.layout import (
     apply_layout,
     check_layout,
     default_layout,
     parallel_loops,
+    part_problem,
     slice_nest,
     slice_part,
-    unwrap_slices,
 )
 from presk_kernel.rows import (
     Member,
@@ -228,20 +229,13 @@ def _part(sub: Kernel, r: int, own: Layout) -> Layout | None:
     `own`: its layout unfused): a GEMM statement where it had one, else the default layout
     at one thread without tiles, with its own passes; None when that layout lays out the
     group's loops (lanes on one of them) or is not legal for the member."""
-    from presk_kernel.contract import recognize
-
     layout = dataclasses.replace(default_layout(sub, 1), tiles=(), passes=own.passes)
     if own.gemm is not None:
         g = recognize(sub, prologues=True)
         if g is None:
             return None
         layout = dataclasses.replace(layout, pack=(g.a, g.b), gemm=g)
-    if check_layout(sub, layout) is not None:
-        return None
-    loops = slice_nest(sub, Layout(order=tuple(lp.var for lp in parallel_loops(sub)[:r])))
-    if loops is None or unwrap_slices(apply_layout(sub, layout).body, loops[0]) is None:
-        return None
-    return layout
+    return None if part_problem(sub, layout, parallel_loops(sub)[:r]) else layout
 
 
 # ---- a group seen as its members -------------------------------------------------------
