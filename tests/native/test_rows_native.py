@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from kernel_entries import nan_aside
 from kernel_entries import rows_case as _case
-from presk_cback import written
 from presk_cback.native import NativeEntry
-from presk_cback.written import zeroed
+from presk_kernel import written
 from presk_kernel.interp import run_schedule
 from presk_kernel.rows import fuse_rows
+from presk_kernel.written import zeroed
 
 
 @pytest.mark.parametrize(

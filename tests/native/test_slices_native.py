@@ -7,16 +7,18 @@ one and two threads — and needs no more zeros."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from kernel_entries import lowered, nan_aside
 from presk_cback.native import NativeEntry
-from presk_cback.written import zeroed
 from presk_kernel.fuse import fuse
 from presk_kernel.interp import run_schedule
 from presk_kernel.layout import lay_out
 from presk_kernel.narrow import narrow
 from presk_kernel.passes import emitted
+from presk_kernel.written import zeroed
 
 PROGRAM = "packages/presk-kernel/tests/programs/attention_grad.psk"
 
@@ -63,3 +65,23 @@ def test_a_sliced_softmax_keeps_its_exponentials(compiler):
     source = "\n".join(NativeEntry(laid).source)
     sliced = [s for s in source.split("/* ") if s.startswith("slices of")]
     assert sliced and any("_k0[lj][" in s for s in sliced)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_groups_scratch_gives_the_bits_of_its_whole_temporaries(compiler, threads):
+    # a group's own temporaries one slice a point (Layout.scratch): the entry addresses the
+    # slice of the split loop's point, the others' terms left out, and the bits stay
+    laid, inputs = _case("f32", threads, 71)
+    whole = NativeEntry(laid, scratch=False)
+    kept = NativeEntry(laid)
+    groups = [lc.kernel for lc in kept.schedule.launches if lc.kernel.layout.parts]
+    assert groups and all(k.layout.scratch for k in groups)
+    assert not any(lc.kernel.layout.scratch for lc in whole.schedule.launches)
+    assert [x.tobytes() for x in kept.run(inputs)] == [x.tobytes() for x in whole.run(inputs)]
+    # a group's product stores its scratch at one slice (one thread: every point's) or at
+    # the split loop's point's (two threads), the other loop's term left out
+    one = r"\(b\d+ \+ 0\)" if threads == 1 else r"\(b\d+ \+ 0 \+ \d+\*v_i0\)"
+    calls = re.findall(r"presk_gemm_band_f32\([^;]*", "\n".join(kept.source))
+    assert any(re.search(rf", {one}, \d+, 1, BAND_", c) for c in calls)
+    calls = re.findall(r"presk_gemm_band_f32\([^;]*", "\n".join(whole.source))
+    assert not any(re.search(rf", {one}, \d+, 1, BAND_", c) for c in calls)

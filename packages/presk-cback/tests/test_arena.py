@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from presk_cback.arena import ITEMSIZE, arena_layout, live_ranges, plan
 from presk_cback.native import NativeEntry
-from presk_cback.written import used
 from presk_kernel.fuse import fuse
 from presk_kernel.interp import run_schedule
 from presk_kernel.ir import (
@@ -20,6 +19,7 @@ from presk_kernel.ir import (
     Launch,
     Schedule,
 )
+from presk_kernel.written import used
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "presk-kernel" / "tests"))
 from kernel_entries import MINIGPT, laid_default, lowered, same_bits  # noqa: E402

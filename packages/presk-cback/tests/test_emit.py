@@ -15,7 +15,6 @@ from presk_cback.contract import contraction, perfect_nest
 from presk_cback.host import entry_source
 from presk_cback.native import NativeEntry
 from presk_cback.toolchain import find_toolchain
-from presk_cback.written import zeroed
 from presk_kernel.fuse import fuse
 from presk_kernel.interp import KernelError, run_schedule
 from presk_kernel.ir import (
@@ -38,6 +37,7 @@ from presk_kernel.ir import (
     Var,
 )
 from presk_kernel.layout import apply_layout, check_layout, parallel_loops, with_gemm
+from presk_kernel.written import zeroed
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "presk-kernel" / "tests"))
 from kernel_entries import (  # noqa: E402

@@ -112,5 +112,5 @@ def test_a_document_of_version_2_is_refused():
     from presk_syntax.codec import FileTable, dump_document
 
     data = dump_document("kernel", 2, {"schedule": None}, FileTable())
-    with pytest.raises(DocumentError, match="of version 2; this presk reads version 9"):
+    with pytest.raises(DocumentError, match="of version 2; this presk reads version 10"):
         decode_kernel(data)

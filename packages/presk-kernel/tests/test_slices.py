@@ -6,6 +6,7 @@ interpreter gives them the bits of the launches they replaced, laid out or not."
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -14,11 +15,12 @@ from presk_kernel import slices
 from presk_kernel.codec import decode_kernel, encode_kernel
 from presk_kernel.fuse import fuse
 from presk_kernel.interp import run_schedule
-from presk_kernel.ir import For, GemmStmt, Layout, plain
-from presk_kernel.layout import check_layout, lay_out
+from presk_kernel.ir import For, GemmStmt, Layout, accesses, plain
+from presk_kernel.layout import apply_layout, check_layout, lay_out, plain_nest
 from presk_kernel.narrow import narrow
 from presk_kernel.passes import emitted
 from presk_kernel.spec import KernelVerifyError, verify_schedule
+from presk_kernel.written import zeroed
 
 PROGRAM = "packages/presk-kernel/tests/programs/attention_grad.psk"
 
@@ -168,3 +170,104 @@ def test_unfused_sees_the_members_in_order():
     before = sorted(sorted((a.buf, a.offset) for a in lc.args) for lc in em.launches)
     after = sorted(sorted((a.buf, a.offset) for a in lc.args) for lc in view.launches)
     assert before == after
+
+
+# ---- a group's own temporaries kept as scratch ------------------------------------------
+
+
+def _scratch_names(lc) -> set[str]:
+    """The loop variables a group's laid-out accesses of its scratch buffers name."""
+    from presk_kernel.ir import accesses
+
+    k = lc.kernel
+    return {
+        v
+        for b, index, _ in accesses(plain(k.body))
+        if b in k.layout.scratch
+        for i in index
+        for v, _ in getattr(i, "terms", ())
+    }
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_group_keeps_its_own_temporaries_as_one_slice_a_point(threads):
+    em, _ = _case("f32", threads)
+    fused = slices.fuse_slices(em)
+    bound = Counter(a.buf for lc in fused.launches for a in lc.args)
+    must_zero = set(zeroed(em))
+    roles = {b.id: b.role for b in fused.buffers}
+    passed = slices._passed(fused.body)  # results of a host function: its caller reads them
+    grouped = [lc for lc in fused.launches if lc.kernel.layout.parts]
+    assert all(lc.kernel.layout.scratch for lc in grouped)
+    for lc in grouped:
+        k = lc.kernel
+        kept = {lc.args[i].buf for i in k.layout.scratch}
+        for b in kept:  # bound by this launch alone, a temporary that need not start at zero
+            assert bound[b] == 1 and roles[b] == "temp" and b not in must_zero
+        outputs = {a.buf for a in lc.args[len(k.inputs) :]}
+        assert outputs - kept  # (what a later launch or the caller reads is no scratch)
+        assert all(bound[b] > 1 or roles[b] != "temp" or b in passed for b in outputs - kept)
+        # the laid-out accesses name the split loop only (at one thread none): its points
+        # own their slices, the others' share one
+        assert _scratch_names(lc) & set(k.layout.order) == (
+            {k.layout.split} if threads > 1 else set()
+        )
+        # the plain nest the interpreter runs: at their own points again
+        unkept = dataclasses.replace(k, body=plain_nest(k), layout=Layout())
+        assert _scratch_names(dataclasses.replace(lc, kernel=unkept)) == set()  # no scratch
+        names = {v for b, ix, _ in accesses(unkept.body) if b in k.layout.scratch for i in ix
+                 for v, _ in getattr(i, "terms", ())}  # fmt: skip
+        assert names >= set(k.layout.order)
+    # the zeroing sees the members at their own points: unchanged by the scratch
+    assert zeroed(fused) == zeroed(slices.fuse_slices(em, scratch=False))
+
+
+def test_a_buffer_that_must_start_at_zero_or_is_read_elsewhere_is_no_scratch(monkeypatch):
+    em, inputs = _case("f32", 1)
+    plainly = slices.fuse_slices(em, scratch=False)
+    assert not any(lc.kernel.layout.scratch for lc in plainly.launches)
+    import presk_kernel.written as written
+
+    every = [b.id for b in em.buffers]
+    monkeypatch.setattr(written, "zeroed", lambda schedule: every)
+    assert not any(lc.kernel.layout.scratch for lc in slices.fuse_slices(em).launches)
+    monkeypatch.undo()
+    # a member reading a temporary at batch point 0, where it read its own point's: kept
+    # apart from scratch (the group still forms: the reader and the writer are one member)
+    n, lc = next((n, lc) for n, lc in enumerate(plainly.launches) if lc.kernel.layout.parts)
+    k = lc.kernel
+    kept = slices.with_scratch(plainly).launches[n].kernel.layout.scratch
+    reads = {b for b, _, store in accesses(plain(k.body)) if not store}
+    victim = next(b for b in kept if b in reads)
+    body = read_at_zero(plain(k.body), victim)
+    broken = apply_layout(dataclasses.replace(k, body=body), k.layout)
+    launches = list(plainly.launches)
+    launches[n] = dataclasses.replace(lc, kernel=broken)
+    again = slices.with_scratch(dataclasses.replace(plainly, launches=tuple(launches)))
+    assert victim not in again.launches[n].kernel.layout.scratch
+    assert again.launches[n].kernel.layout.scratch  # (the others still kept)
+
+
+def test_the_verifier_refuses_scratch_outside_a_group_or_on_an_input():
+    em, _ = _case("f32", 1)
+    fused = slices.fuse_slices(em)
+    lc = next(lc for lc in fused.launches if lc.kernel.layout.parts)
+    k = lc.kernel
+    assert "an output" in check_layout(k, dataclasses.replace(k.layout, scratch=(0,)))
+    twice = (k.layout.scratch[0],) * 2
+    assert "once" in check_layout(k, dataclasses.replace(k.layout, scratch=twice))
+    other = next(x for x in em.launches if not x.kernel.layout.parts)
+    lone = dataclasses.replace(other.kernel.layout, scratch=(len(other.kernel.inputs),))
+    assert "slice group" in check_layout(other.kernel, lone)
+    # a laid-out body whose scratch access names a loop the layout leaves out
+    unkept = apply_layout(
+        dataclasses.replace(k, body=plain_nest(k)), dataclasses.replace(k.layout, scratch=())
+    )
+    launches = tuple(
+        dataclasses.replace(x, kernel=dataclasses.replace(unkept, layout=k.layout))
+        if x is lc
+        else x
+        for x in fused.launches
+    )
+    with pytest.raises(KernelVerifyError):
+        verify_schedule(dataclasses.replace(fused, launches=launches), "slice fusion")

@@ -11,7 +11,7 @@ ranges do not overlap share space: largest first (then by first launch, then by 
 takes the lowest 64-byte aligned offset above the persistent buffers where it overlaps no
 temporary already placed whose range overlaps its own (first fit over the free intervals).
 
-A temporary that must start at zero (`presk_cback.written.zeroed`) is zeroed just before
+A temporary that must start at zero (`presk_kernel.written.zeroed`) is zeroed just before
 its first launch, not at the entry's start: a buffer that shared its space may have left
 bytes there. The inputs and outputs that must start at zero are zeroed at the start.
 
@@ -26,8 +26,7 @@ import os
 from dataclasses import dataclass
 
 from presk_kernel.ir import Schedule
-
-from presk_cback.written import used, zeroed
+from presk_kernel.written import used, zeroed
 
 ITEMSIZE = {"f64": 8, "f32": 4, "bf16": 2, "i64": 8, "bool": 1, "i8": 1}
 ALIGN = 64

@@ -40,6 +40,7 @@ from presk_kernel.ir import (
     format_kernel,
 )
 from presk_kernel.layout import applies, is_laid
+from presk_kernel.written import zeroed
 
 from presk_cback import gemm
 from presk_cback.emit import CTYPE, PRELUDE, EmitError, KernelC, _name, affine_c
@@ -47,7 +48,6 @@ from presk_cback.export_main import main_c
 from presk_cback.memory import c_arenas
 from presk_cback.strip import Strip
 from presk_cback.toolchain import Toolchain, find_toolchain
-from presk_cback.written import zeroed
 
 CFLAGS = "-std=c11 -ffp-contract=off -O2 -Wall -Wextra"
 

@@ -19,12 +19,12 @@ import re
 
 from presk_kernel import libm
 from presk_kernel.ir import Schedule
+from presk_kernel.written import used
 
 from presk_cback import gemm
 from presk_cback.arena import ITEMSIZE, plan
 from presk_cback.emit import CTYPE, PRELUDE, KernelC
 from presk_cback.toolchain import Toolchain, find_toolchain
-from presk_cback.written import used
 
 ENTRY_CDEF = """int presk_entry(char *arena);
 int presk_entry_io(char *arena, char *const *io);

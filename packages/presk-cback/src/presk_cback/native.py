@@ -69,7 +69,7 @@ class NativeEntry:
     calibrations) passes `epilogues=False, rows=False`. The kernels that sweep one row loop
     are one kernel, and so are those over the same batch points (presk_kernel.rows and
     presk_kernel.slices), timed or not (`rows=False`: neither; `slices=False`: not the
-    latter)."""
+    latter; `scratch=False`: the groups' temporaries whole, not one slice a point)."""
 
     def __init__(
         self,
@@ -81,10 +81,13 @@ class NativeEntry:
         epilogues: bool = True,
         rows: bool = True,
         slices: bool = True,
+        scratch: bool = True,
     ) -> None:
         slices = slices and rows
-        schedule = emitted(schedule, epilogues=epilogues, rows=rows, slices=slices)  # the timed
-        self.schedule = schedule  # entry clocks what runs, timed or not
+        schedule = emitted(  # the timed entry clocks what runs, timed or not
+            schedule, epilogues=epilogues, rows=rows, slices=slices, scratch=scratch
+        )
+        self.schedule = schedule
         self.lanes, self.units, self.timed = lanes, units, timed
         extra = () if lanes else ("-fno-tree-vectorize",)
         declare(ENTRY_CDEF)

@@ -15,7 +15,8 @@ from presk_kernel.ir import NODE_TYPES, Schedule
 # 8: a GEMM statement's threads over its batch (GemmStmt.batched), a contraction's zero
 #    terms (Reduce.zeros: presk_kernel.narrow.zero_operands)
 # 9: slice groups (Layout.parts, GemmStmt.bound: presk_kernel.slices)
-KERNEL_VERSION = 9
+# 10: a slice group's scratch buffers, one slice a point (Layout.scratch)
+KERNEL_VERSION = 10
 KERNEL_CODEC = Codec(NODE_TYPES)
 
 

@@ -30,7 +30,7 @@ import numpy as np
 from presk_kernel.contract import epilogue_nest
 from presk_kernel.interp import NUMPY, Run, fma
 from presk_kernel.ir import For, Gemm, GemmStmt, Kernel, Tile, TwoPass
-from presk_kernel.layout import applies, is_laid
+from presk_kernel.layout import applies, is_laid, scratch_loops
 
 
 def pieces(lo: int, hi: int, count: int) -> list[tuple[int, int]]:
@@ -96,7 +96,11 @@ class LaidRun(Run):
                     self.env[var] = start
                     self.block(body)
             case For(var, _, extent, body, tile, size, threads, lanes):
-                for lo, hi in self.ranges(var, extent, tile, size, threads, lanes):
+                blocks = self.ranges(var, extent, tile, size, threads, lanes)
+                if self.k.layout.scratch and var in scratch_loops(self.k.layout):
+                    # (their points share a slice of the group's scratch: one at a time)
+                    blocks = [(i, i + 1) for lo, hi in blocks for i in range(lo, hi)]
+                for lo, hi in blocks:
                     shape = [1] * self.ndim
                     shape[self.positions[var]] = hi - lo
                     self.env[var] = np.arange(lo, hi, dtype=np.int64).reshape(shape)

@@ -408,7 +408,12 @@ class Layout:
     among `threads`; `passes`: a softmax's passes over its input (2 or 3; 0: the nest's
     own); `parts`: a slice group's (presk_kernel.slices): the nest is `order`'s loops around
     statements, each laid out by its part (a layout of the statement inside those loops),
-    `split` the first loop's threads."""
+    `split` the first loop's threads; `scratch`: outputs of a slice group each accessed at
+    its own point only, kept as one slice for each point of the split loop (one in all at
+    one thread): their accesses leave out the terms of the group's other loops, so a point
+    reuses the slice the point before it wrote, in cache. What such a buffer holds after the
+    kernel is not the plain nest's: the pass that keeps one (presk_kernel.slices) does so
+    only where nothing else reads it and nothing reads what a point leaves unstored."""
 
     order: tuple[str, ...] = ()
     tiles: tuple[tuple[str, int], ...] = ()
@@ -423,6 +428,7 @@ class Layout:
     depth: int = 0
     passes: int = 0
     parts: tuple[Layout, ...] = ()
+    scratch: tuple[int, ...] = ()
 
     def __str__(self) -> str:
         parts = [f"order {' '.join(self.order) or '-'}"]
@@ -442,6 +448,8 @@ class Layout:
             parts.append(str(self.gemm))
         if self.parts:
             parts.append("slices [" + "; ".join(str(p) for p in self.parts) + "]")
+        if self.scratch:
+            parts.append("scratch " + ", ".join(f"%{i}" for i in self.scratch))
         return ", ".join(parts)
 
 
@@ -576,6 +584,40 @@ def stored(body: tuple) -> set[int]:
         elif isinstance(s, Loop | Reduce):
             out |= stored(s.body)
     return out
+
+
+def accesses(body):
+    """(buffer, index, is a store) of every load and store under `body`."""
+
+    def expr(e):
+        match e:
+            case Load(buf, index):
+                yield buf, index, False
+                for i in index:
+                    if not isinstance(i, Affine):
+                        yield from expr(i)
+            case Op(_, args, _):
+                for a in args:
+                    yield from expr(a)
+
+    for s in body:
+        match s:
+            case Let(_, e):
+                yield from expr(e)
+            case Store(buf, index, e):
+                yield buf, index, True
+                for i in index:
+                    if not isinstance(i, Affine):
+                        yield from expr(i)
+                yield from expr(e)
+            case Loop():
+                yield from accesses(s.body)
+            case Reduce():
+                yield from accesses(s.body)
+                for t in s.terms:
+                    yield from expr(t)
+                if s.resume is not None:
+                    yield from expr(s.resume)
 
 
 def plain(body: tuple) -> tuple:

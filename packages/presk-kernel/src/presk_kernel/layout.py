@@ -23,8 +23,10 @@ from collections.abc import Mapping
 
 from presk_kernel.contract import recognize, unbanded, whole_folds
 from presk_kernel.ir import (
+    Affine,
     Const,
     For,
+    Gemm,
     GemmStmt,
     Kernel,
     Layout,
@@ -298,6 +300,8 @@ def check_layout(k: Kernel, layout: Layout) -> str | None:
     """Why `layout` cannot execute `k` without changing a bit, or None."""
     if layout.parts:
         return _check_parts(k, layout)
+    if layout.scratch:
+        return "only a slice group keeps scratch buffers"
     loops = {lp.var: lp for lp in parallel_loops(k)}
     if sorted(layout.order) != sorted(loops):
         return f"the order {layout.order} is not a permutation of the parallel loops"
@@ -430,7 +434,8 @@ def apply_layout(k: Kernel, layout: Layout | None = None) -> Kernel:
 def slice_nest(k: Kernel, layout: Layout) -> tuple[list[Loop], tuple] | None:
     """A slice group's nest (`Layout.parts`, presk_kernel.slices): the loops of the
     layout's order, outermost first, each parallel and whole and the one statement of the
-    loop around it, and the statements the innermost holds; None for another nest."""
+    loop around it, and the statements the innermost holds, its scratch buffers accessed at
+    their own points (`Layout.scratch`); None for another nest."""
     loops: list[Loop] = []
     body = plain(k.body)
     for v in layout.order:
@@ -441,7 +446,23 @@ def slice_nest(k: Kernel, layout: Layout) -> tuple[list[Loop], tuple] | None:
             return None
         loops.append(lp)
         body = lp.body
+    if layout.scratch:  # (kept one slice a point: at their own points again)
+        body = _own_points(body, layout, loops)
+        return None if body is None else (loops, body)
     return loops, body
+
+
+def plain_nest(k: Kernel) -> tuple:
+    """The nest `k`'s body lays out, as the kernel interpreter runs it: its plain body
+    (presk_kernel.ir.plain), a slice group's scratch buffers accessed at their own points
+    (`Layout.scratch`: the laid-out body keeps one slice for the points of some loops,
+    which its interpreter runs one at a time)."""
+    if not k.layout.scratch:
+        return plain(k.body)
+    loops, body = slice_nest(k, k.layout)
+    for lp in reversed(loops):
+        body = (dataclasses.replace(lp, body=body),)
+    return body
 
 
 def slice_part(k: Kernel, loops: list[Loop], s) -> Kernel:
@@ -493,6 +514,8 @@ def _apply_parts(k: Kernel, layout: Layout) -> Kernel:
             raise ValueError(f"`{k.name}`: a part lays out the slice group's loops")
         body.extend(inner)
     out = tuple(body)
+    if layout.scratch:
+        out = _scratch(out, frozenset(layout.scratch), frozenset(scratch_loops(layout)))
     for at in reversed(range(len(loops))):
         lp = loops[at]
         threads = layout.threads if at == 0 and layout.split == lp.var else 1
@@ -500,12 +523,108 @@ def _apply_parts(k: Kernel, layout: Layout) -> Kernel:
     return dataclasses.replace(k, body=out, layout=layout)
 
 
+def scratch_loops(layout: Layout) -> list[str]:
+    """The loops of a slice group whose points share a slice of its scratch buffers
+    (`Layout.scratch`): all but the one split among threads."""
+    kept = layout.split if layout.threads > 1 else None
+    return [v for v in layout.order if v != kept]
+
+
+def _scratch(body: tuple, bufs: frozenset[int], drop: frozenset[str]):
+    """A slice group's laid-out statements with the accesses of its scratch buffers at the
+    slice the kept loop's point owns: the terms of the `drop` loops' variables left out of
+    their indices and of a GEMM statement's strides."""
+
+    def affine(i):
+        if not isinstance(i, Affine):
+            return i
+        return Affine(tuple((v, c) for v, c in i.terms if v not in drop), i.const)
+
+    def node(x):
+        if isinstance(x, tuple):
+            return tuple(node(y) for y in x)
+        if not dataclasses.is_dataclass(x) or isinstance(x, Affine):
+            return x
+        x = dataclasses.replace(
+            x, **{f.name: node(getattr(x, f.name)) for f in dataclasses.fields(x)}
+        )
+        if isinstance(x, Load | Store) and x.buf in bufs:
+            return dataclasses.replace(x, index=tuple(affine(i) for i in x.index))
+        if isinstance(x, Gemm):
+            ops = (x.a, x.b, x.c)
+            strides = tuple(
+                tuple((v, c) for v, c in st if ops[n] not in bufs or v not in drop)
+                for n, st in enumerate(x.strides)
+            )
+            return dataclasses.replace(x, strides=strides)
+        return x
+
+    return node(body)
+
+
+def _own_points(stmts: tuple, layout: Layout, loops: list[Loop]) -> tuple | None:
+    """A slice group's plain statements with its scratch buffers' accesses at their own
+    point (the group's loops' variables first, as before `Layout.scratch` kept one slice
+    for the points of the loops it leaves out, whose indices there are 0); None where an
+    access is not of that form or another index names a group loop."""
+    names = [lp.var for lp in loops]
+    dropped = set(scratch_loops(layout))
+    own = tuple(Affine.var(v) for v in names)
+    bad = []
+
+    def index(ix: tuple) -> tuple:
+        head, rest = ix[: len(own)], ix[len(own) :]
+        forms = [
+            i == Affine.var(v) or (v in dropped and i == Affine((), 0))
+            for i, v in zip(head, names, strict=False)
+        ]
+        if (
+            len(head) < len(own)
+            or not all(forms)
+            or any(not isinstance(i, Affine) or set(names) & {v for v, _ in i.terms} for i in rest)
+        ):
+            bad.append(ix)
+        return own + tuple(rest)
+
+    def node(x):
+        if isinstance(x, tuple):
+            return tuple(node(y) for y in x)
+        if not dataclasses.is_dataclass(x) or isinstance(x, Affine):
+            return x
+        x = dataclasses.replace(
+            x, **{f.name: node(getattr(x, f.name)) for f in dataclasses.fields(x)}
+        )
+        if isinstance(x, Load | Store) and x.buf in layout.scratch:
+            return dataclasses.replace(x, index=index(x.index))
+        return x
+
+    out = node(stmts)
+    return None if bad else out
+
+
+def _scratch_problem(k: Kernel, layout: Layout, loops: list[Loop], stmts: tuple) -> str | None:
+    """Why `layout.scratch` cannot keep its buffers as one slice a point, or None: each an
+    output of the kernel, accessed by the group's statements at its own point only."""
+    if len(set(layout.scratch)) != len(layout.scratch):
+        return "a scratch buffer is named once"
+    if any(not len(k.inputs) <= b < len(k.buffers) for b in layout.scratch):
+        return "only an output of a slice group is kept as scratch"
+    if _own_points(stmts, layout, loops) is None:
+        return "a scratch buffer is read or written at another point's slice"
+    return None
+
+
 def _check_parts(k: Kernel, layout: Layout) -> str | None:
     """Why a slice group's layout (`Layout.parts`) cannot execute `k`, or None."""
-    nest = slice_nest(k, layout)
+    nest = slice_nest(k, dataclasses.replace(layout, scratch=()))
     if nest is None or not layout.order:
         return "a slice group's loops are the outer loops of its nest, each around the next alone"
     loops, stmts = nest
+    if layout.scratch:
+        why = _scratch_problem(k, layout, loops, stmts)
+        if why is not None:
+            return why
+        stmts = _own_points(stmts, layout, loops)
     if len(stmts) != len(layout.parts):
         return "a slice group lays out each statement inside its loops by a part"
     own = (layout.tiles, layout.lanes, layout.pack, layout.gemm, layout.kblock, layout.passes)

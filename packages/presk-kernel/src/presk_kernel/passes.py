@@ -108,15 +108,21 @@ def layout_pass(schedule: Schedule, ctx: Context) -> Schedule:
 
 
 def emitted(
-    schedule: Schedule, *, epilogues: bool = True, rows: bool = True, slices: bool = True
+    schedule: Schedule,
+    *,
+    epilogues: bool = True,
+    rows: bool = True,
+    slices: bool = True,
+    scratch: bool = True,
 ) -> Schedule:
     """The schedule a native entry compiles from the laid-out `schedule` (the pass `layout`'s
     value; presk_cback.native.NativeEntry, `presk memory`'s arena): each GEMM statement with
     its elementwise consumers as its epilogue (presk_kernel.epilogue, `epilogues=False`:
     not), then the kernels that sweep one row loop as one kernel (presk_kernel.rows,
     `rows=False`: not), then the kernels over the same batch points (an attention's (batch,
-    head)) as one kernel over them (presk_kernel.slices, `slices=False`: not); none changes
-    a bit, and the verifier follows each."""
+    head)) as one kernel over them, each group's own temporaries one slice a point
+    (presk_kernel.slices, `slices=False`: not; `scratch=False`: the groups, not their
+    scratch); none changes a bit, and the verifier follows each."""
     from presk_kernel.epilogue import gemm_epilogues
     from presk_kernel.rows import fuse_rows
     from presk_kernel.slices import fuse_slices
@@ -126,7 +132,7 @@ def emitted(
     if rows:
         schedule = fuse_rows(schedule)
     if slices:
-        schedule = fuse_slices(schedule)
+        schedule = fuse_slices(schedule, scratch)
     return schedule
 
 

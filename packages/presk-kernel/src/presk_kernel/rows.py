@@ -64,6 +64,7 @@ from presk_kernel.ir import (
     Tile,
     TwoPass,
     Var,
+    accesses,
     elements,
     plain,
 )
@@ -232,40 +233,6 @@ def _row_bytes(b: Buffer, r: int) -> int:
     """The bytes of one row of `b` (its axes past the first r)."""
     size = {"f64": 8, "i64": 8, "f32": 4, "bf16": 2, "bool": 1, "i8": 1}[b.dtype]
     return elements(b.axes[r:]) * size
-
-
-def accesses(body):
-    """(buffer, index, is a store) of every load and store under `body`."""
-
-    def expr(e):
-        match e:
-            case Load(buf, index):
-                yield buf, index, False
-                for i in index:
-                    if not isinstance(i, Affine):
-                        yield from expr(i)
-            case Op(_, args, _):
-                for a in args:
-                    yield from expr(a)
-
-    for s in body:
-        match s:
-            case Let(_, e):
-                yield from expr(e)
-            case Store(buf, index, e):
-                yield buf, index, True
-                for i in index:
-                    if not isinstance(i, Affine):
-                        yield from expr(i)
-                yield from expr(e)
-            case Loop():
-                yield from accesses(s.body)
-            case Reduce():
-                yield from accesses(s.body)
-                for t in s.terms:
-                    yield from expr(t)
-                if s.resume is not None:
-                    yield from expr(s.resume)
 
 
 def _member(lc: Launch, extents: tuple[int, ...]) -> Member | None:

@@ -35,9 +35,21 @@ verifier (`slice fusion`).
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 
 from presk_kernel.contract import recognize
-from presk_kernel.ir import Buffer, GemmStmt, Kernel, Launch, Layout, Loop, Schedule, plain
+from presk_kernel.ir import (
+    Affine,
+    Buffer,
+    GemmStmt,
+    Kernel,
+    Launch,
+    Layout,
+    Loop,
+    Schedule,
+    accesses,
+    plain,
+)
 from presk_kernel.layout import (
     apply_layout,
     check_layout,
@@ -49,7 +61,6 @@ from presk_kernel.layout import (
 )
 from presk_kernel.rows import (
     Member,
-    accesses,
     compatible,
     fused_schedule,
     independent,
@@ -61,15 +72,69 @@ from presk_kernel.spec import verified
 AHEAD = 4  # launches between two members (not members, moved past)
 
 
-def fuse_slices(schedule: Schedule) -> Schedule:
-    """`schedule` (emitted) with each slice group (`slice_groups`) one kernel at its place;
-    unchanged where no group forms."""
+def fuse_slices(schedule: Schedule, scratch: bool = True) -> Schedule:
+    """`schedule` (emitted) with each slice group (`slice_groups`) one kernel at its place,
+    its own temporaries kept as scratch (`with_scratch`; `scratch=False`: not); unchanged
+    where no group forms."""
     fused = []
     for at, group, r in slice_groups(schedule):
         launch = slice_kernel([schedule.launches[i] for i in group], r)
         if launch is not None:
             fused.append((at, group, launch))
-    return verified(fused_schedule(schedule, fused) if fused else schedule, "slice fusion")
+    if not fused:
+        return schedule
+    fused_all = fused_schedule(schedule, fused)
+    return verified(with_scratch(fused_all) if scratch else fused_all, "slice fusion")
+
+
+def with_scratch(schedule: Schedule) -> Schedule:
+    """`schedule` with each slice group's own temporaries kept as scratch (`Layout.scratch`:
+    one slice for each point of its split loop, one in all at one thread, in cache from
+    one point to the next): the outputs of the group that no other launch binds, that the
+    entry neither takes nor returns nor passes to or from a host function, and that need
+    not start at zero (presk_kernel.written.zeroed: every position a member reads was
+    stored before at the same point, or is read only under a select that drops it), each
+    access of them at its own point (its first indices the group's loops'). Each
+    point writes its slice before it reads it, so what it reads is what it wrote: the same
+    bits, the buffer's final contents aside, which nothing reads."""
+    from presk_kernel.written import zeroed  # (it reads a group as its members: unfused)
+
+    bound = Counter(a.buf for lc in schedule.launches for a in lc.args)
+    fixed = {*schedule.inputs, *schedule.outputs, *zeroed(schedule), *_passed(schedule.body)}
+    temp = {b.id for b in schedule.buffers if b.role == "temp"}
+    launches = list(schedule.launches)
+    for n, lc in enumerate(launches):
+        k = lc.kernel
+        if not k.layout.parts:
+            continue
+        loops, stmts = slice_nest(k, k.layout)
+        own = tuple(Affine.var(lp.var) for lp in loops)
+        elsewhere = {b for b, index, _ in accesses(stmts) if tuple(index[: len(own)]) != own}
+        mine = tuple(
+            i
+            for i, a in enumerate(lc.args)
+            if i >= len(k.inputs)
+            and i not in elsewhere
+            and a.offset == 0
+            and bound[a.buf] == 1
+            and a.buf in temp
+            and a.buf not in fixed
+        )
+        layout = dataclasses.replace(k.layout, scratch=mine)
+        if mine and check_layout(k, layout) is None:
+            launches[n] = Launch(apply_layout(k, layout), lc.args)
+    return dataclasses.replace(schedule, launches=tuple(launches))
+
+
+def _passed(call) -> set[int]:
+    """The host buffers passed to or from a host function (`Call`) under `call`."""
+    if call is None:
+        return set()
+    out = {a.buf for a in call.args + call.results}
+    for c in call.body:
+        if not isinstance(c, int):
+            out |= _passed(c)
+    return out
 
 
 # ---- which launches form a group -----------------------------------------------------
@@ -243,7 +308,7 @@ def _part(sub: Kernel, r: int, own: Layout) -> Layout | None:
 
 def unfused(schedule: Schedule) -> tuple[Schedule, set[int]]:
     """`schedule` with each slice group's launch as its members' launches, in order (what
-    an analysis of launches in order sees: presk_cback.written's zeroing), and the
+    an analysis of launches in order sees: presk_kernel.written's zeroing), and the
     positions of those: each member the group's loops around its statement, not laid out,
     over the buffers it touches (an input where it only reads one, else an output); a GEMM
     statement over no term stores nothing, as unfused."""
@@ -279,4 +344,4 @@ def _alone(k: Kernel, lc: Launch, loops: list[Loop], s) -> Launch:
     return Launch(alone, tuple(lc.args[b] for b in read + stored))
 
 
-__all__ = ["AHEAD", "fuse_slices", "slice_groups", "slice_kernel", "unfused"]
+__all__ = ["AHEAD", "fuse_slices", "slice_groups", "slice_kernel", "unfused", "with_scratch"]

@@ -1,21 +1,16 @@
 """Which buffers a launch writes whole, so that the entry need not zero them first
-(presk_cback.written; issue 26): a softmax row's loop after its folds, a loop split at the
+(presk_kernel.written; issue 26): a softmax row's loop after its folds, a loop split at the
 causal bound, heads merged in mixed radix, and the scores' allowed triangle (positions no
 launch reads but under the mask's select) — and what is still zeroed."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-from presk_cback.written import covers, zeroed
+from kernel_entries import lowered
 from presk_kernel.fuse import fuse
 from presk_kernel.ir import Affine, Axis, Buffer, Const, Kernel, Let, Load, Loop, Store
 from presk_kernel.layout import lay_out
 from presk_kernel.narrow import dead_stores, narrow
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "presk-kernel" / "tests"))
-from kernel_entries import lowered  # noqa: E402
+from presk_kernel.written import covers, zeroed
 
 V = Affine.var
 
