@@ -126,6 +126,10 @@ def test_lanes_across_folds_keep_the_bits(realize):
     # their own; a whole strip's folds in vectors of 8 lanes (two at once for 16 f32 rows)
     assert re.search(r"\{\n *v_s\d+_k0\[lj\]\[v_i\d+\] = presk_exp[^;]*;\n *\}", c)
     assert re.search(r"= presk_select_f\d+\(b\d+\[[^;]*\(v_s\d+_k0\[lj\]\[v_i\d+\] / ", c)
+    # the attention's scaled scores s/√d divided once: kept by its max's terms for its
+    # sum's exponentials (which read them, not the scores)
+    kept = re.search(r"(v_s\d+_k0)\[lj\]\[(v_i\d+)\] = \(b\d+\[[^;]*\] / b\d+\[0\]\);", c)
+    assert kept and f"presk_exp{'f' if realize == 'f32' else ''}(({kept[1]}[lj][{kept[2]}] - " in c
     assert re.search(r"presk_maxf?_x8\(", c) and re.search(r"_v0 = v_s\d+_v0 \+ x0;", c)
     assert bool(re.search(r"if \(v_\w+_n >= 16\) \{", c)) == (realize == "f32")
     # GCC peels the lane loops of a kernel in strips along its lanes (a sum_to's), not of one

@@ -48,12 +48,13 @@ TERMS_BYTES = 1 << 16  # the most a strip across rows keeps of its folds' terms
 VECTOR_BYTES = 64
 
 
-def _keepable(r: Reduce, written: set[int]) -> list:
-    """The transcendentals in a fold's term worth keeping for the loops after it (a
-    softmax's quotients divide the same exponentials its sum added): those that read no
-    buffer the strip's body stores (`written`: in a slice group, presk_kernel.slices, what
-    an earlier member wrote is read as an input is), and no value the fold's body
-    defines."""
+def _keepable(r: Reduce, written: set[int], later: frozenset = frozenset()) -> list:
+    """The values in a fold's term worth keeping for the statements after it: the
+    transcendentals (a softmax's quotients divide the same exponentials its sum added), and
+    the quotients that a later statement computes again (`later`: a softmax's scaled score
+    s/√d, which its max and its sum each divide); those that read no buffer the strip's body
+    stores (`written`: in a slice group, presk_kernel.slices, what an earlier member wrote
+    is read as an input is), and no value the fold's body defines."""
     inner = {s.name for s in r.body if isinstance(s, Let)}
     found: list = []
 
@@ -69,7 +70,7 @@ def _keepable(r: Reduce, written: set[int]) -> list:
 
     def walk(e) -> None:
         if isinstance(e, Op):
-            if e.op in libm.FUNCTIONS and pure(e):
+            if (e.op in libm.FUNCTIONS or (e.op == "div" and e in later)) and pure(e):
                 if e not in found:
                     found.append(e)
                 return
@@ -79,6 +80,40 @@ def _keepable(r: Reduce, written: set[int]) -> list:
     for t in r.terms:
         walk(t)
     return found
+
+
+def _quotients(body) -> list[frozenset]:
+    """For each statement of a strip's body, the quotients of loaded values the statements
+    after it compute (what an earlier fold may keep for them: `_keepable`)."""
+    found = [_divs(s) for s in body]
+    return [frozenset().union(*found[i + 1 :]) for i in range(len(found))]
+
+
+def _divs(node) -> set:
+    """The divisions reading a load under a statement or an expression."""
+    match node:
+        case Op("div", args, _) if any(_loads(a) for a in args):
+            return {node}.union(*(_divs(a) for a in args))
+        case Op(_, args, _):
+            return set().union(*(_divs(a) for a in args))
+        case Load(_, index):
+            return set().union(*(_divs(i) for i in index if not isinstance(i, Affine)))
+        case Let(_, e) | Store(_, _, e):
+            return _divs(e)
+        case Loop():
+            return set().union(*(_divs(b) for b in node.body))
+        case Reduce():
+            return set().union(*(_divs(b) for b in (*node.body, *node.terms)))
+    return set()
+
+
+def _loads(e) -> bool:
+    match e:
+        case Load():
+            return True
+        case Op(_, args, _):
+            return any(_loads(a) for a in args)
+    return False
 
 
 def _folds(body):
@@ -123,6 +158,7 @@ class Strip:
         # expression -> (the array holding it, its type, the fold's variable, its extent)
         self.kept: dict = {}
         self.written: set[int] = set()  # the buffers the strip's body stores
+        self.after: frozenset = frozenset()  # the quotients the statements after this one compute
 
     def emit(self, lo: str, hi: str, depth: int, body, parallel: str | None) -> None:
         self.width = c_rows(self.width, self.rows, body)
@@ -132,10 +168,22 @@ class Strip:
             kc.emit(parallel, 0)
         kc.emit(f"for (int64_t {v}_s = {lo}; {v}_s < {hi}; {v}_s += {w}) {{", depth)
         kc.emit(f"const int64_t {v}_n = {hi} - {v}_s < {w} ? {hi} - {v}_s : {w};", depth + 1)
-        for s in body:
+        for s, after in zip(body, _quotients(body), strict=True):
+            self.after = after
             self.stmt(s, depth + 1)
-        self.kept = {}
+        self.kept, self.after = {}, frozenset()
         kc.emit("}", depth)
+
+    def reuse(self, var: str, n: int, stop) -> dict:
+        """The kept values (`kept`) a loop over `var`, of n points up to `stop`, reads where
+        it computes them again: those kept over the same points."""
+        from presk_cback.emit import _name
+
+        return {
+            e: (f"{a}[lj][{_name(var)}]", t)
+            for e, (a, t, v, k, upto) in self.kept.items()
+            if v == var and k == n and (upto is None or upto == stop)
+        }
 
     def hull(self, a: Affine) -> str:
         """The largest value over the strip's lanes of an affine bound (the strip's variable
@@ -186,11 +234,8 @@ class Strip:
                         f"{_name(var)}++) {{",
                         d,
                     )
-                    kc.kept = {  # a softmax's quotients: its exponentials computed once
-                        e: (f"{a}[lj][{_name(var)}]", t)
-                        for e, (a, t, v, n, upto) in self.kept.items()
-                        if v == var and n == extent and (upto is None or upto == stop)
-                    }
+                    kc.kept = self.reuse(var, extent, stop)  # a softmax's quotients: its
+                    # exponentials computed once
                     kc.block(body, d + 1)
                     kc.kept = {}
                     kc.gathers = outer
@@ -298,7 +343,9 @@ class Strip:
         upto = hi or str(n)  # a narrowed fold's terms: the prefix its strip folds
         kc.emit(f"{ALIGNED}{CTYPE[t]} {acc}_t[{self.width}][{n}];", depth)
         keep = [
-            e for e in _keepable(r, self.written) if n * self.width * ITEMSIZE[t] * 2 <= TERMS_BYTES
+            e
+            for e in _keepable(r, self.written, self.after)
+            if n * self.width * ITEMSIZE[t] * 2 <= TERMS_BYTES and e not in self.kept
         ]
         for j in range(len(keep)):
             kc.emit(f"{ALIGNED}{CTYPE[t]} {acc}_k{j}[{self.width}][{n}];", depth)
@@ -307,20 +354,22 @@ class Strip:
             outer = kc.gathers
             if hi is None:  # (a narrowed fold's prefix may be empty)
                 kc.gathers = kc.hoist((*r.body, *r.terms, *keep), r.vars[0][0], d)
-            if keep:  # the kept exponentials first, a loop of their own: no bool load
-                # (a mask's) sets its vector length to 64 lanes, whose f64 polynomials
-                # would not fit the registers
+            if keep:  # the kept values first, a loop of their own: no bool load (a
+                # mask's) sets its vector length to 64 lanes, whose f64 polynomials would
+                # not fit the registers; an earlier fold's kept values read, not computed
                 kc.emit("#pragma omp simd", 0)
                 kc.emit(f"for (int64_t {v} = 0; {v} < {upto}; {v}++) {{", d)
                 for j, e in enumerate(keep):
+                    kc.kept = self.reuse(r.vars[0][0], n, r.stop)
                     code, te = kc.expr(e)
                     kc.emit(f"{acc}_k{j}[lj][{v}] = {code};", d + 1)
                     self.kept[e] = (f"{acc}_k{j}", te, r.vars[0][0], n, r.stop)
+                kc.kept = {}
                 kc.emit("}", d)
             kc.emit("#pragma omp simd", 0)
             kc.emit(f"for (int64_t {v} = 0; {v} < {upto}; {v}++) {{", d)
             kc.block(r.body, d + 1)
-            kc.kept = {e: (f"{a}[lj][{v}]", te) for e, (a, te, *_) in self.kept.items()}
+            kc.kept = self.reuse(r.vars[0][0], n, r.stop)
             ((x, tx),) = [kc.expr(e) for e in r.terms]
             kc.kept = {}
             kc.emit(f"{acc}_t[lj][{v}] = {kc.cast(x, tx, t)};", d + 1)
