@@ -540,6 +540,21 @@ def _scratch(body: tuple, bufs: frozenset[int], drop: frozenset[str]):
             return i
         return Affine(tuple((v, c) for v, c in i.terms if v not in drop), i.const)
 
+    def gemm(g: Gemm) -> Gemm:
+        ops = (g.a, g.b, g.c)
+        strides = tuple(
+            tuple((v, c) for v, c in st if ops[n] not in bufs or v not in drop)
+            for n, st in enumerate(g.strides)
+        )
+        return dataclasses.replace(g, strides=strides)
+
+    return _reindexed(body, bufs, lambda ix: tuple(affine(i) for i in ix), gemm)
+
+
+def _reindexed(body, bufs, index, gemm=None):
+    """`body` (statements, laid out or not) with the index of every load and store of a
+    buffer in `bufs` rewritten by `index`, and every GEMM by `gemm` where given."""
+
     def node(x):
         if isinstance(x, tuple):
             return tuple(node(y) for y in x)
@@ -549,14 +564,9 @@ def _scratch(body: tuple, bufs: frozenset[int], drop: frozenset[str]):
             x, **{f.name: node(getattr(x, f.name)) for f in dataclasses.fields(x)}
         )
         if isinstance(x, Load | Store) and x.buf in bufs:
-            return dataclasses.replace(x, index=tuple(affine(i) for i in x.index))
-        if isinstance(x, Gemm):
-            ops = (x.a, x.b, x.c)
-            strides = tuple(
-                tuple((v, c) for v, c in st if ops[n] not in bufs or v not in drop)
-                for n, st in enumerate(x.strides)
-            )
-            return dataclasses.replace(x, strides=strides)
+            return dataclasses.replace(x, index=index(x.index))
+        if gemm is not None and isinstance(x, Gemm):
+            return gemm(x)
         return x
 
     return node(body)
@@ -586,19 +596,7 @@ def _own_points(stmts: tuple, layout: Layout, loops: list[Loop]) -> tuple | None
             bad.append(ix)
         return own + tuple(rest)
 
-    def node(x):
-        if isinstance(x, tuple):
-            return tuple(node(y) for y in x)
-        if not dataclasses.is_dataclass(x) or isinstance(x, Affine):
-            return x
-        x = dataclasses.replace(
-            x, **{f.name: node(getattr(x, f.name)) for f in dataclasses.fields(x)}
-        )
-        if isinstance(x, Load | Store) and x.buf in layout.scratch:
-            return dataclasses.replace(x, index=index(x.index))
-        return x
-
-    out = node(stmts)
+    out = _reindexed(stmts, frozenset(layout.scratch), index)
     return None if bad else out
 
 

@@ -12,7 +12,7 @@ the bits are the same.
 from __future__ import annotations
 
 from presk_kernel.contract import linear
-from presk_kernel.ir import Affine, Kernel, Let, Load, Loop, Op, Reduce, Store
+from presk_kernel.ir import Kernel, Let, Loop, Reduce, Store, accesses
 
 # Lanes of a strip (four vector registers' worth).
 WIDTH = {"f64": 32, "f32": 64}
@@ -63,34 +63,6 @@ def fits(body) -> bool:
     return True
 
 
-def accesses(body):
-    """(buffer, index) of every load and store under `body`."""
-
-    def expr(e):
-        if isinstance(e, Load):
-            yield e.buf, e.index
-            for i in e.index:
-                if not isinstance(i, Affine):
-                    yield from expr(i)
-        elif isinstance(e, Op):
-            for a in e.args:
-                yield from expr(a)
-
-    for s in body:
-        match s:
-            case Let(_, e):
-                yield from expr(e)
-            case Store(buf, index, e):
-                yield buf, index
-                yield from expr(e)
-            case Loop():
-                yield from accesses(s.body)
-            case Reduce():
-                yield from accesses(s.body)
-                for t in s.terms:
-                    yield from expr(t)
-
-
 def strip_width(k: Kernel, body, var: str) -> tuple[int, bool] | None:
     """(lanes of a strip, whether they run across rows) when the lane loop `var`'s body
     holds a fold or a loop and the strip form writes it; None when the body is straight (it
@@ -99,7 +71,7 @@ def strip_width(k: Kernel, body, var: str) -> tuple[int, bool] | None:
     terms in vector lanes along its variable."""
     if straight(body) or not fits(body) or k.compute not in WIDTH:
         return None
-    for buf, index in accesses(body):
+    for buf, index, _ in accesses(body):
         lin = linear(k.buffers[buf], index)
         if lin is None or lin[0].get(var, 0) not in (0, 1):
             return ROWS, True
