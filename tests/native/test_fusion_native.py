@@ -183,10 +183,12 @@ def test_the_steps_gelu_stores_its_operand_too(compiler, realize, threads):
     stores = [s for s in g.epilogue if isinstance(s, Store)]
     assert len(stores) == 2 and stores[0].buf == g.c and len(up.kernel.outputs) == 2
     # gelu_grad(ct, h) = ct · (erfc(−h/√2)·½ + h·exp(−h²/2)/√(2π)): its factor, which reads
-    # only h, computed in that epilogue and stored in h's place; the backward a product
+    # only h, computed in that epilogue and stored in h's place; the backward a product,
+    # then the epilogue of the product that makes ct (no transcendental left in it)
     assert "exp" in _ops(g.epilogue) and "erfc" in _ops(g.epilogue)
-    (gg,) = [lc.kernel for lc in emitted.launches if lc.kernel.name == "gelu_grad"]
-    assert _ops(plain(gg.body)) == {"mul"}
+    assert "gelu_grad" not in names
+    (gg,) = [lc.kernel for lc in emitted.launches if lc.kernel.name.endswith("+gelu_grad")]
+    assert _ops(gg.body[0].gemm.epilogue) == {"mul"}
     entry = NativeEntry(laid)
     inputs = storage(laid, args)
     want = [x.tobytes() for x in run_schedule(schedule, args)]
@@ -202,8 +204,10 @@ def test_the_steps_gelu_stores_its_operand_too(compiler, realize, threads):
         assert _same(entry.run(inputs), want)
         assert _same(run_schedule(emitted, inputs, laid=True), want)
     else:  # the interpreter's f64 fma of arbitrary doubles is slow: the unfused natively
-        want = [x.tobytes() for x in NativeEntry(laid, epilogues=False).run(inputs)]
-        assert [x.tobytes() for x in entry.run(inputs)] == want
+        # (a NaN's sign aside: gelu_grad's product, an epilogue here and a kernel there,
+        # meets ct's NaN and E(h)'s of the other sign, and which comes out is the C
+        # compiler's operand order: docs/spec-questions.md, issue 26 helper H6)
+        assert _same(entry.run(inputs), NativeEntry(laid, epilogues=False).run(inputs))
 
 
 @pytest.mark.parametrize("realize, scheme", [("f64", "int8"), ("f32", "int4")])

@@ -90,19 +90,10 @@ def gemm_epilogues(schedule: Schedule) -> Schedule:
         if computed is not None:
             _index(c, j, reads, writes, add=False)
             _index(computed, j, reads, writes, add=True)
-            launches[j] = c = computed
-        unlaid = _unscattered(_unlaid(c))
-        i, shared = _producer(unlaid, j, keep, reads, writes, launches), False
-        if i is None:
-            i, shared = _shared_producer(unlaid, j, keep, reads, writes, launches), True
-        if i is None:
-            continue
-        fused = with_epilogue(launches[i], unlaid, keep=shared)
-        if fused is None:
-            continue
-        fused = _named(fused, launches[i].kernel.name, c.kernel.name)
-        fused_into(launches, i, j, fused, reads, writes, merges)
-    _factors_forward(launches, keep, reads, writes)
+            launches[j] = computed
+        _into_producer(launches, j, keep, reads, writes, merges)
+    for j in _factors_forward(launches, keep, reads, writes):  # now a product: an epilogue
+        _into_producer(launches, j, keep, reads, writes, merges)
     if not merges:  # PRESK_VERIFY=1: the verifier after the emission's GEMM statements
         return verified(replace(schedule, launches=tuple(launches)), "epilogues")
     at = [i for i, lc in enumerate(launches) if lc is not None]
@@ -110,6 +101,25 @@ def gemm_epilogues(schedule: Schedule) -> Schedule:
     if schedule.body is not None:
         out = with_calls(out, fused_body(schedule.body, merges, at))
     return verified(out, "epilogues")
+
+
+def _into_producer(
+    launches: list, j: int, keep: set[int], reads: dict, writes: dict, merges: list
+) -> None:
+    """The elementwise launch at `j` as the epilogue of the GEMM statement whose result it
+    reads (`_producer`; or `_shared_producer`, the result kept), where one takes it."""
+    c = launches[j]
+    unlaid = _unscattered(_unlaid(c))
+    i, shared = _producer(unlaid, j, keep, reads, writes, launches), False
+    if i is None:
+        i, shared = _shared_producer(unlaid, j, keep, reads, writes, launches), True
+    if i is None:
+        return
+    fused = with_epilogue(launches[i], unlaid, keep=shared)
+    if fused is None:
+        return
+    fused = _named(fused, launches[i].kernel.name, c.kernel.name)
+    fused_into(launches, i, j, fused, reads, writes, merges)
 
 
 def _shared_producer(
@@ -392,7 +402,7 @@ def _unlaid(lc: Launch) -> Launch:
     return replace(lc, kernel=replace(lc.kernel, body=plain(lc.kernel.body)))
 
 
-def _factors_forward(launches: list, keep: set[int], reads: dict, writes: dict) -> None:
+def _factors_forward(launches: list, keep: set[int], reads: dict, writes: dict) -> list[int]:
     """Each elementwise launch `c[idx] = x[idx] · E(h[idx])` whose factor E reads only h,
     a transcendental in it, where h is stored by a GEMM statement's epilogue (an earlier
     launch) and read by `c` alone: the epilogue stores E(h) in h's place, `c` becomes the
@@ -401,7 +411,9 @@ def _factors_forward(launches: list, keep: set[int], reads: dict, writes: dict) 
     computed in the up-projection's epilogue, beside the GELU's own erfc of the same
     operand (one evaluation, the C compiler's common subexpression), the backward left a
     product. E is evaluated by the same operations in the same type (stored in h's type,
-    the type it had as a value of that product): the same bits."""
+    the type it had as a value of that product): the same bits. Returns the positions of
+    the launches made products (each may then be its own producer's epilogue)."""
+    made = []
     for j, c in enumerate(launches):
         if c is None or c.kernel.layout.gemm is not None:
             continue
@@ -425,6 +437,8 @@ def _factors_forward(launches: list, keep: set[int], reads: dict, writes: dict) 
         body = _restore(plain(k.body), replace(stmt, expr=value))
         launches[i] = _named(p, p.kernel.name, f"{k.name} factor")
         launches[j] = replace(c, kernel=apply_layout(replace(k, body=body)))
+        made.append(j)
+    return made
 
 
 def _factored(c: Launch):
