@@ -21,7 +21,7 @@ from presk_kernel.contract import contraction, gemm_kstop, gemm_stop
 from presk_kernel.epilogue import gemm_epilogues
 from presk_kernel.fuse import fuse
 from presk_kernel.interp import run_schedule
-from presk_kernel.ir import GemmStmt, Let, Loop, Op, Store, plain
+from presk_kernel.ir import GemmStmt, Let, Loop, Op, Store
 from presk_kernel.layout import default_layout, lay_out, nest_names, with_gemm
 from presk_kernel.lower import argument_leaves
 from presk_kernel.narrow import narrow
