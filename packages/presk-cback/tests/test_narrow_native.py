@@ -6,6 +6,7 @@ a training step."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 from pathlib import Path
 
@@ -50,7 +51,8 @@ def test_narrowed_attention_gives_the_unnarrowed_bits_natively():
 def test_strips_of_16_rows_give_the_bits_of_8():
     """A strip of f32 rows as C writes it: 16 rows, their folds as two vectors of 8 lanes in
     one loop (a strip of 8 to 15 rows: one vector and single rows; f64: 8 rows), the kept
-    exponentials in a loop of their own. At T 27 the softmax's rows come in tiles of 16:
+    exponentials in a loop of their own, the quotients' loop rounded up to whole vectors.
+    At T 27 the softmax's rows come in tiles of 16:
     a strip of 16 and one of 11 (8 in a vector, 3 alone); rows whose allowed scores are all
     −∞ or hold a NaN among them, at one and two threads: the unnarrowed schedule's
     bits on the kernel interpreter."""
@@ -70,6 +72,10 @@ def test_strips_of_16_rows_give_the_bits_of_8():
             laid = lay_out(narrowed, threads)
             c = "".join(NativeEntry(laid).source)
             assert ("_n >= 16) {" in c) == (realize == "f32")
+            # the quotients' loop up to its row's bound rounded up to whole vectors (the
+            # hidden zeros' loop after it stores those positions again: strip._widened)
+            lanes = 16 if realize == "f32" else 8
+            assert re.search(rf"< presk_mini\(27, \(v_\w+ \+ 1 \+ {lanes - 1}\) & -{lanes}\)", c)
             assert same_bits(NativeEntry(laid).run(args), want)
 
 

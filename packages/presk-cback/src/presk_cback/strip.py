@@ -82,6 +82,48 @@ def _keepable(r: Reduce, written: set[int], later: frozenset = frozenset()) -> l
     return found
 
 
+def _widened(body, buffers) -> dict[int, int]:
+    """The row loops of a strip's body whose bound may round up to whole vectors, each with
+    the lanes of a vector of its stores: a loop over [0, stop) storing one buffer, the
+    statement after it a loop over [stop, extent) storing that buffer at the same index (a
+    narrowed softmax's quotients, then its hidden zeros: presk_kernel.narrow). Its last
+    iterations then run as one vector, not lane by lane, and what they store past the bound
+    the next loop stores again; their loads are in bounds over the whole extent (affine, as
+    the loop's before it was narrowed: no gather, no checked index), and neither loop reads
+    the buffer they store. The same values stored last: the same bits."""
+    from presk_cback.arena import ITEMSIZE
+
+    out: dict[int, int] = {}
+    for n, (a, b) in enumerate(zip(body, body[1:], strict=False)):
+        if not (isinstance(a, Loop) and isinstance(b, Loop)) or a.start is not None:
+            continue
+        if a.stop is None or b.start != a.stop or b.stop is not None:
+            continue
+        if (a.var, a.extent) != (b.var, b.extent) or len(a.body) != 1 or len(b.body) != 1:
+            continue
+        sa, sb = a.body[0], b.body[0]
+        if not (isinstance(sa, Store) and isinstance(sb, Store)) or sa.buf != sb.buf:
+            continue
+        if sa.index != sb.index or not all(isinstance(i, Affine) for i in sa.index):
+            continue
+        loads = _loaded(sa.expr) | _loaded(sb.expr)
+        dtype = buffers[sa.buf].dtype
+        if sa.buf in loads or None in loads or dtype not in ("f32", "f64"):
+            continue
+        out[n] = VECTOR_BYTES // ITEMSIZE[dtype]
+    return out
+
+
+def _loaded(e) -> set:
+    """The buffers `e` loads; None among them where an index is not affine (a gather)."""
+    match e:
+        case Load(buf, index):
+            return {buf} if all(isinstance(i, Affine) for i in index) else {buf, None}
+        case Op(_, args, _):
+            return set().union(*(_loaded(a) for a in args))
+    return set()
+
+
 def _quotients(body) -> list[frozenset]:
     """For each statement of a strip's body, the quotients of loaded values the statements
     after it compute (what an earlier fold may keep for them: `_keepable`)."""
@@ -159,6 +201,7 @@ class Strip:
         self.kept: dict = {}
         self.written: set[int] = set()  # the buffers the strip's body stores
         self.after: frozenset = frozenset()  # the quotients the statements after this one compute
+        self.widen = None  # (a row loop, the lanes its bound rounds up to: `_widened`)
 
     def emit(self, lo: str, hi: str, depth: int, body, parallel: str | None) -> None:
         self.width = c_rows(self.width, self.rows, body)
@@ -168,10 +211,11 @@ class Strip:
             kc.emit(parallel, 0)
         kc.emit(f"for (int64_t {v}_s = {lo}; {v}_s < {hi}; {v}_s += {w}) {{", depth)
         kc.emit(f"const int64_t {v}_n = {hi} - {v}_s < {w} ? {hi} - {v}_s : {w};", depth + 1)
-        for s, after in zip(body, _quotients(body), strict=True):
-            self.after = after
+        widened = _widened(body, kc.k.buffers)
+        for n, (s, after) in enumerate(zip(body, _quotients(body), strict=True)):
+            self.after, self.widen = after, (s, widened[n]) if n in widened else None
             self.stmt(s, depth + 1)
-        self.kept, self.after = {}, frozenset()
+        self.kept, self.after, self.widen = {}, frozenset(), None
         kc.emit("}", depth)
 
     def reuse(self, var: str, n: int, stop) -> dict:
@@ -225,6 +269,9 @@ class Strip:
 
                 def along(d: int) -> None:  # each row's loop in vector lanes (its own bounds)
                     lo, hi = loop_range(extent, start, stop)
+                    if self.widen is not None and self.widen[0] is s:  # whole vectors
+                        w = self.widen[1]
+                        hi = f"presk_mini({extent}, ({affine_c(stop)} + {w - 1}) & -{w})"
                     outer = kc.gathers
                     if start is None and stop is None and extent > 0:
                         kc.gathers = kc.hoist(body, var, d)
