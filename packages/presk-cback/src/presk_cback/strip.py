@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 
 from presk_kernel import libm
-from presk_kernel.ir import Affine, Let, Load, Loop, Op, Reduce, Store, Var, stored
+from presk_kernel.ir import Affine, Let, Load, Loop, Op, Reduce, Store, Var, accesses, stored
 from presk_kernel.strips import ROWS
 from presk_kernel.strips import straight as _straight
 
@@ -116,12 +116,9 @@ def _widened(body, buffers) -> dict[int, int]:
 
 def _loaded(e) -> set:
     """The buffers `e` loads; None among them where an index is not affine (a gather)."""
-    match e:
-        case Load(buf, index):
-            return {buf} if all(isinstance(i, Affine) for i in index) else {buf, None}
-        case Op(_, args, _):
-            return set().union(*(_loaded(a) for a in args))
-    return set()
+    found = list(accesses((Let("", e),)))
+    gathers = any(not isinstance(i, Affine) for _, index, _ in found for i in index)
+    return {b for b, _, _ in found} | ({None} if gathers else set())
 
 
 def _quotients(body) -> list[frozenset]:
@@ -134,7 +131,7 @@ def _quotients(body) -> list[frozenset]:
 def _divs(node) -> set:
     """The divisions reading a load under a statement or an expression."""
     match node:
-        case Op("div", args, _) if any(_loads(a) for a in args):
+        case Op("div", args, _) if any(_loaded(a) for a in args):
             return {node}.union(*(_divs(a) for a in args))
         case Op(_, args, _):
             return set().union(*(_divs(a) for a in args))
@@ -147,15 +144,6 @@ def _divs(node) -> set:
         case Reduce():
             return set().union(*(_divs(b) for b in (*node.body, *node.terms)))
     return set()
-
-
-def _loads(e) -> bool:
-    match e:
-        case Load():
-            return True
-        case Op(_, args, _):
-            return any(_loads(a) for a in args)
-    return False
 
 
 def _folds(body):
