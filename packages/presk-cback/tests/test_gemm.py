@@ -38,7 +38,8 @@ SIZES = [
     (129, 33, 1),
     (1, 7, 129),
     (33, 400, 70),
-]  # m, k, n; k = 400 spans two KC blocks of 384
+    (9, 800, 50),
+]  # m, k, n; k = 400 is one block (at most 2·KC terms are), 800 three of 384
 
 
 def reference(a, b):
@@ -183,10 +184,10 @@ def _band_bounds(band, mr, m, n, k, stop, r):
 @pytest.mark.parametrize("band", ["cols", "kend", "kstart"])
 def test_a_banded_product_computes_each_panels_columns_or_terms(dtype, band):
     # by panels of MR rows: the columns their last row needs (the rest not written), the
-    # fold over the terms [0, their last row's r + stop) or [their first row's, k); k = 400
-    # spans two KC blocks of 384, SMALL's KC 16 many; stops past either end of a row
+    # fold over the terms [0, their last row's r + stop) or [their first row's, k); k = 800
+    # spans three KC blocks of 384, SMALL's KC 16 many; stops past either end of a row
     tc = find_toolchain()
-    for (m, k, n), stops in (((37, 70, 45), (1, -4, 30)), ((30, 400, 20), (0, 150))):
+    for (m, k, n), stops in (((37, 70, 45), (1, -4, 30)), ((30, 800, 20), (0, 150, 500))):
         a, b = operands(m, k, n, dtype, seed=m)
         for blocking in (None, SMALL):
             mr = (blocking or G.host_blocking(G.TAGS[np.dtype(dtype)], tc)).mr
