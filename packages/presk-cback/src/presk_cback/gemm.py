@@ -267,21 +267,21 @@ typedef {c} T;
 #endif
 static inline int64_t min64(int64_t a, int64_t b) {{ return a < b ? a : b; }}
 
-/* C[MR×NR] (row stride ldc) = the fold continued over kc terms of A's MR rows (element
+/* C[rows×NR] (row stride ldc; rows ≤ MR, a constant where it is inlined) = the fold continued over kc terms of A's MR rows (element
  * [i, k] at Ap[i * ars + k * acs]: a packed panel, ars = 1 and acs = MR) and a packed panel
  * of B */
 static inline __attribute__((always_inline)) void ukernel(
     int64_t kc, const T *restrict Ap, int64_t ars, int64_t acs, const T *restrict Bp,
-    T *restrict C, int64_t ldc, int first, int pf) {{
+    T *restrict C, int64_t ldc, int first, int pf, int rows) {{
     vec acc[MR][NV];
     if (first) {{
 #pragma GCC unroll 32
-        for (int i = 0; i < MR; i++)
+        for (int i = 0; i < rows; i++)
 #pragma GCC unroll 8
             for (int v = 0; v < NV; v++) acc[i][v] = VSET1(-0.0);
     }} else {{
 #pragma GCC unroll 32
-        for (int i = 0; i < MR; i++)
+        for (int i = 0; i < rows; i++)
 #pragma GCC unroll 8
             for (int v = 0; v < NV; v++) acc[i][v] = VLOADU(C + i * ldc + v * VL);
     }}
@@ -292,7 +292,7 @@ static inline __attribute__((always_inline)) void ukernel(
         int64_t k1 = min64(kc, k0 + step);
         if (pf == 1) /* A's rows, read where they lie */
 #pragma GCC unroll 32
-            for (int i = 0; i < MR; i++) __builtin_prefetch(Ap + i * ars + (k0 + PFD));
+            for (int i = 0; i < rows; i++) __builtin_prefetch(Ap + i * ars + (k0 + PFD));
 #pragma GCC unroll 4
         for (int64_t k = k0; k < k1; k++) {{
             if (pf == 2) {{ /* A's columns */
@@ -303,7 +303,7 @@ static inline __attribute__((always_inline)) void ukernel(
 #pragma GCC unroll 8
             for (int v = 0; v < NV; v++) b[v] = VLOAD(Bp + k * NR + v * VL);
 #pragma GCC unroll 32
-            for (int i = 0; i < MR; i++) {{
+            for (int i = 0; i < rows; i++) {{
                 vec a = VSET1(Ap[i * ars + k * acs]);
 #pragma GCC unroll 8
                 for (int v = 0; v < NV; v++) acc[i][v] = VFMA(a, b[v], acc[i][v]);
@@ -311,7 +311,7 @@ static inline __attribute__((always_inline)) void ukernel(
         }}
     }}
 #pragma GCC unroll 32
-    for (int i = 0; i < MR; i++)
+    for (int i = 0; i < rows; i++)
 #pragma GCC unroll 8
         for (int v = 0; v < NV; v++) VSTOREU(C + i * ldc + v * VL, acc[i][v]);
 }}
@@ -428,19 +428,37 @@ static void tile(int64_t kc, const T *Ap, int64_t ars, int64_t acs, const T *Bp,
                  int64_t ldc, int64_t mr, int64_t nr, int first) {{
     if (mr == MR && nr == NR) {{
         if (ars == 1 && acs == MR)
-            ukernel(kc, Ap, 1, MR, Bp, C, ldc, first, 0);
+            ukernel(kc, Ap, 1, MR, Bp, C, ldc, first, 0, MR);
         else if (acs == 1)
-            ukernel(kc, Ap, ars, 1, Bp, C, ldc, first, 1);
+            ukernel(kc, Ap, ars, 1, Bp, C, ldc, first, 1, MR);
         else
-            ukernel(kc, Ap, 1, acs, Bp, C, ldc, first, 2);
+            ukernel(kc, Ap, 1, acs, Bp, C, ldc, first, 2, MR);
         return;
     }}
+    /* an edge: C's last columns through a tile of NR (B's panel is zero past nr), A's last
+     * rows 4 at a time and then one (read where A lies, or from a packed panel): each
+     * element the same fold, and no row of A past m read */
     T tmp[MR * NR] __attribute__((aligned(64)));
-    memset(tmp, 0, sizeof tmp);
-    if (!first)
-        for (int64_t i = 0; i < mr; i++) memcpy(tmp + i * NR, C + i * ldc, nr * sizeof(T));
-    ukernel(kc, Ap, ars, acs, Bp, tmp, NR, first, 0);
-    for (int64_t i = 0; i < mr; i++) memcpy(C + i * ldc, tmp + i * NR, nr * sizeof(T));
+    T *c = C;
+    int64_t ld = ldc;
+    if (nr < NR) {{
+        memset(tmp, 0, sizeof tmp);
+        if (!first)
+            for (int64_t i = 0; i < mr; i++) memcpy(tmp + i * NR, C + i * ldc, nr * sizeof(T));
+        c = tmp;
+        ld = NR;
+    }}
+    if (mr == MR)
+        ukernel(kc, Ap, ars, acs, Bp, c, ld, first, 0, MR);
+    else {{
+        int64_t i = 0;
+        if (MR > 4)
+            for (; i + 4 <= mr; i += 4)
+                ukernel(kc, Ap + i * ars, ars, acs, Bp, c + i * ld, ld, first, 0, MR > 4 ? 4 : 1);
+        for (; i < mr; i++) ukernel(kc, Ap + i * ars, ars, acs, Bp, c + i * ld, ld, first, 0, 1);
+    }}
+    if (nr < NR)
+        for (int64_t i = 0; i < mr; i++) memcpy(C + i * ldc, tmp + i * NR, nr * sizeof(T));
 }}
 
 /* A buffer of at least `bytes` for this thread's packed panels, kept between calls (a
@@ -522,7 +540,8 @@ static void nest(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64
      * packed panel is one stream, not MR), or its columns and n has at most four panels
      * and A's rows are not a multiple of 2 KB apart (a panel's pass reads one line a k;
      * at such a stride all kc of them fall in two sets of L1 or one, and miss); the edge
-     * panel is packed (zero rows).
+     * panel's rows too (`tile`: no packing of a few rows by the scalar loop, 3 µs of a
+     * causal values product's 20 at T 256).
      * The bits are the same: the same products in the same order. */
     int few = n <= 4 * NR;
     int sets = (csa * (int64_t)sizeof(T)) % 2048 != 0;
@@ -551,7 +570,7 @@ static void nest(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64
                     if (pa)
                         pa(ctx, i_off + ic + ip * MR, pc, min64(MR, mc - ip * MR), kc, MR,
                            Ap + ip * MR * kc);
-                    else if ((!direct && !rows) || mc - ip * MR < MR)
+                    else if (!direct && (!rows || mc - ip * MR < MR))
                         pack_a(ip, kc, mc, A + ic * rsa + pc * csa, rsa, csa, Ap);
                 /* read where it lies, a panel of A comes from memory once for all of n's
                  * few panels (the panels' loop inside): n's panels are in L1 and L2 */
@@ -584,7 +603,7 @@ static void nest(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64
                                 for (int v = 0; v < NR; v += 64 / (int)sizeof(T))
                                     __builtin_prefetch(cn + i * ldc + v, 1);
                         }}
-                        if (direct && mr == MR)
+                        if (direct)
                             tile(kk, A + (ic + ip * MR) * rsa + (pc + off) * csa, rsa, csa,
                                  Bp + jp * NR * kc + off * NR, c, ldc, mr, nr, fst);
                         else
