@@ -3,8 +3,10 @@
 The loop nest is Goto's: jc over NC columns, pc over KC of the sum (B's block packed into
 NR-wide panels), ic over MC rows (A's block packed into MR-high panels), then the MR×NR
 tiles, each computed by a register-blocked micro-kernel over vector registers (MR × NV
-accumulators of VL lanes, NR = NV·VL) with an explicit FMA. Edge tiles run the same
-micro-kernel on a zero-padded copy (padding in m and n only, never in k). A full panel is
+accumulators of VL lanes, NR = NV·VL) with an explicit FMA. A tile of fewer than NR
+columns runs on a zero-padded copy (padding in n only, never in k); a panel of fewer than
+MR rows, 4 rows at a time and then 1 (the micro-kernel inlined for those). A sum of at most
+2·KC terms is one block. A full panel is
 packed along the operand's contiguous axis (a transposed A by whole rows of its block; on
 AVX-512 a transposing copy by VL×VL blocks through the registers); when n has fewer than
 eight panels (A's rows contiguous) or at most four (its columns), A's full panels are read
