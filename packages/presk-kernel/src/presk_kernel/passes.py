@@ -79,8 +79,9 @@ def kernel_pass(core: Program, ctx: Context) -> Schedule:
     from presk_kernel.narrow import narrow
     from presk_kernel.quant import IntegerWeightError, integer_weights
     from presk_kernel.realization import RealizationError, as_realization
+    from presk_kernel.stacks import one_stacks
 
-    schedule = fuse(entry_schedule(core, ctx.entry))[0]
+    schedule = one_stacks(fuse(entry_schedule(core, ctx.entry))[0])[0]
     if os.environ.get("PRESK_NARROW") != "0":  # "0": the unnarrowed schedule, to measure
         schedule = narrow(schedule)[0]
     try:
