@@ -37,7 +37,7 @@ def _inputs(args, special: bool):
     return out
 
 
-@pytest.mark.parametrize("realize", ["f64", "f32"])
+@pytest.mark.parametrize("realize", ["f64", "f32", "bf16"])
 @pytest.mark.parametrize(("file", "consts", "dims", "sums", "reals"), STEPS)
 def test_a_stacked_gradient_is_written_slot_by_slot_with_the_same_bits(
     file, consts, dims, sums, reals, realize

@@ -20,8 +20,9 @@ variables, from loads of its inputs at the same index, constants and operations 
 loop index, no fold); each input a temporary of R's shape, read by R alone, written by a
 fill of +0 and then by one launch that writes its whole output once (a perfect nest, one
 store) at a slot of it; the slots disjoint and covering the stack; none of the buffers
-passed to or from a host function, and the launches in one. Anything else is left as it
-is.
+passed to or from a host function, and the launches in one; the stacks of the kernels'
+arithmetic type, or bf16 under f32 arithmetic (the slot's value then rounded to bf16 where
+R reads it, as the stack's store rounded it). Anything else is left as it is.
 """
 
 from __future__ import annotations
@@ -69,8 +70,13 @@ def one_stacks(schedule: Schedule) -> tuple[Schedule, int]:
             continue
         out = lc.args[-1]
         ((_, store),) = [_store(lc.kernel)]
+        last = max(w for w, _ in plan)
         for slot, (w, fill) in enumerate(plan):
-            new[w] = _written(launches[w], lc, slot, store.expr, out)
+            # the steps the launch now stands for: its fill's, its own, and (the last of
+            # them) the sum's; `presk train`'s count without fusion stays the lowering's
+            steps = _steps(launches[fill]) + _steps(launches[w])
+            steps += _steps(lc) if w == last else ()
+            new[w] = _written(launches[w], lc, slot, store.expr, out, steps)
             gone.add(fill)
         gone.add(r)
         count += 1
@@ -105,7 +111,7 @@ def _sum(lc, r, host, fixed, writers, readers, launches, owner) -> list | None:
         if math.prod(x.length for x in hb.axes) != size or readers.get(a.buf) != [r]:
             return None
         ws = writers.get(a.buf, [])
-        if len(ws) != 2 or not ws[0] < ws[1] < r or b.dtype != k.outputs[0].dtype:
+        if len(ws) != 2 or not ws[0] < ws[1] < r or _stored(b.dtype, k.compute) is None:
             return None
         fill, w = ws
         if not _fills_zero(launches[fill], a.buf) or owner.get(fill) != owner.get(r):
@@ -181,24 +187,41 @@ def _fills_zero(lc: Launch, buf: int) -> bool:
     return isinstance(value, Const) and value.value == 0 and math.copysign(1, value.value) > 0
 
 
-def _written(w: Launch, r: Launch, slot: int, expr, out: Arg) -> Launch:
+def _steps(lc: Launch) -> tuple[str, ...]:
+    return lc.kernel.steps or (lc.kernel.site,)
+
+
+def _written(w: Launch, r: Launch, slot: int, expr, out: Arg, steps: tuple) -> Launch:
     """W_l writing R's output at its slot, its value R's expression there: R's load of
     W_l's stack (its input `slot`) W_l's value, the others' their fill's +0."""
     wk = w.kernel
     _, store = _store(wk)
-    value = _substitute(expr, slot, store.expr, r.kernel.inputs)
+    value = _substitute(expr, slot, store.expr, r.kernel)
     body = _replace_store(plain(wk.body), store, dataclasses.replace(store, expr=value))
-    kernel = dataclasses.replace(wk, body=body)
+    name = f"fused {len(steps)} steps"
+    kernel = dataclasses.replace(wk, name=name, body=body, steps=steps)
     args = (*w.args[:-1], Arg(out.buf, out.offset + w.args[-1].offset))
     return Launch(kernel, args)
 
 
-def _substitute(e, slot: int, value, inputs):
+def _stored(dtype: str, compute: str):
+    """What a value of the arithmetic's type becomes stored in a buffer of `dtype` and read
+    back, as an expression of it; None where no operation says (an f64 value in f32)."""
+    if dtype == compute:
+        return lambda value: value
+    if dtype == "bf16" and compute == "f32":  # rounded to bf16, as a fused store is
+        return lambda value: Op("bf16", (value,))
+    return None
+
+
+def _substitute(e, slot: int, value, k):
     match e:
         case Load(buf, _):
-            return value if buf == slot else Const(0.0, inputs[buf].dtype)
+            if buf == slot:
+                return _stored(k.inputs[buf].dtype, k.compute)(value)
+            return Const(0.0, k.compute)
         case Op(op, args, attr):
-            return Op(op, tuple(_substitute(a, slot, value, inputs) for a in args), attr)
+            return Op(op, tuple(_substitute(a, slot, value, k) for a in args), attr)
     return e
 
 
