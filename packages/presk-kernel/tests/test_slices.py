@@ -11,7 +11,7 @@ from collections import Counter
 import numpy as np
 import pytest
 from kernel_entries import lowered, nan_aside, read_at_zero, same_bits
-from presk_kernel import slices
+from presk_kernel import calls, slices
 from presk_kernel.codec import decode_kernel, encode_kernel
 from presk_kernel.fuse import fuse
 from presk_kernel.interp import run_schedule
@@ -196,7 +196,7 @@ def test_a_group_keeps_its_own_temporaries_as_one_slice_a_point(threads):
     bound = Counter(a.buf for lc in fused.launches for a in lc.args)
     must_zero = set(zeroed(em))
     roles = {b.id: b.role for b in fused.buffers}
-    passed = slices._passed(fused.body)  # results of a host function: its caller reads them
+    passed = calls.passed(fused.body)  # results of a host function: its caller reads them
     grouped = [lc for lc in fused.launches if lc.kernel.layout.parts]
     assert all(lc.kernel.layout.scratch for lc in grouped)
     for lc in grouped:

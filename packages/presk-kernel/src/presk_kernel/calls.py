@@ -85,6 +85,17 @@ def calls_in(call: Call) -> Iterator[Call]:
             yield from calls_in(item)
 
 
+def passed(call: Call | None) -> set[int]:
+    """The host buffers passed to or from a host function (a `Call`) under `call`, itself
+    included (none for a schedule without calls)."""
+    if call is None:
+        return set()
+    out = {a.buf for a in call.args + call.results}
+    for c in calls_in(call):
+        out |= {a.buf for a in c.args + c.results}
+    return out
+
+
 def flat_launches(schedule: Schedule) -> tuple[Launch, ...]:
     """The launches in the order the host runs them: the entry's call flattened."""
     return tuple(schedule.launches[i] for i in call_launches(entry_call(schedule)))

@@ -37,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 
+from presk_kernel.calls import passed
 from presk_kernel.contract import recognize
 from presk_kernel.ir import (
     Affine,
@@ -100,7 +101,7 @@ def with_scratch(schedule: Schedule) -> Schedule:
     from presk_kernel.written import zeroed  # (it reads a group as its members: unfused)
 
     bound = Counter(a.buf for lc in schedule.launches for a in lc.args)
-    fixed = {*schedule.inputs, *schedule.outputs, *zeroed(schedule), *_passed(schedule.body)}
+    fixed = {*schedule.inputs, *schedule.outputs, *zeroed(schedule), *passed(schedule.body)}
     temp = {b.id for b in schedule.buffers if b.role == "temp"}
     launches = list(schedule.launches)
     for n, lc in enumerate(launches):
@@ -124,17 +125,6 @@ def with_scratch(schedule: Schedule) -> Schedule:
         if mine and check_layout(k, layout) is None:
             launches[n] = Launch(apply_layout(k, layout), lc.args)
     return dataclasses.replace(schedule, launches=tuple(launches))
-
-
-def _passed(call) -> set[int]:
-    """The host buffers passed to or from a host function (`Call`) under `call`."""
-    if call is None:
-        return set()
-    out = {a.buf for a in call.args + call.results}
-    for c in call.body:
-        if not isinstance(c, int):
-            out |= _passed(c)
-    return out
 
 
 # ---- which launches form a group -----------------------------------------------------

@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from presk_kernel.calls import fused_body
+from presk_kernel.calls import fused_body, passed
 from presk_kernel.contract import perfect_nest
 from presk_kernel.ir import (
     Affine,
@@ -53,7 +53,7 @@ def one_stacks(schedule: Schedule) -> tuple[Schedule, int]:
     (the module's docstring), and how many sums were."""
     launches = schedule.launches
     host = {b.id: b for b in schedule.buffers}
-    fixed = {*schedule.inputs, *schedule.outputs, *_passed(schedule.body)}
+    fixed = {*schedule.inputs, *schedule.outputs, *passed(schedule.body)}
     writers: dict[int, list[int]] = {}
     readers: dict[int, list[int]] = {}
     for i, lc in enumerate(launches):
@@ -234,17 +234,6 @@ def _replace_store(body: tuple, old: Store, new: Store) -> tuple:
             s = dataclasses.replace(s, body=_replace_store(s.body, old, new))
         out.append(s)
     return tuple(out)
-
-
-def _passed(call: Call | None) -> set[int]:
-    """The host buffers passed to or from a host function under `call`."""
-    if call is None:
-        return set()
-    out = {a.buf for a in call.args + call.results}
-    for c in call.body:
-        if not isinstance(c, int):
-            out |= _passed(c)
-    return out
 
 
 def _owners(call: Call | None) -> dict[int, int]:
