@@ -69,7 +69,7 @@ def one_stacks(schedule: Schedule) -> tuple[Schedule, int]:
         if plan is None or any(w in new or w in gone for w, _ in plan):
             continue
         out = lc.args[-1]
-        ((_, store),) = [_store(lc.kernel)]
+        _, store = _store(lc.kernel)
         last = max(w for w, _ in plan)
         for slot, (w, fill) in enumerate(plan):
             # the steps the launch now stands for: its fill's, its own, and (the last of
