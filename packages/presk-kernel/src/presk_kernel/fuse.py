@@ -178,8 +178,15 @@ def _producer(
 
 def producer_store(launch: Launch) -> tuple[list[Loop], Store] | None:
     """The loops and the one store of an elementwise kernel writing all of its output."""
-    k = launch.kernel
-    if len(k.outputs) != 1 or launch.args[-1].offset != 0:
+    if launch.args[-1].offset != 0:
+        return None
+    return whole_store(launch.kernel)
+
+
+def whole_store(k: Kernel) -> tuple[list[Loop], Store] | None:
+    """The loops and the one store of a kernel that is a nest of parallel loops storing its
+    one output at its loop variables, in order (presk_kernel.stacks reads it too)."""
+    if len(k.outputs) != 1:
         return None
     loops, body = [], k.body
     while len(body) == 1 and isinstance(body[0], Loop) and not body[0].serial:

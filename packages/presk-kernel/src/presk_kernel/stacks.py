@@ -31,14 +31,12 @@ import dataclasses
 import math
 
 from presk_kernel.calls import fused_body, passed
-from presk_kernel.contract import perfect_nest
+from presk_kernel.fuse import whole_store
 from presk_kernel.ir import (
-    Affine,
     Arg,
     Call,
     Const,
     Launch,
-    Let,
     Load,
     Loop,
     Op,
@@ -98,7 +96,7 @@ def _sum(lc, r, host, fixed, writers, readers, launches, owner) -> list | None:
     found = _store(k)
     if found is None:
         return None
-    loops, store = found
+    store = found[1]
     if store.buf != len(k.inputs) or not _pure(store.expr, store.index, len(k.inputs)):
         return None
     shape = k.outputs[0].shape
@@ -146,21 +144,11 @@ def _sum(lc, r, host, fixed, writers, readers, launches, owner) -> list | None:
 
 
 def _store(k) -> tuple[list[Loop], Store] | None:
-    """A kernel that is one perfect nest storing its one output whole, each element once,
-    at its loop variables in order (lets before it allowed): the loops and the store."""
-    loops = perfect_nest(k)
-    body = plain(k.body)
-    for lp in loops:
-        body = lp.body
-    *lets, last = body if body else (None,)
-    if not isinstance(last, Store) or not all(isinstance(s, Let) for s in lets):
+    """`fuse.whole_store`, its loops over the whole of the output: each element stored once."""
+    found = whole_store(k)
+    if found is None or tuple(lp.extent for lp in found[0]) != k.outputs[0].shape:
         return None
-    out = k.buffers[last.buf]
-    if last.buf < len(k.inputs) or tuple(lp.extent for lp in loops) != out.shape:
-        return None
-    if last.index != tuple(Affine.var(lp.var) for lp in loops):
-        return None
-    return loops, last
+    return found
 
 
 def _pure(e, index: tuple, inputs: int) -> bool:
