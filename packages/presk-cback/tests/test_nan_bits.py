@@ -142,3 +142,40 @@ def test_the_c_export_gives_the_nans_bits(tmp_path):
     got = D.read_reals(str(tmp_path / "out.psk.d")).reshape(want.shape)
     assert np.isnan(want[0, 0, 4]).all() and np.isnan(want[0, 1, 6]).all()
     assert got.view(np.uint64).tolist() == want.view(np.uint64).tolist()
+
+
+def quick_rows(dtype, t, seed) -> np.ndarray:
+    """Rows for a max fold's quick steps (PRESK_QUICK_VSTEP) and their check, at T 40: in
+    the first 16 rows (one block of the f32 folds, two of f64's) two NaNs of other payloads
+    in one row (the first wins), a NaN first (the fold's start), one last, rows of ±∞; in the
+    next 16 a row whose largest is +0 between −0s (a quick step keeps the last) and one
+    whose largest is −0; in the last 8 (f32's block of 8) a NaN again."""
+    x = np.random.default_rng(seed).standard_normal((t, t)).astype(dtype)
+    quiet = np.array(nan(dtype)).view(UINT[dtype])
+    x[0, 3], x[0, 30] = (quiet + 5).view(dtype), (quiet + 9).view(dtype)
+    x[1, 0] = (quiet + 7).view(dtype)
+    x[7, t - 1] = -nan(dtype)
+    x[4, 17], x[5] = np.inf, -np.inf
+    x[18] = -np.abs(x[18])
+    x[18, 11], x[18, 12], x[18, 13] = -0.0, 0.0, -0.0
+    x[19] = -np.abs(x[19]) - 1
+    x[19, 20] = -0.0
+    x[35, 20] = (quiet + 3).view(dtype)
+    return x
+
+
+def test_max_folds_quick_steps_give_the_ieee_bits():
+    """A max fold, a causal softmax and a log-softmax at T 40 (the folds of 16 and 8 rows in
+    vectors, 8 steps a block) over quick_rows: the quick steps' result where it holds, the
+    IEEE steps' where a NaN or a zero sends the block back, on every executor."""
+    for entry in ("top", "soft", "logsoft"):
+        for realize, dtype in (("f64", np.float64), ("f32", np.float32)):
+            schedule, args, _ = lowered(NAN_BITS, entry, (("T", 40),), realize)
+            args = [quick_rows(dtype, 40, seed) for seed in range(len(args))]
+            runs = executors(schedule, args)
+            assert all(same(got, runs[0]) for got in runs[1:]), (entry, realize)
+            if entry == "top":
+                o = runs[0][0].view(UINT[dtype])
+                quiet = np.array(nan(dtype)).view(UINT[dtype])
+                assert o[0] == quiet + 5 and o[1] == quiet + 7 and o[35] == quiet + 3
+                assert o[18] == 0 and o[19] == np.array(-0.0, dtype).view(UINT[dtype])

@@ -119,6 +119,44 @@ typedef double presk_f64x8_u __attribute__((vector_size(64), aligned(8)));
 #define presk_min_x8(acc, x) PRESK_IEEE_VSTEP(presk_f64x8, presk_i64x8, PRESK_LT, |, acc, x)
 #define presk_maxf_x8(acc, x) PRESK_IEEE_VSTEP(presk_f32x8, presk_i32x8, PRESK_GT, &, acc, x)
 #define presk_minf_x8(acc, x) PRESK_IEEE_VSTEP(presk_f32x8, presk_i32x8, PRESK_LT, |, acc, x)
+/* A max (min) fold's quick step: x where it is larger (smaller) than acc or they are
+ * unordered or equal (MAXPS's rule: one instruction, no NaN carried), and beside it in `mag`
+ * the largest |x| by its bits, above an infinity's only if a term was NaN. Where no term is
+ * NaN and the result is not zero, the result is the IEEE fold's bit for bit (terms equal to
+ * it have its bits), so a fold takes the quick steps, checks both after, and folds again by
+ * PRESK_IEEE_VSTEP where one fails (presk_cback.strip) */
+#define PRESK_QUICK_VSTEP(V, I, GT, ABS, acc, mag, x) do { \
+    const V b_ = (x); const I m_ = (I)b_ & ABS; (mag) = PRESK_VSEL((I)(m_ > (mag)), m_, (mag)); \
+    (acc) = (V)PRESK_VSEL((I)GT((acc), b_), (I)(acc), (I)b_); } while (0)
+#define PRESK_ABS64 0x7fffffffffffffffLL
+#define PRESK_INF64 0x7ff0000000000000LL
+#define PRESK_ABS32 0x7fffffff
+#define PRESK_INF32 0x7f800000
+/* the same by the instructions themselves where the target has them (GCC writes the
+ * generic form as compares and blends): MAXPS(a, b) is a > b ? a : b, MINPS a < b ? a : b */
+#if defined(__AVX2__)
+#include <immintrin.h>
+#define presk_maxf_q8(acc, mag, x) do { const presk_f32x8 b_ = (x); \
+    (mag) = (presk_i32x8)_mm256_max_epi32((__m256i)(mag), (__m256i)((presk_i32x8)b_ & PRESK_ABS32)); \
+    (acc) = (presk_f32x8)_mm256_max_ps((__m256)(acc), (__m256)b_); } while (0)
+#define presk_minf_q8(acc, mag, x) do { const presk_f32x8 b_ = (x); \
+    (mag) = (presk_i32x8)_mm256_max_epi32((__m256i)(mag), (__m256i)((presk_i32x8)b_ & PRESK_ABS32)); \
+    (acc) = (presk_f32x8)_mm256_min_ps((__m256)(acc), (__m256)b_); } while (0)
+#else
+#define presk_maxf_q8(acc, mag, x) PRESK_QUICK_VSTEP(presk_f32x8, presk_i32x8, PRESK_GT, PRESK_ABS32, acc, mag, x)
+#define presk_minf_q8(acc, mag, x) PRESK_QUICK_VSTEP(presk_f32x8, presk_i32x8, PRESK_LT, PRESK_ABS32, acc, mag, x)
+#endif
+#if defined(__AVX512F__)
+#define presk_max_q8(acc, mag, x) do { const presk_f64x8 b_ = (x); \
+    (mag) = (presk_i64x8)_mm512_max_epi64((__m512i)(mag), (__m512i)((presk_i64x8)b_ & PRESK_ABS64)); \
+    (acc) = (presk_f64x8)_mm512_max_pd((__m512d)(acc), (__m512d)b_); } while (0)
+#define presk_min_q8(acc, mag, x) do { const presk_f64x8 b_ = (x); \
+    (mag) = (presk_i64x8)_mm512_max_epi64((__m512i)(mag), (__m512i)((presk_i64x8)b_ & PRESK_ABS64)); \
+    (acc) = (presk_f64x8)_mm512_min_pd((__m512d)(acc), (__m512d)b_); } while (0)
+#else
+#define presk_max_q8(acc, mag, x) PRESK_QUICK_VSTEP(presk_f64x8, presk_i64x8, PRESK_GT, PRESK_ABS64, acc, mag, x)
+#define presk_min_q8(acc, mag, x) PRESK_QUICK_VSTEP(presk_f64x8, presk_i64x8, PRESK_LT, PRESK_ABS64, acc, mag, x)
+#endif
 /* The 8×8 block a[0..7][v..v+7] transposed into c[0..7] (c[q] the 8 rows' terms v + q), by
  * three rounds of shuffles: a strip's folds read their next 8 steps so, not element by
  * element (presk_cback.strip); nothing is computed, the terms are only moved. Each loop is

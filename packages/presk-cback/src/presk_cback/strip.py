@@ -445,38 +445,62 @@ class Strip:
         lane the left fold of its row over its terms `acc_t[row][1..upto)`, in one loop:
         independent chains, their latencies overlapping. The terms 8 steps at a time: an
         8×8 block of a vector's rows' terms transposed in registers (PRESK_T8), each column
-        a step of its 8 folds, in the fold's order."""
+        a step of its 8 folds, in the fold's order.
+
+        A max or a min takes quick steps first (PRESK_QUICK_VSTEP, MAXPS's rule: a third of
+        the IEEE step's instructions). They give the IEEE fold's bits wherever no term is
+        NaN and the result is not zero; where a lane fails that, the block folds again by
+        the IEEE step."""
         from presk_cback.emit import _name
 
         kc, t = self.kc, r.dtype
         acc, v = _name(r.acc), _name(r.vars[0][0])
         f = "f" if t == "f32" else ""
         vt, it = f"presk_{t}x{ROWS}", f"presk_i{t[1:]}x{ROWS}"
-        step = "+" if r.op == "add" else f"presk_{r.op}{f}_x{ROWS}"
-
-        def fold(h: int, x: str) -> str:
-            a = f"{acc}_v{h}"
-            return f"{a} = {a} + {x};" if step == "+" else f"{step}({a}, {x});"
-
         hs = range(chains)
+
+        def loop(fold, d: int) -> None:  # steps 1 .. upto of every chain, `fold(h, x)` each
+            kc.emit("{", d)
+            kc.emit(f"int64_t {v} = 1;", d + 1)
+            kc.emit(f"for (; {v} + {ROWS} <= {upto}; {v} += {ROWS}) {{", d + 1)
+            for h in hs:
+                kc.emit(f"{vt} x{h}[{ROWS}];", d + 2)
+                kc.emit(f"PRESK_T8({vt}, {it}, ({acc}_t + {h * ROWS}), {v}, x{h});", d + 2)
+            steps = " ".join(fold(h, f"x{h}[q]") for h in hs)
+            # unrolled whole, so the block's vectors stay in registers (-O2 leaves an array)
+            kc.emit(f"#pragma GCC unroll {ROWS}", d + 2)
+            kc.emit(f"for (int q = 0; q < {ROWS}; q++) {{ {steps} }}", d + 2)
+            kc.emit("}", d + 1)
+            kc.emit(f"for (; {v} < {upto}; {v}++) {{", d + 1)
+            for h in hs:
+                lanes = ", ".join(f"{acc}_t[{h * ROWS + j}][{v}]" for j in range(ROWS))
+                kc.emit(f"const {vt} x{h} = {{{lanes}}};", d + 2)
+            kc.emit(" ".join(fold(h, f"x{h}") for h in hs), d + 2)
+            kc.emit("}", d + 1)
+            kc.emit("}", d)
+
+        def start(d: int) -> None:  # each chain from its rows' first terms
+            for h in hs:
+                kc.emit(f"memcpy(&{acc}_v{h}, {acc} + {h * ROWS}, sizeof {acc}_v{h});", d)
+
         kc.emit(f"{vt} {', '.join(f'{acc}_v{h}' for h in hs)};", depth)
-        for h in hs:
-            kc.emit(f"memcpy(&{acc}_v{h}, {acc} + {h * ROWS}, sizeof {acc}_v{h});", depth)
-        kc.emit(f"int64_t {v} = 1;", depth)
-        kc.emit(f"for (; {v} + {ROWS} <= {upto}; {v} += {ROWS}) {{", depth)
-        for h in hs:
-            kc.emit(f"{vt} x{h}[{ROWS}];", depth + 1)
-            kc.emit(f"PRESK_T8({vt}, {it}, ({acc}_t + {h * ROWS}), {v}, x{h});", depth + 1)
-        steps = " ".join(fold(h, f"x{h}[q]") for h in hs)
-        # unrolled whole, so the block's vectors stay in registers (-O2 leaves an array)
-        kc.emit(f"#pragma GCC unroll {ROWS}", depth + 1)
-        kc.emit(f"for (int q = 0; q < {ROWS}; q++) {{ {steps} }}", depth + 1)
-        kc.emit("}", depth)
-        kc.emit(f"for (; {v} < {upto}; {v}++) {{", depth)
-        for h in hs:
-            lanes = ", ".join(f"{acc}_t[{h * ROWS + j}][{v}]" for j in range(ROWS))
-            kc.emit(f"const {vt} x{h} = {{{lanes}}};", depth + 1)
-        kc.emit(" ".join(fold(h, f"x{h}") for h in hs), depth + 1)
-        kc.emit("}", depth)
+        start(depth)
+        if r.op == "add":
+            loop(lambda h, x: f"{acc}_v{h} = {acc}_v{h} + {x};", depth)
+        else:
+            bits = t[1:]
+            mags = ", ".join(f"{acc}_m{h} = ({it}){acc}_v{h} & PRESK_ABS{bits}" for h in hs)
+            kc.emit(f"{it} {mags};", depth)
+            loop(lambda h, x: f"presk_{r.op}{f}_q{ROWS}({acc}_v{h}, {acc}_m{h}, {x});", depth)
+            kc.emit(f"int {acc}_q = 1;", depth)
+            kc.emit(f"for (int l = 0; l < {ROWS}; l++) {{", depth)
+            for h in hs:
+                ok = f"({acc}_m{h}[l] <= PRESK_INF{bits}) & ({acc}_v{h}[l] != 0)"
+                kc.emit(f"{acc}_q &= {ok};", depth + 1)
+            kc.emit("}", depth)
+            kc.emit(f"if (!{acc}_q) {{  /* a NaN or a zero: the IEEE steps */", depth)
+            start(depth + 1)
+            loop(lambda h, x: f"presk_{r.op}{f}_x{ROWS}({acc}_v{h}, {x});", depth + 1)
+            kc.emit("}", depth)
         for h in hs:
             kc.emit(f"memcpy({acc} + {h * ROWS}, &{acc}_v{h}, sizeof {acc}_v{h});", depth)
