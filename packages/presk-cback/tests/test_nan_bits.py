@@ -179,3 +179,25 @@ def test_max_folds_quick_steps_give_the_ieee_bits():
                 quiet = np.array(nan(dtype)).view(UINT[dtype])
                 assert o[0] == quiet + 5 and o[1] == quiet + 7 and o[35] == quiet + 3
                 assert o[18] == 0 and o[19] == np.array(-0.0, dtype).view(UINT[dtype])
+
+
+def test_a_strided_values_products_repair_finds_its_zeros_and_infinities():
+    """`merged` at T 64 (heads side by side: the banded products' rows of B and C strided
+    by heads × hd, their repair's flags by column): the first 24 rows of head 0 fold only
+    −0 terms in their panels (v −0 there), where the whole fold adds +0·v after them (+0);
+    a v hidden from the rows before it infinite or NaN (head 1); f32 and f64, on every
+    executor."""
+    for realize, dtype in (("f64", np.float64), ("f32", np.float32)):
+        schedule, args, _ = lowered(NAN_BITS, "merged", (("T", 64),), realize)
+        rng = np.random.default_rng(5)
+        q, k = (rng.standard_normal((64, 2, 16)).astype(dtype) for _ in range(2))
+        v = np.abs(rng.standard_normal((64, 2, 16))).astype(dtype) + 1
+        v[:24, 0, 2] = -0.0
+        v[50, 1, 3], v[60, 1, 5] = np.inf, np.nan  # head 1 (in head 0 they would send
+        # every panel to the whole fold, past the −0s' check)
+        runs = executors(schedule, [q, k, v])
+        assert all(same(got, runs[0]) for got in runs[1:]), realize
+        o = runs[0][0]
+        assert (o[:24, 0, 2] == 0).all() and not np.signbit(o[:24, 0, 2]).any()  # −0 + +0
+        assert np.isnan(o[:50, 1, 3]).all() and np.isnan(o[:60, 1, 5]).all()
+        assert np.isfinite(o[:50, 1, :3]).all() and np.isfinite(o[:, 0]).all()

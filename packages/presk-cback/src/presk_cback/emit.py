@@ -60,6 +60,9 @@ PEEL = (
 # A cut product's repair scans the signs of a row's −0s this many columns at a time
 # (`KernelC.sign_scan`: two flag arrays of this many words on the stack)
 SCAN = 64
+# A cut product's repair checks B's values and a panel's rows of C into flags, one word a
+# column, or'ed once at the end (no reduction at every row), up to this many columns
+LANE_FLAGS = 256
 # A loop in threads inside serial tile loops (a softmax's rows split by batch within each
 # tile of rows: 32 regions a launch): one region around the outermost tile loop, every
 # thread running the tile loops and sharing the split loop's iterations in each, without a
@@ -803,11 +806,22 @@ class KernelC:
         )  # fmt: skip
         self.emit("{", depth)
         d = depth + 1
+        lanes = sbn == 1 and N <= LANE_FLAGS  # rows of B and C scanned into flags by column
+        self.emit(f"int64_t t_bad = {K if first else -1};", d)
+        if lanes:  # whether any value of B is not finite, first: a pass with no exit
+            self.emit(f"{u} t_yb[{N}] = {{0}}, t_any = 0;", d)
+            self.emit(f"for (int64_t t_k = 0; t_k < {K}; t_k++) {{", d)
+            self.emit("#pragma omp simd", 0)
+            self.emit(f"for (int64_t t_n = 0; t_n < {N}; t_n++)", d + 1)
+            at_b = f"((const {u} *){pb})[t_k*{sbk} + t_n]"
+            self.emit(f"t_yb[t_n] |= ({at_b} & {exp}) == {exp};", d + 2)
+            self.emit("}", d)
+            self.emit("#pragma omp simd reduction(|:t_any)", 0)
+            self.emit(f"for (int64_t t_n = 0; t_n < {N}; t_n++) t_any |= t_yb[t_n];", d)
+            self.emit("if (t_any)", d)
         if first:  # the first row of B holding a value not finite (K: none)
-            self.emit(f"int64_t t_bad = {K};", d)
             self.emit(f"for (int64_t t_k = 0; t_k < {K} && t_bad == {K}; t_k++) {{", d)
         else:  # the last row of B holding a value not finite (−1: none)
-            self.emit("int64_t t_bad = -1;", d)
             self.emit(f"for (int64_t t_k = {K} - 1; t_k >= 0 && t_bad < 0; t_k--) {{", d)
         self.emit(f"{u} t_y = 0;", d + 1)  # a row's exponents all ones, or'ed: vectorised
         self.emit("#pragma omp simd reduction(|:t_y)", 0)
@@ -833,6 +847,17 @@ class KernelC:
                 self.emit("#pragma omp simd reduction(|:t_zp)", 0)
                 self.emit(f"for (int64_t t_i = t_r0*{N}; t_i < t_r1*{N}; t_i++)", d + 2)
                 self.emit(f"t_zp |= ((const {u} *){pc})[t_i] == {sign};", d + 3)
+            elif scn == 1 and N <= LANE_FLAGS:  # flags by column, or'ed once: no reduction
+                # at every row
+                self.emit(f"{u} t_za[{N}] = {{0}};", d + 2)
+                self.emit("for (int64_t t_r = t_r0; t_r < t_r1; t_r++) {", d + 2)
+                self.emit("#pragma omp simd", 0)
+                self.emit(f"for (int64_t t_n = 0; t_n < {N}; t_n++)", d + 3)
+                at_c = f"((const {u} *){pc})[t_r*{scm} + t_n]"
+                self.emit(f"t_za[t_n] |= {at_c} == {sign};", d + 4)
+                self.emit("}", d + 2)
+                self.emit("#pragma omp simd reduction(|:t_zp)", 0)
+                self.emit(f"for (int64_t t_n = 0; t_n < {N}; t_n++) t_zp |= t_za[t_n];", d + 2)
             else:
                 self.emit("for (int64_t t_r = t_r0; t_r < t_r1; t_r++) {", d + 2)
                 self.emit("#pragma omp simd reduction(|:t_zp)", 0)
