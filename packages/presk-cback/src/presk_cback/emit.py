@@ -62,6 +62,7 @@ PEEL = (
 SCAN = 64
 # A cut product's repair checks B's values and a panel's rows of C into flags, one word a
 # column, or'ed once at the end (no reduction at every row), up to this many columns
+# (`KernelC.flag_scan`)
 LANE_FLAGS = 256
 # A loop in threads inside serial tile loops (a softmax's rows split by batch within each
 # tile of rows: 32 regions a launch): one region around the outermost tile loop, every
@@ -806,18 +807,11 @@ class KernelC:
         )  # fmt: skip
         self.emit("{", depth)
         d = depth + 1
-        lanes = sbn == 1 and N <= LANE_FLAGS  # rows of B and C scanned into flags by column
         self.emit(f"int64_t t_bad = {K if first else -1};", d)
-        if lanes:  # whether any value of B is not finite, first: a pass with no exit
-            self.emit(f"{u} t_yb[{N}] = {{0}}, t_any = 0;", d)
-            self.emit(f"for (int64_t t_k = 0; t_k < {K}; t_k++) {{", d)
-            self.emit("#pragma omp simd", 0)
-            self.emit(f"for (int64_t t_n = 0; t_n < {N}; t_n++)", d + 1)
-            at_b = f"((const {u} *){pb})[t_k*{sbk} + t_n]"
-            self.emit(f"t_yb[t_n] |= ({at_b} & {exp}) == {exp};", d + 2)
-            self.emit("}", d)
-            self.emit("#pragma omp simd reduction(|:t_any)", 0)
-            self.emit(f"for (int64_t t_n = 0; t_n < {N}; t_n++) t_any |= t_yb[t_n];", d)
+        if N <= LANE_FLAGS:  # whether any value of B is not finite, first: a pass with no exit
+            self.emit(f"{u} t_any = 0;", d)
+            at_b = f"((const {u} *){pb})[t_r*{sbk} + t_n*{sbn}]"
+            self.flag_scan("t_any", u, "0", str(K), N, f"({at_b} & {exp}) == {exp}", d)
             self.emit("if (t_any)", d)
         if first:  # the first row of B holding a value not finite (K: none)
             self.emit(f"for (int64_t t_k = 0; t_k < {K} && t_bad == {K}; t_k++) {{", d)
@@ -847,24 +841,9 @@ class KernelC:
                 self.emit("#pragma omp simd reduction(|:t_zp)", 0)
                 self.emit(f"for (int64_t t_i = t_r0*{N}; t_i < t_r1*{N}; t_i++)", d + 2)
                 self.emit(f"t_zp |= ((const {u} *){pc})[t_i] == {sign};", d + 3)
-            elif scn == 1 and N <= LANE_FLAGS:  # flags by column, or'ed once: no reduction
-                # at every row
-                self.emit(f"{u} t_za[{N}] = {{0}};", d + 2)
-                self.emit("for (int64_t t_r = t_r0; t_r < t_r1; t_r++) {", d + 2)
-                self.emit("#pragma omp simd", 0)
-                self.emit(f"for (int64_t t_n = 0; t_n < {N}; t_n++)", d + 3)
-                at_c = f"((const {u} *){pc})[t_r*{scm} + t_n]"
-                self.emit(f"t_za[t_n] |= {at_c} == {sign};", d + 4)
-                self.emit("}", d + 2)
-                self.emit("#pragma omp simd reduction(|:t_zp)", 0)
-                self.emit(f"for (int64_t t_n = 0; t_n < {N}; t_n++) t_zp |= t_za[t_n];", d + 2)
             else:
-                self.emit("for (int64_t t_r = t_r0; t_r < t_r1; t_r++) {", d + 2)
-                self.emit("#pragma omp simd reduction(|:t_zp)", 0)
-                self.emit(f"for (int64_t t_n = 0; t_n < {N}; t_n++)", d + 3)
                 at_c = f"((const {u} *){pc})[t_r*{scm} + t_n*{scn}]"
-                self.emit(f"t_zp |= {at_c} == {sign};", d + 4)
-                self.emit("}", d + 2)
+                self.flag_scan("t_zp", u, "t_r0", "t_r1", N, f"{at_c} == {sign}", d + 2)
             self.emit("if (!t_zp) continue;", d + 2)
             self.emit("}", d + 1)
         self.emit(f"if ({skip}) {{", d + 1)
@@ -919,6 +898,26 @@ class KernelC:
         self.emit("}", d + 1)
         self.emit("}", d)
         self.emit("}", depth)
+
+    def flag_scan(self, var: str, u: str, lo: str, hi: str, n: int, cond: str, d: int) -> None:
+        """`var |= cond` over rows t_r in [lo, hi) and columns t_n < n: into one flag a
+        column, OR'ed once at the end, up to LANE_FLAGS columns (a reduction at every row
+        cost about the row's loads again); one reduction a row beyond."""
+        if n > LANE_FLAGS:
+            self.emit(f"for (int64_t t_r = {lo}; t_r < {hi}; t_r++) {{", d)
+            self.emit(f"#pragma omp simd reduction(|:{var})", 0)
+            self.emit(f"for (int64_t t_n = 0; t_n < {n}; t_n++) {var} |= {cond};", d + 1)
+            self.emit("}", d)
+            return
+        self.emit("{", d)
+        self.emit(f"{u} t_f[{n}] = {{0}};", d + 1)
+        self.emit(f"for (int64_t t_r = {lo}; t_r < {hi}; t_r++) {{", d + 1)
+        self.emit("#pragma omp simd", 0)
+        self.emit(f"for (int64_t t_n = 0; t_n < {n}; t_n++) t_f[t_n] |= {cond};", d + 2)
+        self.emit("}", d + 1)
+        self.emit(f"#pragma omp simd reduction(|:{var})", 0)
+        self.emit(f"for (int64_t t_n = 0; t_n < {n}; t_n++) {var} |= t_f[t_n];", d + 1)
+        self.emit("}", d)
 
     def sign_scan(self, pa, pb, pc, strides, K, N, first: bool, u: str, sign: str, d: int):
         """In a cut product's repair (`band_call`), a row of C holding a −0 where A is ±0
