@@ -138,25 +138,23 @@ typedef double presk_f64x8_u __attribute__((vector_size(64), aligned(8)));
 #define PRESK_INF32 0x7f800000
 /* the same by the instructions themselves where the target has them (GCC writes the
  * generic form as compares and blends): MAXPS(a, b) is a > b ? a : b, MINPS a < b ? a : b */
+#define PRESK_QUICK_X86(V, I, IV, FV, IMAX, FOP, ABS, acc, mag, x) do { const V b_ = (x); \
+    (mag) = (I)IMAX((IV)(mag), (IV)((I)b_ & ABS)); (acc) = (V)FOP((FV)(acc), (FV)b_); } while (0)
 #if defined(__AVX2__)
 #include <immintrin.h>
-#define presk_maxf_q8(acc, mag, x) do { const presk_f32x8 b_ = (x); \
-    (mag) = (presk_i32x8)_mm256_max_epi32((__m256i)(mag), (__m256i)((presk_i32x8)b_ & PRESK_ABS32)); \
-    (acc) = (presk_f32x8)_mm256_max_ps((__m256)(acc), (__m256)b_); } while (0)
-#define presk_minf_q8(acc, mag, x) do { const presk_f32x8 b_ = (x); \
-    (mag) = (presk_i32x8)_mm256_max_epi32((__m256i)(mag), (__m256i)((presk_i32x8)b_ & PRESK_ABS32)); \
-    (acc) = (presk_f32x8)_mm256_min_ps((__m256)(acc), (__m256)b_); } while (0)
+#define PRESK_QUICK32(FOP, acc, mag, x) \
+    PRESK_QUICK_X86(presk_f32x8, presk_i32x8, __m256i, __m256, _mm256_max_epi32, FOP, PRESK_ABS32, acc, mag, x)
+#define presk_maxf_q8(acc, mag, x) PRESK_QUICK32(_mm256_max_ps, acc, mag, x)
+#define presk_minf_q8(acc, mag, x) PRESK_QUICK32(_mm256_min_ps, acc, mag, x)
 #else
 #define presk_maxf_q8(acc, mag, x) PRESK_QUICK_VSTEP(presk_f32x8, presk_i32x8, PRESK_GT, PRESK_ABS32, acc, mag, x)
 #define presk_minf_q8(acc, mag, x) PRESK_QUICK_VSTEP(presk_f32x8, presk_i32x8, PRESK_LT, PRESK_ABS32, acc, mag, x)
 #endif
 #if defined(__AVX512F__)
-#define presk_max_q8(acc, mag, x) do { const presk_f64x8 b_ = (x); \
-    (mag) = (presk_i64x8)_mm512_max_epi64((__m512i)(mag), (__m512i)((presk_i64x8)b_ & PRESK_ABS64)); \
-    (acc) = (presk_f64x8)_mm512_max_pd((__m512d)(acc), (__m512d)b_); } while (0)
-#define presk_min_q8(acc, mag, x) do { const presk_f64x8 b_ = (x); \
-    (mag) = (presk_i64x8)_mm512_max_epi64((__m512i)(mag), (__m512i)((presk_i64x8)b_ & PRESK_ABS64)); \
-    (acc) = (presk_f64x8)_mm512_min_pd((__m512d)(acc), (__m512d)b_); } while (0)
+#define PRESK_QUICK64(FOP, acc, mag, x) \
+    PRESK_QUICK_X86(presk_f64x8, presk_i64x8, __m512i, __m512d, _mm512_max_epi64, FOP, PRESK_ABS64, acc, mag, x)
+#define presk_max_q8(acc, mag, x) PRESK_QUICK64(_mm512_max_pd, acc, mag, x)
+#define presk_min_q8(acc, mag, x) PRESK_QUICK64(_mm512_min_pd, acc, mag, x)
 #else
 #define presk_max_q8(acc, mag, x) PRESK_QUICK_VSTEP(presk_f64x8, presk_i64x8, PRESK_GT, PRESK_ABS64, acc, mag, x)
 #define presk_min_q8(acc, mag, x) PRESK_QUICK_VSTEP(presk_f64x8, presk_i64x8, PRESK_LT, PRESK_ABS64, acc, mag, x)
