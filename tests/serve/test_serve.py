@@ -64,28 +64,37 @@ def tiny(ckpt):
     return core, load_weights(core, "MiniGPT", str(ckpt), {})[0]
 
 
-def functions(tiny, options, prompt: int = 0):
+def functions(tiny, options, prompt: int = 0, last: int = -1):
     from presk_cli.serve import cached_function, logits_function
 
     core, theta = tiny
     dims = {"B": 1, "T": 8}
     whole = logits_function(core, "MiniGPT.apply", theta, 8, dims, options, 256)
-    return whole, cached_function(core, "MiniGPT.apply", theta, 8, dims, options, 256, prompt)
+    cached = cached_function(core, "MiniGPT.apply", theta, 8, dims, options, 256, prompt, last)
+    return whole, cached
 
 
 @pytest.mark.parametrize(
     "backend, prompt, tokens",
-    [("native", [1, 2, 3, 4, 5], 6), ("interp", [9] * 7, 3), ("native", [1, 2, 3], 7)],
+    [
+        ("native", [1, 2, 3, 4, 5], 6),
+        ("interp", [9] * 7, 3),
+        ("native", [1, 2, 3], 7),
+        ("interp", [1, 2], 4),
+        ("kernel", [1, 2], 4),
+    ],
 )
 def test_the_cache_gives_the_whole_windows_tokens(tiny, backend, prompt, tokens):
     """Greedy and sampled, the prompt filling the cache (over its first 4 positions for a
-    prompt of 3: the fill at a window of 4), steps to the window's end, then the window
-    sliding: the tokens of the whole-window loop (docs/serve.md). The kernel interpreter's
-    cached tokens are the others' (test_greedy_tokens_are_the_same_…)."""
+    prompt of 3, two for a prompt of 2), steps (at a window of 4 for positions 2
+    and 3) to the window's end, then the window sliding: the tokens of the whole-window
+    loop (docs/serve.md)."""
     from presk_cli.serve import generate
 
-    whole, cached = functions(tiny, (backend, "f64", 1), len(prompt))
-    assert cached.short == (4 if len(prompt) == 3 else 0)
+    last = min(len(prompt) + tokens - 2, 7)
+    whole, cached = functions(tiny, (backend, "f64", 1), len(prompt), last)
+    assert cached.short == {2: 2, 3: 4}.get(len(prompt), 0)
+    assert cached.windows == ((4,) if len(prompt) < 4 else ())
     for heat in (0.0, 1.0):
         want = generate(whole, prompt, 8, tokens, heat, 5, lambda t: None)
         assert generate(whole, prompt, 8, tokens, heat, 5, lambda t: None, cached) == want
@@ -94,8 +103,10 @@ def test_the_cache_gives_the_whole_windows_tokens(tiny, backend, prompt, tokens)
 def test_the_step_is_the_windows_row_bit_for_bit(tiny):
     """The fill's logits are the whole window's, the prompt's fill over its first two
     positions gives their rows, and each step's row t is the whole window's row t, to the
-    bit (presk_core.prefix), natively in f32."""
-    whole, cached = functions(tiny, ("native", "f32", 1), 2)
+    bit (presk_core.prefix), natively in f32: at positions 2 and 3 the step over the
+    cache's first 4 rows, then the whole window's."""
+    whole, cached = functions(tiny, ("native", "f32", 1), 2, 7)
+    assert cached.windows == (4,)
     ids = np.zeros(8, dtype=np.int64)
     ids[:2] = [7, 30]
     assert np.array_equal(cached.fill(ids), whole(ids))

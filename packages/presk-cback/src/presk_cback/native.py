@@ -205,6 +205,18 @@ class NativeEntry:
         assert _fits(array, NUMPY[self.buffers[buf].dtype], self._shape(buf)), buf
         self._place(buf, array.ctypes.data)
 
+    def held_in_arena(self) -> None:
+        """Every input and output of the calls of `presk_entry_io` with `table` at its own
+        space in the arena, as `presk_entry` has them (then `bind` moves some)."""
+        base = self.arena.ctypes.data
+        for buf in self.io:
+            self._place(buf, base + self.offsets[buf])
+
+    def call_io(self) -> None:
+        """`presk_entry_io` with `table` as bound (`held_in_arena`, `bind`)."""
+        if self.module.lib.presk_entry_io(pointer(self.arena, "char"), self.table):
+            raise KernelError(f"an index out of range in `{self.schedule.entry}`")
+
     def _place(self, buf: int, address: int) -> None:
         if buf in self.slot:
             self.table[self.slot[buf]] = ffi().cast("char *", address)

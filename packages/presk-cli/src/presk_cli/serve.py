@@ -531,8 +531,9 @@ def serve(
             why = "a realization file types the sites of the whole-window function"
         elif cache:
             shown.phase(f"deriving `{fn.name}` with a cache")
+            last = min(len(ids) + count - 2, window - 1)  # the last position of a step
             found = cached_function(
-                core, fn.name, theta, window, call_dims, options, bits, len(ids)
+                core, fn.name, theta, window, call_dims, options, bits, len(ids), last
             )
             cached, why = (None, found) if isinstance(found, str) else (found, None)
         shown.end_phase()

@@ -1,11 +1,12 @@
 """The generation function with a cache of the values later positions read (docs/serve.md,
 "Generation with a cache"): presk_core.prefix derives a fill (a window in one call, its
 cached values kept) and a step (one position from the cached rows); here each is compiled
-once on `presk serve`'s backend and wrapped as `Cached`. The prompt's fill runs over the
-first P positions of the window only, P the prompt's length rounded up to a power of two
-(the function specialized at that window: its rows are the whole window's), when the
-window's length is one dimension of the function; the whole window's fill is for a text
-that has slid."""
+once on `presk serve`'s backend and wrapped as `Cached`. When the window's length is one
+dimension of the function, the function is also derived at shorter windows, powers of two
+(its rows are the whole window's): the prompt's fill runs over the first P positions only,
+P its length rounded up, and the step of position t over the first P rows of the cache, P
+the power of two past t, for the positions the generation reaches (so its folds over the
+positions read P rows, not T). The whole window's fill is for a text that has slid."""
 
 from __future__ import annotations
 
@@ -16,11 +17,14 @@ class Cached:
     """The generation function with a cache (presk_core.prefix, docs/serve.md): `fill(ids,
     length)` the logits of a window ([T, V] doubles, or its first rows: at least `length`)
     whose first `length` tokens are real, its cached values kept; `step(token, t)` the
-    logits at position t ([V]) from the token there and the cached rows before it."""
+    logits at position t ([V]) from the token there and the cached rows before it.
+    `short` is the window of the prompt's fill (0: the whole window's), `windows` those of
+    the steps below the whole window."""
 
-    def __init__(self, fill, step, prefill=None, short: int = 0) -> None:
+    def __init__(self, fill, step, prefill=None, short: int = 0, windows=()) -> None:
         self.whole, self.step = fill, step
         self.prefill, self.short = prefill, short  # the fill of the first `short` positions
+        self.windows = tuple(windows)
 
     def fill(self, ids, length: int | None = None):
         if self.prefill is not None and length is not None and length <= self.short:
@@ -29,10 +33,10 @@ class Cached:
 
 
 def prefill_window(length: int, window: int, lowest: int = 1) -> int:
-    """The positions a prompt of `length` tokens is filled over: the power of two from it
-    (fewer compiled fills across prompts), at least 2 (at a window of one position a leaf
-    read by row is of length 1 there, and the derivation differs), at least the
-    dimension's lower bound, at most the window."""
+    """The positions a prompt of `length` tokens is filled over (and a step at position
+    length − 1 reads): the power of two from it (fewer compiled entries across prompts), at
+    least 2 (at a window of one position a leaf read by row is of length 1 there, and the
+    derivation differs), at least the dimension's lower bound, at most the window."""
     p = 1 << max(1, (length - 1).bit_length())
     return min(window, max(p, lowest))
 
@@ -48,23 +52,23 @@ def _derive(core, name: str, dims):
     return head, incremental(flat, head.name, len(head.params) - 1, 1)
 
 
-def _short(core, name: str, dims, inc, leaves: list, window: int, prompt: int):
-    """(P, the incremental form at window P, its leaves) for a prompt of `prompt` tokens,
-    or None: a prompt that fills the window, a window that is not one dimension alone, a
-    derivation that fails or differs from the whole window's but in its length (the same
-    cached values along the same axes; each leaf the same, or its first P rows where the
-    step reads it by row)."""
+def _window_dimension(core, name: str):
+    """The window's length when it is one dimension alone (its Lin and name), else None."""
+    seq = core.function(name).params[-1].type.shape.axes[1].length
+    return (seq, next(iter(seq.names))) if len(seq.names) == 1 else None
+
+
+def _shorter(core, name: str, dims, inc, leaves: list, p: int):
+    """(the incremental form at window p, its leaves), or None: a derivation that fails or
+    differs from the whole window's but in its length (the same cached values along the
+    same axes; each leaf the same, or its first p rows where the step reads it by row)."""
     import numpy as np
     from presk_core.flatten import FlattenError
     from presk_core.prefix import NoCache
     from presk_core.specialize import SpecializeError
 
-    seq = core.function(name).params[-1].type.shape.axes[1].length
-    if len(seq.names) != 1:
-        return None
-    (d,) = seq.names
-    p = prefill_window(prompt, window, dict(core.lowers).get(d, 1))
-    if p >= window or seq.value({**dims, d: p}) != p:
+    seq, d = _window_dimension(core, name)
+    if seq.value({**dims, d: p}) != p:
         return None
     try:
         head, short = _derive(core, name, {**dims, d: p})
@@ -85,15 +89,18 @@ def _short(core, name: str, dims, inc, leaves: list, window: int, prompt: int):
                 return None
             leaf = np.take(leaf, np.arange(p), axis=axis)
         out.append(leaf)
-    return p, short, out
+    return short, out
 
 
 def cached_function(
-    core, name: str, theta: dict, window: int, dims, options, bits: int, prompt: int = 0
-):
+    core, name: str, theta: dict, window: int, dims, options, bits: int, prompt: int = 0,
+    last: int = -1,
+):  # fmt: skip
     """The fill and the step of the generation function on the backend of `options`, each
-    compiled once, and the fill over the first positions for a prompt of `prompt` tokens
-    (0: none); or the reason (a string) the prefix analysis gives for none."""
+    compiled once; the fill over the first positions for a prompt of `prompt` tokens (0:
+    none), and the steps at shorter windows for the positions from `prompt` to `last` (the
+    last a step is asked for; −1: none); or the reason (a string) the prefix analysis gives
+    for none."""
     import numpy as np
     from presk_core.flatten import FlattenError, flat_arguments
     from presk_core.prefix import NoCache
@@ -106,21 +113,35 @@ def cached_function(
     except (NoCache, FlattenError, SpecializeError) as e:
         return str(e)
     leaves = flat_arguments(inc.program, [p.type for p in fn.params], [theta, ids0])[:-1]
-    short = _short(core, name, dims, inc, leaves, window, prompt) if prompt else None
-    fills = [(inc.program, inc.fill, leaves, window)]
-    if short is not None:
-        p, sinc, sleaves = short
-        fills.append((sinc.program, sinc.fill, sleaves, p))
-    caches = [np.zeros(shape) for shape, _ in inc.caches]
+    forms = {window: (inc, leaves)}  # window -> (its incremental form, its leaves)
+    fills, steps = [window], [window]  # the windows of the fills and of the steps
+    found = _window_dimension(core, name)
+    if found is not None:
+        lowest = dict(core.lowers).get(found[1], 1)
+
+        def derived(p: int) -> bool:
+            if p not in forms:
+                forms[p] = _shorter(core, name, dims, inc, leaves, p)
+            return forms[p] is not None
+
+        p = prefill_window(prompt, window, lowest) if prompt else window
+        fills += [p] if p < window and derived(p) else []
+        reached = {prefill_window(t + 1, window, lowest) for t in range(prompt, last + 1)}
+        steps = [p for p in sorted(reached) if p < window and derived(p)] + steps
     backend, realize, threads = options
+    caches = [np.zeros(shape) for shape, _ in inc.caches]  # the T rows of each cached value
 
     def rows(k: int, n: int) -> tuple:
         """The index of a cached value's first n rows."""
         return (slice(None),) * inc.caches[k][1] + (slice(0, n),)
 
-    def step_inputs(token: int, t: int) -> list:
+    def window_of(t: int) -> int:
+        """The window of the step at position t: the shortest past t."""
+        return next(p for p in steps if p > t)
+
+    def step_inputs(p: int, token: int, t: int) -> list:
         out = []
-        for kind, *rest in inc.inputs:
+        for kind, *rest in forms[p][0].inputs:
             if kind == "ids":
                 out.append(np.full((1, 1), token, dtype=np.int64))
             elif kind == "leaf":
@@ -132,57 +153,59 @@ def cached_function(
             elif kind == "onehot":
                 out.append(np.arange(rest[0]) == t)
             else:
-                out.append(caches[rest[0]])
+                out.append(caches[rest[0]][rows(rest[0], p)])
         return out
 
-    def put(k: int, row, t: int) -> None:
-        axis = inc.caches[k][1]
-        index = (slice(None),) * axis + (t,)
-        caches[k][index] = row
+    def fill_inputs(n: int) -> list:
+        return [*forms[n][1], np.zeros((1, n), np.int64)]
 
-    def made(found: list) -> Cached:
-        if len(found) == 1:
-            return Cached(found[0], step)
-        return Cached(found[0], step, found[1], fills[1][3])
+    def put(k: int, row, t: int) -> None:
+        caches[k][(slice(None),) * inc.caches[k][1] + (t,)] = row
+
+    def made(fill: dict, step) -> Cached:
+        short = fills[-1] if len(fills) > 1 else 0
+        return Cached(fill[window], step, fill.get(short), short, steps[:-1])
 
     if backend == "interp":
         from presk_core.interp import Interpreter
         from presk_core.run import interp_real
 
         caches = [np.asarray(c, dtype=object) for c in caches]
+        exact = lambda given: [interp_real(np.asarray(v, np.float64), bits) for v in given]  # noqa: E731
+        leaves = exact(leaves)  # the steps' (rows of) leaves
+        interps = {p: Interpreter(forms[p][0].program, bits) for p in {*fills, *steps}}
 
-        def interp_fill(program, entry: str, given: list, n: int):
-            interp = Interpreter(program, bits)
-            exact = [interp_real(np.asarray(v, dtype=np.float64), bits) for v in given]
+        def interp_fill(n: int):
+            form, given = forms[n][0], exact(forms[n][1])
 
             def fill(ids: np.ndarray) -> np.ndarray:
-                logits, *values = interp.run(entry, [*exact, ids.reshape(1, -1)], {})
+                logits, *values = interps[n].run(form.fill, [*given, ids.reshape(1, -1)], {})
                 for k, v in enumerate(values):
                     caches[k][rows(k, n)] = np.asarray(v, dtype=object)
                 return np.asarray(logits, dtype=object)[0].astype(np.float64)
 
             return fill
 
-        interp = Interpreter(inc.program, bits)
-        leaves = [interp_real(np.asarray(v, dtype=np.float64), bits) for v in leaves]
-
         def step(token: int, t: int) -> np.ndarray:
-            logits, *out = interp.run(inc.step, step_inputs(token, t), {})
+            p = window_of(t)
+            given = step_inputs(p, token, t)
+            logits, *out = interps[p].run(forms[p][0].step, given, {})
             for k, row in enumerate(out):
                 put(k, np.asarray(row, dtype=object), t)
             return np.asarray(logits, dtype=object).reshape(-1).astype(np.float64)
 
-        return made([interp_fill(*f) for f in fills])
+        return made({n: interp_fill(n) for n in fills}, step)
     from presk_kernel.interp import KernelError, from_storage, run_schedule, to_storage
 
     from presk_cli.native import compiled, lower, storage
 
+    def lower_form(n: int, function: str, given: list):
+        form = forms[n][0]
+        return lower(form.program, getattr(form, function), {}, given, realize, threads)
+
     try:  # what the kernels cannot lower of the derived functions leaves the whole window
-        lowered = [
-            lower(prog, entry, {}, [*given, np.zeros((1, n), np.int64)], realize, threads)
-            for prog, entry, given, n in fills
-        ]
-        step_s = lower(inc.program, inc.step, {}, step_inputs(0, 0), realize, threads)
+        fill_s = {n: lower_form(n, "fill", fill_inputs(n)) for n in fills}
+        step_s = {p: lower_form(p, "step", step_inputs(p, 0, 0)) for p in steps}
     except NativeError as e:
         return f"the fill and the step do not lower ({e.code}: {e})"
     if backend == "kernel":
@@ -193,12 +216,12 @@ def cached_function(
             except KernelError as e:
                 raise NativeError("E7003", str(e)) from None
 
-        def kernel_fill(schedule, given: list, n: int):
-            values = storage(schedule, [*given, np.zeros((1, n), np.int64)])
+        def kernel_fill(n: int):
+            values = storage(fill_s[n], fill_inputs(n))
 
             def fill(ids: np.ndarray) -> np.ndarray:
                 values[-1] = ids.reshape(1, -1)
-                logits, *out = run(schedule, values)
+                logits, *out = run(fill_s[n], values)
                 for k, v in enumerate(out):
                     caches[k][rows(k, n)] = np.asarray(v, dtype=np.float64)
                 return np.asarray(logits, dtype=np.float64).reshape(n, -1)
@@ -206,50 +229,108 @@ def cached_function(
             return fill
 
         def step(token: int, t: int) -> np.ndarray:
-            logits, *out = run(step_s, storage(step_s, step_inputs(token, t)))
+            p = window_of(t)
+            logits, *out = run(step_s[p], storage(step_s[p], step_inputs(p, token, t)))
             for k, row in enumerate(out):
                 put(k, np.asarray(row, dtype=np.float64), t)
             return np.asarray(logits, dtype=np.float64).reshape(-1)
 
-        return made([kernel_fill(s, f[2], f[3]) for s, f in zip(lowered, fills, strict=True)])
-    from presk_cback.load import pointer
+        return made({n: kernel_fill(n) for n in fills}, step)
+    from presk_cback.native import aligned_zeros
 
-    def loaded(schedule, values: list):
-        """The compiled entry, its inputs written into its arena once (θ stays there)."""
+    shared: dict = {}  # (id, type) -> (a leaf of θ, in that storage type): one for all
+
+    def loaded(schedule, values: list, theta):
+        """The compiled entry, its inputs written into its arena once, but the leaves of θ
+        at the positions `theta`, read where they lie: one array for every entry, those an
+        entry brings new in one block (aligned as the arena's spaces, and as large: its
+        pages huge as the arena's, which the product of one row streams)."""
         entry = compiled(schedule)
+        entry.held_in_arena()
         types = {b.id: b.dtype for b in schedule.buffers}
-        for buf, value in zip(schedule.inputs, storage(schedule, values), strict=True):
+        given = storage(schedule, values)
+        theta = theta if len(given) == len(values) else ()  # integer weights: their own
+        bound, new = {}, {}
+        for j, (buf, value) in enumerate(zip(schedule.inputs, given, strict=True)):
+            if j in theta and buf in entry.direct:
+                key = bound[buf] = (id(values[j]), types[buf])
+                if key not in shared and key not in new:
+                    new[key] = (values[j], to_storage(value, types[buf]))
+                continue
             view = entry.view(buf)
             view[...] = to_storage(np.asarray(value), types[buf]).reshape(view.shape)
+        sizes = [-(-stored.nbytes // 64) * 64 for _, stored in new.values()]
+        block, at = aligned_zeros(sum(sizes)), 0
+        for (key, (leaf, stored)), size in zip(new.items(), sizes, strict=True):
+            place = block[at : at + stored.nbytes].view(stored.dtype)
+            place[...] = stored.reshape(-1)
+            shared[key], at = (leaf, place), at + size
+        for buf, key in bound.items():
+            entry.bind(buf, shared[key][1].reshape(entry.view(buf).shape))
         return entry
 
-    step_e = loaded(step_s, step_inputs(0, 0))
-    step_types = {b.id: b.dtype for b in step_s.buffers}
-    step_out = [step_e.view(b) for b in step_s.outputs]
-    step_in = dict(enumerate(step_e.view(b) for b in step_s.inputs))
-    kinds = list(enumerate(inc.inputs))
-    rows_in = [(i, rest) for i, (kind, *rest) in kinds if kind == "leaf" and rest[1] is not None]
-    cache_in = {
-        rest[0]: step_in[i].reshape(inc.caches[rest[0]][0])
-        for i, (kind, *rest) in kinds
-        if kind == "cache"
-    }
-    (ids_in,) = (step_in[i] for i, (kind, *_) in kinds if kind == "ids")
-    masks_in = [step_in[i] for i, (kind, *_) in kinds if kind == "mask"]
-    onehots_in = [step_in[i] for i, (kind, *_) in kinds if kind == "onehot"]
+    def call(entry) -> None:
+        try:
+            entry.call_io()
+        except KernelError as e:
+            raise NativeError("E7003", str(e)) from None
+
     positions = np.arange(window)
-    # the rows of the leaves read by row, in the step's storage type, once
-    by_row = {
-        i: to_storage(np.moveaxis(leaves[leaf], axis, 0), step_types[step_s.inputs[i]])
-        for i, (leaf, axis) in rows_in
-    }
 
-    def call(entry, schedule) -> None:
-        if entry.module.lib.presk_entry(pointer(entry.arena, "char")):
-            raise NativeError("E7003", f"an index out of range in `{schedule.entry}`")
+    class Step:
+        """The native step at window p: its entry, and views of its inputs in its arena
+        (each cached value's first p rows among them: the cache these steps keep)."""
 
-    def native_fill(schedule, given: list, n: int):
-        entry = loaded(schedule, [*given, np.zeros((1, n), np.int64)])
+        def __init__(self, p: int) -> None:
+            form, schedule = forms[p][0], step_s[p]
+            self.p, self.schedule = p, schedule
+            whole = {j for j, how in enumerate(form.inputs) if how[0] == "leaf" and how[2] is None}
+            self.entry = loaded(schedule, step_inputs(p, 0, 0), whole)
+            self.types = {b.id: b.dtype for b in schedule.buffers}
+            self.out = [self.entry.view(b) for b in schedule.outputs]
+            given = [self.entry.view(b) for b in schedule.inputs]
+            kinds = list(zip(form.inputs, given, strict=True))
+            self.caches = {
+                rest[0]: view.reshape(form.caches[rest[0]][0])
+                for (kind, *rest), view in kinds
+                if kind == "cache"
+            }
+            (self.ids,) = (view for (kind, *_), view in kinds if kind == "ids")
+            self.masks = [view for (kind, *_), view in kinds if kind == "mask"]
+            self.onehots = [view for (kind, *_), view in kinds if kind == "onehot"]
+            # the rows of the leaves read by row, in the step's storage type, once
+            self.by_row = [
+                (view, to_storage(np.moveaxis(leaves[how[1]], how[2], 0), self.types[buf]))
+                for (how, view), buf in zip(kinds, schedule.inputs, strict=True)
+                if how[0] == "leaf" and how[2] is not None
+            ]
+
+        def keep(self, k: int, values, n: int) -> None:
+            """The first n rows of cached value k (n ≤ p)."""
+            self.caches[k][rows(k, n)] = values[rows(k, n)]
+
+        def __call__(self, token: int, t: int) -> np.ndarray:
+            self.ids[...] = token
+            for m in self.masks:
+                m[...] = (positions[: self.p] <= t).reshape(m.shape)
+            for m in self.onehots:
+                m[...] = (positions[: self.p] == t).reshape(m.shape)
+            for view, row in self.by_row:
+                view[...] = row[t].reshape(view.shape)
+            call(self.entry)
+            for k, view in enumerate(self.out[1:]):
+                for other in native_steps.values():  # each window past t keeps row t
+                    if other.p > t:
+                        at = other.caches[k][(slice(None),) * inc.caches[k][1] + (t,)]
+                        at[...] = view.reshape(at.shape)
+            widened = from_storage(self.out[0], self.types[self.schedule.outputs[0]])
+            return np.array(widened, dtype=np.float64).reshape(-1)
+
+    native_steps = {p: Step(p) for p in steps}
+
+    def native_fill(n: int):
+        schedule = fill_s[n]
+        entry = loaded(schedule, fill_inputs(n), range(len(forms[n][1])))
         ids_view = entry.view(schedule.inputs[-1])
         logits_view, *out = [entry.view(b) for b in schedule.outputs]
         logits_type = {b.id: b.dtype for b in schedule.buffers}[schedule.outputs[0]]
@@ -259,27 +340,16 @@ def cached_function(
 
         def fill(ids: np.ndarray) -> np.ndarray:
             ids_view[...] = ids.reshape(ids_view.shape)
-            call(entry, schedule)
+            call(entry)
             for k, view in enumerate(out):  # the cached values, in their storage type
-                cache_in[k][rows(k, n)] = view.reshape(shapes[k])
+                for s in native_steps.values():
+                    s.keep(k, view.reshape(shapes[k]), min(n, s.p))
             widened = from_storage(logits_view, logits_type)
             return np.array(widened, dtype=np.float64).reshape(n, -1)
 
         return fill
 
-    def step(token: int, t: int) -> np.ndarray:
-        ids_in[...] = token
-        for m in masks_in:
-            m[...] = (positions <= t).reshape(m.shape)
-        for m in onehots_in:
-            m[...] = (positions == t).reshape(m.shape)
-        for i, row in by_row.items():
-            step_in[i][...] = row[t].reshape(step_in[i].shape)
-        call(step_e, step_s)
-        for k, view in enumerate(step_out[1:]):
-            at = cache_in[k][(slice(None),) * inc.caches[k][1] + (t,)]
-            at[...] = view.reshape(at.shape)
-        widened = from_storage(step_out[0], step_types[step_s.outputs[0]])
-        return np.array(widened, dtype=np.float64).reshape(-1)
-
-    return made([native_fill(s, f[2], f[3]) for s, f in zip(lowered, fills, strict=True)])
+    return made(
+        {n: native_fill(n) for n in fills},
+        lambda token, t: native_steps[window_of(t)](token, t),
+    )
