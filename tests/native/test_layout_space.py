@@ -19,6 +19,7 @@ from presk_kernel.contract import recognize
 from presk_kernel.fuse import fuse
 from presk_kernel.interp import run_schedule
 from presk_kernel.layout import (
+    ROW_KBLOCK,
     apply_layout,
     check_layout,
     layout_space,
@@ -138,8 +139,10 @@ def test_points_of_the_spaces_compute_point_0s_bits_natively(compiler):
 @pytest.mark.parametrize("dtype", ["f64", "f32"])
 def test_a_product_of_one_row_in_strips_computes_the_gemms_bits_natively(compiler, dtype):
     """One row by a matrix (presk serve's step): the run's layout reads the matrix in strips
-    of lanes, split among threads (presk_kernel.layout.row_layout), not through the GEMM;
-    the bits are the GEMM's, at one thread and at two, and the kernel interpreter's."""
+    of lanes, in blocks of ROW_KBLOCK rows each across every strip (the partial sums
+    resumed from C; 200 rows: a last block of 8), split among threads
+    (presk_kernel.layout.row_layout), not through the GEMM; the bits are the GEMM's, at one
+    thread and at two, and the kernel interpreter's, laid out as the run lays it."""
     import numpy as np
     from presk_cback.native import NativeEntry
     from presk_kernel.layout import default_layout
@@ -155,6 +158,7 @@ def test_a_product_of_one_row_in_strips_computes_the_gemms_bits_natively(compile
     )
     for threads in (1, 2):
         layout = run_layout(k, threads)
-        assert layout.gemm is None
+        assert layout.gemm is None and layout.kblock == ROW_KBLOCK
         s = contraction_schedule(1, 200, 170, dtype, layout=layout)
         assert NativeEntry(s).run(args)[0].tobytes() == gemm.tobytes(), (threads, str(layout))
+        assert run_schedule(s, args, laid=True)[0].tobytes() == gemm.tobytes()

@@ -11,6 +11,7 @@ from presk_kernel.fuse import fuse
 from presk_kernel.ir import Kernel, Layout, Reduce, format_kernel, plain
 from presk_kernel.layout import (
     PACK_AT,
+    ROW_KBLOCK,
     LayoutError,
     applies,
     apply_layout,
@@ -130,9 +131,12 @@ def test_a_product_of_one_row_reads_its_matrix_in_strips_not_through_the_gemm():
         g = recognize(k)
         assert g.rows * g.cols * g.depth >= PACK_AT
         one, two = run_layout(k, 1), run_layout(k, 2)
-        assert one.gemm is None and one.pack == () and (g.n, WIDTH[dtype]) in one.tiles
+        assert one.gemm is None and one.pack == () and (g.n, 170) in one.tiles  # n whole
         assert one.lanes == g.n and one.split is None and check_layout(k, one) is None
-        assert (two.split, two.threads, two.depth) == (g.n, 2, 0)  # the strips among threads
+        assert one.kblock == ROW_KBLOCK and one.blocks[:2] == (g.n, g.k)  # B by 16 rows
+        assert (two.split, two.threads, two.depth) == (g.n, 2, 0)  # the strips among threads:
+        assert (g.n, 2 * WIDTH[dtype] if dtype == "f32" else 3 * WIDTH[dtype]) in two.tiles
+        assert two.kblock == ROW_KBLOCK  # a run of whole strips a thread, 16 rows at a time
     plain = run_schedule(contraction_schedule(1, 200, 170, "f32"), args)[0].tobytes()
     laid = contraction_schedule(1, 200, 170, "f32", layout=two)  # natively: tests/native
     assert run_schedule(laid, args, laid=True)[0].tobytes() == plain

@@ -80,6 +80,13 @@ CTYPE = {
 }
 
 PRELUDE = r"""
+/* a hint that the line at p is read soon (a fold in blocks of a matrix's rows, each block
+ * across all of its columns: the next block's lines, presk_cback.strip); no effect on a value */
+#if defined(__GNUC__)
+#define PRESK_PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PRESK_PREFETCH(p) ((void)(p))
+#endif
 static inline float presk_bf16_load(uint16_t h) {
     uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f;
 }

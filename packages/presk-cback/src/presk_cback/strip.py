@@ -321,6 +321,24 @@ class Strip:
         count = math.prod(n for _, _, n in r.vars)
         if count == 0:
             self.lanes(depth, lambda d: kc.emit(f"{ref} = {fold_identity(r.op, t)};", d))
+        elif r.block is not None:  # one block of the fold, resumed from the partial sums stored
+            ((v, _, n),) = r.vars
+            lo, v = _name(r.block), _name(v)
+
+            def resume(d: int) -> None:
+                code, have = kc.expr(r.resume)
+                kc.emit(f"{ref} = {kc.cast(code, have, t)};", d)
+
+            kc.emit(f"if ({lo} == 0) {{ const int64_t {v} = 0;", depth)
+            self.lanes(depth + 1, lambda d: kc.fold_step(r, d, True, ref))
+            kc.emit("} else {", depth)
+            self.lanes(depth + 1, resume)
+            kc.emit("}", depth)
+            hi = f"({lo} + {r.size} < {n} ? {lo} + {r.size} : {n})"
+            kc.emit(f"for (int64_t {v} = {lo} == 0 ? 1 : {lo}; {v} < {hi}; {v}++) {{", depth)
+            self.prefetch(r, depth + 1)
+            self.lanes(depth + 1, lambda d: kc.fold_step(r, d, False, ref))
+            kc.emit("}", depth)
         elif r.stop is not None:  # a narrowed fold: up to the largest stop of the strip's lanes
             ((v, _, n),) = r.vars
             hi = f"{acc}_n"
@@ -360,6 +378,33 @@ class Strip:
             for i in reversed(range(len(r.vars))):
                 kc.emit("}", depth + i)
         kc.laned.add(r.acc)
+
+    def prefetch(self, r: Reduce, depth: int) -> None:
+        """In a block of a fold in strips, at its variable's point k: a hint for the lines of
+        the strip's lanes at k + the block's size (the next block's) of each load that runs
+        down the fold and along the lanes (a matrix read a block of rows at a time, each
+        across every strip: left to the hardware, those lines come late, a row apart)."""
+        from presk_cback.arena import ITEMSIZE
+        from presk_cback.emit import _name
+
+        kc, ((var, _, n),) = self.kc, r.vars
+        loads = {
+            (buf, index)
+            for buf, index, _ in accesses(tuple(Let(r.acc, t) for t in r.terms))
+            if all(isinstance(i, Affine) for i in index)
+            and {var, self.v_var} <= {v for i in index for v, c in i.terms if c}
+        }
+        if not loads:
+            return
+        v, line = _name(var), 64 // ITEMSIZE[kc.k.buffers[next(iter(loads))[0]].dtype]
+        kc.emit(f"if ({v} + {r.size} < {n}) {{ const int64_t {v}_p = {v} + {r.size};", depth)
+        kc.emit(f"{{ const int64_t {v} = {v}_p;", depth + 1)
+        for at in range(0, self.width, line):
+            kc.emit(f"{{ const int64_t {self.v} = {self.v}_s + {at};", depth + 2)
+            for buf, index in sorted(loads, key=str):
+                kc.emit(f"PRESK_PREFETCH(&{kc.expr(Load(buf, index))[0]});", depth + 3)
+            kc.emit("}", depth + 2)
+        kc.emit("} }", depth + 1)
 
     def terms_first(self, r: Reduce, n: int, depth: int, hi: str | None = None) -> bool:
         """A fold of one variable, across rows: each row's terms computed first, in vector

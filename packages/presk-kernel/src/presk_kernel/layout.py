@@ -58,6 +58,11 @@ BATCH_EVEN = 8
 they do not divide among them evenly (`batch_split`)."""
 PACK_AT = 1 << 15
 """Multiply-adds from which a contraction's layout packs its operands (the generated GEMM)."""
+# A row times a matrix (row_layout) folds B's rows in blocks of this many, each block across
+# all of B's columns: measured (issue 26, b26) 14 GB/s against 7 for 384 × 1536 f32 read a
+# strip of 64 columns at a time down every row (with a hint for the next block's lines,
+# presk_cback.strip: 16.7 GB/s; 13 for 1536 × 384).
+ROW_KBLOCK = 16
 
 
 class LayoutError(Exception):
@@ -409,7 +414,7 @@ def apply_layout(k: Kernel, layout: Layout | None = None) -> Kernel:
     two = _two_pass_body(base, body) if layout.passes == 2 else None
     if two is not None:
         body = (TwoPass(two, body),)
-    plainly = fold is not None or two is not None  # no strips: the fold's blocks, two passes
+    plainly = two is not None  # no strips: two passes
     lanes_inner = layout.lanes == order[-1] and not plainly
     strip = strip_width(k, body, order[-1]) if lanes_inner else None
     for at in reversed(range(len(heads))):
@@ -735,8 +740,11 @@ def row_layout(k: Kernel, g, threads: int = 1) -> Layout | None:
     GEMM statement (a GEMM of one row packs all of B, a pass over it that a product reading
     each of its elements once does not need, and multiplies MR rows where one is real), but
     loops reading B where it lies, n in strips of lanes (presk_kernel.strips: one
-    accumulator per lane, the fold over k down B's rows), the strips split among `threads`.
-    The same fold per element, so the same bits (DESIGN §11)."""
+    accumulator per lane, the fold over k down B's rows). Past ROW_KBLOCK rows, the fold in
+    blocks of that many, each block across every strip, resumed from the partial sums in C
+    (B read in long runs). Among `threads`, n in as many runs of whole strips (a tile each,
+    the outermost loop), each thread's blocks of k within its own: one parallel region. The
+    same fold per element, so the same bits (DESIGN §11)."""
     from presk_kernel.strips import WIDTH
 
     if g.rows != 1 or g.stride(1, g.n) != 1 or k.compute not in WIDTH:
@@ -745,9 +753,14 @@ def row_layout(k: Kernel, g, threads: int = 1) -> Layout | None:
     if layout.lanes != g.n or not any(v == g.n for v, _ in layout.tiles):
         return None
     strip = WIDTH[k.compute]
-    tiles = tuple((v, strip if v == g.n else n) for v, n in layout.tiles)
+    split = threads > 1 and g.cols > strip
+    run = strip * -(-g.cols // (strip * threads)) if split else g.cols  # n's tile: a thread's
+    tiles = tuple((v, run if v == g.n else n) for v, n in layout.tiles)
     layout = dataclasses.replace(layout, tiles=tiles)
-    if threads > 1 and g.cols > strip:  # the strips among threads: the first laid-out loop
+    if g.depth > ROW_KBLOCK and fold_parts(k) is not None:
+        blocks = (g.n, g.k, *(v for v, _ in tiles if v != g.n))
+        layout = dataclasses.replace(layout, kblock=ROW_KBLOCK, blocks=blocks)
+    if split:
         heads = _heads(k, layout)
         if heads and heads[0] == ("tile", g.n):
             layout = dataclasses.replace(layout, split=g.n, threads=threads, depth=0)
