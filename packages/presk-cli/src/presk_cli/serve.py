@@ -344,7 +344,7 @@ class Temperature(click.ParamType):
 
 
 def generate(
-    logits: Callable[[np.ndarray], np.ndarray],
+    logits: Callable[[np.ndarray], np.ndarray] | None,
     prompt: list[int],
     window: int,
     tokens: int,
@@ -356,7 +356,8 @@ def generate(
     """`tokens` tokens after `prompt`, each from the last `window` tokens of the text so far:
     with `cached`, the window's first call fills the cache and each next token is one step
     at its position, until the text is longer than the window (then every token is the
-    whole window's, as without a cache: the positions have all moved)."""
+    whole window's, as without a cache: the positions have all moved, and the cache's fill
+    of the whole window gives them; `logits`, the whole-window function, is for no cache)."""
     import numpy as np
     from presk_core import random as R
 
@@ -524,18 +525,19 @@ def serve(
         if why is not None:
             raise ServeError("E7023", why)
         options = (native["backend"], native["realize"], native["threads"])
-        shown.phase(f"preparing `{fn.name}` on the {options[0]} backend")
-        logits = logits_function(core, fn.name, theta, window, call_dims, options, bits)
-        cached, why = None, "--no-cache"
+        cached, why, logits = None, "--no-cache", None
         if cache and str(options[1]).startswith("@"):
             why = "a realization file types the sites of the whole-window function"
         elif cache:
-            shown.phase(f"deriving `{fn.name}` with a cache")
+            shown.phase(f"deriving `{fn.name}` with a cache on the {options[0]} backend")
             last = min(len(ids) + count - 2, window - 1)  # the last position of a step
             found = cached_function(
                 core, fn.name, theta, window, call_dims, options, bits, len(ids), last
             )
             cached, why = (None, found) if isinstance(found, str) else (found, None)
+        if cached is None:  # (with a cache, a window that slides is the whole fill's)
+            shown.phase(f"preparing `{fn.name}` on the {options[0]} backend")
+            logits = logits_function(core, fn.name, theta, window, call_dims, options, bits)
         shown.end_phase()
 
         def shown(token: int) -> None:
