@@ -64,13 +64,13 @@ def tiny(ckpt):
     return core, load_weights(core, "MiniGPT", str(ckpt), {})[0]
 
 
-def functions(tiny, options, prompt: int = 0, last: int = -1):
+def functions(tiny, options, prompt: int = 0, tokens: int | None = None):
     from presk_cli.serve import cached_function, logits_function
 
     core, theta = tiny
     dims = {"B": 1, "T": 8}
     whole = logits_function(core, "MiniGPT.apply", theta, 8, dims, options, 256)
-    cached = cached_function(core, "MiniGPT.apply", theta, 8, dims, options, 256, prompt, last)
+    cached = cached_function(core, "MiniGPT.apply", theta, 8, dims, options, 256, prompt, tokens)
     return whole, cached
 
 
@@ -91,10 +91,10 @@ def test_the_cache_gives_the_whole_windows_tokens(tiny, backend, prompt, tokens)
     loop (docs/serve.md)."""
     from presk_cli.serve import generate
 
-    last = min(len(prompt) + tokens - 2, 7)
-    whole, cached = functions(tiny, (backend, "f64", 1), len(prompt), last)
+    whole, cached = functions(tiny, (backend, "f64", 1), len(prompt), tokens)
     assert cached.short == {2: 2, 3: 4}.get(len(prompt), 0)
     assert cached.windows == ((4,) if len(prompt) < 4 else ())
+    assert (cached.whole is None) == (len(prompt) + tokens - 1 <= 8)  # no slide: no whole fill
     for heat in (0.0, 1.0):
         want = generate(whole, prompt, 8, tokens, heat, 5, lambda t: None)
         assert generate(whole, prompt, 8, tokens, heat, 5, lambda t: None, cached) == want
@@ -104,9 +104,10 @@ def test_the_step_is_the_windows_row_bit_for_bit(tiny):
     """The fill's logits are the whole window's, the prompt's fill over its first two
     positions gives their rows, and each step's row t is the whole window's row t, to the
     bit (presk_core.prefix), natively in f32: at positions 2 and 3 the step over the
-    cache's first 4 rows, then the whole window's."""
-    whole, cached = functions(tiny, ("native", "f32", 1), 2, 7)
-    assert cached.windows == (4,)
+    cache's first 4 rows, then the whole window's (8 tokens after 2: the text slides, so
+    the whole window's fill is compiled too)."""
+    whole, cached = functions(tiny, ("native", "f32", 1), 2, 8)
+    assert cached.windows == (4,) and cached.whole is not None
     ids = np.zeros(8, dtype=np.int64)
     ids[:2] = [7, 30]
     assert np.array_equal(cached.fill(ids), whole(ids))
@@ -114,6 +115,22 @@ def test_the_step_is_the_windows_row_bit_for_bit(tiny):
     for t, token in zip(range(2, 8), [4, 63, 0, 12, 12, 50], strict=True):
         ids[t] = token
         assert np.array_equal(cached.step(token, t), whole(ids)[t]), t
+
+
+def test_without_a_count_of_tokens_the_cache_has_the_whole_windows_fill_and_step(tiny):
+    """`cached_function` told no count of tokens keeps the whole window's fill and its step
+    (any position), beside the prompt's fill; told one, a step it was not told of is an
+    error, not a wrong row."""
+    whole, cached = functions(tiny, ("interp", "f64", 1), 2)
+    assert (cached.short, cached.windows) == (2, ()) and cached.whole is not None
+    ids = np.zeros(8, dtype=np.int64)
+    ids[:3] = [7, 30, 4]
+    cached.fill(ids)
+    assert np.array_equal(cached.step(4, 2), whole(ids)[2])
+    _, told = functions(tiny, ("interp", "f64", 1), 2, 2)  # one step: position 2
+    told.fill(ids, 2)
+    with pytest.raises(ValueError, match="no step for position 4"):
+        told.step(0, 4)
 
 
 def test_the_prefix_analysis_caches_each_blocks_keys_and_values(tiny):

@@ -530,9 +530,8 @@ def serve(
             why = "a realization file types the sites of the whole-window function"
         elif cache:
             shown.phase(f"deriving `{fn.name}` with a cache on the {options[0]} backend")
-            last = min(len(ids) + count - 2, window - 1)  # the last position of a step
             found = cached_function(
-                core, fn.name, theta, window, call_dims, options, bits, len(ids), last
+                core, fn.name, theta, window, call_dims, options, bits, len(ids), count
             )
             cached, why = (None, found) if isinstance(found, str) else (found, None)
         if cached is None:  # (with a cache, a window that slides is the whole fill's)

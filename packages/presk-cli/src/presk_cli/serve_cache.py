@@ -19,7 +19,8 @@ class Cached:
     whose first `length` tokens are real, its cached values kept; `step(token, t)` the
     logits at position t ([V]) from the token there and the cached rows before it.
     `short` is the window of the prompt's fill (0: the whole window's), `windows` those of
-    the steps below the whole window."""
+    the steps below the whole window; `whole`, the whole window's fill, None where the
+    generation it was made for needs none."""
 
     def __init__(self, fill, step, prefill=None, short: int = 0, windows=()) -> None:
         self.whole, self.step = fill, step
@@ -29,6 +30,8 @@ class Cached:
     def fill(self, ids, length: int | None = None):
         if self.prefill is not None and length is not None and length <= self.short:
             return self.prefill(ids[: self.short])
+        if self.whole is None:
+            raise ValueError("no fill of the whole window: cached_function(…, tokens) said none")
         return self.whole(ids)
 
 
@@ -94,13 +97,14 @@ def _shorter(core, name: str, dims, inc, leaves: list, p: int):
 
 def cached_function(
     core, name: str, theta: dict, window: int, dims, options, bits: int, prompt: int = 0,
-    last: int = -1,
+    tokens: int | None = None,
 ):  # fmt: skip
     """The fill and the step of the generation function on the backend of `options`, each
-    compiled once; the fill over the first positions for a prompt of `prompt` tokens (0:
-    none), and the steps at shorter windows for the positions from `prompt` to `last` (the
-    last a step is asked for; −1: none); or the reason (a string) the prefix analysis gives
-    for none."""
+    compiled once, or the reason (a string) the prefix analysis gives for none. For a
+    generation of `tokens` tokens after a prompt of `prompt` (`generate`), those it runs:
+    the prompt's fill over its first positions (the whole window's where there is none, or
+    where the text will slide) and the steps of the windows its positions reach. Without
+    `tokens`: the whole window's fill and step, and the prompt's fill (`prompt` > 0)."""
     import numpy as np
     from presk_core.flatten import FlattenError, flat_arguments
     from presk_core.prefix import NoCache
@@ -114,20 +118,24 @@ def cached_function(
         return str(e)
     leaves = flat_arguments(inc.program, [p.type for p in fn.params], [theta, ids0])[:-1]
     forms = {window: (inc, leaves)}  # window -> (its incremental form, its leaves)
-    fills, steps = [window], [window]  # the windows of the fills and of the steps
     found = _window_dimension(core, name)
-    if found is not None:
-        lowest = dict(core.lowers).get(found[1], 1)
+    lowest = dict(core.lowers).get(found[1], 1) if found is not None else 1
 
-        def derived(p: int) -> bool:
-            if p not in forms:
-                forms[p] = _shorter(core, name, dims, inc, leaves, p)
-            return forms[p] is not None
+    def shortest(length: int) -> int:
+        """The window of a fill of `length` positions (a step at length − 1): the power of
+        two from it where the function derives there, else the whole window."""
+        p = prefill_window(length, window, lowest)
+        if found is not None and p < window and p not in forms:
+            forms[p] = _shorter(core, name, dims, inc, leaves, p)
+        return p if forms.get(p) is not None else window
 
-        p = prefill_window(prompt, window, lowest) if prompt else window
-        fills += [p] if p < window and derived(p) else []
-        reached = {prefill_window(t + 1, window, lowest) for t in range(prompt, last + 1)}
-        steps = [p for p in sorted(reached) if p < window and derived(p)] + steps
+    short = shortest(prompt) if prompt else window
+    if tokens is None:
+        fills, steps = {window, short}, [window]
+    else:  # positions prompt … last stepped; the text slides past the window's length
+        last = min(prompt + tokens - 2, window - 1)
+        steps = sorted({shortest(t + 1) for t in range(prompt, last + 1)})
+        fills = {short} | ({window} if prompt + tokens - 1 > window else set())
     backend, realize, threads = options
     caches = [np.zeros(shape) for shape, _ in inc.caches]  # the T rows of each cached value
 
@@ -136,8 +144,11 @@ def cached_function(
         return (slice(None),) * inc.caches[k][1] + (slice(0, n),)
 
     def window_of(t: int) -> int:
-        """The window of the step at position t: the shortest past t."""
-        return next(p for p in steps if p > t)
+        """The window of the step at position t: the shortest compiled past t."""
+        p = next((p for p in steps if p > t), None)
+        if p is None:
+            raise ValueError(f"no step for position {t}: cached_function(…, tokens) said none")
+        return p
 
     def step_inputs(p: int, token: int, t: int) -> list:
         out = []
@@ -163,15 +174,19 @@ def cached_function(
         caches[k][(slice(None),) * inc.caches[k][1] + (t,)] = row
 
     def made(fill: dict, step) -> Cached:
-        short = fills[-1] if len(fills) > 1 else 0
-        return Cached(fill[window], step, fill.get(short), short, steps[:-1])
+        below = short if short < window else 0
+        windows = tuple(p for p in steps if p < window)
+        return Cached(fill.get(window), step, fill.get(below), below, windows)
 
     if backend == "interp":
         from presk_core.interp import Interpreter
         from presk_core.run import interp_real
 
         caches = [np.asarray(c, dtype=object) for c in caches]
-        exact = lambda given: [interp_real(np.asarray(v, np.float64), bits) for v in given]  # noqa: E731
+
+        def exact(given: list) -> list:
+            return [interp_real(np.asarray(v, dtype=np.float64), bits) for v in given]
+
         leaves = exact(leaves)  # the steps' (rows of) leaves
         interps = {p: Interpreter(forms[p][0].program, bits) for p in {*fills, *steps}}
 

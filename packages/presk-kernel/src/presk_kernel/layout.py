@@ -58,11 +58,11 @@ BATCH_EVEN = 8
 they do not divide among them evenly (`batch_split`)."""
 PACK_AT = 1 << 15
 """Multiply-adds from which a contraction's layout packs its operands (the generated GEMM)."""
-# A row times a matrix (row_layout) folds B's rows in blocks of this many, each block across
-# all of B's columns: measured (issue 26, b26) 14 GB/s against 7 for 384 × 1536 f32 read a
-# strip of 64 columns at a time down every row (with a hint for the next block's lines,
-# presk_cback.strip: 16.7 GB/s; 13 for 1536 × 384).
 ROW_KBLOCK = 16
+"""Rows of B a block of a product of one row folds across all of B's columns (`row_layout`):
+in a C harness (issue 26, b26), 384 × 1536 f32 read a strip of 64 columns at a time down
+every row at 7.5 GB/s, in blocks of 16 rows with a hint for the next block's lines
+(presk_cback.strip) at 16.7 (1536 × 384: 8.4 and 13.0); blocks of 8 to 32 within 10 %."""
 
 
 class LayoutError(Exception):
