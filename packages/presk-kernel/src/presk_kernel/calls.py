@@ -132,20 +132,27 @@ def with_calls(schedule: Schedule, body: Call) -> Schedule:
     return replace(schedule, functions=functions, body=body)
 
 
-def fused_body(body: Call, merges: list[tuple[int, int]], kept: list[int]) -> Call:
-    """The entry's call after fusion: launch `i` fused into launch `j` for each of `merges`
-    (positions before fusion) inlines every call holding one of them and not the other,
-    then the launches are renumbered to `kept`'s order (the positions fusion kept)."""
+def launch_paths(call: Call) -> dict[int, tuple[int, ...]]:
+    """Each launch under `call`: the calls that hold it, outermost first (their `id`s,
+    `call`'s own first)."""
     paths: dict[int, tuple[int, ...]] = {}
 
-    def walk(call: Call, path: tuple[int, ...]) -> None:
-        for item in call.body:
+    def walk(c: Call, path: tuple[int, ...]) -> None:
+        for item in c.body:
             if isinstance(item, Call):
                 walk(item, (*path, id(item)))
             else:
                 paths[item] = path
 
-    walk(body, ())
+    walk(call, (id(call),))
+    return paths
+
+
+def fused_body(body: Call, merges: list[tuple[int, int]], kept: list[int]) -> Call:
+    """The entry's call after fusion: launch `i` fused into launch `j` for each of `merges`
+    (positions before fusion) inlines every call holding one of them and not the other,
+    then the launches are renumbered to `kept`'s order (the positions fusion kept)."""
+    paths = {i: p[1:] for i, p in launch_paths(body).items()}  # below the entry's call
     crossed: set[int] = set()
     for i, j in merges:
         a, b = paths.get(i, ()), paths.get(j, ())
@@ -296,6 +303,7 @@ __all__ = [
     "host_functions",
     "host_schedule",
     "inline",
+    "launch_paths",
     "signature",
     "with_calls",
 ]

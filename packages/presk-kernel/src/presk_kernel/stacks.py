@@ -30,11 +30,10 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from presk_kernel.calls import fused_body, passed
+from presk_kernel.calls import fused_body, launch_paths, passed
 from presk_kernel.fuse import whole_store
 from presk_kernel.ir import (
     Arg,
-    Call,
     Const,
     Launch,
     Load,
@@ -58,7 +57,7 @@ def one_stacks(schedule: Schedule) -> tuple[Schedule, int]:
         n = len(lc.kernel.inputs)
         for j, a in enumerate(lc.args):
             (readers if j < n else writers).setdefault(a.buf, []).append(i)
-    owner = _owners(schedule.body)
+    owner = {} if schedule.body is None else launch_paths(schedule.body)  # its calls
     new: dict[int, Launch] = {}  # W_l rewritten
     gone: set[int] = set()  # the fills and the sums
     count = 0
@@ -222,23 +221,6 @@ def _replace_store(body: tuple, old: Store, new: Store) -> tuple:
             s = dataclasses.replace(s, body=_replace_store(s.body, old, new))
         out.append(s)
     return tuple(out)
-
-
-def _owners(call: Call | None) -> dict[int, int]:
-    """Each launch's innermost host function call (its `id`)."""
-    out: dict[int, int] = {}
-    if call is None:
-        return out
-
-    def walk(c: Call) -> None:
-        for item in c.body:
-            if isinstance(item, int):
-                out[item] = id(c)
-            else:
-                walk(item)
-
-    walk(call)
-    return out
 
 
 __all__ = ["one_stacks"]
