@@ -231,8 +231,7 @@ class NativeEntry:
         (or the one the last call returned, when nothing holds it any more); an output that
         is also an input, listed twice, or of bf16, is copied out of the arena."""
         held, results = self._bind(inputs, out)
-        if self.module.lib.presk_entry_io(pointer(self.arena, "char"), self.table):
-            raise KernelError(f"an index out of range in `{self.schedule.entry}`")
+        self.call_io()
         del held
         return self._results(results)
 

@@ -143,6 +143,10 @@ def cached_function(
         """The index of a cached value's first n rows."""
         return (slice(None),) * inc.caches[k][1] + (slice(0, n),)
 
+    def row(k: int, t: int) -> tuple:
+        """The index of a cached value's row t."""
+        return (slice(None),) * inc.caches[k][1] + (t,)
+
     def window_of(t: int) -> int:
         """The window of the step at position t: the shortest compiled past t."""
         p = next((p for p in steps if p > t), None)
@@ -170,8 +174,8 @@ def cached_function(
     def fill_inputs(n: int) -> list:
         return [*forms[n][1], np.zeros((1, n), np.int64)]
 
-    def put(k: int, row, t: int) -> None:
-        caches[k][(slice(None),) * inc.caches[k][1] + (t,)] = row
+    def put(k: int, value, t: int) -> None:
+        caches[k][row(k, t)] = value
 
     def made(fill: dict, step) -> Cached:
         below = short if short < window else 0
@@ -205,8 +209,8 @@ def cached_function(
             p = window_of(t)
             given = step_inputs(p, token, t)
             logits, *out = interps[p].run(forms[p][0].step, given, {})
-            for k, row in enumerate(out):
-                put(k, np.asarray(row, dtype=object), t)
+            for k, value in enumerate(out):
+                put(k, np.asarray(value, dtype=object), t)
             return np.asarray(logits, dtype=object).reshape(-1).astype(np.float64)
 
         return made({n: interp_fill(n) for n in fills}, step)
@@ -246,8 +250,8 @@ def cached_function(
         def step(token: int, t: int) -> np.ndarray:
             p = window_of(t)
             logits, *out = run(step_s[p], storage(step_s[p], step_inputs(p, token, t)))
-            for k, row in enumerate(out):
-                put(k, np.asarray(row, dtype=np.float64), t)
+            for k, value in enumerate(out):
+                put(k, np.asarray(value, dtype=np.float64), t)
             return np.asarray(logits, dtype=np.float64).reshape(-1)
 
         return made({n: kernel_fill(n) for n in fills}, step)
@@ -306,13 +310,13 @@ def cached_function(
             given = [self.entry.view(b) for b in schedule.inputs]
             kinds = list(zip(form.inputs, given, strict=True))
             self.caches = {
-                rest[0]: view.reshape(form.caches[rest[0]][0])
-                for (kind, *rest), view in kinds
-                if kind == "cache"
+                how[1]: view.reshape(form.caches[how[1]][0])
+                for how, view in kinds
+                if how[0] == "cache"
             }
-            (self.ids,) = (view for (kind, *_), view in kinds if kind == "ids")
-            self.masks = [view for (kind, *_), view in kinds if kind == "mask"]
-            self.onehots = [view for (kind, *_), view in kinds if kind == "onehot"]
+            (self.ids,) = (view for how, view in kinds if how[0] == "ids")
+            self.masks = [view for how, view in kinds if how[0] == "mask"]
+            self.onehots = [view for how, view in kinds if how[0] == "onehot"]
             # the rows of the leaves read by row, in the step's storage type, once
             self.by_row = [
                 (view, to_storage(np.moveaxis(leaves[how[1]], how[2], 0), self.types[buf]))
@@ -330,13 +334,13 @@ def cached_function(
                 m[...] = (positions[: self.p] <= t).reshape(m.shape)
             for m in self.onehots:
                 m[...] = (positions[: self.p] == t).reshape(m.shape)
-            for view, row in self.by_row:
-                view[...] = row[t].reshape(view.shape)
+            for view, table in self.by_row:
+                view[...] = table[t].reshape(view.shape)
             call(self.entry)
             for k, view in enumerate(self.out[1:]):
                 for other in native_steps.values():  # each window past t keeps row t
                     if other.p > t:
-                        at = other.caches[k][(slice(None),) * inc.caches[k][1] + (t,)]
+                        at = other.caches[k][row(k, t)]
                         at[...] = view.reshape(at.shape)
             widened = from_storage(self.out[0], self.types[self.schedule.outputs[0]])
             return np.array(widened, dtype=np.float64).reshape(-1)
