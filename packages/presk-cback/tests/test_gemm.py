@@ -128,6 +128,37 @@ def test_every_operand_order_packs_to_the_same_bits(dtype, m, k, n):
                 assert same_bits(got, ref), (fa.__name__, fb.__name__, blocking)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("blocking", [None, G.Blocking(8, 3, 384, 96), SMALL], ids=str)
+def test_few_rows_read_b_where_it_lies_with_the_same_bits(dtype, blocking):
+    # m up to two panels of A reads B's full panels where they lie (row k at k·rsb, its
+    # lines prefetched ahead), the last panel's columns packed: rows of one panel, of two,
+    # of an edge of 4 and 1 (5, 2·MR − 1), and of more (packed as before); k of three
+    # blocks (C's partial sums loaded); B's rows wider than n (rsb ≠ n), or n = NR (one
+    # panel, packed: its stride is NR)
+    tc = find_toolchain()
+    tag = G.TAGS[np.dtype(dtype)]
+    blocking = blocking or G.host_blocking(tag, tc)
+    c = G.CTYPE[tag]
+    names = (f"presk_gemm_{tag}", f"presk_gemm_band_{tag}")  # the cdef G.gemm declares
+    lib = G.load(G.source(tag, blocking, tc), G.CDEF + "\n" + G.BAND_CDEF, names,
+                 threads=True, toolchain=tc).lib  # fmt: skip
+    fn = getattr(lib, names[0])
+    nr = blocking.nv * G.lanes(tag, tc)
+    mr = blocking.mr
+    for m in sorted({1, 5, mr, 2 * mr - 1, 2 * mr, 2 * mr + 1}):
+        for k, n, pad in ((800, 100, 24), (40, 3 * nr + 1, 5), (40, nr, 0)):
+            a, b = operands(m, k, n, dtype, seed=m + k)
+            ref = reference(a, b)
+            wide = np.full((k, n + pad), np.nan, dtype)
+            wide[:, pad // 2 : pad // 2 + n] = b
+            for threads in (1, 2):
+                got = np.empty((m, n), dtype)
+                fn(m, n, k, pointer(a, c), k, 1, pointer(wide, c) + pad // 2, n + pad, 1,
+                   pointer(got, c), n, threads)  # fmt: skip
+                assert same_bits(got, ref), (m, k, n, pad, threads)
+
+
 @pytest.mark.parametrize("tag", ["f64", "f32"])
 def test_generated_c_is_warning_free(tmp_path, tag, strict_cc):
     tc = find_toolchain()

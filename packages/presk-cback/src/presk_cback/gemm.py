@@ -262,6 +262,7 @@ typedef {c} T;
 #define NC {nc}
 #define PFD 32 /* A's rows prefetched this many elements ahead */
 #define PFC 32 /* A's columns this many k ahead */
+#define BK 32 /* the k block of B read where it lies (a few rows' product) */
 #define DIRECT {direct} /* A's rows are read where they lie when n has fewer panels */
 {vector_ops}
 #ifndef HAVE_AVX512
@@ -270,11 +271,12 @@ typedef {c} T;
 static inline int64_t min64(int64_t a, int64_t b) {{ return a < b ? a : b; }}
 
 /* C[rows×NR] (row stride ldc; rows ≤ MR, a constant where it is inlined) = the fold continued over kc terms of A's MR rows (element
- * [i, k] at Ap[i * ars + k * acs]: a packed panel, ars = 1 and acs = MR) and a packed panel
- * of B */
+ * [i, k] at Ap[i * ars + k * acs]: a packed panel, ars = 1 and acs = MR) and a panel of B
+ * (row k at Bp + k * brs: packed, brs = NR; or NR columns of B where it lies, brs its row
+ * stride, the next panel's lines of each row prefetched: the next tile's) */
 static inline __attribute__((always_inline)) void ukernel(
     int64_t kc, const T *restrict Ap, int64_t ars, int64_t acs, const T *restrict Bp,
-    T *restrict C, int64_t ldc, int first, int pf, int rows) {{
+    int64_t brs, T *restrict C, int64_t ldc, int first, int pf, int rows) {{
     vec acc[MR][NV];
     if (first) {{
 #pragma GCC unroll 32
@@ -302,8 +304,12 @@ static inline __attribute__((always_inline)) void ukernel(
                 __builtin_prefetch(Ap + (k + PFC) * acs + MR - 1);
             }}
             vec b[NV];
+            if (brs != NR) /* B where it lies: its rows a stride apart, each a new page */
 #pragma GCC unroll 8
-            for (int v = 0; v < NV; v++) b[v] = VLOAD(Bp + k * NR + v * VL);
+                for (int v = 0; v < NV; v++) __builtin_prefetch(Bp + k * brs + NR + v * VL);
+#pragma GCC unroll 8
+            for (int v = 0; v < NV; v++)
+                b[v] = brs == NR ? VLOAD(Bp + k * NR + v * VL) : VLOADU(Bp + k * brs + v * VL);
 #pragma GCC unroll 32
             for (int i = 0; i < rows; i++) {{
                 vec a = VSET1(Ap[i * ars + k * acs]);
@@ -426,15 +432,27 @@ static void pack_a_rows(int64_t kc, int64_t mc, const T *A, int64_t csa, T *rest
     }}
 }}
 
-static void tile(int64_t kc, const T *Ap, int64_t ars, int64_t acs, const T *Bp, T *C,
-                 int64_t ldc, int64_t mr, int64_t nr, int first) {{
+static void tile(int64_t kc, const T *Ap, int64_t ars, int64_t acs, const T *Bp, int64_t brs,
+                 T *C, int64_t ldc, int64_t mr, int64_t nr, int first) {{
+    if (brs != NR) {{ /* B where it lies (a full panel: nr = NR), A packed */
+        if (mr == MR)
+            ukernel(kc, Ap, 1, MR, Bp, brs, C, ldc, first, 0, MR);
+        else {{
+            int64_t i = 0;
+            if (MR > 4)
+                for (; i + 4 <= mr; i += 4)
+                    ukernel(kc, Ap + i, 1, MR, Bp, brs, C + i * ldc, ldc, first, 0, MR > 4 ? 4 : 1);
+            for (; i < mr; i++) ukernel(kc, Ap + i, 1, MR, Bp, brs, C + i * ldc, ldc, first, 0, 1);
+        }}
+        return;
+    }}
     if (mr == MR && nr == NR) {{
         if (ars == 1 && acs == MR)
-            ukernel(kc, Ap, 1, MR, Bp, C, ldc, first, 0, MR);
+            ukernel(kc, Ap, 1, MR, Bp, NR, C, ldc, first, 0, MR);
         else if (acs == 1)
-            ukernel(kc, Ap, ars, 1, Bp, C, ldc, first, 1, MR);
+            ukernel(kc, Ap, ars, 1, Bp, NR, C, ldc, first, 1, MR);
         else
-            ukernel(kc, Ap, 1, acs, Bp, C, ldc, first, 2, MR);
+            ukernel(kc, Ap, 1, acs, Bp, NR, C, ldc, first, 2, MR);
         return;
     }}
     /* an edge: C's last columns through a tile of NR (B's panel is zero past nr), A's last
@@ -451,13 +469,13 @@ static void tile(int64_t kc, const T *Ap, int64_t ars, int64_t acs, const T *Bp,
         ld = NR;
     }}
     if (mr == MR)
-        ukernel(kc, Ap, ars, acs, Bp, c, ld, first, 0, MR);
+        ukernel(kc, Ap, ars, acs, Bp, NR, c, ld, first, 0, MR);
     else {{
         int64_t i = 0;
         if (MR > 4)
             for (; i + 4 <= mr; i += 4)
-                ukernel(kc, Ap + i * ars, ars, acs, Bp, c + i * ld, ld, first, 0, MR > 4 ? 4 : 1);
-        for (; i < mr; i++) ukernel(kc, Ap + i * ars, ars, acs, Bp, c + i * ld, ld, first, 0, 1);
+                ukernel(kc, Ap + i * ars, ars, acs, Bp, NR, c + i * ld, ld, first, 0, MR > 4 ? 4 : 1);
+        for (; i < mr; i++) ukernel(kc, Ap + i * ars, ars, acs, Bp, NR, c + i * ld, ld, first, 0, 1);
     }}
     if (nr < NR)
         for (int64_t i = 0; i < mr; i++) memcpy(C + i * ldc, tmp + i * NR, nr * sizeof(T));
@@ -533,6 +551,16 @@ static void nest(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64
     /* k in blocks of KC, but a sum of at most 2·KC terms in one block: C's tiles loaded
      * and stored again once fewer (4096×192 by 768 terms, f32 on AVX-512: 7–8 % faster) */
     int64_t ncap = min64(NC, (n + NR - 1) / NR * NR), kcap = k <= 2 * KC ? k : KC;
+    /* B's full panels are read where they lie when its rows are contiguous and m has at
+     * most two panels of A (a prompt's few rows, issue 26): packing B would pass over it
+     * twice more for the one or two tiles that read each panel (16 rows by 384 × 1536 of a
+     * weight: the packed panels, 2.4 MB, fall out of L2 before they are read). A's panels
+     * are packed then, and k runs in blocks of BK: a block's rows of B are read across
+     * (each tile prefetching the next one's lines), where a panel's whole k would walk
+     * down B a row a page. (`tile` and `ukernel` tell such a panel by its row stride, not
+     * NR: a B of NR columns, one panel, is packed.) */
+    int bdirect = !pb && csb == 1 && rsb != NR && m <= 2 * MR;
+    if (bdirect) kcap = min64(k, BK);
     T *Bp = scratch(0, (size_t)(kcap * ncap) * sizeof(T));
     T *Ap = scratch(1, (size_t)(kcap * MC) * sizeof(T));
     /* A's full panels are read where they lie when its rows are contiguous and n has
@@ -547,14 +575,16 @@ static void nest(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64
      * The bits are the same: the same products in the same order. */
     int few = n <= 4 * NR;
     int sets = (csa * (int64_t)sizeof(T)) % 2048 != 0;
-    int direct = !pa && ((csa == 1 && n < DIRECT * NR) || (rsa == 1 && few && sets));
+    int direct = !pa && !bdirect && ((csa == 1 && n < DIRECT * NR) || (rsa == 1 && few && sets));
     for (int64_t jc = 0; jc < n; jc += NC) {{
         int64_t nc = min64(NC, n - jc), np = (nc + NR - 1) / NR;
         for (int64_t pc = 0; pc < k; pc += kcap) {{
             int64_t kc = min64(kcap, k - pc);
             int first = pc == 0, last = pc + kc >= k;
             int64_t jp0 = 0; /* B's full panels packed row by row when it has 2 or more */
-            if (!pb && csb == 1 && nc >= 2 * NR) {{
+            if (bdirect)
+                jp0 = nc / NR; /* the last panel's few columns packed (zero past n) */
+            else if (!pb && csb == 1 && nc >= 2 * NR) {{
                 pack_b_rows(kc, nc, B + pc * rsb + jc, rsb, Bp);
                 jp0 = nc / NR;
             }}
@@ -605,12 +635,15 @@ static void nest(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64
                                 for (int v = 0; v < NR; v += 64 / (int)sizeof(T))
                                     __builtin_prefetch(cn + i * ldc + v, 1);
                         }}
-                        if (direct)
+                        if (bdirect && nr == NR)
+                            tile(kk, Ap + ip * MR * kc + off * MR, 1, MR,
+                                 B + (pc + off) * rsb + jc + jp * NR, rsb, c, ldc, mr, nr, fst);
+                        else if (direct)
                             tile(kk, A + (ic + ip * MR) * rsa + (pc + off) * csa, rsa, csa,
-                                 Bp + jp * NR * kc + off * NR, c, ldc, mr, nr, fst);
+                                 Bp + jp * NR * kc + off * NR, NR, c, ldc, mr, nr, fst);
                         else
                             tile(kk, Ap + ip * MR * kc + off * MR, 1, MR,
-                                 Bp + jp * NR * kc + off * NR, c, ldc, mr, nr, fst);
+                                 Bp + jp * NR * kc + off * NR, NR, c, ldc, mr, nr, fst);
                     }}
                     /* the epilogue of the block's finished columns (their every row panel
                      * done), EPI_PANELS of them at a time: in L2 still */
@@ -721,7 +754,7 @@ def source(tag: str, blocking: Blocking, tc: Toolchain) -> str:
 
 LOCAL_NAMES = (
     "T", "vec", "VFMA", "VSET1", "VLOAD", "VLOADU", "VSTORE", "VSTOREU", "MR", "NV", "VL", "NR", "KC",
-    "MC", "NC", "PFD", "PFC", "DIRECT", "HAVE_AVX512", "VMASKSTOREU", "VMASKLOADU", "transpose", "min64", "ukernel", "pack_a", "pack_a_rows", "pack_b", "pack_b_rows", "tile", "nest", "scratch",
+    "MC", "NC", "PFD", "PFC", "BK", "DIRECT", "HAVE_AVX512", "VMASKSTOREU", "VMASKLOADU", "transpose", "min64", "ukernel", "pack_a", "pack_a_rows", "pack_b", "pack_b_rows", "tile", "nest", "scratch",
     "epilogue", "packer", "gemm_all", "BAND_COLS", "BAND_KEND", "BAND_KSTART", "band_last",
     "band_ncols", "band_kend", "band_kstart", "EPI_PANEL", "EPI_PANELS", "WIDE", "WIDE_NR",
     "split_columns",
