@@ -593,7 +593,10 @@ PRESK_INLINE float presk_erfcf(float x) {
     float r, rr;
     int32_t k = presk_expf_reduce(-hi, -lo, &r, &rr); /* −z² = k·ln2 + r + rr */
     float q = r + presk_expf_tail(r, rr); /* exp(−z²)/2^k − 1 */
-    float big = presk_scalef(fmaf(tp, q, tp), k);
+    /* ·2^k in two steps as presk_scalef's for k < 0, without its select: k <= 0 in every
+     * lane (−z² <= 0), and where it is 0 (|x| below 0.59) the lane takes `small` (the
+     * same bits as presk_scalef on all 2^32 arguments) */
+    float big = (fmaf(tp, q, tp) * presk_pow2f(k + 64)) * 0x1p-64f;
     big = x < 0.0f ? 2.0f - big : big;
     float y = a <= PRESK_ERFCF_SMALL ? small : big;
     return x != x ? x : y;
