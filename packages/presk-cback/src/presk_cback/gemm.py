@@ -432,18 +432,26 @@ static void pack_a_rows(int64_t kc, int64_t mc, const T *A, int64_t csa, T *rest
     }}
 }}
 
+/* A tile's mr <= MR rows into C: the micro-kernel for MR rows, else for 4 at a time and then
+ * 1 (inlined: a constant brs, NR, keeps the packed panel's code) */
+static inline __attribute__((always_inline)) void tile_rows(
+    int64_t kc, const T *Ap, int64_t ars, int64_t acs, const T *Bp, int64_t brs, T *C,
+    int64_t ldc, int64_t mr, int first) {{
+    if (mr == MR) {{
+        ukernel(kc, Ap, ars, acs, Bp, brs, C, ldc, first, 0, MR);
+        return;
+    }}
+    int64_t i = 0;
+    if (MR > 4)
+        for (; i + 4 <= mr; i += 4)
+            ukernel(kc, Ap + i * ars, ars, acs, Bp, brs, C + i * ldc, ldc, first, 0, MR > 4 ? 4 : 1);
+    for (; i < mr; i++) ukernel(kc, Ap + i * ars, ars, acs, Bp, brs, C + i * ldc, ldc, first, 0, 1);
+}}
+
 static void tile(int64_t kc, const T *Ap, int64_t ars, int64_t acs, const T *Bp, int64_t brs,
                  T *C, int64_t ldc, int64_t mr, int64_t nr, int first) {{
     if (brs != NR) {{ /* B where it lies (a full panel: nr = NR), A packed */
-        if (mr == MR)
-            ukernel(kc, Ap, 1, MR, Bp, brs, C, ldc, first, 0, MR);
-        else {{
-            int64_t i = 0;
-            if (MR > 4)
-                for (; i + 4 <= mr; i += 4)
-                    ukernel(kc, Ap + i, 1, MR, Bp, brs, C + i * ldc, ldc, first, 0, MR > 4 ? 4 : 1);
-            for (; i < mr; i++) ukernel(kc, Ap + i, 1, MR, Bp, brs, C + i * ldc, ldc, first, 0, 1);
-        }}
+        tile_rows(kc, Ap, 1, MR, Bp, brs, C, ldc, mr, first);
         return;
     }}
     if (mr == MR && nr == NR) {{
@@ -468,15 +476,7 @@ static void tile(int64_t kc, const T *Ap, int64_t ars, int64_t acs, const T *Bp,
         c = tmp;
         ld = NR;
     }}
-    if (mr == MR)
-        ukernel(kc, Ap, ars, acs, Bp, NR, c, ld, first, 0, MR);
-    else {{
-        int64_t i = 0;
-        if (MR > 4)
-            for (; i + 4 <= mr; i += 4)
-                ukernel(kc, Ap + i * ars, ars, acs, Bp, NR, c + i * ld, ld, first, 0, MR > 4 ? 4 : 1);
-        for (; i < mr; i++) ukernel(kc, Ap + i * ars, ars, acs, Bp, NR, c + i * ld, ld, first, 0, 1);
-    }}
+    tile_rows(kc, Ap, ars, acs, Bp, NR, c, ld, mr, first);
     if (nr < NR)
         for (int64_t i = 0; i < mr; i++) memcpy(C + i * ldc, tmp + i * NR, nr * sizeof(T));
 }}
@@ -754,7 +754,7 @@ def source(tag: str, blocking: Blocking, tc: Toolchain) -> str:
 
 LOCAL_NAMES = (
     "T", "vec", "VFMA", "VSET1", "VLOAD", "VLOADU", "VSTORE", "VSTOREU", "MR", "NV", "VL", "NR", "KC",
-    "MC", "NC", "PFD", "PFC", "BK", "DIRECT", "HAVE_AVX512", "VMASKSTOREU", "VMASKLOADU", "transpose", "min64", "ukernel", "pack_a", "pack_a_rows", "pack_b", "pack_b_rows", "tile", "nest", "scratch",
+    "MC", "NC", "PFD", "PFC", "BK", "DIRECT", "HAVE_AVX512", "VMASKSTOREU", "VMASKLOADU", "transpose", "min64", "ukernel", "tile_rows", "pack_a", "pack_a_rows", "pack_b", "pack_b_rows", "tile", "nest", "scratch",
     "epilogue", "packer", "gemm_all", "BAND_COLS", "BAND_KEND", "BAND_KSTART", "band_last",
     "band_ncols", "band_kend", "band_kstart", "EPI_PANEL", "EPI_PANELS", "WIDE", "WIDE_NR",
     "split_columns",
