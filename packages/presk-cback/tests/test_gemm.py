@@ -129,13 +129,14 @@ def test_every_operand_order_packs_to_the_same_bits(dtype, m, k, n):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("blocking", [None, G.Blocking(8, 3, 384, 96), SMALL], ids=str)
+@pytest.mark.parametrize("blocking", [None, G.Blocking(8, 3, 384, 96)], ids=str)
 def test_few_rows_read_b_where_it_lies_with_the_same_bits(dtype, blocking):
-    # m up to two panels of A reads B's full panels where they lie (row k at k·rsb, its
-    # lines prefetched ahead), the last panel's columns packed: rows of one panel, of two,
-    # of an edge of 4 and 1 (5, 2·MR − 1), and of more (packed as before); k of three
-    # blocks (C's partial sums loaded); B's rows wider than n (rsb ≠ n), or n = NR (one
-    # panel, packed: its stride is NR)
+    # m up to two panels of A reads B's full panels where they lie when their packed block
+    # would be larger than BDIRECT (row k at k·rsb, k in blocks of BK, the next tile's lines
+    # prefetched), the last panel's columns packed: rows of one panel, of two, of an edge of
+    # 4 and 1 (5, 2·MR − 1), and of more (packed as before); k of 25 blocks and of 4 (the
+    # last of 4 terms); B's rows wider than n (rsb ≠ n). Packed as before: a small block
+    # (100 columns), one panel of NR columns (its stride is NR)
     tc = find_toolchain()
     tag = G.TAGS[np.dtype(dtype)]
     blocking = blocking or G.host_blocking(tag, tc)
@@ -146,8 +147,9 @@ def test_few_rows_read_b_where_it_lies_with_the_same_bits(dtype, blocking):
     fn = getattr(lib, names[0])
     nr = blocking.nv * G.lanes(tag, tc)
     mr = blocking.mr
+    shapes = ((800, 700, 24), (100, 2000, 5), (800, 100, 24), (40, nr, 0))
     for m in sorted({1, 5, mr, 2 * mr - 1, 2 * mr, 2 * mr + 1}):
-        for k, n, pad in ((800, 100, 24), (40, 3 * nr + 1, 5), (40, nr, 0)):
+        for k, n, pad in shapes:
             a, b = operands(m, k, n, dtype, seed=m + k)
             ref = reference(a, b)
             wide = np.full((k, n + pad), np.nan, dtype)

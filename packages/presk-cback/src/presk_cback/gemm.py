@@ -263,6 +263,7 @@ typedef {c} T;
 #define PFD 32 /* A's rows prefetched this many elements ahead */
 #define PFC 32 /* A's columns this many k ahead */
 #define BK 32 /* the k block of B read where it lies (a few rows' product) */
+#define BDIRECT (256 << 10) /* … where its packed block would have more bytes than this */
 #define DIRECT {direct} /* A's rows are read where they lie when n has fewer panels */
 {vector_ops}
 #ifndef HAVE_AVX512
@@ -554,12 +555,15 @@ static void nest(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64
     /* B's full panels are read where they lie when its rows are contiguous and m has at
      * most two panels of A (a prompt's few rows, issue 26): packing B would pass over it
      * twice more for the one or two tiles that read each panel (16 rows by 384 × 1536 of a
-     * weight: the packed panels, 2.4 MB, fall out of L2 before they are read). A's panels
+     * weight: the packed panels, 2.4 MB, fall out of L2 before they are read), when that
+     * block is larger than BDIRECT (a smaller one, a weight's gradient's dY of 64 columns,
+     * is packed faster than its panels are read in blocks of BK in place). A's panels
      * are packed then, and k runs in blocks of BK: a block's rows of B are read across
      * (each tile prefetching the next one's lines), where a panel's whole k would walk
      * down B a row a page. (`tile` and `ukernel` tell such a panel by its row stride, not
      * NR: a B of NR columns, one panel, is packed.) */
-    int bdirect = !pb && csb == 1 && rsb != NR && m <= 2 * MR;
+    int bdirect = !pb && csb == 1 && rsb != NR && m <= 2 * MR &&
+                  kcap * ncap * (int64_t)sizeof(T) > BDIRECT;
     if (bdirect) kcap = min64(k, BK);
     T *Bp = scratch(0, (size_t)(kcap * ncap) * sizeof(T));
     T *Ap = scratch(1, (size_t)(kcap * MC) * sizeof(T));
@@ -754,7 +758,7 @@ def source(tag: str, blocking: Blocking, tc: Toolchain) -> str:
 
 LOCAL_NAMES = (
     "T", "vec", "VFMA", "VSET1", "VLOAD", "VLOADU", "VSTORE", "VSTOREU", "MR", "NV", "VL", "NR", "KC",
-    "MC", "NC", "PFD", "PFC", "BK", "DIRECT", "HAVE_AVX512", "VMASKSTOREU", "VMASKLOADU", "transpose", "min64", "ukernel", "tile_rows", "pack_a", "pack_a_rows", "pack_b", "pack_b_rows", "tile", "nest", "scratch",
+    "MC", "NC", "PFD", "PFC", "BK", "BDIRECT", "DIRECT", "HAVE_AVX512", "VMASKSTOREU", "VMASKLOADU", "transpose", "min64", "ukernel", "tile_rows", "pack_a", "pack_a_rows", "pack_b", "pack_b_rows", "tile", "nest", "scratch",
     "epilogue", "packer", "gemm_all", "BAND_COLS", "BAND_KEND", "BAND_KSTART", "band_last",
     "band_ncols", "band_kend", "band_kstart", "EPI_PANEL", "EPI_PANELS", "WIDE", "WIDE_NR",
     "split_columns",
