@@ -139,13 +139,13 @@ def cached_function(
     backend, realize, threads = options
     caches = [np.zeros(shape) for shape, _ in inc.caches]  # the T rows of each cached value
 
+    def row(k: int, t) -> tuple:
+        """The index of a cached value's row t (an int, or a slice of rows) along its axis."""
+        return (slice(None),) * inc.caches[k][1] + (t,)
+
     def rows(k: int, n: int) -> tuple:
         """The index of a cached value's first n rows."""
-        return (slice(None),) * inc.caches[k][1] + (slice(0, n),)
-
-    def row(k: int, t: int) -> tuple:
-        """The index of a cached value's row t."""
-        return (slice(None),) * inc.caches[k][1] + (t,)
+        return row(k, slice(0, n))
 
     def window_of(t: int) -> int:
         """The window of the step at position t: the shortest compiled past t."""
