@@ -124,6 +124,30 @@ def test_lanes_change_no_bit(dtype):
         assert a.tobytes() == b.tobytes(), name
 
 
+def _erfc_mixes():
+    rng = np.random.default_rng(11)
+    for scale in (0.2, 0.7, 1.0, 3.0, 30.0):  # from almost every lane small to almost none
+        yield (rng.standard_normal(3000) * scale).astype(np.float32)
+    small, large = rng.uniform(-0.75, 0.75, 1500), rng.uniform(0.75, 12, 1500)
+    yield np.concatenate([small[:64], large]).astype(np.float32)  # the sample small, then not
+    yield np.concatenate([large[:64], small]).astype(np.float32)  # the other way round
+    odd = rng.standard_normal(3000).astype(np.float32)
+    odd[::97], odd[5::101], odd[7::103], odd[9::89] = np.nan, np.inf, -np.inf, -0.0
+    odd[11::83] = np.uint32(0x7FC01234).view(np.float32)  # a NaN's payload passes
+    odd[13::79] = np.float32(0.75)  # the branches' edge, both sides
+    odd[15::79] = np.nextafter(np.float32(0.75), np.float32(1))
+    yield odd
+
+
+def test_erfc_in_blocks_is_erfcf_lane_for_lane():
+    # f32 erfc's helper with lanes is presk_erfcf_n (the native epilogues' erfc): a block's
+    # small lanes apart, its large ones packed, or every lane both; every length, every mix
+    for x in _erfc_mixes():
+        for n in (1, 15, 16, 17, 63, 64, 65, 255, 256, 257, 1000, len(x)):
+            a, b = libm.apply("erfc", x[:n]), libm.apply("erfc", x[:n], lanes=False)
+            assert a.tobytes() == b.tobytes(), n
+
+
 def test_any_shape_and_a_strided_input():
     x = np.linspace(-2, 2, 24).reshape(2, 3, 4)
     y = libm.apply("tanh", x[:, :, ::2])
@@ -140,8 +164,12 @@ def test_the_helper_vectorizes_every_loop_and_is_warning_free(tmp_path, strict_c
     flags = [f for f in tc.flags() if f not in ("-shared", "-fPIC")]
     p = strict_cc(tc, c, tmp_path / "libm.s", flags, "-fopt-info-vec-optimized", "-S")
     assert p.returncode == 0, p.stderr
-    vectorized = {ln.split(":")[1] for ln in p.stderr.splitlines() if "loop vectorized" in ln}
-    assert len(vectorized) == 2 * len(libm.FUNCTIONS)
+    vectorized = {int(ln.split(":")[1]) for ln in p.stderr.splitlines() if "loop vectorized" in ln}
+    header = libm.header().splitlines()
+    own = {n + 2 for n, ln in enumerate(header) if ln == "PRESK_LIBM_SIMD"}  # the loop's line
+    assert own and own <= vectorized  # presk_erfcf_n's loops, which f32 erfc's helper calls
+    helpers = {n for n in vectorized if n > len(header)}
+    assert len(helpers) == 2 * len(libm.FUNCTIONS) - 1
 
 
 def test_a_scalar_keeps_its_shape():

@@ -307,6 +307,61 @@ class EmitError(Exception):
     caller reports it as internal)."""
 
 
+def _subexprs(e):
+    """`e` and every expression inside it (an index's too), outermost first."""
+    yield e
+    match e:
+        case Load(_, index):
+            for i in index:
+                if not isinstance(i, Affine):
+                    yield from _subexprs(i)
+        case Op(_, args, _):
+            for a in args:
+                yield from _subexprs(a)
+
+
+def _erfc_blocks(body) -> tuple[list, list] | None:
+    """Where a loop in lanes computes erfc (a GELU's epilogue: presk libm's costliest
+    function, whose large branch a vector computes for every lane): the Lets its arguments
+    need and the erfc operations, for `KernelC.lane_loop` to compute them apart, over
+    blocks, through presk_erfcf_n; None where the body is not Lets and Stores, holds no
+    erfc, or an argument could not be computed before the body's statements run (it reads
+    a buffer the body stores, a value a Let defines after the first erfc, another erfc)."""
+    if not all(isinstance(s, (Let, Store)) for s in body):
+        return None
+    ops: list = []
+    first = None
+    for n, s in enumerate(body):
+        for e in _subexprs(s.expr):
+            if isinstance(e, Op) and e.op == "erfc" and e not in ops:
+                ops.append(e)
+                first = n if first is None else first
+    if not ops:
+        return None
+    stored = {s.buf for s in body if isinstance(s, Store)}
+    lets = {s.name: s for s in body[:first] if isinstance(s, Let)}
+    later = {s.name for s in body[first:] if isinstance(s, Let)}
+    need: set = set()
+    for op in ops:
+        for e in _subexprs(op.args[0]):
+            if (isinstance(e, Op) and e.op == "erfc") or (isinstance(e, Load) and e.buf in stored):
+                return None
+            if isinstance(e, Var):
+                need.add(e.name)
+    kept: list = []
+    for s in reversed(body[:first]):  # the Lets the arguments need, transitively
+        if isinstance(s, Let) and s.name in need:
+            kept.append(s)
+            for e in _subexprs(s.expr):
+                if isinstance(e, Load) and e.buf in stored:
+                    return None
+                if isinstance(e, Var):
+                    need.add(e.name)
+    if need & later - set(lets):
+        return None
+    return kept[::-1], ops
+
+
 def _gathers(nodes):
     """(buffer, axis, index expression) of each gather index that `nodes` (statements and
     expressions) compute whenever they run, outermost first: not in a loop or fold that may
@@ -649,7 +704,9 @@ class KernelC:
                 if threads > 1:  # one loop in threads and in lanes
                     self.emit(self.threaded(s, threads, " simd" if simd else ""), 0)
                 elif simd:
-                    self.emit("#pragma omp simd", 0)
+                    self.lane_loop(v, lo, hi, body, depth)
+                    self.gathers = outer
+                    return
                 self.emit(f"for (int64_t {v} = {lo}; {v} < {hi}; {v}++) {{", depth)
                 self.block(body, depth + 1)
                 self.emit("}", depth)
@@ -660,6 +717,58 @@ class KernelC:
                 self.gemm_call(gemm, threads, depth, stop, batched, kstop, bound)
             case TwoPass(body, _):
                 self.block(body, depth)
+
+    def lane_loop(self, v: str, lo: str, hi: str, body, depth: int, head=()) -> None:
+        """A loop in lanes over `v` in [lo, hi): each iteration the `head` lines, then
+        `body`. A body that computes erfc in f32 (`_erfc_blocks`) runs over blocks of
+        PRESK_ERFCF_BLOCK: a first loop stores each erfc's argument (and the Lets it needs),
+        presk_erfcf_n computes the block's erfc, the body then reads them. The same
+        expressions for each element (the Lets computed twice: the same bits), the same
+        function for each argument (presk_erfcf_n is presk_erfcf's bits): only what a
+        vector's lanes compute together changes."""
+        found = _erfc_blocks(body) if self.k.compute == "f32" else None
+        if found is None:
+            self.emit("#pragma omp simd", 0)
+            self.emit(f"for (int64_t {v} = {lo}; {v} < {hi}; {v}++) {{", depth)
+            for line in head:
+                self.emit(line, depth + 1)
+            self.block(body, depth + 1)
+            self.emit("}", depth)
+            return
+        lets, ops = found
+        n = self.hoisted  # (a kernel's every name its own)
+        self.hoisted += 1
+        c, m, d = f"v_c{n}", f"v_m{n}", depth + 1
+        block = "PRESK_ERFCF_BLOCK"
+        self.emit(f"for (int64_t {c} = {lo}; {c} < {hi}; {c} += {block}) {{", depth)
+        self.emit(f"const int64_t {m} = {hi} - {c} < {block} ? {hi} - {c} : {block};", d)
+        arrays = [(f"v_eu{n}_{k}", f"v_ey{n}_{k}") for k in range(len(ops))]
+        for u, y in arrays:
+            self.emit(f"_Alignas(64) float {u}[{block}], {y}[{block}];", d)
+        self.emit("#pragma omp simd", 0)
+        self.emit(f"for (int64_t {v} = {c}; {v} < {c} + {m}; {v}++) {{", d)
+        for line in head:
+            self.emit(line, d + 1)
+        self.block(lets, d + 1)
+        for op, (u, _) in zip(ops, arrays, strict=True):
+            code, t = self.expr(op.args[0])
+            self.emit(f"{u}[{v} - {c}] = {self.cast(code, t, 'f32')};", d + 1)
+        self.emit("}", d)
+        for u, y in arrays:
+            self.emit(f"presk_erfcf_n({u}, {y}, {m});", d)
+        saved = self.kept
+        self.kept = {
+            **saved,
+            **{op: (f"{y}[{v} - {c}]", "f32") for op, (_, y) in zip(ops, arrays, strict=True)},
+        }
+        self.emit("#pragma omp simd", 0)
+        self.emit(f"for (int64_t {v} = {c}; {v} < {c} + {m}; {v}++) {{", d)
+        for line in head:
+            self.emit(line, d + 1)
+        self.block(body, d + 1)
+        self.emit("}", d)
+        self.kept = saved
+        self.emit("}", depth)
 
     def threaded(self, s, threads: int, simd: str) -> str:
         """The pragma of a loop in threads: its own region, or its share of the one `region`

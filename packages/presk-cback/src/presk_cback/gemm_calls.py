@@ -97,15 +97,17 @@ def epilogue_function(kc, g: Gemm) -> str:
     kc.emit("for (int64_t r = i0; r < i0 + mr; r++) {", 1)
     for v, step in row_vars(g):
         kc.emit(f"const int64_t {_name(v)} = r / {step} % {extents[v]};", 2)
-    if kc.lanes:
-        kc.emit("#pragma omp simd", 0)
     nv = _name(g.n)
-    kc.emit(f"for (int64_t {nv} = j0; {nv} < j0 + nr; {nv}++) {{", 2)
     store = c_store(g)
     kc.types[g.acc] = k.compute
-    kc.emit(f"const {ct} {_name(g.acc)} = b{store.buf}[{kc.offset(store.buf, store.index)}];", 3)
-    kc.block(g.epilogue, 3)
-    kc.emit("}", 2)
+    head = [f"const {ct} {_name(g.acc)} = b{store.buf}[{kc.offset(store.buf, store.index)}];"]
+    if kc.lanes:
+        kc.lane_loop(nv, "j0", "j0 + nr", g.epilogue, 2, head)
+    else:
+        kc.emit(f"for (int64_t {nv} = j0; {nv} < j0 + nr; {nv}++) {{", 2)
+        kc.emit(head[0], 3)
+        kc.block(g.epilogue, 3)
+        kc.emit("}", 2)
     kc.emit("}", 1)
     kc.lines.append("}")
     kc.pre.extend(kc.lines)

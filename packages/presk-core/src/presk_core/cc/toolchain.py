@@ -35,6 +35,7 @@ BASE_FLAGS = (
     "-fno-math-errno",  # sqrt without its errno branch; changes no value
     "-std=c11",
     "-fopenmp-simd",
+    "-DPRESK_OPENMP_SIMD",  # presk_libm.h's own simd loops (an exported Makefile's SIMD too)
     "-shared",
     "-fPIC",
 )

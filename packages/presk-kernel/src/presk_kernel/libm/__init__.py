@@ -57,9 +57,15 @@ def cdef() -> str:
 def source(lanes: bool = True) -> str:
     """The helper's C: the header, then one loop per function and type."""
     pragma = "#pragma omp simd\n    " if lanes else ""
+
+    def body(n: str, suffix: str) -> str:
+        if lanes and (n, suffix) == ("erfc", "f"):  # the native epilogues' blocks of erfc
+            return "presk_erfcf_n(x, y, n);"
+        return f"{pragma}for (int64_t i = 0; i < n; i++) y[i] = presk_{n}{suffix}(x[i]);"
+
     loops = [
         f"void {_symbol(n, tag)}(const {ct} *restrict x, {ct} *restrict y, int64_t n) {{\n"
-        f"    {pragma}for (int64_t i = 0; i < n; i++) y[i] = presk_{n}{suffix}(x[i]);\n}}\n"
+        f"    {body(n, suffix)}\n}}\n"
         for n in FUNCTIONS
         for tag, ct, suffix in TYPES.values()
     ]

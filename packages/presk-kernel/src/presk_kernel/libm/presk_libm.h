@@ -576,10 +576,14 @@ PRESK_INLINE float presk_sigmoidf(float x) {
  * k·ln2 + r + rr by presk_expf_reduce, exp(r + rr) = 1 + q, q = r + (r²·G(r) + rr·(1 + r)),
  * and t·P·(1 + q) by one fma; 2^k applied in two steps so that a subnormal result is
  * rounded once; 2 − that for x < 0. */
+PRESK_INLINE float presk_erfcf_small(float x) { /* |x| <= 3/4 */
+    float s = 1.0f - x;
+    return s + fmaf(-x, presk_hornerf(presk_erfcf_d, 6, x * x), -x - (s - 1.0f));
+}
+
 PRESK_INLINE float presk_erfcf(float x) {
     float a = fabsf(x);
-    float s = 1.0f - x;
-    float small = s + fmaf(-x, presk_hornerf(presk_erfcf_d, 6, x * x), -x - (s - 1.0f));
+    float small = presk_erfcf_small(x);
     float z = a < PRESK_ERFCF_ZMAX ? a : PRESK_ERFCF_ZMAX;
     float dn = 2.0f + z, bv = dn - z;
     float dd = (2.0f - bv) + (z - (dn - bv)); /* 2 + z = dn + dd */
@@ -601,6 +605,87 @@ PRESK_INLINE float presk_erfcf(float x) {
     float y = a <= PRESK_ERFCF_SMALL ? small : big;
     return x != x ? x : y;
 }
+
+/* `#pragma omp simd` where OpenMP's simd constructs are on: with OpenMP, or with
+ * -fopenmp-simd and PRESK_OPENMP_SIMD defined (presk's toolchain, an exported program's
+ * Makefile); nothing otherwise (a plain build stays warning-free) */
+#if defined(_OPENMP) || defined(PRESK_OPENMP_SIMD)
+#define PRESK_LIBM_SIMD _Pragma("omp simd")
+#else
+#define PRESK_LIBM_SIMD
+#endif
+
+/* y[i] = presk_erfcf(x[i]) for i < n, lane for lane (below: the same bits, fewer steps) */
+#define PRESK_ERFCF_BLOCK 256 /* the arrays presk_erfcf_n packs, and its callers' blocks */
+static __attribute__((noinline, unused)) void presk_erfcf_lanes(const float *restrict x,
+                                                               float *restrict y, int64_t n) {
+PRESK_LIBM_SIMD
+    for (int64_t i = 0; i < n; i++) y[i] = presk_erfcf(x[i]);
+}
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+/* y[i] = presk_erfcf(x[i]) for i < n, each result the function's own bits, with each branch
+ * computed only for the lanes that take it. A vector of presk_erfcf computes both: the
+ * small branch (|x| <= 3/4, about a tenth of the steps) and the large one for all 16 lanes.
+ * Here, in blocks of 256: every vector's small results stored; the arguments of its other
+ * lanes (the large branch, or NaN) packed together (compress); presk_erfcf over the packed
+ * arguments only; its results put back in their lanes (expand). A block whose first 64
+ * arguments are mostly large (more than 7 in 16) runs presk_erfcf_lanes instead, where
+ * packing would cost more than it saves. Which lanes compute which branch is the only
+ * choice made here: each result is computed by presk_erfcf's own expression for its
+ * argument (presk_erfcf_small is its small branch), so the bits are the same whatever the
+ * mix (docs/native.md, "presk libm"). */
+static __attribute__((noinline, unused)) void presk_erfcf_n(const float *restrict x,
+                                                           float *restrict y, int64_t n) {
+    const __m512 lim = _mm512_set1_ps(PRESK_ERFCF_SMALL);
+    for (int64_t c0 = 0; c0 < n; c0 += PRESK_ERFCF_BLOCK) {
+        const int64_t len = n - c0 < PRESK_ERFCF_BLOCK ? n - c0 : PRESK_ERFCF_BLOCK;
+        const int nv = (int)(len / 16), ns = nv < 4 ? nv : 4;
+        const float *xb = x + c0;
+        float *yb = y + c0;
+        int nq = 0;
+        for (int v = 0; v < ns; v++) {
+            __m512 a = _mm512_abs_ps(_mm512_loadu_ps(xb + 16 * v));
+            nq += __builtin_popcount(_mm512_cmp_ps_mask(a, lim, _CMP_NLE_UQ));
+        }
+        if (ns == 0 || 16 * nq > 7 * 16 * ns) { /* few or mostly large: every lane both */
+            presk_erfcf_lanes(xb, yb, len);
+            continue;
+        }
+        _Alignas(64) float q[PRESK_ERFCF_BLOCK + 16], qy[PRESK_ERFCF_BLOCK + 16];
+        __mmask16 m[PRESK_ERFCF_BLOCK / 16];
+        nq = 0;
+        for (int v = 0; v < nv; v++) {
+            const float *xv = xb + 16 * v;
+            float *yv = yb + 16 * v;
+PRESK_LIBM_SIMD
+            for (int l = 0; l < 16; l++) yv[l] = presk_erfcf_small(xv[l]);
+            __m512 a = _mm512_loadu_ps(xv);
+            m[v] = _mm512_cmp_ps_mask(_mm512_abs_ps(a), lim, _CMP_NLE_UQ); /* large or NaN */
+            _mm512_storeu_ps(q + nq, _mm512_maskz_compress_ps(m[v], a));
+            nq += __builtin_popcount(m[v]);
+        }
+        const int nw = (nq + 15) & ~15;
+        for (int j = nq; j < nw; j++) q[j] = 0.0f; /* whole vectors: no scalar tail */
+        for (int j = 0; j < nw; j += 16) {
+PRESK_LIBM_SIMD
+            for (int l = 0; l < 16; l++) qy[j + l] = presk_erfcf(q[j + l]);
+        }
+        int at = 0;
+        for (int v = 0; v < nv; v++) {
+            float *yv = yb + 16 * v;
+            _mm512_storeu_ps(yv, _mm512_mask_expandloadu_ps(_mm512_loadu_ps(yv), m[v], qy + at));
+            at += __builtin_popcount(m[v]);
+        }
+        for (int64_t i = 16 * (int64_t)nv; i < len; i++) yb[i] = presk_erfcf(xb[i]);
+    }
+}
+#else
+static __attribute__((unused)) void presk_erfcf_n(const float *restrict x, float *restrict y, int64_t n) {
+    presk_erfcf_lanes(x, y, n);
+}
+#endif
 
 PRESK_INLINE float presk_erff(float x) {
     double a = fabs((double)x);
