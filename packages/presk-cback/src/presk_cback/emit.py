@@ -36,6 +36,7 @@ from presk_kernel.ir import (
     Tile,
     TwoPass,
     Var,
+    subexpressions,
 )
 from presk_kernel.layout import applies, is_laid
 
@@ -307,19 +308,6 @@ class EmitError(Exception):
     caller reports it as internal)."""
 
 
-def _subexprs(e):
-    """`e` and every expression inside it (an index's too), outermost first."""
-    yield e
-    match e:
-        case Load(_, index):
-            for i in index:
-                if not isinstance(i, Affine):
-                    yield from _subexprs(i)
-        case Op(_, args, _):
-            for a in args:
-                yield from _subexprs(a)
-
-
 def _erfc_blocks(body) -> tuple[list, list] | None:
     """Where a loop in lanes computes erfc (a GELU's epilogue: presk libm's costliest
     function, whose large branch a vector computes for every lane): the Lets its arguments
@@ -332,7 +320,7 @@ def _erfc_blocks(body) -> tuple[list, list] | None:
     ops: list = []
     first = None
     for n, s in enumerate(body):
-        for e in _subexprs(s.expr):
+        for e in subexpressions(s.expr):
             if isinstance(e, Op) and e.op == "erfc" and e not in ops:
                 ops.append(e)
                 first = n if first is None else first
@@ -343,7 +331,7 @@ def _erfc_blocks(body) -> tuple[list, list] | None:
     later = {s.name for s in body[first:] if isinstance(s, Let)}
     need: set = set()
     for op in ops:
-        for e in _subexprs(op.args[0]):
+        for e in subexpressions(op.args[0]):
             if (isinstance(e, Op) and e.op == "erfc") or (isinstance(e, Load) and e.buf in stored):
                 return None
             if isinstance(e, Var):
@@ -352,7 +340,7 @@ def _erfc_blocks(body) -> tuple[list, list] | None:
     for s in reversed(body[:first]):  # the Lets the arguments need, transitively
         if isinstance(s, Let) and s.name in need:
             kept.append(s)
-            for e in _subexprs(s.expr):
+            for e in subexpressions(s.expr):
                 if isinstance(e, Load) and e.buf in stored:
                     return None
                 if isinstance(e, Var):
@@ -726,14 +714,20 @@ class KernelC:
         expressions for each element (the Lets computed twice: the same bits), the same
         function for each argument (presk_erfcf_n is presk_erfcf's bits): only what a
         vector's lanes compute together changes."""
+
+        def loop(start: str, stop: str, d: int, stmts, after=lambda: ()) -> None:
+            self.emit("#pragma omp simd", 0)
+            self.emit(f"for (int64_t {v} = {start}; {v} < {stop}; {v}++) {{", d)
+            for line in head:
+                self.emit(line, d + 1)
+            self.block(stmts, d + 1)
+            for line in after():  # (rendered once the statements have typed their names)
+                self.emit(line, d + 1)
+            self.emit("}", d)
+
         found = _erfc_blocks(body) if self.k.compute == "f32" else None
         if found is None:
-            self.emit("#pragma omp simd", 0)
-            self.emit(f"for (int64_t {v} = {lo}; {v} < {hi}; {v}++) {{", depth)
-            for line in head:
-                self.emit(line, depth + 1)
-            self.block(body, depth + 1)
-            self.emit("}", depth)
+            loop(lo, hi, depth, body)
             return
         lets, ops = found
         n = self.hoisted  # (a kernel's every name its own)
@@ -745,28 +739,19 @@ class KernelC:
         arrays = [(f"v_eu{n}_{k}", f"v_ey{n}_{k}") for k in range(len(ops))]
         for u, y in arrays:
             self.emit(f"_Alignas(64) float {u}[{block}], {y}[{block}];", d)
-        self.emit("#pragma omp simd", 0)
-        self.emit(f"for (int64_t {v} = {c}; {v} < {c} + {m}; {v}++) {{", d)
-        for line in head:
-            self.emit(line, d + 1)
-        self.block(lets, d + 1)
-        for op, (u, _) in zip(ops, arrays, strict=True):
-            code, t = self.expr(op.args[0])
-            self.emit(f"{u}[{v} - {c}] = {self.cast(code, t, 'f32')};", d + 1)
-        self.emit("}", d)
+
+        def arguments():
+            for op, (u, _) in zip(ops, arrays, strict=True):
+                code, t = self.expr(op.args[0])
+                yield f"{u}[{v} - {c}] = {self.cast(code, t, 'f32')};"
+
+        loop(c, f"{c} + {m}", d, lets, arguments)
         for u, y in arrays:
             self.emit(f"presk_erfcf_n({u}, {y}, {m});", d)
         saved = self.kept
-        self.kept = {
-            **saved,
-            **{op: (f"{y}[{v} - {c}]", "f32") for op, (_, y) in zip(ops, arrays, strict=True)},
-        }
-        self.emit("#pragma omp simd", 0)
-        self.emit(f"for (int64_t {v} = {c}; {v} < {c} + {m}; {v}++) {{", d)
-        for line in head:
-            self.emit(line, d + 1)
-        self.block(body, d + 1)
-        self.emit("}", d)
+        results = {op: (f"{y}[{v} - {c}]", "f32") for op, (_, y) in zip(ops, arrays, strict=True)}
+        self.kept = {**saved, **results}
+        loop(c, f"{c} + {m}", d, body)
         self.kept = saved
         self.emit("}", depth)
 

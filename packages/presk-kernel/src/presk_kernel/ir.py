@@ -586,19 +586,26 @@ def stored(body: tuple) -> set[int]:
     return out
 
 
+def subexpressions(e):
+    """`e` and every expression inside it (a gather's index too), outermost first."""
+    yield e
+    match e:
+        case Load(_, index):
+            for i in index:
+                if not isinstance(i, Affine):
+                    yield from subexpressions(i)
+        case Op(_, args, _):
+            for a in args:
+                yield from subexpressions(a)
+
+
 def accesses(body):
     """(buffer, index, is a store) of every load and store under `body`."""
 
     def expr(e):
-        match e:
-            case Load(buf, index):
-                yield buf, index, False
-                for i in index:
-                    if not isinstance(i, Affine):
-                        yield from expr(i)
-            case Op(_, args, _):
-                for a in args:
-                    yield from expr(a)
+        for x in subexpressions(e):
+            if isinstance(x, Load):
+                yield x.buf, x.index, False
 
     for s in body:
         match s:
