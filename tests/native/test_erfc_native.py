@@ -53,3 +53,25 @@ def test_f64_erfc_stays_in_its_loop(compiler):
     native = NativeEntry(laid)
     assert "presk_erfcf_n(v_" not in "\n".join(native.source)
     assert nan_aside(native.run(inputs), run_schedule(laid, inputs))
+
+
+def test_an_argument_the_body_computes_after_keeps_erfc_in_its_loop():
+    # `_erfc_blocks` computes every argument before the body runs: where one reads a buffer
+    # the body stores, a Let after the first erfc, or another erfc, the loop stays as it is
+    from presk_cback.emit import _erfc_blocks
+    from presk_kernel.ir import Affine, Const, Let, Load, Op, Store, Var
+
+    at = (Affine.var("i"),)
+
+    def erfc(x):
+        return Op("erfc", (x,), None)
+
+    two = Const(2.0, "f32")
+    a = Let("a", Op("mul", (Load(0, at), two), None))
+    lets, ops = _erfc_blocks([a, Store(1, at, erfc(Var("a")))])
+    assert lets == [a] and ops == [erfc(Var("a"))]
+    assert _erfc_blocks([Store(0, at, two), Store(1, at, erfc(Load(0, at)))]) is None
+    b = Let("b", Load(0, at))
+    assert _erfc_blocks([Store(1, at, erfc(two)), b, Store(2, at, erfc(Var("b")))]) is None
+    assert _erfc_blocks([Store(1, at, erfc(erfc(Load(0, at))))]) is None
+    assert _erfc_blocks([Store(1, at, Op("exp", (Load(0, at),), None))]) is None

@@ -327,8 +327,7 @@ def _erfc_blocks(body) -> tuple[list, list] | None:
     if not ops:
         return None
     stored = {s.buf for s in body if isinstance(s, Store)}
-    lets = {s.name: s for s in body[:first] if isinstance(s, Let)}
-    later = {s.name for s in body[first:] if isinstance(s, Let)}
+    later = {s.name for s in body[first:] if isinstance(s, Let)}  # (a Let's name is its own)
     need: set = set()
     for op in ops:
         for e in subexpressions(op.args[0]):
@@ -345,7 +344,7 @@ def _erfc_blocks(body) -> tuple[list, list] | None:
                     return None
                 if isinstance(e, Var):
                     need.add(e.name)
-    if need & later - set(lets):
+    if need & later:
         return None
     return kept[::-1], ops
 
