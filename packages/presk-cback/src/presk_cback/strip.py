@@ -437,15 +437,7 @@ class Strip:
             if keep:  # the kept values first, a loop of their own: no bool load (a
                 # mask's) sets its vector length to 64 lanes, whose f64 polynomials would
                 # not fit the registers; an earlier fold's kept values read, not computed
-                kc.emit("#pragma omp simd", 0)
-                kc.emit(f"for (int64_t {v} = 0; {v} < {upto}; {v}++) {{", d)
-                for j, e in enumerate(keep):
-                    kc.kept = self.reuse(r.vars[0][0], n, r.stop)
-                    code, te = kc.expr(e)
-                    kc.emit(f"{acc}_k{j}[lj][{v}] = {code};", d + 1)
-                    self.kept[e] = (f"{acc}_k{j}", te, r.vars[0][0], n, r.stop)
-                kc.kept = {}
-                kc.emit("}", d)
+                self.kept_loop(r, keep, acc, v, n, upto, d)
             kc.emit("#pragma omp simd", 0)
             kc.emit(f"for (int64_t {v} = 0; {v} < {upto}; {v}++) {{", d)
             kc.block(r.body, d + 1)
@@ -484,6 +476,46 @@ class Strip:
         if self.width % ROWS == 0:
             kc.emit("}", depth - 1)
         return True
+
+    def kept_loop(self, r: Reduce, keep: list, acc: str, v: str, n: int, upto: str, d: int):
+        """The loop storing a fold's kept values (`_keepable`) for the row, `acc_kJ[lj][…]`.
+        Where some are f32 exponentials (a softmax's, of s − max), a check first: if every
+        such argument of the row lies in [−110, 0] (no NaN), the loop computes them by
+        presk_expf_neg, presk_expf's bits there in two thirds of its steps; else as
+        written. The same values either way."""
+        kc = self.kc
+        earlier = self.reuse(r.vars[0][0], n, r.stop)  # an earlier fold's, read not computed
+        kc.kept = earlier
+        values = [kc.expr(e) for e in keep]
+        exps = [e for e in keep if isinstance(e, Op) and e.op == "exp"]
+        fast = {e: kc.cast(*kc.expr(e.args[0]), "f32") for e in exps if kc.k.compute == "f32"}
+        kc.kept = {}
+
+        def loop(depth: int, neg: bool) -> None:
+            kc.emit("#pragma omp simd", 0)
+            kc.emit(f"for (int64_t {v} = 0; {v} < {upto}; {v}++) {{", depth)
+            for j, (e, (code, _)) in enumerate(zip(keep, values, strict=True)):
+                code = f"presk_expf_neg({fast[e]})" if neg and e in fast else code
+                kc.emit(f"{acc}_k{j}[lj][{v}] = {code};", depth + 1)
+            kc.emit("}", depth)
+
+        if not fast:
+            loop(d, False)
+        else:
+            ok = f"{acc}_in"
+            kc.emit(f"int {ok} = 1;", d)
+            kc.emit(f"#pragma omp simd reduction(&:{ok})", 0)
+            kc.emit(f"for (int64_t {v} = 0; {v} < {upto}; {v}++) {{", d)
+            for x in fast.values():
+                kc.emit(f"{ok} &= ({x} >= -110.0f) & ({x} <= 0.0f);", d + 1)
+            kc.emit("}", d)
+            kc.emit(f"if ({ok}) {{  /* every argument in [-110, 0]: presk_expf_neg */", d)
+            loop(d + 1, True)
+            kc.emit("} else {", d)
+            loop(d + 1, False)
+            kc.emit("}", d)
+        for j, (e, (_, te)) in enumerate(zip(keep, values, strict=True)):
+            self.kept[e] = (f"{acc}_k{j}", te, r.vars[0][0], n, r.stop)
 
     def vector_fold(self, r: Reduce, chains: int, upto: str, depth: int) -> None:
         """The folds of rows [0, 8·chains) of the strip as `chains` vectors of 8 lanes, each

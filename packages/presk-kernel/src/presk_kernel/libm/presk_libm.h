@@ -539,6 +539,17 @@ PRESK_INLINE float presk_expf(float x) {
     return x != x ? x : y;
 }
 
+/* presk_expf for -110 <= x <= 0 (-0 included), the same bits (every such f32 checked,
+ * docs/native.md "presk libm"), in two thirds of its steps: no clamp, no NaN select, and
+ * the scaling by 2^k for k <= 0 as presk_erfcf's (at k = 0 both factors exact). A caller
+ * checks the range first (a softmax's s − max: presk_cback.strip). */
+PRESK_INLINE float presk_expf_neg(float x) {
+    float r, rr;
+    int32_t k = presk_expf_reduce(x, -0.0f, &r, &rr);
+    float s = 1.0f + r, e = (1.0f - s) + r;
+    return ((s + (e + presk_expf_tail(r, rr))) * presk_pow2f(k + 64)) * 0x1p-64f;
+}
+
 /* The f32 functions below select their limits on the result, not on the argument (a clamped
  * argument made GCC compute each side apart); NaN in, the same NaN out. */
 
