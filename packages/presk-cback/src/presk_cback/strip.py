@@ -484,8 +484,7 @@ class Strip:
         presk_expf_neg, presk_expf's bits there in two thirds of its steps; else as
         written. The same values either way."""
         kc = self.kc
-        earlier = self.reuse(r.vars[0][0], n, r.stop)  # an earlier fold's, read not computed
-        kc.kept = earlier
+        kc.kept = self.reuse(r.vars[0][0], n, r.stop)  # an earlier fold's, read not computed
         values = [kc.expr(e) for e in keep]
         exps = [e for e in keep if isinstance(e, Op) and e.op == "exp"]
         fast = {e: kc.cast(*kc.expr(e.args[0]), "f32") for e in exps if kc.k.compute == "f32"}

@@ -65,6 +65,7 @@ from presk_kernel.ir import (
     Var,
     elements,
     plain,
+    subexpressions,
 )
 from presk_kernel.layout import applies, apply_layout, check_layout, is_laid
 
@@ -369,9 +370,11 @@ def _epilogue_problems(k: Kernel, g: Gemm, acc: str, points: dict[str, int]) -> 
             )
     outputs = {b.id for b in k.outputs}
     exprs = [x for s in g.epilogue if isinstance(s, Let | Store) for x in _exprs(s)]
-    for buf in sorted({e.buf for x in exprs for e in _walk(x) if isinstance(e, Load)} & outputs):
+    for buf in sorted(
+        {e.buf for x in exprs for e in subexpressions(x) if isinstance(e, Load)} & outputs
+    ):
         out.append(f"the epilogue reads %{buf}, an output (C holds partial sums until the end)")
-    if not any(e == Var(acc) for x in exprs for e in _walk(x)):
+    if not any(e == Var(acc) for x in exprs for e in subexpressions(x)):
         out.append(f"the epilogue does not read the product `{acc}`")
     return out
 
@@ -455,22 +458,9 @@ def _exprs(s) -> list:
     return [s.expr, *(i for i in s.index if not isinstance(i, Affine))]
 
 
-def _walk(e):
-    """`e` and every expression inside it, a load's gathered indices included."""
-    yield e
-    match e:
-        case Load(_, index):
-            for i in index:
-                if not isinstance(i, Affine):
-                    yield from _walk(i)
-        case Op(_, args, _):
-            for a in args:
-                yield from _walk(a)
-
-
 def _first_buf(t) -> int | None:
     """The buffer of a term's first load (an operand's, presk_kernel.contract's `a` or `b`)."""
-    return next((e.buf for e in _walk(t) if isinstance(e, Load)), None)
+    return next((e.buf for e in subexpressions(t) if isinstance(e, Load)), None)
 
 
 def schedule_problems(s: Schedule) -> list[str]:
