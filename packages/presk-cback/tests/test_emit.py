@@ -125,7 +125,9 @@ def test_lanes_across_folds_keep_the_bits(realize):
     # a softmax's exponentials kept from its sum's terms for its quotients, in a loop of
     # their own; a whole strip's folds in vectors of 8 lanes (two at once for 16 f32 rows)
     assert re.search(r"\{\n *v_s\d+_k0\[lj\]\[v_i\d+\] = presk_exp[^;]*;\n *\}", c)
-    assert re.search(r"= presk_select_f\d+\(b\d+\[[^;]*\(v_s\d+_k0\[lj\]\[v_i\d+\] / ", c)
+    # (the causal mask read as the comparison it holds, KernelC.mask_read: no byte load)
+    quotient = r"= presk_select_f\d+\(\((v_i\d+) <= (v_i\d+)\), \(v_s\d+_k0\[lj\]\[\1\] / "
+    assert re.search(quotient, c)
     # the attention's scaled scores s/√d divided once: kept by its max's terms for its
     # sum's exponentials (which read them, not the scores)
     kept = re.search(r"(v_s\d+_k0)\[lj\]\[(v_i\d+)\] = \(b\d+\[[^;]*\] / b\d+\[0\]\);", c)

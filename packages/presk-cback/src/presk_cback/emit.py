@@ -434,8 +434,9 @@ def _strips(body) -> bool:
 class KernelC:
     """The C of one kernel, written into `lines`."""
 
-    def __init__(self, k: Kernel, fname: str, lanes: bool) -> None:
+    def __init__(self, k: Kernel, fname: str, lanes: bool, masks=None) -> None:
         self.k, self.fname, self.lanes = k, fname, lanes
+        self.masks = masks or {}  # input -> the structured mask it holds (`mask_read`)
         self.types: dict[str, str] = {}
         self.lines: list[str] = []
         self.gemm: str | None = None  # the GEMM's type tag, when the kernel calls one
@@ -483,6 +484,8 @@ class KernelC:
         match e:
             case Const(value, dtype):
                 return _const(value, dtype), dtype
+            case Load(buf, index) if buf in self.masks:
+                return self.mask_read(buf, index)
             case Load(buf, index):
                 dt = self.k.buffers[buf].dtype
                 code = f"b{buf}[{self.offset(buf, index)}]"
@@ -497,6 +500,18 @@ class KernelC:
             case Op(op, args, attr):
                 return self.op(op, [self.expr(a) for a in args], attr)
         raise TypeError(f"not a kernel expression: {e!r}")
+
+    def mask_read(self, buf: int, index: tuple) -> tuple[str, str]:
+        """A structured mask's element (presk_kernel.narrow.mask_inputs) as the comparison
+        it holds, `j < i + plus`: the same truth value. A loop's selects on the mask then
+        vectorize at their values' width (16 f32 lanes on AVX-512), where its bytes' load
+        made 64, whose row tails narrower vectors and scalar steps finished."""
+        m = self.masks[buf]
+        j, i = index[m.along], index[m.by]
+        if not (isinstance(j, Affine) and isinstance(i, Affine)):
+            return f"b{buf}[{self.offset(buf, index)}]", "bool"
+        op, end = ("<=", i) if m.plus == 1 else ("<", Affine(i.terms, i.const + m.plus))
+        return f"({affine_c(j)} {op} {affine_c(end)})", "bool"
 
     def op(self, op: str, a: list[tuple[str, str]], attr) -> tuple[str, str]:
         rule = C_RULES.get(op)
@@ -1068,6 +1083,8 @@ class KernelC:
         self.lines = [PEEL[0]] if peel else []
         self.lines.append(f"static void {self.fname}({', '.join([*params, 'int *err'])}) {{")
         self.emit("(void)err;", 1)
+        for b in self.masks:  # (read as comparisons: `mask_read`)
+            self.emit(f"(void)b{b};", 1)
         if applies(k.layout) and not is_laid(k):
             raise EmitError(
                 f"`{k.name}` at {k.site}: its layout ({k.layout}) is not applied to its body"

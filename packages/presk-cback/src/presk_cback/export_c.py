@@ -40,6 +40,7 @@ from presk_kernel.ir import (
     format_kernel,
 )
 from presk_kernel.layout import applies, is_laid
+from presk_kernel.narrow import mask_inputs
 from presk_kernel.written import zeroed
 
 from presk_cback import gemm
@@ -100,8 +101,8 @@ class ExportKernelC(KernelC):
     its outer loop bounded by `lo` and `hi` (the host's piece of it, with no thread pragma
     of its own), its buffers the parameters `in0…` and `out…`."""
 
-    def __init__(self, k: Kernel, fname: str, restrict: bool) -> None:
-        super().__init__(k, fname, lanes=True)
+    def __init__(self, k: Kernel, fname: str, restrict: bool, masks=None) -> None:
+        super().__init__(k, fname, lanes=True, masks=masks)
         self.top = _split_loop(k)
         self.restrict = restrict
 
@@ -169,6 +170,8 @@ class ExportKernelC(KernelC):
             self.emit(f"{const}{CTYPE[b.dtype]} *const b{b.id} = {names[i]};", 1)
         self.emit("int *const err = &presk_error;", 1)
         self.emit("(void)err;", 1)
+        for b in self.masks:  # (read as comparisons: KernelC.mask_read)
+            self.emit(f"(void)b{b};", 1)
         if self.top is None:
             self.emit("(void)lo;", 1)
             self.emit("(void)hi;", 1)
@@ -551,10 +554,10 @@ def c_program(
     kernel_of: list[str] = []
     blocks: list[str] = []
     tags: set[str] = set()
-    for launch in schedule.launches:
+    for launch, masks in zip(schedule.launches, mask_inputs(schedule), strict=True):
         bufs = [a.buf for a in launch.args]
         restrict = len(set(bufs)) == len(bufs)
-        kc = ExportKernelC(launch.kernel, "@FN@", restrict)
+        kc = ExportKernelC(launch.kernel, "@FN@", restrict, masks)
         text = "\n".join(kc.function())
         if text not in texts:
             fname = f"k{len(texts)}"

@@ -19,6 +19,7 @@ import re
 
 from presk_kernel import libm
 from presk_kernel.ir import Schedule
+from presk_kernel.narrow import mask_inputs
 from presk_kernel.written import used
 
 from presk_cback import gemm
@@ -226,8 +227,9 @@ def entry_units(
     bodies: list[tuple[str, str | None, str]] = []  # (function text, gemm tag, its prototype)
     calls = []
     cols: dict[str, set[int]] = {}  # a GEMM's calls' columns, by its type
+    masks = mask_inputs(schedule)
     for i, launch in enumerate(schedule.launches):
-        kc = KernelC(launch.kernel, "KERNEL", lanes)
+        kc = KernelC(launch.kernel, "KERNEL", lanes, masks[i])
         text = "\n".join(kc.function())
         if kc.gemm:
             cols.setdefault(kc.gemm, set()).update(kc.gemm_cols)

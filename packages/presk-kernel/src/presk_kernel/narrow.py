@@ -441,6 +441,22 @@ def _masks(schedule: Schedule) -> dict[tuple[int, int], Mask]:
     return masks
 
 
+def mask_inputs(schedule: Schedule) -> list[dict[int, Mask]]:
+    """For each launch, the inputs (kernel buffers) bound to a structured mask, with its
+    structure: an executor may read such an input as the comparison it holds (the C
+    backend's `KernelC`: a vector of a select on it then holds its values' lanes, not the
+    mask's bytes)."""
+    masks = _masks(schedule)
+    return [
+        {
+            i: masks[(a.buf, a.offset)]
+            for i, a in enumerate(launch.args[: len(launch.kernel.inputs)])
+            if (a.buf, a.offset) in masks
+        }
+        for launch in schedule.launches
+    ]
+
+
 def dead_stores(schedule: Schedule) -> dict[int, set[int]]:
     """The outputs (launch -> kernel buffers) whose one store runs in a loop bounded to the
     allowed prefix of positions nothing uses (`dead_suffixes`'s, laid out or not): what
