@@ -33,7 +33,7 @@ from presk_kernel.narrow import mask_inputs
 
 N = 37  # rows of whole vectors and a tail, at 16 and at 8 lanes
 SQUARE = (Axis(None, N), Axis(None, N))
-I, J = Affine.var("i"), Affine.var("j")
+ROW, COL = Affine.var("i"), Affine.var("j")
 
 
 def _schedule(cmp: str, a: str, b: str, written_twice: bool = False) -> Schedule:
@@ -46,17 +46,17 @@ def _schedule(cmp: str, a: str, b: str, written_twice: bool = False) -> Schedule
         "t/%1",
         (),
         (Buffer(0, "bool", SQUARE),),
-        (Loop("i", None, N, (Loop("j", None, N, (Store(0, (I, J), cond),)),)),),
+        (Loop("i", None, N, (Loop("j", None, N, (Store(0, (ROW, COL), cond),)),)),),
         "f32",
         Layout(order=("i", "j")),
     )
-    value = Op("select", (Load(0, (I, J)), Load(1, (I, J)), Const(-1.5, "f32")))
+    value = Op("select", (Load(0, (ROW, COL)), Load(1, (ROW, COL)), Const(-1.5, "f32")))
     reader = Kernel(
         "reader",
         "t/%2",
         (Buffer(0, "bool", SQUARE), Buffer(1, "f32", SQUARE)),
         (Buffer(2, "f32", SQUARE),),
-        (Loop("i", None, N, (Loop("j", None, N, (Store(2, (I, J), value),)),)),),
+        (Loop("i", None, N, (Loop("j", None, N, (Store(2, (ROW, COL), value),)),)),),
         "f32",
         Layout(order=("i", "j")),
     )
