@@ -36,10 +36,11 @@ SQUARE = (Axis(None, N), Axis(None, N))
 ROW, COL = Affine.var("i"), Affine.var("j")
 
 
-def _schedule(cmp: str, a: str, b: str, written_twice: bool = False) -> Schedule:
+def _schedule(cmp: str, a: str, b: str, written_twice: bool = False, flat: bool = False):
     """mask[i, j] = compare cmp(a, b); out[i, j] = select(mask[i, j], x[i, j], −1.5), laid
     out as the run lays them (lanes along j); `written_twice`: a second launch writes the
-    mask too (then not structured)."""
+    mask too (then not structured); `flat`: the reader sees the mask as one axis of N·N
+    (not at its shape: then loaded)."""
     cond = Op("compare", (Index(a), Index(b)), cmp)
     mask = Kernel(
         "mask",
@@ -50,11 +51,13 @@ def _schedule(cmp: str, a: str, b: str, written_twice: bool = False) -> Schedule
         "f32",
         Layout(order=("i", "j")),
     )
-    value = Op("select", (Load(0, (ROW, COL)), Load(1, (ROW, COL)), Const(-1.5, "f32")))
+    seen = (Axis(None, N * N),) if flat else SQUARE
+    at = (Affine((("i", N), ("j", 1)), 0),) if flat else (ROW, COL)
+    value = Op("select", (Load(0, at), Load(1, (ROW, COL)), Const(-1.5, "f32")))
     reader = Kernel(
         "reader",
         "t/%2",
-        (Buffer(0, "bool", SQUARE), Buffer(1, "f32", SQUARE)),
+        (Buffer(0, "bool", seen), Buffer(1, "f32", SQUARE)),
         (Buffer(2, "f32", SQUARE),),
         (Loop("i", None, N, (Loop("j", None, N, (Store(2, (ROW, COL), value),)),)),),
         "f32",
@@ -95,10 +98,14 @@ def test_a_mask_is_read_as_its_comparison_with_the_same_bits(cmp, a, b, c):
     assert np.array_equal(want, np.where(eval(allowed), x, np.float32(-1.5)))
 
 
-def test_a_mask_written_twice_is_loaded():
-    s = _schedule("<=", "j", "i", written_twice=True)
-    assert mask_inputs(s) == [{}, {}, {}]
+@pytest.mark.parametrize("case", ["written twice", "flat"])
+def test_a_mask_not_known_at_the_reader_is_loaded(case):
+    s = _schedule("<=", "j", "i", written_twice=case == "written twice", flat=case == "flat")
+    assert all(not m for m in mask_inputs(s))
     src = entry_source(s)
     assert re.search(r"\bb0\[", src[src.index("/* reader") :])
-    x = np.ones((N, N), np.float32)
-    assert NativeEntry(s).run([x])[0].tobytes() == run_schedule(s, [x])[0].tobytes()
+    x = np.arange(N * N, dtype=np.float32).reshape(N, N)
+    (got,) = NativeEntry(s).run([x])
+    assert got.tobytes() == run_schedule(s, [x])[0].tobytes()
+    i, j = np.indices((N, N))
+    assert np.array_equal(got, np.where(j <= i, x, np.float32(-1.5)))

@@ -92,6 +92,7 @@ class Mask:
     along: int
     by: int
     plus: int
+    shape: tuple[int, ...] = dataclasses.field(default=(), compare=False)  # the buffer's
 
 
 def mask_of(k: Kernel) -> Mask | None:
@@ -124,7 +125,7 @@ def mask_of(k: Kernel) -> Mask | None:
     along, by = (names.index(e.args[side].var), names.index(e.args[1 - side].var))
     if along == by or out.axes[along].length != out.axes[by].length:
         return None
-    return Mask(along, by, plus)
+    return Mask(along, by, plus, out.shape)
 
 
 def never_negative_zero(e) -> bool:
@@ -404,12 +405,7 @@ def _dead(launches: list, w: int, x: Arg, masks: dict, shape: tuple) -> tuple[in
                 continue
             if i >= len(k.inputs) or a.offset != x.offset or k.buffers[i].shape != shape:
                 return None  # another writer, or a read of another slice or shape
-            mine = {
-                j: masks[(b.buf, b.offset)]
-                for j, b in enumerate(launch.args[: len(k.inputs)])
-                if (b.buf, b.offset) in masks
-            }
-            reads = _Reads(i, mine, k.buffers[i].shape)
+            reads = _Reads(i, _bound(launch, masks), k.buffers[i].shape)
             reads.body(k.body, ())
             if not reads.ok:
                 return None
@@ -447,14 +443,19 @@ def mask_inputs(schedule: Schedule) -> list[dict[int, Mask]]:
     backend's `KernelC`: a vector of a select on it then holds its values' lanes, not the
     mask's bytes)."""
     masks = _masks(schedule)
-    return [
-        {
-            i: masks[(a.buf, a.offset)]
-            for i, a in enumerate(launch.args[: len(launch.kernel.inputs)])
-            if (a.buf, a.offset) in masks
-        }
-        for launch in schedule.launches
-    ]
+    return [_bound(launch, masks) for launch in schedule.launches]
+
+
+def _bound(launch: Launch, masks: dict[tuple[int, int], Mask]) -> dict[int, Mask]:
+    """The launch's inputs (kernel buffers) bound to a structured mask of `masks`, seen at
+    the mask's own shape."""
+    k = launch.kernel
+    out = {}
+    for i, a in enumerate(launch.args[: len(k.inputs)]):
+        m = masks.get((a.buf, a.offset))
+        if m is not None and k.inputs[i].shape == m.shape:
+            out[i] = m
+    return out
 
 
 def dead_stores(schedule: Schedule) -> dict[int, set[int]]:
@@ -532,11 +533,7 @@ def narrow(schedule: Schedule) -> tuple[Schedule, int]:
     launches, count = [], 0
     for launch in schedule.launches:
         k = launch.kernel
-        mine = {
-            i: masks[(a.buf, a.offset)]
-            for i, a in enumerate(launch.args[: len(k.inputs)])
-            if (a.buf, a.offset) in masks
-        }
+        mine = _bound(launch, masks)
         if not mine:
             launches.append(launch)
             continue
@@ -771,11 +768,7 @@ def _known_zeros(schedule: Schedule, masks: dict) -> dict:
         outs = list(enumerate(launch.args))[len(k.inputs) :]
         if not any(k.buffers[o].dtype in ("f64", "f32") for o, _ in outs):
             continue
-        mine_masks = {
-            j: masks[(b.buf, b.offset)]
-            for j, b in enumerate(launch.args[: len(k.inputs)])
-            if (b.buf, b.offset) in masks
-        }
+        mine_masks = _bound(launch, masks)
         mine = {
             j: known[(b.buf, b.offset)][2]
             for j, b in enumerate(launch.args[: len(k.inputs)])
