@@ -503,15 +503,14 @@ class KernelC:
 
     def mask_read(self, buf: int, index: tuple) -> tuple[str, str]:
         """A structured mask's element (presk_kernel.narrow.mask_inputs) as the comparison
-        it holds, `j < i + plus`: the same truth value. A loop's selects on the mask then
+        it holds, `j < i + plus` (`j <= i` for plus 1): the same truth value. A loop's selects on the mask then
         vectorize at their values' width (16 f32 lanes on AVX-512), where its bytes' load
         made 64, whose row tails narrower vectors and scalar steps finished."""
         m = self.masks[buf]
         j, i = index[m.along], index[m.by]
         if not (isinstance(j, Affine) and isinstance(i, Affine)):
             return f"b{buf}[{self.offset(buf, index)}]", "bool"
-        op, end = ("<=", i) if m.plus == 1 else ("<", Affine(i.terms, i.const + m.plus))
-        return f"({affine_c(j)} {op} {affine_c(end)})", "bool"
+        return f"({affine_c(j)} {'<=' if m.plus else '<'} {affine_c(i)})", "bool"
 
     def op(self, op: str, a: list[tuple[str, str]], attr) -> tuple[str, str]:
         rule = C_RULES.get(op)

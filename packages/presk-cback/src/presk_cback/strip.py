@@ -435,8 +435,9 @@ class Strip:
             if hi is None:  # (a narrowed fold's prefix may be empty)
                 kc.gathers = kc.hoist((*r.body, *r.terms, *keep), r.vars[0][0], d)
             if keep:  # the kept values first, a loop of their own: no bool load (a
-                # mask's) sets its vector length to 64 lanes, whose f64 polynomials would
-                # not fit the registers; an earlier fold's kept values read, not computed
+                # mask's not read as its comparison, KernelC.mask_read) sets its vector
+                # length to 64 lanes, whose f64 polynomials would not fit the registers; an
+                # earlier fold's kept values read, not computed
                 self.kept_loop(r, keep, acc, v, n, upto, d)
             kc.emit("#pragma omp simd", 0)
             kc.emit(f"for (int64_t {v} = 0; {v} < {upto}; {v}++) {{", d)
