@@ -3,6 +3,7 @@ states, its specials exact, and the same bits with and without vector lanes."""
 
 import dataclasses
 import math
+import re
 
 import numpy as np
 import pytest
@@ -215,8 +216,16 @@ def test_the_helper_vectorizes_every_loop_and_is_warning_free(tmp_path, strict_c
     assert p.returncode == 0, p.stderr
     vectorized = {int(ln.split(":")[1]) for ln in p.stderr.splitlines() if "loop vectorized" in ln}
     header = libm.header().splitlines()
-    own = {n + 2 for n, ln in enumerate(header) if ln == "PRESK_LIBM_SIMD"}  # the loop's line
-    assert own and own <= vectorized  # presk_erfcf_n's loops, which f32 erfc's helper calls
+    # the header's own loops this target compiles (presk_erfcf_n's, which f32 erfc's helper
+    # calls, differ by the vector extension): the line after each PRESK_LIBM_SIMD the
+    # preprocessor keeps, which marks its `#pragma omp simd` with the macro's line
+    kept = strict_cc(tc, c, tmp_path / "libm.i", flags, "-E")
+    assert kept.returncode == 0, kept.stderr
+    text = (tmp_path / "libm.i").read_text()
+    marks = re.findall(r'^# (\d+) "[^"]*"\n#pragma omp simd$', text, re.M)
+    own = {int(n) + 1 for n in marks if int(n) <= len(header)}
+    assert own and all(header[n - 2] == "PRESK_LIBM_SIMD" for n in own)
+    assert own <= vectorized
     helpers = {n for n in vectorized if n > len(header)}
     assert len(helpers) == 2 * len(libm.FUNCTIONS) - 1
 
