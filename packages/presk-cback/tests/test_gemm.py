@@ -173,13 +173,20 @@ def test_generated_c_is_warning_free(tmp_path, tag, strict_cc):
 @pytest.mark.parametrize("target", ["-march=haswell -mavx2 -mfma", "-march=x86-64"])
 def test_the_narrower_vector_paths_keep_the_bits(target):
     # AVX2 intrinsics (32 bytes) and the generic vector_size(16) path with a lane loop of
-    # fma, as other machines would build them (compiled here for this one)
+    # fma, as other machines would build them (compiled here for this one); every operand
+    # order: AVX2's packers transpose a row-major A's panels (n = 260: packed, not read in
+    # place) and a column-major B's in registers
     tc = dataclasses.replace(find_toolchain(), target=target)
     assert tc.vector_bytes == (32 if "avx2" in target else 16)
+    orders = (np.ascontiguousarray, np.asfortranarray)
     for dtype in (np.float64, np.float32):
-        a, b = operands(33, 400, 70, dtype, seed=4)
-        got = G.gemm(a, b, threads=2, toolchain=tc)
-        assert same_bits(got, reference(a, b))
+        for m, k, n in ((33, 400, 70), (25, 40, 260)):
+            a, b = operands(m, k, n, dtype, seed=4)
+            ref = reference(a, b)
+            for fa in orders:
+                for fb in orders:
+                    got = G.gemm(fa(a), fb(b), threads=2, toolchain=tc)
+                    assert same_bits(got, ref), (m, k, n, fa.__name__, fb.__name__)
         source = G.source(G.TAGS[np.dtype(dtype)], G.default_blocking("f64", tc), tc)
         assert ("_mm256_fmadd" in source) == ("avx2" in target)
 

@@ -154,6 +154,7 @@ def save_blocking(tag: str, tc: Toolchain, blocking: Blocking) -> Path:
 TRANSPOSE = {
     "f32": """#define HAVE_AVX512 1
 #define VMASKSTOREU(p, n, v) _mm512_mask_storeu_ps(p, (__mmask16)((1u << (n)) - 1), v)
+#define VPARTSTOREU VMASKSTOREU
 #define VMASKLOADU(p, n) _mm512_maskz_loadu_ps((__mmask16)((1u << (n)) - 1), p)
 static inline __attribute__((always_inline)) void transpose(vec r[16]) {
     __m512 t[16];
@@ -187,6 +188,7 @@ static inline __attribute__((always_inline)) void transpose(vec r[16]) {
 """,
     "f64": """#define HAVE_AVX512 1
 #define VMASKSTOREU(p, n, v) _mm512_mask_storeu_pd(p, (__mmask8)((1u << (n)) - 1), v)
+#define VPARTSTOREU VMASKSTOREU
 #define VMASKLOADU(p, n) _mm512_maskz_loadu_pd((__mmask8)((1u << (n)) - 1), p)
 static inline __attribute__((always_inline)) void transpose(vec r[8]) {
     __m512d t[8];
@@ -214,6 +216,55 @@ static inline __attribute__((always_inline)) void transpose(vec r[8]) {
 }
 
 
+# The same on AVX2 (b30: the packers of a transposed B and of a row-major A): 8×8 f32, 4×4
+# f64; a panel's first n values stored through a vector in memory (AVX2's masked stores are
+# slow on AMD's cores), n constant in the packers (MR), so the copy is a few moves.
+TRANSPOSE_AVX2 = {
+    "f32": """#define HAVE_TRANSPOSE 1
+#define VPARTSTOREU(p, n, v) do { \\
+    _Alignas(32) float part_[8]; \\
+    _mm256_store_ps(part_, v); \\
+    memcpy(p, part_, (size_t)(n) * sizeof(float)); \\
+} while (0)
+static inline __attribute__((always_inline)) void transpose(vec r[8]) {
+    __m256 t[8], u[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < 4; j++) {
+        r[j] = _mm256_permute2f128_ps(u[j], u[j + 4], 0x20);
+        r[j + 4] = _mm256_permute2f128_ps(u[j], u[j + 4], 0x31);
+    }
+}
+""",
+    "f64": """#define HAVE_TRANSPOSE 1
+#define VPARTSTOREU(p, n, v) do { \\
+    _Alignas(32) double part_[4]; \\
+    _mm256_store_pd(part_, v); \\
+    memcpy(p, part_, (size_t)(n) * sizeof(double)); \\
+} while (0)
+static inline __attribute__((always_inline)) void transpose(vec r[4]) {
+    __m256d t0 = _mm256_unpacklo_pd(r[0], r[1]), t1 = _mm256_unpackhi_pd(r[0], r[1]);
+    __m256d t2 = _mm256_unpacklo_pd(r[2], r[3]), t3 = _mm256_unpackhi_pd(r[2], r[3]);
+    r[0] = _mm256_permute2f128_pd(t0, t2, 0x20);
+    r[1] = _mm256_permute2f128_pd(t1, t3, 0x20);
+    r[2] = _mm256_permute2f128_pd(t0, t2, 0x31);
+    r[3] = _mm256_permute2f128_pd(t1, t3, 0x31);
+}
+""",
+}
+
+
 def _vector_ops(tag: str, tc: Toolchain) -> str:
     c = CTYPE[tag]
     sfx = "pd" if tag == "f64" else "ps"
@@ -236,7 +287,7 @@ def _vector_ops(tag: str, tc: Toolchain) -> str:
             f"#define VSTORE(p, v) _mm256_store_{sfx}(p, v)\n"
             f"#define VLOADU(p) _mm256_loadu_{sfx}(p)\n"
             f"#define VSTOREU(p, v) _mm256_storeu_{sfx}(p, v)\n"
-        )
+        ) + TRANSPOSE_AVX2[tag]
     fma = "fma" if tag == "f64" else "fmaf"
     return (
         f"typedef {c} vec __attribute__((vector_size({tc.vector_bytes})));\n"
@@ -271,6 +322,9 @@ typedef {c} T;
 #define BDIRECT (256 << 10) /* … where its packed block would have more bytes than this */
 #define DIRECT {direct} /* A's rows are read where they lie when n has fewer panels */
 {vector_ops}
+#ifndef HAVE_TRANSPOSE
+#define HAVE_TRANSPOSE HAVE_AVX512
+#endif
 #ifndef HAVE_AVX512
 #define HAVE_AVX512 0
 #endif
@@ -346,7 +400,7 @@ static void pack_b(int64_t jp, int64_t kc, int64_t nc, const T *B, int64_t rsb, 
     }}
     if (nr == NR && rsb == 1) {{
         int64_t k0 = 0;
-#if HAVE_AVX512 /* VL columns × VL k at a time, transposed in registers */
+#if HAVE_TRANSPOSE /* VL columns × VL k at a time, transposed in registers */
         for (; k0 + VL <= kc; k0 += VL)
             for (int v = 0; v < NV; v++) {{
                 vec r[VL];
@@ -393,7 +447,7 @@ static void pack_a(int64_t ip, int64_t kc, int64_t mc, const T *A, int64_t rsa, 
     const T *src = A + i0 * rsa;
     if (mr == MR && csa == 1) {{
         int64_t k0 = 0;
-#if HAVE_AVX512 /* MR rows × VL k at a time, transposed in registers (MR ≤ VL) */
+#if HAVE_TRANSPOSE /* MR rows × VL k at a time, transposed in registers (MR ≤ VL) */
         if (MR <= VL)
             for (; k0 + VL <= kc; k0 += VL) {{
                 vec r[VL];
@@ -401,7 +455,7 @@ static void pack_a(int64_t ip, int64_t kc, int64_t mc, const T *A, int64_t rsa, 
                 for (int i = 0; i < VL; i++) r[i] = i < MR ? VLOADU(src + i * rsa + k0) : VSET1(0);
                 transpose(r);
 #pragma GCC unroll 16
-                for (int j = 0; j < VL; j++) VMASKSTOREU(dst + (k0 + j) * MR, MR, r[j]);
+                for (int j = 0; j < VL; j++) VPARTSTOREU(dst + (k0 + j) * MR, MR, r[j]);
             }}
 #endif
         for (; k0 < kc; k0 += 16) {{
@@ -763,7 +817,7 @@ def source(tag: str, blocking: Blocking, tc: Toolchain) -> str:
 
 LOCAL_NAMES = (
     "T", "vec", "VFMA", "VSET1", "VLOAD", "VLOADU", "VSTORE", "VSTOREU", "MR", "NV", "VL", "NR", "KC",
-    "MC", "NC", "PFD", "PFC", "BK", "BDIRECT", "DIRECT", "HAVE_AVX512", "VMASKSTOREU", "VMASKLOADU", "transpose", "min64", "ukernel", "tile_rows", "pack_a", "pack_a_rows", "pack_b", "pack_b_rows", "tile", "nest", "scratch",
+    "MC", "NC", "PFD", "PFC", "BK", "BDIRECT", "DIRECT", "HAVE_AVX512", "HAVE_TRANSPOSE", "VPARTSTOREU", "VMASKSTOREU", "VMASKLOADU", "transpose", "min64", "ukernel", "tile_rows", "pack_a", "pack_a_rows", "pack_b", "pack_b_rows", "tile", "nest", "scratch",
     "epilogue", "packer", "gemm_all", "BAND_COLS", "BAND_KEND", "BAND_KSTART", "band_last",
     "band_ncols", "band_kend", "band_kstart", "EPI_PANEL", "EPI_PANELS", "WIDE", "WIDE_NR",
     "split_columns",
