@@ -149,6 +149,52 @@ def test_erfc_in_blocks_is_erfcf_lane_for_lane():
             assert a.tobytes() == b.tobytes(), n
 
 
+ERFC_BLOCKS = r"""
+#include <stdio.h>
+#include "presk_libm.h"
+/* presk_erfcf_n against presk_erfcf_lanes on each record of the file argv[1] (an int32 n,
+ * then n f32), at several of its lengths: the count of lengths whose bits differ */
+static float x[1 << 16], a[1 << 16], b[1 << 16];
+int main(int argc, char **argv) {
+    FILE *f = fopen(argv[argc - 1], "rb");
+    int32_t n;
+    long bad = 0;
+    while (fread(&n, 4, 1, f) == 1 && fread(x, 4, (size_t)n, f) == (size_t)n)
+        for (int32_t m = 1; m <= n; m = m < 64 ? m + 7 : m * 2 + 1) {
+            presk_erfcf_n(x, a, m);
+            presk_erfcf_lanes(x, b, m);
+            bad += memcmp(a, b, 4 * (size_t)m) != 0;
+        }
+    printf("%ld\n", bad);
+    return 0;
+}
+"""
+
+
+def test_erfc_in_blocks_on_avx2_whatever_the_host(tmp_path, strict_cc):
+    # presk_erfcf_n's AVX2 form (its large lanes packed by a permutation, b30) built for
+    # Haswell and run here, so that an AVX-512 host checks it too: the mixes and lengths of
+    # test_erfc_in_blocks_is_erfcf_lane_for_lane
+    import subprocess
+
+    host = find_toolchain()
+    if "avx2" not in host.features or "fma" not in host.features:
+        pytest.skip("the host runs no AVX2 code")
+    tc = dataclasses.replace(host, sanitize="", target="-march=haswell -mavx2 -mfma")
+    (tmp_path / "presk_libm.h").write_text(libm.header())
+    data = tmp_path / "mixes.bin"
+    data.write_bytes(b"".join(np.int32(x.size).tobytes() + x.tobytes() for x in _erfc_mixes()))
+    c = tmp_path / "t.c"
+    c.write_text(ERFC_BLOCKS)
+    flags = [f for f in tc.flags() if f not in ("-shared", "-fPIC")]
+    p = strict_cc(tc, c, tmp_path / "t", flags, "-lm")
+    assert p.returncode == 0, p.stderr
+    asm = strict_cc(tc, c, tmp_path / "t.s", flags, "-S")
+    assert asm.returncode == 0 and "vpermps" in (tmp_path / "t.s").read_text()  # packed
+    run = subprocess.run([str(tmp_path / "t"), str(data)], capture_output=True, text=True)
+    assert run.returncode == 0 and run.stdout.strip() == "0", run.stdout + run.stderr
+
+
 EXPF_NEG = r"""
 #include <stdio.h>
 #include "presk_libm.h"
