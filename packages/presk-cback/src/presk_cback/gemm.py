@@ -220,13 +220,7 @@ static inline __attribute__((always_inline)) void transpose(vec r[8]) {
 # f64; a panel's first n values stored through a vector in memory (AVX2's masked stores are
 # slow on AMD's cores), n constant in the packers (MR), so the copy is a few moves.
 TRANSPOSE_AVX2 = {
-    "f32": """#define HAVE_TRANSPOSE 1
-#define VPARTSTOREU(p, n, v) do { \\
-    _Alignas(32) float part_[8]; \\
-    _mm256_store_ps(part_, v); \\
-    memcpy(p, part_, (size_t)(n) * sizeof(float)); \\
-} while (0)
-static inline __attribute__((always_inline)) void transpose(vec r[8]) {
+    "f32": """static inline __attribute__((always_inline)) void transpose(vec r[8]) {
     __m256 t[8], u[8];
 #pragma GCC unroll 8
     for (int i = 0; i < 8; i += 2) {
@@ -247,13 +241,7 @@ static inline __attribute__((always_inline)) void transpose(vec r[8]) {
     }
 }
 """,
-    "f64": """#define HAVE_TRANSPOSE 1
-#define VPARTSTOREU(p, n, v) do { \\
-    _Alignas(32) double part_[4]; \\
-    _mm256_store_pd(part_, v); \\
-    memcpy(p, part_, (size_t)(n) * sizeof(double)); \\
-} while (0)
-static inline __attribute__((always_inline)) void transpose(vec r[4]) {
+    "f64": """static inline __attribute__((always_inline)) void transpose(vec r[4]) {
     __m256d t0 = _mm256_unpacklo_pd(r[0], r[1]), t1 = _mm256_unpackhi_pd(r[0], r[1]);
     __m256d t2 = _mm256_unpacklo_pd(r[2], r[3]), t3 = _mm256_unpackhi_pd(r[2], r[3]);
     r[0] = _mm256_permute2f128_pd(t0, t2, 0x20);
@@ -287,6 +275,10 @@ def _vector_ops(tag: str, tc: Toolchain) -> str:
             f"#define VSTORE(p, v) _mm256_store_{sfx}(p, v)\n"
             f"#define VLOADU(p) _mm256_loadu_{sfx}(p)\n"
             f"#define VSTOREU(p, v) _mm256_storeu_{sfx}(p, v)\n"
+            "#define HAVE_TRANSPOSE 1\n"
+            f"#define VPARTSTOREU(p, n, v) do {{ _Alignas(32) {c} part_[VL]; "
+            f"_mm256_store_{sfx}(part_, v); memcpy(p, part_, (size_t)(n) * sizeof({c})); }} "
+            "while (0)\n"
         ) + TRANSPOSE_AVX2[tag]
     fma = "fma" if tag == "f64" else "fmaf"
     return (
