@@ -503,9 +503,10 @@ class KernelC:
 
     def mask_read(self, buf: int, index: tuple) -> tuple[str, str]:
         """A structured mask's element (presk_kernel.narrow.mask_inputs) as the comparison
-        it holds, `j < i + plus` (`j <= i` for plus 1): the same truth value. A loop's selects on the mask then
-        vectorize at their values' width (16 f32 lanes on AVX-512), where its bytes' load
-        made 64, whose row tails narrower vectors and scalar steps finished."""
+        it holds, `j < i + plus` (plus 0 or 1: `j < i` or `j <= i`): the same truth value.
+        A loop's selects on the mask then vectorize at their values' width (16 f32 lanes
+        on AVX-512), where its bytes' load made 64, whose row tails narrower vectors and
+        scalar steps finished."""
         m = self.masks[buf]
         j, i = index[m.along], index[m.by]
         if not (isinstance(j, Affine) and isinstance(i, Affine)):
