@@ -32,6 +32,7 @@ def run(tmp_path) -> Path:
 def start(run: Path, *more: str, env=None, **kw) -> subprocess.Popen:
     args = [str(PRESK), "train", "07_train.psk", "--log-every", "1", "--steps", "100000", *more]
     env = {**os.environ, "NO_COLOR": "1", **(env or {})}
+    kw.setdefault("preexec_fn", _signals_as_a_user_has_them)
     return subprocess.Popen(
         args, cwd=run, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, **kw
     )
@@ -141,10 +142,11 @@ def test_a_checkpoint_that_cannot_be_written_is_E7004_and_the_file_before_stays(
 
 
 def _signals_as_a_user_has_them() -> None:
-    """The child's SIGINT and SIGQUIT at their default: a shell starts a background job (the
-    suite run with `&`) with them ignored, and a process keeps what it inherits."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+    """The child's SIGINT, SIGQUIT and SIGHUP at their default: a shell starts a background
+    job (the suite run with `&`) with the first two ignored, `nohup` (the suite run with it)
+    the third, and a process keeps what it inherits (presk keeps an ignored SIGHUP ignored)."""
+    for signum in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
 
 
 @pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: signal.Signals(s).name)
