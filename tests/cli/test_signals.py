@@ -50,7 +50,12 @@ def assert_clean(run: Path) -> list[Path]:
 
 def stop(p: subprocess.Popen, signum: int) -> tuple[str, str]:
     p.send_signal(signum)
-    out, err = p.communicate(timeout=120)
+    try:
+        out, err = p.communicate(timeout=120)
+    except subprocess.TimeoutExpired:  # killed, not left running past the test
+        p.kill()
+        p.communicate()
+        raise AssertionError(f"presk train did not stop on {signal.Signals(signum).name}") from None
     assert p.returncode == 128 + signum, (p.returncode, err)
     assert f"presk train: {WORDS[signum]}; the checkpoints written so far are whole" in err
     assert "Traceback" not in err and "internal error" not in err
@@ -176,6 +181,9 @@ def test_every_command_stops_on_a_signal_with_its_status(tmp_path, signum):
         except subprocess.TimeoutExpired:
             continue
     os.close(writer)
+    if err is None:  # killed, not left running past the test
+        p.kill()
+        p.communicate()
     assert err is not None, "presk did not stop"
     assert p.returncode == 128 + signum, (p.returncode, err)
     assert err.lstrip("\n") == f"presk: {WORDS[signum]}\n" and out == ""  # click: a new line
