@@ -3,7 +3,7 @@ each thread, at one and at two threads (issue 26, "Threads"): `make bench-thread
 
     .venv/bin/python tools/bench_threads.py [--const D=192]… [--steps 3] [--data FILE]
         [--forward] [--top 15] [--regions] [--wall R [--torch FORM] [--against PYTHON]]
-        [--no-cpu] [--json FILE]
+        [--no-cpu] [--json FILE] [--ceiling R]
 
 Each side (a thread count) is a process of its own that lowers the step at its threads
 (presk_cli.native.lower: the layouts `presk train --backend native --threads T` compiles),
@@ -53,6 +53,15 @@ libgomp's spin counts from 0 (presk_cback.load's) through small ones to its defa
 wall time a region costs beyond its work, empty and back to back, and in the step's
 pattern (50 µs of work on each thread, 5 µs on the calling thread between regions): what
 a fork and join costs here and now (with the load average: measure it quiet).
+
+`--ceiling R` times what two threads give on this machine to work that shares nothing but
+the machine: a loop of multiplies and adds in registers (twelve chains of the widest
+vector), and a stream (a sum of 128 MB of floats a thread, beyond the caches), each on one
+thread alone and then on two at once, R times, in a process of its own; printed, each one's
+median scaling and range, and one thread's GFLOP/s and GB/s. A step's two-thread scaling is
+read between them: its products are work in registers and caches, its elementwise launches
+streams; on a virtual machine whose cores lose clock or time to other guests when both are
+busy, even the loop in registers scales below 2× (`--no-cpu --ceiling R` alone: seconds).
 """
 
 from __future__ import annotations
@@ -202,6 +211,100 @@ double presk_regions(int count, double work, double gap) {
     empty = statistics.median(lib.presk_regions(count, 0.0, 0.0) for _ in range(5))
     worked = statistics.median(lib.presk_regions(count // 4, 5e4, 5e3) for _ in range(5))
     print(json.dumps([empty, worked]))
+
+
+CEILING_C = r"""
+#define _POSIX_C_SOURCE 199309L
+#include <omp.h>
+#include <time.h>
+typedef float presk_v __attribute__((vector_size(VECTOR_BYTES)));
+static double presk_now(void) {
+    struct timespec a; clock_gettime(CLOCK_MONOTONIC, &a);
+    return (double)a.tv_sec + 1e-9 * (double)a.tv_nsec;
+}
+/* twelve independent chains of a multiply and an add in registers: no memory, no sharing */
+static float presk_fmas(long n, float m, float c) {
+    presk_v z = {0}, a0 = z + 1, a1 = z + 2, a2 = z + 3, a3 = z + 4, a4 = z + 5, a5 = z + 6,
+            a6 = z + 7, a7 = z + 8, a8 = z + 9, a9 = z + 10, a10 = z + 11, a11 = z + 12;
+    for (long t = 0; t < n; t++) {
+        a0 = a0 * m + c; a1 = a1 * m + c; a2 = a2 * m + c; a3 = a3 * m + c;
+        a4 = a4 * m + c; a5 = a5 * m + c; a6 = a6 * m + c; a7 = a7 * m + c;
+        a8 = a8 * m + c; a9 = a9 * m + c; a10 = a10 * m + c; a11 = a11 * m + c;
+    }
+    presk_v s = ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)) + ((a8 + a9) + (a10 + a11));
+    return s[0];
+}
+/* a sum of n floats read from memory in vectors (eight partial sums: the adds' latency
+ * hidden), far beyond the caches: a stream */
+static float presk_stream(const float *x, long n) {
+    presk_v p[8] = {{0}};
+    const long w = VECTOR_BYTES / 4;
+    for (long i = 0; i + 8 * w <= n; i += 8 * w)
+        for (int j = 0; j < 8; j++) {
+            presk_v v;
+            __builtin_memcpy(&v, x + i + j * w, sizeof v);
+            p[j] += v;
+        }
+    presk_v s = ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+    return s[0];
+}
+/* seconds of the work on one thread, then on two threads at once, each its own (the
+ * longer of them): n steps in registers (memory = NULL), or a stream of n floats of each
+ * thread's half of memory */
+void presk_ceiling(long n, const float *memory, double *one, double *two) {
+    volatile float sink;
+    double t = presk_now();
+    sink = memory ? presk_stream(memory, n) : presk_fmas(n, 0.999999f, 1e-7f);
+    *one = presk_now() - t;
+    t = presk_now();
+#pragma omp parallel num_threads(2)
+    {
+        const float *mine = memory ? memory + omp_get_thread_num() * n : NULL;
+        sink = memory ? presk_stream(mine, n) : presk_fmas(n, 0.999999f, 1e-7f);
+    }
+    *two = presk_now() - t;
+    (void)sink;
+}
+"""
+
+
+def ceiling(rounds: int) -> None:
+    """What two threads give on this machine to work that shares nothing but the memory: in
+    registers (twelve independent chains of a multiply and an add, the target's widest
+    vector, compiled as the backend compiles: no fused products), and a stream (a sum of
+    128 MB of floats a thread, far beyond the caches), each timed on one thread alone, then
+    on two at once, `rounds` times; prints each one's scalings and one thread's rate."""
+    import numpy as np
+    from presk_cback.load import declare, ffi, load, pointer
+    from presk_core.cc.toolchain import find_toolchain
+
+    vb = find_toolchain().vector_bytes
+    cdef = "void presk_ceiling(long n, const float *memory, double *one, double *two);"
+    declare(cdef)
+    src = CEILING_C.replace("VECTOR_BYTES", str(vb))
+    lib = load(src, cdef, ("presk_ceiling",), threads=True).lib
+    one, two = ffi().new("double *"), ffi().new("double *")
+    n = 1000
+    while True:  # steps enough for about 0.2 s on one thread
+        lib.presk_ceiling(n, ffi().NULL, one, two)
+        if one[0] > 0.05:
+            break
+        n *= 4
+    n = int(n * 0.2 / one[0])
+    floats = 32 << 20  # 128 MB a thread
+    memory = np.ones(2 * floats, np.float32)  # written: its pages are there
+    got: dict[str, dict] = {}
+    for what, count, mem, per in (
+        ("registers", n, ffi().NULL, 12 * (vb // 4) * 2 / 1e9),  # GFLOP/s
+        ("stream", floats, pointer(memory, "float"), 4 / 1e9),  # GB/s
+    ):
+        scalings, rates = [], []
+        for _ in range(rounds):
+            lib.presk_ceiling(count, mem, one, two)
+            scalings.append(2 * one[0] / two[0])
+            rates.append(count * per / one[0])
+        got[what] = {"scalings": scalings, "rate": statistics.median(rates)}
+    print(json.dumps(got))
 
 
 def by_class(rows: list[dict]) -> dict[str, list[dict]]:
@@ -380,10 +483,17 @@ def main() -> None:
     parser.add_argument("--no-cpu", action="store_true", help="only --wall's steps")
     parser.add_argument("--forward", action="store_true", help="the forward pass, not the step")
     parser.add_argument("--against", metavar="PYTHON", help="--wall: another tree's native sides")
+    parser.add_argument(
+        "--ceiling", type=int, default=0, help="rounds of work in registers, at one and two threads"
+    )
+    parser.add_argument("--ceiling-side", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.no_cpu and not args.wall:
-        parser.error("--no-cpu times only --wall's steps: give --wall ROUNDS")
+    if args.no_cpu and not (args.wall or args.ceiling):
+        parser.error("--no-cpu times only --wall's steps and --ceiling: give either")
     consts = dict(c.split("=", 1) for c in args.const)
+    if args.ceiling_side:
+        ceiling(args.ceiling_side)
+        return
     if args.empty:
         empty_regions(args.empty)
         return
@@ -394,7 +504,10 @@ def main() -> None:
     env.setdefault("GOMP_SPINCOUNT", "0")  # CPU clocks count work, not spins (above)
     data = None if args.data == str(DATA) else args.data
     if args.no_cpu:
-        wall(args.const, data, args.wall, args.torch, args.against)
+        if args.wall:
+            wall(args.const, data, args.wall, args.torch, args.against)
+        if args.ceiling:
+            print_ceiling(args.ceiling)
         return
     sides = {}
     for threads in (1, 2):
@@ -428,6 +541,30 @@ def main() -> None:
             out = subprocess.run(cmd, env=e, capture_output=True, text=True, check=True)
             empty, worked = json.loads(out.stdout)
             print(f"    GOMP_SPINCOUNT {spin:>7}: {empty:>9.0f} ns empty, {worked:>9.0f} ns worked")
+    if args.ceiling:
+        print_ceiling(args.ceiling)
+
+
+def print_ceiling(rounds: int) -> None:
+    """`ceiling` in a process of its own, and its lines: the most two threads give here."""
+    cmd = [sys.executable, __file__, "--ceiling-side", str(rounds)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if out.returncode:
+        raise SystemExit(f"bench_threads: the ceiling's side failed:\n{out.stderr}")
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    print(
+        f"  the machine's ceiling: work that shares nothing, one thread alone then two at once,"
+        f" {rounds} rounds; load average {os.getloadavg()[0]:.1f}"
+    )
+    for what, label, unit in (
+        ("registers", "multiplies and adds in registers", "GFLOP/s"),
+        ("stream", "a sum of 128 MB a thread (memory)", "GB/s"),
+    ):
+        x = got[what]["scalings"]
+        print(
+            f"    {label:<36} two threads over one: median {statistics.median(x):.2f}×"
+            f" ({min(x):.2f}–{max(x):.2f}); one thread {got[what]['rate']:.1f} {unit}"
+        )
 
 
 if __name__ == "__main__":
