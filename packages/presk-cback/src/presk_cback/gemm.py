@@ -30,6 +30,7 @@ computes; which terms may be skipped is the caller's proof.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -127,11 +128,20 @@ def _host(tc: Toolchain) -> str:
 def host_blocking(tag: str, tc: Toolchain) -> Blocking:
     """The blocking tuned on this host (`tools/bench_gemm.py --tune --save`), else the
     default. Any blocking gives the same bits: this is speed only."""
+    path = _tuned_path()
     try:
-        saved = json.loads(_tuned_path().read_text())[_host(tc)][tag]
+        st = path.stat()
+        saved = _tuned(str(path), (st.st_ino, st.st_size, st.st_mtime_ns))[_host(tc)][tag]
         return Blocking(*(int(v) for v in saved))
     except (OSError, ValueError, KeyError, TypeError):
         return default_blocking(tag, tc)
+
+
+@functools.lru_cache(maxsize=4)
+def _tuned(path: str, stamp: tuple[int, int, int]) -> dict:
+    """The tuned table of `path` as its inode, size and modification time `stamp` find it
+    (read once a change, the time's coarse ticks aside: `gemm` asks at every call)."""
+    return json.loads(Path(path).read_text())
 
 
 def save_blocking(tag: str, tc: Toolchain, blocking: Blocking) -> Path:
@@ -786,8 +796,10 @@ void presk_gemm_{tag}(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, 
 """
 
 
+@functools.lru_cache(maxsize=32)
 def source(tag: str, blocking: Blocking, tc: Toolchain) -> str:
-    """The C of one GEMM for `tag` ("f64" or "f32") at `blocking`."""
+    """The C of one GEMM for `tag` ("f64" or "f32") at `blocking` (made once for each: `gemm`
+    asks at every call)."""
     vl = lanes(tag, tc)
     nr = blocking.nv * vl
     nc = max(nr, blocking.nc // nr * nr)

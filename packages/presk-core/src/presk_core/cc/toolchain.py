@@ -64,9 +64,7 @@ class Toolchain:
     @property
     def features(self) -> frozenset[str]:
         """The target's enabled features, as `-m` flag names (`avx512f`, `fma`, …)."""
-        return frozenset(
-            w[2:] for w in self.target.split() if w.startswith("-m") and not w.startswith("-mno-")
-        )
+        return _features(self.target)
 
     @property
     def vector_bytes(self) -> int:
@@ -92,6 +90,14 @@ class Toolchain:
                 "-g",
             ]
         return (*out, *extra)
+
+
+@functools.lru_cache(maxsize=16)
+def _features(target: str) -> frozenset[str]:
+    # read once a target: every GEMM call and unit asks (its vector width)
+    return frozenset(
+        w[2:] for w in target.split() if w.startswith("-m") and not w.startswith("-mno-")
+    )
 
 
 class CompileError(Exception):
