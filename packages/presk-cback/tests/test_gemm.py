@@ -129,7 +129,7 @@ def test_every_operand_order_packs_to_the_same_bits(dtype, m, k, n):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("blocking", [None, G.Blocking(8, 3, 384, 96)], ids=str)
+@pytest.mark.parametrize("blocking", [None, G.Blocking(6, 4, 384, 96)], ids=str)
 def test_few_rows_read_b_where_it_lies_with_the_same_bits(dtype, blocking):
     # m up to two panels of A reads B's full panels where they lie when their packed block
     # would be larger than BDIRECT (row k at k·rsb, k in blocks of BK, the next tile's lines
@@ -257,14 +257,17 @@ def test_wider_tiles_only_for_f32_on_avx512():
     wide = dataclasses.replace(tc, target="-march=icelake-server -mavx512f -mavx2 -mfma")
     narrow = dataclasses.replace(tc, target="-march=haswell -mavx2 -mfma")
     main = G.default_blocking("f32", wide)
-    assert G.wide_blocking("f32", main, wide) == G.Blocking(8, 3, 384, 96)
+    assert G.wide_blocking("f32", main, wide) == G.Blocking(6, 4, 384, 96)
     assert G.wide_blocking("f64", G.default_blocking("f64", wide), wide) is None
     assert G.wide_blocking("f32", G.default_blocking("f32", narrow), narrow) is None
     assert G.wide_blocking("f32", G.Blocking(6, 4), wide) is None  # already as wide
-    # 48 columns a tile against 32: taken where they pad n no more
-    taken = {n: G.takes_wide("f32", main, wide, n) for n in (32, 86, 96, 192, 256, 576, 768)}
-    assert taken == {32: False, 86: True, 96: True, 192: True, 256: False, 576: True, 768: True}
-    assert "gemm_all_f32w" not in G.embedded_source("f32", main, wide, cols=[32, 256])
+    # 64 columns a tile against 32: taken where n has two such tiles or more and they pad it
+    # no more
+    ns = (32, 64, 86, 96, 128, 192, 256, 576, 768)
+    taken = {n: G.takes_wide("f32", main, wide, n) for n in ns}
+    assert taken == {32: False, 64: False, 86: False, 96: False, 128: True, 192: True,
+                     256: True, 576: True, 768: True}  # fmt: skip
+    assert "gemm_all_f32w" not in G.embedded_source("f32", main, wide, cols=[32, 64, 96])
     assert "gemm_all_f32w" in G.embedded_source("f32", main, wide, cols=[32, 192])
     text = G.embedded_source("f32", main, wide)
     assert (
@@ -286,9 +289,10 @@ void wrap_band_{tag}(int64_t m, int64_t n, int64_t k, const {c} *A, const {c} *B
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_the_wider_tiles_keep_the_bits_and_a_band_keeps_its_panels(monkeypatch, dtype):
-    # wider tiles forced on any machine (NR 2 vectors against 1): taken where they pad n no
-    # more (n 2 or 4 vectors), not where they pad it more (n 1 or 3 vectors); the bits are
-    # the fold's either way, and a banded call keeps the main blocking's panels of MR rows
+    # wider tiles forced on any machine (NR 2 vectors against 1): taken where n has two of
+    # them and they pad it no more (n 4 vectors less one), not where it has one (2 vectors)
+    # or they pad it more (1 or 3); the bits are the fold's either way, and a banded call
+    # keeps the main blocking's panels of MR rows
     tc = find_toolchain()
     tag = G.TAGS[np.dtype(dtype)]
     vl = G.lanes(tag, tc)

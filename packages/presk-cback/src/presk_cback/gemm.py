@@ -99,12 +99,14 @@ def default_blocking(tag: str, tc: Toolchain) -> Blocking:
 
 def wide_blocking(tag: str, main: Blocking, tc: Toolchain) -> Blocking | None:
     """Wider tiles than `main`'s for the products they pad no more (`embedded_source`), or
-    None. f32 on AVX-512: 8 × 48 (3 vectors) loads 11 registers for 24 FMAs a term where
-    12 × 32 loads 14; on an Ice Lake server core it ran the course GPT's dense products
-    6–16 % faster (`tools/bench_gemm.py --shapes step`), its attention products (32
-    columns, padded to 48) 20–40 % slower: those keep 12 × 32."""
-    if tc.vector_bytes == 64 and tag == "f32" and main.nv < 3:
-        return Blocking(8, 3, 384, 96)
+    None. f32 on AVX-512: 6 × 64 (4 vectors) loads 10 registers for 24 FMAs a term where
+    12 × 32 loads 14. On an Ice Lake server core 8 × 48 (11 loads) ran the course GPT's
+    dense products 6–16 % faster than 12 × 32 (`tools/bench_gemm.py --shapes step`, b21);
+    on a Sapphire Rapids-class core 6 × 64 ran them 3–15 % faster than 8 × 48 (a C
+    harness, operands evicted) and the course GPT's full-width step and forward pass 4 %
+    faster (b31). The attention's products of 32 columns keep 12 × 32."""
+    if tc.vector_bytes == 64 and tag == "f32" and main.nv < 4:
+        return Blocking(6, 4, 384, 96)
     return None
 
 
@@ -751,9 +753,10 @@ static void gemm_all(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, i
     }}
     int64_t npan = (n + NR - 1) / NR, mpan = (m + MR - 1) / MR;
 #ifdef WIDE
-    /* the wider tiles of `wide_blocking` (fewer loads a term) where they pad n no more than
-     * these: the same fold of each element, so the same bits */
-    if (!band && (n + WIDE_NR - 1) / WIDE_NR * WIDE_NR <= npan * NR) {{
+    /* the wider tiles of `wide_blocking` (fewer loads a term) where n has two of their
+     * panels or more and they pad it no more than these: the same fold of each element, so
+     * the same bits */
+    if (!band && n > WIDE_NR && (n + WIDE_NR - 1) / WIDE_NR * WIDE_NR <= npan * NR) {{
         WIDE(m, n, k, A, rsa, csa, B, rsb, csb, C, ldc, threads, epi, ctx, pa, pb, 0, 0);
         return;
     }}
@@ -829,13 +832,16 @@ LOCAL_NAMES = (
 
 
 def takes_wide(tag: str, main: Blocking, tc: Toolchain, n: int) -> bool:
-    """Whether a call of `n` columns runs `wide_blocking`'s tiles (gemm_all's test in C:
-    they pad n no more than `main`'s)."""
+    """Whether a call of `n` columns runs `wide_blocking`'s tiles (gemm_all's test in C: n
+    has two of their panels or more, and they pad it no more than `main`'s). One panel is
+    no call's gain, and an entry whose calls all have one (the tiny MiniGPT's 64 columns)
+    compiles no wide nest."""
     wide = wide_blocking(tag, main, tc)
     if wide is None:
         return False
     vl = lanes(tag, tc)
-    return -(-n // (wide.nv * vl)) * wide.nv <= -(-n // (main.nv * vl)) * main.nv
+    wide_nr = wide.nv * vl
+    return n > wide_nr and -(-n // wide_nr) * wide.nv <= -(-n // (main.nv * vl)) * main.nv
 
 
 def embedded_source(
