@@ -106,8 +106,8 @@ bench-gpt: corpus-data
 # Where the second thread is idle in the course GPT's step (D = 192, f32): each launch's CPU
 # time on each thread at one and two threads, by class, the bound two threads allow, the
 # launches that leave most on the table, an empty region's cost; then the step at one and
-# two threads natively and in PyTorch (sdpa), interleaved; what two threads give to work in
-# registers here, the ceiling a step is read against (tools/bench_threads.py, issue 26).
+# two threads natively and in PyTorch (sdpa), interleaved; what two threads give here to work
+# in registers and to a stream, the ceiling a step is read against (tools/bench_threads.py).
 bench-threads: corpus-data
 	@if [ ! -f $(GPT_DATA) ]; then echo "bench-threads: no $(GPT_DATA) (make corpus-data)"; exit 0; fi; \
 	$(PY) tools/bench_threads.py --const D=192 --steps 3 --regions --wall 3 --ceiling 15
