@@ -178,20 +178,18 @@ def side(consts: dict, data: str, threads: int, steps: int, forward: bool = Fals
     print(json.dumps(doc), flush=True)
 
 
-def empty_regions(count: int) -> None:
-    """Wall nanoseconds a parallel region of two threads costs beyond its work, at this
-    process's GOMP_SPINCOUNT (the median of 5 batches of `count`): an empty region, back to
-    back; then the step's pattern, each thread busy 50 µs in the region and the calling
-    thread 5 µs between regions (a launch's work and the host's call of the next)."""
-    from presk_cback.load import declare, load
-
-    src = r"""
+NOW_C = r"""
 #define _POSIX_C_SOURCE 199309L
 #include <time.h>
 static double presk_now(void) {
     struct timespec a; clock_gettime(CLOCK_MONOTONIC, &a);
     return (double)a.tv_sec * 1e9 + (double)a.tv_nsec;
 }
+"""
+"""The monotonic clock in nanoseconds, for the C sources below."""
+
+
+REGIONS_C = r"""
 static void presk_busy(double ns) { const double end = presk_now() + ns; while (presk_now() < end) {} }
 double presk_regions(int count, double work, double gap) {
     volatile int sink = 0;
@@ -204,6 +202,16 @@ double presk_regions(int count, double work, double gap) {
     return (presk_now() - a) / count - work - gap;
 }
 """
+
+
+def empty_regions(count: int) -> None:
+    """Wall nanoseconds a parallel region of two threads costs beyond its work, at this
+    process's GOMP_SPINCOUNT (the median of 5 batches of `count`): an empty region, back to
+    back; then the step's pattern, each thread busy 50 µs in the region and the calling
+    thread 5 µs between regions (a launch's work and the host's call of the next)."""
+    from presk_cback.load import declare, load
+
+    src = NOW_C + REGIONS_C
     cdef = "double presk_regions(int count, double work, double gap);"
     declare(cdef)
     lib = load(src, cdef, ("presk_regions",), threads=True).lib
@@ -214,14 +222,8 @@ double presk_regions(int count, double work, double gap) {
 
 
 CEILING_C = r"""
-#define _POSIX_C_SOURCE 199309L
 #include <omp.h>
-#include <time.h>
 typedef float presk_v __attribute__((vector_size(VECTOR_BYTES)));
-static double presk_now(void) {
-    struct timespec a; clock_gettime(CLOCK_MONOTONIC, &a);
-    return (double)a.tv_sec + 1e-9 * (double)a.tv_nsec;
-}
 /* twelve independent chains of a multiply and an add in registers: no memory, no sharing */
 static float presk_fmas(long n, float m, float c) {
     presk_v z = {0}, a0 = z + 1, a1 = z + 2, a2 = z + 3, a3 = z + 4, a4 = z + 5, a5 = z + 6,
@@ -252,18 +254,18 @@ static float presk_stream(const float *x, long n) {
  * longer of them): n steps in registers (memory = NULL), or a stream of n floats of each
  * thread's half of memory */
 void presk_ceiling(long n, const float *memory, double *one, double *two) {
-    volatile float sink;
+    volatile float sink[2]; /* each thread's result, kept: the work is not left out */
     double t = presk_now();
-    sink = memory ? presk_stream(memory, n) : presk_fmas(n, 0.999999f, 1e-7f);
-    *one = presk_now() - t;
+    sink[0] = memory ? presk_stream(memory, n) : presk_fmas(n, 0.999999f, 1e-7f);
+    *one = (presk_now() - t) * 1e-9;
     t = presk_now();
 #pragma omp parallel num_threads(2)
     {
-        const float *mine = memory ? memory + omp_get_thread_num() * n : NULL;
-        sink = memory ? presk_stream(mine, n) : presk_fmas(n, 0.999999f, 1e-7f);
+        const int me = omp_get_thread_num();
+        const float *mine = memory ? memory + me * n : NULL;
+        sink[me] = memory ? presk_stream(mine, n) : presk_fmas(n, 0.999999f, 1e-7f);
     }
-    *two = presk_now() - t;
-    (void)sink;
+    *two = (presk_now() - t) * 1e-9;
 }
 """
 
@@ -281,7 +283,7 @@ def ceiling(rounds: int) -> None:
     vb = find_toolchain().vector_bytes
     cdef = "void presk_ceiling(long n, const float *memory, double *one, double *two);"
     declare(cdef)
-    src = CEILING_C.replace("VECTOR_BYTES", str(vb))
+    src = NOW_C + CEILING_C.replace("VECTOR_BYTES", str(vb))
     lib = load(src, cdef, ("presk_ceiling",), threads=True).lib
     one, two = ffi().new("double *"), ffi().new("double *")
     n = 1000
