@@ -322,3 +322,40 @@ def test_the_wider_tiles_keep_the_bits_and_a_band_keeps_its_panels(monkeypatch, 
     for r in range(11):  # the terms its panel of main.mr rows needs (wide.mr would differ)
         _, hi = _band_bounds("kend", main.mr, 11, 2 * vl, 40, 1, r)
         assert same_bits(out[r], reference(a[r : r + 1, :hi], b[:hi])[0]), r
+
+
+SPLIT = """
+int wrap_split(int64_t m, int64_t n, int64_t npan, int64_t mpan, int threads) {
+    return split_columns(m, n, npan, mpan, threads);
+}
+"""
+
+
+def test_threads_split_the_side_that_shares_best_and_the_model_agrees():
+    # a weight's gradient 192 by 192 in three panels of 64 columns: two threads sharing n
+    # would give one of them two thirds of C (1.44× on two threads); they share m's 32
+    # panels. Where n's panels share evenly, or m is the longer side, the rule is as before.
+    # The layout model's mirror of the rule (a stage before this one) gives the same answer.
+    from presk_kernel.layout_model import split_columns
+
+    tc = find_toolchain()
+    text = G.source("f32", G.Blocking(6, 4, 384, 96), tc) + SPLIT
+    lib = load(text, "int wrap_split(int64_t, int64_t, int64_t, int64_t, int);",
+               ("wrap_split",), threads=True).lib  # fmt: skip
+    table = {
+        (192, 192, 3, 32, 2): 0,  # n's three panels 2 and 1: m's
+        (384, 384, 6, 64, 2): 1,  # 3 and 3
+        (768, 192, 3, 128, 2): 0,  # m the longer side
+        (192, 768, 12, 32, 2): 1,
+        (6, 192, 3, 1, 2): 1,  # one panel of m: n's, uneven as they are
+        (12, 6, 1, 2, 2): 0,  # n has fewer panels than the threads and than m
+        (192, 192, 3, 32, 1): 1,  # one thread: n's, as before
+    }
+    for (m, n, npan, mpan, t), by_n in table.items():
+        assert lib.wrap_split(m, n, npan, mpan, t) == by_n, (m, n, t)
+    for m in (1, 6, 12, 96, 192, 200, 768):
+        for n in (1, 32, 64, 128, 192, 320, 1536):
+            for t in (1, 2, 3, 4):
+                npan, mpan = -(-n // 64), -(-m // 6)
+                c = lib.wrap_split(m, n, npan, mpan, t)
+                assert c == split_columns(m, n, npan, mpan, t), (m, n, t)

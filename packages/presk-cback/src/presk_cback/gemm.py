@@ -732,10 +732,14 @@ static void nest(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64
  * sharing m, all of B (k·n) each. So m's panels when m is the longer side and has a panel
  * for every thread (a weight's gradient, m 768 by n 192 over k 4096, did 1.6× its one-thread
  * CPU time on two threads sharing n: issue 26, tools/bench_threads.py); else n's, as long as
- * it has a panel for every thread or more panels than m. */
+ * it has a panel for every thread or more panels than m, and its largest share of panels is
+ * no larger a part of the product than m's would be (a weight's gradient, 192 by 192 in
+ * three panels of 64 columns, gave one thread two of them: 1.44× on two threads). */
 static int split_columns(int64_t m, int64_t n, int64_t npan, int64_t mpan, int threads) {{
     if (m > n && mpan >= threads) return 0;
-    return npan >= threads || npan >= mpan;
+    if (npan < threads && npan < mpan) return 0;
+    int64_t t = threads < 1 ? 1 : threads;
+    return (npan + t - 1) / t * mpan <= (mpan + t - 1) / t * npan;
 }}
 
 /* Threads take contiguous ranges of NR panels of n or of MR panels of m (`split_columns`),

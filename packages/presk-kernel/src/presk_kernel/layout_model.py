@@ -465,7 +465,8 @@ class _Walk:
         """The generated GEMM (presk_cback.gemm's Goto nest, its default blocking), one
         worker's share of it: its MR panels of m when m is longer than n and has a panel
         for every worker, else its NR panels of n (of m when n has fewer panels than the
-        workers and than m; presk_cback.gemm's `split_columns`), each call once per point of the batch loops (its
+        workers and than m, or its largest share is a larger part than m's would be;
+        presk_cback.gemm's `split_columns`), each call once per point of the batch loops (its
         share of those points when the workers share them, `batched`). Work: the
         micro-kernel's vector FMAs over the tiles padded to MR × NR, the panels' copies (B's
         once, A's once per NC block of columns; in place when n has at most four panels),
@@ -512,7 +513,7 @@ class _Walk:
         if batched:  # the workers share the batch's points, each call whole on one
             self.workers = max(self.workers, threads)
             batch, threads = math.ceil(batch / threads), 1
-        by_n = not (m > n and mpan >= threads) and (npan >= threads or npan >= mpan)
+        by_n = split_columns(m, n, npan, mpan, threads)
         parts = npan if by_n else mpan
         nt = max(1, min(threads, parts))
         self.workers = max(self.workers, nt)
@@ -588,6 +589,19 @@ def gemm_blocking(dtype: str, vector_bits: int) -> tuple[int, int, int, int, int
             mr, nv, kc, mc = 4, 2, 256, 64
     nr = nv * vl
     return mr, nr, max(mr, mc // mr * mr), kc, max(nr, 4096 // nr * nr)
+
+
+def split_columns(m: int, n: int, npan: int, mpan: int, threads: int) -> bool:
+    """Whether the generated GEMM's threads share n's `npan` panels (True) or m's `mpan`
+    (presk_cback.gemm's `split_columns`, the same rule, read here: a later stage's): m's when
+    m is the longer side and has a panel for every thread, or n has fewer panels than the
+    threads and than m, or n's largest share would be a larger part of C than m's."""
+    t = max(1, threads)
+    if m > n and mpan >= t:
+        return False
+    if npan < t and npan < mpan:
+        return False
+    return -(-npan // t) * mpan <= -(-mpan // t) * npan
 
 
 def _footprint(node, ranges: dict[str, float], line: int, lines: bool) -> float:
