@@ -486,7 +486,10 @@ def main() -> None:
     parser.add_argument("--forward", action="store_true", help="the forward pass, not the step")
     parser.add_argument("--against", metavar="PYTHON", help="--wall: another tree's native sides")
     parser.add_argument(
-        "--ceiling", type=int, default=0, help="rounds of work in registers, at one and two threads"
+        "--ceiling",
+        type=int,
+        default=0,
+        help="rounds of work in registers and of a stream, at one and two threads",
     )
     parser.add_argument("--ceiling-side", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -736,9 +736,9 @@ static void nest(int64_t m, int64_t n, int64_t k, const T *A, int64_t rsa, int64
  * no larger a part of the product than m's would be (a weight's gradient, 192 by 192 in
  * three panels of 64 columns, gave one thread two of them: 1.44× on two threads). */
 static int split_columns(int64_t m, int64_t n, int64_t npan, int64_t mpan, int threads) {{
-    if (m > n && mpan >= threads) return 0;
-    if (npan < threads && npan < mpan) return 0;
-    int64_t t = threads < 1 ? 1 : threads;
+    const int64_t t = threads < 1 ? 1 : threads;
+    if (m > n && mpan >= t) return 0;
+    if (npan < t && npan < mpan) return 0;
     return (npan + t - 1) / t * mpan <= (mpan + t - 1) / t * npan;
 }}
 
